@@ -1,0 +1,240 @@
+//! The allocator-descriptor and register API, in safe Rust.
+//!
+//! [`AllocatorApi`] holds the live descriptors and the stream registrations.
+//! The C functions (`aclrtAllocator*`) use the process-wide instance,
+//! [`global`]; tests and embedders may make their own.
+//!
+//! ```
+//! use aclalloc::{AllocatorApi, AllocatorObj, StreamKey};
+//! use std::ffi::c_void;
+//!
+//! unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
+//!     Box::into_raw(vec![0u8; size].into_boxed_slice()) as *mut c_void
+//! }
+//! unsafe extern "C" fn free(_obj: *mut c_void, _block: *mut c_void) {}
+//! unsafe extern "C" fn addr(block: *mut c_void) -> *mut c_void { block }
+//!
+//! let api = AllocatorApi::new();
+//! let mut pool = 0u8;
+//! let desc = api.create_descriptor().unwrap();
+//! api.update_descriptor(desc, |d| {
+//!     d.obj = AllocatorObj::new(&mut pool as *mut u8 as *mut c_void);
+//!     d.alloc = Some(alloc);
+//!     d.free = Some(free);
+//!     d.get_addr_from_block = Some(addr);
+//! })
+//! .unwrap();
+//!
+//! let mut stream_storage = 0u8;
+//! let stream = StreamKey::from_ptr(&mut stream_storage as *mut u8 as *mut c_void).unwrap();
+//! api.register(stream, desc).unwrap();
+//! let found = api.get_by_stream(stream).unwrap();
+//! assert_eq!(found.descriptor, desc);
+//! api.unregister(stream).unwrap();
+//! assert!(api.get_by_stream(stream).is_err());
+//! ```
+
+use super::descriptor::Descriptor;
+use super::error::{Error, Result};
+use super::handles::HandleTable;
+use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};
+use std::sync::OnceLock;
+
+/// The tag in the top bits of every descriptor handle.
+const DESCRIPTOR_TAG: u16 = 0xACA1;
+
+const NOT_A_DESCRIPTOR: Error = Error::InvalidParam {
+    param: "allocatorDesc",
+    reason: "It is not a live allocator descriptor (it was destroyed, or was never returned by aclrtAllocatorCreateDesc)",
+};
+
+/// Live descriptors and the registrations made from them.
+pub struct AllocatorApi {
+    descriptors: HandleTable<Descriptor>,
+    streams: StreamRegistry,
+}
+
+impl Default for AllocatorApi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AllocatorApi {
+    /// An API instance with no descriptors and no registrations.
+    pub fn new() -> Self {
+        AllocatorApi {
+            descriptors: HandleTable::new(DESCRIPTOR_TAG),
+            streams: StreamRegistry::default(),
+        }
+    }
+
+    /// `aclrtAllocatorCreateDesc`: a new, empty descriptor.
+    pub fn create_descriptor(&self) -> Result<DescriptorHandle> {
+        self.descriptors
+            .insert(Descriptor::default())
+            .map(DescriptorHandle::from_value)
+    }
+
+    /// `aclrtAllocatorDestroyDesc`. Registrations made from it stay.
+    pub fn destroy_descriptor(&self, desc: DescriptorHandle) -> Result<()> {
+        self.descriptors
+            .remove(desc.get())
+            .map(drop)
+            .ok_or(NOT_A_DESCRIPTOR)
+    }
+
+    /// Changes a live descriptor (the `aclrtAllocatorSet*ToDesc` functions).
+    pub fn update_descriptor(
+        &self,
+        desc: DescriptorHandle,
+        change: impl FnOnce(&mut Descriptor),
+    ) -> Result<()> {
+        self.descriptors
+            .with(desc.get(), change)
+            .ok_or(NOT_A_DESCRIPTOR)
+    }
+
+    /// A copy of a live descriptor's contents.
+    pub fn descriptor(&self, desc: DescriptorHandle) -> Result<Descriptor> {
+        self.descriptors
+            .with(desc.get(), |d| *d)
+            .ok_or(NOT_A_DESCRIPTOR)
+    }
+
+    /// The number of live descriptors.
+    pub fn live_descriptors(&self) -> usize {
+        self.descriptors.len()
+    }
+
+    /// `aclrtAllocatorRegister`: the descriptor's current contents serve
+    /// `stream` from now on, replacing any earlier registration. Later changes
+    /// to the descriptor need a new registration to take effect.
+    pub fn register(&self, stream: StreamKey, desc: DescriptorHandle) -> Result<()> {
+        let callbacks = self.descriptor(desc)?.callbacks()?;
+        self.streams.set(
+            stream,
+            Registration {
+                descriptor: desc,
+                callbacks,
+            },
+        );
+        Ok(())
+    }
+
+    /// `aclrtAllocatorGetByStream`: the registration in force for `stream`.
+    #[inline]
+    pub fn get_by_stream(&self, stream: StreamKey) -> Result<Registration> {
+        self.streams.get(stream).ok_or(Error::StreamNotRegistered)
+    }
+
+    /// `aclrtAllocatorUnregister`: drops the registration of `stream`, if any,
+    /// and returns it.
+    pub fn unregister(&self, stream: StreamKey) -> Result<Option<Registration>> {
+        Ok(self.streams.remove(stream))
+    }
+
+    /// The stream → registration map itself.
+    pub fn streams(&self) -> &StreamRegistry {
+        &self.streams
+    }
+}
+
+/// The process-wide instance behind the C functions.
+pub fn global() -> &'static AllocatorApi {
+    static GLOBAL: OnceLock<AllocatorApi> = OnceLock::new();
+    GLOBAL.get_or_init(AllocatorApi::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::descriptor::AllocatorObj;
+    use std::ffi::c_void;
+
+    unsafe extern "C" fn alloc_a(_: *mut c_void, _: usize) -> *mut c_void {
+        std::ptr::null_mut()
+    }
+    unsafe extern "C" fn alloc_b(_: *mut c_void, _: usize) -> *mut c_void {
+        std::ptr::dangling_mut()
+    }
+    unsafe extern "C" fn free(_: *mut c_void, _: *mut c_void) {}
+    unsafe extern "C" fn get_addr(b: *mut c_void) -> *mut c_void {
+        b
+    }
+
+    fn stream(n: usize) -> StreamKey {
+        StreamKey::from_ptr((n * 8) as *mut c_void).unwrap()
+    }
+
+    fn complete(api: &AllocatorApi, obj: usize) -> DescriptorHandle {
+        let d = api.create_descriptor().unwrap();
+        api.update_descriptor(d, |d| {
+            d.obj = AllocatorObj::new(obj as *mut c_void);
+            d.alloc = Some(alloc_a);
+            d.free = Some(free);
+            d.get_addr_from_block = Some(get_addr);
+        })
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn register_copies_the_descriptor_and_the_last_registration_wins() {
+        let api = AllocatorApi::new();
+        let d1 = complete(&api, 0x100);
+        let d2 = complete(&api, 0x200);
+        api.register(stream(1), d1).unwrap();
+        api.update_descriptor(d1, |d| d.alloc = Some(alloc_b))
+            .unwrap();
+        let r = api.get_by_stream(stream(1)).unwrap();
+        assert_eq!(
+            r.callbacks.alloc as usize, alloc_a as usize,
+            "a copy was taken"
+        );
+        api.register(stream(1), d2).unwrap();
+        let r = api.get_by_stream(stream(1)).unwrap();
+        assert_eq!(r.descriptor, d2);
+        assert_eq!(r.callbacks.obj.as_ptr() as usize, 0x200);
+    }
+
+    #[test]
+    fn destroyed_descriptors_are_refused_but_their_registrations_stay() {
+        let api = AllocatorApi::new();
+        let d = complete(&api, 0x100);
+        api.register(stream(2), d).unwrap();
+        api.destroy_descriptor(d).unwrap();
+        assert_eq!(api.destroy_descriptor(d), Err(NOT_A_DESCRIPTOR));
+        assert_eq!(api.update_descriptor(d, |_| ()), Err(NOT_A_DESCRIPTOR));
+        assert_eq!(api.register(stream(3), d), Err(NOT_A_DESCRIPTOR));
+        assert_eq!(api.get_by_stream(stream(2)).unwrap().descriptor, d);
+        assert_eq!(api.live_descriptors(), 0);
+    }
+
+    #[test]
+    fn an_incomplete_descriptor_registers_nothing() {
+        let api = AllocatorApi::new();
+        let d = api.create_descriptor().unwrap();
+        assert_eq!(
+            api.register(stream(4), d),
+            Err(Error::NullPointer {
+                param: "allocatorDesc->obj"
+            })
+        );
+        assert_eq!(
+            api.get_by_stream(stream(4)).unwrap_err(),
+            Error::StreamNotRegistered
+        );
+        assert!(api.streams().is_empty());
+    }
+
+    #[test]
+    fn unregister_is_a_no_op_for_unknown_streams() {
+        let api = AllocatorApi::new();
+        assert!(api.unregister(stream(5)).unwrap().is_none());
+        let d = complete(&api, 0x100);
+        api.register(stream(5), d).unwrap();
+        assert!(api.unregister(stream(5)).unwrap().is_some());
+        assert!(api.get_by_stream(stream(5)).is_err());
+    }
+}

@@ -1,0 +1,153 @@
+//! The per-thread record of failed calls behind `aclGetRecentErrMsg`.
+//!
+//! Recording stores a `(function, Error)` pair in a fixed ring in thread-local
+//! storage: no allocation, no formatting, no lock. Text is produced only by
+//! [`take_recent`], newest first.
+
+use super::error::Error;
+use std::cell::RefCell;
+use std::fmt::Write as _;
+
+/// How many failures a thread keeps between two reads. Older ones are counted,
+/// not kept: a caller that never reads must not grow memory without bound.
+const CAPACITY: usize = 16;
+
+#[derive(Clone, Copy)]
+struct Record {
+    function: &'static str,
+    error: Error,
+}
+
+struct Log {
+    ring: [Option<Record>; CAPACITY],
+    /// Index the next record goes to.
+    next: usize,
+    /// Records held, at most `CAPACITY`.
+    held: usize,
+    /// Records overwritten since the last read.
+    dropped: u64,
+}
+
+impl Log {
+    const fn new() -> Self {
+        Log {
+            ring: [None; CAPACITY],
+            next: 0,
+            held: 0,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, record: Record) {
+        if self.held == CAPACITY {
+            self.dropped += 1;
+        } else {
+            self.held += 1;
+        }
+        self.ring[self.next] = Some(record);
+        self.next = (self.next + 1) % CAPACITY;
+    }
+
+    fn drain_newest_first(&mut self) -> Option<String> {
+        if self.held == 0 {
+            return None;
+        }
+        let mut text = String::new();
+        for back in 1..=self.held {
+            let index = (self.next + CAPACITY - back) % CAPACITY;
+            if let Some(record) = self.ring[index].take() {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                format_record(&mut text, &record);
+            }
+        }
+        if self.dropped > 0 {
+            let _ = write!(text, "\n({} earlier failures were not kept)", self.dropped);
+        }
+        self.held = 0;
+        self.dropped = 0;
+        Some(text)
+    }
+}
+
+fn format_record(text: &mut String, record: &Record) {
+    let _ = write!(
+        text,
+        "{}{}{}.",
+        record.function,
+        record.error.connective(),
+        record.error
+    );
+}
+
+thread_local! {
+    static LOG: RefCell<Log> = const { RefCell::new(Log::new()) };
+}
+
+/// Remembers that `function` failed with `error` on this thread.
+pub fn record(function: &'static str, error: Error) {
+    // During thread teardown the log may already be gone; losing the message
+    // then is better than aborting the caller.
+    let _ = LOG.try_with(|log| {
+        if let Ok(mut log) = log.try_borrow_mut() {
+            log.push(Record { function, error });
+        }
+    });
+}
+
+/// The messages of this thread's failures since the last call, newest first,
+/// one per line; `None` when nothing failed. Reading clears them.
+pub fn take_recent() -> Option<String> {
+    LOG.try_with(|log| log.try_borrow_mut().ok()?.drain_newest_first())
+        .ok()
+        .flatten()
+}
+
+/// The message one failure produces, as [`take_recent`] would show it.
+pub fn message(function: &'static str, error: Error) -> String {
+    let mut text = String::new();
+    format_record(&mut text, &Record { function, error });
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_read_newest_first_and_reading_clears_them() {
+        assert_eq!(take_recent(), None);
+        record("first", Error::NullPointer { param: "stream" });
+        record("second", Error::StreamNotRegistered);
+        let text = take_recent().expect("two failures were recorded");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "second failed. Parameter stream is invalid. Reason: The stream is not registered with any allocator.",
+                "first failed because stream cannot be a NULL pointer.",
+            ]
+        );
+        assert_eq!(take_recent(), None);
+    }
+
+    #[test]
+    fn a_thread_that_never_reads_keeps_a_bounded_log() {
+        for _ in 0..CAPACITY + 5 {
+            record("f", Error::NullPointer { param: "p" });
+        }
+        let text = take_recent().unwrap();
+        assert_eq!(text.lines().count(), CAPACITY + 1);
+        assert!(text.ends_with("(5 earlier failures were not kept)"));
+    }
+
+    #[test]
+    fn each_thread_has_its_own_log() {
+        record("here", Error::NullPointer { param: "p" });
+        std::thread::spawn(|| assert_eq!(take_recent(), None))
+            .join()
+            .unwrap();
+        assert!(take_recent().unwrap().starts_with("here failed"));
+    }
+}

@@ -1,0 +1,62 @@
+//! Checking and converting the raw arguments C passes in. The only code that
+//! writes through a caller's pointer is [`Out::write`], and every export calls
+//! it only after everything else has succeeded.
+
+use crate::core::error::{Error, Result};
+use crate::registry::{DescriptorHandle, StreamKey};
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+/// A required non-NULL value (a function pointer, an object).
+pub(crate) fn required<T>(value: Option<T>, param: &'static str) -> Result<T> {
+    value.ok_or(Error::NullPointer { param })
+}
+
+/// A non-NULL stream handle.
+pub(crate) fn stream(stream: *mut c_void) -> Result<StreamKey> {
+    StreamKey::from_ptr(stream).ok_or(Error::NullPointer { param: "stream" })
+}
+
+/// A non-NULL descriptor handle; whether it is live is the core's check.
+pub(crate) fn descriptor(desc: *mut c_void) -> Result<DescriptorHandle> {
+    DescriptorHandle::from_ptr(desc).ok_or(Error::NullPointer {
+        param: "allocatorDesc",
+    })
+}
+
+/// An out-parameter: where a result goes once the call has succeeded.
+pub(crate) struct Out<T>(NonNull<T>);
+
+impl<T> Out<T> {
+    /// A required out-parameter.
+    ///
+    /// # Safety
+    /// A non-NULL `ptr` must be valid for a write of `T`, as the C function's
+    /// contract says.
+    pub(crate) unsafe fn required(ptr: *mut T, param: &'static str) -> Result<Self> {
+        NonNull::new(ptr)
+            .map(Out)
+            .ok_or(Error::NullPointer { param })
+    }
+
+    /// An optional out-parameter (NULL: the caller does not want it).
+    ///
+    /// # Safety
+    /// As for [`Out::required`].
+    pub(crate) unsafe fn optional(ptr: *mut T) -> Option<Self> {
+        NonNull::new(ptr).map(Out)
+    }
+
+    /// Stores the result.
+    pub(crate) fn write(self, value: T) {
+        // SAFETY: the constructor's contract.
+        unsafe { self.0.as_ptr().write(value) }
+    }
+}
+
+/// Writes `value` to an optional out-parameter, if the caller gave one.
+pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
+    if let Some(out) = out {
+        out.write(value);
+    }
+}

@@ -1,0 +1,79 @@
+//! The one function every export runs its body through.
+
+use crate::core::errlog;
+use crate::core::error::{aclError, Error, ACL_SUCCESS};
+use std::ffi::c_char;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// How an export's C return value encodes success and failure.
+pub(crate) trait FfiReturn {
+    /// What the body produces on success.
+    type Ok;
+    fn success(value: Self::Ok) -> Self;
+    fn failure(code: aclError) -> Self;
+}
+
+/// `aclError` functions: `ACL_SUCCESS` or the error's code.
+impl FfiReturn for aclError {
+    type Ok = ();
+    fn success(_: ()) -> Self {
+        ACL_SUCCESS
+    }
+    fn failure(code: aclError) -> Self {
+        code
+    }
+}
+
+/// Handle-returning functions: the handle, or NULL.
+impl FfiReturn for *mut c_void {
+    type Ok = *mut c_void;
+    fn success(value: *mut c_void) -> Self {
+        value
+    }
+    fn failure(_: aclError) -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+/// String-returning functions: the string, or NULL.
+impl FfiReturn for *const c_char {
+    type Ok = *const c_char;
+    fn success(value: *const c_char) -> Self {
+        value
+    }
+    fn failure(_: aclError) -> Self {
+        std::ptr::null()
+    }
+}
+
+/// Runs an export's body: a failure is recorded under `function` for
+/// `aclGetRecentErrMsg` and returned as its code; a panic is caught and
+/// reported as `ACL_ERROR_INTERNAL_ERROR`.
+///
+/// Why `catch_unwind` and not `panic = "abort"`: this library lives inside
+/// long-running inference services, and a bug in a diagnostic path of ours
+/// should fail one call, not take the service down. Unwinding out of an
+/// `extern "C"` function would abort anyway, so catching here is what turns a
+/// panic into an error code.
+#[inline]
+pub(crate) fn boundary<R: FfiReturn>(
+    function: &'static str,
+    body: impl FnOnce() -> Result<R::Ok, Error>,
+) -> R {
+    let error = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => return R::success(value),
+        Ok(Err(error)) => error,
+        Err(_) => Error::Internal {
+            reason: "a panic inside aclalloc was caught at the C boundary (details on stderr)",
+        },
+    };
+    fail(function, error)
+}
+
+#[cold]
+#[inline(never)]
+fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {
+    errlog::record(function, error);
+    R::failure(error.code())
+}

@@ -1,0 +1,30 @@
+//! `aclGetRecentErrMsg`.
+
+use super::boundary::boundary;
+use crate::core::errlog;
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+
+thread_local! {
+    /// The text last handed out on this thread; it lives until the next read.
+    static LAST_READ: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+/// Returns the messages of this thread's failed ACL calls since the last call
+/// of this function, newest first, one per line, and clears them. Returns NULL
+/// when nothing failed since. The string stays valid until this thread calls
+/// `aclGetRecentErrMsg` again.
+#[no_mangle]
+pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
+    boundary("aclGetRecentErrMsg", || {
+        let text =
+            errlog::take_recent().map(|t| CString::new(t.replace('\0', " ")).unwrap_or_default());
+        Ok(LAST_READ
+            .try_with(|last| {
+                let mut last = last.borrow_mut();
+                *last = text;
+                last.as_ref().map_or(std::ptr::null(), |t| t.as_ptr())
+            })
+            .unwrap_or(std::ptr::null()))
+    })
+}

@@ -1,0 +1,160 @@
+//! Which allocator serves which stream.
+//!
+//! [`StreamRegistry`] maps a stream to the [`Registration`] in force for it.
+//! Lookups are on the launch path of every operator, so the map is a
+//! [`SeqTable`]: lock-free, allocation-free reads that never see a torn entry.
+
+mod sync;
+pub mod table;
+
+use crate::core::descriptor::GetAddrFromBlockFn;
+use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
+pub use table::{Packed, SeqTable, VALUE_WORDS};
+
+/// A stream, identified by its (non-NULL) handle. The allocator API treats
+/// streams as opaque: any non-NULL pointer is one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamKey(NonZeroUsize);
+
+impl StreamKey {
+    /// The key of a non-NULL stream handle.
+    pub fn from_ptr(stream: *mut c_void) -> Option<Self> {
+        NonZeroUsize::new(stream as usize).map(StreamKey)
+    }
+
+    /// The stream handle.
+    pub fn as_ptr(self) -> *mut c_void {
+        self.0.get() as *mut c_void
+    }
+
+    /// The handle as a number.
+    pub fn get(self) -> NonZeroUsize {
+        self.0
+    }
+}
+
+/// The handle of a descriptor, as `aclrtAllocatorCreateDesc` returned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DescriptorHandle(NonZeroUsize);
+
+impl DescriptorHandle {
+    /// A handle from its value; whether it is live is checked elsewhere.
+    pub fn from_ptr(desc: *mut c_void) -> Option<Self> {
+        NonZeroUsize::new(desc as usize).map(DescriptorHandle)
+    }
+
+    pub(crate) fn from_value(value: NonZeroUsize) -> Self {
+        DescriptorHandle(value)
+    }
+
+    /// The handle as C sees it.
+    pub fn as_ptr(self) -> *mut c_void {
+        self.0.get() as *mut c_void
+    }
+
+    /// The handle as a number.
+    pub fn get(self) -> usize {
+        self.0.get()
+    }
+}
+
+/// What `aclrtAllocatorRegister` recorded for a stream: the descriptor it was
+/// given and a copy of that descriptor's contents at that moment.
+#[derive(Clone, Copy, Debug)]
+pub struct Registration {
+    /// The descriptor that was registered (it may have been destroyed since).
+    pub descriptor: DescriptorHandle,
+    /// The allocator it held.
+    pub callbacks: Callbacks,
+}
+
+// SAFETY: `unpack` only sees words produced by `pack`, where every function
+// word came from a function pointer and the required ones are non-zero.
+unsafe impl Packed for Registration {
+    #[inline]
+    fn pack(&self) -> [usize; VALUE_WORDS] {
+        let c = &self.callbacks;
+        [
+            self.descriptor.get(),
+            c.obj.as_ptr() as usize,
+            c.alloc as usize,
+            c.free as usize,
+            c.alloc_advise.map_or(0, |f| f as usize),
+            c.get_addr_from_block as usize,
+        ]
+    }
+
+    #[inline]
+    unsafe fn unpack(w: [usize; VALUE_WORDS]) -> Self {
+        // SAFETY (all four): each word is a function pointer of that type or
+        // zero, and `Option<fn>` has a zero niche.
+        let alloc = std::mem::transmute::<usize, Option<AllocFn>>(w[2]);
+        let free = std::mem::transmute::<usize, Option<FreeFn>>(w[3]);
+        let advise = std::mem::transmute::<usize, Option<AllocAdviseFn>>(w[4]);
+        let get = std::mem::transmute::<usize, Option<GetAddrFromBlockFn>>(w[5]);
+        match (
+            NonZeroUsize::new(w[0]),
+            AllocatorObj::new(w[1] as *mut c_void),
+            alloc,
+            free,
+            get,
+        ) {
+            (Some(desc), Some(obj), Some(alloc), Some(free), Some(get)) => Registration {
+                descriptor: DescriptorHandle(desc),
+                callbacks: Callbacks {
+                    obj,
+                    alloc,
+                    free,
+                    alloc_advise: advise,
+                    get_addr_from_block: get,
+                },
+            },
+            _ => unreachable!("a registration was packed with a NULL field"),
+        }
+    }
+}
+
+/// The stream → registration map.
+#[derive(Default)]
+pub struct StreamRegistry {
+    table: SeqTable<Registration>,
+}
+
+impl StreamRegistry {
+    /// The registration in force for `stream`.
+    #[inline]
+    pub fn get(&self, stream: StreamKey) -> Option<Registration> {
+        self.table.get(stream.get())
+    }
+
+    /// Makes `registration` the one in force for `stream`, returning the one it replaces.
+    pub fn set(&self, stream: StreamKey, registration: Registration) -> Option<Registration> {
+        self.table.insert(stream.get(), registration)
+    }
+
+    /// Drops the registration of `stream`, returning it.
+    pub fn remove(&self, stream: StreamKey) -> Option<Registration> {
+        self.table.remove(stream.get())
+    }
+
+    /// The number of streams with a registration.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// True when no stream has a registration.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Every stream and its registration.
+    pub fn entries(&self) -> Vec<(StreamKey, Registration)> {
+        self.table
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (StreamKey(k), v))
+            .collect()
+    }
+}

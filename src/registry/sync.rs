@@ -1,0 +1,47 @@
+//! The synchronisation primitives the table is built from: std's and
+//! parking_lot's in normal builds, loom's under `--cfg loom` so that the loom
+//! model checks the very code that ships.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicUsize};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+#[cfg(loom)]
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+#[cfg(loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Mutex(loom::sync::Mutex::new(value))
+    }
+    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+#[cfg(not(loom))]
+pub(crate) use parking_lot::Mutex;
+
+/// Backs off while a writer holds a slot or the layout.
+#[inline]
+pub(crate) fn back_off(attempt: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = attempt;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        // A writer holds a slot for a few stores; if it was preempted there,
+        // stop burning the core it needs.
+        *attempt += 1;
+        if *attempt < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
