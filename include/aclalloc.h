@@ -145,8 +145,10 @@ aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocator
 /**
  * Reads the registration of `stream`. `allocatorDesc` is required; every
  * other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
- * Nothing is written unless the call succeeds. Each non-NULL out-parameter
- * must point to writable memory of its type (the `# Safety` contract).
+ * Nothing is written unless the call succeeds.
+ *
+ * # Safety
+ * Each non-NULL out-parameter must point to writable memory of its type.
  */
 aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc *allocatorDesc, aclrtAllocator *allocator, aclrtAllocatorAllocFunc *allocFunc, aclrtAllocatorFreeFunc *freeFunc, aclrtAllocatorAllocAdviseFunc *allocAdviseFunc, aclrtAllocatorGetAddrFromBlockFunc *getAddrFromBlockFunc);
 

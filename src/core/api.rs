@@ -152,13 +152,17 @@ mod tests {
     use crate::core::descriptor::AllocatorObj;
     use std::ffi::c_void;
 
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn alloc_a(_: *mut c_void, _: usize) -> *mut c_void {
         std::ptr::null_mut()
     }
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn alloc_b(_: *mut c_void, _: usize) -> *mut c_void {
         std::ptr::dangling_mut()
     }
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn free(_: *mut c_void, _: *mut c_void) {}
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn get_addr(b: *mut c_void) -> *mut c_void {
         b
     }
@@ -189,7 +193,7 @@ mod tests {
             .unwrap();
         let r = api.get_by_stream(stream(1)).unwrap();
         assert_eq!(
-            r.callbacks.alloc as usize, alloc_a as usize,
+            r.callbacks.alloc as usize, alloc_a as *const () as usize,
             "a copy was taken"
         );
         api.register(stream(1), d2).unwrap();

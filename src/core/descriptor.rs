@@ -147,10 +147,13 @@ impl Callbacks {
 mod tests {
     use super::*;
 
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn alloc(_: *mut c_void, _: usize) -> *mut c_void {
         std::ptr::null_mut()
     }
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn free(_: *mut c_void, _: *mut c_void) {}
+    #[inline(never)] // a stable address: identity is compared
     unsafe extern "C" fn get_addr(b: *mut c_void) -> *mut c_void {
         b
     }

@@ -136,8 +136,10 @@ pub extern "C" fn aclrtAllocatorRegister(
 
 /// Reads the registration of `stream`. `allocatorDesc` is required; every
 /// other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
-/// Nothing is written unless the call succeeds. Each non-NULL out-parameter
-/// must point to writable memory of its type (the `# Safety` contract).
+/// Nothing is written unless the call succeeds.
+///
+/// # Safety
+/// Each non-NULL out-parameter must point to writable memory of its type.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     stream: aclrtStream,

@@ -171,7 +171,9 @@ struct ReadSide {
 }
 
 struct WriteSide {
-    /// Every table ever current; the last one is current.
+    /// Every table ever current; the last one is current. Boxed so that a
+    /// table's address, which readers hold, survives the Vec growing.
+    #[allow(clippy::vec_box)]
     tables: Vec<Box<Table>>,
     len: usize,
 }

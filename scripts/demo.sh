@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job: builds libaclalloc and the C examples, then runs them, showing
+# the allocator API serving an inference-style workload.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/c_examples -j 2 >/dev/null
+for example in custom_allocator shared_descriptor error_handling; do
+  echo "== $example"
+  "build/c_examples/$example"
+done

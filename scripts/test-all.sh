@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust tests (unit, C-ABI integration, concurrency, header
+# freshness, the shared conformance suite), then the C/C++ examples under ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test --release
+cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
+cmake --build build/c_examples -j 2
+ctest --test-dir build/c_examples --output-on-failure

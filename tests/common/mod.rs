@@ -1,0 +1,51 @@
+//! Helpers shared by the integration tests that build C code against the library.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The directory holding the `libaclalloc.so` this test run built
+/// (`target/<profile>`): the test binary lives in `target/<profile>/deps`.
+pub fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// The project root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh scratch directory under the target directory.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = lib_dir().join("c-tests").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// Compiles C or C++ `sources` into `output`, with the project's include
+/// directory, warnings as errors, and linked against this run's library.
+pub fn compile(compiler: &str, std: &str, sources: &[&Path], output: &Path, extra: &[&str]) {
+    let lib = lib_dir();
+    let status = Command::new(compiler)
+        .arg(format!("-std={std}"))
+        .args(["-Wall", "-Wextra", "-Werror", "-g"])
+        .arg("-I")
+        .arg(root().join("include"))
+        .args(sources)
+        .arg("-o")
+        .arg(output)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-laclalloc")
+        .arg("-lpthread")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(extra)
+        .status()
+        .unwrap_or_else(|e| panic!("could not run {compiler}: {e}"));
+    assert!(status.success(), "{compiler} failed on {sources:?}");
+}
