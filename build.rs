@@ -14,6 +14,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=ACLALLOC_UPDATE_HEADER");
+    link_as_system_library();
 
     let mut config =
         cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
@@ -36,6 +37,18 @@ fn main() {
         std::fs::copy(&generated, crate_dir.join("include/aclalloc.h"))
             .expect("copy the header into include/");
     }
+}
+
+/// The shared library's ABI identity: SONAME `libaclalloc.so.<major>`; the
+/// major version is the ABI version (bump it on any ABI break).
+///
+/// No linker version script: rustc already passes one for a cdylib that
+/// exports exactly the `#[no_mangle]` functions, and ld takes the union of
+/// several scripts, so an extra one could only add symbols, never hide them.
+/// `tests/install.rs` checks the exported list instead.
+fn link_as_system_library() {
+    let major = env::var("CARGO_PKG_VERSION_MAJOR").expect("set by cargo");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libaclalloc.so.{major}");
 }
 
 /// `ACLALLOC_VERSION_*` macros, so C code can check what it was built against.

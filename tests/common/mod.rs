@@ -6,12 +6,27 @@ use std::process::Command;
 
 /// The directory holding the `libaclalloc.so` this test run built
 /// (`target/<profile>`): the test binary lives in `target/<profile>/deps`.
+///
+/// Programs linked against it record its SONAME (`libaclalloc.so.<major>`),
+/// so that name is made to point at it here, as an install would.
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    exe.parent()
+    let dir = exe
+        .parent()
         .and_then(Path::parent)
         .expect("target/<profile>/deps/<test>")
-        .to_path_buf()
+        .to_path_buf();
+    let soname = dir.join(soname());
+    if std::fs::symlink_metadata(&soname).is_err() {
+        // Several tests may race here; whoever loses finds the link made.
+        let _ = std::os::unix::fs::symlink("libaclalloc.so", &soname);
+    }
+    dir
+}
+
+/// The library's SONAME: the major version is the ABI version.
+pub fn soname() -> String {
+    format!("libaclalloc.so.{}", env!("CARGO_PKG_VERSION_MAJOR"))
 }
 
 /// The project root.

@@ -1,0 +1,195 @@
+//! The library as a system library: its SONAME, the symbols it exports, and
+//! an install into a prefix that a downstream project finds through
+//! pkg-config and through CMake's `find_package`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+fn run(command: &mut Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// The dynamic symbols `library` defines, without the version-node entries.
+fn exported_symbols(library: &Path) -> Vec<String> {
+    run(Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(library))
+    .lines()
+    .filter_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (_address, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+        (kind != "A").then(|| name.split('@').next().unwrap_or(name).to_string())
+    })
+    .collect()
+}
+
+/// The functions the header declares: `acl...(` outside a typedef.
+fn header_functions() -> Vec<String> {
+    let header = std::fs::read_to_string(common::root().join("include/aclalloc.h")).unwrap();
+    header
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("typedef"))
+        .flat_map(|line| {
+            line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '('))
+                .filter_map(|token| {
+                    token
+                        .strip_suffix('(')
+                        .or(token.split_once('(').map(|t| t.0))
+                })
+                .filter(|name| name.starts_with("acl"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn only_acl_functions_are_exported_and_all_declared_ones_are() {
+    let library = common::lib_dir().join("libaclalloc.so");
+    let exported = exported_symbols(&library);
+    println!("{} exported symbols", exported.len());
+    for name in &exported {
+        let rest = name.strip_prefix("acl").unwrap_or_default();
+        assert!(
+            rest.starts_with(|c: char| c.is_ascii_alphabetic()),
+            "libaclalloc.so exports {name}, which is not an acl*/aclalloc* function"
+        );
+    }
+    let declared = header_functions();
+    assert!(declared.len() >= 11, "header functions: {declared:?}");
+    for name in &declared {
+        assert!(
+            exported.contains(name),
+            "aclalloc.h declares {name}, but libaclalloc.so does not export it"
+        );
+    }
+    for name in &exported {
+        assert!(
+            declared.contains(name),
+            "{name} is exported but not in aclalloc.h"
+        );
+    }
+}
+
+#[test]
+fn soname_carries_the_abi_version() {
+    let dynamic = run(Command::new("readelf")
+        .arg("-d")
+        .arg(common::lib_dir().join("libaclalloc.so")));
+    let want = format!("Library soname: [{}]", common::soname());
+    assert!(dynamic.contains(&want), "no {want} in:\n{dynamic}");
+}
+
+#[test]
+fn installed_prefix_serves_pkg_config_and_find_package() {
+    let dir = common::scratch("install");
+    let prefix = dir.join("prefix");
+    run(Command::new(common::root().join("scripts/install.sh"))
+        .arg(&prefix)
+        .arg("--lib-dir")
+        .arg(common::lib_dir()));
+
+    let version = env!("CARGO_PKG_VERSION");
+    let lib = prefix.join("lib");
+    let real = format!("libaclalloc.so.{version}");
+    assert_eq!(
+        std::fs::read_link(lib.join("libaclalloc.so")).unwrap(),
+        Path::new(&common::soname())
+    );
+    assert_eq!(
+        std::fs::read_link(lib.join(common::soname())).unwrap(),
+        Path::new(&real)
+    );
+    assert!(lib.join(&real).is_file());
+    for header in [
+        "aclalloc.h",
+        "acl/acl.h",
+        "acl/acl_base.h",
+        "acl/acl_rt.h",
+        "acl/acl_rt_allocator.h",
+    ] {
+        assert!(
+            prefix.join("include").join(header).is_file(),
+            "{header} not installed"
+        );
+    }
+    let expected_output = format!(
+        "aclalloc {version} ({}.{}.{}) ok",
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_PATCH")
+    );
+    let source = common::root().join("tests/consumer/consumer.c");
+
+    // pkg-config.
+    let pkg_config = |args: &[&str]| {
+        run(Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", lib.join("pkgconfig"))
+            .args(args)
+            .arg("aclalloc"))
+        .trim()
+        .to_string()
+    };
+    assert_eq!(pkg_config(&["--modversion"]), version);
+    let flags = pkg_config(&["--cflags", "--libs"]);
+    let binary = dir.join("consumer-pkg-config");
+    run(Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&binary)
+        .args(flags.split_whitespace())
+        .arg(format!("-Wl,-rpath,{}", lib.display())));
+    assert_eq!(run(&mut Command::new(&binary)).trim(), expected_output);
+    let needed = run(Command::new("readelf").arg("-d").arg(&binary));
+    assert!(
+        needed.contains(&format!("Shared library: [{}]", common::soname())),
+        "the consumer must depend on the SONAME:\n{needed}"
+    );
+
+    // CMake's find_package.
+    let build = dir.join("cmake-build");
+    run(Command::new("cmake")
+        .arg("-S")
+        .arg(common::root().join("tests/consumer"))
+        .arg("-B")
+        .arg(&build)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display())));
+    run(Command::new("cmake").arg("--build").arg(&build));
+    assert_eq!(
+        run(&mut Command::new(build.join("consumer"))).trim(),
+        expected_output
+    );
+
+    // A newer or ABI-incompatible version is refused.
+    let refused = dir.join("cmake-refused");
+    std::fs::create_dir_all(&refused).unwrap();
+    std::fs::write(
+        refused.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.16)\nproject(r NONE)\nfind_package(aclalloc 99 REQUIRED)\n",
+    )
+    .unwrap();
+    let status = Command::new("cmake")
+        .arg("-S")
+        .arg(&refused)
+        .arg("-B")
+        .arg(refused.join("build"))
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .output()
+        .unwrap();
+    assert!(
+        !status.status.success(),
+        "find_package(aclalloc 99) must fail"
+    );
+}
