@@ -25,6 +25,29 @@ impl<T> Mutex<T> {
 #[cfg(not(loom))]
 pub(crate) use parking_lot::Mutex;
 
+/// A load by the thread holding the writer lock, the only thread that ever
+/// stores to the table's atomics: it races with no store, so it needs no
+/// ordering.
+///
+/// Under loom it is an `unsync_load`, which also checks that claim. A plain
+/// load would hide races from the model: loom remembers only the last access
+/// to each atomic, so a writer's own load just before its store would replace
+/// the concurrent reader's load, and the interleavings between the two would
+/// never be explored.
+#[inline]
+pub(crate) fn owned_load(atomic: &AtomicUsize) -> usize {
+    #[cfg(loom)]
+    {
+        // SAFETY: every store to the table's atomics happens under the writer
+        // lock, which the caller holds; loom panics if that is ever not so.
+        unsafe { atomic.unsync_load() }
+    }
+    #[cfg(not(loom))]
+    {
+        atomic.load(Ordering::Relaxed)
+    }
+}
+
 /// Backs off while a writer holds a slot or the layout.
 #[inline]
 pub(crate) fn back_off(attempt: &mut u32) {

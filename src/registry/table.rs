@@ -20,7 +20,7 @@
 //! a release fence after the writer's odd store, an acquire fence before the
 //! reader's second load.
 
-use super::sync::{back_off, fence, AtomicPtr, AtomicUsize, Mutex, Ordering};
+use super::sync::{back_off, fence, owned_load, AtomicPtr, AtomicUsize, Mutex, Ordering};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 
@@ -79,14 +79,25 @@ impl Slot {
         }
     }
 
+    /// Reader side: a copy that is only trusted once the counters confirm it.
     fn load_words(&self) -> [usize; VALUE_WORDS] {
         std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
+    }
+
+    /// Writer only: the words as they are (no one else stores to them).
+    fn owned_words(&self) -> [usize; VALUE_WORDS] {
+        std::array::from_fn(|i| owned_load(&self.words[i]))
+    }
+
+    /// Writer only: the key as it is.
+    fn owned_key(&self) -> usize {
+        owned_load(&self.key)
     }
 
     /// Writes through the slot's own sequence counter: for changes that move
     /// nothing (insert into an empty slot, replace in place). Writer only.
     fn publish(&self, key: usize, words: &[usize; VALUE_WORDS]) {
-        let seq = self.seq.load(Ordering::Relaxed);
+        let seq = owned_load(&self.seq);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         self.store_raw(key, words);
@@ -100,6 +111,27 @@ impl Slot {
         }
         self.key.store(key, Ordering::Relaxed);
     }
+}
+
+/// The slot a key's probe run starts at, in a table of `mask + 1` slots.
+#[inline]
+fn home(key: usize, shift: u32, mask: usize) -> usize {
+    // Fibonacci hashing: stream handles are aligned addresses, so the low
+    // bits alone would cluster.
+    key.wrapping_mul(FIBONACCI).checked_shr(shift).unwrap_or(0) & mask
+}
+
+/// The slot `key`'s probe run starts at in a table of `capacity` slots (a
+/// power of two). Lets tests and models pick keys that collide, to exercise
+/// probe runs, wrap-around and backward-shift removal.
+#[doc(hidden)]
+pub fn home_slot(key: NonZeroUsize, capacity: usize) -> usize {
+    let capacity = capacity.next_power_of_two().max(2);
+    home(
+        key.get(),
+        usize::BITS - capacity.trailing_zeros(),
+        capacity - 1,
+    )
 }
 
 struct Table {
@@ -124,12 +156,7 @@ impl Table {
 
     #[inline]
     fn home(&self, key: usize) -> usize {
-        // Fibonacci hashing: stream handles are aligned addresses, so the low
-        // bits alone would cluster.
-        key.wrapping_mul(FIBONACCI)
-            .checked_shr(self.shift)
-            .unwrap_or(0)
-            & self.mask
+        home(key, self.shift, self.mask)
     }
 
     #[inline]
@@ -154,7 +181,7 @@ impl Table {
     fn locate(&self, key: usize) -> Result<usize, usize> {
         let mut index = self.home(key);
         loop {
-            match self.slots[index].key.load(Ordering::Relaxed) {
+            match self.slots[index].owned_key() {
                 EMPTY => return Err(index),
                 found if found == key => return Ok(index),
                 _ => index = (index + 1) & self.mask,
@@ -262,7 +289,7 @@ impl<V: Packed> SeqTable<V> {
             Ok(index) => {
                 let slot = &table.slots[index];
                 // SAFETY: the writer lock is held, so the words are whole.
-                let old = unsafe { V::unpack(slot.load_words()) };
+                let old = unsafe { V::unpack(slot.owned_words()) };
                 slot.publish(key, &words);
                 Some(old)
             }
@@ -287,20 +314,20 @@ impl<V: Packed> SeqTable<V> {
         let table = self.current(&write);
         let index = table.locate(key).ok()?;
         // SAFETY: the writer lock is held, so the words are whole.
-        let old = unsafe { V::unpack(table.slots[index].load_words()) };
+        let old = unsafe { V::unpack(table.slots[index].owned_words()) };
         self.change_layout(|| {
             // Backward-shift deletion: pull later members of the probe run
             // into the hole so every key stays reachable from its home slot.
             let mut hole = index;
             let mut next = (index + 1) & table.mask;
             loop {
-                let moving = table.slots[next].key.load(Ordering::Relaxed);
+                let moving = table.slots[next].owned_key();
                 if moving == EMPTY {
                     break;
                 }
                 let home = table.home(moving);
                 if next.wrapping_sub(home) & table.mask >= next.wrapping_sub(hole) & table.mask {
-                    let words = table.slots[next].load_words();
+                    let words = table.slots[next].owned_words();
                     table.slots[hole].store_raw(moving, &words);
                     hole = next;
                 }
@@ -330,9 +357,9 @@ impl<V: Packed> SeqTable<V> {
             .slots
             .iter()
             .filter_map(|slot| {
-                let key = NonZeroUsize::new(slot.key.load(Ordering::Relaxed))?;
+                let key = NonZeroUsize::new(slot.owned_key())?;
                 // SAFETY: the writer lock is held, so the words are whole.
-                Some((key, unsafe { V::unpack(slot.load_words()) }))
+                Some((key, unsafe { V::unpack(slot.owned_words()) }))
             })
             .collect()
     }
@@ -348,12 +375,12 @@ impl<V: Packed> SeqTable<V> {
         let old = self.current(write);
         let bigger = Table::with_capacity(old.capacity() * 2);
         for slot in old.slots.iter() {
-            let key = slot.key.load(Ordering::Relaxed);
+            let key = slot.owned_key();
             if key != EMPTY {
                 let index = match bigger.locate(key) {
                     Ok(found) | Err(found) => found,
                 };
-                bigger.slots[index].store_raw(key, &slot.load_words());
+                bigger.slots[index].store_raw(key, &slot.owned_words());
             }
         }
         let pointer = &*bigger as *const Table as *mut Table;
@@ -364,7 +391,7 @@ impl<V: Packed> SeqTable<V> {
     /// Runs `moves` with the layout counter odd, so that readers who overlap
     /// it retry.
     fn change_layout(&self, moves: impl FnOnce()) {
-        let layout = self.read.layout.load(Ordering::Relaxed);
+        let layout = owned_load(&self.read.layout);
         self.read
             .layout
             .store(layout.wrapping_add(1), Ordering::Relaxed);

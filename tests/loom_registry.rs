@@ -1,0 +1,214 @@
+//! Loom model of the registration table ([`SeqTable`]): every interleaving of
+//! register, re-register, unregister and lookup, including growth and
+//! backward-shift removal, up to a preemption bound.
+//!
+//! Run (a couple of minutes on 2 cores; `scripts/loom.sh` does exactly this):
+//!
+//!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!         cargo test --release --test loom_registry
+//!
+//! Every value written is six copies of one word, `key << 16 | generation`,
+//! so a lookup that returned words from two writes (torn), from another key
+//! (a slot read while it was being moved), or from a cleared slot (a removed
+//! entry) fails the check in [`whole`].
+#![cfg(loom)]
+
+use aclalloc::registry::table::home_slot;
+use aclalloc::registry::{SeqTable, VALUE_WORDS};
+use loom::sync::Arc;
+use loom::thread;
+use std::num::NonZeroUsize;
+
+type Value = [usize; VALUE_WORDS];
+
+fn value(key: usize, generation: usize) -> Value {
+    [key << 16 | generation; VALUE_WORDS]
+}
+
+/// The generation of a value read for `key`, after checking it is whole.
+fn whole(key: usize, read: Value) -> usize {
+    assert!(
+        read.iter().all(|w| *w == read[0]),
+        "torn read for key {key}: {read:x?}"
+    );
+    assert_eq!(
+        read[0] >> 16,
+        key,
+        "key {key} read another key's words: {read:x?}"
+    );
+    let generation = read[0] & 0xFFFF;
+    assert_ne!(generation, 0, "key {key} read a cleared slot");
+    generation
+}
+
+fn nz(key: usize) -> NonZeroUsize {
+    NonZeroUsize::new(key).unwrap()
+}
+
+/// `n` distinct keys that all start their probe run at the same slot of a
+/// table of `capacity` slots.
+fn colliding_keys(capacity: usize, n: usize) -> Vec<usize> {
+    let home = home_slot(nz(64), capacity);
+    (1..)
+        .map(|i| i * 64)
+        .filter(|&k| home_slot(nz(k), capacity) == home)
+        .take(n)
+        .collect()
+}
+
+/// Checks `f` under every interleaving up to the preemption bound and prints
+/// how many it explored (a model that explores one has no concurrency in it).
+fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut builder = loom::model::Builder::new();
+    // Builder::new reads LOOM_MAX_PREEMPTIONS; without it, stay bounded.
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    builder.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        f()
+    });
+    let runs = runs.load(Ordering::Relaxed);
+    println!("{name}: {runs} interleavings");
+    assert!(runs > 1, "{name}: loom explored no concurrency");
+}
+
+#[test]
+fn reregister_vs_lookup() {
+    model("reregister_vs_lookup", || {
+        let table = Arc::new(SeqTable::<Value>::with_capacity(4));
+        let k = 64;
+        table.insert(nz(k), value(k, 1));
+        let writer = {
+            let table = table.clone();
+            thread::spawn(move || {
+                table.insert(nz(k), value(k, 2));
+            })
+        };
+        let first = whole(
+            k,
+            table.get(nz(k)).expect("a registered key is always found"),
+        );
+        let second = whole(
+            k,
+            table.get(nz(k)).expect("a registered key is always found"),
+        );
+        assert!(
+            first <= second,
+            "went back from generation {first} to {second}"
+        );
+        writer.join().unwrap();
+        assert_eq!(table.get(nz(k)), Some(value(k, 2)));
+    });
+}
+
+#[test]
+fn unregister_with_backward_shift_vs_lookup() {
+    model("unregister_with_backward_shift_vs_lookup", || {
+        let keys = colliding_keys(8, 2);
+        let (a, b) = (keys[0], keys[1]);
+        let table = Arc::new(SeqTable::<Value>::with_capacity(8));
+        table.insert(nz(a), value(a, 1));
+        table.insert(nz(b), value(b, 1)); // right after `a`: moves back when `a` goes
+        let writer = {
+            let table = table.clone();
+            thread::spawn(move || assert_eq!(table.remove(nz(a)), Some(value(a, 1))))
+        };
+        let moved = table
+            .get(nz(b))
+            .expect("a key being shifted is still found");
+        assert_eq!(whole(b, moved), 1);
+        if let Some(read) = table.get(nz(a)) {
+            assert_eq!(whole(a, read), 1);
+        }
+        writer.join().unwrap();
+        assert_eq!(table.get(nz(a)), None);
+        assert_eq!(table.get(nz(b)), Some(value(b, 1)));
+    });
+}
+
+#[test]
+fn growth_vs_lookup() {
+    model("growth_vs_lookup", || {
+        let table = Arc::new(SeqTable::<Value>::with_capacity(4));
+        let (a, b, c) = (64, 128, 192);
+        table.insert(nz(a), value(a, 1));
+        table.insert(nz(b), value(b, 1));
+        let writer = {
+            let table = table.clone();
+            // The third key makes the 4-slot table more than half full: it
+            // grows to 8 slots while the reader may be walking the old one.
+            thread::spawn(move || table.insert(nz(c), value(c, 1)))
+        };
+        assert_eq!(whole(a, table.get(nz(a)).expect("kept across growth")), 1);
+        if let Some(read) = table.get(nz(c)) {
+            assert_eq!(whole(c, read), 1);
+        }
+        writer.join().unwrap();
+        for k in [a, b, c] {
+            assert_eq!(table.get(nz(k)), Some(value(k, 1)));
+        }
+    });
+}
+
+#[test]
+fn register_and_unregister_race_with_lookup() {
+    model("register_and_unregister_race_with_lookup", || {
+        let table = Arc::new(SeqTable::<Value>::with_capacity(4));
+        let k = 64;
+        table.insert(nz(k), value(k, 1));
+        let register = {
+            let table = table.clone();
+            thread::spawn(move || {
+                table.insert(nz(k), value(k, 2));
+            })
+        };
+        let unregister = {
+            let table = table.clone();
+            thread::spawn(move || {
+                table.remove(nz(k));
+            })
+        };
+        if let Some(read) = table.get(nz(k)) {
+            assert!(matches!(whole(k, read), 1 | 2));
+        }
+        register.join().unwrap();
+        unregister.join().unwrap();
+        // Either order is allowed; whatever is left is whole and the newest.
+        match table.get(nz(k)) {
+            None => assert_eq!(table.len(), 0),
+            Some(read) => {
+                assert_eq!(whole(k, read), 2);
+                assert_eq!(table.len(), 1);
+            }
+        }
+    });
+}
+
+#[test]
+fn reregister_after_unregister_in_a_collision_run() {
+    model("reregister_after_unregister_in_a_collision_run", || {
+        let keys = colliding_keys(8, 2);
+        let (a, b) = (keys[0], keys[1]);
+        let table = Arc::new(SeqTable::<Value>::with_capacity(8));
+        table.insert(nz(a), value(a, 1));
+        table.insert(nz(b), value(b, 1));
+        let writer = {
+            let table = table.clone();
+            thread::spawn(move || {
+                table.remove(nz(a)); // `b` moves into `a`'s slot
+                table.insert(nz(a), value(a, 2)); // `a` now lands after `b`
+            })
+        };
+        if let Some(read) = table.get(nz(a)) {
+            assert!(matches!(whole(a, read), 1 | 2));
+        }
+        assert_eq!(whole(b, table.get(nz(b)).expect("never removed")), 1);
+        writer.join().unwrap();
+        assert_eq!(table.get(nz(a)), Some(value(a, 2)));
+        assert_eq!(table.get(nz(b)), Some(value(b, 1)));
+    });
+}
