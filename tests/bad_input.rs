@@ -1,0 +1,856 @@
+//! Every exported function under bad input, table-driven.
+//!
+//! Each case calls one export with one bad argument (NULL for each pointer
+//! parameter; destroyed, never-created, foreign-kind and garbage handles; a
+//! stack address that must not be written) and checks:
+//! - the return code,
+//! - the exact message `aclGetRecentErrMsg` then returns (and that it is NULL
+//!   after a success),
+//! - that nothing was written through any pointer the case passed (sentinels),
+//! - that no descriptor or registration changed or leaked (the live counts and
+//!   the descriptors' contents are back to what they were).
+//!
+//! Extending it: a new export taking a descriptor goes into
+//! [`DESCRIPTOR_FUNCTIONS`] (one line); a new kind of handle gets its own
+//! `BadHandle`-style list and a `*_FUNCTIONS` table; other cases are pushed in
+//! [`all_cases`]. Functions with sizes, ids or enums (the runtime's) add their
+//! zero / huge / out-of-range cases there too: the core has none.
+
+use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::types::*;
+use aclalloc::global;
+use std::ffi::{c_void, CStr};
+use std::sync::Mutex;
+
+const OK: aclError = 0;
+const INVALID_PARAM: aclError = 100_000;
+
+/// The tests in this file share the process-wide registry and compare its
+/// counts, so they run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn recent_message() -> Option<String> {
+    let text = aclGetRecentErrMsg();
+    // SAFETY: a non-NULL result is a NUL-terminated string that stays valid
+    // until this thread's next call.
+    (!text.is_null()).then(|| {
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
+// Callbacks. Distinct bodies so that no two share an address.
+
+#[inline(never)]
+unsafe extern "C" fn alloc_fn(_: aclrtAllocator, size: usize) -> *mut c_void {
+    size as *mut c_void
+}
+#[inline(never)]
+unsafe extern "C" fn free_fn(_: aclrtAllocator, _: aclrtAllocatorBlock) {}
+#[inline(never)]
+unsafe extern "C" fn advise_fn(
+    _: aclrtAllocator,
+    size: usize,
+    _: aclrtAllocatorAddr,
+) -> *mut c_void {
+    (size + 1) as *mut c_void
+}
+#[inline(never)]
+unsafe extern "C" fn get_addr_fn(block: aclrtAllocatorBlock) -> *mut c_void {
+    block
+}
+// What out-parameters hold before a call: any write shows.
+#[inline(never)]
+unsafe extern "C" fn sentinel_alloc(_: aclrtAllocator, _: usize) -> *mut c_void {
+    0x5e47 as *mut c_void
+}
+#[inline(never)]
+unsafe extern "C" fn sentinel_free(_: aclrtAllocator, _: aclrtAllocatorBlock) {
+    std::hint::black_box(1);
+}
+#[inline(never)]
+unsafe extern "C" fn sentinel_advise(
+    _: aclrtAllocator,
+    _: usize,
+    _: aclrtAllocatorAddr,
+) -> *mut c_void {
+    0x5e48 as *mut c_void
+}
+#[inline(never)]
+unsafe extern "C" fn sentinel_get_addr(_: aclrtAllocatorBlock) -> *mut c_void {
+    0x5e49 as *mut c_void
+}
+
+const SENTINEL: usize = 0x5A5A_5A5A_5A5A_5A5A;
+const GUARD: u64 = 0xDEAD_BEEF_CAFE_F00D;
+
+static OBJECT: u8 = 0;
+
+/// Descriptors and streams in every state a case may need; torn down after it.
+struct Fixture {
+    /// Complete: object and all callbacks set.
+    complete: aclrtAllocatorDesc,
+    /// Fresh from `aclrtAllocatorCreateDesc`.
+    empty: aclrtAllocatorDesc,
+    /// Created, completed, registered on `orphaned`, then destroyed.
+    destroyed: aclrtAllocatorDesc,
+    /// Registered with `complete`.
+    registered: aclrtStream,
+    /// Registered with `destroyed` before it was destroyed.
+    orphaned: aclrtStream,
+    /// Registered with `complete`, then unregistered.
+    unregistered: aclrtStream,
+    /// Never registered.
+    fresh: aclrtStream,
+}
+
+fn complete(desc: aclrtAllocatorDesc) {
+    assert_eq!(aclrtAllocatorSetObjToDesc(desc, object()), OK);
+    assert_eq!(aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc_fn)), OK);
+    assert_eq!(aclrtAllocatorSetFreeFuncToDesc(desc, Some(free_fn)), OK);
+    assert_eq!(
+        aclrtAllocatorSetAllocAdviseFuncToDesc(desc, Some(advise_fn)),
+        OK
+    );
+    assert_eq!(
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(get_addr_fn)),
+        OK
+    );
+}
+
+fn object() -> aclrtAllocator {
+    &OBJECT as *const u8 as aclrtAllocator
+}
+
+fn stream(n: usize) -> aclrtStream {
+    (0x7_0000_0000usize + n * 64) as aclrtStream
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let complete_desc = aclrtAllocatorCreateDesc();
+        complete(complete_desc);
+        let empty = aclrtAllocatorCreateDesc();
+        let destroyed = aclrtAllocatorCreateDesc();
+        complete(destroyed);
+        let f = Fixture {
+            complete: complete_desc,
+            empty,
+            destroyed,
+            registered: stream(1),
+            orphaned: stream(2),
+            unregistered: stream(3),
+            fresh: stream(4),
+        };
+        assert_eq!(aclrtAllocatorRegister(f.registered, f.complete), OK);
+        assert_eq!(aclrtAllocatorRegister(f.orphaned, f.destroyed), OK);
+        assert_eq!(aclrtAllocatorDestroyDesc(f.destroyed), OK);
+        assert_eq!(aclrtAllocatorRegister(f.unregistered, f.complete), OK);
+        assert_eq!(aclrtAllocatorUnregister(f.unregistered), OK);
+        assert!(!f.complete.is_null() && !f.empty.is_null());
+        assert_eq!(recent_message(), None, "the fixture itself must not fail");
+        f
+    }
+
+    /// What the registry and the fixture's descriptors hold, to compare
+    /// before and after a case.
+    fn snapshot(&self) -> String {
+        let api = global();
+        let desc = |d: aclrtAllocatorDesc| {
+            aclalloc::DescriptorHandle::from_ptr(d).map(|h| format!("{:?}", api.descriptor(h)))
+        };
+        let mut streams = api.streams().entries();
+        streams.sort_by_key(|(k, _)| *k);
+        format!(
+            "{:?} {:?} {:?} {} {:?}",
+            desc(self.complete),
+            desc(self.empty),
+            desc(self.destroyed),
+            api.live_descriptors(),
+            streams
+        )
+    }
+
+    fn tear_down(self) {
+        for desc in [self.complete, self.empty] {
+            // A case may have destroyed it already.
+            let _ = aclrtAllocatorDestroyDesc(desc);
+        }
+        for s in [
+            self.registered,
+            self.orphaned,
+            self.unregistered,
+            self.fresh,
+        ] {
+            assert_eq!(aclrtAllocatorUnregister(s), OK);
+        }
+        let _ = recent_message();
+    }
+}
+
+/// What a case may write to, prefilled so that any write shows.
+struct Outputs {
+    /// Passed where a handle is expected: the address of a local.
+    guard: u64,
+    desc: aclrtAllocatorDesc,
+    obj: aclrtAllocator,
+    alloc: aclrtAllocatorAllocFunc,
+    free: aclrtAllocatorFreeFunc,
+    advise: aclrtAllocatorAllocAdviseFunc,
+    get_addr: aclrtAllocatorGetAddrFromBlockFunc,
+}
+
+impl Outputs {
+    fn new() -> Self {
+        Outputs {
+            guard: GUARD,
+            desc: SENTINEL as aclrtAllocatorDesc,
+            obj: SENTINEL as aclrtAllocator,
+            alloc: Some(sentinel_alloc),
+            free: Some(sentinel_free),
+            advise: Some(sentinel_advise),
+            get_addr: Some(sentinel_get_addr),
+        }
+    }
+
+    fn untouched(&self) -> bool {
+        let f = |p: Option<*const ()>| p.map(|p| p as usize);
+        self.guard == GUARD
+            && self.desc as usize == SENTINEL
+            && self.obj as usize == SENTINEL
+            && f(self.alloc.map(|p| p as *const ())) == Some(sentinel_alloc as *const () as usize)
+            && f(self.free.map(|p| p as *const ())) == Some(sentinel_free as *const () as usize)
+            && f(self.advise.map(|p| p as *const ())) == Some(sentinel_advise as *const () as usize)
+            && f(self.get_addr.map(|p| p as *const ()))
+                == Some(sentinel_get_addr as *const () as usize)
+    }
+
+    /// `aclrtAllocatorGetByStream` with every out-parameter pointing here.
+    fn get_by_stream(&mut self, stream: aclrtStream) -> aclError {
+        // SAFETY: every out-parameter points at a field of the right type.
+        unsafe {
+            aclrtAllocatorGetByStream(
+                stream,
+                &mut self.desc,
+                &mut self.obj,
+                &mut self.alloc,
+                &mut self.free,
+                &mut self.advise,
+                &mut self.get_addr,
+            )
+        }
+    }
+}
+
+/// A bad descriptor handle.
+#[derive(Clone, Copy, Debug)]
+enum BadHandle {
+    Null,
+    Destroyed,
+    /// Carries the descriptor tag but was never handed out.
+    NeverCreated,
+    /// Another kind's tag (a pool's, say) with a small id.
+    ForeignKind,
+    /// The address of a local: must not be read as a descriptor or written.
+    StackAddress,
+    /// A stream handle passed where a descriptor goes.
+    AStream,
+    One,
+    AllOnes,
+}
+
+const BAD_HANDLES: &[BadHandle] = &[
+    BadHandle::Null,
+    BadHandle::Destroyed,
+    BadHandle::NeverCreated,
+    BadHandle::ForeignKind,
+    BadHandle::StackAddress,
+    BadHandle::AStream,
+    BadHandle::One,
+    BadHandle::AllOnes,
+];
+
+impl BadHandle {
+    fn value(self, f: &Fixture, out: &mut Outputs) -> aclrtAllocatorDesc {
+        match self {
+            BadHandle::Null => std::ptr::null_mut(),
+            BadHandle::Destroyed => f.destroyed,
+            BadHandle::NeverCreated => ((0xACA1usize << 48) | (1 << 40)) as aclrtAllocatorDesc,
+            BadHandle::ForeignKind => ((0xACA2usize << 48) | 1) as aclrtAllocatorDesc,
+            BadHandle::StackAddress => &mut out.guard as *mut u64 as aclrtAllocatorDesc,
+            BadHandle::AStream => f.registered,
+            BadHandle::One => 1 as aclrtAllocatorDesc,
+            BadHandle::AllOnes => usize::MAX as aclrtAllocatorDesc,
+        }
+    }
+
+    fn message(self, function: &str) -> String {
+        match self {
+            BadHandle::Null => {
+                format!("{function} failed because allocatorDesc cannot be a NULL pointer.")
+            }
+            _ => format!(
+                "{function} failed. Parameter allocatorDesc is invalid. Reason: It is not a live \
+                 allocator descriptor (it was destroyed, or was never returned by \
+                 aclrtAllocatorCreateDesc)."
+            ),
+        }
+    }
+}
+
+type DescriptorCall = fn(&Fixture, aclrtAllocatorDesc) -> aclError;
+
+/// Every export that takes a descriptor, called with `desc` and otherwise
+/// valid arguments.
+const DESCRIPTOR_FUNCTIONS: &[(&str, DescriptorCall)] = &[
+    ("aclrtAllocatorDestroyDesc", |_, d| {
+        aclrtAllocatorDestroyDesc(d)
+    }),
+    ("aclrtAllocatorSetObjToDesc", |_, d| {
+        aclrtAllocatorSetObjToDesc(d, object())
+    }),
+    ("aclrtAllocatorSetAllocFuncToDesc", |_, d| {
+        aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc_fn))
+    }),
+    ("aclrtAllocatorSetFreeFuncToDesc", |_, d| {
+        aclrtAllocatorSetFreeFuncToDesc(d, Some(free_fn))
+    }),
+    ("aclrtAllocatorSetAllocAdviseFuncToDesc", |_, d| {
+        aclrtAllocatorSetAllocAdviseFuncToDesc(d, Some(advise_fn))
+    }),
+    ("aclrtAllocatorSetGetAddrFromBlockFuncToDesc", |_, d| {
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(get_addr_fn))
+    }),
+    ("aclrtAllocatorRegister", |f, d| {
+        aclrtAllocatorRegister(f.fresh, d)
+    }),
+];
+
+type Run = Box<dyn Fn(&Fixture, &mut Outputs) -> aclError>;
+type After = Box<dyn Fn(&Fixture, &Outputs)>;
+
+struct Case {
+    name: String,
+    code: aclError,
+    /// The exact text `aclGetRecentErrMsg` returns after the call.
+    message: Option<String>,
+    run: Run,
+    /// For successes: what must hold afterwards (outputs written, state changed).
+    after: Option<After>,
+}
+
+fn fails(name: impl Into<String>, message: String, run: Run) -> Case {
+    Case {
+        name: name.into(),
+        code: INVALID_PARAM,
+        message: Some(message),
+        run,
+        after: None,
+    }
+}
+
+fn succeeds(
+    name: impl Into<String>,
+    run: Run,
+    after: impl Fn(&Fixture, &Outputs) + 'static,
+) -> Case {
+    Case {
+        name: name.into(),
+        code: OK,
+        message: None,
+        run,
+        after: Some(Box::new(after)),
+    }
+}
+
+fn null_param(function: &str, param: &str) -> String {
+    format!("{function} failed because {param} cannot be a NULL pointer.")
+}
+
+fn all_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+
+    // Every descriptor-taking function with every bad descriptor.
+    for &(function, call) in DESCRIPTOR_FUNCTIONS {
+        for &bad in BAD_HANDLES {
+            cases.push(fails(
+                format!("{function}: {bad:?} descriptor"),
+                bad.message(function),
+                Box::new(move |f, out| {
+                    let desc = bad.value(f, out);
+                    call(f, desc)
+                }),
+            ));
+        }
+    }
+
+    // NULL for each setter's value.
+    type Setter = fn(aclrtAllocatorDesc) -> aclError;
+    let setters: [(&str, &str, Setter); 5] = [
+        ("aclrtAllocatorSetObjToDesc", "allocator", |d| {
+            aclrtAllocatorSetObjToDesc(d, std::ptr::null_mut())
+        }),
+        ("aclrtAllocatorSetAllocFuncToDesc", "func", |d| {
+            aclrtAllocatorSetAllocFuncToDesc(d, None)
+        }),
+        ("aclrtAllocatorSetFreeFuncToDesc", "func", |d| {
+            aclrtAllocatorSetFreeFuncToDesc(d, None)
+        }),
+        ("aclrtAllocatorSetAllocAdviseFuncToDesc", "func", |d| {
+            aclrtAllocatorSetAllocAdviseFuncToDesc(d, None)
+        }),
+        ("aclrtAllocatorSetGetAddrFromBlockFuncToDesc", "func", |d| {
+            aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, None)
+        }),
+    ];
+    for (function, param, set) in setters {
+        // The snapshot check proves a refused NULL does not clear the field.
+        cases.push(fails(
+            format!("{function}: NULL {param} on a complete descriptor"),
+            null_param(function, param),
+            Box::new(move |f, _| set(f.complete)),
+        ));
+        // Both arguments bad: the descriptor is reported, once.
+        cases.push(fails(
+            format!("{function}: NULL descriptor and NULL {param}"),
+            null_param(function, "allocatorDesc"),
+            Box::new(move |_, _| set(std::ptr::null_mut())),
+        ));
+    }
+
+    // Registration.
+    let register = "aclrtAllocatorRegister";
+    cases.push(fails(
+        "aclrtAllocatorRegister: NULL stream",
+        null_param(register, "stream"),
+        Box::new(|f, _| aclrtAllocatorRegister(std::ptr::null_mut(), f.complete)),
+    ));
+    cases.push(fails(
+        "aclrtAllocatorRegister: NULL stream and NULL descriptor",
+        null_param(register, "stream"),
+        Box::new(|_, _| aclrtAllocatorRegister(std::ptr::null_mut(), std::ptr::null_mut())),
+    ));
+    type Fill = fn(aclrtAllocatorDesc);
+    let partial: [(&str, Fill); 4] = [
+        ("allocatorDesc->obj", |_| {}),
+        ("allocatorDesc->allocFunc", |d| {
+            aclrtAllocatorSetObjToDesc(d, object());
+        }),
+        ("allocatorDesc->freeFunc", |d| {
+            aclrtAllocatorSetObjToDesc(d, object());
+            aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc_fn));
+        }),
+        ("allocatorDesc->getAddrFromBlockFunc", |d| {
+            aclrtAllocatorSetObjToDesc(d, object());
+            aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc_fn));
+            aclrtAllocatorSetFreeFuncToDesc(d, Some(free_fn));
+            aclrtAllocatorSetAllocAdviseFuncToDesc(d, Some(advise_fn));
+        }),
+    ];
+    for (missing, fill) in partial {
+        // The descriptor is made and destroyed inside the run (destroying it
+        // succeeds and leaves no message), so the runner's snapshot and count
+        // checks prove the refused registration left nothing behind.
+        cases.push(fails(
+            format!("aclrtAllocatorRegister: descriptor without {missing}"),
+            null_param(register, missing),
+            Box::new(move |f, _| {
+                let d = aclrtAllocatorCreateDesc();
+                fill(d);
+                let code = aclrtAllocatorRegister(f.fresh, d);
+                assert_eq!(aclrtAllocatorDestroyDesc(d), OK);
+                code
+            }),
+        ));
+    }
+
+    // Look-up: NULL for the required out-parameter, NULL or unknown streams.
+    let get = "aclrtAllocatorGetByStream";
+    cases.push(fails(
+        "aclrtAllocatorGetByStream: NULL allocatorDesc",
+        null_param(get, "allocatorDesc"),
+        Box::new(|f, out| unsafe {
+            aclrtAllocatorGetByStream(
+                f.registered,
+                std::ptr::null_mut(),
+                &mut out.obj,
+                &mut out.alloc,
+                &mut out.free,
+                &mut out.advise,
+                &mut out.get_addr,
+            )
+        }),
+    ));
+    cases.push(fails(
+        "aclrtAllocatorGetByStream: NULL allocatorDesc and NULL stream",
+        null_param(get, "allocatorDesc"),
+        Box::new(|_, out| unsafe {
+            aclrtAllocatorGetByStream(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut out.obj,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }),
+    ));
+    cases.push(fails(
+        "aclrtAllocatorGetByStream: NULL stream",
+        null_param(get, "stream"),
+        Box::new(|_, out| out.get_by_stream(std::ptr::null_mut())),
+    ));
+    let not_registered = format!(
+        "{get} failed. Parameter stream is invalid. Reason: The stream is not registered with any allocator."
+    );
+    for (what, pick) in [
+        (
+            "a never-registered stream",
+            (|f: &Fixture| f.fresh) as fn(&Fixture) -> aclrtStream,
+        ),
+        ("an unregistered stream", |f| f.unregistered),
+        ("a descriptor handle as stream", |f| f.complete),
+        ("a garbage stream (all ones)", |_| usize::MAX as aclrtStream),
+    ] {
+        cases.push(fails(
+            format!("{get}: {what}"),
+            not_registered.clone(),
+            Box::new(move |f, out| out.get_by_stream(pick(f))),
+        ));
+    }
+    cases.push(fails(
+        "aclrtAllocatorGetByStream: the stack address of a local as stream",
+        not_registered.clone(),
+        Box::new(|_, out| {
+            let stream = &mut out.guard as *mut u64 as aclrtStream;
+            // SAFETY: the other out-parameters point at locals of their type.
+            let mut desc = SENTINEL as aclrtAllocatorDesc;
+            let code = unsafe {
+                aclrtAllocatorGetByStream(
+                    stream,
+                    &mut desc,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            assert_eq!(desc as usize, SENTINEL);
+            code
+        }),
+    ));
+    // Not failures, but the edges of the same contract.
+    cases.push(succeeds(
+        "aclrtAllocatorGetByStream: every optional out-parameter NULL",
+        Box::new(|f, out| unsafe {
+            aclrtAllocatorGetByStream(
+                f.registered,
+                &mut out.desc,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }),
+        |f, out| {
+            assert_eq!(out.desc, f.complete);
+            assert_eq!(out.obj as usize, SENTINEL, "a NULL-free out was written");
+        },
+    ));
+    cases.push(succeeds(
+        "aclrtAllocatorGetByStream: a stream whose descriptor was destroyed",
+        Box::new(|f, out| out.get_by_stream(f.orphaned)),
+        |f, out| {
+            assert_eq!(
+                out.desc, f.destroyed,
+                "the registration outlives its descriptor"
+            );
+            assert_eq!(out.obj, object());
+            assert_eq!(
+                out.alloc.map(|p| p as usize),
+                Some(alloc_fn as *const () as usize)
+            );
+            assert_eq!(
+                out.get_addr.map(|p| p as usize),
+                Some(get_addr_fn as *const () as usize)
+            );
+        },
+    ));
+
+    // Unregistration.
+    cases.push(fails(
+        "aclrtAllocatorUnregister: NULL stream",
+        null_param("aclrtAllocatorUnregister", "stream"),
+        Box::new(|_, _| aclrtAllocatorUnregister(std::ptr::null_mut())),
+    ));
+    for (what, pick) in [
+        (
+            "a never-registered stream",
+            (|f: &Fixture| f.fresh) as fn(&Fixture) -> aclrtStream,
+        ),
+        ("an already unregistered stream", |f| f.unregistered),
+        ("a descriptor handle as stream", |f| f.complete),
+    ] {
+        cases.push(succeeds(
+            format!("aclrtAllocatorUnregister: {what} (a no-op)"),
+            Box::new(move |f, _| aclrtAllocatorUnregister(pick(f))),
+            |f, out| {
+                let mut check = Outputs::new();
+                assert_eq!(
+                    check.get_by_stream(f.registered),
+                    OK,
+                    "others stay registered"
+                );
+                assert!(out.untouched());
+            },
+        ));
+    }
+
+    // Sequences that leave a handle dead.
+    cases.push(fails(
+        "aclrtAllocatorDestroyDesc: twice",
+        BadHandle::Destroyed.message("aclrtAllocatorDestroyDesc"),
+        Box::new(|_, _| {
+            let d = aclrtAllocatorCreateDesc();
+            assert_eq!(aclrtAllocatorDestroyDesc(d), OK);
+            aclrtAllocatorDestroyDesc(d)
+        }),
+    ));
+    cases.push(fails(
+        "aclrtAllocatorRegister: a descriptor destroyed after completing it",
+        BadHandle::Destroyed.message("aclrtAllocatorRegister"),
+        Box::new(|f, _| {
+            let d = aclrtAllocatorCreateDesc();
+            complete(d);
+            assert_eq!(aclrtAllocatorDestroyDesc(d), OK);
+            aclrtAllocatorRegister(f.fresh, d)
+        }),
+    ));
+
+    // aclGetRecentErrMsg after a success: NULL (checked by the runner), and
+    // CreateDesc has no inputs to get wrong; its leaks are covered by every
+    // case's count check.
+    cases
+}
+
+fn run_case(case: &Case) {
+    let _ = recent_message();
+    let baseline = (global().live_descriptors(), global().streams().len());
+    let fixture = Fixture::new();
+    let mut out = Outputs::new();
+    let before = fixture.snapshot();
+
+    let code = (case.run)(&fixture, &mut out);
+    let message = recent_message();
+
+    assert_eq!(code, case.code, "{}: return code", case.name);
+    assert_eq!(message, case.message, "{}: aclGetRecentErrMsg", case.name);
+    assert_eq!(
+        recent_message(),
+        None,
+        "{}: reading clears the messages",
+        case.name
+    );
+    match &case.after {
+        None => {
+            assert!(
+                out.untouched(),
+                "{}: wrote through a pointer on failure",
+                case.name
+            );
+            assert_eq!(
+                fixture.snapshot(),
+                before,
+                "{}: a failed call changed state",
+                case.name
+            );
+        }
+        Some(after) => after(&fixture, &out),
+    }
+    assert_eq!(out.guard, GUARD, "{}: wrote to a non-handle", case.name);
+
+    fixture.tear_down();
+    assert_eq!(
+        (global().live_descriptors(), global().streams().len()),
+        baseline,
+        "{}: leaked a descriptor or a registration",
+        case.name
+    );
+}
+
+#[test]
+fn every_export_refuses_bad_input_cleanly() {
+    let _serial = serial();
+    let cases = all_cases();
+    for case in &cases {
+        run_case(case);
+    }
+    println!("bad input: {} cases passed", cases.len());
+    assert!(cases.len() >= 80, "the table lost cases: {}", cases.len());
+}
+
+// Callbacks that misbehave.
+//
+// The core stores callbacks and hands them back; it never calls one, so what
+// it must guarantee is that registering and looking them up does not depend
+// on how they behave, and that a callback may call back into the API (from
+// whatever thread a runtime runs it on) without deadlock. The runtime's launch
+// path is what calls alloc and getAddrFromBlock: each entry of MISBEHAVING
+// then also gets its launch-time check there (alloc returning NULL must fail
+// that launch with an error code and a message, never touch the NULL).
+
+#[inline(never)]
+unsafe extern "C" fn alloc_returns_null(_: aclrtAllocator, _: usize) -> *mut c_void {
+    std::ptr::null_mut()
+}
+#[inline(never)]
+unsafe extern "C" fn get_addr_returns_null(_: aclrtAllocatorBlock) -> *mut c_void {
+    std::ptr::null_mut()
+}
+
+/// The stream the re-entrant callback is registered on.
+fn reentrant_stream() -> aclrtStream {
+    stream(100)
+}
+
+/// An alloc callback that uses the whole API on the stream it serves.
+unsafe extern "C" fn alloc_reenters(obj: aclrtAllocator, size: usize) -> *mut c_void {
+    let own = reentrant_stream();
+    let mut me = Outputs::new();
+    assert_eq!(me.get_by_stream(own), OK);
+    assert_eq!(me.obj, obj);
+    // Re-register its own descriptor on another stream and on its own.
+    assert_eq!(aclrtAllocatorRegister(stream(101), me.desc), OK);
+    assert_eq!(aclrtAllocatorRegister(own, me.desc), OK);
+    // Unregister the stream it is serving, then restore it.
+    assert_eq!(aclrtAllocatorUnregister(own), OK);
+    assert_eq!(me.get_by_stream(own), INVALID_PARAM);
+    assert!(recent_message().is_some());
+    assert_eq!(aclrtAllocatorRegister(own, me.desc), OK);
+    // Make and drop a descriptor, and fail a call and read its message.
+    let scratch = aclrtAllocatorCreateDesc();
+    assert_eq!(aclrtAllocatorDestroyDesc(scratch), OK);
+    assert_eq!(
+        aclrtAllocatorUnregister(std::ptr::null_mut()),
+        INVALID_PARAM
+    );
+    assert!(recent_message()
+        .unwrap()
+        .contains("stream cannot be a NULL pointer"));
+    assert_eq!(aclrtAllocatorUnregister(stream(101)), OK);
+    (0x1000 + size) as *mut c_void
+}
+
+struct Misbehaving {
+    name: &'static str,
+    alloc: aclrtAllocatorAllocFunc,
+    get_addr: aclrtAllocatorGetAddrFromBlockFunc,
+}
+
+const MISBEHAVING: &[Misbehaving] = &[
+    Misbehaving {
+        name: "alloc returns NULL",
+        alloc: Some(alloc_returns_null),
+        get_addr: Some(get_addr_fn),
+    },
+    Misbehaving {
+        name: "getAddrFromBlock returns NULL",
+        alloc: Some(alloc_fn),
+        get_addr: Some(get_addr_returns_null),
+    },
+    Misbehaving {
+        name: "alloc re-enters the API",
+        alloc: Some(alloc_reenters),
+        get_addr: Some(get_addr_fn),
+    },
+];
+
+#[test]
+fn misbehaving_callbacks_are_stored_and_returned_unchanged() {
+    let _serial = serial();
+    let baseline = (global().live_descriptors(), global().streams().len());
+    for m in MISBEHAVING {
+        let d = aclrtAllocatorCreateDesc();
+        complete(d);
+        assert_eq!(aclrtAllocatorSetAllocFuncToDesc(d, m.alloc), OK);
+        assert_eq!(
+            aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, m.get_addr),
+            OK
+        );
+        assert_eq!(
+            aclrtAllocatorRegister(reentrant_stream(), d),
+            OK,
+            "{}",
+            m.name
+        );
+        let mut out = Outputs::new();
+        assert_eq!(out.get_by_stream(reentrant_stream()), OK, "{}", m.name);
+        assert_eq!(out.desc, d);
+        assert_eq!(out.alloc.map(|f| f as usize), m.alloc.map(|f| f as usize));
+        assert_eq!(
+            out.get_addr.map(|f| f as usize),
+            m.get_addr.map(|f| f as usize)
+        );
+        assert_eq!(aclrtAllocatorUnregister(reentrant_stream()), OK);
+        assert_eq!(aclrtAllocatorDestroyDesc(d), OK);
+    }
+    assert_eq!(recent_message(), None);
+    assert_eq!(
+        (global().live_descriptors(), global().streams().len()),
+        baseline
+    );
+}
+
+#[test]
+fn a_callback_that_reenters_the_api_does_not_deadlock() {
+    let _serial = serial();
+    let baseline = (global().live_descriptors(), global().streams().len());
+    let d = aclrtAllocatorCreateDesc();
+    complete(d);
+    assert_eq!(
+        aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc_reenters)),
+        OK
+    );
+    assert_eq!(aclrtAllocatorRegister(reentrant_stream(), d), OK);
+
+    // Call it as a runtime would: look the allocator up, call alloc. On
+    // another thread, so that a deadlock fails the test instead of hanging it.
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Outputs::new();
+        assert_eq!(out.get_by_stream(reentrant_stream()), OK);
+        let alloc = out.alloc.expect("registered");
+        // SAFETY: alloc_reenters, with the object it was registered with.
+        let block = unsafe { alloc(out.obj, 64) };
+        // And again, concurrently with this thread's own look-ups.
+        let again = unsafe { alloc(out.obj, 128) };
+        done.send((block as usize, again as usize)).unwrap();
+    });
+    let blocks = wait
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a re-entrant callback deadlocked (or panicked)");
+    assert_eq!(blocks, (0x1000 + 64, 0x1000 + 128));
+
+    let mut out = Outputs::new();
+    assert_eq!(
+        out.get_by_stream(reentrant_stream()),
+        OK,
+        "still registered"
+    );
+    assert_eq!(out.desc, d);
+    assert_eq!(aclrtAllocatorUnregister(reentrant_stream()), OK);
+    assert_eq!(aclrtAllocatorDestroyDesc(d), OK);
+    assert_eq!(
+        (global().live_descriptors(), global().streams().len()),
+        baseline
+    );
+}
