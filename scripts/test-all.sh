@@ -8,3 +8,6 @@ cargo test --release
 cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
 cmake --build build/c_examples -j 2
 ctest --test-dir build/c_examples --output-on-failure
+
+# The same examples again with ASan+UBSan and under valgrind memcheck.
+scripts/sanitize.sh

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Memory and UB checks of everything ctest runs from c_examples/ (the C/C++
+# examples and the shared conformance suite, and whatever is added there with
+# aclalloc_example): once built with -fsanitize=address,undefined, once run
+# under valgrind memcheck. Any report fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release
+
+# The test executables ctest knows in a build directory.
+executables() {
+  ctest --test-dir "$1" -N -V | sed -n 's/^[0-9]*: Test command: //p' | awk '{print $NF}'
+}
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+asan=build/c_examples-asan
+cmake -S c_examples -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DACLALLOC_CARGO_BUILD=OFF \
+  -DACLALLOC_SANITIZE=ON >/dev/null
+cmake --build "$asan" -j 2 >/dev/null
+count=0
+for exe in $(executables "$asan"); do
+  # Prove the sanitizers are really in each binary, not just asked for.
+  symbols="$(nm "$exe")"
+  grep -q '__asan_init' <<<"$symbols" || { echo "$exe: no __asan_init, ASan is not linked" >&2; exit 1; }
+  grep -q '__ubsan_handle_' <<<"$symbols" || { echo "$exe: no __ubsan_handle_*, UBSan is not linked" >&2; exit 1; }
+  echo "$(basename "$exe"): __asan_init and __ubsan_handle_* linked"
+  count=$((count + 1))
+done
+[ "$count" -gt 0 ] || { echo "no examples found" >&2; exit 1; }
+ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1" \
+UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+  ctest --test-dir "$asan" --output-on-failure
+
+echo "== valgrind memcheck"
+memcheck=build/c_examples-valgrind
+cmake -S c_examples -B "$memcheck" -DCMAKE_BUILD_TYPE=Debug -DACLALLOC_CARGO_BUILD=OFF \
+  "-DACLALLOC_TEST_WRAPPER=valgrind;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite;--track-origins=yes" \
+  >/dev/null
+cmake --build "$memcheck" -j 2 >/dev/null
+ctest --test-dir "$memcheck" --output-on-failure
+
+echo "sanitize: $count examples clean under ASan+UBSan and under valgrind memcheck"
