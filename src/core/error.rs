@@ -17,6 +17,8 @@ pub const ACL_SUCCESS: aclError = 0;
 pub const ACL_ERROR_INVALID_PARAM: aclError = 100000;
 /// Host memory for the library's own bookkeeping could not be allocated.
 pub const ACL_ERROR_BAD_ALLOC: aclError = 200000;
+/// Device memory could not be allocated (CANN's runtime error 207001).
+pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
 /// A bug or an unexpected state inside the library (for example a caught panic).
 pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500000;
 /// A generic failure.
@@ -52,6 +54,29 @@ pub enum Error {
         /// What could not be allocated.
         what: &'static str,
     },
+    /// A caching pool could not serve an allocation.
+    #[error(
+        "Out of memory in the caching pool. Reason: tried to allocate {requested} bytes with {allocated} bytes allocated and {reserved} bytes reserved by the pool, limit {}; {cause}",
+        LimitText(*limit)
+    )]
+    PoolOutOfMemory {
+        /// Bytes the caller asked for.
+        requested: usize,
+        /// Bytes the pool had handed out.
+        allocated: usize,
+        /// Bytes the pool held from the device.
+        reserved: usize,
+        /// The pool's limit in bytes (`usize::MAX`: none).
+        limit: usize,
+        /// Why it failed.
+        cause: &'static str,
+    },
+    /// A pool cannot be destroyed while blocks are still handed out.
+    #[error("The pool still has {blocks} allocated blocks; free them first")]
+    PoolInUse {
+        /// Blocks still handed out.
+        blocks: usize,
+    },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
     Internal {
@@ -68,7 +93,9 @@ impl Error {
                 ACL_ERROR_INVALID_PARAM
             }
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
+            Error::PoolOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
+            Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
         }
     }
 
@@ -79,6 +106,19 @@ impl Error {
         match self {
             Error::NullPointer { .. } => " failed because ",
             _ => " failed. ",
+        }
+    }
+}
+
+/// Shows a byte limit, or "none" for `usize::MAX`.
+struct LimitText(usize);
+
+impl std::fmt::Display for LimitText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == usize::MAX {
+            f.write_str("none")
+        } else {
+            write!(f, "{} bytes", self.0)
         }
     }
 }

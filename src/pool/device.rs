@@ -1,0 +1,144 @@
+//! Where a pool's segments come from.
+//!
+//! The pool asks for device memory only through [`DeviceMemory`], so the same
+//! caching logic runs on the host runtime's `aclrtMalloc`/`aclrtFree` (and on
+//! CANN's real ones when the library sits in front of CANN), on plain host
+//! memory in tests, and under the benchmark's anchors.
+
+use parking_lot::Mutex;
+use std::alloc::{alloc, dealloc, Layout};
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+
+/// A source of device memory.
+pub trait DeviceMemory: Send + Sync {
+    /// Allocates `size` bytes (a multiple of 512), aligned to at least 512
+    /// bytes. `None` when the device is out of memory.
+    fn malloc(&self, size: usize) -> Option<NonZeroUsize>;
+    /// Returns memory that [`DeviceMemory::malloc`] gave out, with its size.
+    fn free(&self, addr: NonZeroUsize, size: usize);
+    /// The device's total memory in bytes (the base of a fractional limit).
+    fn capacity(&self) -> usize;
+}
+
+/// Alignment of every segment: the device allocator's granule.
+pub const SEGMENT_ALIGN: usize = 512;
+
+/// Host memory standing in for a device, with a capacity so that
+/// out-of-memory paths can be exercised. It also counts its calls.
+pub struct HostMemory {
+    capacity: usize,
+    inner: Mutex<HostInner>,
+}
+
+#[derive(Default)]
+struct HostInner {
+    used: usize,
+    live: HashMap<usize, usize>,
+    mallocs: u64,
+    frees: u64,
+}
+
+impl HostMemory {
+    /// A "device" of `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        HostMemory {
+            capacity,
+            inner: Mutex::new(HostInner::default()),
+        }
+    }
+
+    /// Bytes currently allocated.
+    pub fn used(&self) -> usize {
+        self.inner.lock().used
+    }
+
+    /// `(mallocs, frees)` made so far.
+    pub fn calls(&self) -> (u64, u64) {
+        let inner = self.inner.lock();
+        (inner.mallocs, inner.frees)
+    }
+}
+
+impl DeviceMemory for HostMemory {
+    fn malloc(&self, size: usize) -> Option<NonZeroUsize> {
+        let mut inner = self.inner.lock();
+        if size == 0 || size > self.capacity - inner.used {
+            return None;
+        }
+        let layout = Layout::from_size_align(size, SEGMENT_ALIGN).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let addr = NonZeroUsize::new(unsafe { alloc(layout) } as usize)?;
+        inner.used += size;
+        inner.mallocs += 1;
+        inner.live.insert(addr.get(), size);
+        Some(addr)
+    }
+
+    fn free(&self, addr: NonZeroUsize, size: usize) {
+        let mut inner = self.inner.lock();
+        match inner.live.remove(&addr.get()) {
+            Some(recorded) => {
+                assert_eq!(recorded, size, "a segment was freed with the wrong size");
+                inner.used -= size;
+                inner.frees += 1;
+                // SAFETY: allocated above with this exact layout and not yet freed.
+                unsafe {
+                    dealloc(
+                        addr.get() as *mut u8,
+                        Layout::from_size_align_unchecked(size, SEGMENT_ALIGN),
+                    )
+                }
+            }
+            None => panic!("HostMemory::free of memory it did not allocate"),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        for (addr, size) in self.inner.get_mut().live.drain() {
+            // SAFETY: allocated in `malloc` with this layout and still live.
+            unsafe {
+                dealloc(
+                    addr as *mut u8,
+                    Layout::from_size_align_unchecked(size, SEGMENT_ALIGN),
+                )
+            }
+        }
+    }
+}
+
+impl<D: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<D> {
+    fn malloc(&self, size: usize) -> Option<NonZeroUsize> {
+        (**self).malloc(size)
+    }
+    fn free(&self, addr: NonZeroUsize, size: usize) {
+        (**self).free(addr, size)
+    }
+    fn capacity(&self) -> usize {
+        (**self).capacity()
+    }
+}
+
+/// The device memory C-created pools use: host memory standing in for the
+/// device until the host runtime's `aclrtMalloc`/`aclrtFree` back it. Its
+/// capacity is the machine's physical memory.
+pub fn default_device() -> Box<dyn DeviceMemory> {
+    Box::new(HostMemory::new(physical_memory()))
+}
+
+fn physical_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
+        .unwrap_or(64 << 30)
+}
