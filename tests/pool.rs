@@ -94,24 +94,72 @@ fn blocks_split_and_free_neighbours_merge() {
     );
     pool.free(a).unwrap();
     pool.free(c).unwrap();
-    // A request the bins cannot serve merges everything first: one free block.
-    let big = pool.malloc(MIB).unwrap().get();
-    assert_eq!(big, a, "the merged segment serves it from its start");
-    let segments = pool.segments();
-    assert_eq!(segments.len(), 1);
-    let sizes: Vec<_> = segments[0]
-        .blocks
-        .iter()
-        .map(|b| (b.size, b.allocated))
+    pool.check_invariants().unwrap();
+    // empty_cache merges every binned block first; the segment is released
+    // only because all four blocks became one.
+    assert_eq!(pool.empty_cache(), 2 * MIB);
+    assert_eq!(pool.stats().inactive_split[STAT_ALL].current, 0);
+}
+
+#[test]
+fn a_request_the_free_blocks_cannot_serve_merges_binned_neighbours_before_growing() {
+    let (pool, _) = pool();
+    let blocks: Vec<_> = (0..4)
+        .map(|_| pool.malloc(512 << 10).unwrap().get())
         .collect();
     assert_eq!(
-        sizes,
-        [(MIB, true), (MIB, false)],
-        "three blocks and the tail merged into one"
+        pool.stats().segment[STAT_ALL].current,
+        1,
+        "four 512 KiB blocks fill one 2 MiB segment"
     );
+    for &b in &blocks {
+        pool.free(b).unwrap();
+    }
+    let big = pool.malloc(MIB).unwrap().get();
+    assert_eq!(big, blocks[0], "the merged blocks serve it");
+    assert_eq!(pool.stats().num_device_alloc, 1, "no growth");
     pool.free(big).unwrap();
     pool.check_invariants().unwrap();
-    assert_eq!(pool.empty_cache(), 2 * MIB);
+}
+
+#[test]
+fn large_requests_prefer_blocks_in_small_segments() {
+    let (pool, _) = pool();
+    let a = pool.malloc(9 * MIB).unwrap().get(); // 20 MiB segment, 11 MiB left over
+    let b = pool.malloc(11 * MIB + MIB / 2).unwrap().get(); // its own 12 MiB segment
+    pool.free(b).unwrap();
+    // A small request nothing fits merges the bins (b joins the free set).
+    let d = pool.malloc(MIB).unwrap().get();
+    // 10.5 MiB fits the 11 MiB leftover (smaller block) and b's 12 MiB
+    // segment; taking b's keeps the 20 MiB segment from being pinned further.
+    let c = pool.malloc(10 * MIB + MIB / 2).unwrap().get();
+    assert_eq!(c, b);
+    assert_eq!(pool.stats().segment[STAT_ALL].current, 3);
+    pool.free(c).unwrap();
+    pool.free(d).unwrap();
+    pool.free(a).unwrap();
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn growing_for_a_larger_request_returns_smaller_free_segments_first() {
+    let (pool, device) = pool();
+    let small = pool.malloc(11 * MIB).unwrap().get();
+    pool.free(small).unwrap();
+    assert_eq!(device.used(), 12 * MIB);
+    let big = pool.malloc(15 * MIB).unwrap().get();
+    assert_eq!(
+        device.used(),
+        16 * MIB,
+        "the free 12 MiB segment could not serve it and went back"
+    );
+    assert_eq!(pool.stats().num_device_free, 1);
+    pool.free(big).unwrap();
+    // The bigger segment now serves the smaller size by splitting.
+    let again = pool.malloc(11 * MIB).unwrap().get();
+    assert_eq!(again, big);
+    assert_eq!(pool.stats().num_device_alloc, 2);
+    pool.free(again).unwrap();
 }
 
 #[test]

@@ -46,6 +46,8 @@ pub(crate) struct Block {
     pub prev: u32,
     pub next: u32,
     pub segment: u32,
+    /// The segment's kind, kept here so the hot path reads one cache line.
+    pub kind: Kind,
     pub state: State,
     /// Counted in `inactive_split` right now.
     pub counted_split: bool,

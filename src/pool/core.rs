@@ -8,12 +8,15 @@
 //! splitting of the chosen block; merging of free neighbours; a max split
 //! size; release of cached segments and one retry when the device refuses.
 //!
-//! One addition for the hot path: a freed block first goes into an exact-size
-//! bin (LIFO) without being merged. The next request of that size takes it
-//! back in O(1) without touching the ordered set. Any request the bins cannot
-//! serve first merges every binned block (so best fit always sees fully
-//! merged free memory, as PyTorch's would) — every binned block is merged at
-//! most once per bin visit, so this costs O(1) amortised per free.
+//! One addition for the hot path: a freed block first goes into a bin for
+//! the exact size it was requested with (LIFO), without being merged. The
+//! next request of that size takes it back in O(1) without touching the
+//! ordered set. A request the bins cannot serve goes to best fit over the
+//! merged free blocks; only when that fails are all binned blocks merged
+//! (so the pool never grows while merged memory could serve the request) —
+//! each binned block is merged at most once, O(1) amortised per free.
+//! Merging on every miss instead would make two alternating sizes evict
+//! each other from the bins on every call.
 
 use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
@@ -35,6 +38,9 @@ pub const LARGE_BUFFER: usize = 20 << 20;
 pub const MIN_LARGE_ALLOC: usize = 10 << 20;
 /// Granule of large segments.
 pub const ROUND_LARGE: usize = 2 << 20;
+
+/// How many further free blocks best fit looks at for a large request.
+const BEST_FIT_SCAN: usize = 32;
 
 /// Bins are dropped (not just emptied) past this many distinct sizes, so a
 /// workload with ever-new sizes does not grow the bin map without bound.
@@ -108,7 +114,11 @@ pub(crate) struct Core {
     by_addr: BTreeMap<usize, u32>,
     /// Free (merged) blocks of each kind, by (size, address).
     free: [BTreeSet<(usize, usize, u32)>; 2],
-    /// Exact-size bins of freed, not yet merged blocks.
+    /// Exact-size bins of freed, not yet merged blocks: small sizes indexed
+    /// directly by size / 512, large ones hashed.
+    small_bins: Vec<Vec<u32>>,
+    /// Indices of small bins that may be non-empty, so a flush visits only those.
+    small_used: Vec<u32>,
     bins: FastMap<usize, Vec<u32>>,
     binned: usize,
     /// Address → block, for every allocated block.
@@ -131,6 +141,8 @@ impl Core {
             segments: Slab::new(),
             by_addr: BTreeMap::new(),
             free: [BTreeSet::new(), BTreeSet::new()],
+            small_bins: vec![Vec::new(); SMALL_SIZE / MIN_BLOCK_SIZE + 1],
+            small_used: Vec::new(),
             bins: FastMap::default(),
             binned: 0,
             live: FastMap::default(),
@@ -149,7 +161,7 @@ impl Core {
             Some(r) if !self.closed => r,
             _ => return self.malloc_slow(dev, size, 0),
         };
-        if let Some(idx) = self.bins.get_mut(&rounded).and_then(Vec::pop) {
+        if let Some(idx) = self.bin(rounded).and_then(Vec::pop) {
             self.binned -= 1;
             self.unmark_split(idx);
             return Ok(self.hand_out(idx, size));
@@ -173,10 +185,15 @@ impl Core {
             return Err(self.oom(size, "the size is too large"));
         }
         let kind = kind_of(rounded);
-        self.flush_bins();
         let idx = match self.best_fit(kind, rounded) {
             Some(idx) => idx,
-            None => self.grow(dev, kind, size, rounded)?,
+            None => {
+                self.flush_bins();
+                match self.best_fit(kind, rounded) {
+                    Some(idx) => idx,
+                    None => self.grow(dev, kind, size, rounded)?,
+                }
+            }
         };
         self.detach_free(idx);
         self.split_tail(idx, rounded);
@@ -209,7 +226,7 @@ impl Core {
             idx = self.block_containing(addr)?;
         }
         let b = self.blocks[idx];
-        let kind = self.segments[b.segment].kind;
+        let kind = b.kind;
         let max_split = self.config.max_split_size;
         if b.state != State::Free
             || kind != kind_of(rounded)
@@ -229,6 +246,7 @@ impl Core {
                 prev: idx,
                 next: b.next,
                 segment: b.segment,
+                kind: b.kind,
                 state: State::Free,
                 counted_split: false,
             });
@@ -262,18 +280,44 @@ impl Core {
         None
     }
 
+    /// The free block to serve `rounded` bytes from.
+    ///
+    /// PyTorch takes the smallest free block that fits. For the large pool
+    /// this takes, among the blocks that fit, the one in the smallest
+    /// segment (then the smallest block): a request placed in the leftover of
+    /// a big segment pins that segment, so the next big request cannot use
+    /// it and the pool grows, while a nearly equal block in a small segment
+    /// was free. On a prefill trace this cut peak reserved memory by a
+    /// quarter (benches/pool.rs). The scan stops once a block is as large as
+    /// the best segment found (no later block can be in a smaller segment).
     fn best_fit(&self, kind: Kind, rounded: usize) -> Option<u32> {
-        let &(size, _, idx) = self.free[kind.set()].range((rounded, 0, 0)..).next()?;
         let max_split = self.config.max_split_size;
         // PyTorch's rules: small requests do not take oversize blocks, and
         // oversize requests do not take blocks much larger than themselves.
-        if rounded < max_split && size >= max_split {
+        let usable = |size: usize| {
+            !(rounded < max_split && size >= max_split
+                || rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER))
+        };
+        let mut fits = self.free[kind.set()].range((rounded, 0, 0)..);
+        let &(size, _, first) = fits.next()?;
+        if !usable(size) {
             return None;
         }
-        if rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER) {
-            return None;
+        if kind == Kind::Small {
+            return Some(first);
         }
-        Some(idx)
+        let segment_size = |idx: u32| self.segments[self.blocks[idx].segment].size;
+        let mut best = (segment_size(first), first);
+        for &(size, _, idx) in fits.take(BEST_FIT_SCAN) {
+            if size >= best.0 || !usable(size) {
+                break;
+            }
+            let seg = segment_size(idx);
+            if seg < best.0 {
+                best = (seg, idx);
+            }
+        }
+        Some(best.1)
     }
 
     /// Splits off the part of free block `idx` beyond `rounded` bytes when it
@@ -281,7 +325,7 @@ impl Core {
     fn split_tail(&mut self, idx: u32, rounded: usize) {
         let b = self.blocks[idx];
         let remaining = b.size - rounded;
-        let split = match self.segments[b.segment].kind {
+        let split = match b.kind {
             Kind::Small => remaining >= MIN_BLOCK_SIZE,
             Kind::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
         };
@@ -295,6 +339,7 @@ impl Core {
             prev: idx,
             next: b.next,
             segment: b.segment,
+            kind: b.kind,
             state: State::Free,
             counted_split: false,
         });
@@ -313,21 +358,27 @@ impl Core {
         b.state = State::Allocated;
         b.requested = requested;
         let (addr, size) = (b.addr, b.size);
-        let k = self.segments[b.segment].kind.index();
+        let k = b.kind.index();
         self.live.insert(addr, idx);
         let s = &mut self.stats;
         let size_i = size as i64;
         for i in [STAT_ALL, k] {
             s.allocation[i].increase(1);
-            s.active[i].increase(1);
             s.allocated_bytes[i].increase(size_i);
-            s.active_bytes[i].increase(size_i);
             s.requested_bytes[i].increase(requested as i64);
         }
         if size >= self.config.max_split_size {
             s.oversize_allocations.increase(1);
         }
         addr
+    }
+
+    #[inline]
+    fn bin(&mut self, rounded: usize) -> Option<&mut Vec<u32>> {
+        match self.small_bins.get_mut(rounded / MIN_BLOCK_SIZE) {
+            Some(bin) => Some(bin),
+            None => self.bins.get_mut(&rounded),
+        }
     }
 
     // ---- free -------------------------------------------------------------
@@ -341,21 +392,31 @@ impl Core {
         let (size, requested) = (b.size, b.requested);
         b.state = State::Cached;
         b.requested = 0;
-        let k = self.segments[b.segment].kind.index();
+        let k = b.kind.index();
         let s = &mut self.stats;
         let size_i = size as i64;
         for i in [STAT_ALL, k] {
             s.allocation[i].decrease(1);
-            s.active[i].decrease(1);
             s.allocated_bytes[i].decrease(size_i);
-            s.active_bytes[i].decrease(size_i);
             s.requested_bytes[i].decrease(requested as i64);
         }
         if size >= self.config.max_split_size {
             s.oversize_allocations.decrease(1);
         }
         self.mark_split(idx);
-        self.bins.entry(size).or_default().push(idx);
+        // Binned under the size that was asked for, not the block's size: a
+        // block larger than the request (a rest too small to split off) then
+        // serves the next identical request from the bin.
+        let key = round_size(requested).unwrap_or(size);
+        match self.small_bins.get_mut(key / MIN_BLOCK_SIZE) {
+            Some(bin) => {
+                if bin.is_empty() {
+                    self.small_used.push((key / MIN_BLOCK_SIZE) as u32);
+                }
+                bin.push(idx)
+            }
+            None => self.bins.entry(key).or_default().push(idx),
+        }
         self.binned += 1;
         Ok(())
     }
@@ -381,7 +442,7 @@ impl Core {
     // ---- free-block bookkeeping --------------------------------------------
 
     fn kind(&self, idx: u32) -> Kind {
-        self.segments[self.blocks[idx].segment].kind
+        self.blocks[idx].kind
     }
 
     fn insert_free(&mut self, idx: u32) {
@@ -402,7 +463,7 @@ impl Core {
         if b.is_split() {
             b.counted_split = true;
             let size = b.size as i64;
-            let k = self.segments[b.segment].kind.index();
+            let k = b.kind.index();
             for i in [STAT_ALL, k] {
                 self.stats.inactive_split[i].increase(1);
                 self.stats.inactive_split_bytes[i].increase(size);
@@ -416,7 +477,7 @@ impl Core {
         if b.counted_split {
             b.counted_split = false;
             let size = b.size as i64;
-            let k = self.segments[b.segment].kind.index();
+            let k = b.kind.index();
             for i in [STAT_ALL, k] {
                 self.stats.inactive_split[i].decrease(1);
                 self.stats.inactive_split_bytes[i].decrease(size);
@@ -429,6 +490,16 @@ impl Core {
         if self.binned == 0 {
             return;
         }
+        let mut small = std::mem::take(&mut self.small_bins);
+        let mut used = std::mem::take(&mut self.small_used);
+        for &i in &used {
+            for idx in small[i as usize].drain(..) {
+                self.merge(idx);
+            }
+        }
+        used.clear();
+        self.small_used = used;
+        self.small_bins = small;
         let mut bins = std::mem::take(&mut self.bins);
         for bin in bins.values_mut() {
             for idx in bin.drain(..) {
@@ -493,6 +564,9 @@ impl Core {
             if reserved.saturating_add(segment_size(rounded)) > target {
                 self.release_free_segments(dev, target.saturating_sub(segment_size(rounded)));
             }
+        }
+        if kind == Kind::Large {
+            self.release_unfit_segments(dev, rounded);
         }
         let mut cause = match self.new_segment(dev, kind, rounded) {
             Ok(idx) => return Ok(idx),
@@ -573,6 +647,7 @@ impl Core {
             prev: NIL,
             next: NIL,
             segment: seg,
+            kind,
             state: State::Free,
             counted_split: false,
         });
@@ -616,6 +691,28 @@ impl Core {
         released
     }
 
+    /// Before the pool grows for a large request, wholly free large segments
+    /// smaller than the request go back to the device: they could not serve
+    /// it, and the new segment can serve (by splitting) what they would have.
+    /// Without this, every new largest request keeps the smaller segments
+    /// cached beside it and reserved memory climbs well above the peak in use
+    /// (PyTorch's behaviour; see the prefill trace in benches/pool.rs).
+    fn release_unfit_segments(&mut self, dev: &dyn DeviceMemory, rounded: usize) {
+        let unfit: Vec<u32> = self
+            .by_addr
+            .values()
+            .copied()
+            .filter(|&seg| {
+                let s = self.segments[seg];
+                let b = &self.blocks[s.first];
+                s.kind == Kind::Large && s.size < rounded && b.state == State::Free && b.next == NIL
+            })
+            .collect();
+        for seg in unfit {
+            self.release_segment(dev, seg);
+        }
+    }
+
     fn release_segment(&mut self, dev: &dyn DeviceMemory, seg: u32) {
         let s = self.segments[seg];
         self.detach_free(s.first);
@@ -650,11 +747,23 @@ impl Core {
         self.blocks.clear();
         self.segments.clear();
         self.free = [BTreeSet::new(), BTreeSet::new()];
+        self.small_bins = Vec::new();
+        self.small_used = Vec::new();
         self.bins = FastMap::default();
         self.live = FastMap::default();
         self.binned = 0;
         self.closed = true;
         leaked
+    }
+
+    /// The statistics; `active` equals `allocation` (blocks are returned
+    /// synchronously, there is no pending-free state), so it is filled in here
+    /// instead of being counted twice on the hot path.
+    pub(crate) fn stats(&self) -> PoolStats {
+        let mut s = self.stats;
+        s.active = s.allocation;
+        s.active_bytes = s.allocated_bytes;
+        s
     }
 
     pub(crate) fn live_blocks(&self) -> usize {
@@ -776,7 +885,7 @@ impl Core {
                 return Err(format!("blocks of segment {:#x} do not tile it", s.addr));
             }
         }
-        let st = &self.stats;
+        let st = &self.stats();
         let cur = |a: &[super::stats::Stat; 3]| [a[0].current, a[1].current, a[2].current];
         let checks = [
             ("allocation", cur(&st.allocation), expect[0]),
@@ -804,7 +913,12 @@ impl Core {
         if free_count != self.free[0].len() + self.free[1].len() {
             return Err("the free sets hold blocks that are not free".into());
         }
-        let in_bins: usize = self.bins.values().map(Vec::len).sum();
+        let in_bins: usize = self
+            .bins
+            .values()
+            .chain(&self.small_bins)
+            .map(Vec::len)
+            .sum();
         if binned != self.binned || in_bins != binned {
             return Err("the bins and the cached blocks disagree".into());
         }

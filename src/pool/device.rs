@@ -6,7 +6,6 @@
 //! memory in tests, and under the benchmark's anchors.
 
 use parking_lot::Mutex;
-use std::alloc::{alloc, dealloc, Layout};
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 
@@ -26,6 +25,11 @@ pub const SEGMENT_ALIGN: usize = 512;
 
 /// Host memory standing in for a device, with a capacity so that
 /// out-of-memory paths can be exercised. It also counts its calls.
+///
+/// Every segment is its own anonymous `mmap` and goes back with `munmap`,
+/// like a driver allocation: no caching underneath (glibc's `malloc` would
+/// recycle freed memory itself and hide what an uncached device allocator
+/// costs), page-aligned, and not backed by RAM until touched.
 pub struct HostMemory {
     capacity: usize,
     inner: Mutex<HostInner>,
@@ -66,9 +70,21 @@ impl DeviceMemory for HostMemory {
         if size == 0 || size > self.capacity - inner.used {
             return None;
         }
-        let layout = Layout::from_size_align(size, SEGMENT_ALIGN).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let addr = NonZeroUsize::new(unsafe { alloc(layout) } as usize)?;
+        // SAFETY: an anonymous private mapping touches no existing memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        let addr = NonZeroUsize::new(ptr as usize)?;
         inner.used += size;
         inner.mallocs += 1;
         inner.live.insert(addr.get(), size);
@@ -82,13 +98,7 @@ impl DeviceMemory for HostMemory {
                 assert_eq!(recorded, size, "a segment was freed with the wrong size");
                 inner.used -= size;
                 inner.frees += 1;
-                // SAFETY: allocated above with this exact layout and not yet freed.
-                unsafe {
-                    dealloc(
-                        addr.get() as *mut u8,
-                        Layout::from_size_align_unchecked(size, SEGMENT_ALIGN),
-                    )
-                }
+                unmap(addr.get(), size);
             }
             None => panic!("HostMemory::free of memory it did not allocate"),
         }
@@ -99,16 +109,16 @@ impl DeviceMemory for HostMemory {
     }
 }
 
+fn unmap(addr: usize, size: usize) {
+    // SAFETY: `addr` is a live mapping of `size` bytes made by `malloc`.
+    let rc = unsafe { libc::munmap(addr as *mut libc::c_void, size) };
+    debug_assert_eq!(rc, 0, "munmap failed");
+}
+
 impl Drop for HostMemory {
     fn drop(&mut self) {
         for (addr, size) in self.inner.get_mut().live.drain() {
-            // SAFETY: allocated in `malloc` with this layout and still live.
-            unsafe {
-                dealloc(
-                    addr as *mut u8,
-                    Layout::from_size_align_unchecked(size, SEGMENT_ALIGN),
-                )
-            }
+            unmap(addr, size);
         }
     }
 }

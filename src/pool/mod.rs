@@ -89,7 +89,7 @@ impl Pool {
 
     /// A consistent copy of the statistics (taken in well under a microsecond).
     pub fn stats(&self) -> PoolStats {
-        self.core.lock().stats
+        self.core.lock().stats()
     }
 
     /// Sets every peak to its current value.
