@@ -43,3 +43,6 @@ pub mod streams;
 pub mod workspace;
 
 pub use host::{host, HostRuntime};
+
+#[cfg(test)]
+mod tests;

@@ -29,7 +29,7 @@ pub const QUEUE_CAPACITY: usize = 1024;
 /// How many tasks the worker takes per lock.
 const BATCH: usize = 64;
 /// Spin rounds before the worker sleeps (each a few dozen pause instructions).
-const SPIN_ROUNDS: u32 = 200;
+const SPIN_ROUNDS: u32 = 64;
 
 const DESTROYED: Error = Error::InvalidParam {
     param: "stream",
@@ -306,7 +306,7 @@ impl Shared {
 
     fn spin_while_idle(&self, seen: u64) {
         for _ in 0..SPIN_ROUNDS {
-            for _ in 0..32 {
+            for _ in 0..8 {
                 std::hint::spin_loop();
             }
             if self.submitted.load(Ordering::Acquire) != seen {
