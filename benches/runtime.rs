@@ -5,7 +5,8 @@
 //! `launch_*`: the cost on the launching thread of one `aclallocLaunchKernel`
 //! with an empty kernel (stream lookup, registration lookup, alloc,
 //! getAddrFromBlock, enqueue, free); the stream's worker runs the kernels
-//! concurrently. `launches_to_completion`: 1000 launches and a
+//! concurrently. Each sample times 100 consecutive launches, a burst as an
+//! executor issues them, so the figures are per launch in steady state. `launches_to_completion`: 1000 launches and a
 //! synchronize, reported as launches per second. The allocation columns
 //! come from divan's `AllocProfiler`: a steady-state launch allocates nothing.
 
@@ -85,7 +86,7 @@ fn launch(stream: usize, size: usize) {
 }
 
 /// One launch with a 4 KiB workspace from the registered allocator.
-#[divan::bench]
+#[divan::bench(sample_size = 100, sample_count = 1000)]
 fn launch_registered_allocator(bencher: Bencher) {
     let s = streams().registered;
     bencher.bench_local(|| launch(s, 4096));
@@ -93,7 +94,7 @@ fn launch_registered_allocator(bencher: Bencher) {
 }
 
 /// One launch without a workspace (lookup and enqueue only).
-#[divan::bench]
+#[divan::bench(sample_size = 100, sample_count = 1000)]
 fn launch_no_workspace(bencher: Bencher) {
     let s = streams().registered;
     bencher.bench_local(|| launch(s, 0));
@@ -103,7 +104,7 @@ fn launch_no_workspace(bencher: Bencher) {
 /// One launch with a 4 KiB workspace from the default device allocator (a
 /// fresh mapping per launch, given back by the worker): what a stream without
 /// a registered allocator costs today.
-#[divan::bench]
+#[divan::bench(sample_size = 100, sample_count = 100)]
 fn launch_default_allocator(bencher: Bencher) {
     let s = streams().unregistered;
     bencher.bench_local(|| launch(s, 4096));

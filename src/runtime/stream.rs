@@ -1,24 +1,30 @@
 //! A stream: an in-order queue of work run by its own host worker thread.
 //!
-//! The queue is a ring of fixed capacity allocated when the stream is
-//! created, so enqueueing never allocates; when it is full the launching
-//! thread waits for room, as a device queue applies back-pressure. The worker
-//! takes work in batches under one short lock, runs it without the lock, and
-//! spins briefly before it sleeps, so that a steady flow of launches does not
-//! pay a wake-up system call each; producers only signal a worker that is
-//! actually asleep.
+//! The queue is a lock-free ring of fixed capacity ([`ArrayQueue`]),
+//! allocated when the stream is created, so a launch never allocates and
+//! never takes a lock: it costs one slot written and one index advanced.
+//! When the ring is full the launching thread waits for room, as a device
+//! queue applies back-pressure.
+//!
+//! The worker runs tasks in order, spins briefly when the ring is empty and
+//! then sleeps on a condition variable; a producer signals it only when it
+//! is actually asleep (a flag both sides check behind a full fence, so no
+//! wake-up is lost). `synchronize` enqueues a fence task and waits until the
+//! worker reaches it, so no per-task completion counter is shared between
+//! the launching thread and the worker.
 
 use super::memory::DeviceMemory;
 use super::workspace::WorkspaceAllocator;
 use crate::core::error::{Error, Result};
+use crossbeam_queue::ArrayQueue;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// A host "kernel": `void kernel(void *workspace, size_t size, void *userData)`.
 pub type KernelFn =
@@ -26,10 +32,12 @@ pub type KernelFn =
 
 /// How many tasks a stream holds before launches wait for room.
 pub const QUEUE_CAPACITY: usize = 1024;
-/// How many tasks the worker takes per lock.
-const BATCH: usize = 64;
-/// Spin rounds before the worker sleeps (each a few dozen pause instructions).
+/// Spin rounds before the worker sleeps (each a few pause instructions:
+/// about 20 µs in all), so that a steady flow of launches pays no wake-ups.
 const SPIN_ROUNDS: u32 = 64;
+/// How long a producer waiting for room sleeps before it looks again, in
+/// case it raced with the worker's signal.
+const ROOM_POLL: Duration = Duration::from_millis(1);
 
 const DESTROYED: Error = Error::InvalidParam {
     param: "stream",
@@ -71,31 +79,29 @@ pub enum Task {
         /// Bytes.
         count: usize,
     },
+    /// Marks the point a synchronizer waits for.
+    Fence(*const AtomicBool),
 }
 
 // SAFETY: the pointers in a task are the caller's, handed over with the
 // launch as with CANN's asynchronous calls; the worker is the only thread
-// that uses them afterwards.
+// that uses them afterwards. A fence's flag outlives the task: its
+// synchronizer waits until the flag is set.
 unsafe impl Send for Task {}
 
-struct Queue {
-    tasks: VecDeque<Task>,
-    submitted: u64,
-    completed: u64,
-    closed: bool,
-    worker_asleep: bool,
-}
-
 struct Shared {
-    queue: Mutex<Queue>,
-    /// The worker waits here for work.
+    queue: ArrayQueue<Task>,
+    /// Producers between their `closed` check and their push.
+    entering: AtomicUsize,
+    closed: AtomicBool,
+    worker_asleep: AtomicBool,
+    worker_exited: AtomicBool,
+    room_waiters: AtomicUsize,
+    /// Guards the sleeps below (the data itself is lock-free).
+    lock: Mutex<()>,
     work: Condvar,
-    /// Producers wait here for room.
     room: Condvar,
-    /// Synchronizers wait here for completion.
     done: Condvar,
-    /// Mirrors `Queue::submitted` for the worker's lock-free spin.
-    submitted: AtomicU64,
     memory: Arc<DeviceMemory>,
     workspaces: &'static dyn WorkspaceAllocator,
 }
@@ -118,24 +124,17 @@ impl Stream {
         memory: Arc<DeviceMemory>,
         workspaces: &'static dyn WorkspaceAllocator,
     ) -> Result<Self> {
-        let mut tasks = VecDeque::new();
-        tasks
-            .try_reserve_exact(QUEUE_CAPACITY)
-            .map_err(|_| Error::BadAlloc {
-                what: "a stream's task queue",
-            })?;
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                tasks,
-                submitted: 0,
-                completed: 0,
-                closed: false,
-                worker_asleep: false,
-            }),
+            queue: ArrayQueue::new(QUEUE_CAPACITY),
+            entering: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            worker_asleep: AtomicBool::new(false),
+            worker_exited: AtomicBool::new(false),
+            room_waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
             done: Condvar::new(),
-            submitted: AtomicU64::new(0),
             memory,
             workspaces,
         });
@@ -171,29 +170,56 @@ impl Stream {
     /// is being destroyed.
     pub fn enqueue(&self, task: Task) -> Result<()> {
         let shared = &*self.shared;
-        let mut q = shared.queue.lock();
-        while q.tasks.len() == QUEUE_CAPACITY && !q.closed {
-            if self.is_current_worker() {
-                // Waiting for room from inside the worker would wait forever.
-                return Err(Error::InvalidParam {
-                    param: "stream",
-                    reason: "A kernel cannot enqueue onto its own stream when the stream's queue is full",
-                });
+        // Announce the push before checking `closed`, so that shutting down
+        // can wait for every push that got past the check.
+        shared.entering.fetch_add(1, Ordering::SeqCst);
+        let pushed = if shared.closed.load(Ordering::SeqCst) {
+            Err(DESTROYED)
+        } else {
+            match shared.queue.push(task) {
+                Ok(()) => Ok(()),
+                Err(task) => self.enqueue_when_room(task),
             }
-            shared.room.wait(&mut q);
+        };
+        shared.entering.fetch_sub(1, Ordering::SeqCst);
+        if pushed.is_ok() {
+            // Pairs with the fence in `Shared::sleep`: either the worker sees
+            // the task, or this thread sees that the worker sleeps.
+            fence(Ordering::SeqCst);
+            if shared.worker_asleep.load(Ordering::Relaxed) {
+                let _guard = shared.lock.lock();
+                shared.work.notify_one();
+            }
         }
-        if q.closed {
-            return Err(DESTROYED);
+        pushed
+    }
+
+    #[cold]
+    fn enqueue_when_room(&self, mut task: Task) -> Result<()> {
+        if self.is_current_worker() {
+            // Waiting for room from inside the worker would wait forever.
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason:
+                    "A kernel cannot enqueue onto its own stream when the stream's queue is full",
+            });
         }
-        q.tasks.push_back(task);
-        q.submitted += 1;
-        shared.submitted.store(q.submitted, Ordering::Release);
-        let wake = q.worker_asleep;
-        drop(q);
-        if wake {
-            shared.work.notify_one();
-        }
-        Ok(())
+        let shared = &*self.shared;
+        shared.room_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = shared.lock.lock();
+        let result = loop {
+            if shared.closed.load(Ordering::SeqCst) {
+                break Err(DESTROYED);
+            }
+            match shared.queue.push(task) {
+                Ok(()) => break Ok(()),
+                Err(back) => task = back,
+            }
+            shared.room.wait_for(&mut guard, ROOM_POLL);
+        };
+        drop(guard);
+        shared.room_waiters.fetch_sub(1, Ordering::SeqCst);
+        result
     }
 
     /// Waits until everything enqueued before the call has run.
@@ -205,18 +231,28 @@ impl Stream {
             });
         }
         let shared = &*self.shared;
-        let mut q = shared.queue.lock();
-        let target = q.submitted;
-        while q.completed < target {
-            shared.done.wait(&mut q);
+        let reached = AtomicBool::new(false);
+        match self.enqueue(Task::Fence(&reached)) {
+            Ok(()) => {
+                let mut guard = shared.lock.lock();
+                while !reached.load(Ordering::Acquire) {
+                    shared.done.wait(&mut guard);
+                }
+                Ok(())
+            }
+            // Destroyed: its work is finished once the worker has exited.
+            Err(_) => {
+                while !shared.worker_exited.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
 
-    /// Tasks enqueued and not yet finished.
-    pub fn pending(&self) -> u64 {
-        let q = self.shared.queue.lock();
-        q.submitted - q.completed
+    /// Tasks enqueued that have not started.
+    pub fn queued(&self) -> usize {
+        self.shared.queue.len()
     }
 
     /// Stops the stream: no new work is accepted; with `force`, work that has
@@ -230,20 +266,21 @@ impl Stream {
             });
         }
         let shared = &*self.shared;
-        {
-            let mut q = shared.queue.lock();
-            if force {
-                let dropped = q.tasks.len() as u64;
-                while let Some(task) = q.tasks.pop_front() {
-                    shared.release(&task);
-                }
-                q.completed += dropped;
-            }
-            q.closed = true;
+        shared.closed.store(true, Ordering::SeqCst);
+        // Every push that passed the `closed` check is in the queue after this.
+        while shared.entering.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
         }
-        shared.work.notify_all();
-        shared.room.notify_all();
-        shared.done.notify_all();
+        if force {
+            while let Some(task) = shared.queue.pop() {
+                shared.retire(&task);
+            }
+        }
+        {
+            let _guard = shared.lock.lock();
+            shared.work.notify_all();
+            shared.room.notify_all();
+        }
         if let Some(worker) = self.worker.lock().take() {
             let _ = worker.join();
         }
@@ -265,54 +302,50 @@ impl Drop for Stream {
 impl Shared {
     fn run(&self) {
         WORKER_OF.with(|w| w.set(self as *const Shared as usize));
-        let mut batch = [None::<Task>; BATCH];
         loop {
-            let taken = {
-                let mut q = self.queue.lock();
-                while q.tasks.is_empty() {
-                    if q.closed {
-                        return;
-                    }
-                    let seen = q.submitted;
-                    drop(q);
-                    self.spin_while_idle(seen);
-                    q = self.queue.lock();
-                    if q.tasks.is_empty() && !q.closed {
-                        q.worker_asleep = true;
-                        self.work.wait(&mut q);
-                        q.worker_asleep = false;
-                    }
-                }
-                let was_full = q.tasks.len() == QUEUE_CAPACITY;
-                let n = q.tasks.len().min(BATCH);
-                for slot in batch.iter_mut().take(n) {
-                    *slot = q.tasks.pop_front();
-                }
-                drop(q);
-                if was_full {
+            while let Some(task) = self.queue.pop() {
+                self.execute(&task);
+                if self.room_waiters.load(Ordering::Relaxed) > 0 {
+                    let _guard = self.lock.lock();
                     self.room.notify_all();
                 }
-                n
-            };
-            for slot in batch.iter_mut().take(taken) {
-                if let Some(task) = slot.take() {
-                    self.execute(&task);
-                }
             }
-            self.queue.lock().completed += taken as u64;
-            self.done.notify_all();
+            // `closed` is set and no push is in flight: the queue stays empty.
+            if self.closed.load(Ordering::SeqCst)
+                && self.entering.load(Ordering::SeqCst) == 0
+                && self.queue.is_empty()
+            {
+                self.worker_exited.store(true, Ordering::Release);
+                return;
+            }
+            if !self.spin_until_work() {
+                self.sleep();
+            }
         }
     }
 
-    fn spin_while_idle(&self, seen: u64) {
+    /// Spins a little; true if work (or shutdown) arrived meanwhile.
+    fn spin_until_work(&self) -> bool {
         for _ in 0..SPIN_ROUNDS {
             for _ in 0..8 {
                 std::hint::spin_loop();
             }
-            if self.submitted.load(Ordering::Acquire) != seen {
-                return;
+            if !self.queue.is_empty() || self.closed.load(Ordering::Relaxed) {
+                return true;
             }
         }
+        false
+    }
+
+    fn sleep(&self) {
+        let mut guard = self.lock.lock();
+        self.worker_asleep.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `Stream::enqueue`.
+        fence(Ordering::SeqCst);
+        if self.queue.is_empty() && !self.closed.load(Ordering::SeqCst) {
+            self.work.wait(&mut guard);
+        }
+        self.worker_asleep.store(false, Ordering::Relaxed);
     }
 
     fn execute(&self, task: &Task) {
@@ -332,20 +365,32 @@ impl Shared {
             // or vouched for by the caller, when the task was enqueued.
             Task::Copy { dst, src, count } => unsafe { std::ptr::copy(src, dst, count) },
             Task::Set { dst, value, count } => unsafe { dst.write_bytes(value, count) },
+            Task::Fence(_) => {}
         }
-        self.release(task);
+        self.retire(task);
     }
 
-    fn release(&self, task: &Task) {
-        if let Task::Kernel {
-            workspace,
-            release: true,
-            ..
-        } = *task
-        {
-            if let Some(ws) = NonNull::new(workspace.cast::<u8>()) {
-                self.workspaces.free(&self.memory, ws);
+    /// What follows a task, whether it ran or was dropped: its workspace goes
+    /// back, its synchronizer is told.
+    fn retire(&self, task: &Task) {
+        match *task {
+            Task::Kernel {
+                workspace,
+                release: true,
+                ..
+            } => {
+                if let Some(ws) = NonNull::new(workspace.cast::<u8>()) {
+                    self.workspaces.free(&self.memory, ws);
+                }
             }
+            Task::Fence(reached) => {
+                // SAFETY: the synchronizer keeps the flag alive until it is
+                // set; nothing touches it afterwards.
+                unsafe { &*reached }.store(true, Ordering::Release);
+                let _guard = self.lock.lock();
+                self.done.notify_all();
+            }
+            _ => {}
         }
     }
 }
@@ -392,7 +437,7 @@ mod tests {
         }
         s.synchronize().unwrap();
         assert_eq!(*log.lock(), (0..5000).collect::<Vec<_>>());
-        assert_eq!(s.pending(), 0);
+        assert_eq!(s.queued(), 0);
     }
 
     #[test]
