@@ -9,4 +9,7 @@ pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod errmsg;
+pub mod launch;
+pub mod memory;
+pub mod runtime;
 pub mod types;
