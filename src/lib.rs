@@ -21,6 +21,7 @@ pub mod core;
 pub mod ffi;
 pub mod pool;
 pub mod registry;
+pub mod runtime;
 
 pub use crate::core::api::{global, AllocatorApi};
 pub use crate::core::descriptor::{

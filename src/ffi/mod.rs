@@ -9,5 +9,8 @@ pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod errmsg;
+pub mod launch;
+pub mod memory;
 pub mod pool;
+pub mod runtime;
 pub mod types;
