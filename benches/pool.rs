@@ -311,7 +311,7 @@ fn main() {
 
 // ---- (1) alloc+free of a cached size ---------------------------------------------
 
-#[divan::bench_group]
+#[divan::bench_group(sample_size = 4000)]
 mod pair {
     use super::*;
 
@@ -325,10 +325,16 @@ mod pair {
         run(bencher, &PoolAlloc::new());
     }
 
-    /// Through the C ABI: the registered callbacks, handle lookup included.
+    /// Through the C ABI: the registered callbacks, handle lookup included,
+    /// on a pool created by `aclallocPoolCreate`.
     #[divan::bench]
     fn pool_c_callbacks(bencher: divan::Bencher) {
         use aclalloc::ffi::pool::*;
+        use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+        // The C API's pool takes its segments from aclrtMalloc on the
+        // current device (the host runtime here).
+        unsafe { aclInit(std::ptr::null()) };
+        assert_eq!(aclrtSetDevice(0), 0);
         let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
         let cfg = aclallocPoolConfig {
             max_split_size: 0,
@@ -424,4 +430,22 @@ fn shared_pool_pair(bencher: divan::Bencher) {
 fn shared_pool_decode_token(bencher: divan::Bencher) {
     let a = shared_pool();
     bencher.bench(|| decode_token(a));
+}
+
+/// Aggregate throughput: `threads` threads each doing 100,000 alloc+free
+/// pairs of their own size on one shared pool; one iteration is the batch.
+#[divan::bench(args = [1, 2], sample_count = 20, sample_size = 1)]
+fn shared_pool_batch_of_100k_pairs_per_thread(bencher: divan::Bencher, threads: usize) {
+    let a = shared_pool();
+    bencher.bench_local(|| {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    for _ in 0..100_000 {
+                        a.free(a.alloc(black_box(4096 + 512 * t)));
+                    }
+                });
+            }
+        })
+    });
 }

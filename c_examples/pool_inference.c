@@ -1,153 +1,209 @@
 /*
- * One caching pool registered on two streams, serving an inference loop.
+ * One caching pool registered on two streams, serving an inference loop on
+ * the host runtime.
  *
- * For every operator the executor finds the stream's allocator with
- * aclrtAllocatorGetByStream and takes the workspace through the registered
- * callbacks. After the first token the decode loop is served from the cache
- * (no device allocations); then both streams decode at once on two threads.
- * At the end a KV cache stays allocated, the cache is emptied, and
- * reserved memory must fall to exactly what is still allocated.
+ * Every operator is launched with aclallocLaunchKernel, which takes the
+ * workspace from the stream's allocator as CANN's executor does (alloc,
+ * getAddrFromBlock, enqueue, free right after enqueueing: stream order).
+ * Both streams decode at once, one thread each. The kernels check that no
+ * two kernels running at the same time share workspace bytes: the pool keeps
+ * each stream's freed blocks for that stream. After the first token the pool
+ * makes no device allocation. At the end a KV cache stays allocated, the
+ * cache is emptied, and reserved memory must fall to exactly what is still
+ * allocated.
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "acl/acl.h"
 
-#define LAYERS 24
-#define TOKENS 32
+#define LAYERS 12
+#define TOKENS 16
+#define OPS 4
+#define STREAMS 2
 
-static int check(aclError rc, const char *what) {
-    if (rc != ACL_SUCCESS) {
-        const char *msg = aclGetRecentErrMsg();
-        fprintf(stderr, "%s failed (%d): %s\n", what, rc, msg ? msg : "");
-        return 0;
-    }
-    return 1;
-}
+static const size_t per_layer[OPS] = {16u << 10, 1536u << 10, 256u << 10, 11u << 20};
 
-/* What an executor does for one operator: workspace from the stream's allocator. */
-static int run_operator(aclrtStream stream, size_t workspace, unsigned char fill) {
-    aclrtAllocatorDesc desc = NULL;
-    aclrtAllocator obj = NULL;
-    aclrtAllocatorAllocFunc alloc_fn = NULL;
-    aclrtAllocatorFreeFunc free_fn = NULL;
-    aclrtAllocatorGetAddrFromBlockFunc addr_fn = NULL;
-    if (!check(aclrtAllocatorGetByStream(stream, &desc, &obj, &alloc_fn, &free_fn, NULL, &addr_fn),
-               "aclrtAllocatorGetByStream"))
-        return 0;
-    aclrtAllocatorBlock block = alloc_fn(obj, workspace);
-    if (block == NULL) {
-        fprintf(stderr, "workspace of %zu bytes: %s\n", workspace, aclGetRecentErrMsg());
-        return 0;
+#define CHECK(call)                                                              \
+    do {                                                                         \
+        aclError rc_ = (call);                                                   \
+        if (rc_ != ACL_SUCCESS) {                                                \
+            const char *m_ = aclGetRecentErrMsg();                               \
+            fprintf(stderr, "%s: %d %s\n", #call, rc_, m_ ? m_ : "");           \
+            return 1;                                                            \
+        }                                                                        \
+    } while (0)
+
+/* Workspaces of the kernels running right now, on any stream. */
+#define SLOTS 16
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { uintptr_t lo, hi; } running[SLOTS];
+static atomic_long overlaps, kernels_run;
+
+static void kernel(void *workspace, size_t size, void *user_data) {
+    unsigned char fill = (unsigned char)(uintptr_t)user_data;
+    uintptr_t lo = (uintptr_t)workspace, hi = lo + size;
+    int mine = -1;
+    pthread_mutex_lock(&running_lock);
+    for (int i = 0; i < SLOTS; i++) {
+        if (running[i].hi == 0) {
+            if (mine < 0) mine = i;
+        } else if (lo < running[i].hi && running[i].lo < hi) {
+            overlaps++;
+        }
     }
-    unsigned char *mem = (unsigned char *)addr_fn(block);
-    size_t head = workspace < 4096 ? workspace : 4096;
-    memset(mem, fill, head); /* the "kernel" touches both ends */
-    mem[workspace - 1] = fill;
-    int ok = mem[0] == fill && mem[workspace - 1] == fill;
-    free_fn(obj, block);
-    return ok;
+    if (mine >= 0) {
+        running[mine].lo = lo;
+        running[mine].hi = hi;
+    }
+    pthread_mutex_unlock(&running_lock);
+    unsigned char *ws = (unsigned char *)workspace;
+    for (size_t off = 0; off < size; off += 64 << 10) ws[off] = fill;
+    ws[size - 1] = fill;
+    kernels_run++;
+    if (mine >= 0) {
+        pthread_mutex_lock(&running_lock);
+        running[mine].lo = running[mine].hi = 0;
+        pthread_mutex_unlock(&running_lock);
+    }
 }
 
 typedef struct {
+    aclrtContext context;
     aclrtStream stream;
     int tokens;
-    int ok;
+    int failed;
 } Worker;
 
 /* Decode: the same per-layer workspaces every token. */
 static void *decode(void *arg) {
     Worker *w = (Worker *)arg;
-    static const size_t per_layer[] = {3u << 20, 512u << 10, 96u << 10, 12u << 20};
-    w->ok = 1;
-    for (int token = 0; token < w->tokens && w->ok; token++)
-        for (int layer = 0; layer < LAYERS && w->ok; layer++)
-            for (size_t k = 0; k < sizeof per_layer / sizeof *per_layer && w->ok; k++)
-                w->ok = run_operator(w->stream, per_layer[k] + 1000 * (size_t)layer, (unsigned char)token);
+    if (aclrtSetCurrentContext(w->context) != ACL_SUCCESS) {
+        w->failed = 1;
+        return NULL;
+    }
+    for (int token = 0; token < w->tokens; token++)
+        for (int layer = 0; layer < LAYERS; layer++)
+            for (int k = 0; k < OPS; k++) {
+                size_t size = per_layer[k] + 1000 * (size_t)layer;
+                aclError rc = aclallocLaunchKernel(w->stream, size, kernel, (void *)(uintptr_t)(token + 1));
+                if (rc != ACL_SUCCESS) {
+                    fprintf(stderr, "launch of %zu bytes: %d %s\n", size, rc, aclGetRecentErrMsg());
+                    w->failed = 1;
+                    return NULL;
+                }
+            }
+    if (aclrtSynchronizeStream(w->stream) != ACL_SUCCESS) w->failed = 1;
     return NULL;
 }
 
 static int64_t stat(aclallocPool pool, const char *key) {
     int64_t value = -1;
-    if (!check(aclallocPoolGetStat(pool, key, &value), key)) exit(1);
+    if (aclallocPoolGetStat(pool, key, &value) != ACL_SUCCESS) {
+        fprintf(stderr, "%s: %s\n", key, aclGetRecentErrMsg());
+        exit(1);
+    }
     return value;
 }
 
 int main(void) {
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtContext context = NULL;
+    CHECK(aclrtGetCurrentContext(&context));
+
     aclallocPoolConfig config;
+    CHECK(aclallocPoolConfigInit(&config));
+    config.max_split_size = 32u << 20; /* the KV cache below is oversize: never split */
     aclallocPool pool = NULL;
     aclrtAllocatorDesc desc = NULL;
-    static int stream_storage[2];
-    aclrtStream streams[2] = {&stream_storage[0], &stream_storage[1]};
+    CHECK(aclallocPoolCreate(&config, &pool, &desc));
 
-    if (!check(aclallocPoolConfigInit(&config), "aclallocPoolConfigInit")) return 1;
-    config.max_split_size = 32u << 20; /* the KV cache below is oversize: never split */
-    if (!check(aclallocPoolCreate(&config, &pool, &desc), "aclallocPoolCreate")) return 1;
-    for (int i = 0; i < 2; i++)
-        if (!check(aclrtAllocatorRegister(streams[i], desc), "aclrtAllocatorRegister")) return 1;
-
-    /* The first token, then the decode loop alternating the two streams. */
-    Worker first = {streams[0], 1, 0};
-    decode(&first);
-    if (!first.ok) return 1;
-    int64_t device_allocs = stat(pool, "num_device_alloc");
-    for (int token = 1; token < TOKENS; token++) {
-        Worker w = {streams[token % 2], 1, 0};
-        decode(&w);
-        if (!w.ok) return 1;
+    aclrtStream streams[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {
+        CHECK(aclrtCreateStream(&streams[i]));
+        CHECK(aclrtAllocatorRegister(streams[i], desc));
     }
-    int64_t after = stat(pool, "num_device_alloc");
-    printf("device allocations: %" PRId64 " for the first token, %" PRId64 " for the next %d\n",
-           device_allocs, after - device_allocs, TOKENS - 1);
 
-    /* Both streams at once, one thread each, sharing the pool. */
-    pthread_t threads[2];
-    Worker workers[2] = {{streams[0], TOKENS, 0}, {streams[1], TOKENS, 0}};
-    for (int i = 0; i < 2; i++)
+    /* The first token on each stream. */
+    for (int i = 0; i < STREAMS; i++) {
+        Worker first = {context, streams[i], 1, 0};
+        decode(&first);
+        if (first.failed) return 1;
+    }
+    int64_t device_allocs = stat(pool, "num_device_alloc");
+
+    /* The rest: both streams at once, one thread each. */
+    pthread_t threads[STREAMS];
+    Worker workers[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {
+        workers[i] = (Worker){context, streams[i], TOKENS - 1, 0};
         if (pthread_create(&threads[i], NULL, decode, &workers[i]) != 0) return 1;
-    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
-    if (!workers[0].ok || !workers[1].ok) return 1;
-    printf("two streams in parallel: %" PRId64 " more device allocations for %d tokens\n",
-           stat(pool, "num_device_alloc") - after, 2 * TOKENS);
+    }
+    for (int i = 0; i < STREAMS; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < STREAMS; i++)
+        if (workers[i].failed) return 1;
+    int64_t more = stat(pool, "num_device_alloc") - device_allocs;
+    printf("%ld kernels on %d streams; device allocations: %" PRId64 " for the first token, %" PRId64
+           " after; overlapping workspaces: %ld\n",
+           (long)kernels_run, STREAMS, device_allocs, more, (long)overlaps);
 
-    /* A KV cache that outlives the loop: oversize, so it gets its own segment. */
+    /* A KV cache that outlives the loop, taken outside any launch. */
     aclrtAllocator obj = NULL;
     aclrtAllocatorAllocFunc alloc_fn = NULL;
     aclrtAllocatorFreeFunc free_fn = NULL;
-    if (!check(aclrtAllocatorGetByStream(streams[1], &desc, &obj, &alloc_fn, &free_fn, NULL, NULL),
-               "aclrtAllocatorGetByStream"))
-        return 1;
-    aclrtAllocatorBlock output = alloc_fn(obj, 40u << 20);
-    if (output == NULL) return 1;
+    CHECK(aclrtAllocatorGetByStream(streams[0], &desc, &obj, &alloc_fn, &free_fn, NULL, NULL));
+    aclrtAllocatorBlock kv_cache = alloc_fn(obj, 40u << 20);
+    if (kv_cache == NULL) return 1;
 
     size_t length = 0;
-    if (!check(aclallocPoolSummary(pool, NULL, 0, &length), "aclallocPoolSummary")) return 1;
+    CHECK(aclallocPoolSummary(pool, NULL, 0, &length));
     char *text = (char *)malloc(length + 1);
-    if (text == NULL || !check(aclallocPoolSummary(pool, text, length + 1, NULL), "aclallocPoolSummary"))
-        return 1;
+    if (text == NULL) return 1;
+    CHECK(aclallocPoolSummary(pool, text, length + 1, NULL));
     fputs(text, stdout);
     free(text);
 
-    if (!check(aclallocPoolEmptyCache(pool), "aclallocPoolEmptyCache")) return 1;
+    /* The snapshot names each workspace segment's stream. */
+    CHECK(aclallocPoolSnapshot(pool, NULL, 0, &length));
+    char *json = (char *)malloc(length + 1);
+    if (json == NULL) return 1;
+    CHECK(aclallocPoolSnapshot(pool, json, length + 1, NULL));
+    int streams_named = 0;
+    for (int i = 0; i < STREAMS; i++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "\"stream\":%" PRIuPTR ",", (uintptr_t)streams[i]);
+        streams_named += strstr(json, needle) != NULL;
+    }
+    free(json);
+
+    CHECK(aclallocPoolEmptyCache(pool));
     aclallocPoolStats stats;
-    if (!check(aclallocPoolGetStats(pool, &stats), "aclallocPoolGetStats")) return 1;
+    CHECK(aclallocPoolGetStats(pool, &stats));
     int64_t reserved = stats.reserved_bytes[ACLALLOC_STAT_ALL].current;
     int64_t allocated = stats.allocated_bytes[ACLALLOC_STAT_ALL].current;
-    printf("after empty_cache: %" PRId64 " bytes reserved, %" PRId64 " bytes allocated (peak reserved %" PRId64 ")\n",
+    printf("after empty_cache: %" PRId64 " bytes reserved, %" PRId64 " bytes allocated (peak reserved %" PRId64
+           ")\n",
            reserved, allocated, stats.reserved_bytes[ACLALLOC_STAT_ALL].peak);
 
-    free_fn(obj, output);
-    for (int i = 0; i < 2; i++)
-        if (!check(aclrtAllocatorUnregister(streams[i]), "aclrtAllocatorUnregister")) return 1;
-    if (!check(aclrtAllocatorDestroyDesc(desc), "aclrtAllocatorDestroyDesc")) return 1;
-    if (!check(aclallocPoolEmptyCache(pool), "aclallocPoolEmptyCache") ||
-        !check(aclallocPoolDestroy(pool), "aclallocPoolDestroy"))
-        return 1;
+    free_fn(obj, kv_cache);
+    for (int i = 0; i < STREAMS; i++) {
+        CHECK(aclrtAllocatorUnregister(streams[i]));
+        CHECK(aclrtDestroyStream(streams[i]));
+    }
+    CHECK(aclrtAllocatorDestroyDesc(desc));
+    CHECK(aclallocPoolEmptyCache(pool));
+    CHECK(aclallocPoolDestroy(pool));
+    CHECK(aclrtResetDevice(0));
+    CHECK(aclFinalize());
 
-    int ok = after == device_allocs && reserved == allocated && allocated == (40 << 20);
+    int ok = more == 0 && overlaps == 0 && streams_named == STREAMS && reserved == allocated &&
+             allocated == (40 << 20) && kernels_run == (long)STREAMS * TOKENS * LAYERS * OPS;
     printf("%s\n", ok ? "pool_inference: OK" : "pool_inference: FAILED");
     return ok ? 0 : 1;
 }

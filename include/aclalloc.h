@@ -729,8 +729,9 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
 aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
 
 /**
- * Creates a caching pool over the device memory (`aclrtMalloc`/`aclrtFree`)
- * and a complete allocator descriptor for it: its object is the pool and its
+ * Creates a caching pool over the memory of the calling thread's current
+ * device (`aclrtMalloc`/`aclrtFree`; no current device:
+ * `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
  * alloc, free, allocAdvise and getAddrFromBlock functions are
  * `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
  * `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
@@ -757,6 +758,15 @@ aclError aclallocPoolDestroy(aclallocPool pool);
  * The pool's alloc callback: a block of at least `size` bytes (rounded up to
  * 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
  * requested, allocated, reserved and the limit.
+ *
+ * Streams: CANN gives the callbacks no stream, and frees blocks in stream
+ * order (right after the launch is enqueued), so a block freed by one
+ * stream's launch must not go to another stream's kernel that may run at the
+ * same time. When called from `aclallocLaunchKernel`, the pool knows the
+ * launch's stream and keeps each stream's freed blocks for that stream
+ * (PyTorch's per-stream pools); called from anywhere else, the stream is
+ * unknown (0) and every such caller shares one set of blocks, which is right
+ * for synchronous use and for one pool per stream.
  */
 void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
 

@@ -163,6 +163,25 @@ fn growing_for_a_larger_request_returns_smaller_free_segments_first() {
 }
 
 #[test]
+fn blocks_freed_by_one_stream_are_reused_only_by_that_stream() {
+    let (pool, _) = pool();
+    let a = pool.malloc_on(1, 4096).unwrap().get();
+    pool.free(a).unwrap();
+    let b = pool.malloc_on(2, 4096).unwrap().get();
+    assert_ne!(a, b, "stream 2 does not get stream 1's freed block");
+    assert_eq!(pool.malloc_on(1, 4096).unwrap().get(), a);
+    let segments = pool.segments();
+    let mut streams: Vec<_> = segments.iter().map(|s| s.stream).collect();
+    streams.sort_unstable();
+    assert_eq!(streams, [1, 2], "each stream has its own segment");
+    // allocAdvise does not cross streams either.
+    pool.free(b).unwrap();
+    assert_ne!(pool.malloc_at_on(1, 4096, b).unwrap().get(), b);
+    assert_eq!(pool.malloc_at_on(2, 4096, b).unwrap().get(), b);
+    pool.check_invariants().unwrap();
+}
+
+#[test]
 fn max_split_size_keeps_oversize_blocks_whole_and_away_from_small_requests() {
     let config = PoolConfig {
         max_split_size: 8 * MIB,

@@ -6,6 +6,7 @@ use aclalloc::core::error::{ACL_ERROR_FAILURE, ACL_ERROR_INVALID_PARAM, ACL_SUCC
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::pool::*;
+use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::pool::PoolStats;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
@@ -27,7 +28,15 @@ fn config(limit: usize) -> aclallocPoolConfig {
     }
 }
 
+/// The pool allocates with aclrtMalloc on the thread's current device.
+fn device() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| assert_eq!(unsafe { aclInit(null()) }, ACL_SUCCESS));
+    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
+}
+
 fn create(cfg: &aclallocPoolConfig) -> (aclallocPool, *mut c_void) {
+    device();
     let (mut pool, mut desc) = (null_mut(), null_mut());
     assert_eq!(
         unsafe { aclallocPoolCreate(cfg, &mut pool, &mut desc) },
@@ -300,6 +309,7 @@ fn config_comes_from_the_environment() {
     );
     let mut cfg = config(0);
     assert_eq!(unsafe { aclallocPoolConfigInit(&mut cfg) }, ACL_SUCCESS);
+    assert_eq!(cfg.max_split_size, 64 * MIB);
     assert_eq!(
         (cfg.max_split_size, cfg.memory_limit),
         (64 * MIB, 100 * MIB)
@@ -313,4 +323,74 @@ fn config_comes_from_the_environment() {
     assert!(last_error().contains("Parameter ACLALLOC_ALLOC_CONF is invalid. Reason: Unknown key"));
     assert_eq!(cfg.max_split_size, before);
     std::env::remove_var("ACLALLOC_ALLOC_CONF");
+}
+
+#[test]
+fn launches_on_two_streams_keep_their_blocks_apart() {
+    use aclalloc::ffi::launch::aclallocLaunchKernel;
+    use aclalloc::ffi::runtime::{aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream};
+    let (pool, desc) = create(&config(0));
+    let mut streams = [null_mut(); 2];
+    for s in &mut streams {
+        assert_eq!(unsafe { aclrtCreateStream(s) }, ACL_SUCCESS);
+        assert_eq!(aclrtAllocatorRegister(*s, desc), ACL_SUCCESS);
+    }
+    static SEEN: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+    unsafe extern "C" fn kernel(ws: *mut c_void, _size: usize, stream: *mut c_void) {
+        SEEN.lock().unwrap().push((stream as usize, ws as usize));
+    }
+    for _ in 0..3 {
+        for &s in &streams {
+            assert_eq!(
+                unsafe { aclallocLaunchKernel(s, 100 << 10, Some(kernel), s) },
+                ACL_SUCCESS
+            );
+        }
+    }
+    for &s in &streams {
+        assert_eq!(unsafe { aclrtSynchronizeStream(s) }, ACL_SUCCESS);
+    }
+    let seen = SEEN.lock().unwrap().clone();
+    let addrs = |s: *mut c_void| -> std::collections::BTreeSet<usize> {
+        seen.iter()
+            .filter(|(st, _)| *st == s as usize)
+            .map(|(_, a)| *a)
+            .collect()
+    };
+    let (a, b) = (addrs(streams[0]), addrs(streams[1]));
+    assert_eq!(
+        (a.len(), b.len()),
+        (1, 1),
+        "each stream reuses its own block"
+    );
+    assert!(
+        a.is_disjoint(&b),
+        "a block freed by one stream never went to the other"
+    );
+    let mut len = 0;
+    assert_eq!(
+        unsafe { aclallocPoolSnapshot(pool, null_mut(), 0, &mut len) },
+        ACL_SUCCESS
+    );
+    let mut buf = vec![0 as std::ffi::c_char; len + 1];
+    assert_eq!(
+        unsafe { aclallocPoolSnapshot(pool, buf.as_mut_ptr(), buf.len(), null_mut()) },
+        ACL_SUCCESS
+    );
+    let json = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for s in streams {
+        assert!(
+            json.contains(&format!("\"stream\":{},", s as usize)),
+            "{json}"
+        );
+    }
+    for s in streams {
+        assert_eq!(aclrtAllocatorUnregister(s), ACL_SUCCESS);
+        assert_eq!(unsafe { aclrtDestroyStream(s) }, ACL_SUCCESS);
+    }
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
+    assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
 }

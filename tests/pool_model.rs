@@ -15,9 +15,9 @@ const MIB: usize = 1 << 20;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alloc(usize),
+    Alloc(usize, usize),
     Free(usize),
-    AllocAt(usize, usize),
+    AllocAt(usize, usize, usize),
     EmptyCache,
     Trim(usize),
 }
@@ -33,9 +33,9 @@ fn size() -> impl Strategy<Value = usize> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        10 => size().prop_map(Op::Alloc),
+        10 => (0usize..3, size()).prop_map(|(st, s)| Op::Alloc(st, s)),
         8 => any::<usize>().prop_map(Op::Free),
-        2 => (size(), any::<usize>()).prop_map(|(s, i)| Op::AllocAt(s, i)),
+        2 => (0usize..3, size(), any::<usize>()).prop_map(|(st, s, i)| Op::AllocAt(st, s, i)),
         1 => Just(Op::EmptyCache),
         1 => (0usize..64 * MIB).prop_map(Op::Trim),
     ]
@@ -61,6 +61,7 @@ struct Live {
     addr: usize,
     requested: usize,
     tag: u64,
+    stream: usize,
 }
 
 fn round512(n: usize) -> usize {
@@ -112,6 +113,15 @@ fn check(pool: &Pool, device: &HostMemory, live: &[Live]) -> Result<(), TestCase
         let block =
             block.ok_or_else(|| TestCaseError::fail(format!("{:#x} is in no segment", l.addr)))?;
         prop_assert!(block.allocated && block.size >= round512(l.requested));
+        let seg = segments
+            .iter()
+            .find(|s| s.address <= l.addr && l.addr < s.address + s.total_size)
+            .unwrap();
+        prop_assert_eq!(
+            seg.stream,
+            l.stream,
+            "a block came from another stream's segment"
+        );
         prop_assert_eq!(block.requested_size, l.requested);
     }
     // Statistics equal the model.
@@ -150,11 +160,20 @@ fn check(pool: &Pool, device: &HostMemory, live: &[Live]) -> Result<(), TestCase
 
 /// After a failed allocation, the failure must be real: no cached block that
 /// the request may use, and no room for the segment it needs.
-fn failure_is_real(pool: &Pool, device: &HostMemory, size: usize) -> Result<(), TestCaseError> {
+fn failure_is_real(
+    pool: &Pool,
+    device: &HostMemory,
+    size: usize,
+    stream: usize,
+) -> Result<(), TestCaseError> {
     let rounded = round512(size);
     let small = rounded <= MIB;
     let max_split = pool.config().max_split_size;
-    for s in pool.segments().iter().filter(|s| s.small == small) {
+    for s in pool
+        .segments()
+        .iter()
+        .filter(|s| s.small == small && s.stream == stream)
+    {
         for b in s
             .blocks
             .iter()
@@ -210,26 +229,26 @@ proptest! {
         let mut tag = 0u64;
         for op in ops {
             match op {
-                Op::Alloc(size) | Op::AllocAt(size, _) => {
+                Op::Alloc(stream, size) | Op::AllocAt(stream, size, _) => {
                     let hint = match op {
-                        Op::AllocAt(_, i) if !live.is_empty() => Some(live[i % live.len()].addr + 512 * (i % 8)),
+                        Op::AllocAt(_, _, i) if !live.is_empty() => Some(live[i % live.len()].addr + 512 * (i % 8)),
                         _ => None,
                     };
                     let result = match hint {
-                        Some(addr) => pool.malloc_at(size, addr),
-                        None => pool.malloc(size),
+                        Some(addr) => pool.malloc_at_on(stream, size, addr),
+                        None => pool.malloc_on(stream, size),
                     };
                     match result {
                         Ok(addr) => {
                             tag += 1;
-                            let l = Live { addr: addr.get(), requested: size, tag };
+                            let l = Live { addr: addr.get(), requested: size, tag, stream };
                             stamp(&l);
                             live.push(l);
                         }
                         Err(e) => {
                             let text = e.to_string();
                             prop_assert!(text.contains(&format!("tried to allocate {size} bytes")), "{text}");
-                            failure_is_real(&pool, &device, size)?;
+                            failure_is_real(&pool, &device, size, stream)?;
                         }
                     }
                 }

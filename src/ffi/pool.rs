@@ -28,6 +28,7 @@ use crate::core::descriptor::AllocatorObj;
 use crate::core::error::{Error, Result};
 use crate::pool::stats::{c_keys, PoolStats, KEY_COUNT};
 use crate::pool::{handles, Limit, Pool, PoolConfig};
+use crate::runtime::launch::current_launch_stream;
 use std::ffi::{c_char, c_void};
 
 /// A caching pool handle (also the allocator object of its descriptor).
@@ -148,8 +149,9 @@ pub unsafe extern "C" fn aclallocPoolConfigInit(config: *mut aclallocPoolConfig)
     })
 }
 
-/// Creates a caching pool over the device memory (`aclrtMalloc`/`aclrtFree`)
-/// and a complete allocator descriptor for it: its object is the pool and its
+/// Creates a caching pool over the memory of the calling thread's current
+/// device (`aclrtMalloc`/`aclrtFree`; no current device:
+/// `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
 /// alloc, free, allocAdvise and getAddrFromBlock functions are
 /// `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
 /// `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
@@ -177,7 +179,8 @@ pub unsafe extern "C" fn aclallocPoolCreate(
             // SAFETY: non-NULL, the caller's contract.
             PoolConfig::try_from(unsafe { *config })?
         };
-        let new_pool = Pool::with_device(config, crate::pool::device::default_device())?;
+        let device = crate::pool::acl::AclMemory::current()?;
+        let new_pool = Pool::new(config, device)?;
         let handle = handles::insert(new_pool)?;
         let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
             reason: "a pool handle was zero",
@@ -218,10 +221,20 @@ pub extern "C" fn aclallocPoolDestroy(pool: aclallocPool) -> aclError {
 /// The pool's alloc callback: a block of at least `size` bytes (rounded up to
 /// 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
 /// requested, allocated, reserved and the limit.
+///
+/// Streams: CANN gives the callbacks no stream, and frees blocks in stream
+/// order (right after the launch is enqueued), so a block freed by one
+/// stream's launch must not go to another stream's kernel that may run at the
+/// same time. When called from `aclallocLaunchKernel`, the pool knows the
+/// launch's stream and keeps each stream's freed blocks for that stream
+/// (PyTorch's per-stream pools); called from anywhere else, the stream is
+/// unknown (0) and every such caller shares one set of blocks, which is right
+/// for synchronous use and for one pool per stream.
 #[no_mangle]
 pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *mut c_void {
     boundary("aclallocPoolAlloc", || {
-        Ok(handles::get(allocator)?.malloc(size)?.get() as *mut c_void)
+        let stream = current_launch_stream();
+        Ok(handles::get(allocator)?.malloc_on(stream, size)?.get() as *mut c_void)
     })
 }
 

@@ -46,8 +46,10 @@ pub(crate) struct Block {
     pub prev: u32,
     pub next: u32,
     pub segment: u32,
-    /// The segment's kind, kept here so the hot path reads one cache line.
+    /// The segment's kind and stream, kept here so the hot path reads one
+    /// cache line.
     pub kind: Kind,
+    pub stream: usize,
     pub state: State,
     /// Counted in `inactive_split` right now.
     pub counted_split: bool,
@@ -65,6 +67,9 @@ pub(crate) struct Segment {
     pub addr: usize,
     pub size: usize,
     pub kind: Kind,
+    /// The stream it serves (0: unknown). Its blocks are reused only for
+    /// that stream, as PyTorch's per-stream pools do.
+    pub stream: usize,
     /// The block at the segment's start (never merged away: merges always
     /// remove the later block).
     pub first: u32,

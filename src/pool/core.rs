@@ -68,6 +68,8 @@ pub struct SegmentView {
     pub total_size: usize,
     /// True for the small pool (2 MiB segments).
     pub small: bool,
+    /// The stream whose requests it serves (0: unknown).
+    pub stream: usize,
     /// Its blocks in address order; they tile the segment.
     pub blocks: Vec<BlockView>,
 }
@@ -107,19 +109,27 @@ const CLOSED: Error = Error::InvalidParam {
     reason: "The pool was destroyed",
 };
 
+type FreeKey = (usize, usize, usize, u32);
+
+/// Freed blocks of one (stream, size), newest last.
+#[derive(Default)]
+struct Bin {
+    blocks: Vec<u32>,
+    /// The key is in `bins_used` (until the next flush).
+    listed: bool,
+}
+
 pub(crate) struct Core {
     blocks: Slab<Block>,
     segments: Slab<Segment>,
     /// Segment start → segment, to find the segment of an address.
     by_addr: BTreeMap<usize, u32>,
-    /// Free (merged) blocks of each kind, by (size, address).
-    free: [BTreeSet<(usize, usize, u32)>; 2],
-    /// Exact-size bins of freed, not yet merged blocks: small sizes indexed
-    /// directly by size / 512, large ones hashed.
-    small_bins: Vec<Vec<u32>>,
-    /// Indices of small bins that may be non-empty, so a flush visits only those.
-    small_used: Vec<u32>,
-    bins: FastMap<usize, Vec<u32>>,
+    /// Free (merged) blocks of each kind, by (stream, size, address).
+    free: [BTreeSet<FreeKey>; 2],
+    /// Bins of freed, not yet merged blocks, by (stream, requested size).
+    bins: FastMap<(usize, usize), Bin>,
+    /// Keys of bins that may be non-empty, so a flush visits only those.
+    bins_used: Vec<(usize, usize)>,
     binned: usize,
     /// Address → block, for every allocated block.
     live: FastMap<usize, u32>,
@@ -141,9 +151,8 @@ impl Core {
             segments: Slab::new(),
             by_addr: BTreeMap::new(),
             free: [BTreeSet::new(), BTreeSet::new()],
-            small_bins: vec![Vec::new(); SMALL_SIZE / MIN_BLOCK_SIZE + 1],
-            small_used: Vec::new(),
             bins: FastMap::default(),
+            bins_used: Vec::new(),
             binned: 0,
             live: FastMap::default(),
             stats,
@@ -155,18 +164,28 @@ impl Core {
 
     // ---- allocation -------------------------------------------------------
 
+    /// A block of at least `size` bytes for work on `stream` (0: unknown).
     #[inline]
-    pub(crate) fn malloc(&mut self, dev: &dyn DeviceMemory, size: usize) -> Result<usize> {
+    pub(crate) fn malloc(
+        &mut self,
+        dev: &dyn DeviceMemory,
+        size: usize,
+        stream: usize,
+    ) -> Result<usize> {
         let rounded = match round_size(size) {
             Some(r) if !self.closed => r,
-            _ => return self.malloc_slow(dev, size, 0),
+            _ => return self.malloc_slow(dev, size, 0, stream),
         };
-        if let Some(idx) = self.bin(rounded).and_then(Vec::pop) {
+        if let Some(idx) = self
+            .bins
+            .get_mut(&(stream, rounded))
+            .and_then(|b| b.blocks.pop())
+        {
             self.binned -= 1;
             self.unmark_split(idx);
             return Ok(self.hand_out(idx, size));
         }
-        self.malloc_slow(dev, size, rounded)
+        self.malloc_slow(dev, size, rounded, stream)
     }
 
     #[cold]
@@ -176,6 +195,7 @@ impl Core {
         dev: &dyn DeviceMemory,
         size: usize,
         rounded: usize,
+        stream: usize,
     ) -> Result<usize> {
         if self.closed {
             return Err(CLOSED);
@@ -185,13 +205,13 @@ impl Core {
             return Err(self.oom(size, "the size is too large"));
         }
         let kind = kind_of(rounded);
-        let idx = match self.best_fit(kind, rounded) {
+        let idx = match self.best_fit(kind, rounded, stream) {
             Some(idx) => idx,
             None => {
                 self.flush_bins();
-                match self.best_fit(kind, rounded) {
+                match self.best_fit(kind, rounded, stream) {
                     Some(idx) => idx,
-                    None => self.grow(dev, kind, size, rounded)?,
+                    None => self.grow(dev, kind, size, rounded, stream)?,
                 }
             }
         };
@@ -207,16 +227,17 @@ impl Core {
         dev: &dyn DeviceMemory,
         size: usize,
         addr: usize,
+        stream: usize,
     ) -> Result<usize> {
         if let Some(rounded) = round_size(size).filter(|_| !self.closed) {
-            if let Some(idx) = self.carve_at(addr, rounded) {
+            if let Some(idx) = self.carve_at(addr, rounded, stream) {
                 return Ok(self.hand_out(idx, size));
             }
         }
-        self.malloc(dev, size)
+        self.malloc(dev, size, stream)
     }
 
-    fn carve_at(&mut self, addr: usize, rounded: usize) -> Option<u32> {
+    fn carve_at(&mut self, addr: usize, rounded: usize, stream: usize) -> Option<u32> {
         if addr % MIN_BLOCK_SIZE != 0 {
             return None;
         }
@@ -230,6 +251,7 @@ impl Core {
         let max_split = self.config.max_split_size;
         if b.state != State::Free
             || kind != kind_of(rounded)
+            || b.stream != stream
             || addr.checked_add(rounded)? > b.addr + b.size
             || (rounded < max_split && b.size >= max_split)
         {
@@ -247,6 +269,7 @@ impl Core {
                 next: b.next,
                 segment: b.segment,
                 kind: b.kind,
+                stream: b.stream,
                 state: State::Free,
                 counted_split: false,
             });
@@ -290,7 +313,7 @@ impl Core {
     /// was free. On a prefill trace this cut peak reserved memory by a
     /// quarter (benches/pool.rs). The scan stops once a block is as large as
     /// the best segment found (no later block can be in a smaller segment).
-    fn best_fit(&self, kind: Kind, rounded: usize) -> Option<u32> {
+    fn best_fit(&self, kind: Kind, rounded: usize, stream: usize) -> Option<u32> {
         let max_split = self.config.max_split_size;
         // PyTorch's rules: small requests do not take oversize blocks, and
         // oversize requests do not take blocks much larger than themselves.
@@ -298,8 +321,10 @@ impl Core {
             !(rounded < max_split && size >= max_split
                 || rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER))
         };
-        let mut fits = self.free[kind.set()].range((rounded, 0, 0)..);
-        let &(size, _, first) = fits.next()?;
+        let mut fits = self.free[kind.set()]
+            .range((stream, rounded, 0, 0)..)
+            .take_while(|k| k.0 == stream);
+        let &(_, size, _, first) = fits.next()?;
         if !usable(size) {
             return None;
         }
@@ -308,7 +333,7 @@ impl Core {
         }
         let segment_size = |idx: u32| self.segments[self.blocks[idx].segment].size;
         let mut best = (segment_size(first), first);
-        for &(size, _, idx) in fits.take(BEST_FIT_SCAN) {
+        for &(_, size, _, idx) in fits.take(BEST_FIT_SCAN) {
             if size >= best.0 || !usable(size) {
                 break;
             }
@@ -340,6 +365,7 @@ impl Core {
             next: b.next,
             segment: b.segment,
             kind: b.kind,
+            stream: b.stream,
             state: State::Free,
             counted_split: false,
         });
@@ -373,14 +399,6 @@ impl Core {
         addr
     }
 
-    #[inline]
-    fn bin(&mut self, rounded: usize) -> Option<&mut Vec<u32>> {
-        match self.small_bins.get_mut(rounded / MIN_BLOCK_SIZE) {
-            Some(bin) => Some(bin),
-            None => self.bins.get_mut(&rounded),
-        }
-    }
-
     // ---- free -------------------------------------------------------------
 
     #[inline]
@@ -389,7 +407,7 @@ impl Core {
             return Err(self.bad_free(addr));
         };
         let b = &mut self.blocks[idx];
-        let (size, requested) = (b.size, b.requested);
+        let (size, requested, b_stream) = (b.size, b.requested, b.stream);
         b.state = State::Cached;
         b.requested = 0;
         let k = b.kind.index();
@@ -407,16 +425,13 @@ impl Core {
         // Binned under the size that was asked for, not the block's size: a
         // block larger than the request (a rest too small to split off) then
         // serves the next identical request from the bin.
-        let key = round_size(requested).unwrap_or(size);
-        match self.small_bins.get_mut(key / MIN_BLOCK_SIZE) {
-            Some(bin) => {
-                if bin.is_empty() {
-                    self.small_used.push((key / MIN_BLOCK_SIZE) as u32);
-                }
-                bin.push(idx)
-            }
-            None => self.bins.entry(key).or_default().push(idx),
+        let key = (b_stream, round_size(requested).unwrap_or(size));
+        let bin = self.bins.entry(key).or_default();
+        if !bin.listed {
+            bin.listed = true;
+            self.bins_used.push(key);
         }
+        bin.blocks.push(idx);
         self.binned += 1;
         Ok(())
     }
@@ -441,19 +456,15 @@ impl Core {
 
     // ---- free-block bookkeeping --------------------------------------------
 
-    fn kind(&self, idx: u32) -> Kind {
-        self.blocks[idx].kind
-    }
-
     fn insert_free(&mut self, idx: u32) {
         let b = self.blocks[idx];
-        self.free[self.kind(idx).set()].insert((b.size, b.addr, idx));
+        self.free[b.kind.set()].insert((b.stream, b.size, b.addr, idx));
     }
 
     /// Takes free block `idx` out of the best-fit set and the split count.
     fn detach_free(&mut self, idx: u32) {
         let b = self.blocks[idx];
-        self.free[self.kind(idx).set()].remove(&(b.size, b.addr, idx));
+        self.free[b.kind.set()].remove(&(b.stream, b.size, b.addr, idx));
         self.unmark_split(idx);
     }
 
@@ -490,22 +501,24 @@ impl Core {
         if self.binned == 0 {
             return;
         }
-        let mut small = std::mem::take(&mut self.small_bins);
-        let mut used = std::mem::take(&mut self.small_used);
-        for &i in &used {
-            for idx in small[i as usize].drain(..) {
+        let mut used = std::mem::take(&mut self.bins_used);
+        for key in used.drain(..) {
+            let Some(mut blocks) = self.bins.get_mut(&key).map(|b| {
+                b.listed = false;
+                std::mem::take(&mut b.blocks)
+            }) else {
+                continue;
+            };
+            for idx in blocks.drain(..) {
                 self.merge(idx);
             }
-        }
-        used.clear();
-        self.small_used = used;
-        self.small_bins = small;
-        let mut bins = std::mem::take(&mut self.bins);
-        for bin in bins.values_mut() {
-            for idx in bin.drain(..) {
-                self.merge(idx);
+            // Keep the vector's capacity for the next free of this size.
+            if let Some(bin) = self.bins.get_mut(&key) {
+                bin.blocks = blocks;
             }
         }
+        self.bins_used = used;
+        let bins = std::mem::take(&mut self.bins);
         self.binned = 0;
         if bins.len() <= MAX_BIN_SIZES {
             self.bins = bins;
@@ -556,6 +569,7 @@ impl Core {
         kind: Kind,
         size: usize,
         rounded: usize,
+        stream: usize,
     ) -> Result<u32> {
         let gc = self.config.garbage_collection_threshold;
         if gc > 0.0 && self.limit != usize::MAX {
@@ -568,13 +582,13 @@ impl Core {
         if kind == Kind::Large {
             self.release_unfit_segments(dev, rounded);
         }
-        let mut cause = match self.new_segment(dev, kind, rounded) {
+        let mut cause = match self.new_segment(dev, kind, rounded, stream) {
             Ok(idx) => return Ok(idx),
             Err(cause) => cause,
         };
         if self.release_free_segments(dev, 0) > 0 {
             self.stats.num_alloc_retries += 1;
-            match self.new_segment(dev, kind, rounded) {
+            match self.new_segment(dev, kind, rounded, stream) {
                 Ok(idx) => return Ok(idx),
                 Err(again) => cause = again,
             }
@@ -601,6 +615,7 @@ impl Core {
         dev: &dyn DeviceMemory,
         kind: Kind,
         rounded: usize,
+        stream: usize,
     ) -> Result<u32, &'static str> {
         let tight = match kind {
             Kind::Small => SMALL_BUFFER,
@@ -624,7 +639,7 @@ impl Core {
             if self.reserved().saturating_add(seg_size) > self.limit {
                 cause = "the pool's memory limit would be exceeded";
             } else if let Some(addr) = dev.malloc(seg_size) {
-                return Ok(self.add_segment(addr, seg_size, kind));
+                return Ok(self.add_segment(addr, seg_size, kind, stream));
             } else {
                 cause = "the device is out of memory";
             }
@@ -632,12 +647,13 @@ impl Core {
         Err(cause)
     }
 
-    fn add_segment(&mut self, addr: NonZeroUsize, size: usize, kind: Kind) -> u32 {
+    fn add_segment(&mut self, addr: NonZeroUsize, size: usize, kind: Kind, stream: usize) -> u32 {
         let addr = addr.get();
         let seg = self.segments.insert(Segment {
             addr,
             size,
             kind,
+            stream,
             first: NIL,
         });
         let idx = self.blocks.insert(Block {
@@ -648,6 +664,7 @@ impl Core {
             next: NIL,
             segment: seg,
             kind,
+            stream,
             state: State::Free,
             counted_split: false,
         });
@@ -747,8 +764,7 @@ impl Core {
         self.blocks.clear();
         self.segments.clear();
         self.free = [BTreeSet::new(), BTreeSet::new()];
-        self.small_bins = Vec::new();
-        self.small_used = Vec::new();
+        self.bins_used = Vec::new();
         self.bins = FastMap::default();
         self.live = FastMap::default();
         self.binned = 0;
@@ -797,6 +813,7 @@ impl Core {
                     address: s.addr,
                     total_size: s.size,
                     small: s.kind == Kind::Small,
+                    stream: s.stream,
                     blocks,
                 }
             })
@@ -859,7 +876,7 @@ impl Core {
                     }
                     State::Free => {
                         free_count += 1;
-                        if !self.free[s.kind.set()].contains(&(b.size, b.addr, idx)) {
+                        if !self.free[s.kind.set()].contains(&(s.stream, b.size, b.addr, idx)) {
                             return Err(format!("free block {:#x} is not in the free set", b.addr));
                         }
                     }
@@ -913,12 +930,7 @@ impl Core {
         if free_count != self.free[0].len() + self.free[1].len() {
             return Err("the free sets hold blocks that are not free".into());
         }
-        let in_bins: usize = self
-            .bins
-            .values()
-            .chain(&self.small_bins)
-            .map(Vec::len)
-            .sum();
+        let in_bins: usize = self.bins.values().map(|b| b.blocks.len()).sum();
         if binned != self.binned || in_bins != binned {
             return Err("the bins and the cached blocks disagree".into());
         }

@@ -134,21 +134,3 @@ impl<D: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<D> {
         (**self).capacity()
     }
 }
-
-/// The device memory C-created pools use: host memory standing in for the
-/// device until the host runtime's `aclrtMalloc`/`aclrtFree` back it. Its
-/// capacity is the machine's physical memory.
-pub fn default_device() -> Box<dyn DeviceMemory> {
-    Box::new(HostMemory::new(physical_memory()))
-}
-
-fn physical_memory() -> usize {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-            kib.checked_mul(1024)
-        })
-        .unwrap_or(64 << 30)
-}

@@ -20,6 +20,7 @@
 //! assert_eq!(pool.memory_reserved(), 0);
 //! ```
 
+pub mod acl;
 mod block;
 pub mod config;
 mod core;
@@ -67,17 +68,36 @@ impl Pool {
         })
     }
 
-    /// A block of at least `size` bytes, 512-byte aligned.
+    /// A block of at least `size` bytes, 512-byte aligned, for work whose
+    /// stream is unknown (stream 0).
     #[inline]
     pub fn malloc(&self, size: usize) -> Result<NonZeroUsize> {
-        let addr = self.core.lock().malloc(&*self.device, size)?;
+        self.malloc_on(0, size)
+    }
+
+    /// A block of at least `size` bytes for work on `stream` (any non-zero
+    /// number naming a stream; 0: unknown). Blocks freed by work on one
+    /// stream are reused only for that stream, as with PyTorch's per-stream
+    /// pools: a block freed in stream order may still be in use by a kernel
+    /// queued on its stream, so another stream must not get it.
+    #[inline]
+    pub fn malloc_on(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
+        let addr = self.core.lock().malloc(&*self.device, size, stream)?;
         Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"))
     }
 
     /// A block at `addr` if that range is free in the pool (CANN's
     /// `allocAdvise`), otherwise wherever [`Pool::malloc`] puts it.
     pub fn malloc_at(&self, size: usize, addr: usize) -> Result<NonZeroUsize> {
-        let addr = self.core.lock().malloc_at(&*self.device, size, addr)?;
+        self.malloc_at_on(0, size, addr)
+    }
+
+    /// [`Pool::malloc_at`] for work on `stream` (see [`Pool::malloc_on`]).
+    pub fn malloc_at_on(&self, stream: usize, size: usize, addr: usize) -> Result<NonZeroUsize> {
+        let addr = self
+            .core
+            .lock()
+            .malloc_at(&*self.device, size, addr, stream)?;
         Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"))
     }
 

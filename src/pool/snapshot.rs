@@ -8,9 +8,11 @@
 //! ```
 //!
 //! Field names and `state` values are PyTorch's (`active_allocated`,
-//! `inactive`). Addresses are integers. `stream` is always 0: the ACL
-//! allocator callbacks do not receive the stream (one pool may serve several
-//! streams), so the pool cannot know it.
+//! `inactive`). Addresses are integers. `stream` is the stream handle of the
+//! launch whose workspace request created the segment (its blocks serve only
+//! that stream), or 0 when unknown: CANN's allocator callbacks do not receive
+//! the stream, so the pool learns it only from launches made through this
+//! library (`aclallocLaunchKernel`) or from [`Pool::malloc_on`].
 
 use super::core::SegmentView;
 use super::Pool;
@@ -41,10 +43,11 @@ pub fn to_json(segments: &[SegmentView]) -> String {
         let requested: usize = s.blocks.iter().map(|b| b.requested_size).sum();
         let _ = write!(
             out,
-            "{{\"address\":{},\"total_size\":{},\"stream\":0,\"segment_type\":\"{}\",\
+            "{{\"address\":{},\"total_size\":{},\"stream\":{},\"segment_type\":\"{}\",\
              \"allocated_size\":{allocated},\"active_size\":{allocated},\"requested_size\":{requested},\"blocks\":[",
             s.address,
             s.total_size,
+            s.stream,
             if s.small { "small" } else { "large" },
         );
         for (j, b) in s.blocks.iter().enumerate() {
