@@ -269,6 +269,9 @@ fn out_of_memory_releases_cached_segments_and_retries_once() {
         aclalloc::core::error::ACL_ERROR_RT_MEMORY_ALLOCATION
     );
     assert_eq!(pool.stats().num_ooms, 1);
+    let e = pool.malloc(usize::MAX).unwrap_err();
+    assert_eq!(oom(e).4, "the size is too large");
+    assert_eq!(pool.stats().num_ooms, 2);
     pool.free(small).unwrap();
     pool.free(b).unwrap();
     pool.check_invariants().unwrap();

@@ -394,3 +394,57 @@ fn launches_on_two_streams_keep_their_blocks_apart() {
     assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
     assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
 }
+
+#[test]
+fn a_pool_destroyed_on_another_thread_refuses_this_threads_calls() {
+    let (pool, desc) = create(&config(0));
+    let b = aclallocPoolAlloc(pool, 100); // this thread now knows the pool
+    aclallocPoolFree(pool, b);
+    let handle = pool as usize;
+    std::thread::spawn(move || assert_eq!(aclallocPoolDestroy(handle as *mut c_void), ACL_SUCCESS))
+        .join()
+        .unwrap();
+    assert!(aclallocPoolAlloc(pool, 100).is_null());
+    assert_eq!(
+        last_error(),
+        "aclallocPoolAlloc failed. Parameter pool is invalid. Reason: The pool was destroyed."
+    );
+    aclallocPoolFree(pool, b);
+    assert!(last_error().starts_with("aclallocPoolFree failed. Parameter pool is invalid."));
+    assert_eq!(aclallocPoolDestroy(pool), ACL_ERROR_INVALID_PARAM);
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
+}
+
+#[test]
+fn a_launch_whose_workspace_the_pool_cannot_serve_fails_with_the_pools_reason() {
+    use aclalloc::core::error::ACL_ERROR_RT_MEMORY_ALLOCATION;
+    use aclalloc::ffi::launch::aclallocLaunchKernel;
+    use aclalloc::ffi::runtime::{aclrtCreateStream, aclrtDestroyStream};
+    let (pool, desc) = create(&config(8 * MIB));
+    let mut stream = null_mut();
+    assert_eq!(unsafe { aclrtCreateStream(&mut stream) }, ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorRegister(stream, desc), ACL_SUCCESS);
+    unsafe extern "C" fn kernel(_: *mut c_void, _: usize, _: *mut c_void) {}
+    let rc = unsafe { aclallocLaunchKernel(stream, 9 * MIB, Some(kernel), null_mut()) };
+    assert_eq!(rc, ACL_ERROR_RT_MEMORY_ALLOCATION);
+    let text = last_error();
+    assert!(
+        text.contains(&format!(
+            "aclallocPoolAlloc failed. Out of memory in the caching pool. Reason: tried to allocate {} bytes with 0 bytes allocated and 0 bytes reserved by the pool, limit {} bytes",
+            9 * MIB,
+            8 * MIB
+        )),
+        "{text}"
+    );
+    assert!(text.contains("aclallocLaunchKernel failed"), "{text}");
+    let mut stats = PoolStats::default();
+    assert_eq!(
+        unsafe { aclallocPoolGetStats(pool, &mut stats) },
+        ACL_SUCCESS
+    );
+    assert_eq!((stats.num_ooms, stats.num_device_alloc), (1, 0));
+    assert_eq!(aclrtAllocatorUnregister(stream), ACL_SUCCESS);
+    assert_eq!(unsafe { aclrtDestroyStream(stream) }, ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
+    assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
+}

@@ -105,7 +105,7 @@ fn segment_size(rounded: usize) -> usize {
 }
 
 const CLOSED: Error = Error::InvalidParam {
-    param: "allocator",
+    param: "pool",
     reason: "The pool was destroyed",
 };
 
@@ -438,9 +438,10 @@ impl Core {
 
     #[cold]
     fn bad_free(&self, addr: usize) -> Error {
-        let reason = if self.closed {
-            "The pool was destroyed"
-        } else if self
+        if self.closed {
+            return CLOSED;
+        }
+        let reason = if self
             .block_containing(addr)
             .is_some_and(|i| self.blocks[i].addr == addr)
         {

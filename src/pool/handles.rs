@@ -14,6 +14,7 @@
 use super::Pool;
 use crate::core::error::{Error, Result};
 use crate::registry::{Packed, SeqTable, VALUE_WORDS};
+use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -66,18 +67,39 @@ pub fn insert(pool: Pool) -> Result<NonZeroUsize> {
     Ok(handle)
 }
 
-/// The live pool behind `handle`.
+thread_local! {
+    /// The last handle this thread resolved and its pool. Safe to keep past a
+    /// destroy: handles are never reused and pool shells are never freed, so
+    /// a stale entry still names the right (closed) pool, which refuses
+    /// every call.
+    static LAST: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// The pool behind `handle` (one that was destroyed on another thread may
+/// still be returned; it refuses every call).
 #[inline]
 pub fn get(handle: *mut std::ffi::c_void) -> Result<&'static Pool> {
+    let (last, pool) = LAST.with(Cell::get);
+    if last == handle as usize && last != 0 {
+        // SAFETY: cached from the table below: a leaked, never-freed pool.
+        return Ok(unsafe { &*(pool as *const Pool) });
+    }
     let key = NonZeroUsize::new(handle as usize).ok_or(Error::NullPointer { param: "pool" })?;
     if key.get() >> TAG_SHIFT != POOL_TAG as usize {
         return Err(NOT_A_POOL);
     }
-    table().get(key).map(|r| r.0).ok_or(NOT_A_POOL)
+    let pool = table().get(key).map(|r| r.0).ok_or(NOT_A_POOL)?;
+    LAST.with(|c| c.set((key.get(), pool as *const Pool as usize)));
+    Ok(pool)
 }
 
 /// Makes `handle` dead (its pool must already be closed).
 pub fn remove(handle: *mut std::ffi::c_void) -> Result<()> {
     let key = NonZeroUsize::new(handle as usize).ok_or(Error::NullPointer { param: "pool" })?;
+    LAST.with(|c| {
+        if c.get().0 == key.get() {
+            c.set((0, 0));
+        }
+    });
     table().remove(key).map(drop).ok_or(NOT_A_POOL)
 }
