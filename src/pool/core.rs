@@ -6,7 +6,16 @@
 //! "small" segments, larger ones from 20 MiB segments (or their size rounded to
 //! 2 MiB from 10 MiB up); best fit over free blocks ordered by (size, address);
 //! splitting of the chosen block; merging of free neighbours; a max split
-//! size; release of cached segments and one retry when the device refuses.
+//! size; release of cached segments and one retry when the device refuses;
+//! per-stream pools (a segment serves the stream that made it grow, and its
+//! blocks are reused only for that stream).
+//!
+//! Differences from PyTorch, each measured in benches/pool.rs: large best
+//! fit prefers the fitting block in the smallest segment; growing for a large
+//! request first returns smaller wholly free segments; an oversize request
+//! (>= max split size) gets a segment of its own size rounded to 2 MiB, not
+//! 20 MiB, since it is never split; a standard segment refused by the limit or
+//! the device is retried at the request's size rounded to 2 MiB.
 //!
 //! One addition for the hot path: a freed block first goes into a bin for
 //! the exact size it was requested with (LIFO), without being merged. The
