@@ -49,12 +49,15 @@ fn config() -> impl Strategy<Value = PoolConfig> {
             Just(Limit::Bytes(96 * MIB)),
             Just(Limit::Fraction(0.5))
         ],
+        prop_oneof![Just(0.0), Just(0.6)],
     )
-        .prop_map(|(max_split_size, limit)| PoolConfig {
-            max_split_size,
-            limit,
-            ..PoolConfig::default()
-        })
+        .prop_map(
+            |(max_split_size, limit, garbage_collection_threshold)| PoolConfig {
+                max_split_size,
+                limit,
+                garbage_collection_threshold,
+            },
+        )
 }
 
 struct Live {
