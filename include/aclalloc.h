@@ -875,8 +875,11 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
  * `{"device":0,"segments":[{"address","total_size","stream","segment_type",
  * "allocated_size","active_size","requested_size","blocks":[{"address",
  * "size","requested_size","state"}]}]}` with `state` `"active_allocated"` or
- * `"inactive"`. `stream` is 0: the allocator callbacks are not told the
- * stream, and one pool may serve several. Buffer handling as `aclallocPoolSummary`.
+ * `"inactive"`. `stream` is the handle of the stream whose launch
+ * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
+ * stream. It is 0 for segments made by callback calls outside such a launch:
+ * CANN's callbacks are not told the stream. Buffer handling as
+ * `aclallocPoolSummary`.
  *
  * # Safety
  * As `aclallocPoolSummary`.
