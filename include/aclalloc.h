@@ -18,6 +18,56 @@
 
 
 /**
+ * Index of the aggregate entry in each `aclallocStat[3]` array.
+ */
+#define ACLALLOC_STAT_ALL 0
+
+/**
+ * Index of the small-pool entry (blocks of at most 1 MiB, from 2 MiB segments).
+ */
+#define ACLALLOC_STAT_SMALL_POOL 1
+
+/**
+ * Index of the large-pool entry.
+ */
+#define ACLALLOC_STAT_LARGE_POOL 2
+
+/**
+ * Number of entries `aclallocPoolGetStatsKeyValues` reports.
+ */
+#define ACLALLOC_STAT_KEY_COUNT 121
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_FAST_LAUNCH 1
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_FAST_SYNC 2
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_PERSISTENT 4
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_HUGE 8
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_CPU_SCHEDULE 16
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_DEVICE_USE_ONLY 32
+
+/**
  * An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
  */
 typedef void *aclrtAllocatorDesc;
@@ -68,6 +118,183 @@ typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
 typedef void *aclrtStream;
 
 /**
+ * A host "kernel" for `aclallocLaunchKernel`: runs on the stream's worker
+ * thread with the launch's workspace (NULL when its size is 0), the
+ * workspace size, and the caller's `userData`.
+ */
+typedef void (*aclallocKernelFunc)(void *workspace, size_t size, void *userData);
+
+/**
+ * How device memory is allocated (`aclrtMemMallocPolicy`); on the host every
+ * policy gives page-aligned, lazily backed memory.
+ */
+typedef int aclrtMemMallocPolicy;
+
+/**
+ * The direction of a copy (`aclrtMemcpyKind` in CANN's `acl_rt.h`).
+ */
+typedef int aclrtMemcpyKind;
+
+/**
+ * Which memory `aclrtGetMemInfo` reports (`aclrtMemAttr`); on the host every
+ * value reports the device's one memory.
+ */
+typedef int aclrtMemAttr;
+
+/**
+ * How a pool behaves. Fill it with `aclallocPoolConfigInit`, then change fields.
+ */
+typedef struct {
+  /**
+   * Blocks of at least this many bytes are never split, and smaller
+   * requests never take them. 0: no limit.
+   */
+  size_t max_split_size;
+  /**
+   * In (0, 1): before a new segment would take reserved memory over this
+   * fraction of the limit, whole free segments are released first. 0: off.
+   */
+  double garbage_collection_threshold;
+  /**
+   * The most the pool may reserve, in bytes. 0: no byte limit.
+   */
+  size_t memory_limit;
+  /**
+   * The most the pool may reserve, as a fraction (0, 1] of the device's
+   * memory; used when `memory_limit` is 0. 0: no limit.
+   */
+  double memory_fraction;
+} aclallocPoolConfig;
+
+/**
+ * A caching pool handle (also the allocator object of its descriptor).
+ */
+typedef void *aclallocPool;
+
+/**
+ * One statistic: its current value, its peak since the last peak reset, and
+ * the totals added and removed since the last accumulated reset.
+ */
+typedef struct {
+  /**
+   * The value now.
+   */
+  int64_t current;
+  /**
+   * The highest `current` since creation or `reset_peak_stats`.
+   */
+  int64_t peak;
+  /**
+   * Everything ever added.
+   */
+  int64_t allocated;
+  /**
+   * Everything ever removed.
+   */
+  int64_t freed;
+} aclallocStat;
+
+/**
+ * A statistic kept for all pools together and for each pool
+ * (indexed by [`STAT_ALL`], [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`];
+ * `ACLALLOC_STAT_ALL`, `ACLALLOC_STAT_SMALL_POOL`, `ACLALLOC_STAT_LARGE_POOL` in C).
+ */
+typedef aclallocStat aclallocStatArray[3];
+
+/**
+ * A pool's statistics (`aclallocPoolStats` in C). Counts are of blocks and
+ * segments, `*_bytes` of bytes; every block size is a multiple of 512.
+ */
+typedef struct {
+  /**
+   * Blocks handed out and not yet freed.
+   */
+  aclallocStatArray allocation;
+  /**
+   * Device allocations (segments) the pool holds.
+   */
+  aclallocStatArray segment;
+  /**
+   * Blocks in use (equal to `allocation`: blocks are returned synchronously).
+   */
+  aclallocStatArray active;
+  /**
+   * Free blocks inside a segment that also holds other blocks: cached
+   * memory that `empty_cache` cannot return until its neighbours are freed.
+   */
+  aclallocStatArray inactive_split;
+  /**
+   * Bytes of blocks handed out (request sizes rounded up to 512).
+   */
+  aclallocStatArray allocated_bytes;
+  /**
+   * Bytes of device memory the pool holds.
+   */
+  aclallocStatArray reserved_bytes;
+  /**
+   * Bytes of blocks in use.
+   */
+  aclallocStatArray active_bytes;
+  /**
+   * Bytes of `inactive_split` blocks.
+   */
+  aclallocStatArray inactive_split_bytes;
+  /**
+   * Bytes the callers asked for (before rounding).
+   */
+  aclallocStatArray requested_bytes;
+  /**
+   * Times a device allocation failed and the pool released its cached
+   * segments to retry.
+   */
+  int64_t num_alloc_retries;
+  /**
+   * Allocations that failed (out of memory or over the limit).
+   */
+  int64_t num_ooms;
+  /**
+   * Device allocations made (`aclrtMalloc` calls).
+   */
+  int64_t num_device_alloc;
+  /**
+   * Device frees made (`aclrtFree` calls).
+   */
+  int64_t num_device_free;
+  /**
+   * The configured max split size in bytes (`i64::MAX` when unlimited).
+   */
+  int64_t max_split_size;
+  /**
+   * Blocks of at least `max_split_size` bytes handed out.
+   */
+  aclallocStat oversize_allocations;
+  /**
+   * Segments of at least `max_split_size` bytes held.
+   */
+  aclallocStat oversize_segments;
+} aclallocPoolStats;
+
+/**
+ * One statistic of `aclallocPoolGetStatsKeyValues`: a PyTorch key name such
+ * as `"allocated_bytes.all.peak"` (a static string) and its value.
+ */
+typedef struct {
+  /**
+   * The key; valid for the life of the process.
+   */
+  const char *key;
+  /**
+   * The value.
+   */
+  int64_t value;
+} aclallocStatEntry;
+
+/**
+ * A context handle, from `aclrtCreateContext` or `aclrtGetCurrentContext`.
+ */
+typedef void *aclrtContext;
+
+/**
  * The call succeeded.
  */
 #define ACL_SUCCESS 0
@@ -91,6 +318,222 @@ typedef void *aclrtStream;
  * A generic failure.
  */
 #define ACL_ERROR_FAILURE 500001
+
+/**
+ * `aclInit` was called again before `aclFinalize`.
+ */
+#define ACL_ERROR_REPEAT_INITIALIZE 100002
+
+/**
+ * The configuration file given to `aclInit` cannot be read.
+ */
+#define ACL_ERROR_INVALID_FILE 100003
+
+/**
+ * `aclFinalize` without a matching `aclInit`.
+ */
+#define ACL_ERROR_REPEAT_FINALIZE 100037
+
+/**
+ * A device id is out of range.
+ */
+#define ACL_ERROR_RT_INVALID_DEVICEID 107001
+
+/**
+ * The calling thread has no current context (no `aclrtSetDevice` or
+ * `aclrtSetCurrentContext` yet).
+ */
+#define ACL_ERROR_RT_CONTEXT_NULL 107002
+
+/**
+ * Device memory is exhausted, or an allocator returned no memory.
+ */
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+
+/**
+ * Host to host.
+ */
+#define ACL_MEMCPY_HOST_TO_HOST 0
+
+/**
+ * Host to device.
+ */
+#define ACL_MEMCPY_HOST_TO_DEVICE 1
+
+/**
+ * Device to host.
+ */
+#define ACL_MEMCPY_DEVICE_TO_HOST 2
+
+/**
+ * Device to device.
+ */
+#define ACL_MEMCPY_DEVICE_TO_DEVICE 3
+
+/**
+ * Whichever the addresses say.
+ */
+#define ACL_MEMCPY_DEFAULT 4
+
+/**
+ * Host to device through a buffer (not supported by the host runtime).
+ */
+#define ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE 5
+
+/**
+ * Within one device (not supported by the host runtime).
+ */
+#define ACL_MEMCPY_INNER_DEVICE_TO_DEVICE 6
+
+/**
+ * Between devices (not supported by the host runtime).
+ */
+#define ACL_MEMCPY_INTER_DEVICE_TO_DEVICE 7
+
+/**
+ * Huge pages first, normal pages if none are left.
+ */
+#define ACL_MEM_MALLOC_HUGE_FIRST 0
+
+/**
+ * Huge pages only.
+ */
+#define ACL_MEM_MALLOC_HUGE_ONLY 1
+
+/**
+ * Normal pages only.
+ */
+#define ACL_MEM_MALLOC_NORMAL_ONLY 2
+
+/**
+ * Huge pages first, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_HUGE_FIRST_P2P 3
+
+/**
+ * Huge pages only, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_HUGE_ONLY_P2P 4
+
+/**
+ * Normal pages only, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_NORMAL_ONLY_P2P 5
+
+/**
+ * 1 GiB huge pages only.
+ */
+#define ACL_MEM_MALLOC_HUGE1G_ONLY 6
+
+/**
+ * 1 GiB huge pages only, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_HUGE1G_ONLY_P2P 7
+
+/**
+ * Low-bandwidth memory (a flag to combine with a policy).
+ */
+#define ACL_MEM_TYPE_LOW_BAND_WIDTH 256
+
+/**
+ * High-bandwidth memory (a flag to combine with a policy).
+ */
+#define ACL_MEM_TYPE_HIGH_BAND_WIDTH 4096
+
+/**
+ * Read-only from user space (a flag to combine with a policy).
+ */
+#define ACL_MEM_ACCESS_USER_SPACE_READONLY 1048576
+
+/**
+ * DDR memory.
+ */
+#define ACL_DDR_MEM 0
+
+/**
+ * HBM memory.
+ */
+#define ACL_HBM_MEM 1
+
+/**
+ * DDR memory, huge pages.
+ */
+#define ACL_DDR_MEM_HUGE 2
+
+/**
+ * DDR memory, normal pages.
+ */
+#define ACL_DDR_MEM_NORMAL 3
+
+/**
+ * HBM memory, huge pages.
+ */
+#define ACL_HBM_MEM_HUGE 4
+
+/**
+ * HBM memory, normal pages.
+ */
+#define ACL_HBM_MEM_NORMAL 5
+
+/**
+ * DDR memory, peer-to-peer, huge pages.
+ */
+#define ACL_DDR_MEM_P2P_HUGE 6
+
+/**
+ * DDR memory, peer-to-peer, normal pages.
+ */
+#define ACL_DDR_MEM_P2P_NORMAL 7
+
+/**
+ * HBM memory, peer-to-peer, huge pages.
+ */
+#define ACL_HBM_MEM_P2P_HUGE 8
+
+/**
+ * HBM memory, peer-to-peer, normal pages.
+ */
+#define ACL_HBM_MEM_P2P_NORMAL 9
+
+/**
+ * HBM memory, 1 GiB pages.
+ */
+#define ACL_HBM_MEM_HUGE1G 10
+
+/**
+ * HBM memory, peer-to-peer, 1 GiB pages.
+ */
+#define ACL_HBM_MEM_P2P_HUGE1G 11
+
+/**
+ * Memory, normal pages.
+ */
+#define ACL_MEM_NORMAL 12
+
+/**
+ * Memory, huge pages.
+ */
+#define ACL_MEM_HUGE 13
+
+/**
+ * Memory, 1 GiB pages.
+ */
+#define ACL_MEM_HUGE1G 14
+
+/**
+ * Memory, peer-to-peer, normal pages.
+ */
+#define ACL_MEM_P2P_NORMAL 15
+
+/**
+ * Memory, peer-to-peer, huge pages.
+ */
+#define ACL_MEM_P2P_HUGE 16
+
+/**
+ * Memory, peer-to-peer, 1 GiB pages.
+ */
+#define ACL_MEM_P2P_HUGE1G 17
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,6 +608,443 @@ aclError aclrtAllocatorUnregister(aclrtStream stream);
  * `aclGetRecentErrMsg` again.
  */
 const char *aclGetRecentErrMsg(void);
+
+/**
+ * Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
+ * `stream` (NULL: the current context's default stream), with a workspace
+ * taken the way CANN's executor takes one for an operator:
+ *
+ * 1. the allocator registered for `stream` at the time of this call is used
+ *    (a later `aclrtAllocatorRegister` does not affect this launch);
+ * 2. `alloc(obj, workspaceSize)`, then `getAddrFromBlock(block)`;
+ * 3. the kernel is enqueued on the stream with that address;
+ * 4. `free(obj, block)` is called on this thread as soon as the launch is
+ *    enqueued: blocks go back in stream order, so an allocator may give the
+ *    block to later work on the same stream, never to work that runs
+ *    concurrently with this kernel on another stream.
+ *
+ * A stream without a registered allocator takes the workspace from the
+ * runtime's default device allocator, which gets it back when the kernel has
+ * run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
+ *
+ * alloc returning NULL, or getAddrFromBlock returning NULL (the block is
+ * freed), or the device allocator running out: `ACL_ERROR_RT_MEMORY_ALLOCATION`
+ * with a message naming the stream and the size; nothing is enqueued.
+ * NULL `kernel`: `ACL_ERROR_INVALID_PARAM`. A stream that was not created by
+ * `aclrtCreateStream`: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `kernel` must be safe to call on another thread with these arguments;
+ * `userData` must stay valid until the kernel has run.
+ */
+aclError aclallocLaunchKernel(aclrtStream stream, size_t workspaceSize, aclallocKernelFunc kernel, void *userData);
+
+/**
+ * Allocates `size` bytes of device memory on the current context's device
+ * (page-aligned; the policy has no effect on the host). More than the
+ * device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
+ * `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable.
+ */
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+
+/**
+ * `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
+ * page-aligned memory of exactly `size` usable bytes.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable.
+ */
+aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+
+/**
+ * Frees device memory after all pending stream work has run. A pointer that
+ * is not the start of live device memory (foreign, interior, already freed):
+ * `ACL_ERROR_INVALID_PARAM`, nothing freed.
+ *
+ * # Safety
+ * `devPtr` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtFree(void *devPtr);
+
+/**
+ * Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
+ * must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
+ * that starts in device memory must.
+ *
+ * # Safety
+ * Host-side ranges must be valid for `count` bytes.
+ */
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
+
+/**
+ * Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
+ * byte of `value`.
+ *
+ * # Safety
+ * None beyond C's: the range is checked against device memory.
+ */
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
+
+/**
+ * `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
+ *
+ * # Safety
+ * Host-side ranges must stay valid until the stream has run the copy.
+ */
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind, aclrtStream stream);
+
+/**
+ * `aclrtMemset` run in order on `stream` (NULL: the default stream).
+ *
+ * # Safety
+ * The memory must not be freed before the stream has run the fill
+ * (`aclrtFree` waits for pending work, so this holds for device memory).
+ */
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream);
+
+/**
+ * Free and total bytes of the current context's device; every `attr`
+ * describes the same memory on the host.
+ *
+ * # Safety
+ * `free` and `total` are NULL or writable.
+ */
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
+
+/**
+ * Fills `config` with the defaults (PyTorch's: no max split size, no garbage
+ * collection, no limit) and then the settings of the environment variable
+ * `ACLALLOC_ALLOC_CONF`, e.g.
+ * `max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9`
+ * (keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb,
+ * memory_fraction). A malformed variable: `ACL_ERROR_INVALID_PARAM`, nothing written.
+ *
+ * # Safety
+ * `config` must be NULL or point to writable memory for an `aclallocPoolConfig`.
+ */
+aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
+
+/**
+ * Creates a caching pool over the memory of the calling thread's current
+ * device (`aclrtMalloc`/`aclrtFree`; no current device:
+ * `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
+ * alloc, free, allocAdvise and getAddrFromBlock functions are
+ * `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
+ * `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
+ * many streams as should share the pool; destroy it with
+ * `aclrtAllocatorDestroyDesc` when no more registrations are needed.
+ * `config` NULL: the defaults and `ACLALLOC_ALLOC_CONF`, as
+ * `aclallocPoolConfigInit` gives. Nothing is written unless the call succeeds.
+ *
+ * # Safety
+ * `config` must be NULL or point to an `aclallocPoolConfig`; `pool` and
+ * `allocatorDesc` must point to writable memory of their types.
+ */
+aclError aclallocPoolCreate(const aclallocPoolConfig *config, aclallocPool *pool, aclrtAllocatorDesc *allocatorDesc);
+
+/**
+ * Destroys a pool: returns all its memory to the device. Refused
+ * (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
+ * Streams registered with its descriptor must be unregistered first: from
+ * now on its callbacks fail (alloc returns NULL).
+ */
+aclError aclallocPoolDestroy(aclallocPool pool);
+
+/**
+ * The pool's alloc callback: a block of at least `size` bytes (rounded up to
+ * 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
+ * requested, allocated, reserved and the limit.
+ *
+ * Streams: CANN gives the callbacks no stream, and frees blocks in stream
+ * order (right after the launch is enqueued), so a block freed by one
+ * stream's launch must not go to another stream's kernel that may run at the
+ * same time. When called from `aclallocLaunchKernel`, the pool knows the
+ * launch's stream and keeps each stream's freed blocks for that stream
+ * (PyTorch's per-stream pools); called from anywhere else, the stream is
+ * unknown (0) and every such caller shares one set of blocks, which is right
+ * for synchronous use and for one pool per stream.
+ */
+void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
+
+/**
+ * The pool's free callback. A block that is not a live block of this pool
+ * (foreign, or already freed) is reported through `aclGetRecentErrMsg` and
+ * ignored.
+ */
+void aclallocPoolFree(aclrtAllocator allocator, aclrtAllocatorBlock block);
+
+/**
+ * The pool's allocAdvise callback: the block at `addr` if that range is free
+ * in the pool, otherwise as `aclallocPoolAlloc`.
+ */
+void *aclallocPoolAllocAdvise(aclrtAllocator allocator, size_t size, aclrtAllocatorAddr addr);
+
+/**
+ * The pool's getAddrFromBlock callback: a pool block is its device address.
+ */
+void *aclallocPoolGetAddrFromBlock(aclrtAllocatorBlock block);
+
+/**
+ * Copies the pool's statistics (a consistent snapshot).
+ *
+ * # Safety
+ * `stats` must be NULL or point to writable memory for an `aclallocPoolStats`.
+ */
+aclError aclallocPoolGetStats(aclallocPool pool, aclallocPoolStats *stats);
+
+/**
+ * The statistics as key/value pairs with PyTorch's key names, sorted by key:
+ * writes at most `capacity` entries to `entries` and the total number
+ * (`ACLALLOC_STAT_KEY_COUNT`) to `count`. `entries` may be NULL when
+ * `capacity` is 0, to ask for the count.
+ *
+ * # Safety
+ * `entries` must be valid for `capacity` writes; `count` must be writable.
+ */
+aclError aclallocPoolGetStatsKeyValues(aclallocPool pool, aclallocStatEntry *entries, size_t capacity, size_t *count);
+
+/**
+ * One statistic by its PyTorch key name (e.g. `"reserved_bytes.all.peak"`).
+ * An unknown key: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `key` must be a NUL-terminated string; `value` must be writable.
+ */
+aclError aclallocPoolGetStat(aclallocPool pool, const char *key, int64_t *value);
+
+/**
+ * Sets every peak statistic to its current value.
+ */
+aclError aclallocPoolResetPeakStats(aclallocPool pool);
+
+/**
+ * Zeroes the accumulated statistics (`allocated`, `freed` totals and the
+ * retry, OOM and device call counters).
+ */
+aclError aclallocPoolResetAccumulatedStats(aclallocPool pool);
+
+/**
+ * Bytes handed out now.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMemoryAllocated(aclallocPool pool, size_t *bytes);
+
+/**
+ * The peak of the bytes handed out.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMaxMemoryAllocated(aclallocPool pool, size_t *bytes);
+
+/**
+ * Bytes held from the device now.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMemoryReserved(aclallocPool pool, size_t *bytes);
+
+/**
+ * The peak of the bytes held from the device.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
+
+/**
+ * The statistics as a text table like PyTorch's `memory_summary()`. Works as
+ * `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
+ * full length (without the NUL) to `length` (optional). `buffer` may be NULL
+ * when `size` is 0, to ask for the length.
+ *
+ * # Safety
+ * `buffer` must be valid for `size` bytes; `length` NULL or writable.
+ */
+aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * The segments and blocks as JSON, like PyTorch's `memory_snapshot()`:
+ * `{"device":0,"segments":[{"address","total_size","stream","segment_type",
+ * "allocated_size","active_size","requested_size","blocks":[{"address",
+ * "size","requested_size","state"}]}]}` with `state` `"active_allocated"` or
+ * `"inactive"`. `stream` is the handle of the stream whose launch
+ * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
+ * stream. It is 0 for segments made by callback calls outside such a launch:
+ * CANN's callbacks are not told the stream. Buffer handling as
+ * `aclallocPoolSummary`.
+ *
+ * # Safety
+ * As `aclallocPoolSummary`.
+ */
+aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * Returns every wholly free cached segment to the device.
+ */
+aclError aclallocPoolEmptyCache(aclallocPool pool);
+
+/**
+ * Returns wholly free cached segments, largest first, until at most
+ * `keepBytes` stay reserved (or no free segment is left).
+ */
+aclError aclallocPoolTrim(aclallocPool pool, size_t keepBytes);
+
+/**
+ * Limits what the pool may reserve to `bytes` (0: no limit). Memory already
+ * reserved above it stays until freed and released.
+ */
+aclError aclallocPoolSetMemoryLimit(aclallocPool pool, size_t bytes);
+
+/**
+ * Limits what the pool may reserve to `fraction` (0, 1] of the device's
+ * memory, like `torch.npu.set_per_process_memory_fraction`.
+ */
+aclError aclallocPoolSetMemoryFraction(aclallocPool pool, double fraction);
+
+/**
+ * Initializes ACL. `configPath` may be NULL or empty; a file given must be
+ * readable (`ACL_ERROR_INVALID_FILE`), its contents are not interpreted by
+ * the host runtime. A second call before `aclFinalize`:
+ * `ACL_ERROR_REPEAT_INITIALIZE`.
+ *
+ * # Safety
+ * `configPath` is NULL or a NUL-terminated string.
+ */
+aclError aclInit(const char *configPath);
+
+/**
+ * Finalizes ACL: every context and stream is released (pending work runs
+ * first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
+ */
+aclError aclFinalize(void);
+
+/**
+ * Makes `deviceId` the calling thread's device (its default context becomes
+ * current). Counted: the device's default context is released after as many
+ * `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
+ */
+aclError aclrtSetDevice(int32_t deviceId);
+
+/**
+ * Undoes one `aclrtSetDevice`; the last one releases the device's default
+ * context and its streams (pending work runs first). A device that is not
+ * set is left as it is. Device memory is not freed.
+ */
+aclError aclrtResetDevice(int32_t deviceId);
+
+/**
+ * Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
+ * every context on it (its own and those from `aclrtCreateContext`).
+ */
+aclError aclrtResetDeviceForce(int32_t deviceId);
+
+/**
+ * The device of the calling thread's current context. No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `deviceId` is NULL or writable.
+ */
+aclError aclrtGetDevice(int32_t *deviceId);
+
+/**
+ * The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
+ *
+ * # Safety
+ * `count` is NULL or writable.
+ */
+aclError aclrtGetDeviceCount(uint32_t *count);
+
+/**
+ * Creates a context on `deviceId` and makes it current on the calling thread.
+ *
+ * # Safety
+ * `context` is NULL or writable.
+ */
+aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId);
+
+/**
+ * Destroys a context from `aclrtCreateContext` and its streams (pending work
+ * runs first). A device's default context is refused.
+ *
+ * # Safety
+ * `context` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtDestroyContext(aclrtContext context);
+
+/**
+ * Makes `context` current on the calling thread.
+ *
+ * # Safety
+ * `context` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtSetCurrentContext(aclrtContext context);
+
+/**
+ * The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `context` is NULL or writable.
+ */
+aclError aclrtGetCurrentContext(aclrtContext *context);
+
+/**
+ * Creates a stream in the current context: an in-order queue run by its own
+ * host worker thread.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCreateStream(aclrtStream *stream);
+
+/**
+ * `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
+ * which are checked and otherwise have no effect on the host.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag);
+
+/**
+ * Destroys a stream once its pending work has run, and drops its allocator
+ * registration (CANN keeps it; here a later stream can never inherit it).
+ *
+ * # Safety
+ * `stream` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtDestroyStream(aclrtStream stream);
+
+/**
+ * Destroys a stream at once: work that has not started is dropped, the
+ * running kernel is waited for. Drops the allocator registration too.
+ *
+ * # Safety
+ * `stream` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtDestroyStreamForce(aclrtStream stream);
+
+/**
+ * Waits until all work enqueued on `stream` (NULL: the current context's
+ * default stream) has run.
+ *
+ * # Safety
+ * `stream` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtSynchronizeStream(aclrtStream stream);
 
 #ifdef __cplusplus
 }  // extern "C"

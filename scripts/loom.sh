@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The loom model of the registration table (tests/loom_registry.rs), bounded
-# so that it finishes in well under a minute of model checking on 2 cores.
+# so that it finishes in about a minute on 2 cores.
 # Its own target directory keeps the --cfg loom build from evicting the
 # normal one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
   CARGO_TARGET_DIR=target/loom \
   cargo test --release --test loom_registry -- --nocapture

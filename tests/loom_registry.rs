@@ -212,3 +212,89 @@ fn reregister_after_unregister_in_a_collision_run() {
         assert_eq!(table.get(nz(b)), Some(value(b, 1)));
     });
 }
+
+#[test]
+fn retired_record_reused_for_another_key_vs_stale_lookup() {
+    model(
+        "retired_record_reused_for_another_key_vs_stale_lookup",
+        || {
+            let table = Arc::new(SeqTable::<Value>::with_capacity(8));
+            let (a, b) = (64, 128);
+            table.insert(nz(a), value(a, 1));
+            let writer = {
+                let table = table.clone();
+                thread::spawn(move || {
+                    table.remove(nz(a)); // retires a's record...
+                    table.insert(nz(b), value(b, 1)); // ...which b's value reuses
+                })
+            };
+            // Never b's words under a's key, never a half-rewritten record.
+            if let Some(read) = table.get(nz(a)) {
+                assert_eq!(whole(a, read), 1);
+            }
+            if let Some(read) = table.get(nz(b)) {
+                assert_eq!(whole(b, read), 1);
+            }
+            writer.join().unwrap();
+            assert_eq!(table.get(nz(a)), None);
+            assert_eq!(table.get(nz(b)), Some(value(b, 1)));
+        },
+    );
+}
+
+#[test]
+fn shared_record_survives_one_of_its_keys_leaving() {
+    model("shared_record_survives_one_of_its_keys_leaving", || {
+        // Equal values share one record; the key is not in the words here.
+        let shared = |generation: usize| [0xACE << 16 | generation; VALUE_WORDS];
+        let table = Arc::new(SeqTable::<Value>::with_capacity(8));
+        let (a, b) = (64, 128);
+        table.insert(nz(a), shared(1));
+        table.insert(nz(b), shared(1));
+        let writer = {
+            let table = table.clone();
+            thread::spawn(move || {
+                table.remove(nz(a));
+                table.insert(nz(a), shared(2));
+            })
+        };
+        let read = table.get(nz(b)).expect("b is never removed");
+        assert_eq!(
+            whole(0xACE, read),
+            1,
+            "b's shared record was retired or rewritten"
+        );
+        if let Some(read) = table.get(nz(a)) {
+            assert!(matches!(whole(0xACE, read), 1 | 2));
+        }
+        writer.join().unwrap();
+        assert_eq!(table.get(nz(a)), Some(shared(2)));
+        assert_eq!(table.get(nz(b)), Some(shared(1)));
+    });
+}
+
+#[test]
+fn record_retired_by_reregister_and_reused_vs_stale_lookup() {
+    model(
+        "record_retired_by_reregister_and_reused_vs_stale_lookup",
+        || {
+            // No removal, so the layout counter never moves: only the record's
+            // own counter can tell a reader that its record was recycled.
+            let table = Arc::new(SeqTable::<Value>::with_capacity(8));
+            let (a, b) = (64, 128);
+            table.insert(nz(a), value(a, 1));
+            let writer = {
+                let table = table.clone();
+                thread::spawn(move || {
+                    table.insert(nz(a), value(a, 2)); // retires a's first record...
+                    table.insert(nz(b), value(b, 1)); // ...which b's value reuses
+                })
+            };
+            let read = table.get(nz(a)).expect("a is never removed");
+            assert!(matches!(whole(a, read), 1 | 2));
+            writer.join().unwrap();
+            assert_eq!(table.get(nz(a)), Some(value(a, 2)));
+            assert_eq!(table.get(nz(b)), Some(value(b, 1)));
+        },
+    );
+}

@@ -60,3 +60,87 @@ pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
         out.write(value);
     }
 }
+
+/// A NUL-terminated UTF-8 string argument.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
+pub(crate) unsafe fn c_str<'a>(
+    ptr: *const std::ffi::c_char,
+    param: &'static str,
+) -> Result<&'a str> {
+    if ptr.is_null() {
+        return Err(Error::NullPointer { param });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { std::ffi::CStr::from_ptr(ptr) }
+        .to_str()
+        .map_err(|_| Error::InvalidParam {
+            param,
+            reason: "It is not valid UTF-8",
+        })
+}
+
+/// A caller's array of `capacity` elements (NULL allowed when `capacity` is 0).
+pub(crate) struct OutSlice<T> {
+    ptr: *mut T,
+    capacity: usize,
+}
+
+impl<T> OutSlice<T> {
+    /// # Safety
+    /// A non-NULL `ptr` must be valid for writes of `capacity` elements.
+    pub(crate) unsafe fn new(ptr: *mut T, capacity: usize, param: &'static str) -> Result<Self> {
+        if ptr.is_null() && capacity > 0 {
+            return Err(Error::NullPointer { param });
+        }
+        Ok(OutSlice { ptr, capacity })
+    }
+
+    /// Writes as many of `items` as fit.
+    pub(crate) fn fill(self, items: impl IntoIterator<Item = T>) {
+        for (i, item) in items.into_iter().take(self.capacity).enumerate() {
+            // SAFETY: `i < capacity`, the constructor's contract.
+            unsafe { self.ptr.add(i).write(item) }
+        }
+    }
+}
+
+/// Copies `text` into a caller's buffer of `size` bytes like `snprintf`: at
+/// most `size - 1` bytes and a NUL (nothing when `size` is 0).
+pub(crate) fn write_text(buffer: OutSlice<std::ffi::c_char>, text: &str) {
+    if buffer.capacity == 0 {
+        return;
+    }
+    let n = text.len().min(buffer.capacity - 1);
+    let bytes = text.as_bytes()[..n].iter().map(|&b| b as std::ffi::c_char);
+    buffer.fill(bytes.chain(std::iter::once(0)));
+}
+
+/// A stream argument where NULL means the current context's default stream.
+pub(crate) fn optional_stream(stream: *mut c_void) -> Option<StreamKey> {
+    StreamKey::from_ptr(stream)
+}
+
+/// A non-NULL context handle; whether it is live is the runtime's check.
+pub(crate) fn context(context: *mut c_void) -> Result<usize> {
+    if context.is_null() {
+        return Err(Error::NullPointer { param: "context" });
+    }
+    Ok(context as usize)
+}
+
+/// A non-NULL memory address.
+pub(crate) fn address<T>(ptr: *mut T, param: &'static str) -> Result<NonNull<u8>> {
+    NonNull::new(ptr.cast::<u8>()).ok_or(Error::NullPointer { param })
+}
+
+/// An optional C string (NULL: none).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the
+/// call.
+pub(crate) unsafe fn optional_cstr<'a>(ptr: *const std::ffi::c_char) -> Option<&'a std::ffi::CStr> {
+    // SAFETY: the caller's contract.
+    (!ptr.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(ptr) })
+}
