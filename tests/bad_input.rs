@@ -704,9 +704,9 @@ fn every_export_refuses_bad_input_cleanly() {
 // it must guarantee is that registering and looking them up does not depend
 // on how they behave, and that a callback may call back into the API (from
 // whatever thread a runtime runs it on) without deadlock. The runtime's launch
-// path is what calls alloc and getAddrFromBlock: each entry of MISBEHAVING
-// then also gets its launch-time check there (alloc returning NULL must fail
-// that launch with an error code and a message, never touch the NULL).
+// path (`aclallocLaunchKernel`) is what calls alloc and getAddrFromBlock:
+// `misbehaving_callbacks_fail_the_launch_not_the_process` runs every entry of
+// MISBEHAVING through it.
 
 #[inline(never)]
 unsafe extern "C" fn alloc_returns_null(_: aclrtAllocator, _: usize) -> *mut c_void {
@@ -717,9 +717,15 @@ unsafe extern "C" fn get_addr_returns_null(_: aclrtAllocatorBlock) -> *mut c_voi
     std::ptr::null_mut()
 }
 
-/// The stream the re-entrant callback is registered on.
+/// The stream the re-entrant callback serves: a fake one for the registry
+/// tests, a runtime stream for the launch test.
+static OWN_STREAM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn reentrant_stream() -> aclrtStream {
-    stream(100)
+    match OWN_STREAM.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => stream(100),
+        s => s as aclrtStream,
+    }
 }
 
 /// An alloc callback that uses the whole API on the stream it serves.
@@ -754,23 +760,32 @@ struct Misbehaving {
     name: &'static str,
     alloc: aclrtAllocatorAllocFunc,
     get_addr: aclrtAllocatorGetAddrFromBlockFunc,
+    /// `aclallocLaunchKernel` with a 64-byte workspace on a stream with this
+    /// allocator: the code, whether the kernel runs, how many blocks the
+    /// launch hands back to free.
+    launch: (aclError, bool, usize),
 }
+
+const RT_MEMORY_ALLOCATION: aclError = 207_001;
 
 const MISBEHAVING: &[Misbehaving] = &[
     Misbehaving {
         name: "alloc returns NULL",
         alloc: Some(alloc_returns_null),
         get_addr: Some(get_addr_fn),
+        launch: (RT_MEMORY_ALLOCATION, false, 0),
     },
     Misbehaving {
         name: "getAddrFromBlock returns NULL",
         alloc: Some(alloc_fn),
         get_addr: Some(get_addr_returns_null),
+        launch: (RT_MEMORY_ALLOCATION, false, 1),
     },
     Misbehaving {
         name: "alloc re-enters the API",
         alloc: Some(alloc_reenters),
         get_addr: Some(get_addr_fn),
+        launch: (OK, true, 1),
     },
 ];
 
@@ -853,4 +868,93 @@ fn a_callback_that_reenters_the_api_does_not_deadlock() {
         (global().live_descriptors(), global().streams().len()),
         baseline
     );
+}
+
+static FREES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static KERNEL_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe extern "C" fn counting_free(_: aclrtAllocator, _: aclrtAllocatorBlock) {
+    FREES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Runs on the stream's worker; the workspace may be a fake address, so it
+/// only counts.
+unsafe extern "C" fn counting_kernel(_: *mut c_void, _: usize, _: *mut c_void) {
+    KERNEL_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn misbehaving_callbacks_fail_the_launch_not_the_process() {
+    use aclalloc::ffi::launch::aclallocLaunchKernel;
+    use aclalloc::ffi::runtime::*;
+    use std::sync::atomic::Ordering::SeqCst;
+    let _serial = serial();
+    unsafe {
+        let init = aclInit(std::ptr::null());
+        assert!(init == OK || init == 100_002, "aclInit: {init}");
+        assert_eq!(aclrtSetDevice(0), OK);
+        let mut rt_stream: aclrtStream = std::ptr::null_mut();
+        assert_eq!(aclrtCreateStream(&mut rt_stream), OK);
+        let _ = recent_message();
+        let baseline = (global().live_descriptors(), global().streams().len());
+        OWN_STREAM.store(rt_stream as usize, SeqCst);
+
+        for m in MISBEHAVING {
+            let (code, runs, frees) = m.launch;
+            let d = aclrtAllocatorCreateDesc();
+            complete(d);
+            assert_eq!(aclrtAllocatorSetAllocFuncToDesc(d, m.alloc), OK);
+            assert_eq!(aclrtAllocatorSetFreeFuncToDesc(d, Some(counting_free)), OK);
+            assert_eq!(
+                aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, m.get_addr),
+                OK
+            );
+            assert_eq!(aclrtAllocatorRegister(rt_stream, d), OK);
+            FREES.store(0, SeqCst);
+            KERNEL_RUNS.store(0, SeqCst);
+
+            // On another thread with a deadline: a deadlock fails the test.
+            let (done, wait) = std::sync::mpsc::channel();
+            let s = rt_stream as usize;
+            std::thread::spawn(move || {
+                let s = s as aclrtStream;
+                let got = aclallocLaunchKernel(s, 64, Some(counting_kernel), std::ptr::null_mut());
+                let message = recent_message();
+                let synced = aclrtSynchronizeStream(s);
+                done.send((got, message, synced)).unwrap();
+            });
+            let (got, message, synced) = wait
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("{}: the launch deadlocked or panicked", m.name));
+            assert_eq!(got, code, "{}: launch code", m.name);
+            assert_eq!(synced, OK, "{}: the stream survives", m.name);
+            assert_eq!(
+                KERNEL_RUNS.load(SeqCst),
+                usize::from(runs),
+                "{}: kernel runs",
+                m.name
+            );
+            assert_eq!(FREES.load(SeqCst), frees, "{}: blocks freed", m.name);
+            if code == OK {
+                assert_eq!(message, None, "{}", m.name);
+            } else {
+                let message = message.unwrap_or_default();
+                assert!(
+                    message.starts_with("aclallocLaunchKernel failed") && message.contains("64"),
+                    "{}: message {message:?}",
+                    m.name
+                );
+            }
+            assert_eq!(aclrtAllocatorUnregister(rt_stream), OK);
+            assert_eq!(aclrtAllocatorDestroyDesc(d), OK);
+        }
+
+        OWN_STREAM.store(0, SeqCst);
+        assert_eq!(
+            (global().live_descriptors(), global().streams().len()),
+            baseline
+        );
+        assert_eq!(aclrtDestroyStream(rt_stream), OK);
+        let _ = recent_message();
+    }
 }
