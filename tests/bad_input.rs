@@ -11,10 +11,11 @@
 //!   the descriptors' contents are back to what they were).
 //!
 //! Extending it: a new export taking a descriptor goes into
-//! [`DESCRIPTOR_FUNCTIONS`] (one line); a new kind of handle gets its own
-//! `BadHandle`-style list and a `*_FUNCTIONS` table; other cases are pushed in
-//! [`all_cases`]. Functions with sizes, ids or enums (the runtime's) add their
-//! zero / huge / out-of-range cases there too: the core has none.
+//! [`DESCRIPTOR_FUNCTIONS`], one taking a stream, context, pool or device
+//! pointer into [`HANDLE_FUNCTIONS`] (one line each); a new kind of handle
+//! adds a [`Kind`] and how to make a dead one in [`dead_handle`]; other cases
+//! are pushed in [`all_cases`], including zero / huge sizes and out-of-range
+//! ids and enums as functions that take them are added here.
 
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
@@ -957,4 +958,197 @@ fn misbehaving_callbacks_fail_the_launch_not_the_process() {
         assert_eq!(aclrtDestroyStream(rt_stream), OK);
         let _ = recent_message();
     }
+}
+
+// The runtime's and the pool's handles (merged after the core): every export
+// that takes one, with handles it never handed out or already took back. The
+// contract checked is the library's general one: an error code, a message
+// from that function, nothing written through any pointer, no crash. Exact
+// codes and texts of these functions are pinned in their own tests
+// (tests/runtime_abi.rs, tests/pool_capi.rs, c_examples/runtime_errors.c).
+
+/// Kinds of handle the runtime and the pool hand out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Stream,
+    Context,
+    Pool,
+    DevicePtr,
+}
+
+type HandleCall = unsafe fn(*mut c_void, &mut Outputs) -> aclError;
+type MakeHandle = Box<dyn Fn(&mut Outputs) -> *mut c_void>;
+
+/// Every export taking a runtime or pool handle, with otherwise valid
+/// arguments. One line per export; a new kind of handle adds a `Kind`.
+#[allow(unused_unsafe)] // some of these exports are safe functions, some not
+const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
+    use aclalloc::ffi::launch::aclallocLaunchKernel;
+    use aclalloc::ffi::memory::*;
+    use aclalloc::ffi::pool::*;
+    use aclalloc::ffi::runtime::*;
+    &[
+        ("aclrtDestroyStream", Kind::Stream, |h, _| unsafe {
+            aclrtDestroyStream(h)
+        }),
+        ("aclrtDestroyStreamForce", Kind::Stream, |h, _| unsafe {
+            aclrtDestroyStreamForce(h)
+        }),
+        ("aclrtSynchronizeStream", Kind::Stream, |h, _| unsafe {
+            aclrtSynchronizeStream(h)
+        }),
+        ("aclallocLaunchKernel", Kind::Stream, |h, _| unsafe {
+            aclallocLaunchKernel(h, 64, Some(counting_kernel), std::ptr::null_mut())
+        }),
+        ("aclrtMemsetAsync", Kind::Stream, |h, out| unsafe {
+            aclrtMemsetAsync(&mut out.guard as *mut u64 as *mut c_void, 8, 0, 0, h)
+        }),
+        ("aclrtDestroyContext", Kind::Context, |h, _| unsafe {
+            aclrtDestroyContext(h)
+        }),
+        ("aclrtSetCurrentContext", Kind::Context, |h, _| unsafe {
+            aclrtSetCurrentContext(h)
+        }),
+        ("aclrtFree", Kind::DevicePtr, |h, _| unsafe { aclrtFree(h) }),
+        ("aclallocPoolDestroy", Kind::Pool, |h, _| unsafe {
+            aclallocPoolDestroy(h)
+        }),
+        ("aclallocPoolEmptyCache", Kind::Pool, |h, _| unsafe {
+            aclallocPoolEmptyCache(h)
+        }),
+        ("aclallocPoolTrim", Kind::Pool, |h, _| unsafe {
+            aclallocPoolTrim(h, 0)
+        }),
+        ("aclallocPoolResetPeakStats", Kind::Pool, |h, _| unsafe {
+            aclallocPoolResetPeakStats(h)
+        }),
+        (
+            "aclallocPoolResetAccumulatedStats",
+            Kind::Pool,
+            |h, _| unsafe { aclallocPoolResetAccumulatedStats(h) },
+        ),
+        ("aclallocPoolSetMemoryLimit", Kind::Pool, |h, _| unsafe {
+            aclallocPoolSetMemoryLimit(h, 1 << 20)
+        }),
+        ("aclallocPoolSetMemoryFraction", Kind::Pool, |h, _| unsafe {
+            aclallocPoolSetMemoryFraction(h, 0.5)
+        }),
+        ("aclallocPoolMemoryAllocated", Kind::Pool, |h, out| unsafe {
+            aclallocPoolMemoryAllocated(h, &mut out.guard as *mut u64 as *mut usize)
+        }),
+        (
+            "aclallocPoolMaxMemoryAllocated",
+            Kind::Pool,
+            |h, out| unsafe {
+                aclallocPoolMaxMemoryAllocated(h, &mut out.guard as *mut u64 as *mut usize)
+            },
+        ),
+        ("aclallocPoolMemoryReserved", Kind::Pool, |h, out| unsafe {
+            aclallocPoolMemoryReserved(h, &mut out.guard as *mut u64 as *mut usize)
+        }),
+        (
+            "aclallocPoolMaxMemoryReserved",
+            Kind::Pool,
+            |h, out| unsafe {
+                aclallocPoolMaxMemoryReserved(h, &mut out.guard as *mut u64 as *mut usize)
+            },
+        ),
+        ("aclallocPoolGetStat", Kind::Pool, |h, out| unsafe {
+            aclallocPoolGetStat(
+                h,
+                c"allocated_bytes.all.current".as_ptr(),
+                &mut out.guard as *mut u64 as *mut i64,
+            )
+        }),
+    ]
+};
+
+/// A handle of `kind` that was handed out and taken back.
+unsafe fn dead_handle(kind: Kind) -> *mut c_void {
+    use aclalloc::ffi::memory::*;
+    use aclalloc::ffi::pool::*;
+    use aclalloc::ffi::runtime::*;
+    let mut h: *mut c_void = std::ptr::null_mut();
+    unsafe {
+        match kind {
+            Kind::Stream => {
+                assert_eq!(aclrtCreateStream(&mut h), OK);
+                assert_eq!(aclrtDestroyStream(h), OK);
+            }
+            Kind::Context => {
+                let mut current = std::ptr::null_mut();
+                assert_eq!(aclrtGetCurrentContext(&mut current), OK);
+                assert_eq!(aclrtCreateContext(&mut h, 0), OK);
+                assert_eq!(aclrtDestroyContext(h), OK);
+                assert_eq!(aclrtSetCurrentContext(current), OK);
+            }
+            Kind::DevicePtr => {
+                assert_eq!(aclrtMalloc(&mut h, 256, ACL_MEM_MALLOC_HUGE_FIRST), OK);
+                assert_eq!(aclrtFree(h), OK);
+            }
+            Kind::Pool => {
+                let mut config = std::mem::zeroed();
+                assert_eq!(aclallocPoolConfigInit(&mut config), OK);
+                let mut desc = std::ptr::null_mut();
+                assert_eq!(aclallocPoolCreate(&config, &mut h, &mut desc), OK);
+                assert_eq!(aclallocPoolDestroy(h), OK);
+                // The pool's descriptor is the caller's to destroy.
+                assert_eq!(aclrtAllocatorDestroyDesc(desc), OK);
+            }
+        }
+    }
+    assert!(!h.is_null());
+    h
+}
+
+#[test]
+fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
+    use aclalloc::ffi::runtime::*;
+    let _serial = serial();
+    let mut cases = 0;
+    unsafe {
+        let init = aclInit(std::ptr::null());
+        assert!(init == OK || init == 100_002, "aclInit: {init}");
+        assert_eq!(aclrtSetDevice(0), OK);
+        let _ = recent_message();
+        let live_descriptor = aclrtAllocatorCreateDesc();
+        let baseline = (global().live_descriptors(), global().streams().len());
+        for &(function, kind, call) in HANDLE_FUNCTIONS {
+            let bad: [(&str, MakeHandle); 5] = [
+                ("taken back", Box::new(move |_| dead_handle(kind))),
+                (
+                    "a stack address",
+                    Box::new(|out| &mut out.guard as *mut u64 as *mut c_void),
+                ),
+                ("a live descriptor", Box::new(move |_| live_descriptor)),
+                ("one", Box::new(|_| 1 as *mut c_void)),
+                ("all ones", Box::new(|_| usize::MAX as *mut c_void)),
+            ];
+            for (what, make) in bad.iter() {
+                let mut out = Outputs::new();
+                let handle = make(&mut out);
+                let _ = recent_message();
+                let code = call(handle, &mut out);
+                let message = recent_message();
+                let name = format!("{function}: {what} {kind:?}");
+                assert_ne!(code, OK, "{name}: accepted");
+                let message = message.unwrap_or_else(|| panic!("{name}: failed without a message"));
+                assert!(
+                    message.starts_with(&format!("{function} failed")),
+                    "{name}: {message}"
+                );
+                assert!(out.untouched(), "{name}: wrote through a pointer");
+                assert_eq!(
+                    (global().live_descriptors(), global().streams().len()),
+                    baseline,
+                    "{name}: changed the registry"
+                );
+                cases += 1;
+            }
+        }
+        assert_eq!(aclrtAllocatorDestroyDesc(live_descriptor), OK);
+        let _ = recent_message();
+    }
+    println!("runtime and pool handles: {cases} cases passed");
+    assert_eq!(cases, HANDLE_FUNCTIONS.len() * 5);
 }
