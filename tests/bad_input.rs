@@ -1152,3 +1152,114 @@ fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
     println!("runtime and pool handles: {cases} cases passed");
     assert_eq!(cases, HANDLE_FUNCTIONS.len() * 5);
 }
+
+/// Sizes, ids and enum values out of range, in the runtime's exports: the
+/// documented code, a message from that function, nothing written.
+#[test]
+fn runtime_sizes_ids_and_enums_out_of_range() {
+    use aclalloc::ffi::memory::*;
+    use aclalloc::ffi::runtime::*;
+    const INVALID_DEVICE: aclError = 107_001;
+    type SizeCall = unsafe fn(&mut Outputs, *mut c_void) -> aclError;
+    let cases: &[(&str, &str, aclError, SizeCall)] = &[
+        ("aclrtMalloc", "size 0", INVALID_PARAM, |out, _| unsafe {
+            aclrtMalloc(&mut out.desc, 0, ACL_MEM_MALLOC_HUGE_FIRST)
+        }),
+        (
+            "aclrtMalloc",
+            "size SIZE_MAX",
+            RT_MEMORY_ALLOCATION,
+            |out, _| unsafe { aclrtMalloc(&mut out.desc, usize::MAX, ACL_MEM_MALLOC_HUGE_FIRST) },
+        ),
+        (
+            "aclrtMalloc",
+            "size beyond the device",
+            RT_MEMORY_ALLOCATION,
+            |out, _| unsafe { aclrtMalloc(&mut out.desc, 1 << 62, ACL_MEM_MALLOC_HUGE_FIRST) },
+        ),
+        ("aclrtSetDevice", "device -1", INVALID_DEVICE, |_, _| {
+            aclrtSetDevice(-1)
+        }),
+        ("aclrtSetDevice", "device 2^30", INVALID_DEVICE, |_, _| {
+            aclrtSetDevice(1 << 30)
+        }),
+        (
+            "aclrtCreateContext",
+            "device -1",
+            INVALID_DEVICE,
+            |out, _| unsafe { aclrtCreateContext(&mut out.obj, -1) },
+        ),
+        (
+            "aclrtMemset",
+            "count above maxCount",
+            INVALID_PARAM,
+            |_, dev| unsafe { aclrtMemset(dev, 64, 0, 65) },
+        ),
+        (
+            "aclrtMemset",
+            "count SIZE_MAX",
+            INVALID_PARAM,
+            |_, dev| unsafe { aclrtMemset(dev, usize::MAX, 0, usize::MAX) },
+        ),
+        (
+            "aclrtMemcpy",
+            "count above destMax",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                let src = [0u8; 128];
+                aclrtMemcpy(
+                    dev,
+                    64,
+                    src.as_ptr() as *const c_void,
+                    65,
+                    ACL_MEMCPY_HOST_TO_DEVICE,
+                )
+            },
+        ),
+        (
+            "aclrtMemcpy",
+            "device range past the allocation",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                let src = [0u8; 128];
+                aclrtMemcpy(
+                    dev,
+                    128,
+                    src.as_ptr() as *const c_void,
+                    128,
+                    ACL_MEMCPY_HOST_TO_DEVICE,
+                )
+            },
+        ),
+        ("aclrtMemcpy", "kind 99", INVALID_PARAM, |_, dev| unsafe {
+            let src = [0u8; 8];
+            aclrtMemcpy(dev, 64, src.as_ptr() as *const c_void, 8, 99)
+        }),
+    ];
+    let _serial = serial();
+    unsafe {
+        let init = aclInit(std::ptr::null());
+        assert!(init == OK || init == 100_002, "aclInit: {init}");
+        assert_eq!(aclrtSetDevice(0), OK);
+        let mut dev = std::ptr::null_mut();
+        assert_eq!(aclrtMalloc(&mut dev, 64, ACL_MEM_MALLOC_HUGE_FIRST), OK);
+        let _ = recent_message();
+        for &(function, what, code, call) in cases {
+            let mut out = Outputs::new();
+            let got = call(&mut out, dev);
+            let message = recent_message();
+            assert_eq!(got, code, "{function}: {what}");
+            let message = message.unwrap_or_else(|| panic!("{function}: {what}: no message"));
+            assert!(
+                message.starts_with(&format!("{function} failed")),
+                "{function}: {what}: {message}"
+            );
+            assert!(
+                out.untouched(),
+                "{function}: {what}: wrote an out-parameter"
+            );
+        }
+        assert_eq!(aclrtFree(dev), OK);
+    }
+    println!("runtime sizes, ids and enums: {} cases passed", cases.len());
+}
