@@ -68,6 +68,48 @@ typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
 typedef void *aclrtStream;
 
 /**
+ * One statistic, as in the pool's statistics: what is live now, the most
+ * that ever was, and the totals added and removed.
+ */
+typedef struct {
+  /**
+   * Live now.
+   */
+  int64_t current;
+  /**
+   * The highest `current` seen.
+   */
+  int64_t peak;
+  /**
+   * Total added.
+   */
+  uint64_t allocated;
+  /**
+   * Total removed.
+   */
+  uint64_t freed;
+} aclallocTrackingStat;
+
+/**
+ * The tracking layer's statistics for one allocator object, with the pool's
+ * (PyTorch's) key names.
+ */
+typedef struct {
+  /**
+   * Blocks.
+   */
+  aclallocTrackingStat allocation;
+  /**
+   * Bytes requested from alloc.
+   */
+  aclallocTrackingStat allocated_bytes;
+  /**
+   * Calls of alloc that returned NULL.
+   */
+  uint64_t num_alloc_failures;
+} aclallocTrackingStats;
+
+/**
  * The call succeeded.
  */
 #define ACL_SUCCESS 0
@@ -147,6 +189,14 @@ aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocator
  * other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
  * Nothing is written unless the call succeeds.
  *
+ * With tracking on (`ACLALLOC_TRACK=1` or `aclallocTrackingSetEnabled`),
+ * the allocator object and functions written are the tracking layer's: they
+ * call the user's and behave exactly like them, and `*allocatorDesc` is
+ * still the user's descriptor. With tracking off they are exactly what was
+ * registered. In front of a real runtime this function is still answered
+ * here, so that the runtime's executor, looking the allocator up through
+ * this export, goes through the tracking layer.
+ *
  * # Safety
  * Each non-NULL out-parameter must point to writable memory of its type.
  */
@@ -154,7 +204,8 @@ aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc *alloc
 
 /**
  * Drops the registration of `stream`; a stream with none is left as it is
- * (`ACL_SUCCESS`).
+ * (`ACL_SUCCESS`). With tracking on, blocks allocated on the stream that are
+ * still live are reported as leaks.
  */
 aclError aclrtAllocatorUnregister(aclrtStream stream);
 
@@ -163,8 +214,93 @@ aclError aclrtAllocatorUnregister(aclrtStream stream);
  * of this function, newest first, one per line, and clears them. Returns NULL
  * when nothing failed since. The string stays valid until this thread calls
  * `aclGetRecentErrMsg` again.
+ *
+ * In front of a real runtime: this library's messages when it has any (for
+ * the calls it answers itself), otherwise the real runtime's.
  */
 const char *aclGetRecentErrMsg(void);
+
+/**
+ * Blocks until all work submitted to `stream` is complete.
+ */
+aclError aclrtSynchronizeStream(aclrtStream stream);
+
+/**
+ * As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: never).
+ */
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
+
+/**
+ * Blocks until all work on every stream of the current device is complete.
+ */
+aclError aclrtSynchronizeDevice(void);
+
+/**
+ * Destroys `stream` once its work is complete, and drops its allocator
+ * registration, so that a later stream at the same address does not inherit
+ * it (CANN keeps the stale entry).
+ */
+aclError aclrtDestroyStream(aclrtStream stream);
+
+/**
+ * Destroys `stream` without waiting for its work, and drops its allocator
+ * registration.
+ */
+aclError aclrtDestroyStreamForce(aclrtStream stream);
+
+/**
+ * Turns the allocator tracking layer on (non-zero) or off (0) for
+ * allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
+ * the same at load time. With tracking on, `aclrtAllocatorGetByStream`
+ * hands out tracking callbacks that record every block and detect misuse,
+ * and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`).
+ * Turn it on before registering allocators when a real runtime is behind
+ * this library.
+ */
+aclError aclallocTrackingSetEnabled(int enable);
+
+/**
+ * 1 when the tracking layer is on, 0 when it is off.
+ */
+int aclallocTrackingIsEnabled(void);
+
+/**
+ * Writes the text report (statistics per allocator, one line per fault) to
+ * the file `path`, or to stderr when `path` is NULL. `%p` in `path` becomes
+ * the process id.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string.
+ */
+aclError aclallocTrackingWriteReport(const char *path);
+
+/**
+ * Writes a JSON snapshot of every live block (as `segments` with their
+ * `blocks`: address, size, requested_size, state, stream, in the shape of
+ * the pool's snapshot), each allocator's statistics and every fault event
+ * to the file `path`. `%p` in `path` becomes the process id.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string.
+ */
+aclError aclallocTrackingWriteSnapshot(const char *path);
+
+/**
+ * Reads the statistics the tracking layer keeps for the user allocator
+ * object `allocator` (the object set with `aclrtAllocatorSetObjToDesc`).
+ * An allocator that was never used through the tracking layer:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `stats` is NULL or points to writable memory for the struct.
+ */
+aclError aclallocTrackingGetStats(aclrtAllocator allocator, aclallocTrackingStats *stats);
+
+/**
+ * The number of faults the tracking layer has detected so far (repeats of
+ * one concurrent-use fault count each time).
+ */
+uint64_t aclallocTrackingFaultCount(void);
 
 #ifdef __cplusplus
 }  // extern "C"

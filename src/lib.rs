@@ -28,3 +28,5 @@ pub use crate::core::descriptor::{
 pub use crate::core::errlog::take_recent as take_recent_error_messages;
 pub use crate::core::error::{aclError, Error, Result};
 pub use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};
+pub mod interpose;
+pub mod tracking;

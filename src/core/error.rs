@@ -52,6 +52,13 @@ pub enum Error {
         /// What could not be allocated.
         what: &'static str,
     },
+    /// An operation could not be carried out (for example a report file
+    /// could not be written).
+    #[error("{reason}")]
+    Failure {
+        /// What failed.
+        reason: &'static str,
+    },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
     Internal {
@@ -69,6 +76,7 @@ impl Error {
             }
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
+            Error::Failure { .. } => ACL_ERROR_FAILURE,
         }
     }
 

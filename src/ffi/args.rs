@@ -4,7 +4,7 @@
 
 use crate::core::error::{Error, Result};
 use crate::registry::{DescriptorHandle, StreamKey};
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void, CStr};
 use std::ptr::NonNull;
 
 /// A required non-NULL value (a function pointer, an object).
@@ -59,4 +59,21 @@ pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
     if let Some(out) = out {
         out.write(value);
     }
+}
+
+/// A required NUL-terminated UTF-8 string.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
+pub(crate) unsafe fn c_str<'a>(ptr: *const c_char, param: &'static str) -> Result<&'a str> {
+    if ptr.is_null() {
+        return Err(Error::NullPointer { param });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .map_err(|_| Error::InvalidParam {
+            param,
+            reason: "It is not valid UTF-8",
+        })
 }

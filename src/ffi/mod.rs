@@ -3,10 +3,15 @@
 //! Every export goes through [`boundary::boundary`], which catches panics,
 //! records the failure for `aclGetRecentErrMsg` and turns it into an ACL
 //! error code. Pointer arguments are checked and converted in [`args`], the
-//! one place that touches raw pointers from C.
+//! one place that touches raw pointers from C. In front of a real runtime,
+//! exports run the forwarding bodies of [`forward`] instead (the rule is in
+//! [`crate::interpose`]).
 
 pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod errmsg;
+pub(crate) mod forward;
+pub mod stream;
+pub mod tracking;
 pub mod types;

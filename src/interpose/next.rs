@@ -1,0 +1,188 @@
+//! The one rule: at load time, each ACL function this library exports is
+//! looked up in the objects loaded after it (`dlsym(RTLD_NEXT, name)`). Where
+//! one is found, a real runtime is behind this library and the export
+//! forwards to it; where none is, this library is the implementation.
+//!
+//! The lookup runs once, from an ELF constructor (`.init_array`), before
+//! `main` and before any other thread can call in; the results live in a
+//! static array of atomics. Nothing in the resolving path allocates or calls
+//! back into this library: names are static C strings, and `dlsym` itself
+//! only allocates through the C library's malloc, which this library does not
+//! interpose. If an export is somehow reached before the constructor ran (a
+//! static link into an executable whose constructor order differs), the
+//! first caller resolves and concurrent callers wait for it; a call made on
+//! the resolving thread from inside `dlsym` sees "no real runtime" instead of
+//! deadlocking.
+//!
+//! `ACLALLOC_FORWARD=0` in the environment skips the lookup: this library is
+//! then the implementation even in front of a real runtime.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+macro_rules! symbols {
+    ($($name:ident),* $(,)?) => {
+        /// Every ACL function this library exports that a real runtime may
+        /// also provide.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Sym { $($name),* }
+
+        impl Sym {
+            /// All of them, in declaration order.
+            pub const ALL: &'static [Sym] = &[$(Sym::$name),*];
+
+            /// The C name.
+            pub const fn c_name(self) -> &'static CStr {
+                match self {
+                    $(Sym::$name => match CStr::from_bytes_with_nul(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    ) {
+                        Ok(name) => name,
+                        Err(_) => panic!("a symbol name with a NUL inside"),
+                    }),*
+                }
+            }
+        }
+    };
+}
+
+symbols! {
+    aclrtAllocatorCreateDesc,
+    aclrtAllocatorDestroyDesc,
+    aclrtAllocatorSetObjToDesc,
+    aclrtAllocatorSetAllocFuncToDesc,
+    aclrtAllocatorSetFreeFuncToDesc,
+    aclrtAllocatorSetAllocAdviseFuncToDesc,
+    aclrtAllocatorSetGetAddrFromBlockFuncToDesc,
+    aclrtAllocatorRegister,
+    aclrtAllocatorGetByStream,
+    aclrtAllocatorUnregister,
+    aclGetRecentErrMsg,
+    aclrtSynchronizeStream,
+    aclrtSynchronizeStreamWithTimeout,
+    aclrtSynchronizeDevice,
+    aclrtDestroyStream,
+    aclrtDestroyStreamForce,
+}
+
+const COUNT: usize = Sym::ALL.len();
+
+static SLOTS: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
+
+const UNRESOLVED: u8 = 0;
+const RESOLVING: u8 = 1;
+const RESOLVED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+static RESOLVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs the resolution at load time, and turns tracking on if the
+/// environment asks for it.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    resolve();
+    crate::tracking::init_from_env();
+}
+
+/// Makes sure the lookup has run; returns at once after the first time.
+#[inline]
+pub fn resolve() {
+    if STATE.load(Ordering::Acquire) != RESOLVED {
+        resolve_slow();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn resolve_slow() {
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as usize;
+    match STATE.compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            RESOLVER.store(me, Ordering::Release);
+            if !forwarding_disabled() {
+                for (slot, sym) in SLOTS.iter().zip(Sym::ALL) {
+                    // SAFETY: a NUL-terminated name; RTLD_NEXT is valid from
+                    // code inside a shared object or executable.
+                    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, sym.c_name().as_ptr()) };
+                    slot.store(found as usize, Ordering::Relaxed);
+                }
+            }
+            STATE.store(RESOLVED, Ordering::Release);
+        }
+        Err(_) => {
+            if RESOLVER.load(Ordering::Acquire) == me {
+                return; // called from inside dlsym: the slots read as empty
+            }
+            while STATE.load(Ordering::Acquire) != RESOLVED {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+fn forwarding_disabled() -> bool {
+    // SAFETY: a NUL-terminated name.
+    let value = unsafe { libc::getenv(c"ACLALLOC_FORWARD".as_ptr()) };
+    // SAFETY: getenv returns NULL or a NUL-terminated string.
+    !value.is_null()
+        && matches!(
+            unsafe { CStr::from_ptr(value) }.to_bytes(),
+            b"0" | b"off" | b"no"
+        )
+}
+
+/// The address of the real implementation of `sym`, if a real runtime
+/// provides one.
+#[inline]
+pub fn address(sym: Sym) -> Option<usize> {
+    resolve();
+    match SLOTS[sym as usize].load(Ordering::Relaxed) {
+        0 => None,
+        found => Some(found),
+    }
+}
+
+/// The real implementation of `sym` as a function pointer of type `F`.
+///
+/// # Safety
+/// `F` must be the C function type of `sym` (an `unsafe extern "C" fn`).
+#[inline]
+pub unsafe fn real<F: Copy>(sym: Sym) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    // SAFETY: the caller's contract: `F` is a function pointer type.
+    address(sym).map(|a| unsafe { std::mem::transmute_copy::<usize, F>(&a) })
+}
+
+/// True when a real runtime is behind this library: it provides
+/// `aclrtAllocatorRegister` (the function whose registrations its executor
+/// reads).
+pub fn real_runtime() -> bool {
+    address(Sym::aclrtAllocatorRegister).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_runtime_behind_nothing_resolves() {
+        // The test executable links only the C library after this code.
+        for &sym in Sym::ALL {
+            assert_eq!(address(sym), None, "{sym:?}");
+        }
+        assert!(!real_runtime());
+    }
+
+    #[test]
+    fn names_are_the_c_names() {
+        assert_eq!(
+            Sym::aclrtAllocatorRegister.c_name().to_str().unwrap(),
+            "aclrtAllocatorRegister"
+        );
+        assert_eq!(Sym::ALL.len(), COUNT);
+    }
+}
