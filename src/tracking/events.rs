@@ -155,6 +155,11 @@ pub(crate) fn log() -> std::sync::MutexGuard<'static, EventLog> {
 #[cold]
 #[inline(never)]
 pub(crate) fn record(fault: Fault) {
+    // Called from the tracking callbacks, under C frames: nothing may unwind.
+    let _ = std::panic::catch_unwind(|| push(fault));
+}
+
+fn push(fault: Fault) {
     let mut log = log();
     if let Some(seen) = log.events.iter_mut().find(|e| e.fault.same_as(&fault)) {
         seen.count += 1;

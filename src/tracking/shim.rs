@@ -6,6 +6,12 @@
 //! not fix). The runtime passes back the object it was given, a
 //! [`TrackObj`]; that is the only pointer these functions dereference.
 //!
+//! No panic may unwind into the runtime that calls these. The bookkeeping on
+//! the common path cannot panic (no indexing or unwrapping; the maps only
+//! abort, on out-of-memory), and is not wrapped in `catch_unwind`, which
+//! measurably costs on every call; the rarer paths that do more (recording a
+//! fault, checking an address range, pruning) catch panics themselves.
+//!
 //! getAddrFromBlock has no allocator argument, so it finds the block's record
 //! through the calling thread's last allocation (the runtime asks for the
 //! address right after alloc, on the same thread), and otherwise by looking
@@ -16,23 +22,18 @@ use super::state::{AllocState, NOT_A_STREAM};
 use super::tracker::{tracker, TrackObj};
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 thread_local! {
-    /// The block this thread allocated last, and the record it is in.
-    static LAST: Cell<(usize, *const AllocState)> = const { Cell::new((0, std::ptr::null())) };
+    /// The block this thread allocated last, the record it is in, and the
+    /// user's getAddrFromBlock that serves it.
+    static LAST: Cell<(usize, *const AllocState, usize)> =
+        const { Cell::new((0, std::ptr::null(), 0)) };
 }
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
 /// knows (the call must still return what the user's function would).
 pub(crate) static FALLBACK_GET_ADDR: AtomicUsize = AtomicUsize::new(0);
-
-/// Runs bookkeeping so that a bug in it can never unwind into C.
-#[inline(always)]
-fn quietly(f: impl FnOnce()) {
-    let _ = catch_unwind(AssertUnwindSafe(f));
-}
 
 /// # Safety
 /// `obj` must be a pointer from [`TrackObj::callbacks`].
@@ -57,17 +58,15 @@ pub unsafe extern "C" fn track_alloc(obj: *mut c_void, size: usize) -> *mut c_vo
     };
     // SAFETY: the user's function with the user's object.
     let block = unsafe { (user.alloc)(user.obj.as_ptr(), size) };
-    quietly(|| {
-        inside.on_alloc(
-            t.state.allocator,
-            block as usize,
-            size,
-            stream,
-            user.get_addr_from_block as usize,
-        )
-    });
+    inside.on_alloc(
+        t.state.allocator,
+        block as usize,
+        size,
+        stream,
+        user.get_addr_from_block as usize,
+    );
     drop(inside);
-    let _ = LAST.try_with(|last| last.set((block as usize, t.state)));
+    remember(block, t);
     block
 }
 
@@ -94,18 +93,22 @@ pub unsafe extern "C" fn track_alloc_advise(
     };
     // SAFETY: the user's function with the user's object.
     let block = unsafe { advise(user.obj.as_ptr(), size, addr) };
-    quietly(|| {
-        inside.on_alloc(
-            t.state.allocator,
-            block as usize,
-            size,
-            stream,
-            user.get_addr_from_block as usize,
-        )
-    });
+    inside.on_alloc(
+        t.state.allocator,
+        block as usize,
+        size,
+        stream,
+        user.get_addr_from_block as usize,
+    );
     drop(inside);
-    let _ = LAST.try_with(|last| last.set((block as usize, t.state)));
+    remember(block, t);
     block
+}
+
+#[inline(always)]
+fn remember(block: *mut c_void, t: &TrackObj) {
+    let get_addr = t.registration.callbacks.get_addr_from_block as usize;
+    let _ = LAST.try_with(|last| last.set((block as usize, t.state, get_addr)));
 }
 
 /// The tracking free: the user's free, then the block is marked freed.
@@ -123,7 +126,7 @@ pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
     };
     // SAFETY: the user's function with the user's object.
     unsafe { (user.free)(user.obj.as_ptr(), block) };
-    quietly(|| inside.on_free(t.state.allocator, block as usize, stream));
+    inside.on_free(t.state.allocator, block as usize, stream);
 }
 
 /// The tracking getAddrFromBlock: the user's function of the allocator that
@@ -136,14 +139,21 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
     let cached = LAST
         .try_with(|last| last.get())
         .ok()
-        .filter(|&(b, s)| b == key && !s.is_null())
-        // SAFETY: records are never freed.
-        .map(|(_, s)| unsafe { &*s });
-    let state = match cached {
-        Some(s) => Some(s),
-        None => find_state(key),
-    };
-    if let Some(state) = state {
+        .filter(|&(b, s, _)| b == key && !s.is_null());
+    if let Some((_, state, get_addr)) = cached {
+        // The block this thread just allocated: its allocator and function
+        // are known without a lookup. SAFETY: records are never freed, and
+        // `get_addr` was stored from the user's function pointer.
+        let state = unsafe { &*state };
+        let get_addr: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(get_addr) };
+        // SAFETY: the user's function.
+        let address = unsafe { get_addr(block) };
+        if let Some(mut inside) = state.enter(NOT_A_STREAM) {
+            inside.on_get_addr(state.allocator, key, address as usize);
+        }
+        return address;
+    }
+    if let Some(state) = find_state(key) {
         if let Some(mut inside) = state.enter(NOT_A_STREAM) {
             if let Some(get_addr) = inside.get_addr_of(key) {
                 // SAFETY: the user's getAddrFromBlock that served this block
@@ -151,7 +161,7 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
                 let get_addr: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(get_addr) };
                 // SAFETY: the user's function.
                 let address = unsafe { get_addr(block) };
-                quietly(|| inside.on_get_addr(state.allocator, key, address as usize));
+                inside.on_get_addr(state.allocator, key, address as usize);
                 return address;
             }
         }

@@ -14,6 +14,7 @@ use super::events::{record, Fault, LeakSeen};
 use super::stats::AllocatorStats;
 use super::syncclock;
 use std::cell::UnsafeCell;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
@@ -144,10 +145,15 @@ impl Drop for Guard<'_> {
     }
 }
 
+thread_local! {
+    /// Its address identifies the thread: cheaper than `pthread_self`, which
+    /// is a call into the C library.
+    static THREAD_MARK: u8 = const { 0 };
+}
+
 #[inline]
 fn this_thread() -> usize {
-    // SAFETY: pthread_self has no preconditions.
-    unsafe { libc::pthread_self() as usize }
+    THREAD_MARK.with(|mark| mark as *const u8 as usize)
 }
 
 impl AllocState {
@@ -242,14 +248,28 @@ impl Inner {
                 leak_reported: false,
             },
         };
-        match self.blocks.insert(block, rec) {
-            None => {}
-            Some(old) => match old.state {
-                BlockState::Freed { .. } => self.freed -= 1,
-                BlockState::Live { .. } => self.handed_out_twice(allocator, block, &old, &rec),
-            },
+        // Updated in place: in a launch loop the block is usually one this
+        // allocator handed out and got back before.
+        let twice = match self.blocks.entry(block) {
+            Entry::Occupied(mut slot) => {
+                let old = std::mem::replace(slot.get_mut(), rec);
+                match old.state {
+                    BlockState::Freed { .. } => {
+                        self.freed -= 1;
+                        None
+                    }
+                    BlockState::Live { .. } => Some(old),
+                }
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(rec);
+                None
+            }
+        };
+        if let Some(old) = twice {
+            self.handed_out_twice(allocator, block, &old, &rec);
         }
-        if !self.streams.contains(&stream) {
+        if self.streams.last() != Some(&stream) && !self.streams.contains(&stream) {
             self.streams.push(stream);
         }
         self.stats.allocation.add(1);
@@ -314,8 +334,15 @@ impl Inner {
         let rec = *rec;
         if old != 0 {
             self.ranges.remove(&(old, block));
+        } else if self.reuse_own_range(allocator, block, &rec) {
+            return;
         }
-        self.check_range(allocator, block, &rec);
+        // Under C frames: a bug in the range walk must not unwind.
+        let this = std::panic::AssertUnwindSafe(&mut *self);
+        let _ = std::panic::catch_unwind(move || {
+            let this = this;
+            this.0.check_range(allocator, block, &rec)
+        });
         self.ranges.insert(
             (address, block),
             Range {
@@ -324,6 +351,39 @@ impl Inner {
                 freed: None,
             },
         );
+    }
+
+    /// The common case of a launch loop: a block comes back at the address
+    /// of its own previous life, no larger. Its freed range still being in
+    /// the map means no range inserted since overlaps it (it would have been
+    /// superseded), and ranges are disjoint, so only the stream that freed it
+    /// needs checking, and the entry is updated in place.
+    #[inline]
+    fn reuse_own_range(&mut self, allocator: usize, block: usize, rec: &BlockRec) -> bool {
+        let Some(range) = self.ranges.get_mut(&(rec.address, block)) else {
+            return false;
+        };
+        let Some((freed_on, generation)) = range.freed else {
+            return false;
+        };
+        let end = rec.address.saturating_add(rec.size.max(1));
+        if end > range.end {
+            return false;
+        }
+        range.end = end;
+        range.freed = None;
+        if freed_on != rec.stream && !syncclock::synchronized_since(freed_on, generation) {
+            record(Fault::CrossStreamReuse {
+                stream: rec.stream,
+                allocator,
+                block,
+                address: rec.address,
+                size: rec.size,
+                freed_on,
+                freed_block: block,
+            });
+        }
+        true
     }
 
     fn check_range(&mut self, allocator: usize, block: usize, rec: &BlockRec) {
@@ -438,7 +498,11 @@ impl Inner {
         self.stats.allocated_bytes.sub(size as u64);
         self.freed += 1;
         if self.freed > FREED_KEPT {
-            self.prune_freed();
+            let this = std::panic::AssertUnwindSafe(&mut *self);
+            let _ = std::panic::catch_unwind(move || {
+                let this = this;
+                this.0.prune_freed()
+            });
         }
     }
 
