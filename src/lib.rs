@@ -20,6 +20,7 @@
 pub mod core;
 pub mod ffi;
 pub mod registry;
+pub mod runtime;
 
 pub use crate::core::api::{global, AllocatorApi};
 pub use crate::core::descriptor::{

@@ -2,7 +2,8 @@
 //! application behaves as without the library, the vendor's executor calls
 //! the user's allocator through both of its paths, the report counts those
 //! allocations, and each injected fault is reported once with its stream and
-//! size.
+//! size. The same application linked against libaclalloc alone (its host
+//! runtime) runs, and under `aclalloc run` reports the same.
 
 mod common;
 
@@ -11,7 +12,10 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 struct Built {
+    /// Linked against the stand-in vendor runtime.
     app: PathBuf,
+    /// The same source linked against libaclalloc alone.
+    alone: PathBuf,
     dir: PathBuf,
 }
 
@@ -58,7 +62,20 @@ fn built() -> &'static Built {
             "-ldl".as_ref(),
             "-lpthread".as_ref(),
         ]);
-        Built { app, dir }
+        let alone = dir.join("alloc_app_alone");
+        let aclalloc_dir = format!("-L{}", common::lib_dir().display());
+        let aclalloc_rpath = format!("-Wl,-rpath,{}", common::lib_dir().display());
+        cc(&[
+            vendor.join("alloc_app.c").as_os_str(),
+            "-o".as_ref(),
+            alone.as_os_str(),
+            aclalloc_dir.as_ref(),
+            "-laclalloc".as_ref(),
+            aclalloc_rpath.as_ref(),
+            "-ldl".as_ref(),
+            "-lpthread".as_ref(),
+        ]);
+        Built { app, alone, dir }
     })
 }
 
@@ -67,7 +84,11 @@ fn aclalloc() -> Command {
 }
 
 fn direct(mode: &str) -> Output {
-    Command::new(&built().app)
+    direct_run(&built().app, mode)
+}
+
+fn direct_run(app: &std::path::Path, mode: &str) -> Output {
+    Command::new(app)
         .arg(mode)
         .env_remove("LD_PRELOAD")
         .env_remove("ACLALLOC_TRACK")
@@ -76,11 +97,15 @@ fn direct(mode: &str) -> Output {
 }
 
 fn under_aclalloc(mode: &str, options: &[&str]) -> Output {
+    run_under_aclalloc(&built().app, mode, options)
+}
+
+fn run_under_aclalloc(app: &std::path::Path, mode: &str, options: &[&str]) -> Output {
     aclalloc()
         .arg("run")
         .args(options)
         .arg("--")
-        .arg(&built().app)
+        .arg(app)
         .arg(mode)
         .output()
         .expect("run aclalloc")
@@ -187,10 +212,15 @@ fn each_injected_fault_is_reported_once_with_its_stream_and_size() {
         ("overlap", "overlapping-blocks", 1, "4096"),
         ("null-address", "null-address", 1, "1024"),
     ];
-    for (mode, kind, stream, size) in cases {
-        let plain = direct(mode);
-        let tracked = under_aclalloc(mode, &[]);
+    let builds = [("vendor", &built().app), ("alone", &built().alone)];
+    for ((mode, kind, stream, size), (build, app)) in
+        cases.into_iter().flat_map(|case| builds.map(|b| (case, b)))
+    {
+        let plain = direct_run(app, mode);
+        let tracked = run_under_aclalloc(app, mode, &[]);
         let report = text(&tracked.stderr);
+        let mode = format!("{mode} ({build})");
+        assert!(plain.status.success(), "{mode}: {}", text(&plain.stdout));
         assert!(tracked.status.success(), "{mode}: {report}");
         assert_eq!(behaviour(&plain), behaviour(&tracked), "{mode}");
         assert_eq!(
@@ -216,6 +246,56 @@ fn each_injected_fault_is_reported_once_with_its_stream_and_size() {
             line.contains(&format!("allocator={allocator} ")),
             "{mode}: {line}"
         );
+    }
+}
+
+#[test]
+fn the_same_application_runs_on_the_library_alone() {
+    let plain = direct_run(&built().alone, "clean");
+    let stdout = text(&plain.stdout);
+    assert!(plain.status.success(), "{stdout}{}", text(&plain.stderr));
+    assert!(stdout.contains("result: ok"), "{stdout}");
+    assert!(stdout.contains("vendor executor: none"), "{stdout}");
+    assert!(
+        stdout.contains("user allocator: allocs=40 frees=40 get_addrs=40 bad_frees=0 live=0"),
+        "the host runtime's launches used the user's allocator: {stdout}"
+    );
+    // Preloading the library the program already uses: one copy, tracking on.
+    let tracked = run_under_aclalloc(&built().alone, "clean", &[]);
+    let report = text(&tracked.stderr);
+    assert!(tracked.status.success(), "{report}");
+    assert_eq!(behaviour(&plain), behaviour(&tracked));
+    assert!(
+        report.contains("totals: allocations=40 frees=40 live=0 faults=0"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_destroyed_stream_handle_reused_by_the_runtime_inherits_nothing() {
+    let line = |out: &Output| {
+        text(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("# new stream"))
+            .expect("the stream-reuse line")
+            .to_string()
+    };
+    // The stand-in keeps the stale entry, as CANN does ...
+    let plain = direct("stream-reuse");
+    assert!(plain.status.success());
+    assert_eq!(
+        line(&plain),
+        "# new stream has the old handle: yes; inherits an allocator: yes"
+    );
+    // ... and with libaclalloc in front, its destroy drops the record.
+    for options in [&[][..], &["--no-track"][..]] {
+        let fronted = under_aclalloc("stream-reuse", options);
+        assert!(fronted.status.success(), "{}", text(&fronted.stderr));
+        assert_eq!(
+            line(&fronted),
+            "# new stream has the old handle: yes; inherits an allocator: no"
+        );
+        assert_eq!(behaviour(&plain), behaviour(&fronted));
     }
 }
 

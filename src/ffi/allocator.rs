@@ -15,7 +15,6 @@ use crate::core::api::global;
 use crate::core::descriptor::{AllocatorObj, Descriptor};
 use crate::core::error::Result;
 use crate::interpose::Sym;
-use crate::registry::StreamKey;
 use crate::tracking::{self, LeakSeen};
 
 /// Creates an empty allocator descriptor: no object, no callbacks.
@@ -175,8 +174,10 @@ pub extern "C" fn aclrtAllocatorRegister(
 /// call the user's and behave exactly like them, and `*allocatorDesc` is
 /// still the user's descriptor. With tracking off they are exactly what was
 /// registered. In front of a real runtime this function is still answered
-/// here, so that the runtime's executor, looking the allocator up through
-/// this export, goes through the tracking layer.
+/// here (from the registrations made through this library, and not the
+/// stale entries a real runtime keeps for destroyed streams), so that the
+/// runtime's executor, looking the allocator up through this export, goes
+/// through the tracking layer.
 ///
 /// # Safety
 /// Each non-NULL out-parameter must point to writable memory of its type.
@@ -190,25 +191,6 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    if let Some(real) = forward::get_by_stream_unknown() {
-        let unknown =
-            StreamKey::from_ptr(stream).is_some_and(|k| global().get_by_stream(k).is_err());
-        if unknown {
-            // A registration made behind this library's back: the real
-            // runtime's answer. SAFETY: the caller's contract, passed on.
-            return unsafe {
-                real(
-                    stream,
-                    allocatorDesc,
-                    allocator,
-                    allocFunc,
-                    freeFunc,
-                    allocAdviseFunc,
-                    getAddrFromBlockFunc,
-                )
-            };
-        }
-    }
     boundary("aclrtAllocatorGetByStream", || {
         // SAFETY: the caller's contract for each out-parameter.
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;

@@ -4,6 +4,7 @@
 //! not provide the function, and the export then runs its own body.
 
 use super::boundary::passthrough;
+use super::runtime::host as host_runtime;
 use super::types::*;
 use crate::core::api::global;
 use crate::core::descriptor::{Callbacks, Descriptor};
@@ -21,6 +22,7 @@ type StreamDescFn = unsafe extern "C" fn(aclrtStream, aclrtAllocatorDesc) -> acl
 pub(crate) type StreamFn = unsafe extern "C" fn(aclrtStream) -> aclError;
 pub(crate) type StreamTimeoutFn = unsafe extern "C" fn(aclrtStream, i32) -> aclError;
 pub(crate) type VoidFn = unsafe extern "C" fn() -> aclError;
+pub(crate) type DeviceFn = unsafe extern "C" fn(i32) -> aclError;
 pub(crate) type ErrMsgFn = unsafe extern "C" fn() -> *const c_char;
 pub(crate) type GetByStreamFn = unsafe extern "C" fn(
     aclrtStream,
@@ -96,12 +98,35 @@ fn register_with(
     stream: aclrtStream,
     desc: aclrtAllocatorDesc,
 ) -> aclError {
-    let known = StreamKey::from_ptr(stream).zip(DescriptorHandle::from_ptr(desc));
-    let callbacks = shadow::descriptor(desc as usize).and_then(|d| d.callbacks().ok());
-    let (Some((key, handle)), Some(callbacks)) = (known, callbacks) else {
+    let (Some(key), Some(handle)) = (
+        StreamKey::from_ptr(stream),
+        DescriptorHandle::from_ptr(desc),
+    ) else {
         // The runtime validates and reports; this library has nothing to record.
         // SAFETY: the real runtime's function.
         return unsafe { register(stream, desc) };
+    };
+    let callbacks = match shadow::descriptor(desc as usize) {
+        Some(d) => match d.callbacks() {
+            Ok(c) => c,
+            // Incomplete: the runtime refuses it with its own message.
+            // SAFETY: the real runtime's function.
+            Err(_) => return unsafe { register(stream, desc) },
+        },
+        None => {
+            // A descriptor this library did not see being made (created
+            // inside the runtime): register it, then learn its contents
+            // from the runtime.
+            // SAFETY: the real runtime's function.
+            let rc = unsafe { register(stream, desc) };
+            if rc != ACL_SUCCESS {
+                return rc;
+            }
+            match read_back(stream) {
+                Some(c) => c,
+                None => return rc,
+            }
+        }
     };
     let registration = Registration {
         descriptor: handle,
@@ -133,6 +158,36 @@ fn register_with(
         }
     }
     rc
+}
+
+/// The callbacks the real runtime holds for `stream`.
+fn read_back(stream: aclrtStream) -> Option<Callbacks> {
+    let get = real_fn!(aclrtAllocatorGetByStream as GetByStreamFn)?;
+    let mut desc = std::ptr::null_mut();
+    let mut obj = std::ptr::null_mut();
+    let (mut alloc, mut free, mut advise, mut addr) = (None, None, None, None);
+    // SAFETY: the real runtime's function, with valid out-pointers.
+    let rc = unsafe {
+        get(
+            stream,
+            &mut desc,
+            &mut obj,
+            &mut alloc,
+            &mut free,
+            &mut advise,
+            &mut addr,
+        )
+    };
+    if rc != ACL_SUCCESS {
+        return None;
+    }
+    Some(Callbacks {
+        obj: crate::core::descriptor::AllocatorObj::new(obj)?,
+        alloc: alloc?,
+        free: free?,
+        alloc_advise: advise,
+        get_addr_from_block: addr?,
+    })
 }
 
 /// A descriptor in the real runtime holding `callbacks` (the tracking ones).
@@ -204,49 +259,49 @@ fn forget(key: StreamKey, seen: LeakSeen) {
     }
 }
 
-/// `aclrtAllocatorGetByStream` for a stream this library has no record of:
-/// the real runtime's answer (a registration made behind this library).
-pub(crate) fn get_by_stream_unknown() -> Option<GetByStreamFn> {
-    real_fn!(aclrtAllocatorGetByStream as GetByStreamFn)
+// The runtime functions the tracking layer and this library's records must
+// see. The backend table (`crate::runtime::backend`) installs these in place
+// of the real functions, only when the real runtime provides them.
+
+/// The real `sym`, which the backend checked is present.
+fn real_stream_fn(sym: Sym) -> Option<StreamFn> {
+    // SAFETY: every caller passes a function of type `aclError (aclrtStream)`.
+    unsafe { real::<StreamFn>(sym) }
 }
 
-pub(crate) fn synchronize_stream(stream: aclrtStream) -> Option<aclError> {
-    let sync = real_fn!(aclrtSynchronizeStream as StreamFn)?;
-    Some(passthrough("aclrtSynchronizeStream", || {
+/// Forwarded `aclrtSynchronizeStream`: on success, the stream's frees are complete.
+pub(crate) unsafe extern "C" fn synchronize_stream(stream: aclrtStream) -> aclError {
+    let Some(sync) = real_stream_fn(Sym::aclrtSynchronizeStream) else {
+        // SAFETY: the same contract.
+        return unsafe { host_runtime::aclrtSynchronizeStream(stream) };
+    };
+    passthrough("aclrtSynchronizeStream", || {
         // SAFETY: the real runtime's function.
         let rc = unsafe { sync(stream) };
         if rc == ACL_SUCCESS {
             synchronized(stream);
         }
         rc
-    }))
+    })
 }
 
-pub(crate) fn synchronize_stream_with_timeout(
+/// Forwarded `aclrtSynchronizeStreamWithTimeout`.
+pub(crate) unsafe extern "C" fn synchronize_stream_with_timeout(
     stream: aclrtStream,
     timeout: i32,
-) -> Option<aclError> {
-    let sync = real_fn!(aclrtSynchronizeStreamWithTimeout as StreamTimeoutFn)?;
-    Some(passthrough("aclrtSynchronizeStreamWithTimeout", || {
+) -> aclError {
+    let Some(sync) = real_fn!(aclrtSynchronizeStreamWithTimeout as StreamTimeoutFn) else {
+        // SAFETY: the same contract.
+        return unsafe { host_runtime::aclrtSynchronizeStreamWithTimeout(stream, timeout) };
+    };
+    passthrough("aclrtSynchronizeStreamWithTimeout", || {
         // SAFETY: the real runtime's function.
         let rc = unsafe { sync(stream, timeout) };
         if rc == ACL_SUCCESS {
             synchronized(stream);
         }
         rc
-    }))
-}
-
-pub(crate) fn synchronize_device() -> Option<aclError> {
-    let sync = real_fn!(aclrtSynchronizeDevice as VoidFn)?;
-    Some(passthrough("aclrtSynchronizeDevice", || {
-        // SAFETY: the real runtime's function.
-        let rc = unsafe { sync() };
-        if rc == ACL_SUCCESS {
-            tracking::device_synchronized();
-        }
-        rc
-    }))
+    })
 }
 
 /// A NULL stream is the default stream, on which no allocator can be
@@ -257,24 +312,55 @@ fn synchronized(stream: aclrtStream) {
     }
 }
 
-pub(crate) fn destroy_stream(
-    sym: Sym,
-    function: &'static str,
-    stream: aclrtStream,
-) -> Option<aclError> {
-    // SAFETY: both destroy functions have the C type `aclError (aclrtStream)`.
-    let destroy = unsafe { real::<StreamFn>(sym) }?;
-    Some(passthrough(function, || {
-        // SAFETY: the real runtime's function.
-        let rc = unsafe { destroy(stream) };
-        if rc == ACL_SUCCESS {
-            if let Some(key) = StreamKey::from_ptr(stream) {
-                forget(key, LeakSeen::StreamDestroy);
-            }
+/// Forwarded device-wide functions (`aclrtSynchronizeDevice`, and the resets,
+/// which finish or drop every stream's work): on success, every stream counts
+/// as synchronized.
+macro_rules! device_wide {
+    ($wrapper:ident, $sym:ident, $ty:ty, ($($arg:ident: $argty:ty),*)) => {
+        pub(crate) unsafe extern "C" fn $wrapper($($arg: $argty),*) -> aclError {
+            let Some(f) = real_fn!($sym as $ty) else {
+                // SAFETY: the same contract.
+                return unsafe { host_runtime::$sym($($arg),*) };
+            };
+            passthrough(stringify!($sym), || {
+                // SAFETY: the real runtime's function.
+                let rc = unsafe { f($($arg),*) };
+                if rc == ACL_SUCCESS {
+                    tracking::device_synchronized();
+                }
+                rc
+            })
         }
-        rc
-    }))
+    };
 }
+device_wide!(synchronize_device, aclrtSynchronizeDevice, VoidFn, ());
+device_wide!(reset_device, aclrtResetDevice, DeviceFn, (device: i32));
+device_wide!(reset_device_force, aclrtResetDeviceForce, DeviceFn, (device: i32));
+
+/// Forwarded `aclrtDestroyStream` / `aclrtDestroyStreamForce`: on success,
+/// this library drops its record of the stream.
+macro_rules! destroy {
+    ($wrapper:ident, $sym:ident) => {
+        pub(crate) unsafe extern "C" fn $wrapper(stream: aclrtStream) -> aclError {
+            let Some(destroy) = real_stream_fn(Sym::$sym) else {
+                // SAFETY: the same contract.
+                return unsafe { host_runtime::$sym(stream) };
+            };
+            passthrough(stringify!($sym), || {
+                // SAFETY: the real runtime's function.
+                let rc = unsafe { destroy(stream) };
+                if rc == ACL_SUCCESS {
+                    if let Some(key) = StreamKey::from_ptr(stream) {
+                        forget(key, LeakSeen::StreamDestroy);
+                    }
+                }
+                rc
+            })
+        }
+    };
+}
+destroy!(destroy_stream, aclrtDestroyStream);
+destroy!(destroy_stream_force, aclrtDestroyStreamForce);
 
 pub(crate) fn recent_err_msg() -> Option<ErrMsgFn> {
     real_fn!(aclGetRecentErrMsg as ErrMsgFn)

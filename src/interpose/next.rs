@@ -48,6 +48,28 @@ macro_rules! symbols {
 }
 
 symbols! {
+    aclInit,
+    aclFinalize,
+    aclrtSetDevice,
+    aclrtResetDevice,
+    aclrtResetDeviceForce,
+    aclrtGetDevice,
+    aclrtGetDeviceCount,
+    aclrtCreateContext,
+    aclrtDestroyContext,
+    aclrtSetCurrentContext,
+    aclrtGetCurrentContext,
+    aclrtCreateStream,
+    aclrtCreateStreamWithConfig,
+    aclrtMalloc,
+    aclrtMallocAlign32,
+    aclrtFree,
+    aclrtMemcpy,
+    aclrtMemset,
+    aclrtMemcpyAsync,
+    aclrtMemsetAsync,
+    aclrtGetMemInfo,
+    aclallocLaunchKernel,
     aclrtAllocatorCreateDesc,
     aclrtAllocatorDestroyDesc,
     aclrtAllocatorSetObjToDesc,
@@ -76,14 +98,16 @@ const RESOLVED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
 static RESOLVER: AtomicUsize = AtomicUsize::new(0);
 
-/// Runs the resolution at load time, and turns tracking on if the
-/// environment asks for it.
+/// The library's one load-time constructor: the lookup, then the runtime
+/// backend's choice (which reads it), then tracking if the environment asks
+/// for it.
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
 
 extern "C" fn at_load() {
     resolve();
+    crate::runtime::backend::active();
     crate::tracking::init_from_env();
 }
 
@@ -157,11 +181,11 @@ pub unsafe fn real<F: Copy>(sym: Sym) -> Option<F> {
     address(sym).map(|a| unsafe { std::mem::transmute_copy::<usize, F>(&a) })
 }
 
-/// True when a real runtime is behind this library: it provides
-/// `aclrtAllocatorRegister` (the function whose registrations its executor
-/// reads).
+/// True when a real runtime is behind this library: it provides streams
+/// (`aclrtCreateStream`). The runtime backend is chosen on this; each
+/// allocator export forwards on its own symbol being found.
 pub fn real_runtime() -> bool {
-    address(Sym::aclrtAllocatorRegister).is_some()
+    address(Sym::aclrtCreateStream).is_some()
 }
 
 #[cfg(test)]

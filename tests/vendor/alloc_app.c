@@ -7,7 +7,8 @@
  * runtime, or libaclalloc alone (then the second path is the same launch).
  *
  *   alloc_app [MODE]   MODE: clean (default), leak, double-free, unknown-free,
- *                      cross-stream, overlap, null-address, concurrent, exit:N
+ *                      cross-stream, overlap, null-address, concurrent,
+ *                      stream-reuse, exit:N
  *
  * stdout is the same with or without libaclalloc in front; lines starting
  * with '#' carry handles (which differ from run to run). Each fault MODE adds
@@ -265,6 +266,20 @@ int main(int argc, char **argv) {
     }
     CHECK(aclrtSynchronizeStream(s1));
     CHECK(aclrtSynchronizeStream(s2));
+
+    if (strcmp(mode, "stream-reuse") == 0) {
+        /* A stream destroyed while registered, and a new one: does it inherit
+         * the allocator? CANN keeps the stale entry; libaclalloc does not. */
+        CHECK(aclrtDestroyStream(s1));
+        aclrtStream s3 = NULL;
+        CHECK(aclrtCreateStream(&s3));
+        aclrtAllocatorDesc inherited = NULL;
+        aclError rc = aclrtAllocatorGetByStream(s3, &inherited, NULL, NULL, NULL, NULL, NULL);
+        (void)aclGetRecentErrMsg();
+        printf("# new stream has the old handle: %s; inherits an allocator: %s\n",
+               s3 == s1 ? "yes" : "no", rc == ACL_SUCCESS ? "yes" : "no");
+        s1 = s3;
+    }
 
     printf("mode: %s\n", mode);
     printf("launches: %d ok, %d failed\n", launches_ok, launches_failed);

@@ -42,7 +42,13 @@ typedef struct {
 
 typedef struct {
     int id;
+    int live;
 } fake_stream;
+
+/* Streams come from a fixed pool, most recently destroyed first: a new
+ * stream often gets the handle of one just destroyed, as with CANN. */
+#define MAX_STREAMS 16
+static fake_stream stream_pool[MAX_STREAMS];
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_entry table[MAX_ENTRIES];
@@ -150,11 +156,22 @@ aclError aclrtAllocatorUnregister(aclrtStream stream) {
     return ACL_SUCCESS;
 }
 
+static fake_stream *last_destroyed;
+
 aclError aclrtCreateStream(aclrtStream *stream) {
     if (stream == NULL) return fail("fake: stream is NULL", FAKE_INVALID_PARAM);
-    fake_stream *s = malloc(sizeof *s);
-    if (s == NULL) return fail("fake: out of memory", FAKE_MEMORY_ALLOCATION);
-    s->id = atomic_fetch_add(&next_stream_id, 1);
+    pthread_mutex_lock(&table_lock);
+    fake_stream *s = NULL;
+    if (last_destroyed != NULL && !last_destroyed->live) s = last_destroyed;
+    for (int i = 0; s == NULL && i < MAX_STREAMS; i++)
+        if (!stream_pool[i].live && stream_pool[i].id == 0) s = &stream_pool[i];
+    if (s != NULL) {
+        s->live = 1;
+        s->id = atomic_fetch_add(&next_stream_id, 1);
+        last_destroyed = NULL;
+    }
+    pthread_mutex_unlock(&table_lock);
+    if (s == NULL) return fail("fake: too many streams", FAKE_MEMORY_ALLOCATION);
     *stream = s;
     return ACL_SUCCESS;
 }
@@ -169,7 +186,11 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
 /* As CANN: the allocator entry of the stream stays. */
 aclError aclrtDestroyStream(aclrtStream stream) {
     if (stream == NULL) return fail("fake: stream is NULL", FAKE_INVALID_PARAM);
-    free(stream);
+    pthread_mutex_lock(&table_lock);
+    fake_stream *s = stream;
+    s->live = 0;
+    last_destroyed = s;
+    pthread_mutex_unlock(&table_lock);
     return ACL_SUCCESS;
 }
 
