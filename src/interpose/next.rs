@@ -90,13 +90,88 @@ symbols! {
 
 const COUNT: usize = Sym::ALL.len();
 
-static SLOTS: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
-
 const UNRESOLVED: u8 = 0;
 const RESOLVING: u8 = 1;
 const RESOLVED: u8 = 2;
-static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
-static RESOLVER: AtomicUsize = AtomicUsize::new(0);
+
+/// The results of the lookup and where it stands: plain atomics in a static,
+/// so that neither resolving nor reading allocates.
+pub(crate) struct Resolver {
+    slots: [AtomicUsize; COUNT],
+    state: AtomicU8,
+    /// The thread doing the lookup (its `pthread_self`), while it runs.
+    resolver: AtomicUsize,
+}
+
+impl Resolver {
+    pub(crate) const fn new() -> Self {
+        Resolver {
+            slots: [const { AtomicUsize::new(0) }; COUNT],
+            state: AtomicU8::new(UNRESOLVED),
+            resolver: AtomicUsize::new(0),
+        }
+    }
+
+    /// Runs `lookup` once for every symbol, on the first call; concurrent
+    /// first callers wait for it; later calls return at once.
+    #[inline]
+    pub(crate) fn resolve(&self, lookup: impl Fn(Sym) -> usize) {
+        if self.state.load(Ordering::Acquire) != RESOLVED {
+            self.resolve_slow(&lookup);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve_slow(&self, lookup: &dyn Fn(Sym) -> usize) {
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() } as usize;
+        match self.state.compare_exchange(
+            UNRESOLVED,
+            RESOLVING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                self.resolver.store(me, Ordering::Release);
+                for (slot, &sym) in self.slots.iter().zip(Sym::ALL) {
+                    slot.store(lookup(sym), Ordering::Relaxed);
+                }
+                self.state.store(RESOLVED, Ordering::Release);
+            }
+            Err(_) => {
+                if self.resolver.load(Ordering::Acquire) == me {
+                    return; // called from inside the lookup: the slots read as empty
+                }
+                while self.state.load(Ordering::Acquire) != RESOLVED {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// What the lookup found for `sym` (resolving first if needed).
+    #[inline]
+    pub(crate) fn get(&self, sym: Sym, lookup: impl Fn(Sym) -> usize) -> Option<usize> {
+        self.resolve(lookup);
+        match self.slots[sym as usize].load(Ordering::Relaxed) {
+            0 => None,
+            found => Some(found),
+        }
+    }
+}
+
+static NEXT: Resolver = Resolver::new();
+
+/// The lookup in the objects loaded after this library.
+fn dlsym_next(sym: Sym) -> usize {
+    if forwarding_disabled() {
+        return 0;
+    }
+    // SAFETY: a NUL-terminated name; RTLD_NEXT is valid from code inside a
+    // shared object or executable.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, sym.c_name().as_ptr()) as usize }
+}
 
 /// The library's one load-time constructor: the lookup, then the runtime
 /// backend's choice (which reads it), then tracking if the environment asks
@@ -114,38 +189,7 @@ extern "C" fn at_load() {
 /// Makes sure the lookup has run; returns at once after the first time.
 #[inline]
 pub fn resolve() {
-    if STATE.load(Ordering::Acquire) != RESOLVED {
-        resolve_slow();
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn resolve_slow() {
-    // SAFETY: pthread_self has no preconditions.
-    let me = unsafe { libc::pthread_self() } as usize;
-    match STATE.compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {
-            RESOLVER.store(me, Ordering::Release);
-            if !forwarding_disabled() {
-                for (slot, sym) in SLOTS.iter().zip(Sym::ALL) {
-                    // SAFETY: a NUL-terminated name; RTLD_NEXT is valid from
-                    // code inside a shared object or executable.
-                    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, sym.c_name().as_ptr()) };
-                    slot.store(found as usize, Ordering::Relaxed);
-                }
-            }
-            STATE.store(RESOLVED, Ordering::Release);
-        }
-        Err(_) => {
-            if RESOLVER.load(Ordering::Acquire) == me {
-                return; // called from inside dlsym: the slots read as empty
-            }
-            while STATE.load(Ordering::Acquire) != RESOLVED {
-                std::thread::yield_now();
-            }
-        }
-    }
+    NEXT.resolve(dlsym_next);
 }
 
 fn forwarding_disabled() -> bool {
@@ -163,11 +207,7 @@ fn forwarding_disabled() -> bool {
 /// provides one.
 #[inline]
 pub fn address(sym: Sym) -> Option<usize> {
-    resolve();
-    match SLOTS[sym as usize].load(Ordering::Relaxed) {
-        0 => None,
-        found => Some(found),
-    }
+    NEXT.get(sym, dlsym_next)
 }
 
 /// The real implementation of `sym` as a function pointer of type `F`.
@@ -199,6 +239,62 @@ mod tests {
             assert_eq!(address(sym), None, "{sym:?}");
         }
         assert!(!real_runtime());
+    }
+
+    #[test]
+    fn the_first_callers_from_several_threads_share_one_lookup() {
+        use std::sync::Arc;
+        let resolver = Arc::new(Resolver::new());
+        let lookups = Arc::new(AtomicUsize::new(0));
+        let barrier = Arc::new(std::sync::Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (resolver, lookups, barrier) =
+                    (resolver.clone(), lookups.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let lookup = |sym: Sym| {
+                        lookups.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                        0x1000 + sym as usize
+                    };
+                    Sym::ALL
+                        .iter()
+                        .map(|&s| resolver.get(s, lookup))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let expected: Vec<_> = Sym::ALL
+            .iter()
+            .map(|&s| Some(0x1000 + s as usize))
+            .collect();
+        for t in threads {
+            assert_eq!(
+                t.join().unwrap(),
+                expected,
+                "every caller sees the whole lookup"
+            );
+        }
+        assert_eq!(
+            lookups.load(Ordering::Relaxed),
+            Sym::ALL.len(),
+            "looked up once"
+        );
+    }
+
+    #[test]
+    fn a_call_from_inside_the_lookup_sees_no_runtime_instead_of_deadlocking() {
+        let resolver = Resolver::new();
+        let inner = std::cell::Cell::new(None);
+        resolver.resolve(|sym| {
+            if sym == Sym::aclInit {
+                inner.set(Some(resolver.get(Sym::aclInit, |_| 7)));
+            }
+            5
+        });
+        assert_eq!(inner.get(), Some(None));
+        assert_eq!(resolver.get(Sym::aclInit, |_| 7), Some(5));
     }
 
     #[test]
