@@ -3,9 +3,14 @@
 //! Every export goes through [`boundary::boundary`], which catches panics,
 //! records the failure for `aclGetRecentErrMsg` and turns it into an ACL
 //! error code. Pointer arguments are checked and converted in [`args`], the
-//! one place that touches raw pointers from C. In front of a real runtime,
-//! exports run the forwarding bodies of [`forward`] instead (the rule is in
-//! [`crate::interpose`]).
+//! one place that touches raw pointers from C.
+//!
+//! The runtime exports (`acl.h` / `acl_rt.h`, `aclallocLaunchKernel`) call
+//! through the backend table of [`crate::runtime::backend`]; the host
+//! backend's implementations run their bodies through the boundary.
+//! In front of a real runtime, the allocator exports run the forwarding
+//! bodies of [`forward`] instead, and the backend table is filled from the
+//! same load-time lookup (the rule is in [`crate::interpose`]).
 
 pub mod allocator;
 pub(crate) mod args;
