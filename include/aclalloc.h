@@ -142,11 +142,11 @@ typedef struct {
   /**
    * Total added.
    */
-  uint64_t allocated;
+  int64_t allocated;
   /**
    * Total removed.
    */
-  uint64_t freed;
+  int64_t freed;
 } aclallocTrackingStat;
 
 /**

@@ -371,6 +371,7 @@ fn the_snapshot_holds_a_leaked_block_with_its_stream_and_size() {
     assert_eq!(segment["stream"], number(&s1));
     assert_eq!(segment["allocator"], number(&allocator));
     assert_eq!(segment["total_size"], 3000);
+    assert_eq!(segment["requested_size"], 3000);
     let block = &segment["blocks"][0];
     assert_eq!(block["size"], 3000);
     assert_eq!(block["requested_size"], 3000);

@@ -19,9 +19,9 @@ pub struct aclallocTrackingStat {
     /// The highest `current` seen.
     pub peak: i64,
     /// Total added.
-    pub allocated: u64,
+    pub allocated: i64,
     /// Total removed.
-    pub freed: u64,
+    pub freed: i64,
 }
 
 /// The tracking layer's statistics for one allocator object, with the pool's

@@ -1,5 +1,7 @@
 //! The JSON snapshot, in the shape of the pool's (PyTorch's
-//! `memory_snapshot`): `segments`, each with its `blocks`. The tracking layer
+//! `memory_snapshot`): `segments` (address, total_size, stream, segment_type,
+//! allocated_size, active_size, requested_size), each with its `blocks`
+//! (address, size, requested_size, state). The tracking layer
 //! only sees blocks, so every live block is its own segment of type `user`;
 //! `allocators` carries each allocator's statistics and `events` the faults.
 //! Handles and addresses are numbers, as in PyTorch's snapshot.
@@ -44,7 +46,7 @@ pub fn snapshot_json() -> String {
             segments.push(format!(
                 "{{\"address\":{address},\"total_size\":{size},\"stream\":{stream},\
                  \"segment_type\":\"user\",\"allocator\":{allocator},\"allocated_size\":{size},\
-                 \"active_size\":{size},\"blocks\":[{{\"address\":{address},\"size\":{size},\
+                 \"active_size\":{size},\"requested_size\":{size},\"blocks\":[{{\"address\":{address},\"size\":{size},\
                  \"requested_size\":{size},\"state\":\"active_allocated\",\"block\":{block},\
                  \"time_ns\":{time}}}]}}",
                 size = rec.size,

@@ -1,6 +1,6 @@
 //! Per-allocator statistics, in the shape of the pool's (PyTorch's
 //! `memory_stats` keys): each counter has `current`, `peak`, `allocated` and
-//! `freed`.
+//! `freed`, all signed 64-bit as in the pool's `Stat`.
 
 /// One statistic: what is live now, the most that ever was, and the totals
 /// that came and went.
@@ -11,15 +11,16 @@ pub struct Stat {
     /// The highest `current` seen.
     pub peak: i64,
     /// Total added.
-    pub allocated: u64,
+    pub allocated: i64,
     /// Total removed.
-    pub freed: u64,
+    pub freed: i64,
 }
 
 impl Stat {
     #[inline]
     pub(crate) fn add(&mut self, amount: u64) {
-        self.current += amount as i64;
+        let amount = amount as i64;
+        self.current += amount;
         self.allocated += amount;
         if self.current > self.peak {
             self.peak = self.current;
@@ -28,7 +29,8 @@ impl Stat {
 
     #[inline]
     pub(crate) fn sub(&mut self, amount: u64) {
-        self.current -= amount as i64;
+        let amount = amount as i64;
+        self.current -= amount;
         self.freed += amount;
     }
 }
@@ -54,8 +56,8 @@ impl AllocatorStats {
         ] {
             out.push((format!("{name}.all.current"), s.current));
             out.push((format!("{name}.all.peak"), s.peak));
-            out.push((format!("{name}.all.allocated"), s.allocated as i64));
-            out.push((format!("{name}.all.freed"), s.freed as i64));
+            out.push((format!("{name}.all.allocated"), s.allocated));
+            out.push((format!("{name}.all.freed"), s.freed));
         }
         out.push(("num_alloc_failures".into(), self.num_alloc_failures as i64));
         out
