@@ -211,6 +211,7 @@ fn each_injected_fault_is_reported_once_with_its_stream_and_size() {
         ),
         ("overlap", "overlapping-blocks", 1, "4096"),
         ("null-address", "null-address", 1, "1024"),
+        ("leak-at-exit", "leak", 2, "5000"),
     ];
     let builds = [("vendor", &built().app), ("alone", &built().alone)];
     for ((mode, kind, stream, size), (build, app)) in
@@ -297,6 +298,29 @@ fn a_destroyed_stream_handle_reused_by_the_runtime_inherits_nothing() {
         );
         assert_eq!(behaviour(&plain), behaviour(&fronted));
     }
+}
+
+#[test]
+fn a_descriptor_made_inside_the_runtime_is_read_back_and_tracked() {
+    let plain = direct("runtime-desc");
+    let tracked = under_aclalloc("runtime-desc", &[]);
+    let report = text(&tracked.stderr);
+    assert!(tracked.status.success(), "{report}");
+    assert_eq!(behaviour(&plain), behaviour(&tracked));
+    let stdout = text(&tracked.stdout);
+    assert!(
+        stdout.contains("runtime-made descriptor read back: yes"),
+        "{stdout}"
+    );
+    // 40 clean launches + 6 on the third stream, both executor paths.
+    assert!(
+        stdout.contains("vendor executor: internal=23 exported=23 allocs=46"),
+        "{stdout}"
+    );
+    assert!(
+        report.contains("totals: allocations=46 frees=46 live=0 faults=0"),
+        "{report}"
+    );
 }
 
 #[test]

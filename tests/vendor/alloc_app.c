@@ -8,7 +8,7 @@
  *
  *   alloc_app [MODE]   MODE: clean (default), leak, double-free, unknown-free,
  *                      cross-stream, overlap, null-address, concurrent,
- *                      stream-reuse, exit:N
+ *                      stream-reuse, runtime-desc, leak-at-exit, exit:N
  *
  * stdout is the same with or without libaclalloc in front; lines starting
  * with '#' carry handles (which differ from run to run). Each fault MODE adds
@@ -267,6 +267,34 @@ int main(int argc, char **argv) {
     CHECK(aclrtSynchronizeStream(s1));
     CHECK(aclrtSynchronizeStream(s2));
 
+    if (strcmp(mode, "runtime-desc") == 0) {
+        /* A descriptor the runtime made itself, registered on a third stream:
+         * its launches go through the user's allocator like the others. */
+        fakeCreateFilledDescFunc make =
+            (fakeCreateFilledDescFunc)dlsym(RTLD_DEFAULT, "fakeCreateFilledDesc");
+        aclrtStream s3 = NULL;
+        CHECK(aclrtCreateStream(&s3));
+        aclrtAllocatorDesc inner = make != NULL
+                                       ? make(&u, user_alloc, user_free, user_get_addr)
+                                       : aclrtAllocatorCreateDesc();
+        if (make == NULL) {
+            CHECK(aclrtAllocatorSetObjToDesc(inner, &u));
+            CHECK(aclrtAllocatorSetAllocFuncToDesc(inner, user_alloc));
+            CHECK(aclrtAllocatorSetFreeFuncToDesc(inner, user_free));
+            CHECK(aclrtAllocatorSetGetAddrFromBlockFuncToDesc(inner, user_get_addr));
+        }
+        CHECK(aclrtAllocatorRegister(s3, inner));
+        CHECK(lookup(s3, &f));
+        printf("runtime-made descriptor read back: %s\n", f.desc == inner ? "yes" : "no");
+        for (int i = 0; i < 3; i++) {
+            launch(s3, 2048, 0);
+            launch(s3, 2048, 1);
+        }
+        CHECK(aclrtSynchronizeStream(s3));
+        CHECK(aclrtAllocatorUnregister(s3));
+        CHECK(aclrtDestroyStream(s3));
+    }
+
     if (strcmp(mode, "stream-reuse") == 0) {
         /* A stream destroyed while registered, and a new one: does it inherit
          * the allocator? CANN keeps the stale entry; libaclalloc does not. */
@@ -299,6 +327,15 @@ int main(int argc, char **argv) {
                (unsigned long long)c.get_addrs);
     } else {
         printf("vendor executor: none\n");
+    }
+
+    if (strcmp(mode, "leak-at-exit") == 0) {
+        /* A block taken and never returned, and no teardown at all. */
+        CHECK(lookup(s2, &f));
+        f.get_addr(f.alloc(f.obj, 5000));
+        printf("result: ok\n");
+        fflush(stdout);
+        return 0;
     }
 
     CHECK(aclrtAllocatorUnregister(s1));

@@ -48,6 +48,11 @@ typedef struct {
 } fakeVendorCounters;
 typedef void (*fakeVendorGetCountersFunc)(fakeVendorCounters *out);
 
+/* Stand-in vendor only: a complete descriptor made inside the runtime. */
+typedef aclrtAllocatorDesc (*fakeCreateFilledDescFunc)(void *obj, aclrtAllocatorAllocFunc alloc,
+                                                       aclrtAllocatorFreeFunc release,
+                                                       aclrtAllocatorGetAddrFromBlockFunc get_addr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -250,6 +250,20 @@ aclError fakeExecuteViaGetByStream(aclrtStream stream, size_t workspaceSize,
     return execute(stream, &a, workspaceSize, kernel, userData);
 }
 
+/* A descriptor made inside the runtime (not through the exported
+ * aclrtAllocatorCreateDesc), as a runtime's own components may make one. */
+aclrtAllocatorDesc fakeCreateFilledDesc(void *obj, aclrtAllocatorAllocFunc alloc,
+                                        aclrtAllocatorFreeFunc release,
+                                        aclrtAllocatorGetAddrFromBlockFunc get_addr) {
+    fake_desc *d = calloc(1, sizeof *d);
+    if (d == NULL) return NULL;
+    d->obj = obj;
+    d->alloc = alloc;
+    d->free = release;
+    d->get_addr = get_addr;
+    return d;
+}
+
 void fakeVendorGetCounters(fakeVendorCounters *out) {
     out->launches_internal = launches_internal;
     out->launches_exported = launches_exported;
