@@ -62,6 +62,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracker::tracker;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Set once tracking was ever on: from then on the hooks below keep the
+/// records current (blocks recorded while it was on may be freed or checked
+/// later); before, they cost nothing.
+static EVER_ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// True when tracking is on.
 #[inline]
@@ -71,7 +75,15 @@ pub fn enabled() -> bool {
 
 /// Turns tracking on or off for lookups from now on.
 pub fn set_enabled(on: bool) {
+    if on {
+        EVER_ENABLED.store(true, Ordering::Relaxed);
+    }
     ENABLED.store(on, Ordering::Relaxed);
+}
+
+#[inline]
+fn ever_enabled() -> bool {
+    EVER_ENABLED.load(Ordering::Relaxed)
 }
 
 /// The tracking object and callbacks for `registration` on `stream`: found
@@ -95,6 +107,9 @@ pub fn callbacks_for(stream: StreamKey, registration: &Registration) -> Callback
 /// The registration of `stream` ended (`old`, if it had one): blocks still
 /// live that were allocated on it are reported as leaks.
 pub fn registration_ended(stream: StreamKey, old: Option<&Registration>, seen: LeakSeen) {
+    if !ever_enabled() {
+        return;
+    }
     tracker().forget_stream(stream);
     let Some(old) = old else { return };
     let allocator = old.callbacks.obj.as_ptr() as usize;
@@ -107,16 +122,23 @@ pub fn registration_ended(stream: StreamKey, old: Option<&Registration>, seen: L
 
 /// `stream` was synchronized: memory freed on it may go to other streams.
 pub fn stream_synchronized(stream: StreamKey) {
-    syncclock::stream_synchronized(stream.get().get());
+    if ever_enabled() {
+        syncclock::stream_synchronized(stream.get().get());
+    }
 }
 
 /// The whole device was synchronized (or reset).
 pub fn device_synchronized() {
-    syncclock::device_synchronized();
+    if ever_enabled() {
+        syncclock::device_synchronized();
+    }
 }
 
 /// `stream` was destroyed: its work is complete, its registration is gone.
 pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
+    if !ever_enabled() {
+        return;
+    }
     syncclock::stream_destroyed(stream.get().get());
     registration_ended(stream, old, LeakSeen::StreamDestroy);
 }
