@@ -146,7 +146,7 @@ pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
 /// The statistics of one user allocator object, if it was ever tracked.
 pub fn allocator_stats(allocator: *mut std::ffi::c_void) -> Option<AllocatorStats> {
     let state = tracker().state_of(allocator as usize)?;
-    let inside = state.enter(state::NOT_A_STREAM)?;
+    let inside = state.enter_for_report(state::REPORT_PATIENCE)?;
     Some(inside.stats)
 }
 
@@ -159,7 +159,7 @@ pub fn faults() -> (Vec<Event>, u64) {
 /// Reports every block still live as a leak (what happens at exit).
 pub fn report_leaks_now() {
     for state in tracker().states() {
-        if let Some(mut inside) = state.enter(state::NOT_A_STREAM) {
+        if let Some(mut inside) = state.enter_for_report(state::REPORT_PATIENCE) {
             inside.report_leaks(state.allocator, None, LeakSeen::Exit);
         }
     }

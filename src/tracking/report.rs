@@ -5,7 +5,7 @@
 //! pick them apart.
 
 use super::events::{events, Event, Fault, LeakSeen};
-use super::state::NOT_A_STREAM;
+use super::state::REPORT_PATIENCE;
 use super::stats::Stat;
 use super::tracker::tracker;
 use std::fmt::Write as _;
@@ -27,7 +27,12 @@ pub fn report_text() -> String {
         let _ = writeln!(out, "{P} no allocator was used through the tracking layer");
     }
     for state in states {
-        let Some(inside) = state.enter(NOT_A_STREAM) else {
+        let Some(inside) = state.enter_for_report(REPORT_PATIENCE) else {
+            let _ = writeln!(
+                out,
+                "{P} allocator {:#x}: busy (a thread stayed inside it), not read",
+                state.allocator
+            );
             continue;
         };
         let streams: Vec<String> = inside.streams.iter().map(|s| format!("{s:#x}")).collect();

@@ -8,7 +8,7 @@
 
 use super::events::{events, Fault};
 use super::report::leak_seen;
-use super::state::NOT_A_STREAM;
+use super::state::REPORT_PATIENCE;
 use super::tracker::tracker;
 use std::fmt::Write as _;
 
@@ -17,7 +17,7 @@ pub fn snapshot_json() -> String {
     let mut segments = Vec::new();
     let mut allocators = Vec::new();
     for state in tracker().states() {
-        let Some(inside) = state.enter(NOT_A_STREAM) else {
+        let Some(inside) = state.enter_for_report(REPORT_PATIENCE) else {
             continue;
         };
         let s = inside.stats;

@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// second stream.
 pub(crate) const NOT_A_STREAM: usize = usize::MAX;
 
+/// How long a report waits for an allocator that another thread is inside.
+pub(crate) const REPORT_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// How many freed blocks are remembered (for double-free and cross-stream
 /// checks) before the ones whose stream has been synchronized are dropped.
 const FREED_KEPT: usize = 1 << 14;
@@ -181,6 +184,31 @@ impl AllocState {
             return Some(Guard { state: self });
         }
         self.enter_contended(stream)
+    }
+
+    /// Takes the record for reading it out (reports, statistics), waiting
+    /// at most `patience`: a report at exit must not hang on a thread that
+    /// is stuck inside a user's allocator.
+    pub(crate) fn enter_for_report(&self, patience: std::time::Duration) -> Option<Guard<'_>> {
+        let me = this_thread();
+        if self.owner_thread.load(Ordering::Relaxed) == me {
+            return None;
+        }
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            if self
+                .owner
+                .compare_exchange(0, NOT_A_STREAM, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.owner_thread.store(me, Ordering::Relaxed);
+                return Some(Guard { state: self });
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::yield_now();
+        }
     }
 
     #[cold]
@@ -758,6 +786,27 @@ mod tests {
             }]
         );
         assert!(state.enter(0x10).is_some());
+    }
+
+    #[test]
+    fn a_report_gives_up_on_an_allocator_that_stays_busy() {
+        let state = AllocState::new(0xA110_0008);
+        let held = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let release = std::sync::Arc::new(std::sync::Barrier::new(2));
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _g = state.enter(0x10).unwrap();
+                held.wait();
+                release.wait();
+            });
+            held.wait();
+            let patience = std::time::Duration::from_millis(20);
+            assert!(state.enter_for_report(patience).is_none());
+            release.wait();
+        });
+        assert!(state
+            .enter_for_report(std::time::Duration::from_millis(20))
+            .is_some());
     }
 
     #[test]
