@@ -5,7 +5,7 @@
 //!
 //! Each export first asks [`crate::interpose::next`] whether a real runtime
 //! provides the function; if so it runs the forwarding body in
-//! [`super::forward`], otherwise its own.
+//! `super::forward`, otherwise its own.
 
 use super::args::{self, write_optional, Out};
 use super::boundary::boundary;

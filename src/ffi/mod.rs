@@ -9,7 +9,7 @@
 //! through the backend table of [`crate::runtime::backend`]; the host
 //! backend's implementations run their bodies through the boundary.
 //! In front of a real runtime, the allocator exports run the forwarding
-//! bodies of [`forward`] instead, and the backend table is filled from the
+//! bodies of `forward` instead, and the backend table is filled from the
 //! same load-time lookup (the rule is in [`crate::interpose`]).
 
 pub mod allocator;
