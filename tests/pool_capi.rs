@@ -6,8 +6,8 @@ use aclalloc::core::error::{ACL_ERROR_FAILURE, ACL_ERROR_INVALID_PARAM, ACL_SUCC
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::pool::*;
-use aclalloc::ffi::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
 use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
 use aclalloc::pool::PoolStats;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
