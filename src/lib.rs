@@ -24,6 +24,7 @@
 
 pub mod core;
 pub mod ffi;
+pub mod pool;
 pub mod registry;
 pub mod runtime;
 

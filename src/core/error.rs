@@ -75,6 +75,29 @@ pub enum Error {
         /// What failed.
         reason: &'static str,
     },
+    /// A caching pool could not serve an allocation.
+    #[error(
+        "Out of memory in the caching pool. Reason: tried to allocate {requested} bytes with {allocated} bytes allocated and {reserved} bytes reserved by the pool, limit {}; {cause}",
+        LimitText(*limit)
+    )]
+    PoolOutOfMemory {
+        /// Bytes the caller asked for.
+        requested: usize,
+        /// Bytes the pool had handed out.
+        allocated: usize,
+        /// Bytes the pool held from the device.
+        reserved: usize,
+        /// The pool's limit in bytes (`usize::MAX`: none).
+        limit: usize,
+        /// Why it failed.
+        cause: &'static str,
+    },
+    /// A pool cannot be destroyed while blocks are still handed out.
+    #[error("The pool still has {blocks} allocated blocks; free them first")]
+    PoolInUse {
+        /// Blocks still handed out.
+        blocks: usize,
+    },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
     Internal {
@@ -155,8 +178,10 @@ impl Error {
                 ACL_ERROR_INVALID_PARAM
             }
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
+            Error::PoolOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
             Error::Failure { .. } => ACL_ERROR_FAILURE,
+            Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
             Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
             Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
@@ -177,6 +202,19 @@ impl Error {
         match self {
             Error::NullPointer { .. } => " failed because ",
             _ => " failed. ",
+        }
+    }
+}
+
+/// Shows a byte limit, or "none" for `usize::MAX`.
+struct LimitText(usize);
+
+impl std::fmt::Display for LimitText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == usize::MAX {
+            f.write_str("none")
+        } else {
+            write!(f, "{} bytes", self.0)
         }
     }
 }

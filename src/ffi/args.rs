@@ -4,7 +4,7 @@
 
 use crate::core::error::{Error, Result};
 use crate::registry::{DescriptorHandle, StreamKey};
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::c_void;
 use std::ptr::NonNull;
 
 /// A required non-NULL value (a function pointer, an object).
@@ -61,21 +61,60 @@ pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
     }
 }
 
-/// A required NUL-terminated UTF-8 string.
+/// A NUL-terminated UTF-8 string argument.
 ///
 /// # Safety
 /// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
-pub(crate) unsafe fn c_str<'a>(ptr: *const c_char, param: &'static str) -> Result<&'a str> {
+pub(crate) unsafe fn c_str<'a>(
+    ptr: *const std::ffi::c_char,
+    param: &'static str,
+) -> Result<&'a str> {
     if ptr.is_null() {
         return Err(Error::NullPointer { param });
     }
     // SAFETY: the caller's contract.
-    unsafe { CStr::from_ptr(ptr) }
+    unsafe { std::ffi::CStr::from_ptr(ptr) }
         .to_str()
         .map_err(|_| Error::InvalidParam {
             param,
             reason: "It is not valid UTF-8",
         })
+}
+
+/// A caller's array of `capacity` elements (NULL allowed when `capacity` is 0).
+pub(crate) struct OutSlice<T> {
+    ptr: *mut T,
+    capacity: usize,
+}
+
+impl<T> OutSlice<T> {
+    /// # Safety
+    /// A non-NULL `ptr` must be valid for writes of `capacity` elements.
+    pub(crate) unsafe fn new(ptr: *mut T, capacity: usize, param: &'static str) -> Result<Self> {
+        if ptr.is_null() && capacity > 0 {
+            return Err(Error::NullPointer { param });
+        }
+        Ok(OutSlice { ptr, capacity })
+    }
+
+    /// Writes as many of `items` as fit.
+    pub(crate) fn fill(self, items: impl IntoIterator<Item = T>) {
+        for (i, item) in items.into_iter().take(self.capacity).enumerate() {
+            // SAFETY: `i < capacity`, the constructor's contract.
+            unsafe { self.ptr.add(i).write(item) }
+        }
+    }
+}
+
+/// Copies `text` into a caller's buffer of `size` bytes like `snprintf`: at
+/// most `size - 1` bytes and a NUL (nothing when `size` is 0).
+pub(crate) fn write_text(buffer: OutSlice<std::ffi::c_char>, text: &str) {
+    if buffer.capacity == 0 {
+        return;
+    }
+    let n = text.len().min(buffer.capacity - 1);
+    let bytes = text.as_bytes()[..n].iter().map(|&b| b as std::ffi::c_char);
+    buffer.fill(bytes.chain(std::iter::once(0)));
 }
 
 /// A stream argument where NULL means the current context's default stream.

@@ -19,6 +19,7 @@ pub mod errmsg;
 pub(crate) mod forward;
 pub mod launch;
 pub mod memory;
+pub mod pool;
 pub mod runtime;
 pub mod tracking;
 pub mod types;

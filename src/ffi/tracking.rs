@@ -5,47 +5,22 @@ use super::args::{self, Out};
 use super::boundary::boundary;
 use super::types::*;
 use crate::core::error::Error;
+use crate::pool::Stat;
 use crate::tracking;
 use std::ffi::{c_char, c_int};
 use std::io::Write as _;
 
-/// One statistic, as in the pool's statistics: what is live now, the most
-/// that ever was, and the totals added and removed.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct aclallocTrackingStat {
-    /// Live now.
-    pub current: i64,
-    /// The highest `current` seen.
-    pub peak: i64,
-    /// Total added.
-    pub allocated: i64,
-    /// Total removed.
-    pub freed: i64,
-}
-
 /// The tracking layer's statistics for one allocator object, with the pool's
-/// (PyTorch's) key names.
+/// (PyTorch's) key names and `aclallocStat` counters.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct aclallocTrackingStats {
     /// Blocks.
-    pub allocation: aclallocTrackingStat,
+    pub allocation: Stat,
     /// Bytes requested from alloc.
-    pub allocated_bytes: aclallocTrackingStat,
+    pub allocated_bytes: Stat,
     /// Calls of alloc that returned NULL.
     pub num_alloc_failures: u64,
-}
-
-impl From<tracking::Stat> for aclallocTrackingStat {
-    fn from(s: tracking::Stat) -> Self {
-        aclallocTrackingStat {
-            current: s.current,
-            peak: s.peak,
-            allocated: s.allocated,
-            freed: s.freed,
-        }
-    }
 }
 
 /// Turns the allocator tracking layer on (non-zero) or off (0) for
@@ -137,8 +112,8 @@ pub unsafe extern "C" fn aclallocTrackingGetStats(
             reason: "No allocation was made through the tracking layer with this allocator",
         })?;
         out.write(aclallocTrackingStats {
-            allocation: found.allocation.into(),
-            allocated_bytes: found.allocated_bytes.into(),
+            allocation: found.allocation,
+            allocated_bytes: found.allocated_bytes,
             num_alloc_failures: found.num_alloc_failures,
         });
         Ok(())

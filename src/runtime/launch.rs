@@ -21,7 +21,37 @@ use super::host::HostRuntime;
 use super::stream::{KernelFn, Task};
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
+use std::cell::Cell;
 use std::ffi::c_void;
+
+thread_local! {
+    /// The stream whose launch is calling allocator callbacks on this thread.
+    static LAUNCH_STREAM: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The stream of the launch that is calling an allocator callback on this
+/// thread right now, or 0 outside a launch. CANN's callbacks do not receive
+/// the stream; an allocator shared by several streams (the caching pool)
+/// reads it here to keep each stream's freed blocks for that stream.
+#[inline]
+pub fn current_launch_stream() -> usize {
+    LAUNCH_STREAM.with(Cell::get)
+}
+
+/// Sets [`current_launch_stream`] for the life of the guard.
+struct LaunchStream(usize);
+
+impl LaunchStream {
+    fn enter(stream: usize) -> Self {
+        LaunchStream(LAUNCH_STREAM.with(|s| s.replace(stream)))
+    }
+}
+
+impl Drop for LaunchStream {
+    fn drop(&mut self) {
+        LAUNCH_STREAM.with(|s| s.set(self.0));
+    }
+}
 
 impl HostRuntime {
     /// Launches `kernel(workspace, size, user_data)` on `stream` (NULL: the
@@ -50,6 +80,7 @@ impl HostRuntime {
             let c = crate::tracking::callbacks_for(key, &registration);
             let obj = c.obj.as_ptr();
             let stream_id = key.get().get();
+            let _in_launch = LaunchStream::enter(stream_id);
             // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object
             // were registered for this stream, and are called as CANN calls
             // them.

@@ -11,7 +11,7 @@
 
 use super::clock::now_ns;
 use super::events::{record, Fault, LeakSeen};
-use super::stats::AllocatorStats;
+use super::stats::{AllocatorStats, Count};
 use super::syncclock;
 use std::cell::UnsafeCell;
 use std::collections::hash_map::Entry;

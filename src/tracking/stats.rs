@@ -1,37 +1,26 @@
 //! Per-allocator statistics, in the shape of the pool's (PyTorch's
-//! `memory_stats` keys): each counter has `current`, `peak`, `allocated` and
-//! `freed`, all signed 64-bit as in the pool's `Stat`.
+//! `memory_stats` keys), with the pool's `Stat`: each counter has
+//! `current`, `peak`, `allocated` and `freed`.
 
-/// One statistic: what is live now, the most that ever was, and the totals
-/// that came and went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stat {
-    /// Live now.
-    pub current: i64,
-    /// The highest `current` seen.
-    pub peak: i64,
-    /// Total added.
-    pub allocated: i64,
-    /// Total removed.
-    pub freed: i64,
+/// One statistic: the pool's own type (`aclallocStat` in C), so that the
+/// tracking layer's figures read exactly like the pool's.
+pub use crate::pool::Stat;
+
+/// Adding and removing, as the pool's bookkeeping does.
+pub(crate) trait Count {
+    fn add(&mut self, amount: u64);
+    fn sub(&mut self, amount: u64);
 }
 
-impl Stat {
+impl Count for Stat {
     #[inline]
-    pub(crate) fn add(&mut self, amount: u64) {
-        let amount = amount as i64;
-        self.current += amount;
-        self.allocated += amount;
-        if self.current > self.peak {
-            self.peak = self.current;
-        }
+    fn add(&mut self, amount: u64) {
+        self.increase(amount as i64);
     }
 
     #[inline]
-    pub(crate) fn sub(&mut self, amount: u64) {
-        let amount = amount as i64;
-        self.current -= amount;
-        self.freed += amount;
+    fn sub(&mut self, amount: u64) {
+        self.decrease(amount as i64);
     }
 }
 
