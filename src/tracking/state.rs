@@ -102,7 +102,8 @@ pub(crate) struct Inner {
     ranges: BTreeMap<(usize, usize), Range>,
     pub(crate) stats: AllocatorStats,
     freed: usize,
-    /// Streams that have used this allocator, in order of first use.
+    /// Streams this allocator serves through the tracking layer, in the
+    /// order their tracking objects were made.
     pub(crate) streams: Vec<usize>,
 }
 
@@ -141,7 +142,7 @@ impl DerefMut for Guard<'_> {
 }
 
 impl Drop for Guard<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         self.state.owner_thread.store(0, Ordering::Relaxed);
         self.state.owner.store(0, Ordering::Release);
@@ -173,7 +174,7 @@ impl AllocState {
     /// call into the allocator). Returns `None` when this thread already holds
     /// it: a user callback that calls back into the same allocator is passed
     /// through untracked rather than deadlocking.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn enter(&self, stream: usize) -> Option<Guard<'_>> {
         if self
             .owner
@@ -252,8 +253,9 @@ impl AllocState {
 }
 
 impl Inner {
-    /// alloc on `stream` returned `block` for `size` bytes.
-    #[inline]
+    /// alloc on `stream` returned `block` for `size` bytes. Inlined into
+    /// the tracking callbacks: this is the common path of every allocation.
+    #[inline(always)]
     pub(crate) fn on_alloc(
         &mut self,
         allocator: usize,
@@ -266,39 +268,42 @@ impl Inner {
             self.stats.num_alloc_failures += 1;
             return;
         }
-        let rec = BlockRec {
-            size,
-            stream,
-            time_ns: now_ns(),
-            address: 0,
-            get_addr,
-            state: BlockState::Live {
-                leak_reported: false,
-            },
+        let time_ns = now_ns();
+        let fresh = BlockState::Live {
+            leak_reported: false,
         };
-        // Updated in place: in a launch loop the block is usually one this
-        // allocator handed out and got back before.
+        // Updated field by field in place (no record built on the stack and
+        // copied, which stalls on store forwarding): in a launch loop the
+        // block is usually one this allocator handed out and got back before.
         let twice = match self.blocks.entry(block) {
             Entry::Occupied(mut slot) => {
-                let old = std::mem::replace(slot.get_mut(), rec);
-                match old.state {
-                    BlockState::Freed { .. } => {
-                        self.freed -= 1;
-                        None
-                    }
-                    BlockState::Live { .. } => Some(old),
+                let held = slot.get_mut();
+                let old = matches!(held.state, BlockState::Live { .. }).then_some(*held);
+                held.size = size;
+                held.stream = stream;
+                held.time_ns = time_ns;
+                held.address = 0;
+                held.get_addr = get_addr;
+                held.state = fresh;
+                if old.is_none() {
+                    self.freed -= 1;
                 }
+                old
             }
             Entry::Vacant(slot) => {
-                slot.insert(rec);
+                slot.insert(BlockRec {
+                    size,
+                    stream,
+                    time_ns,
+                    address: 0,
+                    get_addr,
+                    state: fresh,
+                });
                 None
             }
         };
         if let Some(old) = twice {
-            self.handed_out_twice(allocator, block, &old, &rec);
-        }
-        if self.streams.last() != Some(&stream) && !self.streams.contains(&stream) {
-            self.streams.push(stream);
+            self.handed_out_twice(allocator, block, &old, stream, size);
         }
         self.stats.allocation.add(1);
         self.stats.allocated_bytes.add(size as u64);
@@ -307,13 +312,20 @@ impl Inner {
     /// The same live block came back from alloc: it overlaps itself. The old
     /// record is replaced, so it is counted as freed.
     #[cold]
-    fn handed_out_twice(&mut self, allocator: usize, block: usize, old: &BlockRec, new: &BlockRec) {
+    fn handed_out_twice(
+        &mut self,
+        allocator: usize,
+        block: usize,
+        old: &BlockRec,
+        stream: usize,
+        size: usize,
+    ) {
         record(Fault::Overlap {
-            stream: new.stream,
+            stream,
             allocator,
             block,
             address: old.address,
-            size: new.size,
+            size,
             other_stream: old.stream,
             other_block: block,
             other_address: old.address,
@@ -324,6 +336,13 @@ impl Inner {
         }
         self.stats.allocation.sub(1);
         self.stats.allocated_bytes.sub(old.size as u64);
+    }
+
+    /// `stream` now reaches this allocator through the tracking layer.
+    pub(crate) fn note_stream(&mut self, stream: usize) {
+        if !self.streams.contains(&stream) {
+            self.streams.push(stream);
+        }
     }
 
     /// The user's getAddrFromBlock function that serves `block`, if it is known.
@@ -488,8 +507,8 @@ impl Inner {
         }
     }
 
-    /// free(`block`) on `stream`.
-    #[inline]
+    /// free(`block`) on `stream`. Inlined into the tracking callbacks.
+    #[inline(always)]
     pub(crate) fn on_free(&mut self, allocator: usize, block: usize, stream: usize) {
         let Some(rec) = self.blocks.get_mut(&block) else {
             record(Fault::UnknownFree {

@@ -6,7 +6,8 @@
 /// tracking layer's figures read exactly like the pool's.
 pub use crate::pool::Stat;
 
-/// Adding and removing, as the pool's bookkeeping does.
+/// Adding and removing, as the pool's bookkeeping does (written out here so
+/// that it inlines into the tracking callbacks).
 pub(crate) trait Count {
     fn add(&mut self, amount: u64);
     fn sub(&mut self, amount: u64);
@@ -15,12 +16,19 @@ pub(crate) trait Count {
 impl Count for Stat {
     #[inline]
     fn add(&mut self, amount: u64) {
-        self.increase(amount as i64);
+        let amount = amount as i64;
+        self.current += amount;
+        self.allocated += amount;
+        if self.current > self.peak {
+            self.peak = self.current;
+        }
     }
 
     #[inline]
     fn sub(&mut self, amount: u64) {
-        self.decrease(amount as i64);
+        let amount = amount as i64;
+        self.current -= amount;
+        self.freed += amount;
     }
 }
 

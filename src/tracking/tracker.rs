@@ -132,6 +132,9 @@ impl Tracker {
                         s
                     }
                 };
+                if let Some(mut inside) = state.enter(super::state::NOT_A_STREAM) {
+                    inside.note_stream(stream.get().get());
+                }
                 let t: &'static TrackObj = Box::leak(Box::new(TrackObj {
                     stream,
                     registration: *registration,
