@@ -68,6 +68,91 @@ typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
 typedef void *aclrtStream;
 
 /**
+ * Where a pluggable allocator's shared object is and which symbols are its
+ * functions. Set the unused optional fields to NULL (or ""); a zeroed struct
+ * plus the three required fields is a valid configuration.
+ */
+typedef struct {
+  /**
+   * The shared object, as `dlopen` takes it (a name without '/' is searched
+   * on the loader's path). Required.
+   */
+  const char *path;
+  /**
+   * `void *alloc(ssize_t size, int device, aclrtStream stream)`. Required.
+   */
+  const char *allocSymbol;
+  /**
+   * `void free(void *ptr, ssize_t size, int device, aclrtStream stream)`. Required.
+   */
+  const char *freeSymbol;
+  /**
+   * `void init(int device_count)`: called once, when the allocator is created. Optional.
+   */
+  const char *initSymbol;
+  /**
+   * `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
+   */
+  const char *emptyCacheSymbol;
+  /**
+   * `void set_memory_fraction(double fraction, int device)`: called by
+   * `aclallocPluggableSetMemoryFraction`. Optional.
+   */
+  const char *memoryFractionSymbol;
+} aclallocPluggableConfig;
+
+/**
+ * A pluggable allocator handle, from `aclallocPluggableCreate`.
+ */
+typedef void *aclallocPluggable;
+
+/**
+ * Statistics of a pluggable allocator.
+ */
+typedef struct {
+  /**
+   * Bytes in live blocks now.
+   */
+  uint64_t allocatedBytesCurrent;
+  /**
+   * The most bytes live at once since creation or the last peak reset.
+   */
+  uint64_t allocatedBytesPeak;
+  /**
+   * Bytes ever allocated.
+   */
+  uint64_t allocatedBytesTotal;
+  /**
+   * Bytes ever freed.
+   */
+  uint64_t freedBytesTotal;
+  /**
+   * Successful allocations.
+   */
+  uint64_t allocCount;
+  /**
+   * Successful frees.
+   */
+  uint64_t freeCount;
+  /**
+   * Live blocks now.
+   */
+  uint64_t activeCount;
+  /**
+   * The most live blocks at once since creation or the last peak reset.
+   */
+  uint64_t activePeak;
+  /**
+   * Allocations the plugin answered with NULL.
+   */
+  uint64_t failedAllocCount;
+  /**
+   * Frees refused: pointers not allocated here, and double frees.
+   */
+  uint64_t refusedFreeCount;
+} aclallocPluggableStats;
+
+/**
  * The call succeeded.
  */
 #define ACL_SUCCESS 0
@@ -91,6 +176,38 @@ typedef void *aclrtStream;
  * A generic failure.
  */
 #define ACL_ERROR_FAILURE 500001
+
+/**
+ * Something was initialized already (here: the default allocator has served
+ * memory, so it can no longer be swapped).
+ */
+#define ACL_ERROR_REPEAT_INITIALIZE 100002
+
+/**
+ * A file (here: an allocator's shared object) cannot be opened or loaded.
+ */
+#define ACL_ERROR_INVALID_FILE 100003
+
+/**
+ * A file lacks something it must provide (here: a symbol of an allocator's
+ * shared object).
+ */
+#define ACL_ERROR_FILE_MISSING_ATTR 100007
+
+/**
+ * Resources that depend on the object are still alive.
+ */
+#define ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED 148051
+
+/**
+ * The operation is not supported (here: a hook the allocator does not offer).
+ */
+#define ACL_ERROR_API_NOT_SUPPORT 200001
+
+/**
+ * Device memory could not be allocated.
+ */
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,6 +282,83 @@ aclError aclrtAllocatorUnregister(aclrtStream stream);
  * `aclGetRecentErrMsg` again.
  */
 const char *aclGetRecentErrMsg(void);
+
+/**
+ * Loads a pluggable allocator from a shared object and resolves its
+ * functions by name, then calls its init function (if named) with the device
+ * count. On success `*allocator` is its handle and `*allocatorDesc` a
+ * complete descriptor for `aclrtAllocatorRegister`: its blocks are device
+ * pointers and getAddrFromBlock returns the block itself.
+ *
+ * The plugin is given the device current on the calling thread and the
+ * stream being served when known, else NULL; free passes the size, device
+ * and stream alloc got. A pointer the allocator did not hand out, or one
+ * freed already, never reaches the plugin's free.
+ *
+ * Errors: NULL config, path, allocSymbol, freeSymbol or out-parameter:
+ * `ACL_ERROR_INVALID_PARAM`; the object cannot be loaded:
+ * `ACL_ERROR_INVALID_FILE`; a named symbol is missing:
+ * `ACL_ERROR_FILE_MISSING_ATTR`. The message includes the loader's text.
+ * Nothing is created and nothing stays loaded on failure.
+ *
+ * # Safety
+ * `config` must point to a valid struct whose strings are NUL-terminated;
+ * the out-parameters must be writable. The named symbols must have the
+ * documented signatures. Loading runs the object's initialisers.
+ */
+aclError aclallocPluggableCreate(const aclallocPluggableConfig *config, aclallocPluggable *allocator, aclrtAllocatorDesc *allocatorDesc);
+
+/**
+ * Destroys a pluggable allocator and the descriptor made for it (if the
+ * caller has not destroyed that already), and unloads the shared object once
+ * nothing uses it. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED`
+ * while blocks are live or a stream is registered with it.
+ */
+aclError aclallocPluggableDestroy(aclallocPluggable allocator);
+
+/**
+ * Allocates `size` bytes from the plugin for `stream` (NULL: any stream) on
+ * the calling thread's current device. NULL from the plugin:
+ * `ACL_ERROR_RT_MEMORY_ALLOCATION`, `*devPtr` untouched.
+ *
+ * # Safety
+ * `devPtr` must be writable.
+ */
+aclError aclallocPluggableMalloc(aclallocPluggable allocator, void **devPtr, size_t size, aclrtStream stream);
+
+/**
+ * Frees a pointer from `aclallocPluggableMalloc` or the descriptor's alloc.
+ * A pointer not allocated here, or freed already:
+ * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
+ * and the plugin is not called.
+ */
+aclError aclallocPluggableFree(aclallocPluggable allocator, void *devPtr);
+
+/**
+ * Reads the allocator's statistics.
+ *
+ * # Safety
+ * `stats` must be writable.
+ */
+aclError aclallocPluggableGetStats(aclallocPluggable allocator, aclallocPluggableStats *stats);
+
+/**
+ * Restarts the peak statistics from the current values.
+ */
+aclError aclallocPluggableResetPeakStats(aclallocPluggable allocator);
+
+/**
+ * Calls the plugin's empty-cache function; without one, does nothing and
+ * succeeds (as PyTorch's pluggable allocator does).
+ */
+aclError aclallocPluggableEmptyCache(aclallocPluggable allocator);
+
+/**
+ * Calls the plugin's memory-fraction function with `fraction` in (0, 1].
+ * Without one: `ACL_ERROR_API_NOT_SUPPORT` (a limit silently ignored would
+ * be worse than an error).
+ */
+aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double fraction, int32_t deviceId);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -19,6 +19,7 @@
 
 pub mod core;
 pub mod ffi;
+pub mod plugin;
 pub mod registry;
 
 pub use crate::core::api::{global, AllocatorApi};

@@ -22,6 +22,22 @@ pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500000;
 /// A generic failure.
 pub const ACL_ERROR_FAILURE: aclError = 500001;
 
+// Pluggable and default allocators (issue 5).
+/// Something was initialized already (here: the default allocator has served
+/// memory, so it can no longer be swapped).
+pub const ACL_ERROR_REPEAT_INITIALIZE: aclError = 100002;
+/// A file (here: an allocator's shared object) cannot be opened or loaded.
+pub const ACL_ERROR_INVALID_FILE: aclError = 100003;
+/// A file lacks something it must provide (here: a symbol of an allocator's
+/// shared object).
+pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100007;
+/// Resources that depend on the object are still alive.
+pub const ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148051;
+/// The operation is not supported (here: a hook the allocator does not offer).
+pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200001;
+/// Device memory could not be allocated.
+pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
+
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +68,54 @@ pub enum Error {
         /// What could not be allocated.
         what: &'static str,
     },
+    /// An allocator's shared object cannot be loaded; `detail` is the
+    /// loader's own text (dlerror).
+    #[error("The allocator library cannot be loaded: {detail}")]
+    LibraryLoad {
+        /// What the dynamic loader said.
+        detail: &'static str,
+    },
+    /// A symbol the caller named is not in the allocator's shared object.
+    #[error("The symbol given as {param} cannot be resolved: {detail}")]
+    SymbolMissing {
+        /// The configuration field that named the symbol.
+        param: &'static str,
+        /// What the dynamic loader said.
+        detail: &'static str,
+    },
+    /// An allocator returned NULL.
+    #[error("The {allocator} allocator returned NULL for {size} bytes on device {device}")]
+    AllocatorReturnedNull {
+        /// Which allocator ("pluggable", "default", ...).
+        allocator: &'static str,
+        /// The bytes requested.
+        size: usize,
+        /// The device it was asked for.
+        device: i32,
+    },
+    /// A pointer this allocator never handed out was given back to it.
+    #[error("Trying to free a pointer not allocated here")]
+    ForeignPointer,
+    /// A pointer this allocator handed out was given back a second time.
+    #[error("Trying to free a pointer not allocated here (it was allocated here and already freed: a double free)")]
+    DoubleFree,
+    /// The default allocator served memory already and cannot be swapped.
+    #[error("can't swap an already initialized allocator")]
+    AlreadyInitialized,
+    /// An object cannot be destroyed while something still uses it.
+    #[error("It is still in use. {what}: {count}")]
+    StillInUse {
+        /// What still uses it.
+        what: &'static str,
+        /// How many.
+        count: usize,
+    },
+    /// The operation is not offered by this allocator.
+    #[error("Not supported: {what}")]
+    NotSupported {
+        /// What is missing.
+        what: &'static str,
+    },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
     Internal {
@@ -67,6 +131,13 @@ impl Error {
             Error::NullPointer { .. } | Error::InvalidParam { .. } | Error::StreamNotRegistered => {
                 ACL_ERROR_INVALID_PARAM
             }
+            Error::ForeignPointer | Error::DoubleFree => ACL_ERROR_INVALID_PARAM,
+            Error::LibraryLoad { .. } => ACL_ERROR_INVALID_FILE,
+            Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
+            Error::AllocatorReturnedNull { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
+            Error::AlreadyInitialized => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::StillInUse { .. } => ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED,
+            Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
         }

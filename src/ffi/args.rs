@@ -60,3 +60,38 @@ pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
         out.write(value);
     }
 }
+
+/// A required NUL-terminated string.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
+pub(crate) unsafe fn c_str<'a>(
+    ptr: *const std::ffi::c_char,
+    param: &'static str,
+) -> Result<&'a std::ffi::CStr> {
+    if ptr.is_null() {
+        return Err(Error::NullPointer { param });
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::ffi::CStr::from_ptr(ptr) })
+}
+
+/// An optional string: NULL and "" both mean "not given".
+///
+/// # Safety
+/// As for [`c_str`].
+pub(crate) unsafe fn optional_c_str<'a>(
+    ptr: *const std::ffi::c_char,
+) -> Option<&'a std::ffi::CStr> {
+    // SAFETY: the caller's contract.
+    unsafe { c_str(ptr, "") }.ok().filter(|s| !s.is_empty())
+}
+
+/// A required input struct, read by reference.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a valid `T` that outlives the call.
+pub(crate) unsafe fn input<'a, T>(ptr: *const T, param: &'static str) -> Result<&'a T> {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.as_ref() }.ok_or(Error::NullPointer { param })
+}

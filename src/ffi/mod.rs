@@ -9,4 +9,5 @@ pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod errmsg;
+pub mod plugin;
 pub mod types;

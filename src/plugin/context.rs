@@ -1,0 +1,74 @@
+//! Which device and stream a plugin is told about.
+//!
+//! torch_npu's plugin functions take `(size, device, stream)`, but CANN's
+//! allocator callbacks carry neither device nor stream. The choice, made here
+//! and documented in the C header:
+//! - device: the device current on the calling thread (0 when the thread has
+//!   not chosen one);
+//! - stream: the stream being served, when the caller is known to serve one
+//!   (the raw alloc functions take it as an argument; a launch publishes its
+//!   stream with [`serving`] around the allocator calls it makes); otherwise
+//!   NULL, which a plugin must read as "any stream".
+//!
+//! Free always passes what alloc passed: the table of live blocks keeps it.
+
+use crate::registry::StreamKey;
+use std::cell::Cell;
+use std::ffi::c_void;
+
+thread_local! {
+    static SERVING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The device current on the calling thread, as the plugin receives it.
+pub fn current_device() -> i32 {
+    0
+}
+
+/// How many devices the plugin's init hook is told about.
+pub fn device_count() -> i32 {
+    1
+}
+
+/// The stream the calling thread is serving, if it is known.
+pub fn serving_stream() -> Option<StreamKey> {
+    StreamKey::from_ptr(SERVING.try_with(Cell::get).unwrap_or(0) as *mut c_void)
+}
+
+/// Runs `f` with `stream` published as the stream this thread serves, so an
+/// allocator called through CANN's stream-less callbacks can pass it on.
+pub fn serving<R>(stream: Option<StreamKey>, f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = SERVING.try_with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(
+        SERVING
+            .try_with(|s| s.replace(stream.map_or(0, |k| k.get().get())))
+            .unwrap_or(0),
+    );
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_publishes_the_stream_for_the_call_only_and_nests() {
+        assert!(serving_stream().is_none());
+        let a = StreamKey::from_ptr(0x1000 as *mut c_void);
+        let b = StreamKey::from_ptr(0x2000 as *mut c_void);
+        serving(a, || {
+            assert_eq!(serving_stream(), a);
+            serving(b, || assert_eq!(serving_stream(), b));
+            assert_eq!(serving_stream(), a);
+            std::thread::spawn(|| assert!(serving_stream().is_none()))
+                .join()
+                .unwrap();
+        });
+        assert!(serving_stream().is_none());
+    }
+}
