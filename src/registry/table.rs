@@ -1,30 +1,40 @@
 //! A read-mostly hash table from stream to registration, built for a lookup on
 //! every operator launch.
 //!
-//! - Readers take no lock and write no shared memory, so they do not contend
-//!   with each other and scale with the number of threads.
-//! - Each slot is one cache line: a sequence counter, the key and six value
-//!   words. A reader copies the words and checks the counter did not move, so
-//!   it never returns a torn value (words from two registrations).
-//! - Open addressing with linear probing; removal shifts later entries back
-//!   instead of leaving tombstones, so churn never degrades lookups. Moving
-//!   entries (removal, growth) is guarded by a table-wide `layout` sequence
-//!   counter that every reader checks once at the end.
-//! - Writers serialise on a mutex. A table that grows is kept, not freed,
-//!   until the whole map is dropped, so a reader still walking it never
-//!   touches freed memory. Tables only double, so the kept ones together are
-//!   smaller than the current one.
+//! Readers take no lock, write no shared memory and never allocate, so they do
+//! not contend with each other and scale with threads. Writers serialise on a
+//! mutex. The layout is chosen for the cache:
 //!
-//! The sequence-lock protocol is the one from Boehm, "Can seqlocks get along
-//! with programming language memory models?" (2012): relaxed atomic data,
-//! a release fence after the writer's odd store, an acquire fence before the
-//! reader's second load.
+//! - **Slots** are 16 bytes, a key and a value word, four to a cache line:
+//!   10,000 streams fit in 512 KiB of slots, inside a core's L2, so a lookup
+//!   costs about the same with 16 streams as with 10,000. Open addressing with
+//!   linear probing; removal shifts later entries back instead of leaving
+//!   tombstones, so churn never lengthens probes.
+//! - **Records** hold the value's words. A slot's value word names a record
+//!   and its generation. Records are deduplicated (many streams registered with
+//!   one descriptor share one record, which stays hot in L1), immutable while
+//!   published, and live in a type-stable arena: a freed record is reused,
+//!   never returned to the system allocator while the table exists.
+//!
+//! Consistency is by sequence counters (Boehm, "Can seqlocks get along with
+//! programming language memory models?", 2012): relaxed atomic data, a release
+//! fence after a writer's odd store, an acquire fence before a reader's final
+//! check.
+//! - Each record's counter is odd while the record is being (re)written; a
+//!   reader checks it equals the generation its slot named, before and after
+//!   copying the words, so it never returns a torn or recycled value.
+//! - A table-wide `layout` counter is odd while a writer moves slots (removal)
+//!   or swaps in a bigger table; every reader checks it once at the end.
+//! - Tables only double, and a replaced table is kept until the map is dropped,
+//!   so a reader still walking it never touches freed memory; the kept ones
+//!   together are smaller than the current one.
 
 use super::sync::{back_off, fence, AtomicPtr, AtomicUsize, Mutex, Ordering};
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 
-/// Words of value a slot holds.
+/// Words of value an entry holds.
 pub const VALUE_WORDS: usize = 6;
 
 /// A value the table can hold: packed into words by the writer, unpacked from
@@ -32,7 +42,7 @@ pub const VALUE_WORDS: usize = 6;
 ///
 /// # Safety
 /// `unpack` is called only with words that `pack` produced (the sequence
-/// counters guarantee that), and must be valid for all of them.
+/// counters guarantee that), and must be sound for all of them.
 pub unsafe trait Packed: Copy {
     /// The value as words.
     fn pack(&self) -> [usize; VALUE_WORDS];
@@ -57,48 +67,34 @@ const EMPTY: usize = 0;
 const INITIAL_CAPACITY: usize = 64;
 const FIBONACCI: usize = 0x9E37_79B9_7F4A_7C15;
 
-#[repr(C, align(64))]
-struct Slot {
-    seq: AtomicUsize,
-    key: AtomicUsize,
-    words: [AtomicUsize; VALUE_WORDS],
+/// A slot's value word: record index in the high half, generation in the low.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct RecordRef(usize);
+
+impl RecordRef {
+    fn new(index: u32, generation: u32) -> Self {
+        RecordRef(((index as usize) << 32) | generation as usize)
+    }
+    fn index(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    fn generation(self) -> u32 {
+        self.0 as u32
+    }
 }
 
-enum Probe<'t> {
-    Found { slot: &'t Slot, seq: usize },
-    Missing,
-    Busy,
+#[repr(C, align(16))]
+struct Slot {
+    key: AtomicUsize,
+    value: AtomicUsize,
 }
 
 impl Slot {
     fn new() -> Self {
         Slot {
-            seq: AtomicUsize::new(0),
             key: AtomicUsize::new(EMPTY),
-            words: std::array::from_fn(|_| AtomicUsize::new(0)),
+            value: AtomicUsize::new(0),
         }
-    }
-
-    fn load_words(&self) -> [usize; VALUE_WORDS] {
-        std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
-    }
-
-    /// Writes through the slot's own sequence counter: for changes that move
-    /// nothing (insert into an empty slot, replace in place). Writer only.
-    fn publish(&self, key: usize, words: &[usize; VALUE_WORDS]) {
-        let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.store_raw(key, words);
-        self.seq.store(seq.wrapping_add(2), Ordering::Release);
-    }
-
-    /// Plain stores: for a table nobody reads yet, or under the layout counter.
-    fn store_raw(&self, key: usize, words: &[usize; VALUE_WORDS]) {
-        for (cell, word) in self.words.iter().zip(words) {
-            cell.store(*word, Ordering::Relaxed);
-        }
-        self.key.store(key, Ordering::Relaxed);
     }
 }
 
@@ -106,6 +102,11 @@ struct Table {
     mask: usize,
     shift: u32,
     slots: Box<[Slot]>,
+}
+
+enum Probe {
+    Found(RecordRef),
+    Missing,
 }
 
 impl Table {
@@ -124,27 +125,22 @@ impl Table {
 
     #[inline]
     fn home(&self, key: usize) -> usize {
-        // Fibonacci hashing: stream handles are aligned addresses, so the low
-        // bits alone would cluster.
-        key.wrapping_mul(FIBONACCI)
-            .checked_shr(self.shift)
-            .unwrap_or(0)
-            & self.mask
+        // Fibonacci hashing: stream handles are aligned addresses, so their
+        // low bits alone would cluster.
+        key.wrapping_mul(FIBONACCI) >> self.shift
     }
 
     #[inline]
-    fn probe(&self, key: usize) -> Probe<'_> {
+    fn probe(&self, key: usize) -> Probe {
         let mut index = self.home(key);
         for _ in 0..self.capacity() {
-            let slot = &self.slots[index];
-            let seq = slot.seq.load(Ordering::Acquire);
-            if seq & 1 == 1 {
-                return Probe::Busy;
-            }
-            match slot.key.load(Ordering::Relaxed) {
+            let slot = &self.slots[index & self.mask];
+            match slot.key.load(Ordering::Acquire) {
                 EMPTY => return Probe::Missing,
-                found if found == key => return Probe::Found { slot, seq },
-                _ => index = (index + 1) & self.mask,
+                found if found == key => {
+                    return Probe::Found(RecordRef(slot.value.load(Ordering::Acquire)))
+                }
+                _ => index += 1,
             }
         }
         Probe::Missing
@@ -161,21 +157,89 @@ impl Table {
             }
         }
     }
+
+    /// Writer only: fills an empty slot (value first, so a reader that sees
+    /// the key sees its value).
+    fn fill(&self, index: usize, key: usize, value: RecordRef) {
+        self.slots[index].value.store(value.0, Ordering::Relaxed);
+        self.slots[index].key.store(key, Ordering::Release);
+    }
+}
+
+#[repr(C, align(64))]
+struct Record {
+    /// Odd while being written; otherwise the generation slots refer to.
+    seq: AtomicUsize,
+    words: [AtomicUsize; VALUE_WORDS],
+}
+
+impl Record {
+    fn new() -> Self {
+        Record {
+            seq: AtomicUsize::new(1), // not yet published
+            words: std::array::from_fn(|_| AtomicUsize::new(0)),
+        }
+    }
+
+    fn load_words(&self) -> [usize; VALUE_WORDS] {
+        std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
+    }
+}
+
+/// Records live in chunks that double in size: chunk `c` holds
+/// `FIRST_CHUNK << c` records. The directory has room for far more records
+/// than a process can have streams, and never moves.
+const FIRST_CHUNK: usize = 64;
+const CHUNKS: usize = 26;
+
+fn chunk_of(index: u32) -> (usize, usize) {
+    let scaled = index as usize / FIRST_CHUNK + 1;
+    let chunk = (usize::BITS - 1 - scaled.leading_zeros()) as usize;
+    (chunk, index as usize - FIRST_CHUNK * ((1 << chunk) - 1))
+}
+
+struct Arena {
+    chunks: [AtomicPtr<Record>; CHUNKS],
+}
+
+impl Arena {
+    /// The record at `index`, if its chunk exists.
+    #[inline]
+    fn get(&self, index: u32) -> Option<&Record> {
+        let (chunk, offset) = chunk_of(index);
+        let base = self.chunks.get(chunk)?.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: chunk `chunk` holds `FIRST_CHUNK << chunk` records, `offset`
+        // is below that, and chunks live as long as the table.
+        Some(unsafe { &*base.add(offset) })
+    }
 }
 
 #[repr(align(64))]
 struct ReadSide {
-    /// Odd while a writer moves entries or swaps tables.
+    /// Odd while a writer moves slots or swaps tables.
     layout: AtomicUsize,
     current: AtomicPtr<Table>,
+    records: Arena,
 }
 
+/// What only writers touch, under the mutex.
 struct WriteSide {
     /// Every table ever current; the last one is current. Boxed so that a
     /// table's address, which readers hold, survives the Vec growing.
     #[allow(clippy::vec_box)]
     tables: Vec<Box<Table>>,
     len: usize,
+    /// Record chunks, owned here, read through `ReadSide::records`.
+    chunks: Vec<Box<[Record]>>,
+    /// Published records by content, for sharing.
+    by_words: HashMap<[usize; VALUE_WORDS], RecordRef>,
+    /// How many slots name each record.
+    uses: Vec<u32>,
+    /// Records no slot names, ready for reuse.
+    free: Vec<u32>,
 }
 
 /// A concurrent map from a non-zero key to a [`Packed`] value: lock-free,
@@ -207,10 +271,17 @@ impl<V: Packed> SeqTable<V> {
             read: ReadSide {
                 layout: AtomicUsize::new(0),
                 current: AtomicPtr::new(current),
+                records: Arena {
+                    chunks: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+                },
             },
             write: Mutex::new(WriteSide {
                 tables: vec![table],
                 len: 0,
+                chunks: Vec::new(),
+                by_words: HashMap::new(),
+                uses: Vec::new(),
+                free: Vec::new(),
             }),
             _value: PhantomData,
         }
@@ -222,34 +293,47 @@ impl<V: Packed> SeqTable<V> {
         let key = key.get();
         let mut attempt = 0;
         loop {
-            let layout = self.read.layout.load(Ordering::Acquire);
-            if layout & 1 == 0 {
-                // SAFETY: `current` always points at a table in `tables`, and
-                // tables are only freed when `self` is dropped.
-                let table = unsafe { &*self.read.current.load(Ordering::Acquire) };
-                match table.probe(key) {
-                    Probe::Found { slot, seq } => {
-                        let words = slot.load_words();
-                        fence(Ordering::Acquire);
-                        if slot.seq.load(Ordering::Relaxed) == seq
-                            && self.read.layout.load(Ordering::Relaxed) == layout
-                        {
-                            // SAFETY: the unchanged counters prove the words are
-                            // one whole `pack` output.
-                            return Some(unsafe { V::unpack(words) });
-                        }
-                    }
-                    Probe::Missing => {
-                        fence(Ordering::Acquire);
-                        if self.read.layout.load(Ordering::Relaxed) == layout {
-                            return None;
-                        }
-                    }
-                    Probe::Busy => {}
-                }
+            if let Some(found) = self.try_get(key) {
+                return found;
             }
             back_off(&mut attempt);
         }
+    }
+
+    /// One attempt: `None` when a writer got in the way.
+    #[inline]
+    fn try_get(&self, key: usize) -> Option<Option<V>> {
+        let layout = self.read.layout.load(Ordering::Acquire);
+        if layout & 1 == 1 {
+            return None;
+        }
+        // SAFETY: `current` always points at a table in `tables`, and tables
+        // are only freed when `self` is dropped.
+        let table = unsafe { &*self.read.current.load(Ordering::Acquire) };
+        let words = match table.probe(key) {
+            Probe::Missing => None,
+            Probe::Found(reference) => {
+                let record = self.read.records.get(reference.index())?;
+                if record.seq.load(Ordering::Acquire) as u32 != reference.generation() {
+                    return None;
+                }
+                let words = record.load_words();
+                fence(Ordering::Acquire);
+                if record.seq.load(Ordering::Relaxed) as u32 != reference.generation() {
+                    return None;
+                }
+                Some(words)
+            }
+        };
+        if words.is_none() {
+            fence(Ordering::Acquire);
+        }
+        if self.read.layout.load(Ordering::Relaxed) != layout {
+            return None;
+        }
+        // SAFETY: the unchanged record counter proves the words are one whole
+        // `pack` output.
+        Some(words.map(|w| unsafe { V::unpack(w) }))
     }
 
     /// Sets the value for `key`, returning the one it replaces.
@@ -257,23 +341,22 @@ impl<V: Packed> SeqTable<V> {
         let key = key.get();
         let words = value.pack();
         let mut write = self.write.lock();
-        let table = self.current(&write);
+        let new = self.acquire_record(&mut write, words);
+        let table = current(&write);
         match table.locate(key) {
             Ok(index) => {
-                let slot = &table.slots[index];
-                // SAFETY: the writer lock is held, so the words are whole.
-                let old = unsafe { V::unpack(slot.load_words()) };
-                slot.publish(key, &words);
-                Some(old)
+                let old = RecordRef(table.slots[index].value.load(Ordering::Relaxed));
+                table.slots[index].value.store(new.0, Ordering::Release);
+                Some(self.release_record(&mut write, old))
             }
             Err(mut index) => {
                 if (write.len + 1) * 2 > table.capacity() {
                     self.grow(&mut write);
-                    index = match self.current(&write).locate(key) {
+                    index = match current(&write).locate(key) {
                         Ok(found) | Err(found) => found,
                     };
                 }
-                self.current(&write).slots[index].publish(key, &words);
+                current(&write).fill(index, key, new);
                 write.len += 1;
                 None
             }
@@ -284,10 +367,9 @@ impl<V: Packed> SeqTable<V> {
     pub fn remove(&self, key: NonZeroUsize) -> Option<V> {
         let key = key.get();
         let mut write = self.write.lock();
-        let table = self.current(&write);
+        let table = current(&write);
         let index = table.locate(key).ok()?;
-        // SAFETY: the writer lock is held, so the words are whole.
-        let old = unsafe { V::unpack(table.slots[index].load_words()) };
+        let old = RecordRef(table.slots[index].value.load(Ordering::Relaxed));
         self.change_layout(|| {
             // Backward-shift deletion: pull later members of the probe run
             // into the hole so every key stays reachable from its home slot.
@@ -300,16 +382,17 @@ impl<V: Packed> SeqTable<V> {
                 }
                 let home = table.home(moving);
                 if next.wrapping_sub(home) & table.mask >= next.wrapping_sub(hole) & table.mask {
-                    let words = table.slots[next].load_words();
-                    table.slots[hole].store_raw(moving, &words);
+                    let value = table.slots[next].value.load(Ordering::Relaxed);
+                    table.slots[hole].value.store(value, Ordering::Relaxed);
+                    table.slots[hole].key.store(moving, Ordering::Relaxed);
                     hole = next;
                 }
                 next = (next + 1) & table.mask;
             }
-            table.slots[hole].store_raw(EMPTY, &[0; VALUE_WORDS]);
+            table.slots[hole].key.store(EMPTY, Ordering::Relaxed);
         });
         write.len -= 1;
-        Some(old)
+        Some(self.release_record(&mut write, old))
     }
 
     /// The number of keys.
@@ -325,27 +408,91 @@ impl<V: Packed> SeqTable<V> {
     /// Every key and value, taken under the writer lock (a consistent copy).
     pub fn entries(&self) -> Vec<(NonZeroUsize, V)> {
         let write = self.write.lock();
-        let table = self.current(&write);
-        table
+        current(&write)
             .slots
             .iter()
             .filter_map(|slot| {
                 let key = NonZeroUsize::new(slot.key.load(Ordering::Relaxed))?;
-                // SAFETY: the writer lock is held, so the words are whole.
-                Some((key, unsafe { V::unpack(slot.load_words()) }))
+                let value = RecordRef(slot.value.load(Ordering::Relaxed));
+                Some((key, self.value_of(value)))
             })
             .collect()
     }
 
-    fn current<'w>(&self, write: &'w WriteSide) -> &'w Table {
-        write
-            .tables
-            .last()
-            .expect("there is always a current table")
+    /// Writer only: the value a published record holds.
+    fn value_of(&self, reference: RecordRef) -> V {
+        let record = self
+            .read
+            .records
+            .get(reference.index())
+            .expect("a slot names an existing record");
+        // SAFETY: published records change only under the writer lock, which
+        // the caller holds.
+        unsafe { V::unpack(record.load_words()) }
+    }
+
+    /// Writer only: a published record holding `words`, shared if one exists.
+    fn acquire_record(&self, write: &mut WriteSide, words: [usize; VALUE_WORDS]) -> RecordRef {
+        if let Some(&shared) = write.by_words.get(&words) {
+            write.uses[shared.index() as usize] += 1;
+            return shared;
+        }
+        let index = match write.free.pop() {
+            Some(index) => index,
+            None => self.new_record_index(write),
+        };
+        let record = self
+            .read
+            .records
+            .get(index)
+            .expect("the record's chunk exists");
+        // The counter is odd while unpublished; write, then publish.
+        let odd = record.seq.load(Ordering::Relaxed);
+        for (cell, word) in record.words.iter().zip(words) {
+            cell.store(word, Ordering::Relaxed);
+        }
+        let generation = odd.wrapping_add(1);
+        record.seq.store(generation, Ordering::Release);
+        let reference = RecordRef::new(index, generation as u32);
+        write.uses[index as usize] = 1;
+        write.by_words.insert(words, reference);
+        reference
+    }
+
+    /// Writer only: one slot fewer names `reference`; the record is retired
+    /// when none does. Returns the value it held.
+    fn release_record(&self, write: &mut WriteSide, reference: RecordRef) -> V {
+        let value = self.value_of(reference);
+        let index = reference.index();
+        write.uses[index as usize] -= 1;
+        if write.uses[index as usize] == 0 {
+            write.by_words.remove(&value.pack());
+            let record = self.read.records.get(index).expect("published record");
+            // Odd from now on: readers still holding this generation retry.
+            let seq = record.seq.load(Ordering::Relaxed);
+            record.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            fence(Ordering::Release);
+            write.free.push(index);
+        }
+        value
+    }
+
+    fn new_record_index(&self, write: &mut WriteSide) -> u32 {
+        let index = u32::try_from(write.uses.len()).expect("fewer than 2^32 records");
+        let (chunk, offset) = chunk_of(index);
+        if offset == 0 {
+            let mut records: Box<[Record]> =
+                (0..FIRST_CHUNK << chunk).map(|_| Record::new()).collect();
+            let base = records.as_mut_ptr();
+            write.chunks.push(records);
+            self.read.records.chunks[chunk].store(base, Ordering::Release);
+        }
+        write.uses.push(0);
+        index
     }
 
     fn grow(&self, write: &mut WriteSide) {
-        let old = self.current(write);
+        let old = current(write);
         let bigger = Table::with_capacity(old.capacity() * 2);
         for slot in old.slots.iter() {
             let key = slot.key.load(Ordering::Relaxed);
@@ -353,7 +500,7 @@ impl<V: Packed> SeqTable<V> {
                 let index = match bigger.locate(key) {
                     Ok(found) | Err(found) => found,
                 };
-                bigger.slots[index].store_raw(key, &slot.load_words());
+                bigger.fill(index, key, RecordRef(slot.value.load(Ordering::Relaxed)));
             }
         }
         let pointer = &*bigger as *const Table as *mut Table;
@@ -374,6 +521,13 @@ impl<V: Packed> SeqTable<V> {
             .layout
             .store(layout.wrapping_add(2), Ordering::Release);
     }
+}
+
+fn current(write: &WriteSide) -> &Table {
+    write
+        .tables
+        .last()
+        .expect("there is always a current table")
 }
 
 #[cfg(all(test, not(loom)))]
@@ -410,7 +564,6 @@ mod tests {
         for &k in &keys {
             assert_eq!(table.get(key(k)), Some([k; 6]));
         }
-        // Remove every third key; all others must still be found.
         for &k in keys.iter().step_by(3) {
             assert_eq!(table.remove(key(k)), Some([k; 6]));
         }
@@ -424,7 +577,6 @@ mod tests {
 
     #[test]
     fn removal_in_a_full_cluster_that_wraps_around() {
-        // Keys that all hash to the same home slot in a small table.
         let table = SeqTable::<[usize; VALUE_WORDS]>::with_capacity(16);
         let probe = Table::with_capacity(16);
         let home = probe.home(1);
@@ -439,6 +591,53 @@ mod tests {
             assert_eq!(table.remove(key(k)), Some([k; 6]));
             for &rest in &same_home[i + 1..] {
                 assert_eq!(table.get(key(rest)), Some([rest; 6]));
+            }
+        }
+    }
+
+    #[test]
+    fn equal_values_share_one_record_and_records_are_recycled() {
+        let table = SeqTable::<[usize; VALUE_WORDS]>::default();
+        for k in 1..=100 {
+            table.insert(key(k * 8), [7; 6]);
+        }
+        assert_eq!(table.write.lock().by_words.len(), 1, "one shared record");
+        for k in 1..=100 {
+            table.insert(key(k * 8), [k + 1000; 6]);
+        }
+        {
+            let write = table.write.lock();
+            assert_eq!(write.by_words.len(), 100);
+            assert_eq!(
+                write.uses.len(),
+                101,
+                "the shared record was retired, not leaked"
+            );
+            assert_eq!(write.free.len(), 1);
+        }
+        for k in 1..=100 {
+            assert_eq!(table.remove(key(k * 8)), Some([k + 1000; 6]));
+        }
+        let write = table.write.lock();
+        assert!(write.by_words.is_empty());
+        assert_eq!(write.free.len(), 101, "every record is free for reuse");
+        drop(write);
+        table.insert(key(8), [9; 6]);
+        assert_eq!(
+            table.write.lock().uses.len(),
+            101,
+            "a freed record was reused"
+        );
+        assert_eq!(table.get(key(8)), Some([9; 6]));
+    }
+
+    #[test]
+    fn record_indices_map_to_chunks_without_gaps() {
+        let mut expected = 0usize;
+        for chunk in 0..6 {
+            for offset in 0..FIRST_CHUNK << chunk {
+                assert_eq!(chunk_of(expected as u32), (chunk, offset));
+                expected += 1;
             }
         }
     }

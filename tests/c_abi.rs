@@ -1,0 +1,224 @@
+//! The allocator API through its C ABI, called from Rust as C would call it.
+//! Tests in this file share the process-wide registry, so each uses streams of
+//! its own.
+
+use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::types::*;
+use std::ffi::{c_void, CStr};
+use std::ptr::{null_mut, NonNull};
+
+const ACL_SUCCESS: aclError = 0;
+const ACL_ERROR_INVALID_PARAM: aclError = 100000;
+
+/// A distinct, never-dereferenced stream handle per test and index.
+fn stream(test: usize, index: usize) -> aclrtStream {
+    ((test << 20) | (index << 4) | 0x1000_0000) as aclrtStream
+}
+
+fn last_message() -> Option<String> {
+    let ptr = aclGetRecentErrMsg();
+    NonNull::new(ptr as *mut _).map(|p| {
+        unsafe { CStr::from_ptr(p.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
+#[inline(never)]
+unsafe extern "C" fn alloc(obj: *mut c_void, size: usize) -> *mut c_void {
+    (*(obj as *mut Vec<usize>)).push(size);
+    Box::into_raw(vec![0u8; size.max(1)].into_boxed_slice()) as *mut u8 as *mut c_void
+}
+#[inline(never)]
+unsafe extern "C" fn free(obj: *mut c_void, _block: *mut c_void) {
+    (*(obj as *mut Vec<usize>)).pop();
+}
+#[inline(never)]
+unsafe extern "C" fn get_addr(block: *mut c_void) -> *mut c_void {
+    block
+}
+#[inline(never)]
+unsafe extern "C" fn advise(obj: *mut c_void, size: usize, _addr: *mut c_void) -> *mut c_void {
+    alloc(obj, size)
+}
+
+fn complete_desc(obj: *mut Vec<usize>) -> aclrtAllocatorDesc {
+    let d = aclrtAllocatorCreateDesc();
+    assert!(!d.is_null());
+    assert_eq!(
+        aclrtAllocatorSetObjToDesc(d, obj as *mut c_void),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc)),
+        ACL_SUCCESS
+    );
+    assert_eq!(aclrtAllocatorSetFreeFuncToDesc(d, Some(free)), ACL_SUCCESS);
+    assert_eq!(
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(get_addr)),
+        ACL_SUCCESS
+    );
+    d
+}
+
+#[test]
+fn the_callbacks_handed_back_serve_a_workspace() {
+    let mut live: Vec<usize> = Vec::new();
+    let d = complete_desc(&mut live);
+    assert_eq!(
+        aclrtAllocatorSetAllocAdviseFuncToDesc(d, Some(advise)),
+        ACL_SUCCESS
+    );
+    let s = stream(1, 0);
+    assert_eq!(aclrtAllocatorRegister(s, d), ACL_SUCCESS);
+
+    let mut desc = null_mut();
+    let mut obj = null_mut();
+    let mut a: aclrtAllocatorAllocFunc = None;
+    let mut f: aclrtAllocatorFreeFunc = None;
+    let mut adv: aclrtAllocatorAllocAdviseFunc = None;
+    let mut g: aclrtAllocatorGetAddrFromBlockFunc = None;
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(s, &mut desc, &mut obj, &mut a, &mut f, &mut adv, &mut g)
+    };
+    assert_eq!(rc, ACL_SUCCESS);
+    assert_eq!(desc, d);
+    assert_eq!(obj, &mut live as *mut Vec<usize> as *mut c_void);
+    assert!(adv.is_some());
+    unsafe {
+        let block = a.unwrap()(obj, 4096);
+        let addr = g.unwrap()(block) as *mut u8;
+        addr.write_bytes(0x5A, 4096);
+        assert_eq!(*addr.add(4095), 0x5A);
+        assert_eq!(live, [4096]);
+        f.unwrap()(obj, block);
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            block as *mut u8,
+            4096,
+        )));
+    }
+    assert!(live.is_empty());
+    assert_eq!(aclrtAllocatorUnregister(s), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(d), ACL_SUCCESS);
+}
+
+#[test]
+fn failures_write_nothing_and_leave_a_message() {
+    let _ = last_message();
+    let s = stream(2, 0);
+    let sentinel = 0xDEAD_BEEF_usize as *mut c_void;
+    let mut desc = sentinel;
+    let mut obj = sentinel;
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            s,
+            &mut desc,
+            &mut obj,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
+    assert_eq!(
+        (desc, obj),
+        (sentinel, sentinel),
+        "nothing written on failure"
+    );
+    assert_eq!(
+        last_message().as_deref(),
+        Some("aclrtAllocatorGetByStream failed. Parameter stream is invalid. Reason: The stream is not registered with any allocator.")
+    );
+    assert_eq!(last_message(), None, "reading clears");
+}
+
+#[test]
+fn forged_and_destroyed_descriptors_are_refused_without_being_touched() {
+    let mut not_a_desc = [0x11u8; 64];
+    let forged = not_a_desc.as_mut_ptr() as aclrtAllocatorDesc;
+    assert_eq!(aclrtAllocatorDestroyDesc(forged), ACL_ERROR_INVALID_PARAM);
+    assert_eq!(
+        aclrtAllocatorSetAllocFuncToDesc(forged, Some(alloc)),
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert_eq!(
+        aclrtAllocatorRegister(stream(3, 0), forged),
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert_eq!(not_a_desc, [0x11u8; 64]);
+    let text = last_message().unwrap();
+    assert_eq!(
+        text.lines().count(),
+        3,
+        "three failures, newest first: {text}"
+    );
+    assert!(text
+        .lines()
+        .next()
+        .unwrap()
+        .starts_with("aclrtAllocatorRegister failed. Parameter allocatorDesc is invalid."));
+
+    let mut live = Vec::new();
+    let d = complete_desc(&mut live);
+    assert_eq!(aclrtAllocatorDestroyDesc(d), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(d), ACL_ERROR_INVALID_PARAM);
+    assert_eq!(
+        aclrtAllocatorRegister(stream(3, 1), d),
+        ACL_ERROR_INVALID_PARAM
+    );
+    let _ = last_message();
+}
+
+#[test]
+fn an_unset_alloc_advise_reads_back_as_null() {
+    let mut live = Vec::new();
+    let d = complete_desc(&mut live);
+    let s = stream(4, 0);
+    assert_eq!(aclrtAllocatorRegister(s, d), ACL_SUCCESS);
+    let mut desc = null_mut();
+    let mut adv: aclrtAllocatorAllocAdviseFunc = Some(advise);
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            s,
+            &mut desc,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            &mut adv,
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, ACL_SUCCESS);
+    assert!(adv.is_none());
+    aclrtAllocatorUnregister(s);
+    aclrtAllocatorDestroyDesc(d);
+}
+
+#[test]
+fn the_rust_api_and_the_c_abi_share_one_registry() {
+    let mut live = Vec::new();
+    let d = complete_desc(&mut live);
+    let s = stream(5, 0);
+    assert_eq!(aclrtAllocatorRegister(s, d), ACL_SUCCESS);
+    let key = aclalloc::StreamKey::from_ptr(s).unwrap();
+    let found = aclalloc::global().get_by_stream(key).unwrap();
+    assert_eq!(found.descriptor.as_ptr(), d);
+    aclalloc::global().unregister(key).unwrap();
+    let mut desc = null_mut();
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            s,
+            &mut desc,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
+    let _ = last_message();
+    aclrtAllocatorDestroyDesc(d);
+}
