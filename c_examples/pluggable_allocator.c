@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 1000; i++)
         CHECK(run_operator(streams[i % 2], sizes[i % 6], (unsigned char)i));
 
-    aclallocPluggableStats st;
+    aclallocAllocatorStats st;
     CHECK(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
     printf("allocs %llu, frees %llu, live bytes %llu, peak bytes %llu\n",
            (unsigned long long)st.allocCount, (unsigned long long)st.freeCount,

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
 
     expect("destroy while registered", aclallocPluggableDestroy(plugin),
            ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED, "Streams registered with it");
-    aclallocPluggableStats st;
+    aclallocAllocatorStats st;
     if (aclallocPluggableGetStats(plugin, &st) != ACL_SUCCESS || st.refusedFreeCount != 3 ||
         st.failedAllocCount != 1 || st.activeCount != 0)
         failures++;

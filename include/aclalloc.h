@@ -68,46 +68,8 @@ typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
 typedef void *aclrtStream;
 
 /**
- * Where a pluggable allocator's shared object is and which symbols are its
- * functions. Set the unused optional fields to NULL (or ""); a zeroed struct
- * plus the three required fields is a valid configuration.
- */
-typedef struct {
-  /**
-   * The shared object, as `dlopen` takes it (a name without '/' is searched
-   * on the loader's path). Required.
-   */
-  const char *path;
-  /**
-   * `void *alloc(ssize_t size, int device, aclrtStream stream)`. Required.
-   */
-  const char *allocSymbol;
-  /**
-   * `void free(void *ptr, ssize_t size, int device, aclrtStream stream)`. Required.
-   */
-  const char *freeSymbol;
-  /**
-   * `void init(int device_count)`: called once, when the allocator is created. Optional.
-   */
-  const char *initSymbol;
-  /**
-   * `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
-   */
-  const char *emptyCacheSymbol;
-  /**
-   * `void set_memory_fraction(double fraction, int device)`: called by
-   * `aclallocPluggableSetMemoryFraction`. Optional.
-   */
-  const char *memoryFractionSymbol;
-} aclallocPluggableConfig;
-
-/**
- * A pluggable allocator handle, from `aclallocPluggableCreate`.
- */
-typedef void *aclallocPluggable;
-
-/**
- * Statistics of a pluggable allocator.
+ * Statistics of an allocator (a pluggable one, or the default allocator's
+ * raw functions).
  */
 typedef struct {
   /**
@@ -150,7 +112,46 @@ typedef struct {
    * Frees refused: pointers not allocated here, and double frees.
    */
   uint64_t refusedFreeCount;
-} aclallocPluggableStats;
+} aclallocAllocatorStats;
+
+/**
+ * Where a pluggable allocator's shared object is and which symbols are its
+ * functions. Set the unused optional fields to NULL (or ""); a zeroed struct
+ * plus the three required fields is a valid configuration.
+ */
+typedef struct {
+  /**
+   * The shared object, as `dlopen` takes it (a name without '/' is searched
+   * on the loader's path). Required.
+   */
+  const char *path;
+  /**
+   * `void *alloc(ssize_t size, int device, aclrtStream stream)`. Required.
+   */
+  const char *allocSymbol;
+  /**
+   * `void free(void *ptr, ssize_t size, int device, aclrtStream stream)`. Required.
+   */
+  const char *freeSymbol;
+  /**
+   * `void init(int device_count)`: called once, when the allocator is created. Optional.
+   */
+  const char *initSymbol;
+  /**
+   * `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
+   */
+  const char *emptyCacheSymbol;
+  /**
+   * `void set_memory_fraction(double fraction, int device)`: called by
+   * `aclallocPluggableSetMemoryFraction`. Optional.
+   */
+  const char *memoryFractionSymbol;
+} aclallocPluggableConfig;
+
+/**
+ * A pluggable allocator handle, from `aclallocPluggableCreate`.
+ */
+typedef void *aclallocPluggable;
 
 /**
  * The call succeeded.
@@ -276,6 +277,68 @@ aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc *alloc
 aclError aclrtAllocatorUnregister(aclrtStream stream);
 
 /**
+ * Allocates `size` bytes of device memory from the default allocator for
+ * `stream` (NULL: no particular stream), like PyTorch's
+ * `caching_allocator_alloc`. The first allocation fixes which allocator the
+ * default one is (see `aclallocSetDefaultAllocator`).
+ *
+ * The default allocator is chosen at start-up by the environment variable
+ * `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool),
+ * `device` (direct device memory, no caching), or
+ * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
+ * contain ':'). An invalid value fails the allocation with
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * Errors: NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; the allocator returns
+ * NULL: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on success.
+ *
+ * # Safety
+ * `devPtr` must be writable.
+ */
+aclError aclallocDefaultMalloc(void **devPtr, size_t size, aclrtStream stream);
+
+/**
+ * Frees memory from `aclallocDefaultMalloc`, like PyTorch's
+ * `caching_allocator_delete`. Anything else, or a second free:
+ * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
+ * and the allocator is not called.
+ */
+aclError aclallocDefaultFree(void *devPtr);
+
+/**
+ * Makes the allocator a descriptor holds (a copy of its current contents,
+ * as `aclrtAllocatorRegister` takes) the default allocator, like PyTorch's
+ * `change_current_allocator`: it then serves launches on streams without a
+ * registration and `aclallocDefaultMalloc`. A pluggable allocator's
+ * descriptor may be passed; such an allocator cannot be destroyed while it
+ * is the default.
+ *
+ * Only before the default allocator has served its first allocation:
+ * afterwards `ACL_ERROR_REPEAT_INITIALIZE` ("can't swap an already
+ * initialized allocator"). An incomplete or dead descriptor:
+ * `ACL_ERROR_INVALID_PARAM`.
+ */
+aclError aclallocSetDefaultAllocator(aclrtAllocatorDesc allocatorDesc);
+
+/**
+ * The kind of the default allocator (or, before its first use, of the one
+ * it will be): "pool", "device", "plugin" or "descriptor" (swapped in from
+ * a descriptor). NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid. The string
+ * is static.
+ */
+const char *aclallocGetDefaultAllocatorName(void);
+
+/**
+ * Statistics of `aclallocDefaultMalloc`/`aclallocDefaultFree` (workspaces
+ * of launches are not counted here; the allocator's own statistics, such
+ * as the pool's, see everything).
+ *
+ * # Safety
+ * `stats` must be writable.
+ */
+aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
+
+/**
  * Returns the messages of this thread's failed ACL calls since the last call
  * of this function, newest first, one per line, and clears them. Returns NULL
  * when nothing failed since. The string stays valid until this thread calls
@@ -340,7 +403,7 @@ aclError aclallocPluggableFree(aclallocPluggable allocator, void *devPtr);
  * # Safety
  * `stats` must be writable.
  */
-aclError aclallocPluggableGetStats(aclallocPluggable allocator, aclallocPluggableStats *stats);
+aclError aclallocPluggableGetStats(aclallocPluggable allocator, aclallocAllocatorStats *stats);
 
 /**
  * Restarts the peak statistics from the current values.

@@ -18,6 +18,7 @@
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
 
 pub mod core;
+pub mod default_allocator;
 pub mod ffi;
 pub mod plugin;
 pub mod registry;

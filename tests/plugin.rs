@@ -4,35 +4,16 @@
 //! tests running in parallel do not see each other's counts.
 
 mod common;
+mod plugin_support;
+
+use plugin_support::{build as build_plugin, counters as plugin_counters, is_loaded};
 
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::plugin::*;
 use std::ffi::{c_void, CStr, CString};
-use std::path::PathBuf;
-use std::process::Command;
 use std::ptr::null_mut;
-
-/// glibc's RTLD_NOLOAD: find an object only if it is loaded already.
-const RTLD_NOLOAD: i32 = 4;
-
-/// Builds a private copy of the test plugin.
-fn build_plugin(name: &str) -> PathBuf {
-    let dir = common::scratch(&format!("plugin-{name}"));
-    let so = dir.join("libmy_plugin.so");
-    let status = Command::new("cc")
-        .args([
-            "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-        ])
-        .arg(common::root().join("c_examples/my_plugin_allocator.c"))
-        .arg("-o")
-        .arg(&so)
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "building the test plugin failed");
-    so
-}
 
 fn message() -> String {
     let p = aclGetRecentErrMsg();
@@ -89,29 +70,8 @@ fn create(config: &aclallocPluggableConfig) -> Result<(*mut c_void, *mut c_void)
     }
 }
 
-/// The plugin's own counters, read from the same loaded object.
-fn plugin_counters(so: &std::path::Path) -> [i64; 8] {
-    // RTLD_NOLOAD: the object aclalloc loaded, not a fresh one.
-    let lib = unsafe {
-        libloading::os::unix::Library::open(Some(so), libloading::os::unix::RTLD_NOW | RTLD_NOLOAD)
-    }
-    .expect("the plugin is loaded");
-    let f: libloading::os::unix::Symbol<unsafe extern "C" fn(*mut i64)> =
-        unsafe { lib.get(b"my_plugin_counters\0") }.unwrap();
-    let mut out = [0i64; 8];
-    unsafe { f(out.as_mut_ptr()) };
-    out
-}
-
-fn is_loaded(so: &std::path::Path) -> bool {
-    unsafe {
-        libloading::os::unix::Library::open(Some(so), libloading::os::unix::RTLD_NOW | RTLD_NOLOAD)
-    }
-    .is_ok()
-}
-
-fn stats(plugin: *mut c_void) -> aclallocPluggableStats {
-    let mut s = aclallocPluggableStats::default();
+fn stats(plugin: *mut c_void) -> aclallocAllocatorStats {
+    let mut s = aclallocAllocatorStats::default();
     assert_eq!(
         unsafe { aclallocPluggableGetStats(plugin, &mut s) },
         ACL_SUCCESS
@@ -387,7 +347,7 @@ fn hooks_that_were_not_named_are_handled_as_documented() {
     assert!(message().contains("memoryFractionSymbol"));
     assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
     // Handles of other kinds and forged values are refused.
-    let mut s = aclallocPluggableStats::default();
+    let mut s = aclallocAllocatorStats::default();
     let desc = aclrtAllocatorCreateDesc();
     assert_eq!(
         unsafe { aclallocPluggableGetStats(desc, &mut s) },

@@ -8,6 +8,7 @@
 pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
+pub mod default_allocator;
 pub mod errmsg;
 pub mod plugin;
 pub mod types;

@@ -40,10 +40,11 @@ pub struct aclallocPluggableConfig {
     pub memoryFractionSymbol: *const c_char,
 }
 
-/// Statistics of a pluggable allocator.
+/// Statistics of an allocator (a pluggable one, or the default allocator's
+/// raw functions).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-pub struct aclallocPluggableStats {
+pub struct aclallocAllocatorStats {
     /// Bytes in live blocks now.
     pub allocatedBytesCurrent: u64,
     /// The most bytes live at once since creation or the last peak reset.
@@ -66,9 +67,9 @@ pub struct aclallocPluggableStats {
     pub refusedFreeCount: u64,
 }
 
-impl From<Stats> for aclallocPluggableStats {
+impl From<Stats> for aclallocAllocatorStats {
     fn from(s: Stats) -> Self {
-        aclallocPluggableStats {
+        aclallocAllocatorStats {
             allocatedBytesCurrent: s.allocated_bytes_current,
             allocatedBytesPeak: s.allocated_bytes_peak,
             allocatedBytesTotal: s.allocated_bytes_total,
@@ -197,7 +198,7 @@ pub extern "C" fn aclallocPluggableFree(
 #[no_mangle]
 pub unsafe extern "C" fn aclallocPluggableGetStats(
     allocator: aclallocPluggable,
-    stats: *mut aclallocPluggableStats,
+    stats: *mut aclallocAllocatorStats,
 ) -> aclError {
     boundary("aclallocPluggableGetStats", || {
         // SAFETY: the caller's contract.

@@ -80,6 +80,7 @@ impl PluggableAllocator {
             });
         };
         let block = LiveBlock {
+            block: ptr.as_ptr() as usize,
             size,
             device,
             stream: stream as usize,

@@ -1,4 +1,5 @@
-//! The blocks a pluggable allocator has handed out, and its statistics.
+//! The blocks an allocator has handed out (a pluggable one, or the default
+//! allocator's raw functions), and its statistics.
 //!
 //! Every pointer the plugin returns is recorded with the size, device and
 //! stream it was allocated for, so that free can pass them back (torch_npu's
@@ -13,6 +14,9 @@ use std::ffi::c_void;
 /// What was passed to the plugin's alloc for one live block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveBlock {
+    /// The allocator's own handle for the memory (for a plugin, the pointer
+    /// itself; for a descriptor-based allocator, its block).
+    pub block: usize,
     /// The bytes requested.
     pub size: usize,
     /// The device passed to alloc.
@@ -157,6 +161,7 @@ mod tests {
 
     fn block(size: usize) -> LiveBlock {
         LiveBlock {
+            block: 0,
             size,
             device: 0,
             stream: 0x10,

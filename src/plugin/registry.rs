@@ -122,6 +122,14 @@ pub fn destroy(handle: PluggableHandle) -> Result<()> {
             count: registered,
         });
     }
+    if AllocatorObj::new(handle.as_ptr())
+        .is_some_and(|obj| crate::default_allocator::global().uses(obj))
+    {
+        return Err(Error::StillInUse {
+            what: "It is the default allocator",
+            count: 1,
+        });
+    }
     let entry = PLUGINS.remove(handle.0.get()).ok_or(NOT_A_PLUGGABLE)?;
     // The caller may have destroyed it already; either way it is gone now.
     let _ = global().destroy_descriptor(entry.descriptor);
