@@ -273,7 +273,7 @@ fn a_missing_file_or_symbol_is_reported_with_the_loaders_text_and_leaves_nothing
     let _ = message();
 }
 
-fn plugin_counters_if_loaded(so: &std::path::Path) -> Option<[i64; 8]> {
+fn plugin_counters_if_loaded(so: &std::path::Path) -> Option<[i64; 10]> {
     is_loaded(so).then(|| plugin_counters(so))
 }
 
@@ -404,5 +404,43 @@ fn concurrent_use_from_several_threads_balances() {
         (8000, 8000, 0)
     );
     assert!(s.activePeak >= 1);
+    assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
+}
+
+#[test]
+fn the_plugin_receives_the_stream_and_reuses_blocks_only_on_it() {
+    let so = build_plugin("streams");
+    let names = Names::new(&so);
+    let (plugin, _) = create(&names.config(true)).unwrap();
+    let (a, b) = (0xA000 as *mut c_void, 0xB000 as *mut c_void);
+    let mut p = null_mut();
+    assert_eq!(
+        unsafe { aclallocPluggableMalloc(plugin, &mut p, 3000, a) },
+        ACL_SUCCESS
+    );
+    assert_eq!(aclallocPluggableFree(plugin, p), ACL_SUCCESS);
+    let first = p;
+    // Another stream does not get stream a's cached block.
+    assert_eq!(
+        unsafe { aclallocPluggableMalloc(plugin, &mut p, 3000, b) },
+        ACL_SUCCESS
+    );
+    assert_ne!(p, first);
+    assert_eq!(aclallocPluggableFree(plugin, p), ACL_SUCCESS);
+    // Stream a does, for the same size class.
+    assert_eq!(
+        unsafe { aclallocPluggableMalloc(plugin, &mut p, 4000, a) },
+        ACL_SUCCESS
+    );
+    assert_eq!(p, first);
+    assert_eq!(aclallocPluggableFree(plugin, p), ACL_SUCCESS);
+    let c = plugin_counters(&so);
+    assert_eq!((c[1], c[2], c[3], c[8], c[9]), (3, 3, 0, 2, 2));
+    assert_eq!(aclallocPluggableEmptyCache(plugin), ACL_SUCCESS);
+    assert_eq!(
+        plugin_counters(&so)[8],
+        0,
+        "the cache went back to the system"
+    );
     assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
 }

@@ -41,13 +41,14 @@ pub fn is_loaded(so: &Path) -> bool {
 
 /// The plugin's own counters (see my_plugin_counters), from the loaded object:
 /// live blocks, allocs, frees, mismatched frees, init calls, init's device
-/// count, empty-cache calls, live bytes.
-pub fn counters(so: &Path) -> [i64; 8] {
+/// count, empty-cache calls, live bytes, cached blocks, blocks taken from the
+/// system.
+pub fn counters(so: &Path) -> [i64; 10] {
     let lib = open_loaded(so).expect("the plugin is loaded");
     // SAFETY: the test plugin's signature.
     let f: libloading::os::unix::Symbol<unsafe extern "C" fn(*mut i64)> =
         unsafe { lib.get(b"my_plugin_counters\0") }.unwrap();
-    let mut out = [0i64; 8];
+    let mut out = [0i64; 10];
     unsafe { f(out.as_mut_ptr()) };
     out
 }
