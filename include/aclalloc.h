@@ -18,6 +18,36 @@
 
 
 /**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_FAST_LAUNCH 1
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_FAST_SYNC 2
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_PERSISTENT 4
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_HUGE 8
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_CPU_SCHEDULE 16
+
+/**
+ * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
+ */
+#define ACL_STREAM_DEVICE_USE_ONLY 32
+
+/**
  * An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
  */
 typedef void *aclrtAllocatorDesc;
@@ -115,6 +145,30 @@ typedef struct {
 } aclallocAllocatorStats;
 
 /**
+ * A host "kernel" for `aclallocLaunchKernel`: runs on the stream's worker
+ * thread with the launch's workspace (NULL when its size is 0), the
+ * workspace size, and the caller's `userData`.
+ */
+typedef void (*aclallocKernelFunc)(void *workspace, size_t size, void *userData);
+
+/**
+ * How device memory is allocated (`aclrtMemMallocPolicy`); on the host every
+ * policy gives page-aligned, lazily backed memory.
+ */
+typedef int aclrtMemMallocPolicy;
+
+/**
+ * The direction of a copy (`aclrtMemcpyKind` in CANN's `acl_rt.h`).
+ */
+typedef int aclrtMemcpyKind;
+
+/**
+ * Which memory `aclrtGetMemInfo` reports (`aclrtMemAttr`); on the host every
+ * value reports the device's one memory.
+ */
+typedef int aclrtMemAttr;
+
+/**
  * Where a pluggable allocator's shared object is and which symbols are its
  * functions. Set the unused optional fields to NULL (or ""); a zeroed struct
  * plus the three required fields is a valid configuration.
@@ -154,6 +208,11 @@ typedef struct {
 typedef void *aclallocPluggable;
 
 /**
+ * A context handle, from `aclrtCreateContext` or `aclrtGetCurrentContext`.
+ */
+typedef void *aclrtContext;
+
+/**
  * The call succeeded.
  */
 #define ACL_SUCCESS 0
@@ -179,15 +238,30 @@ typedef void *aclallocPluggable;
 #define ACL_ERROR_FAILURE 500001
 
 /**
- * Something was initialized already (here: the default allocator has served
- * memory, so it can no longer be swapped).
+ * `aclInit` was called again before `aclFinalize`.
  */
 #define ACL_ERROR_REPEAT_INITIALIZE 100002
 
 /**
- * A file (here: an allocator's shared object) cannot be opened or loaded.
+ * The configuration file given to `aclInit` cannot be read.
  */
 #define ACL_ERROR_INVALID_FILE 100003
+
+/**
+ * `aclFinalize` without a matching `aclInit`.
+ */
+#define ACL_ERROR_REPEAT_FINALIZE 100037
+
+/**
+ * A device id is out of range.
+ */
+#define ACL_ERROR_RT_INVALID_DEVICEID 107001
+
+/**
+ * The calling thread has no current context (no `aclrtSetDevice` or
+ * `aclrtSetCurrentContext` yet).
+ */
+#define ACL_ERROR_RT_CONTEXT_NULL 107002
 
 /**
  * A file lacks something it must provide (here: a symbol of an allocator's
@@ -206,9 +280,194 @@ typedef void *aclallocPluggable;
 #define ACL_ERROR_API_NOT_SUPPORT 200001
 
 /**
- * Device memory could not be allocated.
+ * Device memory is exhausted, or an allocator returned no memory.
  */
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+
+/**
+ * Host to host.
+ */
+#define ACL_MEMCPY_HOST_TO_HOST 0
+
+/**
+ * Host to device.
+ */
+#define ACL_MEMCPY_HOST_TO_DEVICE 1
+
+/**
+ * Device to host.
+ */
+#define ACL_MEMCPY_DEVICE_TO_HOST 2
+
+/**
+ * Device to device.
+ */
+#define ACL_MEMCPY_DEVICE_TO_DEVICE 3
+
+/**
+ * Whichever the addresses say.
+ */
+#define ACL_MEMCPY_DEFAULT 4
+
+/**
+ * Host to device through a buffer (not supported by the host runtime).
+ */
+#define ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE 5
+
+/**
+ * Within one device (not supported by the host runtime).
+ */
+#define ACL_MEMCPY_INNER_DEVICE_TO_DEVICE 6
+
+/**
+ * Between devices (not supported by the host runtime).
+ */
+#define ACL_MEMCPY_INTER_DEVICE_TO_DEVICE 7
+
+/**
+ * Huge pages first, normal pages if none are left.
+ */
+#define ACL_MEM_MALLOC_HUGE_FIRST 0
+
+/**
+ * Huge pages only.
+ */
+#define ACL_MEM_MALLOC_HUGE_ONLY 1
+
+/**
+ * Normal pages only.
+ */
+#define ACL_MEM_MALLOC_NORMAL_ONLY 2
+
+/**
+ * Huge pages first, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_HUGE_FIRST_P2P 3
+
+/**
+ * Huge pages only, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_HUGE_ONLY_P2P 4
+
+/**
+ * Normal pages only, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_NORMAL_ONLY_P2P 5
+
+/**
+ * 1 GiB huge pages only.
+ */
+#define ACL_MEM_MALLOC_HUGE1G_ONLY 6
+
+/**
+ * 1 GiB huge pages only, for peer-to-peer use.
+ */
+#define ACL_MEM_MALLOC_HUGE1G_ONLY_P2P 7
+
+/**
+ * Low-bandwidth memory (a flag to combine with a policy).
+ */
+#define ACL_MEM_TYPE_LOW_BAND_WIDTH 256
+
+/**
+ * High-bandwidth memory (a flag to combine with a policy).
+ */
+#define ACL_MEM_TYPE_HIGH_BAND_WIDTH 4096
+
+/**
+ * Read-only from user space (a flag to combine with a policy).
+ */
+#define ACL_MEM_ACCESS_USER_SPACE_READONLY 1048576
+
+/**
+ * DDR memory.
+ */
+#define ACL_DDR_MEM 0
+
+/**
+ * HBM memory.
+ */
+#define ACL_HBM_MEM 1
+
+/**
+ * DDR memory, huge pages.
+ */
+#define ACL_DDR_MEM_HUGE 2
+
+/**
+ * DDR memory, normal pages.
+ */
+#define ACL_DDR_MEM_NORMAL 3
+
+/**
+ * HBM memory, huge pages.
+ */
+#define ACL_HBM_MEM_HUGE 4
+
+/**
+ * HBM memory, normal pages.
+ */
+#define ACL_HBM_MEM_NORMAL 5
+
+/**
+ * DDR memory, peer-to-peer, huge pages.
+ */
+#define ACL_DDR_MEM_P2P_HUGE 6
+
+/**
+ * DDR memory, peer-to-peer, normal pages.
+ */
+#define ACL_DDR_MEM_P2P_NORMAL 7
+
+/**
+ * HBM memory, peer-to-peer, huge pages.
+ */
+#define ACL_HBM_MEM_P2P_HUGE 8
+
+/**
+ * HBM memory, peer-to-peer, normal pages.
+ */
+#define ACL_HBM_MEM_P2P_NORMAL 9
+
+/**
+ * HBM memory, 1 GiB pages.
+ */
+#define ACL_HBM_MEM_HUGE1G 10
+
+/**
+ * HBM memory, peer-to-peer, 1 GiB pages.
+ */
+#define ACL_HBM_MEM_P2P_HUGE1G 11
+
+/**
+ * Memory, normal pages.
+ */
+#define ACL_MEM_NORMAL 12
+
+/**
+ * Memory, huge pages.
+ */
+#define ACL_MEM_HUGE 13
+
+/**
+ * Memory, 1 GiB pages.
+ */
+#define ACL_MEM_HUGE1G 14
+
+/**
+ * Memory, peer-to-peer, normal pages.
+ */
+#define ACL_MEM_P2P_NORMAL 15
+
+/**
+ * Memory, peer-to-peer, huge pages.
+ */
+#define ACL_MEM_P2P_HUGE 16
+
+/**
+ * Memory, peer-to-peer, 1 GiB pages.
+ */
+#define ACL_MEM_P2P_HUGE1G 17
 
 #ifdef __cplusplus
 extern "C" {
@@ -347,6 +606,112 @@ aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 const char *aclGetRecentErrMsg(void);
 
 /**
+ * Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
+ * `stream` (NULL: the current context's default stream), with a workspace
+ * taken the way CANN's executor takes one for an operator:
+ *
+ * 1. the allocator registered for `stream` at the time of this call is used
+ *    (a later `aclrtAllocatorRegister` does not affect this launch);
+ * 2. `alloc(obj, workspaceSize)`, then `getAddrFromBlock(block)`;
+ * 3. the kernel is enqueued on the stream with that address;
+ * 4. `free(obj, block)` is called on this thread as soon as the launch is
+ *    enqueued: blocks go back in stream order, so an allocator may give the
+ *    block to later work on the same stream, never to work that runs
+ *    concurrently with this kernel on another stream.
+ *
+ * A stream without a registered allocator takes the workspace from the
+ * runtime's default device allocator, which gets it back when the kernel has
+ * run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
+ *
+ * alloc returning NULL, or getAddrFromBlock returning NULL (the block is
+ * freed), or the device allocator running out: `ACL_ERROR_RT_MEMORY_ALLOCATION`
+ * with a message naming the stream and the size; nothing is enqueued.
+ * NULL `kernel`: `ACL_ERROR_INVALID_PARAM`. A stream that was not created by
+ * `aclrtCreateStream`: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `kernel` must be safe to call on another thread with these arguments;
+ * `userData` must stay valid until the kernel has run.
+ */
+aclError aclallocLaunchKernel(aclrtStream stream, size_t workspaceSize, aclallocKernelFunc kernel, void *userData);
+
+/**
+ * Allocates `size` bytes of device memory on the current context's device
+ * (page-aligned; the policy has no effect on the host). More than the
+ * device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
+ * `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable.
+ */
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+
+/**
+ * `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
+ * page-aligned memory of exactly `size` usable bytes.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable.
+ */
+aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+
+/**
+ * Frees device memory after all pending stream work has run. A pointer that
+ * is not the start of live device memory (foreign, interior, already freed):
+ * `ACL_ERROR_INVALID_PARAM`, nothing freed.
+ *
+ * # Safety
+ * `devPtr` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtFree(void *devPtr);
+
+/**
+ * Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
+ * must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
+ * that starts in device memory must.
+ *
+ * # Safety
+ * Host-side ranges must be valid for `count` bytes.
+ */
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
+
+/**
+ * Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
+ * byte of `value`.
+ *
+ * # Safety
+ * None beyond C's: the range is checked against device memory.
+ */
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
+
+/**
+ * `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
+ *
+ * # Safety
+ * Host-side ranges must stay valid until the stream has run the copy.
+ */
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind, aclrtStream stream);
+
+/**
+ * `aclrtMemset` run in order on `stream` (NULL: the default stream).
+ *
+ * # Safety
+ * The memory must not be freed before the stream has run the fill
+ * (`aclrtFree` waits for pending work, so this holds for device memory).
+ */
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream);
+
+/**
+ * Free and total bytes of the current context's device; every `attr`
+ * describes the same memory on the host.
+ *
+ * # Safety
+ * `free` and `total` are NULL or writable.
+ */
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
+
+/**
  * Loads a pluggable allocator from a shared object and resolves its
  * functions by name, then calls its init function (if named) with the device
  * count. On success `*allocator` is its handle and `*allocatorDesc` a
@@ -422,6 +787,143 @@ aclError aclallocPluggableEmptyCache(aclallocPluggable allocator);
  * be worse than an error).
  */
 aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double fraction, int32_t deviceId);
+
+/**
+ * Initializes ACL. `configPath` may be NULL or empty; a file given must be
+ * readable (`ACL_ERROR_INVALID_FILE`), its contents are not interpreted by
+ * the host runtime. A second call before `aclFinalize`:
+ * `ACL_ERROR_REPEAT_INITIALIZE`.
+ *
+ * # Safety
+ * `configPath` is NULL or a NUL-terminated string.
+ */
+aclError aclInit(const char *configPath);
+
+/**
+ * Finalizes ACL: every context and stream is released (pending work runs
+ * first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
+ */
+aclError aclFinalize(void);
+
+/**
+ * Makes `deviceId` the calling thread's device (its default context becomes
+ * current). Counted: the device's default context is released after as many
+ * `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
+ */
+aclError aclrtSetDevice(int32_t deviceId);
+
+/**
+ * Undoes one `aclrtSetDevice`; the last one releases the device's default
+ * context and its streams (pending work runs first). A device that is not
+ * set is left as it is. Device memory is not freed.
+ */
+aclError aclrtResetDevice(int32_t deviceId);
+
+/**
+ * Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
+ * every context on it (its own and those from `aclrtCreateContext`).
+ */
+aclError aclrtResetDeviceForce(int32_t deviceId);
+
+/**
+ * The device of the calling thread's current context. No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `deviceId` is NULL or writable.
+ */
+aclError aclrtGetDevice(int32_t *deviceId);
+
+/**
+ * The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
+ *
+ * # Safety
+ * `count` is NULL or writable.
+ */
+aclError aclrtGetDeviceCount(uint32_t *count);
+
+/**
+ * Creates a context on `deviceId` and makes it current on the calling thread.
+ *
+ * # Safety
+ * `context` is NULL or writable.
+ */
+aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId);
+
+/**
+ * Destroys a context from `aclrtCreateContext` and its streams (pending work
+ * runs first). A device's default context is refused.
+ *
+ * # Safety
+ * `context` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtDestroyContext(aclrtContext context);
+
+/**
+ * Makes `context` current on the calling thread.
+ *
+ * # Safety
+ * `context` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtSetCurrentContext(aclrtContext context);
+
+/**
+ * The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `context` is NULL or writable.
+ */
+aclError aclrtGetCurrentContext(aclrtContext *context);
+
+/**
+ * Creates a stream in the current context: an in-order queue run by its own
+ * host worker thread.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCreateStream(aclrtStream *stream);
+
+/**
+ * `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
+ * which are checked and otherwise have no effect on the host.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag);
+
+/**
+ * Destroys a stream once its pending work has run, and drops its allocator
+ * registration (CANN keeps it; here a later stream can never inherit it).
+ *
+ * # Safety
+ * `stream` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtDestroyStream(aclrtStream stream);
+
+/**
+ * Destroys a stream at once: work that has not started is dropped, the
+ * running kernel is waited for. Drops the allocator registration too.
+ *
+ * # Safety
+ * `stream` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtDestroyStreamForce(aclrtStream stream);
+
+/**
+ * Waits until all work enqueued on `stream` (NULL: the current context's
+ * default stream) has run.
+ *
+ * # Safety
+ * `stream` is one this library handed out, or anything else: the host backend
+ * looks it up and refuses what is not live; a runtime forwarded to may not.
+ */
+aclError aclrtSynchronizeStream(aclrtStream stream);
 
 #ifdef __cplusplus
 }  // extern "C"

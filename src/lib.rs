@@ -22,6 +22,7 @@ pub mod default_allocator;
 pub mod ffi;
 pub mod plugin;
 pub mod registry;
+pub mod runtime;
 
 pub use crate::core::api::{global, AllocatorApi};
 pub use crate::core::descriptor::{

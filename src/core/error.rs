@@ -22,12 +22,22 @@ pub const ACL_ERROR_INTERNAL_ERROR: aclError = 500000;
 /// A generic failure.
 pub const ACL_ERROR_FAILURE: aclError = 500001;
 
-// Pluggable and default allocators (issue 5).
-/// Something was initialized already (here: the default allocator has served
-/// memory, so it can no longer be swapped).
+// The host runtime's codes (CANN's `acl_base.h` and `rt_error_codes.h`).
+
+/// `aclInit` was called again before `aclFinalize`.
 pub const ACL_ERROR_REPEAT_INITIALIZE: aclError = 100002;
-/// A file (here: an allocator's shared object) cannot be opened or loaded.
+/// The configuration file given to `aclInit` cannot be read.
 pub const ACL_ERROR_INVALID_FILE: aclError = 100003;
+/// `aclFinalize` without a matching `aclInit`.
+pub const ACL_ERROR_REPEAT_FINALIZE: aclError = 100037;
+/// A device id is out of range.
+pub const ACL_ERROR_RT_INVALID_DEVICEID: aclError = 107001;
+/// The calling thread has no current context (no `aclrtSetDevice` or
+/// `aclrtSetCurrentContext` yet).
+pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107002;
+
+// Pluggable and default allocators.
+
 /// A file lacks something it must provide (here: a symbol of an allocator's
 /// shared object).
 pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100007;
@@ -35,7 +45,7 @@ pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100007;
 pub const ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148051;
 /// The operation is not supported (here: a hook the allocator does not offer).
 pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200001;
-/// Device memory could not be allocated.
+/// Device memory is exhausted, or an allocator returned no memory.
 pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
@@ -122,6 +132,70 @@ pub enum Error {
         /// What went wrong.
         reason: &'static str,
     },
+    /// `aclInit` while already initialized.
+    #[error("ACL is already initialized; call aclFinalize before calling aclInit again")]
+    RepeatInitialize,
+    /// `aclFinalize` while not initialized.
+    #[error("ACL is not initialized (aclInit was not called, or aclFinalize was already called)")]
+    RepeatFinalize,
+    /// `aclInit`'s configuration file cannot be read.
+    #[error("Parameter configPath is invalid. Reason: the file cannot be read")]
+    InvalidConfigFile,
+    /// A device id outside `[0, count)`.
+    #[error("Parameter deviceId is invalid. Reason: device {device} does not exist; there are {count} devices (set ACLALLOC_DEVICE_COUNT for more)")]
+    InvalidDevice {
+        /// The id the caller gave.
+        device: i64,
+        /// The number of devices.
+        count: u32,
+    },
+    /// No current context on the calling thread.
+    #[error("There is no current context on this thread; call aclrtSetDevice, aclrtCreateContext or aclrtSetCurrentContext first")]
+    NoContext,
+    /// A device's memory capacity would be exceeded.
+    #[error("Device {device} is out of memory: {size} bytes were requested, {free} of its {capacity} bytes are free (set ACLALLOC_DEVICE_MEMORY for more)")]
+    DeviceMemoryExhausted {
+        /// The device.
+        device: u32,
+        /// The bytes requested.
+        size: usize,
+        /// The bytes still free.
+        free: usize,
+        /// The device's capacity.
+        capacity: usize,
+    },
+    /// The operating system refused to reserve address space.
+    #[error("The host could not reserve {size} bytes of address space for device {device}")]
+    ReserveFailed {
+        /// The device.
+        device: u32,
+        /// The bytes requested.
+        size: usize,
+    },
+    /// The allocator serving a launch returned NULL from alloc.
+    #[error("The allocator of stream {stream:#x} returned NULL from alloc for a workspace of {size} bytes")]
+    WorkspaceAlloc {
+        /// The stream handle.
+        stream: usize,
+        /// The workspace size.
+        size: usize,
+    },
+    /// The allocator serving a launch returned NULL from getAddrFromBlock.
+    #[error("The allocator of stream {stream:#x} returned NULL from getAddrFromBlock for a workspace block of {size} bytes; the block was given back with free")]
+    WorkspaceAddr {
+        /// The stream handle.
+        stream: usize,
+        /// The workspace size.
+        size: usize,
+    },
+    /// An environment variable of the runtime's configuration is malformed.
+    #[error("Environment variable {variable} is invalid. Reason: {reason}")]
+    Config {
+        /// The variable's name.
+        variable: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl Error {
@@ -140,6 +214,16 @@ impl Error {
             Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
+            Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
+            Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
+            Error::InvalidDevice { .. } => ACL_ERROR_RT_INVALID_DEVICEID,
+            Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
+            Error::DeviceMemoryExhausted { .. }
+            | Error::ReserveFailed { .. }
+            | Error::WorkspaceAlloc { .. }
+            | Error::WorkspaceAddr { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
+            Error::Config { .. } => ACL_ERROR_INVALID_PARAM,
         }
     }
 

@@ -73,6 +73,13 @@ impl<T> HandleTable<T> {
         self.live.lock().as_mut()?.remove(&handle)
     }
 
+    /// `f` applied to every live handle and its object, keeping the `Some`s.
+    pub fn collect<R>(&self, mut f: impl FnMut(usize, &T) -> Option<R>) -> Vec<R> {
+        self.live.lock().as_ref().map_or_else(Vec::new, |map| {
+            map.iter().filter_map(|(&h, v)| f(h, v)).collect()
+        })
+    }
+
     /// The number of live handles.
     pub fn len(&self) -> usize {
         self.live.lock().as_ref().map_or(0, HashMap::len)
@@ -106,6 +113,9 @@ mod tests {
         let c = table.insert("c").unwrap().get();
         assert!(c != a && c != b, "ids are never reused");
         assert_eq!(table.len(), 2);
+        let mut live = table.collect(|h, v| (*v != "b").then_some((h, *v)));
+        live.sort();
+        assert_eq!(live, vec![(c, "c")]);
     }
 
     #[test]

@@ -95,3 +95,31 @@ pub(crate) unsafe fn input<'a, T>(ptr: *const T, param: &'static str) -> Result<
     // SAFETY: the caller's contract.
     unsafe { ptr.as_ref() }.ok_or(Error::NullPointer { param })
 }
+
+/// A stream argument where NULL means the current context's default stream.
+pub(crate) fn optional_stream(stream: *mut c_void) -> Option<StreamKey> {
+    StreamKey::from_ptr(stream)
+}
+
+/// A non-NULL context handle; whether it is live is the runtime's check.
+pub(crate) fn context(context: *mut c_void) -> Result<usize> {
+    if context.is_null() {
+        return Err(Error::NullPointer { param: "context" });
+    }
+    Ok(context as usize)
+}
+
+/// A non-NULL memory address.
+pub(crate) fn address<T>(ptr: *mut T, param: &'static str) -> Result<NonNull<u8>> {
+    NonNull::new(ptr.cast::<u8>()).ok_or(Error::NullPointer { param })
+}
+
+/// An optional C string (NULL: none).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the
+/// call.
+pub(crate) unsafe fn optional_cstr<'a>(ptr: *const std::ffi::c_char) -> Option<&'a std::ffi::CStr> {
+    // SAFETY: the caller's contract.
+    (!ptr.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(ptr) })
+}

@@ -10,5 +10,8 @@ pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod default_allocator;
 pub mod errmsg;
+pub mod launch;
+pub mod memory;
 pub mod plugin;
+pub mod runtime;
 pub mod types;

@@ -1,0 +1,124 @@
+//! The host runtime's launch path, measured through the C ABI.
+//!
+//!     cargo bench --bench runtime
+//!
+//! `launch_*`: the cost on the launching thread of one `aclallocLaunchKernel`
+//! with an empty kernel (stream lookup, registration lookup, alloc,
+//! getAddrFromBlock, enqueue, free); the stream's worker runs the kernels
+//! concurrently. Each sample times 100 consecutive launches, a burst as an
+//! executor issues them, so the figures are per launch in steady state. `launches_to_completion`: 1000 launches and a
+//! synchronize, reported as launches per second. The allocation columns
+//! come from divan's `AllocProfiler`: a steady-state launch allocates nothing.
+
+use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::launch::aclallocLaunchKernel;
+use aclalloc::ffi::runtime::*;
+use divan::counter::ItemsCount;
+use divan::{AllocProfiler, Bencher};
+use std::ffi::c_void;
+use std::sync::OnceLock;
+
+#[global_allocator]
+static ALLOC: AllocProfiler = AllocProfiler::system();
+
+fn main() {
+    divan::main();
+}
+
+/// A stream-ordered allocator as simple as it gets: one block, handed out
+/// again as soon as it comes back.
+static mut WORKSPACE: [u8; 1 << 16] = [0; 1 << 16];
+
+unsafe extern "C" fn one_block(_: *mut c_void, size: usize) -> *mut c_void {
+    if size > 1 << 16 {
+        return std::ptr::null_mut();
+    }
+    std::ptr::addr_of_mut!(WORKSPACE) as *mut c_void
+}
+unsafe extern "C" fn give_back(_: *mut c_void, _: *mut c_void) {}
+unsafe extern "C" fn identity(block: *mut c_void) -> *mut c_void {
+    block
+}
+unsafe extern "C" fn empty(_: *mut c_void, _: usize, _: *mut c_void) {}
+
+struct Streams {
+    registered: usize,
+    unregistered: usize,
+}
+
+/// Streams on device 0, made once; `aclrtSetDevice` on the calling thread.
+fn streams() -> &'static Streams {
+    static STREAMS: OnceLock<Streams> = OnceLock::new();
+    let s = STREAMS.get_or_init(|| unsafe {
+        assert_eq!(aclrtSetDevice(0), 0);
+        let mut registered: *mut c_void = std::ptr::null_mut();
+        let mut unregistered: *mut c_void = std::ptr::null_mut();
+        assert_eq!(aclrtCreateStream(&mut registered), 0);
+        assert_eq!(aclrtCreateStream(&mut unregistered), 0);
+        let desc = aclrtAllocatorCreateDesc();
+        static OBJ: u8 = 0;
+        aclrtAllocatorSetObjToDesc(desc, &OBJ as *const u8 as *mut c_void);
+        aclrtAllocatorSetAllocFuncToDesc(desc, Some(one_block));
+        aclrtAllocatorSetFreeFuncToDesc(desc, Some(give_back));
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(identity));
+        assert_eq!(aclrtAllocatorRegister(registered, desc), 0);
+        Streams {
+            registered: registered as usize,
+            unregistered: unregistered as usize,
+        }
+    });
+    // Warm the stream up, so the benchmark sees the steady state.
+    unsafe { aclrtSynchronizeStream(s.registered as *mut c_void) };
+    s
+}
+
+fn launch(stream: usize, size: usize) {
+    let rc = unsafe {
+        aclallocLaunchKernel(
+            stream as *mut c_void,
+            size,
+            Some(empty),
+            std::ptr::null_mut(),
+        )
+    };
+    debug_assert_eq!(rc, 0);
+    divan::black_box(rc);
+}
+
+/// One launch with a 4 KiB workspace from the registered allocator.
+#[divan::bench(sample_size = 100, sample_count = 1000)]
+fn launch_registered_allocator(bencher: Bencher) {
+    let s = streams().registered;
+    bencher.bench_local(|| launch(s, 4096));
+    unsafe { aclrtSynchronizeStream(s as *mut c_void) };
+}
+
+/// One launch without a workspace (lookup and enqueue only).
+#[divan::bench(sample_size = 100, sample_count = 1000)]
+fn launch_no_workspace(bencher: Bencher) {
+    let s = streams().registered;
+    bencher.bench_local(|| launch(s, 0));
+    unsafe { aclrtSynchronizeStream(s as *mut c_void) };
+}
+
+/// One launch with a 4 KiB workspace from the default device allocator (a
+/// fresh mapping per launch, given back by the worker): what a stream without
+/// a registered allocator costs today.
+#[divan::bench(sample_size = 100, sample_count = 100)]
+fn launch_default_allocator(bencher: Bencher) {
+    let s = streams().unregistered;
+    bencher.bench_local(|| launch(s, 4096));
+    unsafe { aclrtSynchronizeStream(s as *mut c_void) };
+}
+
+/// 1000 launches with the registered allocator, then a synchronize.
+#[divan::bench(sample_count = 50)]
+fn launches_to_completion(bencher: Bencher) {
+    let s = streams().registered;
+    bencher.counter(ItemsCount::new(1000usize)).bench_local(|| {
+        for _ in 0..1000 {
+            launch(s, 4096);
+        }
+        unsafe { aclrtSynchronizeStream(s as *mut c_void) }
+    });
+}

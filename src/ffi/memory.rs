@@ -1,0 +1,241 @@
+//! CANN's `acl_rt.h` memory functions. Device memory is host memory mapped
+//! lazily per allocation; every device pointer is checked against the live
+//! allocations, never trusted.
+#![allow(non_snake_case)]
+
+use super::types::*;
+use crate::runtime::backend::active;
+use std::ffi::c_void;
+
+/// Allocates `size` bytes of device memory on the current context's device
+/// (page-aligned; the policy has no effect on the host). More than the
+/// device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
+/// `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMalloc(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: aclrtMemMallocPolicy,
+) -> aclError {
+    // SAFETY (every export): the arguments are forwarded unchanged to a
+    // function with the same contract.
+    unsafe { (active().aclrtMalloc)(devPtr, size, policy) }
+}
+
+/// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
+/// page-aligned memory of exactly `size` usable bytes.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMallocAlign32(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: aclrtMemMallocPolicy,
+) -> aclError {
+    unsafe { (active().aclrtMallocAlign32)(devPtr, size, policy) }
+}
+
+/// Frees device memory after all pending stream work has run. A pointer that
+/// is not the start of live device memory (foreign, interior, already freed):
+/// `ACL_ERROR_INVALID_PARAM`, nothing freed.
+///
+/// # Safety
+/// `devPtr` is one this library handed out, or anything else: the host backend
+/// looks it up and refuses what is not live; a runtime forwarded to may not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
+    unsafe { (active().aclrtFree)(devPtr) }
+}
+
+/// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
+/// must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
+/// that starts in device memory must.
+///
+/// # Safety
+/// Host-side ranges must be valid for `count` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpy(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: aclrtMemcpyKind,
+) -> aclError {
+    unsafe { (active().aclrtMemcpy)(dst, destMax, src, count, kind) }
+}
+
+/// Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
+/// byte of `value`.
+///
+/// # Safety
+/// None beyond C's: the range is checked against device memory.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemset(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+) -> aclError {
+    unsafe { (active().aclrtMemset)(devPtr, maxCount, value, count) }
+}
+
+/// `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
+///
+/// # Safety
+/// Host-side ranges must stay valid until the stream has run the copy.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: aclrtMemcpyKind,
+    stream: aclrtStream,
+) -> aclError {
+    unsafe { (active().aclrtMemcpyAsync)(dst, destMax, src, count, kind, stream) }
+}
+
+/// `aclrtMemset` run in order on `stream` (NULL: the default stream).
+///
+/// # Safety
+/// The memory must not be freed before the stream has run the fill
+/// (`aclrtFree` waits for pending work, so this holds for device memory).
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemsetAsync(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+    stream: aclrtStream,
+) -> aclError {
+    unsafe { (active().aclrtMemsetAsync)(devPtr, maxCount, value, count, stream) }
+}
+
+/// Free and total bytes of the current context's device; every `attr`
+/// describes the same memory on the host.
+///
+/// # Safety
+/// `free` and `total` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetMemInfo(
+    attr: aclrtMemAttr,
+    free: *mut usize,
+    total: *mut usize,
+) -> aclError {
+    unsafe { (active().aclrtGetMemInfo)(attr, free, total) }
+}
+
+/// The host backend's implementations.
+pub(crate) mod host {
+    use super::super::args::{self, Out};
+    use super::super::boundary::boundary;
+    use super::*;
+    use crate::runtime::host::host;
+
+    unsafe fn malloc(function: &'static str, devPtr: *mut *mut c_void, size: usize) -> aclError {
+        boundary(function, || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(devPtr, "devPtr") }?;
+            out.write(host().malloc(size)?.as_ptr().cast());
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMalloc(
+        devPtr: *mut *mut c_void,
+        size: usize,
+        _policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        unsafe { malloc("aclrtMalloc", devPtr, size) }
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMallocAlign32(
+        devPtr: *mut *mut c_void,
+        size: usize,
+        _policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        unsafe { malloc("aclrtMallocAlign32", devPtr, size) }
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
+        boundary("aclrtFree", || {
+            host().free(args::address(devPtr, "devPtr")?.as_ptr())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMemcpy(
+        dst: *mut c_void,
+        destMax: usize,
+        src: *const c_void,
+        count: usize,
+        kind: aclrtMemcpyKind,
+    ) -> aclError {
+        boundary("aclrtMemcpy", || {
+            let dst = args::address(dst, "dst")?;
+            let src = args::address(src.cast_mut(), "src")?;
+            // SAFETY: the caller's contract for host-side ranges.
+            unsafe { host().memcpy(dst, destMax, src, count, kind) }
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMemset(
+        devPtr: *mut c_void,
+        maxCount: usize,
+        value: i32,
+        count: usize,
+    ) -> aclError {
+        boundary("aclrtMemset", || {
+            host().memset(args::address(devPtr, "devPtr")?, maxCount, value, count)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMemcpyAsync(
+        dst: *mut c_void,
+        destMax: usize,
+        src: *const c_void,
+        count: usize,
+        kind: aclrtMemcpyKind,
+        stream: aclrtStream,
+    ) -> aclError {
+        boundary("aclrtMemcpyAsync", || {
+            let dst = args::address(dst, "dst")?;
+            let src = args::address(src.cast_mut(), "src")?;
+            let stream = args::optional_stream(stream);
+            // SAFETY: the caller's contract for host-side ranges.
+            unsafe { host().memcpy_async(dst, destMax, src, count, kind, stream) }
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMemsetAsync(
+        devPtr: *mut c_void,
+        maxCount: usize,
+        value: i32,
+        count: usize,
+        stream: aclrtStream,
+    ) -> aclError {
+        boundary("aclrtMemsetAsync", || {
+            let dst = args::address(devPtr, "devPtr")?;
+            host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtGetMemInfo(
+        attr: aclrtMemAttr,
+        free: *mut usize,
+        total: *mut usize,
+    ) -> aclError {
+        boundary("aclrtGetMemInfo", || {
+            // SAFETY: the caller's contract.
+            let free_out = unsafe { Out::required(free, "free") }?;
+            let total_out = unsafe { Out::required(total, "total") }?;
+            let (f, t) = host().mem_info(attr)?;
+            free_out.write(f);
+            total_out.write(t);
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,294 @@
+//! CANN's `acl.h` / `acl_rt.h`: initialization, devices, contexts, streams.
+//!
+//! Each export forwards to the active runtime backend
+//! ([`crate::runtime::backend`]), chosen once at load time. The host backend's
+//! implementations are in [`host`]; each runs its body through
+//! [`boundary`](super::boundary::boundary).
+#![allow(non_snake_case)]
+
+use super::types::*;
+use crate::runtime::backend::active;
+use std::ffi::c_char;
+
+/// Initializes ACL. `configPath` may be NULL or empty; a file given must be
+/// readable (`ACL_ERROR_INVALID_FILE`), its contents are not interpreted by
+/// the host runtime. A second call before `aclFinalize`:
+/// `ACL_ERROR_REPEAT_INITIALIZE`.
+///
+/// # Safety
+/// `configPath` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
+    // SAFETY (every export): the arguments are forwarded unchanged to a
+    // function with the same contract.
+    unsafe { (active().aclInit)(configPath) }
+}
+
+/// Finalizes ACL: every context and stream is released (pending work runs
+/// first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
+#[no_mangle]
+pub extern "C" fn aclFinalize() -> aclError {
+    unsafe { (active().aclFinalize)() }
+}
+
+/// Makes `deviceId` the calling thread's device (its default context becomes
+/// current). Counted: the device's default context is released after as many
+/// `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
+#[no_mangle]
+pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
+    unsafe { (active().aclrtSetDevice)(deviceId) }
+}
+
+/// Undoes one `aclrtSetDevice`; the last one releases the device's default
+/// context and its streams (pending work runs first). A device that is not
+/// set is left as it is. Device memory is not freed.
+#[no_mangle]
+pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
+    unsafe { (active().aclrtResetDevice)(deviceId) }
+}
+
+/// Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
+/// every context on it (its own and those from `aclrtCreateContext`).
+#[no_mangle]
+pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
+    unsafe { (active().aclrtResetDeviceForce)(deviceId) }
+}
+
+/// The device of the calling thread's current context. No current context:
+/// `ACL_ERROR_RT_CONTEXT_NULL`.
+///
+/// # Safety
+/// `deviceId` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
+    unsafe { (active().aclrtGetDevice)(deviceId) }
+}
+
+/// The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
+///
+/// # Safety
+/// `count` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
+    unsafe { (active().aclrtGetDeviceCount)(count) }
+}
+
+/// Creates a context on `deviceId` and makes it current on the calling thread.
+///
+/// # Safety
+/// `context` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId: i32) -> aclError {
+    unsafe { (active().aclrtCreateContext)(context, deviceId) }
+}
+
+/// Destroys a context from `aclrtCreateContext` and its streams (pending work
+/// runs first). A device's default context is refused.
+///
+/// # Safety
+/// `context` is one this library handed out, or anything else: the host backend
+/// looks it up and refuses what is not live; a runtime forwarded to may not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
+    unsafe { (active().aclrtDestroyContext)(context) }
+}
+
+/// Makes `context` current on the calling thread.
+///
+/// # Safety
+/// `context` is one this library handed out, or anything else: the host backend
+/// looks it up and refuses what is not live; a runtime forwarded to may not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
+    unsafe { (active().aclrtSetCurrentContext)(context) }
+}
+
+/// The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
+///
+/// # Safety
+/// `context` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
+    unsafe { (active().aclrtGetCurrentContext)(context) }
+}
+
+/// Creates a stream in the current context: an in-order queue run by its own
+/// host worker thread.
+///
+/// # Safety
+/// `stream` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
+    unsafe { (active().aclrtCreateStream)(stream) }
+}
+
+/// `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
+/// which are checked and otherwise have no effect on the host.
+///
+/// # Safety
+/// `stream` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
+    stream: *mut aclrtStream,
+    priority: u32,
+    flag: u32,
+) -> aclError {
+    unsafe { (active().aclrtCreateStreamWithConfig)(stream, priority, flag) }
+}
+
+/// Destroys a stream once its pending work has run, and drops its allocator
+/// registration (CANN keeps it; here a later stream can never inherit it).
+///
+/// # Safety
+/// `stream` is one this library handed out, or anything else: the host backend
+/// looks it up and refuses what is not live; a runtime forwarded to may not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
+    unsafe { (active().aclrtDestroyStream)(stream) }
+}
+
+/// Destroys a stream at once: work that has not started is dropped, the
+/// running kernel is waited for. Drops the allocator registration too.
+///
+/// # Safety
+/// `stream` is one this library handed out, or anything else: the host backend
+/// looks it up and refuses what is not live; a runtime forwarded to may not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
+    unsafe { (active().aclrtDestroyStreamForce)(stream) }
+}
+
+/// Waits until all work enqueued on `stream` (NULL: the current context's
+/// default stream) has run.
+///
+/// # Safety
+/// `stream` is one this library handed out, or anything else: the host backend
+/// looks it up and refuses what is not live; a runtime forwarded to may not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
+    unsafe { (active().aclrtSynchronizeStream)(stream) }
+}
+
+/// The host backend's implementations.
+pub(crate) mod host {
+    use super::super::args::{self, Out};
+    use super::super::boundary::boundary;
+    use super::*;
+    use crate::runtime::host::host;
+
+    pub(crate) unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
+        boundary("aclInit", || {
+            // SAFETY: the caller's contract.
+            host().init(unsafe { args::optional_cstr(configPath) })
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclFinalize() -> aclError {
+        boundary("aclFinalize", || host().finalize())
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
+        boundary("aclrtSetDevice", || host().set_device(deviceId))
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
+        boundary("aclrtResetDevice", || host().reset_device(deviceId, false))
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
+        boundary("aclrtResetDeviceForce", || {
+            host().reset_device(deviceId, true)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
+        boundary("aclrtGetDevice", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(deviceId, "deviceId") }?;
+            out.write(host().current_device()? as i32);
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
+        boundary("aclrtGetDeviceCount", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(count, "count") }?;
+            out.write(host().device_count()?);
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtCreateContext(
+        context: *mut aclrtContext,
+        deviceId: i32,
+    ) -> aclError {
+        boundary("aclrtCreateContext", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(context, "context") }?;
+            out.write(host().create_context(deviceId)? as aclrtContext);
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
+        boundary("aclrtDestroyContext", || {
+            host().destroy_context(args::context(context)?)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
+        boundary("aclrtSetCurrentContext", || {
+            host().set_current_context(args::context(context)?)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
+        boundary("aclrtGetCurrentContext", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(context, "context") }?;
+            out.write(host().current_context()?.0 as aclrtContext);
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
+        boundary("aclrtCreateStream", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(stream, "stream") }?;
+            out.write(host().create_stream(0, 0)?.as_ptr());
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtCreateStreamWithConfig(
+        stream: *mut aclrtStream,
+        priority: u32,
+        flag: u32,
+    ) -> aclError {
+        boundary("aclrtCreateStreamWithConfig", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(stream, "stream") }?;
+            out.write(host().create_stream(priority, flag)?.as_ptr());
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
+        boundary("aclrtDestroyStream", || {
+            host().destroy_stream(args::stream(stream)?, false)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
+        boundary("aclrtDestroyStreamForce", || {
+            host().destroy_stream(args::stream(stream)?, true)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
+        boundary("aclrtSynchronizeStream", || {
+            host().synchronize_stream(args::optional_stream(stream))
+        })
+    }
+}

@@ -1,0 +1,145 @@
+//! The one place where the runtime implementation is chosen.
+//!
+//! Every runtime export (`aclInit`, `aclrt*` outside the allocator API,
+//! `aclallocLaunchKernel`) calls through the table [`active`] returns. The
+//! table is filled once, when the library is loaded (an `.init_array`
+//! constructor; the first call fills it if the constructor did not run, as in
+//! a statically linked test), and never changes afterwards.
+//!
+//! Today the only backend is [`Backend::Host`]: the host runtime of this
+//! crate. A real CANN runtime loaded behind this library must not be
+//! shadowed by it; the backend for that case fills the same table with the
+//! real functions (`dlsym(RTLD_NEXT, name)`), so adding it means one new
+//! variant, one function that fills [`RuntimeFns`], and one branch in
+//! `select`: no export changes.
+
+use crate::ffi::types::*;
+use std::ffi::{c_char, c_void};
+use std::sync::OnceLock;
+
+/// Which implementation serves the runtime functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// This crate's host runtime: devices are host memory, streams are host
+    /// threads.
+    Host,
+}
+
+/// The runtime functions, with CANN's C signatures.
+#[allow(non_snake_case, missing_docs)]
+#[derive(Clone, Copy)]
+pub struct RuntimeFns {
+    pub backend: Backend,
+    pub aclInit: unsafe extern "C" fn(*const c_char) -> aclError,
+    pub aclFinalize: unsafe extern "C" fn() -> aclError,
+    pub aclrtSetDevice: unsafe extern "C" fn(i32) -> aclError,
+    pub aclrtResetDevice: unsafe extern "C" fn(i32) -> aclError,
+    pub aclrtResetDeviceForce: unsafe extern "C" fn(i32) -> aclError,
+    pub aclrtGetDevice: unsafe extern "C" fn(*mut i32) -> aclError,
+    pub aclrtGetDeviceCount: unsafe extern "C" fn(*mut u32) -> aclError,
+    pub aclrtCreateContext: unsafe extern "C" fn(*mut aclrtContext, i32) -> aclError,
+    pub aclrtDestroyContext: unsafe extern "C" fn(aclrtContext) -> aclError,
+    pub aclrtSetCurrentContext: unsafe extern "C" fn(aclrtContext) -> aclError,
+    pub aclrtGetCurrentContext: unsafe extern "C" fn(*mut aclrtContext) -> aclError,
+    pub aclrtCreateStream: unsafe extern "C" fn(*mut aclrtStream) -> aclError,
+    pub aclrtCreateStreamWithConfig: unsafe extern "C" fn(*mut aclrtStream, u32, u32) -> aclError,
+    pub aclrtDestroyStream: unsafe extern "C" fn(aclrtStream) -> aclError,
+    pub aclrtDestroyStreamForce: unsafe extern "C" fn(aclrtStream) -> aclError,
+    pub aclrtSynchronizeStream: unsafe extern "C" fn(aclrtStream) -> aclError,
+    pub aclrtMalloc:
+        unsafe extern "C" fn(*mut *mut c_void, usize, aclrtMemMallocPolicy) -> aclError,
+    pub aclrtMallocAlign32:
+        unsafe extern "C" fn(*mut *mut c_void, usize, aclrtMemMallocPolicy) -> aclError,
+    pub aclrtFree: unsafe extern "C" fn(*mut c_void) -> aclError,
+    pub aclrtMemcpy:
+        unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, aclrtMemcpyKind) -> aclError,
+    pub aclrtMemset: unsafe extern "C" fn(*mut c_void, usize, i32, usize) -> aclError,
+    pub aclrtMemcpyAsync: unsafe extern "C" fn(
+        *mut c_void,
+        usize,
+        *const c_void,
+        usize,
+        aclrtMemcpyKind,
+        aclrtStream,
+    ) -> aclError,
+    pub aclrtMemsetAsync:
+        unsafe extern "C" fn(*mut c_void, usize, i32, usize, aclrtStream) -> aclError,
+    pub aclrtGetMemInfo: unsafe extern "C" fn(aclrtMemAttr, *mut usize, *mut usize) -> aclError,
+    pub aclallocLaunchKernel:
+        unsafe extern "C" fn(aclrtStream, usize, aclallocKernelFunc, *mut c_void) -> aclError,
+}
+
+/// The host runtime's table.
+fn host_fns() -> RuntimeFns {
+    use crate::ffi::launch::host as l;
+    use crate::ffi::memory::host as m;
+    use crate::ffi::runtime::host as r;
+    RuntimeFns {
+        backend: Backend::Host,
+        aclInit: r::aclInit,
+        aclFinalize: r::aclFinalize,
+        aclrtSetDevice: r::aclrtSetDevice,
+        aclrtResetDevice: r::aclrtResetDevice,
+        aclrtResetDeviceForce: r::aclrtResetDeviceForce,
+        aclrtGetDevice: r::aclrtGetDevice,
+        aclrtGetDeviceCount: r::aclrtGetDeviceCount,
+        aclrtCreateContext: r::aclrtCreateContext,
+        aclrtDestroyContext: r::aclrtDestroyContext,
+        aclrtSetCurrentContext: r::aclrtSetCurrentContext,
+        aclrtGetCurrentContext: r::aclrtGetCurrentContext,
+        aclrtCreateStream: r::aclrtCreateStream,
+        aclrtCreateStreamWithConfig: r::aclrtCreateStreamWithConfig,
+        aclrtDestroyStream: r::aclrtDestroyStream,
+        aclrtDestroyStreamForce: r::aclrtDestroyStreamForce,
+        aclrtSynchronizeStream: r::aclrtSynchronizeStream,
+        aclrtMalloc: m::aclrtMalloc,
+        aclrtMallocAlign32: m::aclrtMallocAlign32,
+        aclrtFree: m::aclrtFree,
+        aclrtMemcpy: m::aclrtMemcpy,
+        aclrtMemset: m::aclrtMemset,
+        aclrtMemcpyAsync: m::aclrtMemcpyAsync,
+        aclrtMemsetAsync: m::aclrtMemsetAsync,
+        aclrtGetMemInfo: m::aclrtGetMemInfo,
+        aclallocLaunchKernel: l::aclallocLaunchKernel,
+    }
+}
+
+/// Decides which backend serves this process. Called once.
+fn select() -> RuntimeFns {
+    host_fns()
+}
+
+static ACTIVE: OnceLock<RuntimeFns> = OnceLock::new();
+
+/// The runtime functions of the backend chosen at load time.
+#[inline]
+pub fn active() -> &'static RuntimeFns {
+    ACTIVE.get_or_init(select)
+}
+
+/// Chooses the backend while the library is being loaded, before any
+/// program code can call a runtime function.
+extern "C" fn choose_at_load() {
+    active();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CHOOSE_AT_LOAD: extern "C" fn() = choose_at_load;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_backend_is_active_and_chosen_once() {
+        let a = active() as *const RuntimeFns;
+        assert_eq!(active().backend, Backend::Host);
+        assert_eq!(a, active() as *const RuntimeFns);
+        assert!(
+            active().aclrtMalloc as usize
+                == crate::ffi::memory::host::aclrtMalloc as *const () as usize,
+            "exports dispatch to the host implementation"
+        );
+    }
+}

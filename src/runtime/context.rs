@@ -1,0 +1,115 @@
+//! Contexts: `aclrtCreateContext`, `aclrtDestroyContext`,
+//! `aclrtSetCurrentContext`, `aclrtGetCurrentContext`.
+//!
+//! A context belongs to one device and owns the streams created while it is
+//! current, plus a default stream (the stream a NULL `aclrtStream` means),
+//! made on first use. The current context is per thread, as in CANN. A
+//! thread's current context may be destroyed by another thread; the handle is
+//! then simply no longer live and the thread has no current context.
+
+use super::host::HostRuntime;
+use crate::core::error::{Error, Result};
+use std::cell::Cell;
+
+/// One context.
+pub struct Context {
+    pub(crate) device: u32,
+    pub(crate) is_default: bool,
+    /// Handles of the streams created in this context (the default stream too).
+    pub(crate) streams: Vec<usize>,
+    /// The default stream's handle, once made.
+    pub(crate) default_stream: Option<usize>,
+}
+
+impl Context {
+    pub(crate) fn new(device: u32, is_default: bool) -> Self {
+        Context {
+            device,
+            is_default,
+            streams: Vec::new(),
+            default_stream: None,
+        }
+    }
+}
+
+pub(crate) const NOT_A_CONTEXT: Error = Error::InvalidParam {
+    param: "context",
+    reason: "It is not a live context (it was destroyed, or was never returned by aclrtCreateContext or aclrtGetCurrentContext)",
+};
+
+thread_local! {
+    /// (runtime instance, context handle) current on this thread.
+    static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+pub(crate) fn set_current(rt: &HostRuntime, ctx: usize) {
+    CURRENT.with(|c| c.set((rt.instance(), ctx)));
+}
+
+fn current_handle(rt: &HostRuntime) -> Option<usize> {
+    let (instance, ctx) = CURRENT.with(Cell::get);
+    (instance == rt.instance() && ctx != 0).then_some(ctx)
+}
+
+impl HostRuntime {
+    /// `aclrtCreateContext`: a new context on `device`, made current on this
+    /// thread.
+    pub fn create_context(&self, device: i32) -> Result<usize> {
+        let device = self.device(device)?.id();
+        let ctx = self.contexts.insert(Context::new(device, false))?.get();
+        set_current(self, ctx);
+        Ok(ctx)
+    }
+
+    /// `aclrtDestroyContext`: destroys the context and its streams (waiting
+    /// for their pending work). A device's default context is released by
+    /// `aclrtResetDevice`, not here.
+    pub fn destroy_context(&self, ctx: usize) -> Result<()> {
+        let is_default = self
+            .contexts
+            .with(ctx, |c| c.is_default)
+            .ok_or(NOT_A_CONTEXT)?;
+        if is_default {
+            return Err(Error::InvalidParam {
+                param: "context",
+                reason: "It is a device's default context; aclrtResetDevice releases it",
+            });
+        }
+        self.release_context(ctx);
+        Ok(())
+    }
+
+    /// `aclrtSetCurrentContext`.
+    pub fn set_current_context(&self, ctx: usize) -> Result<()> {
+        self.contexts.with(ctx, |_| ()).ok_or(NOT_A_CONTEXT)?;
+        set_current(self, ctx);
+        Ok(())
+    }
+
+    /// This thread's current context and its device.
+    pub fn current_context(&self) -> Result<(usize, u32)> {
+        let ctx = current_handle(self).ok_or(Error::NoContext)?;
+        self.contexts
+            .with(ctx, |c| (ctx, c.device))
+            .ok_or(Error::NoContext)
+    }
+
+    /// The contexts of `device`.
+    pub(crate) fn contexts_of_device(&self, device: u32) -> Vec<usize> {
+        self.contexts
+            .collect(|h, c| (c.device == device).then_some(h))
+    }
+
+    /// Removes a context and destroys its streams, waiting for their work.
+    pub(crate) fn release_context(&self, ctx: usize) {
+        let Some(context) = self.contexts.remove(ctx) else {
+            return;
+        };
+        for stream in context.streams {
+            let _ = self.destroy_stream_handle(stream, false);
+        }
+        if current_handle(self) == Some(ctx) {
+            CURRENT.with(|c| c.set((0, 0)));
+        }
+    }
+}

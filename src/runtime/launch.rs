@@ -1,0 +1,82 @@
+//! Operator launches that take their workspace from the stream's allocator,
+//! as CANN's executor does.
+//!
+//! For a launch with a workspace of `size` bytes on `stream`:
+//! 1. the registration in force for `stream` is read once (lock-free); later
+//!    re-registrations do not affect this launch;
+//! 2. `alloc(obj, size)`, then `getAddrFromBlock(block)`;
+//! 3. the kernel is enqueued with that address;
+//! 4. `free(obj, block)` is called on the launching thread as soon as the
+//!    launch is enqueued. This is CANN's executor contract: the block goes
+//!    back in *stream order*, so the allocator may hand it out again, but only
+//!    to later work on the same stream, which runs after this kernel.
+//!
+//! A stream without a registration takes the workspace from the runtime's
+//! default device allocator instead. A zero-size workspace takes nothing from
+//! any allocator: the kernel gets NULL and 0. When alloc or getAddrFromBlock
+//! returns NULL, nothing is enqueued (a block alloc did return is given back
+//! with free first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
+
+use super::host::HostRuntime;
+use super::stream::{KernelFn, Task};
+use crate::core::error::{Error, Result};
+use crate::registry::StreamKey;
+use std::ffi::c_void;
+
+impl HostRuntime {
+    /// Launches `kernel(workspace, size, user_data)` on `stream` (NULL: the
+    /// current context's default stream) with a workspace of `size` bytes.
+    pub fn launch(
+        &self,
+        stream: Option<StreamKey>,
+        size: usize,
+        kernel: KernelFn,
+        user_data: *mut c_void,
+    ) -> Result<()> {
+        let (key, stream) = self.resolve_stream(stream)?;
+        let task = |workspace: *mut c_void, release: bool| Task::Kernel {
+            kernel,
+            workspace,
+            size,
+            user_data,
+            release,
+        };
+        if size == 0 {
+            return stream.enqueue(task(std::ptr::null_mut(), false));
+        }
+        if let Ok(registration) = self.allocators().get_by_stream(key) {
+            let c = registration.callbacks;
+            let obj = c.obj.as_ptr();
+            let stream_id = key.get().get();
+            // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object
+            // were registered for this stream, and are called as CANN calls
+            // them.
+            let block = unsafe { (c.alloc)(obj, size) };
+            if block.is_null() {
+                return Err(Error::WorkspaceAlloc {
+                    stream: stream_id,
+                    size,
+                });
+            }
+            let addr = unsafe { (c.get_addr_from_block)(block) };
+            let enqueued = if addr.is_null() {
+                Err(Error::WorkspaceAddr {
+                    stream: stream_id,
+                    size,
+                })
+            } else {
+                stream.enqueue(task(addr, false))
+            };
+            unsafe { (c.free)(obj, block) };
+            return enqueued;
+        }
+        let allocator = stream.workspace_allocator();
+        let workspace = allocator.alloc(stream.memory(), size)?;
+        let in_order = allocator.frees_in_stream_order();
+        let enqueued = stream.enqueue(task(workspace.as_ptr().cast(), !in_order));
+        if in_order || enqueued.is_err() {
+            allocator.free(stream.memory(), workspace);
+        }
+        enqueued
+    }
+}

@@ -1,0 +1,242 @@
+//! Memory calls: `aclrtMalloc[Align32]`, `aclrtFree`, `aclrtMemcpy[Async]`,
+//! `aclrtMemset[Async]`, `aclrtGetMemInfo`.
+//!
+//! Device pointers are checked against the live allocations of every device
+//! before they are used: a range that is not device memory where the copy
+//! kind says it must be, or that runs past its allocation's end, is refused.
+//! Host pointers are the caller's to vouch for, as in CANN.
+
+use super::host::HostRuntime;
+use super::memory::Lookup;
+use super::stream::Task;
+use crate::core::error::{Error, Result};
+use crate::registry::StreamKey;
+use std::ptr::NonNull;
+
+/// `aclrtMemcpyKind` values the host runtime implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyKind {
+    /// `ACL_MEMCPY_HOST_TO_HOST`.
+    HostToHost,
+    /// `ACL_MEMCPY_HOST_TO_DEVICE`.
+    HostToDevice,
+    /// `ACL_MEMCPY_DEVICE_TO_HOST`.
+    DeviceToHost,
+    /// `ACL_MEMCPY_DEVICE_TO_DEVICE`.
+    DeviceToDevice,
+    /// `ACL_MEMCPY_DEFAULT`: whichever the addresses say.
+    Default,
+}
+
+impl CopyKind {
+    /// The kind from CANN's `aclrtMemcpyKind` value.
+    pub fn from_acl(kind: i32) -> Result<Self> {
+        Ok(match kind {
+            0 => CopyKind::HostToHost,
+            1 => CopyKind::HostToDevice,
+            2 => CopyKind::DeviceToHost,
+            3 => CopyKind::DeviceToDevice,
+            4 => CopyKind::Default,
+            5..=7 => {
+                return Err(Error::InvalidParam {
+                    param: "kind",
+                    reason: "The host runtime supports ACL_MEMCPY_HOST_TO_HOST, _HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE and _DEFAULT only",
+                })
+            }
+            _ => {
+                return Err(Error::InvalidParam {
+                    param: "kind",
+                    reason: "It is not an aclrtMemcpyKind value",
+                })
+            }
+        })
+    }
+
+    fn device_dst(self) -> bool {
+        matches!(self, CopyKind::HostToDevice | CopyKind::DeviceToDevice)
+    }
+
+    fn device_src(self) -> bool {
+        matches!(self, CopyKind::DeviceToHost | CopyKind::DeviceToDevice)
+    }
+}
+
+/// The highest `aclrtMemAttr` value (`ACL_MEM_P2P_HUGE1G`).
+const MAX_MEM_ATTR: i32 = 17;
+
+impl HostRuntime {
+    /// `aclrtMalloc` / `aclrtMallocAlign32` on the current context's device.
+    /// Every allocation is page-aligned; the policy changes nothing on the host.
+    pub fn malloc(&self, size: usize) -> Result<NonNull<u8>> {
+        let (_, device) = self.current_context()?;
+        self.device(device as i32)?.memory().alloc(size)
+    }
+
+    /// `aclrtFree`: waits for the pending work of every stream (so no queued
+    /// copy or kernel touches freed memory, as `cudaFree` does), then frees.
+    pub fn free(&self, ptr: *mut u8) -> Result<()> {
+        let device = self
+            .devices()?
+            .iter()
+            .find(|d| d.memory().owns(ptr))
+            .ok_or(Error::InvalidParam {
+                param: "devPtr",
+                reason: "It is not the start of live device memory (it was not returned by aclrtMalloc, or it was already freed)",
+            })?;
+        self.synchronize_all();
+        device.memory().free(ptr)
+    }
+
+    fn check_device_range(
+        &self,
+        ptr: *const u8,
+        len: usize,
+        param: &'static str,
+        required: bool,
+    ) -> Result<()> {
+        let mut overruns = false;
+        for device in self.devices()? {
+            match device.memory().lookup(ptr, len) {
+                Lookup::Inside => return Ok(()),
+                Lookup::Overruns => overruns = true,
+                Lookup::Outside => {}
+            }
+        }
+        if overruns {
+            Err(Error::InvalidParam {
+                param,
+                reason: "The range runs past the end of its device allocation",
+            })
+        } else if required {
+            Err(Error::InvalidParam {
+                param,
+                reason: "It is not device memory from aclrtMalloc",
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_copy(
+        &self,
+        dst: *mut u8,
+        dest_max: usize,
+        src: *const u8,
+        count: usize,
+        kind: i32,
+    ) -> Result<()> {
+        let kind = CopyKind::from_acl(kind)?;
+        if count > dest_max {
+            return Err(Error::InvalidParam {
+                param: "count",
+                reason: "It is greater than destMax",
+            });
+        }
+        let any = kind == CopyKind::Default;
+        if kind.device_dst() || any {
+            self.check_device_range(dst, count, "dst", !any)?;
+        }
+        if kind.device_src() || any {
+            self.check_device_range(src, count, "src", !any)?;
+        }
+        Ok(())
+    }
+
+    fn check_set(&self, dst: *mut u8, max_count: usize, count: usize) -> Result<()> {
+        if count > max_count {
+            return Err(Error::InvalidParam {
+                param: "count",
+                reason: "It is greater than maxCount",
+            });
+        }
+        self.check_device_range(dst, count, "devPtr", true)
+    }
+
+    /// `aclrtMemcpy`: a synchronous copy; the ranges may overlap.
+    ///
+    /// # Safety
+    /// Host-side ranges must be valid for `count` bytes.
+    pub unsafe fn memcpy(
+        &self,
+        dst: NonNull<u8>,
+        dest_max: usize,
+        src: NonNull<u8>,
+        count: usize,
+        kind: i32,
+    ) -> Result<()> {
+        self.check_copy(dst.as_ptr(), dest_max, src.as_ptr(), count, kind)?;
+        // SAFETY: device ranges were checked, host ranges are the caller's.
+        unsafe { std::ptr::copy(src.as_ptr(), dst.as_ptr(), count) };
+        Ok(())
+    }
+
+    /// `aclrtMemset`: fills device memory with the low byte of `value`.
+    pub fn memset(
+        &self,
+        dst: NonNull<u8>,
+        max_count: usize,
+        value: i32,
+        count: usize,
+    ) -> Result<()> {
+        self.check_set(dst.as_ptr(), max_count, count)?;
+        // SAFETY: the range lies inside a live device allocation.
+        unsafe { dst.as_ptr().write_bytes(value as u8, count) };
+        Ok(())
+    }
+
+    /// `aclrtMemcpyAsync`: the copy runs on `stream` in order.
+    ///
+    /// # Safety
+    /// Host-side ranges must stay valid for `count` bytes until the stream
+    /// has run the copy.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn memcpy_async(
+        &self,
+        dst: NonNull<u8>,
+        dest_max: usize,
+        src: NonNull<u8>,
+        count: usize,
+        kind: i32,
+        stream: Option<StreamKey>,
+    ) -> Result<()> {
+        self.check_copy(dst.as_ptr(), dest_max, src.as_ptr(), count, kind)?;
+        let (_, stream) = self.resolve_stream(stream)?;
+        stream.enqueue(Task::Copy {
+            dst: dst.as_ptr(),
+            src: src.as_ptr(),
+            count,
+        })
+    }
+
+    /// `aclrtMemsetAsync`: the fill runs on `stream` in order.
+    pub fn memset_async(
+        &self,
+        dst: NonNull<u8>,
+        max_count: usize,
+        value: i32,
+        count: usize,
+        stream: Option<StreamKey>,
+    ) -> Result<()> {
+        self.check_set(dst.as_ptr(), max_count, count)?;
+        let (_, stream) = self.resolve_stream(stream)?;
+        stream.enqueue(Task::Set {
+            dst: dst.as_ptr(),
+            value: value as u8,
+            count,
+        })
+    }
+
+    /// `aclrtGetMemInfo`: (free, total) bytes of the current context's
+    /// device. Every `aclrtMemAttr` describes the same memory on the host.
+    pub fn mem_info(&self, attr: i32) -> Result<(usize, usize)> {
+        if !(0..=MAX_MEM_ATTR).contains(&attr) {
+            return Err(Error::InvalidParam {
+                param: "attr",
+                reason: "It is not an aclrtMemAttr value",
+            });
+        }
+        let (_, device) = self.current_context()?;
+        let memory = self.device(device as i32)?.memory();
+        Ok((memory.capacity() - memory.used(), memory.capacity()))
+    }
+}

@@ -1,0 +1,48 @@
+//! A small, honest ACL runtime on the host.
+//!
+//! Programs written against CANN call `aclInit`, `aclrtSetDevice` and
+//! `aclrtCreateStream` before they touch the allocator API. This module makes
+//! them run on any Linux machine: a device is a budget of host memory, a
+//! stream is a real in-order queue run by a host worker thread, and
+//! [`launch`](HostRuntime::launch) (`aclallocLaunchKernel`) consumes a stream's
+//! registered allocator the way CANN's executor does.
+//!
+//! | module | concern |
+//! | --- | --- |
+//! | [`config`] | `ACLALLOC_DEVICE_COUNT`, `ACLALLOC_DEVICE_MEMORY` |
+//! | [`host`] | the runtime's state, `aclInit` / `aclFinalize` |
+//! | [`device`] | devices and their set/reset counting |
+//! | [`context`] | contexts and the per-thread current context |
+//! | [`stream`] | one stream: the bounded queue and its worker |
+//! | [`streams`] | the live streams, the default stream, destroy semantics |
+//! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
+//! | [`memops`] | malloc, free, memcpy, memset, meminfo |
+//! | [`launch`] | launches with workspaces from the stream's allocator |
+//! | [`workspace`] | the default device allocator behind a small interface |
+//! | [`backend`] | the one place the runtime implementation is chosen |
+//!
+//! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
+//! looked up in live-handle tables, never dereferenced.
+//!
+//! ## Not a shadow over a real runtime
+//! The C exports do not call this module directly: they call through
+//! [`backend::active`], a table of function pointers filled once at load
+//! time. A later backend forwards to a real CANN runtime loaded behind this
+//! library instead; see [`backend`].
+
+pub mod backend;
+pub mod config;
+pub mod context;
+pub mod device;
+pub mod host;
+pub mod launch;
+pub mod memops;
+pub mod memory;
+pub mod stream;
+pub mod streams;
+pub mod workspace;
+
+pub use host::{host, HostRuntime};
+
+#[cfg(test)]
+mod tests;

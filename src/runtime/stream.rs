@@ -1,0 +1,530 @@
+//! A stream: an in-order queue of work run by its own host worker thread.
+//!
+//! The queue is a lock-free ring of fixed capacity ([`ArrayQueue`]),
+//! allocated when the stream is created, so a launch never allocates and
+//! never takes a lock: it costs one slot written and one index advanced.
+//! When the ring is full the launching thread waits for room, as a device
+//! queue applies back-pressure.
+//!
+//! The worker runs tasks in order, spins briefly when the ring is empty and
+//! then sleeps on a condition variable; a producer signals it only when it
+//! is actually asleep (a flag both sides check behind a full fence, so no
+//! wake-up is lost). `synchronize` enqueues a fence task and waits until the
+//! worker reaches it, so no per-task completion counter is shared between
+//! the launching thread and the worker.
+
+use super::memory::DeviceMemory;
+use super::workspace::WorkspaceAllocator;
+use crate::core::error::{Error, Result};
+use crossbeam_queue::ArrayQueue;
+use parking_lot::{Condvar, Mutex};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A host "kernel": `void kernel(void *workspace, size_t size, void *userData)`.
+pub type KernelFn =
+    unsafe extern "C" fn(workspace: *mut c_void, size: usize, user_data: *mut c_void);
+
+/// How many tasks a stream holds before launches wait for room.
+pub const QUEUE_CAPACITY: usize = 1024;
+/// Spin rounds before the worker sleeps (each a few pause instructions:
+/// about 20 µs in all), so that a steady flow of launches pays no wake-ups.
+const SPIN_ROUNDS: u32 = 64;
+/// How long a producer waiting for room sleeps before it looks again, in
+/// case it raced with the worker's signal.
+const ROOM_POLL: Duration = Duration::from_millis(1);
+
+const DESTROYED: Error = Error::InvalidParam {
+    param: "stream",
+    reason: "The stream is being destroyed",
+};
+
+/// One unit of work on a stream.
+#[derive(Clone, Copy)]
+pub enum Task {
+    /// Runs `kernel(workspace, size, user_data)`; with `release`, the
+    /// workspace then goes back to the stream's workspace allocator.
+    Kernel {
+        /// The kernel.
+        kernel: KernelFn,
+        /// Its workspace (NULL when `size` is 0).
+        workspace: *mut c_void,
+        /// The workspace size.
+        size: usize,
+        /// The caller's argument.
+        user_data: *mut c_void,
+        /// Whether the worker frees the workspace after the kernel.
+        release: bool,
+    },
+    /// `memmove(dst, src, count)`.
+    Copy {
+        /// Destination.
+        dst: *mut u8,
+        /// Source.
+        src: *const u8,
+        /// Bytes.
+        count: usize,
+    },
+    /// `memset(dst, value, count)`.
+    Set {
+        /// Destination.
+        dst: *mut u8,
+        /// The byte value.
+        value: u8,
+        /// Bytes.
+        count: usize,
+    },
+    /// Marks the point a synchronizer waits for.
+    Fence(*const AtomicBool),
+}
+
+// SAFETY: the pointers in a task are the caller's, handed over with the
+// launch as with CANN's asynchronous calls; the worker is the only thread
+// that uses them afterwards. A fence's flag outlives the task: its
+// synchronizer waits until the flag is set.
+unsafe impl Send for Task {}
+
+struct Shared {
+    queue: ArrayQueue<Task>,
+    /// Producers between their `closed` check and their push.
+    entering: AtomicUsize,
+    closed: AtomicBool,
+    worker_asleep: AtomicBool,
+    worker_exited: AtomicBool,
+    room_waiters: AtomicUsize,
+    /// Guards the sleeps below (the data itself is lock-free).
+    lock: Mutex<()>,
+    work: Condvar,
+    room: Condvar,
+    done: Condvar,
+    memory: Arc<DeviceMemory>,
+    workspaces: &'static dyn WorkspaceAllocator,
+}
+
+thread_local! {
+    /// The stream whose worker is this thread, if any.
+    static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A stream of one device.
+pub struct Stream {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Stream {
+    /// A stream on `memory`'s device whose launches without a registered
+    /// allocator take workspaces from `workspaces`.
+    pub fn new(
+        memory: Arc<DeviceMemory>,
+        workspaces: &'static dyn WorkspaceAllocator,
+    ) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            queue: ArrayQueue::new(QUEUE_CAPACITY),
+            entering: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            worker_asleep: AtomicBool::new(false),
+            worker_exited: AtomicBool::new(false),
+            room_waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            work: Condvar::new(),
+            room: Condvar::new(),
+            done: Condvar::new(),
+            memory,
+            workspaces,
+        });
+        let for_worker = Arc::clone(&shared);
+        let worker = std::thread::Builder::new()
+            .name(format!("aclalloc-stream-d{}", shared.memory.device()))
+            .spawn(move || for_worker.run())
+            .map_err(|_| Error::BadAlloc {
+                what: "a stream's worker thread",
+            })?;
+        Ok(Stream {
+            shared,
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    /// The device this stream runs on.
+    pub fn device(&self) -> u32 {
+        self.shared.memory.device()
+    }
+
+    /// The device memory of this stream's device.
+    pub fn memory(&self) -> &Arc<DeviceMemory> {
+        &self.shared.memory
+    }
+
+    /// The allocator that serves workspaces when no allocator is registered.
+    pub fn workspace_allocator(&self) -> &'static dyn WorkspaceAllocator {
+        self.shared.workspaces
+    }
+
+    /// Appends `task`; waits while the queue is full. Fails once the stream
+    /// is being destroyed.
+    pub fn enqueue(&self, task: Task) -> Result<()> {
+        let shared = &*self.shared;
+        // Announce the push before checking `closed`, so that shutting down
+        // can wait for every push that got past the check.
+        shared.entering.fetch_add(1, Ordering::SeqCst);
+        let pushed = if shared.closed.load(Ordering::SeqCst) {
+            Err(DESTROYED)
+        } else {
+            match shared.queue.push(task) {
+                Ok(()) => Ok(()),
+                Err(task) => self.enqueue_when_room(task),
+            }
+        };
+        shared.entering.fetch_sub(1, Ordering::SeqCst);
+        if pushed.is_ok() {
+            // Pairs with the fence in `Shared::sleep`: either the worker sees
+            // the task, or this thread sees that the worker sleeps.
+            fence(Ordering::SeqCst);
+            if shared.worker_asleep.load(Ordering::Relaxed) {
+                let _guard = shared.lock.lock();
+                shared.work.notify_one();
+            }
+        }
+        pushed
+    }
+
+    #[cold]
+    fn enqueue_when_room(&self, mut task: Task) -> Result<()> {
+        if self.is_current_worker() {
+            // Waiting for room from inside the worker would wait forever.
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason:
+                    "A kernel cannot enqueue onto its own stream when the stream's queue is full",
+            });
+        }
+        let shared = &*self.shared;
+        shared.room_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = shared.lock.lock();
+        let result = loop {
+            if shared.closed.load(Ordering::SeqCst) {
+                break Err(DESTROYED);
+            }
+            match shared.queue.push(task) {
+                Ok(()) => break Ok(()),
+                Err(back) => task = back,
+            }
+            shared.room.wait_for(&mut guard, ROOM_POLL);
+        };
+        drop(guard);
+        shared.room_waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    /// Waits until everything enqueued before the call has run.
+    pub fn synchronize(&self) -> Result<()> {
+        if self.is_current_worker() {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "A kernel cannot synchronize the stream it runs on",
+            });
+        }
+        let shared = &*self.shared;
+        let reached = AtomicBool::new(false);
+        match self.enqueue(Task::Fence(&reached)) {
+            Ok(()) => {
+                let mut guard = shared.lock.lock();
+                while !reached.load(Ordering::Acquire) {
+                    shared.done.wait(&mut guard);
+                }
+                Ok(())
+            }
+            // Destroyed: its work is finished once the worker has exited.
+            Err(_) => {
+                while !shared.worker_exited.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Tasks enqueued that have not started.
+    pub fn queued(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Stops the stream: no new work is accepted; with `force`, work that has
+    /// not started is dropped (its workspaces are given back), otherwise it
+    /// runs first. Returns once the worker has exited.
+    pub fn shut_down(&self, force: bool) -> Result<()> {
+        if self.is_current_worker() {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "A kernel cannot destroy the stream it runs on",
+            });
+        }
+        let shared = &*self.shared;
+        shared.closed.store(true, Ordering::SeqCst);
+        // Every push that passed the `closed` check is in the queue after this.
+        while shared.entering.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        if force {
+            while let Some(task) = shared.queue.pop() {
+                shared.retire(&task);
+            }
+        }
+        {
+            let _guard = shared.lock.lock();
+            shared.work.notify_all();
+            shared.room.notify_all();
+        }
+        if let Some(worker) = self.worker.lock().take() {
+            let _ = worker.join();
+        }
+        Ok(())
+    }
+
+    /// True on this stream's worker thread (inside one of its kernels).
+    pub fn is_current_worker(&self) -> bool {
+        WORKER_OF.with(|w| w.get()) == Arc::as_ptr(&self.shared) as usize
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.shut_down(false);
+    }
+}
+
+impl Shared {
+    fn run(&self) {
+        WORKER_OF.with(|w| w.set(self as *const Shared as usize));
+        loop {
+            while let Some(task) = self.queue.pop() {
+                self.execute(&task);
+                if self.room_waiters.load(Ordering::Relaxed) > 0 {
+                    let _guard = self.lock.lock();
+                    self.room.notify_all();
+                }
+            }
+            // `closed` is set and no push is in flight: the queue stays empty.
+            if self.closed.load(Ordering::SeqCst)
+                && self.entering.load(Ordering::SeqCst) == 0
+                && self.queue.is_empty()
+            {
+                self.worker_exited.store(true, Ordering::Release);
+                return;
+            }
+            if !self.spin_until_work() {
+                self.sleep();
+            }
+        }
+    }
+
+    /// Spins a little; true if work (or shutdown) arrived meanwhile.
+    fn spin_until_work(&self) -> bool {
+        for _ in 0..SPIN_ROUNDS {
+            for _ in 0..8 {
+                std::hint::spin_loop();
+            }
+            if !self.queue.is_empty() || self.closed.load(Ordering::Relaxed) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn sleep(&self) {
+        let mut guard = self.lock.lock();
+        self.worker_asleep.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `Stream::enqueue`.
+        fence(Ordering::SeqCst);
+        if self.queue.is_empty() && !self.closed.load(Ordering::SeqCst) {
+            self.work.wait(&mut guard);
+        }
+        self.worker_asleep.store(false, Ordering::Relaxed);
+    }
+
+    fn execute(&self, task: &Task) {
+        match *task {
+            Task::Kernel {
+                kernel,
+                workspace,
+                size,
+                user_data,
+                ..
+            } => {
+                // SAFETY: the launcher's contract: a kernel callable with its
+                // workspace and argument.
+                unsafe { kernel(workspace, size, user_data) };
+            }
+            // SAFETY (both): the ranges were checked against device memory,
+            // or vouched for by the caller, when the task was enqueued.
+            Task::Copy { dst, src, count } => unsafe { std::ptr::copy(src, dst, count) },
+            Task::Set { dst, value, count } => unsafe { dst.write_bytes(value, count) },
+            Task::Fence(_) => {}
+        }
+        self.retire(task);
+    }
+
+    /// What follows a task, whether it ran or was dropped: its workspace goes
+    /// back, its synchronizer is told.
+    fn retire(&self, task: &Task) {
+        match *task {
+            Task::Kernel {
+                workspace,
+                release: true,
+                ..
+            } => {
+                if let Some(ws) = NonNull::new(workspace.cast::<u8>()) {
+                    self.workspaces.free(&self.memory, ws);
+                }
+            }
+            Task::Fence(reached) => {
+                // SAFETY: the synchronizer keeps the flag alive until it is
+                // set; nothing touches it afterwards.
+                unsafe { &*reached }.store(true, Ordering::Release);
+                let _guard = self.lock.lock();
+                self.done.notify_all();
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::workspace::default_allocator;
+    use std::sync::atomic::AtomicUsize;
+
+    unsafe extern "C" fn append(_: *mut c_void, size: usize, log: *mut c_void) {
+        // SAFETY: the tests pass a Mutex<Vec<usize>>.
+        let log = unsafe { &*(log as *const Mutex<Vec<usize>>) };
+        log.lock().push(size);
+    }
+
+    unsafe extern "C" fn slow(_: *mut c_void, _: usize, count: *mut c_void) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        // SAFETY: the tests pass an AtomicUsize.
+        unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn stream() -> Stream {
+        Stream::new(Arc::new(DeviceMemory::new(0, 1 << 30)), default_allocator()).unwrap()
+    }
+
+    fn kernel(kernel: KernelFn, size: usize, data: *const c_void) -> Task {
+        Task::Kernel {
+            kernel,
+            workspace: std::ptr::null_mut(),
+            size,
+            user_data: data as *mut c_void,
+            release: false,
+        }
+    }
+
+    #[test]
+    fn work_runs_in_order_and_synchronize_waits_for_it() {
+        let s = stream();
+        let log = Mutex::new(Vec::<usize>::new());
+        for i in 0..5000 {
+            s.enqueue(kernel(append, i, &log as *const _ as *const c_void))
+                .unwrap();
+        }
+        s.synchronize().unwrap();
+        assert_eq!(*log.lock(), (0..5000).collect::<Vec<_>>());
+        assert_eq!(s.queued(), 0);
+    }
+
+    #[test]
+    fn destroy_waits_for_pending_work_and_force_drops_it() {
+        let count = AtomicUsize::new(0);
+        let s = stream();
+        for _ in 0..10 {
+            s.enqueue(kernel(slow, 0, &count as *const _ as *const c_void))
+                .unwrap();
+        }
+        s.shut_down(false).unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 10);
+        assert_eq!(
+            s.enqueue(kernel(slow, 0, &count as *const _ as *const c_void)),
+            Err(DESTROYED)
+        );
+
+        let forced = AtomicUsize::new(0);
+        let s = stream();
+        for _ in 0..50 {
+            s.enqueue(kernel(slow, 0, &forced as *const _ as *const c_void))
+                .unwrap();
+        }
+        s.shut_down(true).unwrap();
+        let ran = forced.load(Ordering::SeqCst);
+        assert!(
+            ran < 50,
+            "force dropped work that had not started ({ran} ran)"
+        );
+        s.synchronize().unwrap();
+    }
+
+    #[test]
+    fn copies_and_sets_run_in_stream_order() {
+        let s = stream();
+        let mut a = vec![0u8; 64];
+        let mut b = vec![0u8; 64];
+        s.enqueue(Task::Set {
+            dst: a.as_mut_ptr(),
+            value: 7,
+            count: 64,
+        })
+        .unwrap();
+        s.enqueue(Task::Copy {
+            dst: b.as_mut_ptr(),
+            src: a.as_ptr(),
+            count: 32,
+        })
+        .unwrap();
+        s.synchronize().unwrap();
+        assert!(a.iter().all(|&x| x == 7));
+        assert!(b[..32].iter().all(|&x| x == 7) && b[32..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn more_work_than_the_queue_holds_all_runs() {
+        let count = AtomicUsize::new(0);
+        let s = stream();
+        let n = QUEUE_CAPACITY + 20;
+        for _ in 0..n {
+            s.enqueue(kernel(slow_free, 0, &count as *const _ as *const c_void))
+                .unwrap();
+        }
+        s.synchronize().unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), n);
+    }
+
+    unsafe extern "C" fn slow_free(_: *mut c_void, _: usize, count: *mut c_void) {
+        // SAFETY: the tests pass an AtomicUsize.
+        unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn released_workspaces_go_back_after_the_kernel() {
+        let s = stream();
+        let log = Mutex::new(Vec::<usize>::new());
+        let ws = s.memory().alloc(1000).unwrap();
+        s.enqueue(Task::Kernel {
+            kernel: append,
+            workspace: ws.as_ptr().cast(),
+            size: 1000,
+            user_data: &log as *const _ as *mut c_void,
+            release: true,
+        })
+        .unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(*log.lock(), vec![1000]);
+        assert_eq!(s.memory().live_allocations(), 0);
+    }
+}

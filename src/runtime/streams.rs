@@ -1,0 +1,185 @@
+//! Stream management: `aclrtCreateStream[WithConfig]`,
+//! `aclrtDestroyStream[Force]`, `aclrtSynchronizeStream`, and the default
+//! stream a NULL `aclrtStream` stands for.
+//!
+//! Destroying a stream also drops its allocator registration, so a stream
+//! created later can never inherit an allocator that was registered for a
+//! destroyed one. (CANN keeps the stale entry; with CANN a new stream that
+//! happens to get the old stream's address would find the old allocator.)
+//! Stream handles are never reused here, so this is about hygiene: the
+//! registration table does not fill up with dead streams.
+
+use super::host::{HostRuntime, StreamEntry};
+use super::stream::Stream;
+use crate::core::error::{Error, Result};
+use crate::registry::StreamKey;
+use std::sync::Arc;
+
+/// `ACL_STREAM_*` flags CANN defines (`ACL_STREAM_FAST_LAUNCH` ...
+/// `ACL_STREAM_DEVICE_USE_ONLY`); the host runtime accepts and ignores them.
+const KNOWN_STREAM_FLAGS: u32 = 0x3F;
+/// The highest stream priority CANN accepts.
+const MAX_PRIORITY: u32 = 7;
+
+pub(crate) const NOT_A_STREAM: Error = Error::InvalidParam {
+    param: "stream",
+    reason:
+        "It is not a live stream (it was destroyed, or was never returned by aclrtCreateStream)",
+};
+
+impl HostRuntime {
+    /// `aclrtCreateStreamWithConfig` (`aclrtCreateStream` is priority 0,
+    /// flag 0): a new stream in this thread's current context.
+    pub fn create_stream(&self, priority: u32, flag: u32) -> Result<StreamKey> {
+        if priority > MAX_PRIORITY {
+            return Err(Error::InvalidParam {
+                param: "priority",
+                reason: "It must be from 0 to 7",
+            });
+        }
+        if flag & !KNOWN_STREAM_FLAGS != 0 {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It holds bits that are not ACL_STREAM_* flags",
+            });
+        }
+        let (ctx, _) = self.current_context()?;
+        let handle = self.new_stream_in(ctx, false)?;
+        Ok(key(handle))
+    }
+
+    fn new_stream_in(&self, ctx: usize, default: bool) -> Result<usize> {
+        let device = self
+            .contexts
+            .with(ctx, |c| c.device)
+            .ok_or(Error::NoContext)?;
+        let memory = Arc::clone(self.device(device as i32)?.memory());
+        let stream = Arc::new(Stream::new(memory, self.workspace_allocator())?);
+        let handle = self
+            .streams
+            .insert(StreamEntry {
+                stream,
+                context: ctx,
+            })?
+            .get();
+        let adopted = self.contexts.with(ctx, |c| {
+            if default {
+                if c.default_stream.is_some() {
+                    return false; // another thread made it first
+                }
+                c.default_stream = Some(handle);
+            }
+            c.streams.push(handle);
+            true
+        });
+        if adopted != Some(true) {
+            let _ = self.destroy_stream_handle(handle, false);
+            return Err(Error::NoContext);
+        }
+        Ok(handle)
+    }
+
+    /// The stream behind a C stream argument: a live stream handle, or for
+    /// NULL the default stream of this thread's current context.
+    pub fn resolve_stream(&self, stream: Option<StreamKey>) -> Result<(StreamKey, Arc<Stream>)> {
+        match stream {
+            Some(key) => self
+                .streams
+                .with(key.get().get(), |e| Arc::clone(&e.stream))
+                .map(|s| (key, s))
+                .ok_or(NOT_A_STREAM),
+            None => self.default_stream(),
+        }
+    }
+
+    fn default_stream(&self) -> Result<(StreamKey, Arc<Stream>)> {
+        let (ctx, _) = self.current_context()?;
+        for _ in 0..2 {
+            let existing = self
+                .contexts
+                .with(ctx, |c| c.default_stream)
+                .ok_or(Error::NoContext)?;
+            let handle = match existing {
+                Some(h) => h,
+                None => match self.new_stream_in(ctx, true) {
+                    Ok(h) => h,
+                    Err(Error::NoContext) => continue, // lost a race; look again
+                    Err(e) => return Err(e),
+                },
+            };
+            if let Some(s) = self.streams.with(handle, |e| Arc::clone(&e.stream)) {
+                return Ok((key(handle), s));
+            }
+        }
+        Err(Error::NoContext)
+    }
+
+    /// `aclrtDestroyStream` (`force`: `aclrtDestroyStreamForce`, which drops
+    /// work that has not started). The default stream is destroyed with its
+    /// context.
+    pub fn destroy_stream(&self, stream: StreamKey, force: bool) -> Result<()> {
+        let handle = stream.get().get();
+        let is_default = self
+            .streams
+            .with(handle, |e| e.context)
+            .and_then(|ctx| {
+                self.contexts
+                    .with(ctx, |c| c.default_stream == Some(handle))
+            })
+            .unwrap_or(false);
+        if is_default {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "It is a context's default stream, which is destroyed with its context",
+            });
+        }
+        self.destroy_stream_handle(handle, force)
+    }
+
+    pub(crate) fn destroy_stream_handle(&self, handle: usize, force: bool) -> Result<()> {
+        let entry = self
+            .streams
+            .with(handle, |e| e.clone())
+            .ok_or(NOT_A_STREAM)?;
+        if entry.stream.is_current_worker() {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "A kernel cannot destroy the stream it runs on",
+            });
+        }
+        // Unlisting first stops new launches from finding the stream.
+        let entry = self.streams.remove(handle).ok_or(NOT_A_STREAM)?;
+        entry.stream.shut_down(force)?;
+        self.contexts.with(entry.context, |c| {
+            c.streams.retain(|&s| s != handle);
+            if c.default_stream == Some(handle) {
+                c.default_stream = None;
+            }
+        });
+        let _ = self.allocators().unregister(key(handle));
+        Ok(())
+    }
+
+    /// `aclrtSynchronizeStream`.
+    pub fn synchronize_stream(&self, stream: Option<StreamKey>) -> Result<()> {
+        self.resolve_stream(stream)?.1.synchronize()
+    }
+
+    /// Waits for the pending work of every stream, except the stream whose
+    /// kernel is calling.
+    pub(crate) fn synchronize_all(&self) {
+        let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
+        for stream in streams {
+            let _ = stream.synchronize();
+        }
+    }
+
+    /// The number of live streams (default streams included).
+    pub fn live_streams(&self) -> usize {
+        self.streams.len()
+    }
+}
+
+fn key(handle: usize) -> StreamKey {
+    StreamKey::from_ptr(handle as *mut std::ffi::c_void).expect("handles are never 0")
+}

@@ -1,0 +1,53 @@
+//! The runtime's default device allocator: what serves a launch's workspace
+//! when its stream has no registered allocator.
+//!
+//! It sits behind [`WorkspaceAllocator`] so that the allocator can be swapped
+//! (a caching pool, a plug-in) without touching the launch path. The one
+//! contract that differs between implementations is *when* a block may be
+//! given back: an allocator that hands blocks out again only to later work on
+//! the same stream ([`WorkspaceAllocator::frees_in_stream_order`]) gets its
+//! block back on the launching thread right after the launch is enqueued, as
+//! CANN does with registered allocators; any other allocator gets it back on
+//! the stream's worker once the kernel has finished.
+
+use super::memory::DeviceMemory;
+use crate::core::error::Result;
+use std::ptr::NonNull;
+
+/// A device allocator that serves workspaces of launches on streams without a
+/// registered allocator.
+pub trait WorkspaceAllocator: Send + Sync {
+    /// A workspace of `size` (> 0) bytes in `memory`.
+    fn alloc(&self, memory: &DeviceMemory, size: usize) -> Result<NonNull<u8>>;
+    /// Gives back a workspace `alloc` returned.
+    fn free(&self, memory: &DeviceMemory, workspace: NonNull<u8>);
+    /// True when a block may be freed as soon as its launch is enqueued,
+    /// because the allocator only reuses it for later work on the same stream.
+    fn frees_in_stream_order(&self) -> bool;
+}
+
+/// Takes every workspace straight from device memory and returns it once its
+/// kernel has run.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DirectDeviceMemory;
+
+impl WorkspaceAllocator for DirectDeviceMemory {
+    fn alloc(&self, memory: &DeviceMemory, size: usize) -> Result<NonNull<u8>> {
+        memory.alloc(size)
+    }
+
+    fn free(&self, memory: &DeviceMemory, workspace: NonNull<u8>) {
+        // Only ever called with a pointer `alloc` returned, so it cannot fail.
+        let _ = memory.free(workspace.as_ptr());
+    }
+
+    fn frees_in_stream_order(&self) -> bool {
+        false
+    }
+}
+
+/// The allocator new streams use for workspaces when nothing is registered.
+pub fn default_allocator() -> &'static dyn WorkspaceAllocator {
+    static DIRECT: DirectDeviceMemory = DirectDeviceMemory;
+    &DIRECT
+}
