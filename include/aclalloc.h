@@ -48,6 +48,11 @@
 #define ACL_STREAM_DEVICE_USE_ONLY 32
 
 /**
+ * A choice made by name.
+ */
+typedef struct Choice Choice;
+
+/**
  * An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
  */
 typedef void *aclrtAllocatorDesc;
@@ -283,6 +288,8 @@ typedef void *aclrtContext;
  * Device memory is exhausted, or an allocator returned no memory.
  */
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+
+
 
 /**
  * Host to host.
@@ -542,11 +549,12 @@ aclError aclrtAllocatorUnregister(aclrtStream stream);
  * default one is (see `aclallocSetDefaultAllocator`).
  *
  * The default allocator is chosen at start-up by the environment variable
- * `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool),
- * `device` (direct device memory, no caching), or
- * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
- * contain ':'). An invalid value fails the allocation with
- * `ACL_ERROR_INVALID_PARAM`.
+ * `ACLALLOC_DEFAULT_ALLOCATOR`: `device` (direct device memory, no caching;
+ * the default while the caching pool is not in this build), `pool` (the
+ * caching pool), or `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable
+ * allocator; PATH may contain ':'). An invalid value fails the allocation
+ * with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
+ * `aclallocLaunchKernel` on streams without a registered allocator.
  *
  * Errors: NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; the allocator returns
  * NULL: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on success.
@@ -588,9 +596,9 @@ aclError aclallocSetDefaultAllocator(aclrtAllocatorDesc allocatorDesc);
 const char *aclallocGetDefaultAllocatorName(void);
 
 /**
- * Statistics of `aclallocDefaultMalloc`/`aclallocDefaultFree` (workspaces
- * of launches are not counted here; the allocator's own statistics, such
- * as the pool's, see everything).
+ * Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
+ * `aclallocDefaultFree`, and launch workspaces unless it is direct device
+ * memory (whose workspaces the runtime's device accounting sees).
  *
  * # Safety
  * `stats` must be writable.

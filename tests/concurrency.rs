@@ -102,7 +102,14 @@ fn readers_never_see_a_torn_registration_while_writers_re_register() {
         })
         .collect();
 
-    for round in 0..WRITER_ROUNDS {
+    // Under load the readers may not have been scheduled yet when the
+    // writer's rounds are done: keep writing (bounded) until they have read.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut round = 0;
+    while round < WRITER_ROUNDS
+        || (seen.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline)
+    {
+        round += 1;
         let d = if round % 2 == 0 { da } else { db };
         for i in 0..STREAMS {
             assert_eq!(

@@ -1,27 +1,28 @@
 //! Building the allocator a [`Choice`] names.
 
+use super::choice::Choice;
 use super::{Kind, Source};
+use crate::core::descriptor::{AllocatorObj, Callbacks};
+use crate::core::errlog;
 use crate::core::error::{Error, Result};
 use crate::plugin::{registry, PluggableAllocator, PluginSpec};
-use std::ffi::OsStr;
+use crate::runtime::backend::{active, Backend};
+use crate::runtime::host;
+use std::ffi::{c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
-
-use super::choice::Choice;
 
 /// The allocator `choice` names, ready to serve.
 pub(super) fn build(choice: &Choice) -> Result<Source> {
     match choice {
         Choice::Plugin { path, alloc, free } => plugin(path, alloc, free),
-        Choice::Device => Err(Error::NotSupported {
-            what: "direct device memory needs the host runtime, which this build does not have yet",
-        }),
+        Choice::Device => Ok(device()),
         Choice::Pool => Err(Error::NotSupported {
-            what: "the caching pool is not in this build yet",
+            what: "the caching pool is not in this build yet (ACLALLOC_DEFAULT_ALLOCATOR=pool); use device or plugin:PATH:ALLOC:FREE",
         }),
     }
 }
 
-fn plugin(path: &std::ffi::CStr, alloc: &std::ffi::CStr, free: &std::ffi::CStr) -> Result<Source> {
+fn plugin(path: &CStr, alloc: &CStr, free: &CStr) -> Result<Source> {
     let spec = PluginSpec {
         path: OsStr::from_bytes(path.to_bytes()),
         alloc,
@@ -34,4 +35,55 @@ fn plugin(path: &std::ffi::CStr, alloc: &std::ffi::CStr, free: &std::ffi::CStr) 
     let source = Source::from_descriptor(desc)?;
     debug_assert_eq!(source.kind, Kind::Plugin);
     Ok(source)
+}
+
+/// Direct device memory: `aclrtMalloc` on the calling thread's current
+/// device, no caching. Freeing does not wait for the streams (unlike
+/// `aclrtFree`): a workspace is freed by its stream's worker after its
+/// kernel, and a raw pointer is the caller's to free when no work uses it.
+fn device() -> Source {
+    static TOKEN: u8 = 0;
+    Source {
+        kind: Kind::Device,
+        callbacks: Callbacks {
+            obj: AllocatorObj::new(&TOKEN as *const u8 as *mut c_void)
+                .expect("a static's address is not NULL"),
+            alloc: device_alloc,
+            free: device_free,
+            alloc_advise: None,
+            get_addr_from_block: device_addr,
+        },
+    }
+}
+
+unsafe extern "C" fn device_alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
+    let result = match active().backend {
+        Backend::Host => host().malloc(size),
+    };
+    match result {
+        Ok(p) => p.as_ptr().cast(),
+        Err(e) => {
+            errlog::record("aclalloc default device alloc", e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn device_free(_obj: *mut c_void, block: *mut c_void) {
+    let freed = match active().backend {
+        Backend::Host => host().devices().and_then(|devices| {
+            devices
+                .iter()
+                .find(|d| d.memory().owns(block.cast()))
+                .ok_or(Error::ForeignPointer)
+                .and_then(|d| d.memory().free(block.cast()))
+        }),
+    };
+    if let Err(e) = freed {
+        errlog::record("aclalloc default device free", e);
+    }
+}
+
+unsafe extern "C" fn device_addr(block: *mut c_void) -> *mut c_void {
+    block
 }

@@ -2,8 +2,9 @@
 //!
 //! | value | default allocator |
 //! | --- | --- |
-//! | unset, empty, `pool` | the caching pool |
-//! | `device` | direct device memory (`aclrtMalloc`/`aclrtFree`), no caching |
+//! | unset, empty | [`DEFAULT`]: direct device memory for now (the caching pool is not in this build yet; it becomes the default when it is) |
+//! | `pool` | the caching pool |
+//! | `device` | direct device memory (`aclrtMalloc`), no caching |
 //! | `plugin:PATH:ALLOC:FREE` | a pluggable allocator loaded from the shared object PATH with the symbols ALLOC and FREE (PATH may contain ':') |
 
 use crate::core::error::{Error, Result};
@@ -30,17 +31,22 @@ pub enum Choice {
     },
 }
 
+/// What an unset or empty variable means. The issue asks for the pool; the
+/// pool is not in this build yet, so direct device memory serves instead.
+pub const DEFAULT: Choice = Choice::Device;
+
 const BAD_VALUE: Error = Error::InvalidParam {
     param: "ACLALLOC_DEFAULT_ALLOCATOR",
     reason: "Expected pool, device or plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL",
 };
 
 impl Choice {
-    /// Parses a value of [`ENV_VAR`]; `None` (unset) is the pool.
+    /// Parses a value of [`ENV_VAR`]; `None` (unset) is [`DEFAULT`].
     pub fn parse(value: Option<&str>) -> Result<Choice> {
         let value = value.map(str::trim).unwrap_or("");
         match value {
-            "" | "pool" => Ok(Choice::Pool),
+            "" => Ok(DEFAULT),
+            "pool" => Ok(Choice::Pool),
             "device" => Ok(Choice::Device),
             _ => {
                 let spec = value.strip_prefix("plugin:").ok_or(BAD_VALUE)?;
@@ -80,8 +86,8 @@ mod tests {
 
     #[test]
     fn values_parse_as_documented() {
-        assert_eq!(Choice::parse(None), Ok(Choice::Pool));
-        assert_eq!(Choice::parse(Some("")), Ok(Choice::Pool));
+        assert_eq!(Choice::parse(None), Ok(DEFAULT));
+        assert_eq!(Choice::parse(Some("")), Ok(DEFAULT));
         assert_eq!(Choice::parse(Some("pool")), Ok(Choice::Pool));
         assert_eq!(Choice::parse(Some(" device ")), Ok(Choice::Device));
         assert_eq!(

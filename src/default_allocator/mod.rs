@@ -17,6 +17,7 @@
 
 mod backends;
 pub mod choice;
+pub mod workspace;
 
 use crate::core::api::global as api;
 use crate::core::descriptor::{AllocatorObj, Callbacks};

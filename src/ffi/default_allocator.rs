@@ -19,11 +19,12 @@ use std::ptr::NonNull;
 /// default one is (see `aclallocSetDefaultAllocator`).
 ///
 /// The default allocator is chosen at start-up by the environment variable
-/// `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool),
-/// `device` (direct device memory, no caching), or
-/// `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
-/// contain ':'). An invalid value fails the allocation with
-/// `ACL_ERROR_INVALID_PARAM`.
+/// `ACLALLOC_DEFAULT_ALLOCATOR`: `device` (direct device memory, no caching;
+/// the default while the caching pool is not in this build), `pool` (the
+/// caching pool), or `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable
+/// allocator; PATH may contain ':'). An invalid value fails the allocation
+/// with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
+/// `aclallocLaunchKernel` on streams without a registered allocator.
 ///
 /// Errors: NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; the allocator returns
 /// NULL: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on success.
@@ -91,9 +92,9 @@ pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
     })
 }
 
-/// Statistics of `aclallocDefaultMalloc`/`aclallocDefaultFree` (workspaces
-/// of launches are not counted here; the allocator's own statistics, such
-/// as the pool's, see everything).
+/// Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
+/// `aclallocDefaultFree`, and launch workspaces unless it is direct device
+/// memory (whose workspaces the runtime's device accounting sees).
 ///
 /// # Safety
 /// `stats` must be writable.

@@ -3,8 +3,8 @@
 //! torch_npu's plugin functions take `(size, device, stream)`, but CANN's
 //! allocator callbacks carry neither device nor stream. The choice, made here
 //! and documented in the C header:
-//! - device: the device current on the calling thread (0 when the thread has
-//!   not chosen one);
+//! - device: the device current on the calling thread, from the runtime (0
+//!   when the thread has no current context);
 //! - stream: the stream being served, when the caller is known to serve one
 //!   (the raw alloc functions take it as an argument; a launch publishes its
 //!   stream with [`serving`] around the allocator calls it makes); otherwise
@@ -13,6 +13,8 @@
 //! Free always passes what alloc passed: the table of live blocks keeps it.
 
 use crate::registry::StreamKey;
+use crate::runtime::backend::{active, Backend};
+use crate::runtime::host;
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -20,14 +22,23 @@ thread_local! {
     static SERVING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The device current on the calling thread, as the plugin receives it.
+/// The device current on the calling thread (0 when it has none), as the
+/// plugin receives it.
 pub fn current_device() -> i32 {
-    0
+    match active().backend {
+        Backend::Host => host()
+            .current_device()
+            .map_or(0, |d| i32::try_from(d).unwrap_or(0)),
+    }
 }
 
-/// How many devices the plugin's init hook is told about.
+/// How many devices the plugin's init hook is told about (at least 1).
 pub fn device_count() -> i32 {
-    1
+    match active().backend {
+        Backend::Host => host()
+            .device_count()
+            .map_or(1, |n| i32::try_from(n).unwrap_or(i32::MAX).max(1)),
+    }
 }
 
 /// The stream the calling thread is serving, if it is known.

@@ -18,7 +18,7 @@
 //! with free first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
-use super::stream::{KernelFn, Task};
+use super::stream::{KernelFn, Stream, Task};
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
 use std::ffi::c_void;
@@ -34,6 +34,21 @@ impl HostRuntime {
         user_data: *mut c_void,
     ) -> Result<()> {
         let (key, stream) = self.resolve_stream(stream)?;
+        // CANN's callbacks carry no stream: publish it for the allocators
+        // that want one (pluggable allocators pass it to their plugin).
+        crate::plugin::context::serving(Some(key), || {
+            self.launch_resolved(key, &stream, size, kernel, user_data)
+        })
+    }
+
+    fn launch_resolved(
+        &self,
+        key: StreamKey,
+        stream: &Stream,
+        size: usize,
+        kernel: KernelFn,
+        user_data: *mut c_void,
+    ) -> Result<()> {
         let task = |workspace: *mut c_void, release: bool| Task::Kernel {
             kernel,
             workspace,

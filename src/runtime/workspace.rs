@@ -46,8 +46,10 @@ impl WorkspaceAllocator for DirectDeviceMemory {
     }
 }
 
-/// The allocator new streams use for workspaces when nothing is registered.
+/// The allocator new streams use for workspaces when nothing is registered:
+/// the process-wide default allocator ([`crate::default_allocator`]), which
+/// `ACLALLOC_DEFAULT_ALLOCATOR` chooses and `aclallocSetDefaultAllocator`
+/// swaps.
 pub fn default_allocator() -> &'static dyn WorkspaceAllocator {
-    static DIRECT: DirectDeviceMemory = DirectDeviceMemory;
-    &DIRECT
+    &crate::default_allocator::workspace::DefaultWorkspaces
 }
