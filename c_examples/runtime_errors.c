@@ -73,6 +73,12 @@ int main(void) {
            "aclrtCreateStream failed. There is no current context");
     expect("aclrtMalloc without a device", aclrtMalloc(&p, 100, ACL_MEM_MALLOC_HUGE_FIRST),
            ACL_ERROR_RT_CONTEXT_NULL, "aclrtMalloc failed. There is no current context");
+    expect("aclrtGetMemInfo without a device", aclrtGetMemInfo(ACL_HBM_MEM, &free_b, &total_b),
+           ACL_ERROR_RT_CONTEXT_NULL, "aclrtGetMemInfo failed. There is no current context");
+    expect("aclrtSynchronizeStream(NULL) without a device", aclrtSynchronizeStream(NULL), ACL_ERROR_RT_CONTEXT_NULL,
+           "aclrtSynchronizeStream failed. There is no current context");
+    expect("aclrtGetCurrentContext without a device", aclrtGetCurrentContext(&ctx), ACL_ERROR_RT_CONTEXT_NULL,
+           "aclrtGetCurrentContext failed. There is no current context");
 
     /* Devices. */
     expect("aclrtGetDeviceCount(NULL)", aclrtGetDeviceCount(NULL), ACL_ERROR_INVALID_PARAM,
@@ -83,6 +89,12 @@ int main(void) {
            "aclrtSetDevice failed. Parameter deviceId is invalid. Reason: device 2 does not exist; there are 2 devices");
     expect("aclrtSetDevice(-1)", aclrtSetDevice(-1), ACL_ERROR_RT_INVALID_DEVICEID, "device -1 does not exist");
     expect("aclrtResetDevice(7)", aclrtResetDevice(7), ACL_ERROR_RT_INVALID_DEVICEID, "aclrtResetDevice failed");
+    expect("aclrtResetDeviceForce(-3)", aclrtResetDeviceForce(-3), ACL_ERROR_RT_INVALID_DEVICEID,
+           "aclrtResetDeviceForce failed. Parameter deviceId is invalid");
+    expect("aclrtCreateContext(NULL, 0)", aclrtCreateContext(NULL, 0), ACL_ERROR_INVALID_PARAM,
+           "aclrtCreateContext failed because context cannot be a NULL pointer.");
+    expect("aclrtGetCurrentContext(NULL)", aclrtGetCurrentContext(NULL), ACL_ERROR_INVALID_PARAM,
+           "aclrtGetCurrentContext failed because context cannot be a NULL pointer.");
     expect("aclrtCreateContext(ctx, 5)", aclrtCreateContext(&ctx, 5), ACL_ERROR_RT_INVALID_DEVICEID,
            "aclrtCreateContext failed. Parameter deviceId is invalid");
     expect("aclrtSetDevice(1)", aclrtSetDevice(1), ACL_SUCCESS, "");
@@ -120,6 +132,8 @@ int main(void) {
            aclrtCreateStreamWithConfig(&stream, 3, ACL_STREAM_FAST_LAUNCH), ACL_SUCCESS, "");
     expect("aclrtDestroyStream(NULL)", aclrtDestroyStream(NULL), ACL_ERROR_INVALID_PARAM,
            "aclrtDestroyStream failed because stream cannot be a NULL pointer.");
+    expect("aclrtDestroyStreamForce(foreign)", aclrtDestroyStreamForce(&not_a_handle), ACL_ERROR_INVALID_PARAM,
+           "aclrtDestroyStreamForce failed. Parameter stream is invalid. Reason: It is not a live stream");
     expect("aclrtSynchronizeStream(foreign)", aclrtSynchronizeStream(&not_a_handle), ACL_ERROR_INVALID_PARAM,
            "Parameter stream is invalid. Reason: It is not a live stream");
     expect("aclallocLaunchKernel(foreign stream)", aclallocLaunchKernel(&not_a_handle, 0, count_kernel, NULL),
@@ -160,6 +174,9 @@ int main(void) {
            "Parameter size is invalid");
     expect("aclrtMalloc(more than the device holds)", aclrtMalloc(&p, (size_t)65 << 20, ACL_MEM_MALLOC_HUGE_FIRST),
            ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc failed. Device 1 is out of memory: 68157440 bytes were requested");
+    expect("aclrtMallocAlign32(more than the device holds)",
+           aclrtMallocAlign32(&p, (size_t)1 << 40, ACL_MEM_MALLOC_HUGE_ONLY), ACL_ERROR_RT_MEMORY_ALLOCATION,
+           "aclrtMallocAlign32 failed. Device 1 is out of memory");
     expect("aclrtMalloc(4096)", aclrtMalloc(&p, 4096, ACL_MEM_MALLOC_NORMAL_ONLY), ACL_SUCCESS, "");
     expect("aclrtGetMemInfo(bad attr)", aclrtGetMemInfo((aclrtMemAttr)99, &free_b, &total_b), ACL_ERROR_INVALID_PARAM,
            "Parameter attr is invalid");
@@ -178,6 +195,12 @@ int main(void) {
            "Parameter kind is invalid");
     expect("aclrtMemcpy(NULL src)", aclrtMemcpy(p, 64, NULL, 64, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_INVALID_PARAM,
            "aclrtMemcpy failed because src cannot be a NULL pointer.");
+    expect("aclrtMemcpyAsync(D2D from host memory)",
+           aclrtMemcpyAsync(p, 64, host, 64, ACL_MEMCPY_DEVICE_TO_DEVICE, NULL), ACL_ERROR_INVALID_PARAM,
+           "aclrtMemcpyAsync failed. Parameter src is invalid. Reason: It is not device memory");
+    expect("aclrtMemcpyAsync(foreign stream)",
+           aclrtMemcpyAsync(p, 64, host, 64, ACL_MEMCPY_HOST_TO_DEVICE, &not_a_handle), ACL_ERROR_INVALID_PARAM,
+           "aclrtMemcpyAsync failed. Parameter stream is invalid");
     expect("aclrtMemset(count > maxCount)", aclrtMemset(p, 8, 0, 9), ACL_ERROR_INVALID_PARAM,
            "Parameter count is invalid. Reason: It is greater than maxCount");
     expect("aclrtMemset(host memory)", aclrtMemset(host, 64, 0, 64), ACL_ERROR_INVALID_PARAM,

@@ -18,6 +18,26 @@
 
 
 /**
+ * Index of the aggregate entry in each `aclallocStat[3]` array.
+ */
+#define ACLALLOC_STAT_ALL 0
+
+/**
+ * Index of the small-pool entry (blocks of at most 1 MiB, from 2 MiB segments).
+ */
+#define ACLALLOC_STAT_SMALL_POOL 1
+
+/**
+ * Index of the large-pool entry.
+ */
+#define ACLALLOC_STAT_LARGE_POOL 2
+
+/**
+ * Number of entries `aclallocPoolGetStatsKeyValues` reports.
+ */
+#define ACLALLOC_STAT_KEY_COUNT 121
+
+/**
  * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
  */
 #define ACL_STREAM_FAST_LAUNCH 1
@@ -213,6 +233,154 @@ typedef struct {
 typedef void *aclallocPluggable;
 
 /**
+ * How a pool behaves. Fill it with `aclallocPoolConfigInit`, then change fields.
+ */
+typedef struct {
+  /**
+   * Blocks of at least this many bytes are never split, and smaller
+   * requests never take them. 0: no limit.
+   */
+  size_t max_split_size;
+  /**
+   * In (0, 1): before a new segment would take reserved memory over this
+   * fraction of the limit, whole free segments are released first. 0: off.
+   */
+  double garbage_collection_threshold;
+  /**
+   * The most the pool may reserve, in bytes. 0: no byte limit.
+   */
+  size_t memory_limit;
+  /**
+   * The most the pool may reserve, as a fraction (0, 1] of the device's
+   * memory; used when `memory_limit` is 0. 0: no limit.
+   */
+  double memory_fraction;
+} aclallocPoolConfig;
+
+/**
+ * A caching pool handle (also the allocator object of its descriptor).
+ */
+typedef void *aclallocPool;
+
+/**
+ * One statistic: its current value, its peak since the last peak reset, and
+ * the totals added and removed since the last accumulated reset.
+ */
+typedef struct {
+  /**
+   * The value now.
+   */
+  int64_t current;
+  /**
+   * The highest `current` since creation or `reset_peak_stats`.
+   */
+  int64_t peak;
+  /**
+   * Everything ever added.
+   */
+  int64_t allocated;
+  /**
+   * Everything ever removed.
+   */
+  int64_t freed;
+} aclallocStat;
+
+/**
+ * A statistic kept for all pools together and for each pool
+ * (indexed by [`STAT_ALL`], [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`];
+ * `ACLALLOC_STAT_ALL`, `ACLALLOC_STAT_SMALL_POOL`, `ACLALLOC_STAT_LARGE_POOL` in C).
+ */
+typedef aclallocStat aclallocStatArray[3];
+
+/**
+ * A pool's statistics (`aclallocPoolStats` in C). Counts are of blocks and
+ * segments, `*_bytes` of bytes; every block size is a multiple of 512.
+ */
+typedef struct {
+  /**
+   * Blocks handed out and not yet freed.
+   */
+  aclallocStatArray allocation;
+  /**
+   * Device allocations (segments) the pool holds.
+   */
+  aclallocStatArray segment;
+  /**
+   * Blocks in use (equal to `allocation`: blocks are returned synchronously).
+   */
+  aclallocStatArray active;
+  /**
+   * Free blocks inside a segment that also holds other blocks: cached
+   * memory that `empty_cache` cannot return until its neighbours are freed.
+   */
+  aclallocStatArray inactive_split;
+  /**
+   * Bytes of blocks handed out (request sizes rounded up to 512).
+   */
+  aclallocStatArray allocated_bytes;
+  /**
+   * Bytes of device memory the pool holds.
+   */
+  aclallocStatArray reserved_bytes;
+  /**
+   * Bytes of blocks in use.
+   */
+  aclallocStatArray active_bytes;
+  /**
+   * Bytes of `inactive_split` blocks.
+   */
+  aclallocStatArray inactive_split_bytes;
+  /**
+   * Bytes the callers asked for (before rounding).
+   */
+  aclallocStatArray requested_bytes;
+  /**
+   * Times a device allocation failed and the pool released its cached
+   * segments to retry.
+   */
+  int64_t num_alloc_retries;
+  /**
+   * Allocations that failed (out of memory or over the limit).
+   */
+  int64_t num_ooms;
+  /**
+   * Device allocations made (`aclrtMalloc` calls).
+   */
+  int64_t num_device_alloc;
+  /**
+   * Device frees made (`aclrtFree` calls).
+   */
+  int64_t num_device_free;
+  /**
+   * The configured max split size in bytes (`i64::MAX` when unlimited).
+   */
+  int64_t max_split_size;
+  /**
+   * Blocks of at least `max_split_size` bytes handed out.
+   */
+  aclallocStat oversize_allocations;
+  /**
+   * Segments of at least `max_split_size` bytes held.
+   */
+  aclallocStat oversize_segments;
+} aclallocPoolStats;
+
+/**
+ * One statistic of `aclallocPoolGetStatsKeyValues`: a PyTorch key name such
+ * as `"allocated_bytes.all.peak"` (a static string) and its value.
+ */
+typedef struct {
+  /**
+   * The key; valid for the life of the process.
+   */
+  const char *key;
+  /**
+   * The value.
+   */
+  int64_t value;
+} aclallocStatEntry;
+
+/**
  * A context handle, from `aclrtCreateContext` or `aclrtGetCurrentContext`.
  */
 typedef void *aclrtContext;
@@ -267,6 +435,12 @@ typedef void *aclrtContext;
  * `aclrtSetCurrentContext` yet).
  */
 #define ACL_ERROR_RT_CONTEXT_NULL 107002
+
+/**
+ * Something is used before it was initialized (here: the default
+ * allocator, which is built at its first allocation).
+ */
+#define ACL_ERROR_UNINITIALIZE 100001
 
 /**
  * A file lacks something it must provide (here: a symbol of an allocator's
@@ -549,10 +723,11 @@ aclError aclrtAllocatorUnregister(aclrtStream stream);
  * default one is (see `aclallocSetDefaultAllocator`).
  *
  * The default allocator is chosen at start-up by the environment variable
- * `ACLALLOC_DEFAULT_ALLOCATOR`: `device` (direct device memory, no caching;
- * the default while the caching pool is not in this build), `pool` (the
- * caching pool), or `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable
- * allocator; PATH may contain ':'). An invalid value fails the allocation
+ * `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
+ * `ACLALLOC_ALLOC_CONF`, on the device current on the thread that first
+ * uses it), `device` (direct device memory, no caching), or
+ * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
+ * contain ':'). An invalid value fails the allocation
  * with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
  * `aclallocLaunchKernel` on streams without a registered allocator.
  *
@@ -594,6 +769,19 @@ aclError aclallocSetDefaultAllocator(aclrtAllocatorDesc allocatorDesc);
  * is static.
  */
 const char *aclallocGetDefaultAllocatorName(void);
+
+/**
+ * The default allocator's object, once it has served memory: for the
+ * caching pool its `aclallocPool` handle (for `aclallocPoolGetStats`,
+ * `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
+ * `aclallocPluggable` handle, for a swapped-in descriptor the object it
+ * held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
+ * allocator is built then), `*allocator` untouched.
+ *
+ * # Safety
+ * `allocator` must be writable.
+ */
+aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
 
 /**
  * Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
@@ -795,6 +983,200 @@ aclError aclallocPluggableEmptyCache(aclallocPluggable allocator);
  * be worse than an error).
  */
 aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double fraction, int32_t deviceId);
+
+/**
+ * Fills `config` with the defaults (PyTorch's: no max split size, no garbage
+ * collection, no limit) and then the settings of the environment variable
+ * `ACLALLOC_ALLOC_CONF`, e.g.
+ * `max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9`
+ * (keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb,
+ * memory_fraction). A malformed variable: `ACL_ERROR_INVALID_PARAM`, nothing written.
+ *
+ * # Safety
+ * `config` must be NULL or point to writable memory for an `aclallocPoolConfig`.
+ */
+aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
+
+/**
+ * Creates a caching pool over the memory of the calling thread's current
+ * device (`aclrtMalloc`/`aclrtFree`; no current device:
+ * `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
+ * alloc, free, allocAdvise and getAddrFromBlock functions are
+ * `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
+ * `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
+ * many streams as should share the pool; destroy it with
+ * `aclrtAllocatorDestroyDesc` when no more registrations are needed.
+ * `config` NULL: the defaults and `ACLALLOC_ALLOC_CONF`, as
+ * `aclallocPoolConfigInit` gives. Nothing is written unless the call succeeds.
+ *
+ * # Safety
+ * `config` must be NULL or point to an `aclallocPoolConfig`; `pool` and
+ * `allocatorDesc` must point to writable memory of their types.
+ */
+aclError aclallocPoolCreate(const aclallocPoolConfig *config, aclallocPool *pool, aclrtAllocatorDesc *allocatorDesc);
+
+/**
+ * Destroys a pool: returns all its memory to the device. Refused
+ * (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
+ * Streams registered with its descriptor must be unregistered first: from
+ * now on its callbacks fail (alloc returns NULL).
+ */
+aclError aclallocPoolDestroy(aclallocPool pool);
+
+/**
+ * The pool's alloc callback: a block of at least `size` bytes (rounded up to
+ * 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
+ * requested, allocated, reserved and the limit.
+ *
+ * Streams: CANN gives the callbacks no stream, and frees blocks in stream
+ * order (right after the launch is enqueued), so a block freed by one
+ * stream's launch must not go to another stream's kernel that may run at the
+ * same time. When called from `aclallocLaunchKernel`, the pool knows the
+ * launch's stream and keeps each stream's freed blocks for that stream
+ * (PyTorch's per-stream pools); called from anywhere else, the stream is
+ * unknown (0) and every such caller shares one set of blocks, which is right
+ * for synchronous use and for one pool per stream.
+ */
+void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
+
+/**
+ * The pool's free callback. A block that is not a live block of this pool
+ * (foreign, or already freed) is reported through `aclGetRecentErrMsg` and
+ * ignored.
+ */
+void aclallocPoolFree(aclrtAllocator allocator, aclrtAllocatorBlock block);
+
+/**
+ * The pool's allocAdvise callback: the block at `addr` if that range is free
+ * in the pool, otherwise as `aclallocPoolAlloc`.
+ */
+void *aclallocPoolAllocAdvise(aclrtAllocator allocator, size_t size, aclrtAllocatorAddr addr);
+
+/**
+ * The pool's getAddrFromBlock callback: a pool block is its device address.
+ */
+void *aclallocPoolGetAddrFromBlock(aclrtAllocatorBlock block);
+
+/**
+ * Copies the pool's statistics (a consistent snapshot).
+ *
+ * # Safety
+ * `stats` must be NULL or point to writable memory for an `aclallocPoolStats`.
+ */
+aclError aclallocPoolGetStats(aclallocPool pool, aclallocPoolStats *stats);
+
+/**
+ * The statistics as key/value pairs with PyTorch's key names, sorted by key:
+ * writes at most `capacity` entries to `entries` and the total number
+ * (`ACLALLOC_STAT_KEY_COUNT`) to `count`. `entries` may be NULL when
+ * `capacity` is 0, to ask for the count.
+ *
+ * # Safety
+ * `entries` must be valid for `capacity` writes; `count` must be writable.
+ */
+aclError aclallocPoolGetStatsKeyValues(aclallocPool pool, aclallocStatEntry *entries, size_t capacity, size_t *count);
+
+/**
+ * One statistic by its PyTorch key name (e.g. `"reserved_bytes.all.peak"`).
+ * An unknown key: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `key` must be a NUL-terminated string; `value` must be writable.
+ */
+aclError aclallocPoolGetStat(aclallocPool pool, const char *key, int64_t *value);
+
+/**
+ * Sets every peak statistic to its current value.
+ */
+aclError aclallocPoolResetPeakStats(aclallocPool pool);
+
+/**
+ * Zeroes the accumulated statistics (`allocated`, `freed` totals and the
+ * retry, OOM and device call counters).
+ */
+aclError aclallocPoolResetAccumulatedStats(aclallocPool pool);
+
+/**
+ * Bytes handed out now.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMemoryAllocated(aclallocPool pool, size_t *bytes);
+
+/**
+ * The peak of the bytes handed out.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMaxMemoryAllocated(aclallocPool pool, size_t *bytes);
+
+/**
+ * Bytes held from the device now.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMemoryReserved(aclallocPool pool, size_t *bytes);
+
+/**
+ * The peak of the bytes held from the device.
+ *
+ * # Safety
+ * `bytes` must be writable.
+ */
+aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
+
+/**
+ * The statistics as a text table like PyTorch's `memory_summary()`. Works as
+ * `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
+ * full length (without the NUL) to `length` (optional). `buffer` may be NULL
+ * when `size` is 0, to ask for the length.
+ *
+ * # Safety
+ * `buffer` must be valid for `size` bytes; `length` NULL or writable.
+ */
+aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * The segments and blocks as JSON, like PyTorch's `memory_snapshot()`:
+ * `{"device":0,"segments":[{"address","total_size","stream","segment_type",
+ * "allocated_size","active_size","requested_size","blocks":[{"address",
+ * "size","requested_size","state"}]}]}` with `state` `"active_allocated"` or
+ * `"inactive"`. `stream` is the handle of the stream whose launch
+ * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
+ * stream. It is 0 for segments made by callback calls outside such a launch:
+ * CANN's callbacks are not told the stream. Buffer handling as
+ * `aclallocPoolSummary`.
+ *
+ * # Safety
+ * As `aclallocPoolSummary`.
+ */
+aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * Returns every wholly free cached segment to the device.
+ */
+aclError aclallocPoolEmptyCache(aclallocPool pool);
+
+/**
+ * Returns wholly free cached segments, largest first, until at most
+ * `keepBytes` stay reserved (or no free segment is left).
+ */
+aclError aclallocPoolTrim(aclallocPool pool, size_t keepBytes);
+
+/**
+ * Limits what the pool may reserve to `bytes` (0: no limit). Memory already
+ * reserved above it stays until freed and released.
+ */
+aclError aclallocPoolSetMemoryLimit(aclallocPool pool, size_t bytes);
+
+/**
+ * Limits what the pool may reserve to `fraction` (0, 1] of the device's
+ * memory, like `torch.npu.set_per_process_memory_fraction`.
+ */
+aclError aclallocPoolSetMemoryFraction(aclallocPool pool, double fraction);
 
 /**
  * Initializes ACL. `configPath` may be NULL or empty; a file given must be

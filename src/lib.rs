@@ -13,6 +13,11 @@
 //!   panic cross into C, and leaves a CANN-shaped message for
 //!   `aclGetRecentErrMsg` on failure.
 //!
+//! [`runtime`] is a small ACL runtime on the host (`aclInit`, devices,
+//! contexts, streams run by host threads, device memory, and
+//! `aclallocLaunchKernel`, which consumes a stream's registered allocator as
+//! CANN's executor does), so CANN programs run without an NPU.
+//!
 //! Hardening beyond CANN: a destroyed, foreign or forged descriptor handle is
 //! refused with `ACL_ERROR_INVALID_PARAM` instead of being dereferenced, a new
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
@@ -21,6 +26,7 @@ pub mod core;
 pub mod default_allocator;
 pub mod ffi;
 pub mod plugin;
+pub mod pool;
 pub mod registry;
 pub mod runtime;
 

@@ -1,4 +1,4 @@
-//! The default allocator as it comes (direct device memory), serving the
+//! The default allocator chosen as direct device memory, serving the
 //! workspaces of launches on a stream without a registration and the raw
 //! functions; once it has served, swapping it fails. Its own process: the
 //! default allocator is process-wide.
@@ -41,7 +41,7 @@ fn message() -> String {
 
 #[test]
 fn direct_device_memory_serves_unregistered_streams_and_then_cannot_be_swapped() {
-    std::env::remove_var("ACLALLOC_DEFAULT_ALLOCATOR");
+    std::env::set_var("ACLALLOC_DEFAULT_ALLOCATOR", "device");
     assert_eq!(unsafe { aclInit(std::ptr::null()) }, ACL_SUCCESS);
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
     let name = unsafe { CStr::from_ptr(aclallocGetDefaultAllocatorName()) };

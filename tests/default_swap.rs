@@ -28,11 +28,7 @@ fn name() -> String {
 #[test]
 fn swap_before_use_then_use_then_swap_fails() {
     std::env::remove_var("ACLALLOC_DEFAULT_ALLOCATOR");
-    assert_eq!(
-        name(),
-        "device",
-        "the documented default while the pool is not in the build"
-    );
+    assert_eq!(name(), "pool", "the documented default");
 
     let so = plugin_support::build("default-swap");
     let path = CString::new(so.to_str().unwrap()).unwrap();

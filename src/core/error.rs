@@ -38,6 +38,9 @@ pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107002;
 
 // Pluggable and default allocators.
 
+/// Something is used before it was initialized (here: the default
+/// allocator, which is built at its first allocation).
+pub const ACL_ERROR_UNINITIALIZE: aclError = 100001;
 /// A file lacks something it must provide (here: a symbol of an allocator's
 /// shared object).
 pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100007;
@@ -109,6 +112,9 @@ pub enum Error {
     /// A pointer this allocator handed out was given back a second time.
     #[error("Trying to free a pointer not allocated here (it was allocated here and already freed: a double free)")]
     DoubleFree,
+    /// The default allocator has not been built yet.
+    #[error("The default allocator is built at its first allocation, and none has happened yet")]
+    DefaultNotInUse,
     /// The default allocator served memory already and cannot be swapped.
     #[error("can't swap an already initialized allocator")]
     AlreadyInitialized,
@@ -125,6 +131,29 @@ pub enum Error {
     NotSupported {
         /// What is missing.
         what: &'static str,
+    },
+    /// A caching pool could not serve an allocation.
+    #[error(
+        "Out of memory in the caching pool. Reason: tried to allocate {requested} bytes with {allocated} bytes allocated and {reserved} bytes reserved by the pool, limit {}; {cause}",
+        LimitText(*limit)
+    )]
+    PoolOutOfMemory {
+        /// Bytes the caller asked for.
+        requested: usize,
+        /// Bytes the pool had handed out.
+        allocated: usize,
+        /// Bytes the pool held from the device.
+        reserved: usize,
+        /// The pool's limit in bytes (`usize::MAX`: none).
+        limit: usize,
+        /// Why it failed.
+        cause: &'static str,
+    },
+    /// A pool cannot be destroyed while blocks are still handed out.
+    #[error("The pool still has {blocks} allocated blocks; free them first")]
+    PoolInUse {
+        /// Blocks still handed out.
+        blocks: usize,
     },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
@@ -210,10 +239,13 @@ impl Error {
             Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
             Error::AllocatorReturnedNull { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::AlreadyInitialized => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,
             Error::StillInUse { .. } => ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED,
             Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
+            Error::PoolOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
+            Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
             Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
             Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
@@ -234,6 +266,19 @@ impl Error {
         match self {
             Error::NullPointer { .. } => " failed because ",
             _ => " failed. ",
+        }
+    }
+}
+
+/// Shows a byte limit, or "none" for `usize::MAX`.
+struct LimitText(usize);
+
+impl std::fmt::Display for LimitText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == usize::MAX {
+            f.write_str("none")
+        } else {
+            write!(f, "{} bytes", self.0)
         }
     }
 }

@@ -6,6 +6,9 @@ use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::errlog;
 use crate::core::error::{Error, Result};
 use crate::plugin::{registry, PluggableAllocator, PluginSpec};
+use crate::pool::acl::AclMemory;
+use crate::pool::handles as pool_handles;
+use crate::pool::{Pool, PoolConfig};
 use crate::runtime::backend::{active, Backend};
 use crate::runtime::host;
 use std::ffi::{c_void, CStr, OsStr};
@@ -16,10 +19,30 @@ pub(super) fn build(choice: &Choice) -> Result<Source> {
     match choice {
         Choice::Plugin { path, alloc, free } => plugin(path, alloc, free),
         Choice::Device => Ok(device()),
-        Choice::Pool => Err(Error::NotSupported {
-            what: "the caching pool is not in this build yet (ACLALLOC_DEFAULT_ALLOCATOR=pool); use device or plugin:PATH:ALLOC:FREE",
-        }),
+        Choice::Pool => pool(),
     }
+}
+
+/// A caching pool with the defaults and `ACLALLOC_ALLOC_CONF`, on the
+/// device current on the calling thread (as `aclallocPoolCreate(NULL, ...)`).
+fn pool() -> Result<Source> {
+    use crate::ffi::pool as c;
+    let config = PoolConfig::default().from_env()?;
+    let pool = Pool::new(config, AclMemory::current()?)?;
+    let handle = pool_handles::insert(pool)?;
+    let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
+        reason: "a pool handle was zero",
+    })?;
+    Ok(Source {
+        kind: Kind::Pool,
+        callbacks: Callbacks {
+            obj,
+            alloc: c::aclallocPoolAlloc,
+            free: c::aclallocPoolFree,
+            alloc_advise: Some(c::aclallocPoolAllocAdvise),
+            get_addr_from_block: c::aclallocPoolGetAddrFromBlock,
+        },
+    })
 }
 
 fn plugin(path: &CStr, alloc: &CStr, free: &CStr) -> Result<Source> {

@@ -2,8 +2,7 @@
 //!
 //! | value | default allocator |
 //! | --- | --- |
-//! | unset, empty | [`DEFAULT`]: direct device memory for now (the caching pool is not in this build yet; it becomes the default when it is) |
-//! | `pool` | the caching pool |
+//! | unset, empty, `pool` | the caching pool (its settings from `ACLALLOC_ALLOC_CONF`), on the device current on the thread that first uses it |
 //! | `device` | direct device memory (`aclrtMalloc`), no caching |
 //! | `plugin:PATH:ALLOC:FREE` | a pluggable allocator loaded from the shared object PATH with the symbols ALLOC and FREE (PATH may contain ':') |
 
@@ -31,9 +30,8 @@ pub enum Choice {
     },
 }
 
-/// What an unset or empty variable means. The issue asks for the pool; the
-/// pool is not in this build yet, so direct device memory serves instead.
-pub const DEFAULT: Choice = Choice::Device;
+/// What an unset or empty variable means: the caching pool.
+pub const DEFAULT: Choice = Choice::Pool;
 
 const BAD_VALUE: Error = Error::InvalidParam {
     param: "ACLALLOC_DEFAULT_ALLOCATOR",

@@ -71,6 +71,8 @@ impl Source {
         let callbacks = api().descriptor(desc)?.callbacks()?;
         let kind = if crate::plugin::registry::from_obj(callbacks.obj).is_some() {
             Kind::Plugin
+        } else if crate::pool::handles::get(callbacks.obj.as_ptr()).is_ok() {
+            Kind::Pool
         } else {
             Kind::Descriptor
         };
@@ -142,6 +144,11 @@ impl DefaultAllocator {
         *pending = None;
         let _ = self.in_use.set(source);
         Ok(source)
+    }
+
+    /// The allocator in use, if the default allocator has served memory.
+    pub fn in_use(&self) -> Option<Source> {
+        self.in_use.get().copied()
     }
 
     /// What the default allocator is or, before its first use, will be.

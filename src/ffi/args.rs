@@ -61,11 +61,28 @@ pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
     }
 }
 
-/// A required NUL-terminated string.
+/// A NUL-terminated UTF-8 string argument.
 ///
 /// # Safety
 /// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
 pub(crate) unsafe fn c_str<'a>(
+    ptr: *const std::ffi::c_char,
+    param: &'static str,
+) -> Result<&'a str> {
+    // SAFETY: the caller's contract.
+    unsafe { c_bytes(ptr, param) }?
+        .to_str()
+        .map_err(|_| Error::InvalidParam {
+            param,
+            reason: "It is not valid UTF-8",
+        })
+}
+
+/// A required NUL-terminated string of any bytes (a path, a symbol name).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
+pub(crate) unsafe fn c_bytes<'a>(
     ptr: *const std::ffi::c_char,
     param: &'static str,
 ) -> Result<&'a std::ffi::CStr> {
@@ -76,15 +93,15 @@ pub(crate) unsafe fn c_str<'a>(
     Ok(unsafe { std::ffi::CStr::from_ptr(ptr) })
 }
 
-/// An optional string: NULL and "" both mean "not given".
+/// An optional string of any bytes: NULL and "" both mean "not given".
 ///
 /// # Safety
-/// As for [`c_str`].
-pub(crate) unsafe fn optional_c_str<'a>(
+/// As for [`c_bytes`].
+pub(crate) unsafe fn optional_c_bytes<'a>(
     ptr: *const std::ffi::c_char,
 ) -> Option<&'a std::ffi::CStr> {
     // SAFETY: the caller's contract.
-    unsafe { c_str(ptr, "") }.ok().filter(|s| !s.is_empty())
+    unsafe { c_bytes(ptr, "") }.ok().filter(|s| !s.is_empty())
 }
 
 /// A required input struct, read by reference.
@@ -94,6 +111,42 @@ pub(crate) unsafe fn optional_c_str<'a>(
 pub(crate) unsafe fn input<'a, T>(ptr: *const T, param: &'static str) -> Result<&'a T> {
     // SAFETY: the caller's contract.
     unsafe { ptr.as_ref() }.ok_or(Error::NullPointer { param })
+}
+
+/// A caller's array of `capacity` elements (NULL allowed when `capacity` is 0).
+pub(crate) struct OutSlice<T> {
+    ptr: *mut T,
+    capacity: usize,
+}
+
+impl<T> OutSlice<T> {
+    /// # Safety
+    /// A non-NULL `ptr` must be valid for writes of `capacity` elements.
+    pub(crate) unsafe fn new(ptr: *mut T, capacity: usize, param: &'static str) -> Result<Self> {
+        if ptr.is_null() && capacity > 0 {
+            return Err(Error::NullPointer { param });
+        }
+        Ok(OutSlice { ptr, capacity })
+    }
+
+    /// Writes as many of `items` as fit.
+    pub(crate) fn fill(self, items: impl IntoIterator<Item = T>) {
+        for (i, item) in items.into_iter().take(self.capacity).enumerate() {
+            // SAFETY: `i < capacity`, the constructor's contract.
+            unsafe { self.ptr.add(i).write(item) }
+        }
+    }
+}
+
+/// Copies `text` into a caller's buffer of `size` bytes like `snprintf`: at
+/// most `size - 1` bytes and a NUL (nothing when `size` is 0).
+pub(crate) fn write_text(buffer: OutSlice<std::ffi::c_char>, text: &str) {
+    if buffer.capacity == 0 {
+        return;
+    }
+    let n = text.len().min(buffer.capacity - 1);
+    let bytes = text.as_bytes()[..n].iter().map(|&b| b as std::ffi::c_char);
+    buffer.fill(bytes.chain(std::iter::once(0)));
 }
 
 /// A stream argument where NULL means the current context's default stream.

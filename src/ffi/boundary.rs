@@ -25,6 +25,13 @@ impl FfiReturn for aclError {
     }
 }
 
+/// `void` functions (the free callback): the failure is only recorded.
+impl FfiReturn for () {
+    type Ok = ();
+    fn success(_: ()) -> Self {}
+    fn failure(_: aclError) -> Self {}
+}
+
 /// Handle-returning functions: the handle, or NULL.
 impl FfiReturn for *mut c_void {
     type Ok = *mut c_void;

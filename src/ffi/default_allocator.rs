@@ -19,10 +19,11 @@ use std::ptr::NonNull;
 /// default one is (see `aclallocSetDefaultAllocator`).
 ///
 /// The default allocator is chosen at start-up by the environment variable
-/// `ACLALLOC_DEFAULT_ALLOCATOR`: `device` (direct device memory, no caching;
-/// the default while the caching pool is not in this build), `pool` (the
-/// caching pool), or `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable
-/// allocator; PATH may contain ':'). An invalid value fails the allocation
+/// `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
+/// `ACLALLOC_ALLOC_CONF`, on the device current on the thread that first
+/// uses it), `device` (direct device memory, no caching), or
+/// `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
+/// contain ':'). An invalid value fails the allocation
 /// with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
 /// `aclallocLaunchKernel` on streams without a registered allocator.
 ///
@@ -89,6 +90,26 @@ pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
             Kind::Descriptor => c"descriptor",
         };
         Ok(name.as_ptr())
+    })
+}
+
+/// The default allocator's object, once it has served memory: for the
+/// caching pool its `aclallocPool` handle (for `aclallocPoolGetStats`,
+/// `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
+/// `aclallocPluggable` handle, for a swapped-in descriptor the object it
+/// held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
+/// allocator is built then), `*allocator` untouched.
+///
+/// # Safety
+/// `allocator` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAllocator) -> aclError {
+    boundary("aclallocGetDefaultAllocator", || {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(allocator, "allocator") }?;
+        let source = global().in_use().ok_or(Error::DefaultNotInUse)?;
+        out.write(source.callbacks.obj.as_ptr());
+        Ok(())
     })
 }
 

@@ -4,6 +4,10 @@
 //! records the failure for `aclGetRecentErrMsg` and turns it into an ACL
 //! error code. Pointer arguments are checked and converted in [`args`], the
 //! one place that touches raw pointers from C.
+//!
+//! The runtime exports (`acl.h` / `acl_rt.h`, `aclallocLaunchKernel`) call
+//! through the backend table of [`crate::runtime::backend`]; the host
+//! backend's implementations run their bodies through the boundary.
 
 pub mod allocator;
 pub(crate) mod args;
@@ -13,5 +17,6 @@ pub mod errmsg;
 pub mod launch;
 pub mod memory;
 pub mod plugin;
+pub mod pool;
 pub mod runtime;
 pub mod types;

@@ -120,14 +120,14 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
         let config = unsafe { args::input(config, "config") }?;
         let allocator_out = unsafe { Out::required(allocator, "allocator") }?;
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-        let path = unsafe { args::c_str(config.path, "config->path") }?;
+        let path = unsafe { args::c_bytes(config.path, "config->path") }?;
         let spec = PluginSpec {
             path: OsStr::from_bytes(path.to_bytes()),
-            alloc: unsafe { args::c_str(config.allocSymbol, "config->allocSymbol") }?,
-            free: unsafe { args::c_str(config.freeSymbol, "config->freeSymbol") }?,
-            init: unsafe { args::optional_c_str(config.initSymbol) },
-            empty_cache: unsafe { args::optional_c_str(config.emptyCacheSymbol) },
-            memory_fraction: unsafe { args::optional_c_str(config.memoryFractionSymbol) },
+            alloc: unsafe { args::c_bytes(config.allocSymbol, "config->allocSymbol") }?,
+            free: unsafe { args::c_bytes(config.freeSymbol, "config->freeSymbol") }?,
+            init: unsafe { args::optional_c_bytes(config.initSymbol) },
+            empty_cache: unsafe { args::optional_c_bytes(config.emptyCacheSymbol) },
+            memory_fraction: unsafe { args::optional_c_bytes(config.memoryFractionSymbol) },
         };
         if path.is_empty() {
             return Err(Error::InvalidParam {

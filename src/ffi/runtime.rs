@@ -2,8 +2,8 @@
 //!
 //! Each export forwards to the active runtime backend
 //! ([`crate::runtime::backend`]), chosen once at load time. The host backend's
-//! implementations are in [`host`]; each runs its body through
-//! [`boundary`](super::boundary::boundary).
+//! implementations are in the private `host` module; each runs its body
+//! through the crate's one boundary function.
 #![allow(non_snake_case)]
 
 use super::types::*;

@@ -15,12 +15,8 @@
 use crate::registry::StreamKey;
 use crate::runtime::backend::{active, Backend};
 use crate::runtime::host;
-use std::cell::Cell;
+use crate::runtime::launch::{current_launch_stream, LaunchStream};
 use std::ffi::c_void;
-
-thread_local! {
-    static SERVING: Cell<usize> = const { Cell::new(0) };
-}
 
 /// The device current on the calling thread (0 when it has none), as the
 /// plugin receives it.
@@ -41,25 +37,17 @@ pub fn device_count() -> i32 {
     }
 }
 
-/// The stream the calling thread is serving, if it is known.
+/// The stream the calling thread is serving, if it is known: the stream of
+/// the launch in progress (the runtime's [`current_launch_stream`]), or the
+/// one a caller published with [`serving`].
 pub fn serving_stream() -> Option<StreamKey> {
-    StreamKey::from_ptr(SERVING.try_with(Cell::get).unwrap_or(0) as *mut c_void)
+    StreamKey::from_ptr(current_launch_stream() as *mut c_void)
 }
 
 /// Runs `f` with `stream` published as the stream this thread serves, so an
 /// allocator called through CANN's stream-less callbacks can pass it on.
 pub fn serving<R>(stream: Option<StreamKey>, f: impl FnOnce() -> R) -> R {
-    struct Restore(usize);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let _ = SERVING.try_with(|s| s.set(self.0));
-        }
-    }
-    let _restore = Restore(
-        SERVING
-            .try_with(|s| s.replace(stream.map_or(0, |k| k.get().get())))
-            .unwrap_or(0),
-    );
+    let _serving = LaunchStream::enter(stream.map_or(0, |k| k.get().get()));
     f()
 }
 

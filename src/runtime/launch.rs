@@ -18,10 +18,40 @@
 //! with free first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
-use super::stream::{KernelFn, Stream, Task};
+use super::stream::{KernelFn, Task};
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
+use std::cell::Cell;
 use std::ffi::c_void;
+
+thread_local! {
+    /// The stream whose launch is calling allocator callbacks on this thread.
+    static LAUNCH_STREAM: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The stream of the launch that is calling an allocator callback on this
+/// thread right now, or 0 outside a launch. CANN's callbacks do not receive
+/// the stream; an allocator shared by several streams (the caching pool)
+/// reads it here to keep each stream's freed blocks for that stream.
+#[inline]
+pub fn current_launch_stream() -> usize {
+    LAUNCH_STREAM.with(Cell::get)
+}
+
+/// Sets [`current_launch_stream`] for the life of the guard.
+pub(crate) struct LaunchStream(usize);
+
+impl LaunchStream {
+    pub(crate) fn enter(stream: usize) -> Self {
+        LaunchStream(LAUNCH_STREAM.with(|s| s.replace(stream)))
+    }
+}
+
+impl Drop for LaunchStream {
+    fn drop(&mut self) {
+        LAUNCH_STREAM.with(|s| s.set(self.0));
+    }
+}
 
 impl HostRuntime {
     /// Launches `kernel(workspace, size, user_data)` on `stream` (NULL: the
@@ -34,21 +64,6 @@ impl HostRuntime {
         user_data: *mut c_void,
     ) -> Result<()> {
         let (key, stream) = self.resolve_stream(stream)?;
-        // CANN's callbacks carry no stream: publish it for the allocators
-        // that want one (pluggable allocators pass it to their plugin).
-        crate::plugin::context::serving(Some(key), || {
-            self.launch_resolved(key, &stream, size, kernel, user_data)
-        })
-    }
-
-    fn launch_resolved(
-        &self,
-        key: StreamKey,
-        stream: &Stream,
-        size: usize,
-        kernel: KernelFn,
-        user_data: *mut c_void,
-    ) -> Result<()> {
         let task = |workspace: *mut c_void, release: bool| Task::Kernel {
             kernel,
             workspace,
@@ -59,6 +74,9 @@ impl HostRuntime {
         if size == 0 {
             return stream.enqueue(task(std::ptr::null_mut(), false));
         }
+        // Both the registered allocator and the default one may want to know
+        // the stream (the pool, pluggable allocators).
+        let _in_launch = LaunchStream::enter(key.get().get());
         if let Ok(registration) = self.allocators().get_by_stream(key) {
             let c = registration.callbacks;
             let obj = c.obj.as_ptr();

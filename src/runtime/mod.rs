@@ -10,7 +10,7 @@
 //! | module | concern |
 //! | --- | --- |
 //! | [`config`] | `ACLALLOC_DEVICE_COUNT`, `ACLALLOC_DEVICE_MEMORY` |
-//! | [`host`] | the runtime's state, `aclInit` / `aclFinalize` |
+//! | [`mod@host`] | the runtime's state, `aclInit` / `aclFinalize` |
 //! | [`device`] | devices and their set/reset counting |
 //! | [`context`] | contexts and the per-thread current context |
 //! | [`stream`] | one stream: the bounded queue and its worker |

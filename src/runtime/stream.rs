@@ -413,6 +413,14 @@ mod tests {
         unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
     }
 
+    unsafe extern "C" fn gated(_: *mut c_void, _: usize, gate: *mut c_void) {
+        // SAFETY: the tests pass an AtomicBool.
+        let gate = unsafe { &*(gate as *const AtomicBool) };
+        while gate.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
     fn stream() -> Stream {
         Stream::new(Arc::new(DeviceMemory::new(0, 1 << 30)), default_allocator()).unwrap()
     }
@@ -455,18 +463,26 @@ mod tests {
             Err(DESTROYED)
         );
 
+        // The first kernel holds the worker until the forced shutdown has
+        // emptied the queue, so exactly that one runs.
+        let gate = AtomicBool::new(true);
         let forced = AtomicUsize::new(0);
         let s = stream();
+        s.enqueue(kernel(gated, 0, &gate as *const _ as *const c_void))
+            .unwrap();
         for _ in 0..50 {
             s.enqueue(kernel(slow, 0, &forced as *const _ as *const c_void))
                 .unwrap();
         }
-        s.shut_down(true).unwrap();
-        let ran = forced.load(Ordering::SeqCst);
-        assert!(
-            ran < 50,
-            "force dropped work that had not started ({ran} ran)"
-        );
+        std::thread::scope(|scope| {
+            let shutting = scope.spawn(|| s.shut_down(true));
+            while s.queued() > 0 {
+                std::thread::yield_now();
+            }
+            gate.store(false, Ordering::SeqCst);
+            shutting.join().unwrap().unwrap();
+        });
+        assert_eq!(forced.load(Ordering::SeqCst), 0, "queued work was dropped");
         s.synchronize().unwrap();
     }
 

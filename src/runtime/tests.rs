@@ -412,3 +412,33 @@ fn finalize_releases_every_stream() {
     assert_eq!(rt.live_streams(), 0);
     assert_eq!(rt.current_device(), Err(Error::NoContext));
 }
+
+#[test]
+fn launches_racing_a_destroy_either_run_or_fail_cleanly() {
+    for _ in 0..20 {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (ctx, _) = rt.current_context().unwrap();
+        let stream = rt.create_stream(0, 0).unwrap();
+        let seen = Seen::default();
+        let launched = std::thread::scope(|s| {
+            let launcher = s.spawn(|| {
+                rt.set_current_context(ctx).unwrap();
+                let mut ok = 0;
+                while rt.launch(Some(stream), 64, record, ptr(&seen)).is_ok() {
+                    ok += 1;
+                }
+                ok
+            });
+            std::thread::sleep(std::time::Duration::from_micros(300));
+            rt.destroy_stream(stream, false).unwrap();
+            launcher.join().unwrap()
+        });
+        assert_eq!(
+            seen.runs.load(Ordering::SeqCst),
+            launched,
+            "every accepted launch ran before destroy returned"
+        );
+        assert_eq!(rt.device(0).unwrap().memory().live_allocations(), 0);
+    }
+}

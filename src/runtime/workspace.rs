@@ -46,10 +46,8 @@ impl WorkspaceAllocator for DirectDeviceMemory {
     }
 }
 
-/// The allocator new streams use for workspaces when nothing is registered:
-/// the process-wide default allocator ([`crate::default_allocator`]), which
-/// `ACLALLOC_DEFAULT_ALLOCATOR` chooses and `aclallocSetDefaultAllocator`
-/// swaps.
+/// The allocator new streams use for workspaces when nothing is registered.
 pub fn default_allocator() -> &'static dyn WorkspaceAllocator {
-    &crate::default_allocator::workspace::DefaultWorkspaces
+    static DIRECT: DirectDeviceMemory = DirectDeviceMemory;
+    &DIRECT
 }

@@ -1,0 +1,451 @@
+//! The caching pool against two anchors written here, all on the same
+//! device-memory backing (`HostMemory`, whose malloc is far cheaper than a
+//! real `aclrtMalloc`, so the anchors' device calls are under-priced):
+//!
+//! - `MallocPerBlock`: every alloc is a fresh device malloc and every free a
+//!   device free, as in CANN's custom-allocator sample;
+//! - `SlotPool`: a 256-slot best-fit buffer pool with 5 % look-ahead and no
+//!   splitting, as llama.cpp's CANN backend (`ggml_cann_pool_leg`).
+//!
+//! Timed: (1) alloc+free of a cached size, (2) a decode-like trace, (3) a
+//! prefill-like trace, (4) alloc+free on 1 and 2 threads sharing one pool.
+//! Printed to stderr before the timings: device allocations after the first
+//! decode token, and peak reserved / peak requested on the prefill trace.
+//!
+//! Run: `cargo bench --bench pool`
+
+use aclalloc::pool::{DeviceMemory, HostMemory, Pool, PoolConfig};
+use parking_lot::Mutex;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+const MIB: usize = 1 << 20;
+const KIB: usize = 1 << 10;
+
+fn device() -> Arc<HostMemory> {
+    Arc::new(HostMemory::new(1 << 40))
+}
+
+#[derive(Clone, Copy)]
+struct Blk {
+    addr: usize,
+    size: usize,
+}
+
+/// What the traces need from an allocator.
+trait Alloc: Sync {
+    fn alloc(&self, size: usize) -> Blk;
+    fn free(&self, b: Blk);
+    fn peak_reserved(&self) -> usize;
+    fn device_allocs(&self) -> u64;
+}
+
+// ---- the pool ---------------------------------------------------------------
+
+struct PoolAlloc {
+    pool: Pool,
+    device: Arc<HostMemory>,
+}
+
+impl PoolAlloc {
+    fn new() -> Self {
+        let device = device();
+        PoolAlloc {
+            pool: Pool::new(PoolConfig::default(), device.clone()).unwrap(),
+            device,
+        }
+    }
+}
+
+impl Alloc for PoolAlloc {
+    #[inline]
+    fn alloc(&self, size: usize) -> Blk {
+        Blk {
+            addr: self.pool.malloc(size).unwrap().get(),
+            size,
+        }
+    }
+    #[inline]
+    fn free(&self, b: Blk) {
+        self.pool.free(b.addr).unwrap()
+    }
+    fn peak_reserved(&self) -> usize {
+        self.pool.max_memory_reserved()
+    }
+    fn device_allocs(&self) -> u64 {
+        self.device.calls().0
+    }
+}
+
+// ---- anchor 1: one device malloc per block (CANN's sample) ---------------------
+
+struct MallocPerBlock {
+    device: Arc<HostMemory>,
+    reserved: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl MallocPerBlock {
+    fn new() -> Self {
+        MallocPerBlock {
+            device: device(),
+            reserved: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
+    }
+}
+
+fn round512(n: usize) -> usize {
+    n.max(1).div_ceil(512) * 512
+}
+
+impl Alloc for MallocPerBlock {
+    fn alloc(&self, size: usize) -> Blk {
+        let size = round512(size);
+        let addr = self.device.malloc(size).unwrap().get();
+        let now = self.reserved.fetch_add(size, Ordering::Relaxed) + size;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        Blk { addr, size }
+    }
+    fn free(&self, b: Blk) {
+        self.device
+            .free(std::num::NonZeroUsize::new(b.addr).unwrap(), b.size);
+        self.reserved.fetch_sub(b.size, Ordering::Relaxed);
+    }
+    fn peak_reserved(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+    fn device_allocs(&self) -> u64 {
+        self.device.calls().0
+    }
+}
+
+// ---- anchor 2: 256-slot best-fit buffer pool (llama.cpp's ggml_cann_pool_leg) --
+
+const MAX_BUFFERS: usize = 256;
+
+struct SlotPool {
+    device: Arc<HostMemory>,
+    inner: Mutex<SlotInner>,
+}
+
+struct SlotInner {
+    slots: [(usize, usize); MAX_BUFFERS], // (ptr, size); ptr 0 = empty
+    pool_size: usize,
+    peak: usize,
+}
+
+impl SlotPool {
+    fn new() -> Self {
+        SlotPool {
+            device: device(),
+            inner: Mutex::new(SlotInner {
+                slots: [(0, 0); MAX_BUFFERS],
+                pool_size: 0,
+                peak: 0,
+            }),
+        }
+    }
+}
+
+impl Alloc for SlotPool {
+    fn alloc(&self, size: usize) -> Blk {
+        let size = size.max(1).div_ceil(128) * 128;
+        let mut p = self.inner.lock();
+        let mut best = None;
+        let mut best_size = usize::MAX;
+        for (i, &(ptr, s)) in p.slots.iter().enumerate() {
+            if ptr != 0 && s >= size && s < best_size {
+                best = Some(i);
+                best_size = s;
+                if s == size {
+                    break;
+                }
+            }
+        }
+        if let Some(i) = best {
+            let (ptr, s) = p.slots[i];
+            p.slots[i] = (0, 0);
+            return Blk { addr: ptr, size: s };
+        }
+        let look_ahead = (size as f64 * 1.05) as usize;
+        let addr = self.device.malloc(look_ahead).unwrap().get();
+        p.pool_size += look_ahead;
+        p.peak = p.peak.max(p.pool_size);
+        Blk {
+            addr,
+            size: look_ahead,
+        }
+    }
+    fn free(&self, b: Blk) {
+        let mut p = self.inner.lock();
+        if let Some(slot) = p.slots.iter_mut().find(|s| s.0 == 0) {
+            *slot = (b.addr, b.size);
+            return;
+        }
+        p.pool_size -= b.size;
+        drop(p);
+        self.device
+            .free(std::num::NonZeroUsize::new(b.addr).unwrap(), b.size);
+    }
+    fn peak_reserved(&self) -> usize {
+        self.inner.lock().peak
+    }
+    fn device_allocs(&self) -> u64 {
+        self.device.calls().0
+    }
+}
+
+// ---- traces -------------------------------------------------------------------
+
+const LAYERS: usize = 32;
+/// Per-layer workspaces of a 7B-class model decoding one token (norm,
+/// attention, projection, MLP), nested LIFO.
+const DECODE_SIZES: [usize; 4] = [16 * KIB, 1536 * KIB, 256 * KIB, 11 * MIB];
+
+fn decode_token(a: &dyn Alloc) {
+    let hidden = a.alloc(32 * KIB);
+    for _ in 0..LAYERS {
+        let norm = a.alloc(DECODE_SIZES[0]);
+        let attn = a.alloc(DECODE_SIZES[1]);
+        let proj = a.alloc(DECODE_SIZES[2]);
+        a.free(black_box(proj));
+        let mlp = a.alloc(DECODE_SIZES[3]);
+        a.free(black_box(mlp));
+        a.free(black_box(attn));
+        a.free(black_box(norm));
+    }
+    a.free(hidden);
+}
+
+/// Seeded sequence lengths with a heavy (Pareto, alpha 1.2) tail, 16..=8192.
+fn sequence_lengths(n: usize) -> Vec<usize> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+            ((32.0 / u.powf(1.0 / 1.2)) as usize).clamp(16, 8192)
+        })
+        .collect()
+}
+
+/// One prefill request of `len` tokens (hidden 4096, 2-byte elements): a
+/// hidden-state buffer for the whole request and per-layer activations,
+/// nested LIFO. Returns the peak of requested bytes inside it.
+fn prefill(a: &dyn Alloc, len: usize, live: &mut usize, peak: &mut usize) {
+    let h = len * 4096 * 2;
+    let mut take = |a: &dyn Alloc, size: usize, live: &mut usize| {
+        *live += size;
+        *peak = (*peak).max(*live);
+        a.alloc(size)
+    };
+    let hidden = take(a, h, live);
+    for _ in 0..4 {
+        let qkv = take(a, 3 * h, live);
+        let attn = take(a, h, live);
+        *live -= qkv.size.min(3 * h);
+        a.free(qkv);
+        let mlp = take(a, 4 * h, live);
+        *live -= 4 * h;
+        a.free(mlp);
+        *live -= h;
+        a.free(attn);
+    }
+    *live -= h;
+    a.free(hidden);
+}
+
+fn prefill_trace(a: &dyn Alloc) -> usize {
+    let (mut live, mut peak) = (0, 0);
+    for len in sequence_lengths(PREFILL_REQUESTS) {
+        prefill(a, len, &mut live, &mut peak);
+    }
+    peak
+}
+
+const PREFILL_REQUESTS: usize = 200;
+
+fn anchors() -> [(&'static str, Box<dyn Alloc>); 3] {
+    [
+        ("pool", Box::new(PoolAlloc::new())),
+        ("malloc-per-block", Box::new(MallocPerBlock::new())),
+        ("slot-pool", Box::new(SlotPool::new())),
+    ]
+}
+
+fn report() {
+    eprintln!("decode trace ({LAYERS} layers, 20 tokens): device allocations");
+    for (name, a) in anchors() {
+        decode_token(&*a);
+        let first = a.device_allocs();
+        for _ in 0..19 {
+            decode_token(&*a);
+        }
+        eprintln!(
+            "  {name:<17} first token {first:>4}, next 19 tokens {:>5}",
+            a.device_allocs() - first
+        );
+    }
+    eprintln!("prefill trace ({PREFILL_REQUESTS} requests, Pareto lengths): peak reserved / peak requested");
+    for (name, a) in anchors() {
+        let requested = prefill_trace(&*a);
+        let reserved = a.peak_reserved();
+        eprintln!(
+            "  {name:<17} {:>8.1} MiB / {:>8.1} MiB = {:.3}  (device allocations {})",
+            reserved as f64 / MIB as f64,
+            requested as f64 / MIB as f64,
+            reserved as f64 / requested as f64,
+            a.device_allocs()
+        );
+    }
+}
+
+fn main() {
+    report();
+    divan::main();
+}
+
+// ---- (1) alloc+free of a cached size ---------------------------------------------
+
+#[divan::bench_group(sample_size = 4000)]
+mod pair {
+    use super::*;
+
+    fn run(bencher: divan::Bencher, a: &dyn Alloc) {
+        a.free(a.alloc(4096));
+        bencher.bench_local(|| a.free(a.alloc(black_box(4096))));
+    }
+
+    #[divan::bench]
+    fn pool(bencher: divan::Bencher) {
+        run(bencher, &PoolAlloc::new());
+    }
+
+    /// Through the C ABI: the registered callbacks, handle lookup included,
+    /// on a pool created by `aclallocPoolCreate`.
+    #[divan::bench]
+    fn pool_c_callbacks(bencher: divan::Bencher) {
+        use aclalloc::ffi::pool::*;
+        use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+        // The C API's pool takes its segments from aclrtMalloc on the
+        // current device (the host runtime here).
+        unsafe { aclInit(std::ptr::null()) };
+        assert_eq!(aclrtSetDevice(0), 0);
+        let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let cfg = aclallocPoolConfig {
+            max_split_size: 0,
+            garbage_collection_threshold: 0.0,
+            memory_limit: 0,
+            memory_fraction: 0.0,
+        };
+        assert_eq!(unsafe { aclallocPoolCreate(&cfg, &mut pool, &mut desc) }, 0);
+        bencher.bench_local(|| aclallocPoolFree(pool, aclallocPoolAlloc(pool, black_box(4096))));
+    }
+
+    #[divan::bench]
+    fn malloc_per_block(bencher: divan::Bencher) {
+        run(bencher, &MallocPerBlock::new());
+    }
+
+    #[divan::bench]
+    fn slot_pool_full(bencher: divan::Bencher) {
+        // Steady state of a serving process: every slot holds a buffer.
+        let a = SlotPool::new();
+        let held: Vec<_> = (0..MAX_BUFFERS).map(|i| a.alloc(8192 + i * 512)).collect();
+        held.into_iter().for_each(|b| a.free(b));
+        run(bencher, &a);
+    }
+}
+
+// ---- (2) decode-like trace ------------------------------------------------------------
+
+#[divan::bench_group]
+mod decode {
+    use super::*;
+
+    fn run(bencher: divan::Bencher, a: &dyn Alloc) {
+        decode_token(a);
+        bencher.bench_local(|| decode_token(a));
+    }
+
+    #[divan::bench]
+    fn pool(bencher: divan::Bencher) {
+        run(bencher, &PoolAlloc::new());
+    }
+
+    #[divan::bench]
+    fn malloc_per_block(bencher: divan::Bencher) {
+        run(bencher, &MallocPerBlock::new());
+    }
+
+    #[divan::bench]
+    fn slot_pool(bencher: divan::Bencher) {
+        run(bencher, &SlotPool::new());
+    }
+}
+
+// ---- (3) prefill-like trace -------------------------------------------------------------
+
+#[divan::bench_group(sample_count = 10, sample_size = 1)]
+mod prefill_trace {
+    use super::*;
+
+    #[divan::bench]
+    fn pool(bencher: divan::Bencher) {
+        let a = PoolAlloc::new();
+        bencher.bench_local(|| prefill_trace(&a));
+    }
+
+    #[divan::bench]
+    fn malloc_per_block(bencher: divan::Bencher) {
+        let a = MallocPerBlock::new();
+        bencher.bench_local(|| prefill_trace(&a));
+    }
+
+    #[divan::bench]
+    fn slot_pool(bencher: divan::Bencher) {
+        let a = SlotPool::new();
+        bencher.bench_local(|| prefill_trace(&a));
+    }
+}
+
+// ---- (4) threads sharing one pool ------------------------------------------------------------
+
+fn shared_pool() -> &'static PoolAlloc {
+    static POOL: OnceLock<PoolAlloc> = OnceLock::new();
+    POOL.get_or_init(PoolAlloc::new)
+}
+
+#[divan::bench(threads = [1, 2], sample_size = 1000)]
+fn shared_pool_pair(bencher: divan::Bencher) {
+    let a = shared_pool();
+    bencher.bench(|| a.free(a.alloc(black_box(4096))));
+}
+
+#[divan::bench(threads = [1, 2], sample_size = 1000)]
+fn shared_pool_decode_token(bencher: divan::Bencher) {
+    let a = shared_pool();
+    bencher.bench(|| decode_token(a));
+}
+
+/// Aggregate throughput: `threads` threads each doing 100,000 alloc+free
+/// pairs of their own size on one shared pool; one iteration is the batch.
+#[divan::bench(args = [1, 2], sample_count = 20, sample_size = 1)]
+fn shared_pool_batch_of_100k_pairs_per_thread(bencher: divan::Bencher, threads: usize) {
+    let a = shared_pool();
+    bencher.bench_local(|| {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    for _ in 0..100_000 {
+                        a.free(a.alloc(black_box(4096 + 512 * t)));
+                    }
+                });
+            }
+        })
+    });
+}

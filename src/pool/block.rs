@@ -1,0 +1,158 @@
+//! Blocks and segments, kept in slabs (vectors indexed by `u32`, with a list
+//! of vacant slots) rather than boxed nodes: neighbours are indices, nothing
+//! on the hot path allocates once the slabs have grown, and a block handle a
+//! caller passes back is looked up, never dereferenced.
+
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// "No block": the end of a segment's block list.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Which pool a segment belongs to, as an index into the statistics arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Small = 1,
+    Large = 2,
+}
+
+impl Kind {
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+    /// Index into the per-kind free sets.
+    pub(crate) fn set(self) -> usize {
+        self as usize - 1
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Handed out to a caller.
+    Allocated,
+    /// Freed by a caller and parked in its exact-size bin, not yet merged
+    /// with free neighbours (the fast path of the next request of that size).
+    Cached,
+    /// Free, merged with its free neighbours, in the best-fit set.
+    Free,
+}
+
+/// A piece of a segment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Block {
+    pub addr: usize,
+    pub size: usize,
+    /// What the caller asked for (0 unless allocated).
+    pub requested: usize,
+    pub prev: u32,
+    pub next: u32,
+    pub segment: u32,
+    /// The segment's kind and stream, kept here so the hot path reads one
+    /// cache line.
+    pub kind: Kind,
+    pub stream: usize,
+    pub state: State,
+    /// Counted in `inactive_split` right now.
+    pub counted_split: bool,
+}
+
+impl Block {
+    pub(crate) fn is_split(&self) -> bool {
+        self.prev != NIL || self.next != NIL
+    }
+}
+
+/// One device allocation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Segment {
+    pub addr: usize,
+    pub size: usize,
+    pub kind: Kind,
+    /// The stream it serves (0: unknown). Its blocks are reused only for
+    /// that stream, as PyTorch's per-stream pools do.
+    pub stream: usize,
+    /// The block at the segment's start (never merged away: merges always
+    /// remove the later block).
+    pub first: u32,
+}
+
+/// A vector of `T` addressed by `u32`, reusing vacated slots.
+pub(crate) struct Slab<T> {
+    items: Vec<T>,
+    vacant: Vec<u32>,
+}
+
+impl<T: Copy> Slab<T> {
+    pub(crate) fn new() -> Self {
+        Slab {
+            items: Vec::new(),
+            vacant: Vec::new(),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, item: T) -> u32 {
+        match self.vacant.pop() {
+            Some(i) => {
+                self.items[i as usize] = item;
+                i
+            }
+            None => {
+                self.items.push(item);
+                (self.items.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Marks `i` vacant; its contents are garbage from now on.
+    pub(crate) fn remove(&mut self, i: u32) {
+        self.vacant.push(i);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.items = Vec::new();
+        self.vacant = Vec::new();
+    }
+}
+
+impl<T> std::ops::Index<u32> for Slab<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, i: u32) -> &T {
+        &self.items[i as usize]
+    }
+}
+
+impl<T> std::ops::IndexMut<u32> for Slab<T> {
+    #[inline]
+    fn index_mut(&mut self, i: u32) -> &mut T {
+        &mut self.items[i as usize]
+    }
+}
+
+/// A multiplicative hash for keys that are addresses and sizes (multiples of
+/// 512): one multiply, where SipHash would cost more than the rest of the
+/// fast path. Keys come from the pool itself, so flooding is not a concern.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ (x >> 9) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<AddrHasher>>;

@@ -1,0 +1,108 @@
+//! Free-block bookkeeping: the best-fit sets, the inactive-split counts,
+//! the bins and merging.
+
+use super::*;
+
+impl Core {
+    pub(super) fn insert_free(&mut self, idx: u32) {
+        let b = self.blocks[idx];
+        self.free[b.kind.set()].insert((b.stream, b.size, b.addr, idx));
+    }
+
+    /// Takes free block `idx` out of the best-fit set and the split count.
+    pub(super) fn detach_free(&mut self, idx: u32) {
+        let b = self.blocks[idx];
+        self.free[b.kind.set()].remove(&(b.stream, b.size, b.addr, idx));
+        self.unmark_split(idx);
+    }
+
+    #[inline]
+    pub(super) fn mark_split(&mut self, idx: u32) {
+        let b = &mut self.blocks[idx];
+        if b.is_split() {
+            b.counted_split = true;
+            let size = b.size as i64;
+            let k = b.kind.index();
+            for i in [STAT_ALL, k] {
+                self.stats.inactive_split[i].increase(1);
+                self.stats.inactive_split_bytes[i].increase(size);
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn unmark_split(&mut self, idx: u32) {
+        let b = &mut self.blocks[idx];
+        if b.counted_split {
+            b.counted_split = false;
+            let size = b.size as i64;
+            let k = b.kind.index();
+            for i in [STAT_ALL, k] {
+                self.stats.inactive_split[i].decrease(1);
+                self.stats.inactive_split_bytes[i].decrease(size);
+            }
+        }
+    }
+
+    /// Merges every binned block with its free neighbours.
+    pub(super) fn flush_bins(&mut self) {
+        if self.binned == 0 {
+            return;
+        }
+        let mut used = std::mem::take(&mut self.bins_used);
+        for key in used.drain(..) {
+            let Some(mut blocks) = self.bins.get_mut(&key).map(|b| {
+                b.listed = false;
+                std::mem::take(&mut b.blocks)
+            }) else {
+                continue;
+            };
+            for idx in blocks.drain(..) {
+                self.merge(idx);
+            }
+            // Keep the vector's capacity for the next free of this size.
+            if let Some(bin) = self.bins.get_mut(&key) {
+                bin.blocks = blocks;
+            }
+        }
+        self.bins_used = used;
+        let bins = std::mem::take(&mut self.bins);
+        self.binned = 0;
+        if bins.len() <= MAX_BIN_SIZES {
+            self.bins = bins;
+        }
+    }
+
+    /// Turns binned block `idx` into a free block merged with free neighbours.
+    pub(super) fn merge(&mut self, mut idx: u32) {
+        self.unmark_split(idx);
+        let prev = self.blocks[idx].prev;
+        if prev != NIL && self.blocks[prev].state == State::Free {
+            self.detach_free(prev);
+            self.absorb_next(prev);
+            idx = prev;
+        }
+        let next = self.blocks[idx].next;
+        if next != NIL && self.blocks[next].state == State::Free {
+            self.detach_free(next);
+            self.absorb_next(idx);
+        }
+        let b = &mut self.blocks[idx];
+        b.state = State::Free;
+        b.requested = 0;
+        self.insert_free(idx);
+        self.mark_split(idx);
+    }
+
+    /// Appends block `idx`'s successor to it and drops the successor.
+    pub(super) fn absorb_next(&mut self, idx: u32) {
+        let next = self.blocks[idx].next;
+        let n = self.blocks[next];
+        self.blocks[idx].size += n.size;
+        self.blocks[idx].next = n.next;
+        if n.next != NIL {
+            self.blocks[n.next].prev = idx;
+        }
+        self.blocks.remove(next);
+    }
+}

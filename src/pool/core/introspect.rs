@@ -1,0 +1,169 @@
+//! Reading the pool: statistics, the segment and block views, and the
+//! consistency check the tests use.
+
+use super::*;
+
+impl Core {
+    /// The statistics; `active` equals `allocation` (blocks are returned
+    /// synchronously, there is no pending-free state), so it is filled in here
+    /// instead of being counted twice on the hot path.
+    pub(crate) fn stats(&self) -> PoolStats {
+        let mut s = self.stats;
+        s.active = s.allocation;
+        s.active_bytes = s.allocated_bytes;
+        s
+    }
+
+    pub(crate) fn live_blocks(&self) -> usize {
+        self.live.len()
+    }
+
+    pub(crate) fn reserved(&self) -> usize {
+        self.stats.reserved_bytes[STAT_ALL].current as usize
+    }
+
+    pub(crate) fn segments_view(&self) -> Vec<SegmentView> {
+        self.by_addr
+            .values()
+            .map(|&seg| {
+                let s = self.segments[seg];
+                let mut blocks = Vec::new();
+                let mut idx = s.first;
+                while idx != NIL {
+                    let b = &self.blocks[idx];
+                    blocks.push(BlockView {
+                        address: b.addr,
+                        size: b.size,
+                        requested_size: b.requested,
+                        allocated: b.state == State::Allocated,
+                    });
+                    idx = b.next;
+                }
+                SegmentView {
+                    address: s.addr,
+                    total_size: s.size,
+                    small: s.kind == Kind::Small,
+                    stream: s.stream,
+                    blocks,
+                }
+            })
+            .collect()
+    }
+
+    /// Recomputes everything from the block lists and compares it with the
+    /// incremental bookkeeping. For tests.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        let mut expect = [[0i64; 3]; 6]; // alloc, alloc bytes, req bytes, split, split bytes, seg/reserved
+        let mut segs = [0i64; 3];
+        let mut reserved = [0i64; 3];
+        let mut free_count = 0;
+        let mut live = 0;
+        let mut binned = 0;
+        for &seg in self.by_addr.values() {
+            let s = self.segments[seg];
+            let k = s.kind.index();
+            segs[0] += 1;
+            segs[k] += 1;
+            reserved[0] += s.size as i64;
+            reserved[k] += s.size as i64;
+            let mut idx = s.first;
+            let mut at = s.addr;
+            let mut prev = NIL;
+            let mut last_free = false;
+            while idx != NIL {
+                let b = self.blocks[idx];
+                if b.addr != at || b.prev != prev || b.segment != seg {
+                    return Err(format!(
+                        "block list of segment {:#x} is broken at {:#x}",
+                        s.addr, b.addr
+                    ));
+                }
+                if b.size == 0 || b.size % MIN_BLOCK_SIZE != 0 {
+                    return Err(format!("block {:#x} has size {}", b.addr, b.size));
+                }
+                let is_free = b.state == State::Free;
+                if is_free && last_free {
+                    return Err(format!(
+                        "free block {:#x} was not merged with its neighbour",
+                        b.addr
+                    ));
+                }
+                last_free = is_free;
+                match b.state {
+                    State::Allocated => {
+                        live += 1;
+                        if self.live.get(&b.addr) != Some(&idx) {
+                            return Err(format!(
+                                "allocated block {:#x} is not in the live map",
+                                b.addr
+                            ));
+                        }
+                        for i in [0, k] {
+                            expect[0][i] += 1;
+                            expect[1][i] += b.size as i64;
+                            expect[2][i] += b.requested as i64;
+                        }
+                    }
+                    State::Free => {
+                        free_count += 1;
+                        if !self.free[s.kind.set()].contains(&(s.stream, b.size, b.addr, idx)) {
+                            return Err(format!("free block {:#x} is not in the free set", b.addr));
+                        }
+                    }
+                    State::Cached => binned += 1,
+                }
+                if b.state != State::Allocated && b.is_split() {
+                    for i in [0, k] {
+                        expect[3][i] += 1;
+                        expect[4][i] += b.size as i64;
+                    }
+                }
+                if b.counted_split != (b.state != State::Allocated && b.is_split()) {
+                    return Err(format!(
+                        "block {:#x} is miscounted as inactive split",
+                        b.addr
+                    ));
+                }
+                at += b.size;
+                prev = idx;
+                idx = b.next;
+            }
+            if at != s.addr + s.size {
+                return Err(format!("blocks of segment {:#x} do not tile it", s.addr));
+            }
+        }
+        let st = &self.stats();
+        let cur = |a: &[crate::pool::stats::Stat; 3]| [a[0].current, a[1].current, a[2].current];
+        let checks = [
+            ("allocation", cur(&st.allocation), expect[0]),
+            ("active", cur(&st.active), expect[0]),
+            ("allocated_bytes", cur(&st.allocated_bytes), expect[1]),
+            ("active_bytes", cur(&st.active_bytes), expect[1]),
+            ("requested_bytes", cur(&st.requested_bytes), expect[2]),
+            ("inactive_split", cur(&st.inactive_split), expect[3]),
+            (
+                "inactive_split_bytes",
+                cur(&st.inactive_split_bytes),
+                expect[4],
+            ),
+            ("segment", cur(&st.segment), segs),
+            ("reserved_bytes", cur(&st.reserved_bytes), reserved),
+        ];
+        for (name, got, want) in checks {
+            if got != want {
+                return Err(format!("{name}: stats say {got:?}, blocks say {want:?}"));
+            }
+        }
+        if live != self.live.len() {
+            return Err("the live map holds blocks that are not allocated".into());
+        }
+        if free_count != self.free[0].len() + self.free[1].len() {
+            return Err("the free sets hold blocks that are not free".into());
+        }
+        let in_bins: usize = self.bins.values().map(|b| b.blocks.len()).sum();
+        if binned != self.binned || in_bins != binned {
+            return Err("the bins and the cached blocks disagree".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,470 @@
+//! The caching allocator's state and algorithm, without locking (the
+//! [`Pool`](super::Pool) wraps it in a mutex).
+//!
+//! The design follows PyTorch's CUDACachingAllocator (and torch_npu's copy of
+//! it): sizes rounded to 512 B; requests of at most 1 MiB served from 2 MiB
+//! "small" segments, larger ones from 20 MiB segments (or their size rounded to
+//! 2 MiB from 10 MiB up); best fit over free blocks ordered by (size, address);
+//! splitting of the chosen block; merging of free neighbours; a max split
+//! size; release of cached segments and one retry when the device refuses;
+//! per-stream pools (a segment serves the stream that made it grow, and its
+//! blocks are reused only for that stream).
+//!
+//! Differences from PyTorch, each measured in benches/pool.rs: large best
+//! fit prefers the fitting block in the smallest segment; growing for a large
+//! request first returns smaller wholly free segments; an oversize request
+//! (>= max split size) gets a segment of its own size rounded to 2 MiB, not
+//! 20 MiB, since it is never split; a standard segment refused by the limit or
+//! the device is retried at the request's size rounded to 2 MiB.
+//!
+//! One addition for the hot path: a freed block first goes into a bin for
+//! the exact size it was requested with (LIFO), without being merged. The
+//! next request of that size takes it back in O(1) without touching the
+//! ordered set. A request the bins cannot serve goes to best fit over the
+//! merged free blocks; only when that fails are all binned blocks merged
+//! (so the pool never grows while merged memory could serve the request) —
+//! each binned block is merged at most once, O(1) amortised per free.
+//! Merging on every miss instead would make two alternating sizes evict
+//! each other from the bins on every call.
+
+use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
+use super::config::PoolConfig;
+use super::device::DeviceMemory;
+use super::stats::{PoolStats, STAT_ALL};
+use crate::core::error::{Error, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
+
+mod bookkeeping;
+mod introspect;
+mod segments;
+
+/// Every block size is a multiple of this.
+pub const MIN_BLOCK_SIZE: usize = 512;
+/// Requests up to this size go to the small pool.
+pub const SMALL_SIZE: usize = 1 << 20;
+/// Size of a small-pool segment.
+pub const SMALL_BUFFER: usize = 2 << 20;
+/// Size of a large-pool segment for requests under [`MIN_LARGE_ALLOC`].
+pub const LARGE_BUFFER: usize = 20 << 20;
+/// From this size on, a segment is the request rounded up to [`ROUND_LARGE`].
+pub const MIN_LARGE_ALLOC: usize = 10 << 20;
+/// Granule of large segments.
+pub const ROUND_LARGE: usize = 2 << 20;
+
+/// How many further free blocks best fit looks at for a large request.
+const BEST_FIT_SCAN: usize = 32;
+
+/// Bins are dropped (not just emptied) past this many distinct sizes, so a
+/// workload with ever-new sizes does not grow the bin map without bound.
+const MAX_BIN_SIZES: usize = 4096;
+
+/// What a snapshot reports for one block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockView {
+    /// Device address.
+    pub address: usize,
+    /// Size in bytes.
+    pub size: usize,
+    /// What the caller asked for (0 for free blocks).
+    pub requested_size: usize,
+    /// Handed out (true) or free in the cache (false).
+    pub allocated: bool,
+}
+
+/// What a snapshot reports for one segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentView {
+    /// Device address.
+    pub address: usize,
+    /// Size in bytes.
+    pub total_size: usize,
+    /// True for the small pool (2 MiB segments).
+    pub small: bool,
+    /// The stream whose requests it serves (0: unknown).
+    pub stream: usize,
+    /// Its blocks in address order; they tile the segment.
+    pub blocks: Vec<BlockView>,
+}
+
+pub(crate) fn round_size(size: usize) -> Option<usize> {
+    let size = size.max(1);
+    size.checked_add(MIN_BLOCK_SIZE - 1)
+        .map(|s| s & !(MIN_BLOCK_SIZE - 1))
+        .filter(|&s| s <= isize::MAX as usize)
+}
+
+fn kind_of(rounded: usize) -> Kind {
+    if rounded <= SMALL_SIZE {
+        Kind::Small
+    } else {
+        Kind::Large
+    }
+}
+
+fn round_up(size: usize, to: usize) -> usize {
+    size.div_ceil(to).saturating_mul(to)
+}
+
+/// The segment a request of `rounded` bytes gets when nothing cached fits.
+fn segment_size(rounded: usize) -> usize {
+    if rounded <= SMALL_SIZE {
+        SMALL_BUFFER
+    } else if rounded < MIN_LARGE_ALLOC {
+        LARGE_BUFFER
+    } else {
+        round_up(rounded, ROUND_LARGE)
+    }
+}
+
+const CLOSED: Error = Error::InvalidParam {
+    param: "pool",
+    reason: "The pool was destroyed",
+};
+
+type FreeKey = (usize, usize, usize, u32);
+
+/// Freed blocks of one (stream, size), newest last.
+#[derive(Default)]
+struct Bin {
+    blocks: Vec<u32>,
+    /// The key is in `bins_used` (until the next flush).
+    listed: bool,
+}
+
+pub(crate) struct Core {
+    blocks: Slab<Block>,
+    segments: Slab<Segment>,
+    /// Segment start → segment, to find the segment of an address.
+    by_addr: BTreeMap<usize, u32>,
+    /// Free (merged) blocks of each kind, by (stream, size, address).
+    free: [BTreeSet<FreeKey>; 2],
+    /// Bins of freed, not yet merged blocks, by (stream, requested size).
+    bins: FastMap<(usize, usize), Bin>,
+    /// Keys of bins that may be non-empty, so a flush visits only those.
+    bins_used: Vec<(usize, usize)>,
+    binned: usize,
+    /// Address → block, for every allocated block.
+    live: FastMap<usize, u32>,
+    pub(crate) stats: PoolStats,
+    pub(crate) config: PoolConfig,
+    /// The limit in bytes (`usize::MAX`: none).
+    pub(crate) limit: usize,
+    closed: bool,
+}
+
+impl Core {
+    pub(crate) fn new(config: PoolConfig, limit: usize) -> Self {
+        let stats = PoolStats {
+            max_split_size: i64::try_from(config.max_split_size).unwrap_or(i64::MAX),
+            ..PoolStats::default()
+        };
+        Core {
+            blocks: Slab::new(),
+            segments: Slab::new(),
+            by_addr: BTreeMap::new(),
+            free: [BTreeSet::new(), BTreeSet::new()],
+            bins: FastMap::default(),
+            bins_used: Vec::new(),
+            binned: 0,
+            live: FastMap::default(),
+            stats,
+            config,
+            limit,
+            closed: false,
+        }
+    }
+
+    // ---- allocation -------------------------------------------------------
+
+    /// A block of at least `size` bytes for work on `stream` (0: unknown).
+    #[inline]
+    pub(crate) fn malloc(
+        &mut self,
+        dev: &dyn DeviceMemory,
+        size: usize,
+        stream: usize,
+    ) -> Result<usize> {
+        let rounded = match round_size(size) {
+            Some(r) if !self.closed => r,
+            _ => return self.malloc_slow(dev, size, 0, stream),
+        };
+        if let Some(idx) = self
+            .bins
+            .get_mut(&(stream, rounded))
+            .and_then(|b| b.blocks.pop())
+        {
+            self.binned -= 1;
+            self.unmark_split(idx);
+            return Ok(self.hand_out(idx, size));
+        }
+        self.malloc_slow(dev, size, rounded, stream)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn malloc_slow(
+        &mut self,
+        dev: &dyn DeviceMemory,
+        size: usize,
+        rounded: usize,
+        stream: usize,
+    ) -> Result<usize> {
+        if self.closed {
+            return Err(CLOSED);
+        }
+        if rounded == 0 {
+            self.stats.num_ooms += 1;
+            return Err(self.oom(size, "the size is too large"));
+        }
+        let kind = kind_of(rounded);
+        let idx = match self.best_fit(kind, rounded, stream) {
+            Some(idx) => idx,
+            None => {
+                self.flush_bins();
+                match self.best_fit(kind, rounded, stream) {
+                    Some(idx) => idx,
+                    None => self.grow(dev, kind, size, rounded, stream)?,
+                }
+            }
+        };
+        self.detach_free(idx);
+        self.split_tail(idx, rounded);
+        Ok(self.hand_out(idx, size))
+    }
+
+    /// `allocAdvise`: a block at `addr` when that range is free in the pool,
+    /// otherwise an ordinary allocation.
+    pub(crate) fn malloc_at(
+        &mut self,
+        dev: &dyn DeviceMemory,
+        size: usize,
+        addr: usize,
+        stream: usize,
+    ) -> Result<usize> {
+        if let Some(rounded) = round_size(size).filter(|_| !self.closed) {
+            if let Some(idx) = self.carve_at(addr, rounded, stream) {
+                return Ok(self.hand_out(idx, size));
+            }
+        }
+        self.malloc(dev, size, stream)
+    }
+
+    fn carve_at(&mut self, addr: usize, rounded: usize, stream: usize) -> Option<u32> {
+        if addr % MIN_BLOCK_SIZE != 0 {
+            return None;
+        }
+        let mut idx = self.block_containing(addr)?;
+        if self.blocks[idx].state == State::Cached {
+            self.flush_bins();
+            idx = self.block_containing(addr)?;
+        }
+        let b = self.blocks[idx];
+        let kind = b.kind;
+        let max_split = self.config.max_split_size;
+        if b.state != State::Free
+            || kind != kind_of(rounded)
+            || b.stream != stream
+            || addr.checked_add(rounded)? > b.addr + b.size
+            || (rounded < max_split && b.size >= max_split)
+        {
+            return None;
+        }
+        self.detach_free(idx);
+        if addr > b.addr {
+            // Keep the front as a free block; the rest starts at `addr`.
+            let front = addr - b.addr;
+            let rest = self.blocks.insert(Block {
+                addr,
+                size: b.size - front,
+                requested: 0,
+                prev: idx,
+                next: b.next,
+                segment: b.segment,
+                kind: b.kind,
+                stream: b.stream,
+                state: State::Free,
+                counted_split: false,
+            });
+            if b.next != NIL {
+                self.blocks[b.next].prev = rest;
+            }
+            self.blocks[idx].next = rest;
+            self.blocks[idx].size = front;
+            self.insert_free(idx);
+            self.mark_split(idx);
+            idx = rest;
+        }
+        self.split_tail(idx, rounded);
+        Some(idx)
+    }
+
+    fn block_containing(&self, addr: usize) -> Option<u32> {
+        let (_, &seg) = self.by_addr.range(..=addr).next_back()?;
+        let s = self.segments[seg];
+        if addr >= s.addr + s.size {
+            return None;
+        }
+        let mut idx = s.first;
+        while idx != NIL {
+            let b = &self.blocks[idx];
+            if addr < b.addr + b.size {
+                return Some(idx);
+            }
+            idx = b.next;
+        }
+        None
+    }
+
+    /// The free block to serve `rounded` bytes from.
+    ///
+    /// PyTorch takes the smallest free block that fits. For the large pool
+    /// this takes, among the blocks that fit, the one in the smallest
+    /// segment (then the smallest block): a request placed in the leftover of
+    /// a big segment pins that segment, so the next big request cannot use
+    /// it and the pool grows, while a nearly equal block in a small segment
+    /// was free. On a prefill trace this cut peak reserved memory by a
+    /// quarter (benches/pool.rs). The scan stops once a block is as large as
+    /// the best segment found (no later block can be in a smaller segment).
+    fn best_fit(&self, kind: Kind, rounded: usize, stream: usize) -> Option<u32> {
+        let max_split = self.config.max_split_size;
+        // PyTorch's rules: small requests do not take oversize blocks, and
+        // oversize requests do not take blocks much larger than themselves.
+        let usable = |size: usize| {
+            !(rounded < max_split && size >= max_split
+                || rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER))
+        };
+        let mut fits = self.free[kind.set()]
+            .range((stream, rounded, 0, 0)..)
+            .take_while(|k| k.0 == stream);
+        let &(_, size, _, first) = fits.next()?;
+        if !usable(size) {
+            return None;
+        }
+        if kind == Kind::Small {
+            return Some(first);
+        }
+        let segment_size = |idx: u32| self.segments[self.blocks[idx].segment].size;
+        let mut best = (segment_size(first), first);
+        for &(_, size, _, idx) in fits.take(BEST_FIT_SCAN) {
+            if size >= best.0 || !usable(size) {
+                break;
+            }
+            let seg = segment_size(idx);
+            if seg < best.0 {
+                best = (seg, idx);
+            }
+        }
+        Some(best.1)
+    }
+
+    /// Splits off the part of free block `idx` beyond `rounded` bytes when it
+    /// is worth keeping as a block of its own.
+    fn split_tail(&mut self, idx: u32, rounded: usize) {
+        let b = self.blocks[idx];
+        let remaining = b.size - rounded;
+        let split = match b.kind {
+            Kind::Small => remaining >= MIN_BLOCK_SIZE,
+            Kind::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
+        };
+        if !split {
+            return;
+        }
+        let tail = self.blocks.insert(Block {
+            addr: b.addr + rounded,
+            size: remaining,
+            requested: 0,
+            prev: idx,
+            next: b.next,
+            segment: b.segment,
+            kind: b.kind,
+            stream: b.stream,
+            state: State::Free,
+            counted_split: false,
+        });
+        if b.next != NIL {
+            self.blocks[b.next].prev = tail;
+        }
+        self.blocks[idx].next = tail;
+        self.blocks[idx].size = rounded;
+        self.insert_free(tail);
+        self.mark_split(tail);
+    }
+
+    #[inline]
+    fn hand_out(&mut self, idx: u32, requested: usize) -> usize {
+        let b = &mut self.blocks[idx];
+        b.state = State::Allocated;
+        b.requested = requested;
+        let (addr, size) = (b.addr, b.size);
+        let k = b.kind.index();
+        self.live.insert(addr, idx);
+        let s = &mut self.stats;
+        let size_i = size as i64;
+        for i in [STAT_ALL, k] {
+            s.allocation[i].increase(1);
+            s.allocated_bytes[i].increase(size_i);
+            s.requested_bytes[i].increase(requested as i64);
+        }
+        if size >= self.config.max_split_size {
+            s.oversize_allocations.increase(1);
+        }
+        addr
+    }
+
+    // ---- free -------------------------------------------------------------
+
+    #[inline]
+    pub(crate) fn free(&mut self, addr: usize) -> Result<()> {
+        let Some(idx) = self.live.remove(&addr) else {
+            return Err(self.bad_free(addr));
+        };
+        let b = &mut self.blocks[idx];
+        let (size, requested, b_stream) = (b.size, b.requested, b.stream);
+        b.state = State::Cached;
+        b.requested = 0;
+        let k = b.kind.index();
+        let s = &mut self.stats;
+        let size_i = size as i64;
+        for i in [STAT_ALL, k] {
+            s.allocation[i].decrease(1);
+            s.allocated_bytes[i].decrease(size_i);
+            s.requested_bytes[i].decrease(requested as i64);
+        }
+        if size >= self.config.max_split_size {
+            s.oversize_allocations.decrease(1);
+        }
+        self.mark_split(idx);
+        // Binned under the size that was asked for, not the block's size: a
+        // block larger than the request (a rest too small to split off) then
+        // serves the next identical request from the bin.
+        let key = (b_stream, round_size(requested).unwrap_or(size));
+        let bin = self.bins.entry(key).or_default();
+        if !bin.listed {
+            bin.listed = true;
+            self.bins_used.push(key);
+        }
+        bin.blocks.push(idx);
+        self.binned += 1;
+        Ok(())
+    }
+
+    #[cold]
+    fn bad_free(&self, addr: usize) -> Error {
+        if self.closed {
+            return CLOSED;
+        }
+        let reason = if self
+            .block_containing(addr)
+            .is_some_and(|i| self.blocks[i].addr == addr)
+        {
+            "The block was already freed (double free)"
+        } else {
+            "It is not a block of this pool"
+        };
+        Error::InvalidParam {
+            param: "block",
+            reason,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! `memory_summary()`: the statistics as a text table, laid out like
+//! PyTorch's (current, peak, total allocated, total freed per row).
+
+use super::stats::{PoolStats, Stat, StatArray, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
+use super::Pool;
+use std::fmt::Write as _;
+
+const WIDTH: usize = 75;
+
+impl Pool {
+    /// The summary table of this pool's statistics.
+    pub fn summary(&self) -> String {
+        summary(&self.stats(), self.limit())
+    }
+}
+
+/// Bytes with a binary unit, exactly as PyTorch's `_format_size`: the unit
+/// steps up while the value is at least 768 Ki of the current one (so 20 MiB
+/// reads "20480 KiB", as in `torch.cuda.memory_summary()`).
+fn format_size(bytes: i64) -> String {
+    let units = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes;
+    let mut unit = units[0];
+    for next in &units[1..] {
+        if value.abs() < 768 * 1024 {
+            break;
+        }
+        value /= 1024;
+        unit = next;
+    }
+    format!("{value:6} {unit}")
+}
+
+fn format_count(count: i64) -> String {
+    let units = [" ", "K", "M"];
+    let mut value = count;
+    let mut unit = units[0];
+    for next in &units[1..] {
+        if value.abs() < 750 * 1000 {
+            break;
+        }
+        value /= 1000;
+        unit = next;
+    }
+    format!("{value:7} {unit} ")
+}
+
+fn rule(out: &mut String, c: char) {
+    out.push('|');
+    out.extend(std::iter::repeat(c).take(WIDTH));
+    out.push_str("|\n");
+}
+
+fn row(out: &mut String, name: &str, s: &Stat, fmt: fn(i64) -> String) {
+    let _ = writeln!(
+        out,
+        "| {name:<21} | {} | {} | {} | {} |",
+        fmt(s.current),
+        fmt(s.peak),
+        fmt(s.allocated),
+        fmt(s.freed)
+    );
+}
+
+fn group(out: &mut String, name: &str, a: &StatArray, fmt: fn(i64) -> String) {
+    row(out, name, &a[STAT_ALL], fmt);
+    row(out, "      from large pool", &a[STAT_LARGE_POOL], fmt);
+    row(out, "      from small pool", &a[STAT_SMALL_POOL], fmt);
+    rule(out, '-');
+}
+
+/// The summary table of `stats` for a pool with `limit` bytes (`usize::MAX`: none).
+pub fn summary(stats: &PoolStats, limit: usize) -> String {
+    let mut out = String::with_capacity(4096);
+    rule(&mut out, '=');
+    let _ = writeln!(out, "|{:^WIDTH$}|", "aclalloc caching pool memory summary");
+    rule(&mut out, '-');
+    let left = format!("OOMs: {}", stats.num_ooms);
+    let right = format!("device alloc retries: {}", stats.num_alloc_retries);
+    let _ = writeln!(out, "|{left:^37}|{right:^37}|");
+    let limit = if limit == usize::MAX {
+        "none".to_string()
+    } else {
+        format_size(limit as i64).trim().to_string()
+    };
+    let left = format!(
+        "device allocs / frees: {} / {}",
+        stats.num_device_alloc, stats.num_device_free
+    );
+    let right = format!("memory limit: {limit}");
+    let _ = writeln!(out, "|{left:^37}|{right:^37}|");
+    rule(&mut out, '=');
+    let _ = writeln!(
+        out,
+        "| {:<21} | {:^10} | {:^10} | {:^10} | {:^10} |",
+        "Metric", "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"
+    );
+    rule(&mut out, '-');
+    group(
+        &mut out,
+        "Allocated memory",
+        &stats.allocated_bytes,
+        format_size,
+    );
+    group(&mut out, "Active memory", &stats.active_bytes, format_size);
+    group(
+        &mut out,
+        "Requested memory",
+        &stats.requested_bytes,
+        format_size,
+    );
+    group(
+        &mut out,
+        "Reserved memory",
+        &stats.reserved_bytes,
+        format_size,
+    );
+    group(
+        &mut out,
+        "Non-releasable memory",
+        &stats.inactive_split_bytes,
+        format_size,
+    );
+    group(&mut out, "Allocations", &stats.allocation, format_count);
+    group(&mut out, "Active allocs", &stats.active, format_count);
+    group(&mut out, "Reserved segments", &stats.segment, format_count);
+    group(
+        &mut out,
+        "Non-releasable allocs",
+        &stats.inactive_split,
+        format_count,
+    );
+    row(
+        &mut out,
+        "Oversize allocations",
+        &stats.oversize_allocations,
+        format_count,
+    );
+    rule(&mut out, '-');
+    row(
+        &mut out,
+        "Oversize segments",
+        &stats.oversize_segments,
+        format_count,
+    );
+    rule(&mut out, '=');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_line_up_and_sizes_pick_a_unit() {
+        assert_eq!(format_size(512), "   512 B  ");
+        assert_eq!(format_size(2 << 20), "  2048 KiB");
+        assert_eq!(format_size(20 << 20), " 20480 KiB");
+        assert_eq!(format_size(1 << 30), "  1024 MiB");
+        assert_eq!(format_count(3), "      3   ");
+        let mut s = PoolStats::default();
+        s.reserved_bytes[STAT_ALL].increase(20 << 20);
+        let text = summary(&s, usize::MAX);
+        for line in text.lines() {
+            assert_eq!(line.chars().count(), WIDTH + 2, "{line:?}");
+        }
+        assert!(
+            text.contains("| Reserved memory       |  20480 KiB |"),
+            "{text}"
+        );
+    }
+}
