@@ -25,6 +25,9 @@
  *   refer to it: free them first, or keep a shared_ptr of your own.
  * - Unregister (or re-register) a stream only when no launch on it is
  *   pending: a launch uses the registration it found when it started.
+ * - Destroying a stream drops its registration in the runtime, but this
+ *   header still holds the allocator until UnregisterExternalAllocator(stream)
+ *   is called; that call succeeds after the destroy too, so call it either way.
  * - A C++ exception thrown by Malloc, MallocAdvise or Free never reaches the
  *   caller of the callbacks (C, Rust): it is caught, the allocation fails
  *   (NULL, which a launch reports as ACL_ERROR_RT_MEMORY_ALLOCATION), and
