@@ -1017,6 +1017,21 @@ aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
 aclError aclallocPoolCreate(const aclallocPoolConfig *config, aclallocPool *pool, aclrtAllocatorDesc *allocatorDesc);
 
 /**
+ * Creates a descriptor for one stream's use of a pool: the same pool and
+ * callbacks, but an allocator object that names `stream`, so the pool knows
+ * which stream each block serves even when the runtime that calls the
+ * callbacks is not this library's (CANN's callbacks carry no stream). Blocks
+ * freed through it are reused only for `stream`, which keeps a block that
+ * CANN frees in stream order away from kernels on other streams. Register it
+ * on `stream`, and destroy it with `aclrtAllocatorDestroyDesc`; it stops
+ * working when the pool is destroyed.
+ *
+ * # Safety
+ * `allocatorDesc` must point to writable memory for an `aclrtAllocatorDesc`.
+ */
+aclError aclallocPoolCreateStreamDesc(aclallocPool pool, aclrtStream stream, aclrtAllocatorDesc *allocatorDesc);
+
+/**
  * Destroys a pool: returns all its memory to the device. Refused
  * (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
  * Streams registered with its descriptor must be unregistered first: from
@@ -1036,7 +1051,8 @@ aclError aclallocPoolDestroy(aclallocPool pool);
  * launch's stream and keeps each stream's freed blocks for that stream
  * (PyTorch's per-stream pools); called from anywhere else, the stream is
  * unknown (0) and every such caller shares one set of blocks, which is right
- * for synchronous use and for one pool per stream.
+ * for synchronous use and for one pool per stream. A descriptor from
+ * `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
  */
 void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
 
