@@ -23,7 +23,9 @@
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
 
 pub mod core;
+pub mod default_allocator;
 pub mod ffi;
+pub mod plugin;
 pub mod pool;
 pub mod registry;
 pub mod runtime;

@@ -15,10 +15,12 @@
 pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
+pub mod default_allocator;
 pub mod errmsg;
 pub(crate) mod forward;
 pub mod launch;
 pub mod memory;
+pub mod plugin;
 pub mod pool;
 pub mod runtime;
 pub mod tracking;
