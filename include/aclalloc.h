@@ -68,6 +68,11 @@
 #define ACL_STREAM_DEVICE_USE_ONLY 32
 
 /**
+ * A choice made by name.
+ */
+typedef struct Choice Choice;
+
+/**
  * An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
  */
 typedef void *aclrtAllocatorDesc;
@@ -118,6 +123,53 @@ typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
 typedef void *aclrtStream;
 
 /**
+ * Statistics of an allocator (a pluggable one, or the default allocator's
+ * raw functions).
+ */
+typedef struct {
+  /**
+   * Bytes in live blocks now.
+   */
+  uint64_t allocatedBytesCurrent;
+  /**
+   * The most bytes live at once since creation or the last peak reset.
+   */
+  uint64_t allocatedBytesPeak;
+  /**
+   * Bytes ever allocated.
+   */
+  uint64_t allocatedBytesTotal;
+  /**
+   * Bytes ever freed.
+   */
+  uint64_t freedBytesTotal;
+  /**
+   * Successful allocations.
+   */
+  uint64_t allocCount;
+  /**
+   * Successful frees.
+   */
+  uint64_t freeCount;
+  /**
+   * Live blocks now.
+   */
+  uint64_t activeCount;
+  /**
+   * The most live blocks at once since creation or the last peak reset.
+   */
+  uint64_t activePeak;
+  /**
+   * Allocations the plugin answered with NULL.
+   */
+  uint64_t failedAllocCount;
+  /**
+   * Frees refused: pointers not allocated here, and double frees.
+   */
+  uint64_t refusedFreeCount;
+} aclallocAllocatorStats;
+
+/**
  * A host "kernel" for `aclallocLaunchKernel`: runs on the stream's worker
  * thread with the launch's workspace (NULL when its size is 0), the
  * workspace size, and the caller's `userData`.
@@ -140,6 +192,45 @@ typedef int aclrtMemcpyKind;
  * value reports the device's one memory.
  */
 typedef int aclrtMemAttr;
+
+/**
+ * Where a pluggable allocator's shared object is and which symbols are its
+ * functions. Set the unused optional fields to NULL (or ""); a zeroed struct
+ * plus the three required fields is a valid configuration.
+ */
+typedef struct {
+  /**
+   * The shared object, as `dlopen` takes it (a name without '/' is searched
+   * on the loader's path). Required.
+   */
+  const char *path;
+  /**
+   * `void *alloc(ssize_t size, int device, aclrtStream stream)`. Required.
+   */
+  const char *allocSymbol;
+  /**
+   * `void free(void *ptr, ssize_t size, int device, aclrtStream stream)`. Required.
+   */
+  const char *freeSymbol;
+  /**
+   * `void init(int device_count)`: called once, when the allocator is created. Optional.
+   */
+  const char *initSymbol;
+  /**
+   * `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
+   */
+  const char *emptyCacheSymbol;
+  /**
+   * `void set_memory_fraction(double fraction, int device)`: called by
+   * `aclallocPluggableSetMemoryFraction`. Optional.
+   */
+  const char *memoryFractionSymbol;
+} aclallocPluggableConfig;
+
+/**
+ * A pluggable allocator handle, from `aclallocPluggableCreate`.
+ */
+typedef void *aclallocPluggable;
 
 /**
  * How a pool behaves. Fill it with `aclallocPoolConfigInit`, then change fields.
@@ -295,6 +386,25 @@ typedef struct {
 typedef void *aclrtContext;
 
 /**
+ * The tracking layer's statistics for one allocator object, with the pool's
+ * (PyTorch's) key names and `aclallocStat` counters.
+ */
+typedef struct {
+  /**
+   * Blocks.
+   */
+  aclallocStat allocation;
+  /**
+   * Bytes requested from alloc.
+   */
+  aclallocStat allocated_bytes;
+  /**
+   * Calls of alloc that returned NULL.
+   */
+  uint64_t num_alloc_failures;
+} aclallocTrackingStats;
+
+/**
  * The call succeeded.
  */
 #define ACL_SUCCESS 0
@@ -346,9 +456,33 @@ typedef void *aclrtContext;
 #define ACL_ERROR_RT_CONTEXT_NULL 107002
 
 /**
+ * Something is used before it was initialized (here: the default
+ * allocator, which is built at its first allocation).
+ */
+#define ACL_ERROR_UNINITIALIZE 100001
+
+/**
+ * A file lacks something it must provide (here: a symbol of an allocator's
+ * shared object).
+ */
+#define ACL_ERROR_FILE_MISSING_ATTR 100007
+
+/**
+ * Resources that depend on the object are still alive.
+ */
+#define ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED 148051
+
+/**
+ * The operation is not supported (here: a hook the allocator does not offer).
+ */
+#define ACL_ERROR_API_NOT_SUPPORT 200001
+
+/**
  * Device memory is exhausted, or an allocator returned no memory.
  */
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+
+
 
 /**
  * Host to host.
@@ -590,6 +724,16 @@ aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocator
  * other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
  * Nothing is written unless the call succeeds.
  *
+ * With tracking on (`ACLALLOC_TRACK=1` or `aclallocTrackingSetEnabled`),
+ * the allocator object and functions written are the tracking layer's: they
+ * call the user's and behave exactly like them, and `*allocatorDesc` is
+ * still the user's descriptor. With tracking off they are exactly what was
+ * registered. In front of a real runtime this function is still answered
+ * here (from the registrations made through this library, and not the
+ * stale entries a real runtime keeps for destroyed streams), so that the
+ * runtime's executor, looking the allocator up through this export, goes
+ * through the tracking layer.
+ *
  * # Safety
  * Each non-NULL out-parameter must point to writable memory of its type.
  */
@@ -597,15 +741,96 @@ aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc *alloc
 
 /**
  * Drops the registration of `stream`; a stream with none is left as it is
- * (`ACL_SUCCESS`).
+ * (`ACL_SUCCESS`). With tracking on, blocks allocated on the stream that are
+ * still live are reported as leaks.
  */
 aclError aclrtAllocatorUnregister(aclrtStream stream);
+
+/**
+ * Allocates `size` bytes of device memory from the default allocator for
+ * `stream` (NULL: no particular stream), like PyTorch's
+ * `caching_allocator_alloc`. The first allocation fixes which allocator the
+ * default one is (see `aclallocSetDefaultAllocator`).
+ *
+ * The default allocator is chosen at start-up by the environment variable
+ * `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
+ * `ACLALLOC_ALLOC_CONF`, on the device current on the thread that first
+ * uses it), `device` (direct device memory, no caching), or
+ * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
+ * contain ':'). An invalid value fails the allocation
+ * with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
+ * `aclallocLaunchKernel` on streams without a registered allocator.
+ *
+ * Errors: NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; the allocator returns
+ * NULL: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on success.
+ *
+ * # Safety
+ * `devPtr` must be writable.
+ */
+aclError aclallocDefaultMalloc(void **devPtr, size_t size, aclrtStream stream);
+
+/**
+ * Frees memory from `aclallocDefaultMalloc`, like PyTorch's
+ * `caching_allocator_delete`. Anything else, or a second free:
+ * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
+ * and the allocator is not called.
+ */
+aclError aclallocDefaultFree(void *devPtr);
+
+/**
+ * Makes the allocator a descriptor holds (a copy of its current contents,
+ * as `aclrtAllocatorRegister` takes) the default allocator, like PyTorch's
+ * `change_current_allocator`: it then serves launches on streams without a
+ * registration and `aclallocDefaultMalloc`. A pluggable allocator's
+ * descriptor may be passed; such an allocator cannot be destroyed while it
+ * is the default.
+ *
+ * Only before the default allocator has served its first allocation:
+ * afterwards `ACL_ERROR_REPEAT_INITIALIZE` ("can't swap an already
+ * initialized allocator"). An incomplete or dead descriptor:
+ * `ACL_ERROR_INVALID_PARAM`.
+ */
+aclError aclallocSetDefaultAllocator(aclrtAllocatorDesc allocatorDesc);
+
+/**
+ * The kind of the default allocator (or, before its first use, of the one
+ * it will be): "pool", "device", "plugin" or "descriptor" (swapped in from
+ * a descriptor). NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid. The string
+ * is static.
+ */
+const char *aclallocGetDefaultAllocatorName(void);
+
+/**
+ * The default allocator's object, once it has served memory: for the
+ * caching pool its `aclallocPool` handle (for `aclallocPoolGetStats`,
+ * `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
+ * `aclallocPluggable` handle, for a swapped-in descriptor the object it
+ * held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
+ * allocator is built then), `*allocator` untouched.
+ *
+ * # Safety
+ * `allocator` must be writable.
+ */
+aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
+
+/**
+ * Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
+ * `aclallocDefaultFree`, and launch workspaces unless it is direct device
+ * memory (whose workspaces the runtime's device accounting sees).
+ *
+ * # Safety
+ * `stats` must be writable.
+ */
+aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 
 /**
  * Returns the messages of this thread's failed ACL calls since the last call
  * of this function, newest first, one per line, and clears them. Returns NULL
  * when nothing failed since. The string stays valid until this thread calls
  * `aclGetRecentErrMsg` again.
+ *
+ * In front of a real runtime: this library's messages when it has any (for
+ * the calls it answers itself), otherwise the real runtime's.
  */
 const char *aclGetRecentErrMsg(void);
 
@@ -624,8 +849,9 @@ const char *aclGetRecentErrMsg(void);
  *    concurrently with this kernel on another stream.
  *
  * A stream without a registered allocator takes the workspace from the
- * runtime's default device allocator, which gets it back when the kernel has
- * run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
+ * default allocator (the caching pool unless `ACLALLOC_DEFAULT_ALLOCATOR` or
+ * `aclallocSetDefaultAllocator` chose another), which gets it back when the
+ * kernel has run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
  *
  * alloc returning NULL, or getAddrFromBlock returning NULL (the block is
  * freed), or the device allocator running out: `ACL_ERROR_RT_MEMORY_ALLOCATION`
@@ -716,6 +942,83 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
 
 /**
+ * Loads a pluggable allocator from a shared object and resolves its
+ * functions by name, then calls its init function (if named) with the device
+ * count. On success `*allocator` is its handle and `*allocatorDesc` a
+ * complete descriptor for `aclrtAllocatorRegister`: its blocks are device
+ * pointers and getAddrFromBlock returns the block itself.
+ *
+ * The plugin is given the device current on the calling thread and the
+ * stream being served when known, else NULL; free passes the size, device
+ * and stream alloc got. A pointer the allocator did not hand out, or one
+ * freed already, never reaches the plugin's free.
+ *
+ * Errors: NULL config, path, allocSymbol, freeSymbol or out-parameter:
+ * `ACL_ERROR_INVALID_PARAM`; the object cannot be loaded:
+ * `ACL_ERROR_INVALID_FILE`; a named symbol is missing:
+ * `ACL_ERROR_FILE_MISSING_ATTR`. The message includes the loader's text.
+ * Nothing is created and nothing stays loaded on failure.
+ *
+ * # Safety
+ * `config` must point to a valid struct whose strings are NUL-terminated;
+ * the out-parameters must be writable. The named symbols must have the
+ * documented signatures. Loading runs the object's initialisers.
+ */
+aclError aclallocPluggableCreate(const aclallocPluggableConfig *config, aclallocPluggable *allocator, aclrtAllocatorDesc *allocatorDesc);
+
+/**
+ * Destroys a pluggable allocator and the descriptor made for it (if the
+ * caller has not destroyed that already), and unloads the shared object once
+ * nothing uses it. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED`
+ * while blocks are live or a stream is registered with it.
+ */
+aclError aclallocPluggableDestroy(aclallocPluggable allocator);
+
+/**
+ * Allocates `size` bytes from the plugin for `stream` (NULL: any stream) on
+ * the calling thread's current device. NULL from the plugin:
+ * `ACL_ERROR_RT_MEMORY_ALLOCATION`, `*devPtr` untouched.
+ *
+ * # Safety
+ * `devPtr` must be writable.
+ */
+aclError aclallocPluggableMalloc(aclallocPluggable allocator, void **devPtr, size_t size, aclrtStream stream);
+
+/**
+ * Frees a pointer from `aclallocPluggableMalloc` or the descriptor's alloc.
+ * A pointer not allocated here, or freed already:
+ * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
+ * and the plugin is not called.
+ */
+aclError aclallocPluggableFree(aclallocPluggable allocator, void *devPtr);
+
+/**
+ * Reads the allocator's statistics.
+ *
+ * # Safety
+ * `stats` must be writable.
+ */
+aclError aclallocPluggableGetStats(aclallocPluggable allocator, aclallocAllocatorStats *stats);
+
+/**
+ * Restarts the peak statistics from the current values.
+ */
+aclError aclallocPluggableResetPeakStats(aclallocPluggable allocator);
+
+/**
+ * Calls the plugin's empty-cache function; without one, does nothing and
+ * succeeds (as PyTorch's pluggable allocator does).
+ */
+aclError aclallocPluggableEmptyCache(aclallocPluggable allocator);
+
+/**
+ * Calls the plugin's memory-fraction function with `fraction` in (0, 1].
+ * Without one: `ACL_ERROR_API_NOT_SUPPORT` (a limit silently ignored would
+ * be worse than an error).
+ */
+aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double fraction, int32_t deviceId);
+
+/**
  * Fills `config` with the defaults (PyTorch's: no max split size, no garbage
  * collection, no limit) and then the settings of the environment variable
  * `ACLALLOC_ALLOC_CONF`, e.g.
@@ -747,6 +1050,21 @@ aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
 aclError aclallocPoolCreate(const aclallocPoolConfig *config, aclallocPool *pool, aclrtAllocatorDesc *allocatorDesc);
 
 /**
+ * Creates a descriptor for one stream's use of a pool: the same pool and
+ * callbacks, but an allocator object that names `stream`, so the pool knows
+ * which stream each block serves even when the runtime that calls the
+ * callbacks is not this library's (CANN's callbacks carry no stream). Blocks
+ * freed through it are reused only for `stream`, which keeps a block that
+ * CANN frees in stream order away from kernels on other streams. Register it
+ * on `stream`, and destroy it with `aclrtAllocatorDestroyDesc`; it stops
+ * working when the pool is destroyed.
+ *
+ * # Safety
+ * `allocatorDesc` must point to writable memory for an `aclrtAllocatorDesc`.
+ */
+aclError aclallocPoolCreateStreamDesc(aclallocPool pool, aclrtStream stream, aclrtAllocatorDesc *allocatorDesc);
+
+/**
  * Destroys a pool: returns all its memory to the device. Refused
  * (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
  * Streams registered with its descriptor must be unregistered first: from
@@ -766,7 +1084,8 @@ aclError aclallocPoolDestroy(aclallocPool pool);
  * launch's stream and keeps each stream's freed blocks for that stream
  * (PyTorch's per-stream pools); called from anywhere else, the stream is
  * unknown (0) and every such caller shares one set of blocks, which is right
- * for synchronous use and for one pool per stream.
+ * for synchronous use and for one pool per stream. A descriptor from
+ * `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
  */
 void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
 
@@ -1045,6 +1364,75 @@ aclError aclrtDestroyStreamForce(aclrtStream stream);
  * looks it up and refuses what is not live; a runtime forwarded to may not.
  */
 aclError aclrtSynchronizeStream(aclrtStream stream);
+
+/**
+ * As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
+ * long as it takes). The host runtime's kernels are host functions that run
+ * to completion, so it waits for them without enforcing the timeout.
+ *
+ * # Safety
+ * As `aclrtSynchronizeStream`.
+ */
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
+
+/**
+ * Waits until all work enqueued on every stream has run.
+ */
+aclError aclrtSynchronizeDevice(void);
+
+/**
+ * Turns the allocator tracking layer on (non-zero) or off (0) for
+ * allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
+ * the same at load time. With tracking on, `aclrtAllocatorGetByStream`
+ * hands out tracking callbacks that record every block and detect misuse,
+ * and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`).
+ * Turn it on before registering allocators when a real runtime is behind
+ * this library.
+ */
+aclError aclallocTrackingSetEnabled(int enable);
+
+/**
+ * 1 when the tracking layer is on, 0 when it is off.
+ */
+int aclallocTrackingIsEnabled(void);
+
+/**
+ * Writes the text report (statistics per allocator, one line per fault) to
+ * the file `path`, or to stderr when `path` is NULL. `%p` in `path` becomes
+ * the process id.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string.
+ */
+aclError aclallocTrackingWriteReport(const char *path);
+
+/**
+ * Writes a JSON snapshot of every live block (as `segments` with their
+ * `blocks`: address, size, requested_size, state, stream, in the shape of
+ * the pool's snapshot), each allocator's statistics and every fault event
+ * to the file `path`. `%p` in `path` becomes the process id.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string.
+ */
+aclError aclallocTrackingWriteSnapshot(const char *path);
+
+/**
+ * Reads the statistics the tracking layer keeps for the user allocator
+ * object `allocator` (the object set with `aclrtAllocatorSetObjToDesc`).
+ * An allocator that was never used through the tracking layer:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `stats` is NULL or points to writable memory for the struct.
+ */
+aclError aclallocTrackingGetStats(aclrtAllocator allocator, aclallocTrackingStats *stats);
+
+/**
+ * The number of faults the tracking layer has detected so far (repeats of
+ * one concurrent-use fault count each time).
+ */
+uint64_t aclallocTrackingFaultCount(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# `cargo test` builds the cdylib but does not copy it to target/release/,
+# where the tests that compile and run C programs (and `aclalloc run`) take
+# it from: without this, a fresh clone has none and a rebuilt tree a stale one.
+cargo build --release
 cargo test --release
 cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
 cmake --build build/c_examples -j 2

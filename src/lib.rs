@@ -23,7 +23,9 @@
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
 
 pub mod core;
+pub mod default_allocator;
 pub mod ffi;
+pub mod plugin;
 pub mod pool;
 pub mod registry;
 pub mod runtime;
@@ -35,3 +37,5 @@ pub use crate::core::descriptor::{
 pub use crate::core::errlog::take_recent as take_recent_error_messages;
 pub use crate::core::error::{aclError, Error, Result};
 pub use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};
+pub mod interpose;
+pub mod tracking;

@@ -7,6 +7,7 @@ use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
 use aclalloc::pool::PoolStats;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
@@ -447,4 +448,99 @@ fn a_launch_whose_workspace_the_pool_cannot_serve_fails_with_the_pools_reason() 
     assert_eq!(unsafe { aclrtDestroyStream(stream) }, ACL_SUCCESS);
     assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
     assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
+}
+
+/// The callbacks a stream's registration hands out, as an executor reads them.
+fn callbacks_of(
+    stream: *mut c_void,
+) -> (*mut c_void, aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc) {
+    let (mut d, mut obj) = (null_mut(), null_mut());
+    let (mut alloc, mut free) = (None, None);
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            stream,
+            &mut d,
+            &mut obj,
+            &mut alloc,
+            &mut free,
+            null_mut(),
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, ACL_SUCCESS);
+    (obj, alloc, free)
+}
+
+/// With a descriptor per stream, the pool keeps a block freed by one stream
+/// for that stream even when nothing tells it which stream is calling (as
+/// when CANN's executor calls the callbacks), while the shared descriptor
+/// hands the same block to any caller.
+#[test]
+fn stream_descriptors_keep_freed_blocks_on_their_stream() {
+    let (pool, shared) = create(&config(0));
+    let (a, b) = (0x7100 as *mut c_void, 0x7200 as *mut c_void);
+    let (mut desc_a, mut desc_b) = (null_mut(), null_mut());
+    unsafe {
+        assert_eq!(
+            aclallocPoolCreateStreamDesc(pool, a, &mut desc_a),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclallocPoolCreateStreamDesc(pool, b, &mut desc_b),
+            ACL_SUCCESS
+        );
+    }
+    assert_eq!(aclrtAllocatorRegister(a, desc_a), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorRegister(b, desc_b), ACL_SUCCESS);
+    let (obj_a, alloc_a, free_a) = callbacks_of(a);
+    let (obj_b, alloc_b, _) = callbacks_of(b);
+    assert_ne!(obj_a, obj_b, "each stream's descriptor has its own object");
+    unsafe {
+        let first = alloc_a.unwrap()(obj_a, 4096);
+        assert!(!first.is_null());
+        free_a.unwrap()(obj_a, first);
+        let on_b = alloc_b.unwrap()(obj_b, 4096);
+        assert_ne!(
+            on_b, first,
+            "a block freed on stream a must not go to stream b"
+        );
+        let again_on_a = alloc_a.unwrap()(obj_a, 4096);
+        assert_eq!(again_on_a, first, "stream a reuses its own block");
+        free_a.unwrap()(obj_a, again_on_a);
+        free_a.unwrap()(obj_b, on_b);
+
+        // The shared descriptor has no stream: its callers share blocks.
+        let shared_stream = 0x7300 as *mut c_void;
+        assert_eq!(aclrtAllocatorRegister(shared_stream, shared), ACL_SUCCESS);
+        let (obj, alloc, free) = callbacks_of(shared_stream);
+        let x = alloc.unwrap()(obj, 4096);
+        free.unwrap()(obj, x);
+        assert_eq!(alloc.unwrap()(obj, 4096), x);
+        free.unwrap()(obj, x);
+        aclrtAllocatorUnregister(shared_stream);
+    }
+
+    // A view is not a pool: it cannot destroy one.
+    assert_eq!(aclallocPoolDestroy(obj_a), ACL_ERROR_INVALID_PARAM);
+    assert!(last_error().contains("not a pool"));
+    for (s, d) in [(a, desc_a), (b, desc_b)] {
+        aclrtAllocatorUnregister(s);
+        assert_eq!(aclrtAllocatorDestroyDesc(d), ACL_SUCCESS);
+    }
+    assert_eq!(aclrtAllocatorDestroyDesc(shared), ACL_SUCCESS);
+    assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
+    // Views die with their pool.
+    let mut late = null_mut();
+    assert_eq!(
+        unsafe { aclallocPoolCreateStreamDesc(pool, a, &mut late) },
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert!(late.is_null());
+    let _ = aclGetRecentErrMsg();
+    let dead = unsafe { alloc_a.unwrap()(obj_a, 4096) };
+    assert!(
+        dead.is_null(),
+        "a view of a destroyed pool allocates nothing"
+    );
+    let _ = aclGetRecentErrMsg();
 }

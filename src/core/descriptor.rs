@@ -35,6 +35,16 @@ impl AllocatorObj {
         NonNull::new(ptr).map(AllocatorObj)
     }
 
+    /// Wraps a pointer known to be non-NULL.
+    ///
+    /// # Safety
+    /// `ptr` is not NULL.
+    #[inline]
+    pub(crate) unsafe fn new_unchecked(ptr: *mut c_void) -> Self {
+        // SAFETY: the caller's contract.
+        AllocatorObj(unsafe { NonNull::new_unchecked(ptr) })
+    }
+
     /// The pointer as the callbacks receive it.
     pub fn as_ptr(self) -> *mut c_void {
         self.0.as_ptr()

@@ -35,6 +35,19 @@ pub const ACL_ERROR_RT_INVALID_DEVICEID: aclError = 107001;
 /// The calling thread has no current context (no `aclrtSetDevice` or
 /// `aclrtSetCurrentContext` yet).
 pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107002;
+
+// Pluggable and default allocators.
+
+/// Something is used before it was initialized (here: the default
+/// allocator, which is built at its first allocation).
+pub const ACL_ERROR_UNINITIALIZE: aclError = 100001;
+/// A file lacks something it must provide (here: a symbol of an allocator's
+/// shared object).
+pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100007;
+/// Resources that depend on the object are still alive.
+pub const ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148051;
+/// The operation is not supported (here: a hook the allocator does not offer).
+pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200001;
 /// Device memory is exhausted, or an allocator returned no memory.
 pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
 
@@ -66,6 +79,64 @@ pub enum Error {
     #[error("Out of host memory: {what}")]
     BadAlloc {
         /// What could not be allocated.
+        what: &'static str,
+    },
+    /// An operation could not be carried out (for example a report file
+    /// could not be written).
+    #[error("{reason}")]
+    Failure {
+        /// What failed.
+        reason: &'static str,
+    },
+    /// An allocator's shared object cannot be loaded; `detail` is the
+    /// loader's own text (dlerror).
+    #[error("The allocator library cannot be loaded: {detail}")]
+    LibraryLoad {
+        /// What the dynamic loader said.
+        detail: &'static str,
+    },
+    /// A symbol the caller named is not in the allocator's shared object.
+    #[error("The symbol given as {param} cannot be resolved: {detail}")]
+    SymbolMissing {
+        /// The configuration field that named the symbol.
+        param: &'static str,
+        /// What the dynamic loader said.
+        detail: &'static str,
+    },
+    /// An allocator returned NULL.
+    #[error("The {allocator} allocator returned NULL for {size} bytes on device {device}")]
+    AllocatorReturnedNull {
+        /// Which allocator ("pluggable", "default", ...).
+        allocator: &'static str,
+        /// The bytes requested.
+        size: usize,
+        /// The device it was asked for.
+        device: i32,
+    },
+    /// A pointer this allocator never handed out was given back to it.
+    #[error("Trying to free a pointer not allocated here")]
+    ForeignPointer,
+    /// A pointer this allocator handed out was given back a second time.
+    #[error("Trying to free a pointer not allocated here (it was allocated here and already freed: a double free)")]
+    DoubleFree,
+    /// The default allocator has not been built yet.
+    #[error("The default allocator is built at its first allocation, and none has happened yet")]
+    DefaultNotInUse,
+    /// The default allocator served memory already and cannot be swapped.
+    #[error("can't swap an already initialized allocator")]
+    AlreadyInitialized,
+    /// An object cannot be destroyed while something still uses it.
+    #[error("It is still in use. {what}: {count}")]
+    StillInUse {
+        /// What still uses it.
+        what: &'static str,
+        /// How many.
+        count: usize,
+    },
+    /// The operation is not offered by this allocator.
+    #[error("Not supported: {what}")]
+    NotSupported {
+        /// What is missing.
         what: &'static str,
     },
     /// A caching pool could not serve an allocation.
@@ -170,9 +241,18 @@ impl Error {
             Error::NullPointer { .. } | Error::InvalidParam { .. } | Error::StreamNotRegistered => {
                 ACL_ERROR_INVALID_PARAM
             }
+            Error::ForeignPointer | Error::DoubleFree => ACL_ERROR_INVALID_PARAM,
+            Error::LibraryLoad { .. } => ACL_ERROR_INVALID_FILE,
+            Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
+            Error::AllocatorReturnedNull { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
+            Error::AlreadyInitialized => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,
+            Error::StillInUse { .. } => ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED,
+            Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
             Error::PoolOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
+            Error::Failure { .. } => ACL_ERROR_FAILURE,
             Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
             Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,

@@ -2,17 +2,28 @@
 //! on streams.
 #![allow(non_snake_case)]
 
+//!
+//! Each export first asks [`crate::interpose::next`] whether a real runtime
+//! provides the function; if so it runs the forwarding body in
+//! `super::forward`, otherwise its own.
+
 use super::args::{self, write_optional, Out};
 use super::boundary::boundary;
+use super::forward;
 use super::types::*;
 use crate::core::api::global;
 use crate::core::descriptor::{AllocatorObj, Descriptor};
 use crate::core::error::Result;
+use crate::interpose::Sym;
+use crate::tracking::{self, LeakSeen};
 
 /// Creates an empty allocator descriptor: no object, no callbacks.
 /// Returns NULL on failure.
 #[no_mangle]
 pub extern "C" fn aclrtAllocatorCreateDesc() -> aclrtAllocatorDesc {
+    if let Some(desc) = forward::create_desc() {
+        return desc;
+    }
     boundary("aclrtAllocatorCreateDesc", || {
         Ok(global().create_descriptor()?.as_ptr())
     })
@@ -23,19 +34,31 @@ pub extern "C" fn aclrtAllocatorCreateDesc() -> aclrtAllocatorDesc {
 /// `ACL_ERROR_INVALID_PARAM`.
 #[no_mangle]
 pub extern "C" fn aclrtAllocatorDestroyDesc(allocatorDesc: aclrtAllocatorDesc) -> aclError {
+    if let Some(rc) = forward::destroy_desc(allocatorDesc) {
+        return rc;
+    }
     boundary("aclrtAllocatorDestroyDesc", || {
         global().destroy_descriptor(args::descriptor(allocatorDesc)?)
     })
 }
 
 /// Sets one field of a live descriptor from a non-NULL value.
-fn set_field<T>(
+fn set_field<T: Copy>(
+    sym: Sym,
     function: &'static str,
     desc: aclrtAllocatorDesc,
     value: Option<T>,
     param: &'static str,
-    apply: impl FnOnce(&mut Descriptor, T),
+    apply: impl FnOnce(&mut Descriptor, T) + Copy,
 ) -> aclError {
+    let forwarded = forward::set_field(sym, function, desc, value, |d, v: Option<T>| {
+        if let Some(v) = v {
+            apply(d, v)
+        }
+    });
+    if let Some(rc) = forwarded {
+        return rc;
+    }
     boundary(function, || -> Result<()> {
         let desc = args::descriptor(desc)?;
         let value = args::required(value, param)?;
@@ -50,6 +73,7 @@ pub extern "C" fn aclrtAllocatorSetObjToDesc(
     allocator: aclrtAllocator,
 ) -> aclError {
     set_field(
+        Sym::aclrtAllocatorSetObjToDesc,
         "aclrtAllocatorSetObjToDesc",
         allocatorDesc,
         AllocatorObj::new(allocator),
@@ -65,6 +89,7 @@ pub extern "C" fn aclrtAllocatorSetAllocFuncToDesc(
     func: aclrtAllocatorAllocFunc,
 ) -> aclError {
     set_field(
+        Sym::aclrtAllocatorSetAllocFuncToDesc,
         "aclrtAllocatorSetAllocFuncToDesc",
         allocatorDesc,
         func,
@@ -80,6 +105,7 @@ pub extern "C" fn aclrtAllocatorSetFreeFuncToDesc(
     func: aclrtAllocatorFreeFunc,
 ) -> aclError {
     set_field(
+        Sym::aclrtAllocatorSetFreeFuncToDesc,
         "aclrtAllocatorSetFreeFuncToDesc",
         allocatorDesc,
         func,
@@ -95,6 +121,7 @@ pub extern "C" fn aclrtAllocatorSetAllocAdviseFuncToDesc(
     func: aclrtAllocatorAllocAdviseFunc,
 ) -> aclError {
     set_field(
+        Sym::aclrtAllocatorSetAllocAdviseFuncToDesc,
         "aclrtAllocatorSetAllocAdviseFuncToDesc",
         allocatorDesc,
         func,
@@ -110,6 +137,7 @@ pub extern "C" fn aclrtAllocatorSetGetAddrFromBlockFuncToDesc(
     func: aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
     set_field(
+        Sym::aclrtAllocatorSetGetAddrFromBlockFuncToDesc,
         "aclrtAllocatorSetGetAddrFromBlockFuncToDesc",
         allocatorDesc,
         func,
@@ -127,6 +155,9 @@ pub extern "C" fn aclrtAllocatorRegister(
     stream: aclrtStream,
     allocatorDesc: aclrtAllocatorDesc,
 ) -> aclError {
+    if let Some(rc) = forward::register(stream, allocatorDesc) {
+        return rc;
+    }
     boundary("aclrtAllocatorRegister", || {
         let stream = args::stream(stream)?;
         let desc = args::descriptor(allocatorDesc)?;
@@ -137,6 +168,16 @@ pub extern "C" fn aclrtAllocatorRegister(
 /// Reads the registration of `stream`. `allocatorDesc` is required; every
 /// other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
 /// Nothing is written unless the call succeeds.
+///
+/// With tracking on (`ACLALLOC_TRACK=1` or `aclallocTrackingSetEnabled`),
+/// the allocator object and functions written are the tracking layer's: they
+/// call the user's and behave exactly like them, and `*allocatorDesc` is
+/// still the user's descriptor. With tracking off they are exactly what was
+/// registered. In front of a real runtime this function is still answered
+/// here (from the registrations made through this library, and not the
+/// stale entries a real runtime keeps for destroyed streams), so that the
+/// runtime's executor, looking the allocator up through this export, goes
+/// through the tracking layer.
 ///
 /// # Safety
 /// Each non-NULL out-parameter must point to writable memory of its type.
@@ -155,7 +196,7 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
         let stream = args::stream(stream)?;
         let found = global().get_by_stream(stream)?;
-        let c = found.callbacks;
+        let c = tracking::callbacks_for(stream, &found);
         desc_out.write(found.descriptor.as_ptr());
         unsafe {
             write_optional(Out::optional(allocator), c.obj.as_ptr());
@@ -172,10 +213,17 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
 }
 
 /// Drops the registration of `stream`; a stream with none is left as it is
-/// (`ACL_SUCCESS`).
+/// (`ACL_SUCCESS`). With tracking on, blocks allocated on the stream that are
+/// still live are reported as leaks.
 #[no_mangle]
 pub extern "C" fn aclrtAllocatorUnregister(stream: aclrtStream) -> aclError {
+    if let Some(rc) = forward::unregister(stream) {
+        return rc;
+    }
     boundary("aclrtAllocatorUnregister", || {
-        global().unregister(args::stream(stream)?).map(drop)
+        let stream = args::stream(stream)?;
+        let old = global().unregister(stream)?;
+        tracking::registration_ended(stream, old.as_ref(), LeakSeen::Unregister);
+        Ok(())
     })
 }

@@ -69,16 +69,48 @@ pub(crate) unsafe fn c_str<'a>(
     ptr: *const std::ffi::c_char,
     param: &'static str,
 ) -> Result<&'a str> {
-    if ptr.is_null() {
-        return Err(Error::NullPointer { param });
-    }
     // SAFETY: the caller's contract.
-    unsafe { std::ffi::CStr::from_ptr(ptr) }
+    unsafe { c_bytes(ptr, param) }?
         .to_str()
         .map_err(|_| Error::InvalidParam {
             param,
             reason: "It is not valid UTF-8",
         })
+}
+
+/// A required NUL-terminated string of any bytes (a path, a symbol name).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
+pub(crate) unsafe fn c_bytes<'a>(
+    ptr: *const std::ffi::c_char,
+    param: &'static str,
+) -> Result<&'a std::ffi::CStr> {
+    if ptr.is_null() {
+        return Err(Error::NullPointer { param });
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::ffi::CStr::from_ptr(ptr) })
+}
+
+/// An optional string of any bytes: NULL and "" both mean "not given".
+///
+/// # Safety
+/// As for [`c_bytes`].
+pub(crate) unsafe fn optional_c_bytes<'a>(
+    ptr: *const std::ffi::c_char,
+) -> Option<&'a std::ffi::CStr> {
+    // SAFETY: the caller's contract.
+    unsafe { c_bytes(ptr, "") }.ok().filter(|s| !s.is_empty())
+}
+
+/// A required input struct, read by reference.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a valid `T` that outlives the call.
+pub(crate) unsafe fn input<'a, T>(ptr: *const T, param: &'static str) -> Result<&'a T> {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.as_ref() }.ok_or(Error::NullPointer { param })
 }
 
 /// A caller's array of `capacity` elements (NULL allowed when `capacity` is 0).

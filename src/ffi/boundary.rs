@@ -78,6 +78,23 @@ pub(crate) fn boundary<R: FfiReturn>(
     fail(function, error)
 }
 
+/// Runs a forwarding body whose result comes from a real runtime and is
+/// passed through as it is (codes and messages are the runtime's). Only a
+/// panic in this library's own bookkeeping is turned into
+/// `ACL_ERROR_INTERNAL_ERROR`.
+#[inline]
+pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(value) => value,
+        Err(_) => fail(
+            function,
+            Error::Internal {
+                reason: "a panic inside aclalloc was caught at the C boundary (details on stderr)",
+            },
+        ),
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {

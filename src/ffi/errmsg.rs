@@ -1,6 +1,7 @@
 //! `aclGetRecentErrMsg`.
 
 use super::boundary::boundary;
+use super::forward;
 use crate::core::errlog;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -14,8 +15,20 @@ thread_local! {
 /// of this function, newest first, one per line, and clears them. Returns NULL
 /// when nothing failed since. The string stays valid until this thread calls
 /// `aclGetRecentErrMsg` again.
+///
+/// In front of a real runtime: this library's messages when it has any (for
+/// the calls it answers itself), otherwise the real runtime's.
 #[no_mangle]
 pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
+    let ours = own_messages();
+    match forward::recent_err_msg() {
+        // SAFETY: the real runtime's function, which takes no arguments.
+        Some(real) if ours.is_null() => unsafe { real() },
+        _ => ours,
+    }
+}
+
+fn own_messages() -> *const c_char {
     boundary("aclGetRecentErrMsg", || {
         let text =
             errlog::take_recent().map(|t| CString::new(t.replace('\0', " ")).unwrap_or_default());

@@ -20,8 +20,9 @@ use std::ffi::c_void;
 ///    concurrently with this kernel on another stream.
 ///
 /// A stream without a registered allocator takes the workspace from the
-/// runtime's default device allocator, which gets it back when the kernel has
-/// run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
+/// default allocator (the caching pool unless `ACLALLOC_DEFAULT_ALLOCATOR` or
+/// `aclallocSetDefaultAllocator` chose another), which gets it back when the
+/// kernel has run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
 ///
 /// alloc returning NULL, or getAddrFromBlock returning NULL (the block is
 /// freed), or the device allocator running out: `ACL_ERROR_RT_MEMORY_ALLOCATION`

@@ -8,13 +8,20 @@
 //! The runtime exports (`acl.h` / `acl_rt.h`, `aclallocLaunchKernel`) call
 //! through the backend table of [`crate::runtime::backend`]; the host
 //! backend's implementations run their bodies through the boundary.
+//! In front of a real runtime, the allocator exports run the forwarding
+//! bodies of `forward` instead, and the backend table is filled from the
+//! same load-time lookup (the rule is in [`crate::interpose`]).
 
 pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
+pub mod default_allocator;
 pub mod errmsg;
+pub(crate) mod forward;
 pub mod launch;
 pub mod memory;
+pub mod plugin;
 pub mod pool;
 pub mod runtime;
+pub mod tracking;
 pub mod types;

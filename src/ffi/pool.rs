@@ -185,16 +185,8 @@ pub unsafe extern "C" fn aclallocPoolCreate(
         let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
             reason: "a pool handle was zero",
         })?;
-        let api = global();
-        let desc = api.create_descriptor().inspect_err(|_| {
+        let desc = pool_descriptor(obj).inspect_err(|_| {
             let _ = destroy(handle.get() as *mut c_void);
-        })?;
-        api.update_descriptor(desc, |d| {
-            d.obj = Some(obj);
-            d.alloc = Some(aclallocPoolAlloc);
-            d.free = Some(aclallocPoolFree);
-            d.alloc_advise = Some(aclallocPoolAllocAdvise);
-            d.get_addr_from_block = Some(aclallocPoolGetAddrFromBlock);
         })?;
         pool_out.write(handle.get() as *mut c_void);
         desc_out.write(desc.as_ptr());
@@ -202,7 +194,58 @@ pub unsafe extern "C" fn aclallocPoolCreate(
     })
 }
 
+/// Creates a descriptor for one stream's use of a pool: the same pool and
+/// callbacks, but an allocator object that names `stream`, so the pool knows
+/// which stream each block serves even when the runtime that calls the
+/// callbacks is not this library's (CANN's callbacks carry no stream). Blocks
+/// freed through it are reused only for `stream`, which keeps a block that
+/// CANN frees in stream order away from kernels on other streams. Register it
+/// on `stream`, and destroy it with `aclrtAllocatorDestroyDesc`; it stops
+/// working when the pool is destroyed.
+///
+/// # Safety
+/// `allocatorDesc` must point to writable memory for an `aclrtAllocatorDesc`.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPoolCreateStreamDesc(
+    pool: aclallocPool,
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+) -> aclError {
+    boundary("aclallocPoolCreateStreamDesc", || {
+        // SAFETY: the caller's contract.
+        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        let stream = args::stream(stream)?;
+        let view = handles::insert_view(pool, stream.get())?;
+        let obj = AllocatorObj::new(view.get() as *mut c_void).ok_or(Error::Internal {
+            reason: "a pool handle was zero",
+        })?;
+        let desc = pool_descriptor(obj)?;
+        desc_out.write(desc.as_ptr());
+        Ok(())
+    })
+}
+
+/// A descriptor whose object is `obj` and whose callbacks are the pool's.
+fn pool_descriptor(obj: AllocatorObj) -> Result<crate::registry::DescriptorHandle> {
+    let api = global();
+    let desc = api.create_descriptor()?;
+    api.update_descriptor(desc, |d| {
+        d.obj = Some(obj);
+        d.alloc = Some(aclallocPoolAlloc);
+        d.free = Some(aclallocPoolFree);
+        d.alloc_advise = Some(aclallocPoolAllocAdvise);
+        d.get_addr_from_block = Some(aclallocPoolGetAddrFromBlock);
+    })?;
+    Ok(desc)
+}
+
 fn destroy(pool: aclallocPool) -> Result<()> {
+    if handles::is_view(pool)? {
+        return Err(Error::InvalidParam {
+            param: "pool",
+            reason: "It is a stream descriptor's object, not a pool (destroy the descriptor with aclrtAllocatorDestroyDesc)",
+        });
+    }
     let p = handles::get(pool)?;
     p.close_if_idle()
         .map_err(|blocks| Error::PoolInUse { blocks })?;
@@ -229,12 +272,18 @@ pub extern "C" fn aclallocPoolDestroy(pool: aclallocPool) -> aclError {
 /// launch's stream and keeps each stream's freed blocks for that stream
 /// (PyTorch's per-stream pools); called from anywhere else, the stream is
 /// unknown (0) and every such caller shares one set of blocks, which is right
-/// for synchronous use and for one pool per stream.
+/// for synchronous use and for one pool per stream. A descriptor from
+/// `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
 #[no_mangle]
 pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *mut c_void {
     boundary("aclallocPoolAlloc", || {
-        let stream = current_launch_stream();
-        Ok(handles::get(allocator)?.malloc_on(stream, size)?.get() as *mut c_void)
+        let (pool, bound) = handles::get_with_stream(allocator)?;
+        let stream = if bound != 0 {
+            bound
+        } else {
+            current_launch_stream()
+        };
+        Ok(pool.malloc_on(stream, size)?.get() as *mut c_void)
     })
 }
 

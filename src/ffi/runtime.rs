@@ -169,6 +169,26 @@ pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError
     unsafe { (active().aclrtSynchronizeStream)(stream) }
 }
 
+/// As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
+/// long as it takes). The host runtime's kernels are host functions that run
+/// to completion, so it waits for them without enforcing the timeout.
+///
+/// # Safety
+/// As `aclrtSynchronizeStream`.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
+    stream: aclrtStream,
+    timeout: i32,
+) -> aclError {
+    unsafe { (active().aclrtSynchronizeStreamWithTimeout)(stream, timeout) }
+}
+
+/// Waits until all work enqueued on every stream has run.
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
+    unsafe { (active().aclrtSynchronizeDevice)() }
+}
+
 /// The host backend's implementations.
 pub(crate) mod host {
     use super::super::args::{self, Out};
@@ -289,6 +309,29 @@ pub(crate) mod host {
     pub(crate) unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
         boundary("aclrtSynchronizeStream", || {
             host().synchronize_stream(args::optional_stream(stream))
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
+        stream: aclrtStream,
+        timeout: i32,
+    ) -> aclError {
+        boundary("aclrtSynchronizeStreamWithTimeout", || {
+            if timeout < -1 {
+                return Err(crate::core::error::Error::InvalidParam {
+                    param: "timeout",
+                    reason: "It must be -1 (no limit) or a number of milliseconds",
+                });
+            }
+            host().synchronize_stream(args::optional_stream(stream))
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtSynchronizeDevice() -> aclError {
+        boundary("aclrtSynchronizeDevice", || {
+            host().synchronize_all();
+            crate::tracking::device_synchronized();
+            Ok(())
         })
     }
 }

@@ -6,6 +6,11 @@
 //! number (tag 0xACA5 in the top 16 bits, never reused), never a pointer, so a
 //! stale or forged one is refused without being dereferenced.
 //!
+//! A *stream view* is a second kind of handle in the same table: it names a
+//! pool and the one stream it serves, so that a descriptor made for that
+//! stream (`aclallocPoolCreateStreamDesc`) tells the pool its stream even
+//! though CANN's callbacks carry none.
+//!
 //! A destroyed pool's device memory is released and the pool refuses every
 //! call, but its small host-side shell is intentionally never freed: a
 //! callback on another thread that resolved the handle just before the
@@ -23,19 +28,28 @@ use std::sync::OnceLock;
 pub const POOL_TAG: u16 = 0xACA5;
 const TAG_SHIFT: u32 = 48;
 
+/// What a handle names: a pool, and for a stream view its stream (0 for the
+/// pool itself).
 #[derive(Clone, Copy)]
-struct PoolRef(&'static Pool);
+struct PoolRef {
+    pool: &'static Pool,
+    stream: usize,
+}
 
 // SAFETY: `unpack` only sees words from `pack`: word 0 is a `&'static Pool`.
 unsafe impl Packed for PoolRef {
     fn pack(&self) -> [usize; VALUE_WORDS] {
         let mut words = [0; VALUE_WORDS];
-        words[0] = self.0 as *const Pool as usize;
+        words[0] = self.pool as *const Pool as usize;
+        words[1] = self.stream;
         words
     }
     unsafe fn unpack(words: [usize; VALUE_WORDS]) -> Self {
-        // SAFETY: packed from a leaked, never-freed `&'static Pool`.
-        PoolRef(unsafe { &*(words[0] as *const Pool) })
+        PoolRef {
+            // SAFETY: packed from a leaked, never-freed `&'static Pool`.
+            pool: unsafe { &*(words[0] as *const Pool) },
+            stream: words[1],
+        }
     }
 }
 
@@ -51,6 +65,23 @@ const NOT_A_POOL: Error = Error::InvalidParam {
 
 /// Makes `pool` reachable from C; returns its handle.
 pub fn insert(pool: Pool) -> Result<NonZeroUsize> {
+    let pool: &'static Pool = Box::leak(Box::new(pool));
+    insert_ref(PoolRef { pool, stream: 0 })
+}
+
+/// A new handle for the pool behind `pool`, bound to `stream` (non-zero).
+pub fn insert_view(pool: *mut std::ffi::c_void, stream: NonZeroUsize) -> Result<NonZeroUsize> {
+    let target = lookup(pool)?;
+    if target.stream != 0 {
+        return Err(NOT_A_POOL);
+    }
+    insert_ref(PoolRef {
+        pool: target.pool,
+        stream: stream.get(),
+    })
+}
+
+fn insert_ref(target: PoolRef) -> Result<NonZeroUsize> {
     static NEXT: AtomicUsize = AtomicUsize::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     if id >= 1 << TAG_SHIFT {
@@ -62,44 +93,64 @@ pub fn insert(pool: Pool) -> Result<NonZeroUsize> {
         NonZeroUsize::new(((POOL_TAG as usize) << TAG_SHIFT) | id).ok_or(Error::Internal {
             reason: "a pool handle was zero",
         })?;
-    let pool: &'static Pool = Box::leak(Box::new(pool));
-    table().insert(handle, PoolRef(pool));
+    table().insert(handle, target);
     Ok(handle)
 }
 
 thread_local! {
-    /// The last handle this thread resolved and its pool. Safe to keep past a
-    /// destroy: handles are never reused and pool shells are never freed, so
-    /// a stale entry still names the right (closed) pool, which refuses
-    /// every call.
-    static LAST: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The last handle this thread resolved, its pool and its stream. Safe to
+    /// keep past a destroy: handles are never reused and pool shells are
+    /// never freed, so a stale entry still names the right (closed) pool,
+    /// which refuses every call.
+    static LAST: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
 }
 
-/// The pool behind `handle` (one that was destroyed on another thread may
-/// still be returned; it refuses every call).
 #[inline]
-pub fn get(handle: *mut std::ffi::c_void) -> Result<&'static Pool> {
-    let (last, pool) = LAST.with(Cell::get);
+fn lookup(handle: *mut std::ffi::c_void) -> Result<PoolRef> {
+    let (last, pool, stream) = LAST.with(Cell::get);
     if last == handle as usize && last != 0 {
         // SAFETY: cached from the table below: a leaked, never-freed pool.
-        return Ok(unsafe { &*(pool as *const Pool) });
+        let pool = unsafe { &*(pool as *const Pool) };
+        return Ok(PoolRef { pool, stream });
     }
     let key = NonZeroUsize::new(handle as usize).ok_or(Error::NullPointer { param: "pool" })?;
     if key.get() >> TAG_SHIFT != POOL_TAG as usize {
         return Err(NOT_A_POOL);
     }
-    let pool = table().get(key).map(|r| r.0).ok_or(NOT_A_POOL)?;
-    LAST.with(|c| c.set((key.get(), pool as *const Pool as usize)));
-    Ok(pool)
+    let found = table().get(key).ok_or(NOT_A_POOL)?;
+    LAST.with(|c| c.set((key.get(), found.pool as *const Pool as usize, found.stream)));
+    Ok(found)
 }
 
-/// Makes `handle` dead (its pool must already be closed).
+/// The pool behind `handle`, a pool or a stream view (one that was destroyed
+/// on another thread may still be returned; it refuses every call).
+#[inline]
+pub fn get(handle: *mut std::ffi::c_void) -> Result<&'static Pool> {
+    lookup(handle).map(|r| r.pool)
+}
+
+/// The pool behind `handle` and the stream it is bound to (0: a pool handle,
+/// bound to no stream).
+#[inline]
+pub fn get_with_stream(handle: *mut std::ffi::c_void) -> Result<(&'static Pool, usize)> {
+    lookup(handle).map(|r| (r.pool, r.stream))
+}
+
+/// True when `handle` is a stream view rather than a pool.
+pub fn is_view(handle: *mut std::ffi::c_void) -> Result<bool> {
+    lookup(handle).map(|r| r.stream != 0)
+}
+
+/// Makes `handle` and every stream view of its pool dead (the pool must
+/// already be closed).
 pub fn remove(handle: *mut std::ffi::c_void) -> Result<()> {
     let key = NonZeroUsize::new(handle as usize).ok_or(Error::NullPointer { param: "pool" })?;
-    LAST.with(|c| {
-        if c.get().0 == key.get() {
-            c.set((0, 0));
+    LAST.with(|c| c.set((0, 0, 0)));
+    let removed = table().remove(key).ok_or(NOT_A_POOL)?;
+    for (view, target) in table().entries() {
+        if std::ptr::eq(target.pool, removed.pool) {
+            table().remove(view);
         }
-    });
-    table().remove(key).map(drop).ok_or(NOT_A_POOL)
+    }
+    Ok(())
 }

@@ -88,30 +88,22 @@ unsafe impl Packed for Registration {
 
     #[inline]
     unsafe fn unpack(w: [usize; VALUE_WORDS]) -> Self {
-        // SAFETY (all four): each word is a function pointer of that type or
-        // zero, and `Option<fn>` has a zero niche.
-        let alloc = std::mem::transmute::<usize, Option<AllocFn>>(w[2]);
-        let free = std::mem::transmute::<usize, Option<FreeFn>>(w[3]);
-        let advise = std::mem::transmute::<usize, Option<AllocAdviseFn>>(w[4]);
-        let get = std::mem::transmute::<usize, Option<GetAddrFromBlockFn>>(w[5]);
-        match (
-            NonZeroUsize::new(w[0]),
-            AllocatorObj::new(w[1] as *mut c_void),
-            alloc,
-            free,
-            get,
-        ) {
-            (Some(desc), Some(obj), Some(alloc), Some(free), Some(get)) => Registration {
-                descriptor: DescriptorHandle(desc),
+        debug_assert!(w[0] != 0 && w[1] != 0 && w[2] != 0 && w[3] != 0 && w[5] != 0);
+        // SAFETY: the words came from `pack`: words 0, 1, 2, 3 and 5 are
+        // non-zero (a handle, an object, three function pointers), word 4 a
+        // function pointer or zero, and `Option<fn>` has a zero niche. This
+        // runs on every lookup, so it converts without re-checking.
+        unsafe {
+            Registration {
+                descriptor: DescriptorHandle(NonZeroUsize::new_unchecked(w[0])),
                 callbacks: Callbacks {
-                    obj,
-                    alloc,
-                    free,
-                    alloc_advise: advise,
-                    get_addr_from_block: get,
+                    obj: AllocatorObj::new_unchecked(w[1] as *mut c_void),
+                    alloc: std::mem::transmute::<usize, AllocFn>(w[2]),
+                    free: std::mem::transmute::<usize, FreeFn>(w[3]),
+                    alloc_advise: std::mem::transmute::<usize, Option<AllocAdviseFn>>(w[4]),
+                    get_addr_from_block: std::mem::transmute::<usize, GetAddrFromBlockFn>(w[5]),
                 },
-            },
-            _ => unreachable!("a registration was packed with a NULL field"),
+            }
         }
     }
 }

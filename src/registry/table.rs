@@ -11,10 +11,12 @@
 //!   linear probing; removal shifts later entries back instead of leaving
 //!   tombstones, so churn never lengthens probes.
 //! - **Records** hold the value's words. A slot's value word names a record
-//!   and its generation. Records are deduplicated (many streams registered with
-//!   one descriptor share one record, which stays hot in L1), immutable while
-//!   published, and live in a type-stable arena: a freed record is reused,
-//!   never returned to the system allocator while the table exists.
+//!   (an index into its table's record array) and its generation. Records are
+//!   deduplicated (many streams registered with one descriptor share one
+//!   record, which stays hot in L1) and immutable while published; a retired
+//!   record is reused in place, never freed while the table exists. A table
+//!   has a record for every key it can hold, since each record in use is
+//!   named by at least one key.
 //!
 //! Consistency is by sequence counters (Boehm, "Can seqlocks get along with
 //! programming language memory models?", 2012): relaxed atomic data, a release
@@ -25,9 +27,9 @@
 //!   copying the words, so it never returns a torn or recycled value.
 //! - A table-wide `layout` counter is odd while a writer moves slots (removal)
 //!   or swaps in a bigger table; every reader checks it once at the end.
-//! - Tables only double, and a replaced table is kept until the map is dropped,
-//!   so a reader still walking it never touches freed memory; the kept ones
-//!   together are smaller than the current one.
+//! - Tables only double, and a replaced table (slots and records) is kept
+//!   until the map is dropped, so a reader still walking it never touches
+//!   freed memory; the kept ones together are smaller than the current one.
 
 use super::sync::{back_off, fence, owned_load, AtomicPtr, AtomicUsize, Mutex, Ordering};
 use std::collections::HashMap;
@@ -114,6 +116,7 @@ struct Table {
     mask: usize,
     shift: u32,
     slots: Box<[Slot]>,
+    records: Box<[Record]>,
 }
 
 enum Probe {
@@ -128,6 +131,10 @@ impl Table {
             mask: capacity - 1,
             shift: usize::BITS - capacity.trailing_zeros(),
             slots: (0..capacity).map(|_| Slot::new()).collect(),
+            // At most half the slots hold keys, each record in use is named
+            // by a key, and `insert` takes its new record before it drops the
+            // old one or grows: one more than half is always enough.
+            records: (0..capacity / 2 + 1).map(|_| Record::new()).collect(),
         })
     }
 
@@ -145,8 +152,12 @@ impl Table {
     #[inline]
     fn probe(&self, key: usize) -> Probe {
         let mut index = self.home(key);
-        for _ in 0..self.capacity() {
-            let slot = &self.slots[index & self.mask];
+        // The table is never full (it grows at half), so an empty slot ends
+        // every probe run; the bound only guards against a broken invariant.
+        let mut left = self.capacity();
+        while left != 0 {
+            // SAFETY: `index & mask` is below the number of slots.
+            let slot = unsafe { self.slots.get_unchecked(index & self.mask) };
             match slot.key.load(Ordering::Acquire) {
                 EMPTY => return Probe::Missing,
                 found if found == key => {
@@ -154,6 +165,7 @@ impl Table {
                 }
                 _ => index += 1,
             }
+            left -= 1;
         }
         Probe::Missing
     }
@@ -204,43 +216,11 @@ impl Record {
     }
 }
 
-/// Records live in chunks that double in size: chunk `c` holds
-/// `FIRST_CHUNK << c` records. The directory has room for far more records
-/// than a process can have streams, and never moves.
-const FIRST_CHUNK: usize = 64;
-const CHUNKS: usize = 26;
-
-fn chunk_of(index: u32) -> (usize, usize) {
-    let scaled = index as usize / FIRST_CHUNK + 1;
-    let chunk = (usize::BITS - 1 - scaled.leading_zeros()) as usize;
-    (chunk, index as usize - FIRST_CHUNK * ((1 << chunk) - 1))
-}
-
-struct Arena {
-    chunks: [AtomicPtr<Record>; CHUNKS],
-}
-
-impl Arena {
-    /// The record at `index`, if its chunk exists.
-    #[inline]
-    fn get(&self, index: u32) -> Option<&Record> {
-        let (chunk, offset) = chunk_of(index);
-        let base = self.chunks.get(chunk)?.load(Ordering::Acquire);
-        if base.is_null() {
-            return None;
-        }
-        // SAFETY: chunk `chunk` holds `FIRST_CHUNK << chunk` records, `offset`
-        // is below that, and chunks live as long as the table.
-        Some(unsafe { &*base.add(offset) })
-    }
-}
-
 #[repr(align(64))]
 struct ReadSide {
     /// Odd while a writer moves slots or swaps tables.
     layout: AtomicUsize,
     current: AtomicPtr<Table>,
-    records: Arena,
 }
 
 /// What only writers touch, under the mutex.
@@ -250,8 +230,6 @@ struct WriteSide {
     #[allow(clippy::vec_box)]
     tables: Vec<Box<Table>>,
     len: usize,
-    /// Record chunks, owned here, read through `ReadSide::records`.
-    chunks: Vec<Box<[Record]>>,
     /// Published records by content, for sharing.
     by_words: HashMap<[usize; VALUE_WORDS], RecordRef>,
     /// How many slots name each record.
@@ -289,14 +267,10 @@ impl<V: Packed> SeqTable<V> {
             read: ReadSide {
                 layout: AtomicUsize::new(0),
                 current: AtomicPtr::new(current),
-                records: Arena {
-                    chunks: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
-                },
             },
             write: Mutex::new(WriteSide {
                 tables: vec![table],
                 len: 0,
-                chunks: Vec::new(),
                 by_words: HashMap::new(),
                 uses: Vec::new(),
                 free: Vec::new(),
@@ -331,7 +305,7 @@ impl<V: Packed> SeqTable<V> {
         let words = match table.probe(key) {
             Probe::Missing => None,
             Probe::Found(reference) => {
-                let record = self.read.records.get(reference.index())?;
+                let record = table.records.get(reference.index() as usize)?;
                 if record.seq.load(Ordering::Acquire) as u32 != reference.generation() {
                     return None;
                 }
@@ -432,18 +406,14 @@ impl<V: Packed> SeqTable<V> {
             .filter_map(|slot| {
                 let key = NonZeroUsize::new(owned_load(&slot.key))?;
                 let value = RecordRef(owned_load(&slot.value));
-                Some((key, self.value_of(value)))
+                Some((key, self.value_of(&write, value)))
             })
             .collect()
     }
 
     /// Writer only: the value a published record holds.
-    fn value_of(&self, reference: RecordRef) -> V {
-        let record = self
-            .read
-            .records
-            .get(reference.index())
-            .expect("a slot names an existing record");
+    fn value_of(&self, write: &WriteSide, reference: RecordRef) -> V {
+        let record = &current(write).records[reference.index() as usize];
         // SAFETY: published records change only under the writer lock, which
         // the caller holds.
         unsafe { V::unpack(record.owned_words()) }
@@ -459,11 +429,7 @@ impl<V: Packed> SeqTable<V> {
             Some(index) => index,
             None => self.new_record_index(write),
         };
-        let record = self
-            .read
-            .records
-            .get(index)
-            .expect("the record's chunk exists");
+        let record = &current(write).records[index as usize];
         // The counter is odd while unpublished; write, then publish.
         let odd = owned_load(&record.seq);
         // A recycled record was made odd by whichever writer retired it, maybe
@@ -486,12 +452,12 @@ impl<V: Packed> SeqTable<V> {
     /// Writer only: one slot fewer names `reference`; the record is retired
     /// when none does. Returns the value it held.
     fn release_record(&self, write: &mut WriteSide, reference: RecordRef) -> V {
-        let value = self.value_of(reference);
+        let value = self.value_of(write, reference);
         let index = reference.index();
         write.uses[index as usize] -= 1;
         if write.uses[index as usize] == 0 {
             write.by_words.remove(&value.pack());
-            let record = self.read.records.get(index).expect("published record");
+            let record = &current(write).records[index as usize];
             // Odd from now on: readers still holding this generation retry.
             let seq = owned_load(&record.seq);
             record.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -502,17 +468,13 @@ impl<V: Packed> SeqTable<V> {
     }
 
     fn new_record_index(&self, write: &mut WriteSide) -> u32 {
-        let index = u32::try_from(write.uses.len()).expect("fewer than 2^32 records");
-        let (chunk, offset) = chunk_of(index);
-        if offset == 0 {
-            let mut records: Box<[Record]> =
-                (0..FIRST_CHUNK << chunk).map(|_| Record::new()).collect();
-            let base = records.as_mut_ptr();
-            write.chunks.push(records);
-            self.read.records.chunks[chunk].store(base, Ordering::Release);
-        }
+        let index = write.uses.len();
+        assert!(
+            index < current(write).records.len(),
+            "a table has a record for every key it can hold"
+        );
         write.uses.push(0);
-        index
+        index as u32
     }
 
     fn grow(&self, write: &mut WriteSide) {
@@ -525,6 +487,13 @@ impl<V: Packed> SeqTable<V> {
                     Ok(found) | Err(found) => found,
                 };
                 bigger.fill(index, key, RecordRef(owned_load(&slot.value)));
+            }
+        }
+        // Same indices and generations, so the slots' value words stay valid.
+        for (from, to) in old.records.iter().zip(bigger.records.iter()) {
+            to.seq.store(owned_load(&from.seq), Ordering::Relaxed);
+            for (a, b) in from.words.iter().zip(&to.words) {
+                b.store(owned_load(a), Ordering::Relaxed);
             }
         }
         let pointer = &*bigger as *const Table as *mut Table;
@@ -663,16 +632,5 @@ mod tests {
             "a freed record was reused"
         );
         assert_eq!(table.get(key(8)), Some([9; 6]));
-    }
-
-    #[test]
-    fn record_indices_map_to_chunks_without_gaps() {
-        let mut expected = 0usize;
-        for chunk in 0..6 {
-            for offset in 0..FIRST_CHUNK << chunk {
-                assert_eq!(chunk_of(expected as u32), (chunk, offset));
-                expected += 1;
-            }
-        }
     }
 }

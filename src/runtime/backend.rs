@@ -6,12 +6,19 @@
 //! constructor; the first call fills it if the constructor did not run, as in
 //! a statically linked test), and never changes afterwards.
 //!
-//! Today the only backend is [`Backend::Host`]: the host runtime of this
-//! crate. A real CANN runtime loaded behind this library must not be
-//! shadowed by it; the backend for that case fills the same table with the
-//! real functions (`dlsym(RTLD_NEXT, name)`), so adding it means one new
-//! variant, one function that fills [`RuntimeFns`], and one branch in
-//! `select`: no export changes.
+//! Two backends:
+//! - [`Backend::Host`], the host runtime of this crate, when nothing behind
+//!   this library provides the ACL runtime;
+//! - [`Backend::Forward`], when a real runtime is loaded after this library
+//!   (this library put in front of CANN's with `LD_PRELOAD`): every function
+//!   the real runtime provides is its own, found by the one load-time lookup
+//!   of [`crate::interpose::next`]; the few whose effect this library must
+//!   see (synchronize, destroy a stream, reset a device) are wrapped in
+//!   `crate::ffi::forward`; functions the real runtime lacks (the launch
+//!   extension, for CANN) are the host runtime's.
+//!
+//! The choice is made once, in the library's load-time constructor
+//! (`crate::interpose::next`), after the lookup.
 
 use crate::ffi::types::*;
 use std::ffi::{c_char, c_void};
@@ -23,6 +30,8 @@ pub enum Backend {
     /// This crate's host runtime: devices are host memory, streams are host
     /// threads.
     Host,
+    /// A real runtime behind this library, forwarded to.
+    Forward,
 }
 
 /// The runtime functions, with CANN's C signatures.
@@ -46,6 +55,8 @@ pub struct RuntimeFns {
     pub aclrtDestroyStream: unsafe extern "C" fn(aclrtStream) -> aclError,
     pub aclrtDestroyStreamForce: unsafe extern "C" fn(aclrtStream) -> aclError,
     pub aclrtSynchronizeStream: unsafe extern "C" fn(aclrtStream) -> aclError,
+    pub aclrtSynchronizeStreamWithTimeout: unsafe extern "C" fn(aclrtStream, i32) -> aclError,
+    pub aclrtSynchronizeDevice: unsafe extern "C" fn() -> aclError,
     pub aclrtMalloc:
         unsafe extern "C" fn(*mut *mut c_void, usize, aclrtMemMallocPolicy) -> aclError,
     pub aclrtMallocAlign32:
@@ -92,6 +103,8 @@ fn host_fns() -> RuntimeFns {
         aclrtDestroyStream: r::aclrtDestroyStream,
         aclrtDestroyStreamForce: r::aclrtDestroyStreamForce,
         aclrtSynchronizeStream: r::aclrtSynchronizeStream,
+        aclrtSynchronizeStreamWithTimeout: r::aclrtSynchronizeStreamWithTimeout,
+        aclrtSynchronizeDevice: r::aclrtSynchronizeDevice,
         aclrtMalloc: m::aclrtMalloc,
         aclrtMallocAlign32: m::aclrtMallocAlign32,
         aclrtFree: m::aclrtFree,
@@ -104,28 +117,80 @@ fn host_fns() -> RuntimeFns {
     }
 }
 
-/// Decides which backend serves this process. Called once.
+/// The table in front of a real runtime.
+fn forward_fns() -> RuntimeFns {
+    use crate::ffi::forward as f;
+    use crate::interpose::next::{address, real, Sym};
+    let mut t = host_fns();
+    t.backend = Backend::Forward;
+    macro_rules! real_if_present {
+        ($($name:ident),* $(,)?) => {$(
+            // SAFETY: each field has the C type of the function of its name.
+            if let Some(real) = unsafe { real(Sym::$name) } {
+                t.$name = real;
+            }
+        )*};
+    }
+    real_if_present!(
+        aclInit,
+        aclFinalize,
+        aclrtSetDevice,
+        aclrtGetDevice,
+        aclrtGetDeviceCount,
+        aclrtCreateContext,
+        aclrtDestroyContext,
+        aclrtSetCurrentContext,
+        aclrtGetCurrentContext,
+        aclrtCreateStream,
+        aclrtCreateStreamWithConfig,
+        aclrtMalloc,
+        aclrtMallocAlign32,
+        aclrtFree,
+        aclrtMemcpy,
+        aclrtMemset,
+        aclrtMemcpyAsync,
+        aclrtMemsetAsync,
+        aclrtGetMemInfo,
+        aclallocLaunchKernel,
+    );
+    macro_rules! wrapped_if_present {
+        ($($name:ident => $wrapper:expr),* $(,)?) => {$(
+            if address(Sym::$name).is_some() {
+                t.$name = $wrapper;
+            }
+        )*};
+    }
+    wrapped_if_present!(
+        aclrtSynchronizeStream => f::synchronize_stream,
+        aclrtSynchronizeStreamWithTimeout => f::synchronize_stream_with_timeout,
+        aclrtSynchronizeDevice => f::synchronize_device,
+        aclrtDestroyStream => f::destroy_stream,
+        aclrtDestroyStreamForce => f::destroy_stream_force,
+        aclrtResetDevice => f::reset_device,
+        aclrtResetDeviceForce => f::reset_device_force,
+    );
+    t
+}
+
+/// Decides which backend serves this process. Called once: a real runtime
+/// is behind this library when the load-time lookup found its streams.
 fn select() -> RuntimeFns {
-    host_fns()
+    if crate::interpose::next::real_runtime() {
+        forward_fns()
+    } else {
+        host_fns()
+    }
 }
 
 static ACTIVE: OnceLock<RuntimeFns> = OnceLock::new();
 
-/// The runtime functions of the backend chosen at load time.
+/// The runtime functions of the backend chosen at load time (by the
+/// library's constructor in `crate::interpose::next`; a first call made
+/// before it, as in a statically linked test, chooses).
 #[inline]
 pub fn active() -> &'static RuntimeFns {
     ACTIVE.get_or_init(select)
 }
-
-/// Chooses the backend while the library is being loaded, before any
-/// program code can call a runtime function.
-extern "C" fn choose_at_load() {
-    active();
-}
-
-#[used]
-#[link_section = ".init_array"]
-static CHOOSE_AT_LOAD: extern "C" fn() = choose_at_load;
 
 #[cfg(test)]
 mod tests {

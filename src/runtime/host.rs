@@ -63,6 +63,15 @@ impl HostRuntime {
         }
     }
 
+    /// The same runtime with `workspaces` serving launches on streams without
+    /// a registration (streams created from now on). The process-wide
+    /// runtime uses the default allocator ([`crate::default_allocator`]);
+    /// other instances keep direct device memory unless told otherwise.
+    pub fn with_workspace_allocator(mut self, workspaces: &'static dyn WorkspaceAllocator) -> Self {
+        self.workspaces = workspaces;
+        self
+    }
+
     /// Identifies this instance in thread-local state.
     pub(crate) fn instance(&self) -> usize {
         self.instance
@@ -135,8 +144,12 @@ impl HostRuntime {
 }
 
 /// The process-wide host runtime, configured from the environment on first
-/// use, consuming the registrations of [`global`].
+/// use, consuming the registrations of [`global`], with the process-wide
+/// default allocator serving streams that have none.
 pub fn host() -> &'static HostRuntime {
     static HOST: OnceLock<HostRuntime> = OnceLock::new();
-    HOST.get_or_init(|| HostRuntime::new(Config::from_env(), global()))
+    HOST.get_or_init(|| {
+        HostRuntime::new(Config::from_env(), global())
+            .with_workspace_allocator(&crate::default_allocator::workspace::DefaultWorkspaces)
+    })
 }

@@ -39,10 +39,10 @@ pub fn current_launch_stream() -> usize {
 }
 
 /// Sets [`current_launch_stream`] for the life of the guard.
-struct LaunchStream(usize);
+pub(crate) struct LaunchStream(usize);
 
 impl LaunchStream {
-    fn enter(stream: usize) -> Self {
+    pub(crate) fn enter(stream: usize) -> Self {
         LaunchStream(LAUNCH_STREAM.with(|s| s.replace(stream)))
     }
 }
@@ -74,11 +74,15 @@ impl HostRuntime {
         if size == 0 {
             return stream.enqueue(task(std::ptr::null_mut(), false));
         }
+        // Both the registered allocator and the default one may want to know
+        // the stream (the pool, pluggable allocators).
+        let _in_launch = LaunchStream::enter(key.get().get());
         if let Ok(registration) = self.allocators().get_by_stream(key) {
-            let c = registration.callbacks;
+            // With tracking on, the tracking layer's callbacks (which call
+            // the user's): every workspace is recorded and checked.
+            let c = crate::tracking::callbacks_for(key, &registration);
             let obj = c.obj.as_ptr();
             let stream_id = key.get().get();
-            let _in_launch = LaunchStream::enter(stream_id);
             // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object
             // were registered for this stream, and are called as CANN calls
             // them.

@@ -156,13 +156,18 @@ impl HostRuntime {
                 c.default_stream = None;
             }
         });
-        let _ = self.allocators().unregister(key(handle));
+        let old = self.allocators().unregister(key(handle)).ok().flatten();
+        crate::tracking::stream_destroyed(key(handle), old.as_ref());
         Ok(())
     }
 
     /// `aclrtSynchronizeStream`.
     pub fn synchronize_stream(&self, stream: Option<StreamKey>) -> Result<()> {
-        self.resolve_stream(stream)?.1.synchronize()
+        let (key, stream) = self.resolve_stream(stream)?;
+        stream.synchronize()?;
+        // Memory freed on the stream may now go to work on other streams.
+        crate::tracking::stream_synchronized(key);
+        Ok(())
     }
 
     /// Waits for the pending work of every stream, except the stream whose

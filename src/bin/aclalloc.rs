@@ -1,0 +1,333 @@
+//! `aclalloc`: run a program with libaclalloc in front of its ACL runtime,
+//! with the allocator tracking layer on, and print what it found.
+//!
+//! Standard library only (and libc for signals): the launcher must not load
+//! the library it preloads into the child.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const HELP: &str = "\
+aclalloc: check what an ACL runtime does with the allocators a program registers
+
+USAGE:
+    aclalloc run [OPTIONS] -- PROGRAM [ARGS...]
+    aclalloc --help | --version
+
+COMMANDS:
+    run     Runs PROGRAM with libaclalloc.so preloaded (LD_PRELOAD) in front of
+            whatever ACL runtime PROGRAM uses, with allocator tracking on. When
+            PROGRAM exits, prints the tracking report and exits with PROGRAM's
+            exit code (128+N when PROGRAM was killed by signal N).
+
+OPTIONS (run):
+    --report FILE   Write the text report to FILE instead of stderr.
+    --json FILE     Also write a JSON snapshot of the blocks still live at
+                    exit, each allocator's statistics and every fault to FILE.
+    --no-track      Preload the library without tracking (forwarding only);
+                    no report is printed.
+    --lib PATH      Use this libaclalloc.so.
+    -h, --help      This text.
+
+WHAT IS IN FRONT:
+    In front of a real runtime (CANN's libascendcl.so, or any library that
+    exports the ACL functions), every ACL function libaclalloc exports is
+    resolved once at load time in the next library (dlsym(RTLD_NEXT)) and
+    forwarded to it. aclrtAllocatorRegister also registers with the real
+    runtime (through the tracking layer), aclrtAllocatorGetByStream is answered
+    by libaclalloc (handing out the tracking callbacks; *allocatorDesc is the
+    user's descriptor), aclrtSynchronizeStream tells the tracking layer which
+    frees are complete, aclrtDestroyStream drops the stream's record. Without a
+    real runtime, libaclalloc is the implementation.
+
+THE REPORT:
+    Lines start with '==aclalloc=='. Per allocator object: the streams that used
+    it and its statistics (allocations and allocated bytes: current, peak,
+    allocated, freed; alloc failures). Then a totals line and one line per
+    fault, 'fault KIND: stream=.. allocator=.. size=.. ...', KIND one of:
+      free-of-unknown-block                  free of a block the allocator never handed out
+      double-free                            free of a block already freed
+      null-address                           getAddrFromBlock returned NULL
+      address-of-unknown-block               getAddrFromBlock of a block not live
+      overlapping-blocks                     two live blocks share addresses
+      cross-stream-reuse-before-synchronize  memory freed on one stream handed to
+                                             another before the first was synchronized
+      concurrent-use                         two streams inside one allocator at once
+      leak                                   a block live at unregister, stream
+                                             destruction or exit (seen-at=...)
+    Each fault is reported once; a repeating concurrent-use is counted (xN).
+    Child processes that inherit the preload write their own reports; all are
+    printed, the PROGRAM's own first.
+
+WHERE THE LIBRARY IS FOUND (first that exists):
+    1. --lib PATH
+    2. $ACLALLOC_LIB
+    3. libaclalloc.so in the directory of this executable (cargo's target/<profile>/)
+    4. ../lib/libaclalloc.so relative to that directory (an installed prefix)
+
+ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
+    ACLALLOC_TRACK=1              tracking on from load time
+    ACLALLOC_TRACK_REPORT=FILE    text report at exit to FILE (%p: the pid)
+    ACLALLOC_TRACK_JSON=FILE      JSON snapshot at exit to FILE (%p: the pid)
+    ACLALLOC_FORWARD=0            never forward, even in front of a real runtime
+
+EXAMPLE:
+    aclalloc run --json snapshot.json -- ./my_inference_server --model m.om
+";
+
+struct RunOptions {
+    report: Option<PathBuf>,
+    json: Option<PathBuf>,
+    track: bool,
+    lib: Option<PathBuf>,
+    program: Vec<OsString>,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match args.first().and_then(|a| a.to_str()) {
+        None | Some("-h") | Some("--help") | Some("help") => {
+            print!("{HELP}");
+            ExitCode::SUCCESS
+        }
+        Some("-V") | Some("--version") => {
+            println!("aclalloc {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Some("run") => match parse_run(&args[1..]) {
+            Ok(Some(options)) => run(options),
+            Ok(None) => {
+                print!("{HELP}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => usage_error(&message),
+        },
+        Some(other) => usage_error(&format!("unknown command '{other}'")),
+    }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("aclalloc: {message}\nTry 'aclalloc --help'.");
+    ExitCode::from(2)
+}
+
+fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
+    let mut options = RunOptions {
+        report: None,
+        json: None,
+        track: true,
+        lib: None,
+        program: Vec::new(),
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].to_str().unwrap_or("");
+        let mut value = |name: &str| {
+            i += 1;
+            args.get(i)
+                .map(PathBuf::from)
+                .ok_or(format!("{name} needs a value"))
+        };
+        match arg {
+            "--" => {
+                options.program = args[i + 1..].to_vec();
+                break;
+            }
+            "-h" | "--help" => return Ok(None),
+            "--report" => options.report = Some(value("--report")?),
+            "--json" => options.json = Some(value("--json")?),
+            "--lib" => options.lib = Some(value("--lib")?),
+            "--no-track" => options.track = false,
+            _ => {
+                return Err(format!(
+                    "unexpected '{}' (the program goes after '--')",
+                    args[i].to_string_lossy()
+                ))
+            }
+        }
+        i += 1;
+    }
+    if options.program.is_empty() {
+        return Err("no program given: aclalloc run [OPTIONS] -- PROGRAM [ARGS...]".into());
+    }
+    Ok(Some(options))
+}
+
+fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = explicit {
+        candidates.push(p.to_path_buf());
+    } else {
+        if let Some(p) = std::env::var_os("ACLALLOC_LIB") {
+            candidates.push(PathBuf::from(p));
+        }
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.canonicalize().ok())
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            candidates.push(dir.join("libaclalloc.so"));
+            candidates.push(dir.join("../lib/libaclalloc.so"));
+        }
+    }
+    for c in &candidates {
+        if c.is_file() {
+            return c
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", c.display()));
+        }
+    }
+    Err(format!(
+        "libaclalloc.so not found (looked at: {}); build it with 'cargo build --release' or pass --lib",
+        candidates
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+fn scratch_dir() -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("aclalloc-run-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn run(options: RunOptions) -> ExitCode {
+    let lib = match find_library(options.lib.as_deref()) {
+        Ok(lib) => lib,
+        Err(message) => {
+            eprintln!("aclalloc: {message}");
+            return ExitCode::from(127);
+        }
+    };
+    let scratch = match scratch_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("aclalloc: cannot create a scratch directory: {e}");
+            return ExitCode::from(127);
+        }
+    };
+    let mut preload = OsString::from(lib.as_os_str());
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    let mut command = Command::new(&options.program[0]);
+    command
+        .args(&options.program[1..])
+        .env("LD_PRELOAD", preload);
+    if options.track {
+        command
+            .env("ACLALLOC_TRACK", "1")
+            .env("ACLALLOC_TRACK_REPORT", scratch.join("report.%p"));
+        if options.json.is_some() {
+            command.env("ACLALLOC_TRACK_JSON", scratch.join("snapshot.%p.json"));
+        }
+    } else {
+        command
+            .env_remove("ACLALLOC_TRACK")
+            .env_remove("ACLALLOC_TRACK_REPORT")
+            .env_remove("ACLALLOC_TRACK_JSON");
+    }
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "aclalloc: cannot run {}: {e}",
+                options.program[0].to_string_lossy()
+            );
+            let _ = std::fs::remove_dir_all(&scratch);
+            return ExitCode::from(127);
+        }
+    };
+    // The terminal's interrupt goes to the whole process group: let the
+    // program decide, and stay to print its report.
+    // SAFETY: setting a signal disposition to SIG_IGN.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let pid = child.id();
+    let status = match child.wait() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("aclalloc: waiting for the program failed: {e}");
+            let _ = std::fs::remove_dir_all(&scratch);
+            return ExitCode::from(127);
+        }
+    };
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    // The program's exit code is passed through even when a report is
+    // missing: the note on stderr says so.
+    if options.track {
+        deliver_report(&scratch, pid, options.report.as_deref(), &status);
+        if let Some(json) = &options.json {
+            deliver_json(&scratch, pid, json);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// The files `prefix<pid><suffix>` in `dir`, the program's own first.
+fn outputs(dir: &Path, prefix: &str, suffix: &str, pid: u32) -> Vec<(u32, PathBuf)> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name
+                .strip_prefix(prefix)?
+                .strip_suffix(suffix)?
+                .parse()
+                .ok()?;
+            Some((id, e.path()))
+        })
+        .collect();
+    found.sort_by_key(|(id, _)| (*id != pid, *id));
+    found
+}
+
+fn deliver_report(dir: &Path, pid: u32, to: Option<&Path>, status: &std::process::ExitStatus) {
+    let reports = outputs(dir, "report.", "", pid);
+    let mut text = String::new();
+    for (id, path) in &reports {
+        if reports.len() > 1 {
+            text.push_str(&format!("==aclalloc== --- process {id} ---\n"));
+        }
+        text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+    }
+    if reports.is_empty() {
+        text.push_str(&format!(
+            "==aclalloc== no report: the program wrote none ({status}); was libaclalloc.so \
+             loaded (a static or setuid program ignores LD_PRELOAD)?\n"
+        ));
+    }
+    match to {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &text) {
+                eprintln!("aclalloc: cannot write {}: {e}\n{text}", path.display());
+            }
+        }
+        None => eprint!("{text}"),
+    }
+}
+
+fn deliver_json(dir: &Path, pid: u32, to: &Path) {
+    let Some((_, path)) = outputs(dir, "snapshot.", ".json", pid).into_iter().next() else {
+        eprintln!("aclalloc: the program wrote no JSON snapshot");
+        return;
+    };
+    if let Err(e) = std::fs::copy(&path, to) {
+        eprintln!("aclalloc: cannot write {}: {e}", to.display());
+    }
+}

@@ -1,0 +1,387 @@
+//! The default allocator: what serves memory when nothing was registered.
+//!
+//! It serves workspaces of launches on streams that have no registration,
+//! and the raw functions `aclallocDefaultMalloc`/`aclallocDefaultFree`, the
+//! equivalents of PyTorch's `caching_allocator_alloc`/`caching_allocator_delete`.
+//!
+//! It is chosen at start-up by `ACLALLOC_DEFAULT_ALLOCATOR` (see
+//! [`choice`]) and may be swapped from C with a descriptor, as PyTorch's
+//! `change_current_allocator`, until it serves its first allocation; after
+//! that a swap fails with "can't swap an already initialized allocator"
+//! (memory already handed out must go back to the allocator it came from).
+//!
+//! The environment is read, and the chosen allocator built, only when the
+//! default allocator is first needed, so a swap before any use never loads
+//! what the environment names. Once in use the choice is frozen and read
+//! without a lock.
+
+mod backends;
+pub mod choice;
+pub mod workspace;
+
+use crate::core::api::global as api;
+use crate::core::descriptor::{AllocatorObj, Callbacks};
+use crate::core::error::{Error, Result};
+use crate::plugin::context;
+use crate::plugin::live::{LiveBlock, LiveTable, Stats};
+use crate::registry::{DescriptorHandle, StreamKey};
+use choice::Choice;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+/// What kind of allocator the default one is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The caching pool.
+    Pool,
+    /// Direct device memory.
+    Device,
+    /// A pluggable allocator from a shared object.
+    Plugin,
+    /// An allocator the user swapped in with a descriptor.
+    Descriptor,
+}
+
+impl Kind {
+    /// Its name, as `aclallocGetDefaultAllocatorName` reports it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Pool => "pool",
+            Kind::Device => "device",
+            Kind::Plugin => "plugin",
+            Kind::Descriptor => "descriptor",
+        }
+    }
+}
+
+/// An allocator in the form every consumer calls: a descriptor's callbacks.
+#[derive(Clone, Copy, Debug)]
+pub struct Source {
+    /// What it is.
+    pub kind: Kind,
+    /// How to call it.
+    pub callbacks: Callbacks,
+}
+
+impl Source {
+    /// The allocator a live descriptor holds now (a copy, as registration takes).
+    pub fn from_descriptor(desc: DescriptorHandle) -> Result<Source> {
+        let callbacks = api().descriptor(desc)?.callbacks()?;
+        let kind = if crate::plugin::registry::from_obj(callbacks.obj).is_some() {
+            Kind::Plugin
+        } else if crate::pool::handles::get(callbacks.obj.as_ptr()).is_ok() {
+            Kind::Pool
+        } else {
+            Kind::Descriptor
+        };
+        Ok(Source { kind, callbacks })
+    }
+}
+
+/// The default allocator. The C functions use [`global`]; tests may make
+/// their own.
+pub struct DefaultAllocator {
+    choose: fn() -> Result<Choice>,
+    /// A swapped-in allocator not yet in use.
+    pending: Mutex<Option<Source>>,
+    /// The allocator in use; set once, at the first allocation.
+    in_use: OnceLock<Source>,
+    /// Pointers handed out by the raw functions.
+    raw: Mutex<LiveTable>,
+}
+
+impl DefaultAllocator {
+    /// A default allocator that, unless swapped, becomes what `choose` says
+    /// at its first use.
+    pub fn new(choose: fn() -> Result<Choice>) -> Self {
+        DefaultAllocator {
+            choose,
+            pending: Mutex::new(None),
+            in_use: OnceLock::new(),
+            raw: Mutex::new(LiveTable::default()),
+        }
+    }
+
+    /// Makes `source` the default allocator; fails once the default
+    /// allocator has served memory.
+    pub fn swap(&self, source: Source) -> Result<()> {
+        let mut pending = self.pending.lock();
+        if self.in_use.get().is_some() {
+            return Err(Error::AlreadyInitialized);
+        }
+        *pending = Some(source);
+        Ok(())
+    }
+
+    /// True once the default allocator has served (or is about to serve)
+    /// memory, so that it can no longer be swapped.
+    pub fn is_initialized(&self) -> bool {
+        self.in_use.get().is_some()
+    }
+
+    /// The allocator that serves memory, frozen from now on. This is what a
+    /// launch on a stream without registration calls.
+    #[inline]
+    pub fn serving(&self) -> Result<Source> {
+        match self.in_use.get() {
+            Some(source) => Ok(*source),
+            None => self.freeze(),
+        }
+    }
+
+    #[cold]
+    fn freeze(&self) -> Result<Source> {
+        let mut pending = self.pending.lock();
+        if let Some(source) = self.in_use.get() {
+            return Ok(*source);
+        }
+        let source = match *pending {
+            Some(source) => source,
+            None => backends::build(&(self.choose)()?)?,
+        };
+        *pending = None;
+        let _ = self.in_use.set(source);
+        Ok(source)
+    }
+
+    /// The allocator in use, if the default allocator has served memory.
+    pub fn in_use(&self) -> Option<Source> {
+        self.in_use.get().copied()
+    }
+
+    /// What the default allocator is or, before its first use, will be.
+    pub fn kind(&self) -> Result<Kind> {
+        let pending = self.pending.lock();
+        if let Some(source) = self.in_use.get().copied().or(*pending) {
+            return Ok(source.kind);
+        }
+        Ok(match (self.choose)()? {
+            Choice::Pool => Kind::Pool,
+            Choice::Device => Kind::Device,
+            Choice::Plugin { .. } => Kind::Plugin,
+        })
+    }
+
+    /// True when the allocator object `obj` is, or is about to become, the
+    /// default allocator (so it must not be destroyed).
+    pub fn uses(&self, obj: AllocatorObj) -> bool {
+        let pending = self.pending.lock();
+        self.in_use
+            .get()
+            .copied()
+            .or(*pending)
+            .is_some_and(|s| s.callbacks.obj == obj)
+    }
+
+    /// `caching_allocator_alloc`: `size` bytes from the default allocator for
+    /// `stream` (passed on to it where it can take a stream).
+    pub fn alloc(&self, size: usize, stream: Option<StreamKey>) -> Result<NonNull<c_void>> {
+        let c = self.serving()?.callbacks;
+        let device = context::current_device();
+        // SAFETY: the callbacks of a complete descriptor, called as CANN's
+        // executor calls them.
+        let block = context::serving(stream, || unsafe { (c.alloc)(c.obj.as_ptr(), size) });
+        let Some(block) = NonNull::new(block) else {
+            self.raw.lock().count_failure();
+            return Err(Error::AllocatorReturnedNull {
+                allocator: "default",
+                size,
+                device,
+            });
+        };
+        // SAFETY: as above; `block` came from this allocator.
+        let addr = unsafe { (c.get_addr_from_block)(block.as_ptr()) };
+        let recorded = match NonNull::new(addr) {
+            None => Err(Error::Internal {
+                reason: "the default allocator's getAddrFromBlock returned NULL",
+            }),
+            Some(addr) => self
+                .raw
+                .lock()
+                .insert(
+                    addr.as_ptr() as usize,
+                    LiveBlock {
+                        block: block.as_ptr() as usize,
+                        size,
+                        device,
+                        stream: stream.map_or(0, |s| s.get().get()),
+                    },
+                )
+                .map(|()| addr),
+        };
+        if recorded.is_err() {
+            // SAFETY: as above; handing the block back is all that is left.
+            context::serving(stream, || unsafe {
+                (c.free)(c.obj.as_ptr(), block.as_ptr())
+            });
+        }
+        recorded
+    }
+
+    /// `caching_allocator_delete`: returns memory from [`DefaultAllocator::alloc`].
+    /// Anything else, or a second free, is refused without reaching the allocator.
+    pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
+        let block = self.raw.lock().remove(ptr.as_ptr() as usize)?;
+        // Memory was handed out, so the allocator is frozen: it is the one
+        // that served this pointer.
+        let c = self.serving()?.callbacks;
+        let stream = StreamKey::from_ptr(block.stream_ptr());
+        // SAFETY: as in `alloc`; the block is live and goes back once.
+        context::serving(stream, || unsafe {
+            (c.free)(c.obj.as_ptr(), block.block as *mut c_void)
+        });
+        Ok(())
+    }
+
+    /// Statistics of the raw functions.
+    pub fn stats(&self) -> Stats {
+        self.raw.lock().stats()
+    }
+}
+
+/// The process-wide default allocator, chosen by `ACLALLOC_DEFAULT_ALLOCATOR`.
+pub fn global() -> &'static DefaultAllocator {
+    static GLOBAL: OnceLock<DefaultAllocator> = OnceLock::new();
+    GLOBAL.get_or_init(|| DefaultAllocator::new(Choice::from_env))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+    static FREES: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        // Per thread: the tests run in parallel and each checks the stream
+        // its own allocation saw (a shared static made this test flaky).
+        static LAST_STREAM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    extern "C" {
+        fn malloc(size: usize) -> *mut c_void;
+        #[link_name = "free"]
+        fn c_free(ptr: *mut c_void);
+    }
+    unsafe extern "C" fn alloc(_: *mut c_void, size: usize) -> *mut c_void {
+        if size > 1 << 30 {
+            return std::ptr::null_mut();
+        }
+        ALLOCS.fetch_add(1, Ordering::SeqCst);
+        LAST_STREAM.set(context::serving_stream().map_or(0, |s| s.get().get()));
+        unsafe { malloc(size.max(1)) }
+    }
+    unsafe extern "C" fn free(_: *mut c_void, block: *mut c_void) {
+        FREES.fetch_add(1, Ordering::SeqCst);
+        unsafe { c_free(block) }
+    }
+    unsafe extern "C" fn addr(block: *mut c_void) -> *mut c_void {
+        block
+    }
+
+    fn source(kind: Kind) -> Source {
+        let mut obj = 0u8;
+        Source {
+            kind,
+            callbacks: Callbacks {
+                // Never dereferenced: the callbacks ignore it.
+                obj: AllocatorObj::new(&mut obj as *mut u8 as *mut c_void).unwrap(),
+                alloc,
+                free,
+                alloc_advise: None,
+                get_addr_from_block: addr,
+            },
+        }
+    }
+
+    fn choose_bad() -> Result<Choice> {
+        Choice::parse(Some("bogus"))
+    }
+
+    #[test]
+    fn swapping_works_until_the_first_allocation_and_then_fails() {
+        let d = DefaultAllocator::new(choose_bad);
+        assert!(!d.is_initialized());
+        d.swap(source(Kind::Descriptor)).unwrap();
+        d.swap(source(Kind::Descriptor)).unwrap();
+        assert_eq!(d.kind(), Ok(Kind::Descriptor));
+        let stream = StreamKey::from_ptr(0x7700 as *mut c_void);
+        let p = d.alloc(100, stream).unwrap();
+        assert_eq!(LAST_STREAM.get(), 0x7700, "the stream reached it");
+        assert!(d.is_initialized());
+        assert_eq!(
+            d.swap(source(Kind::Descriptor)),
+            Err(Error::AlreadyInitialized)
+        );
+        assert_eq!(
+            crate::core::errlog::message("aclallocSetDefaultAllocator", Error::AlreadyInitialized),
+            "aclallocSetDefaultAllocator failed. can't swap an already initialized allocator."
+        );
+        let s = d.stats();
+        assert_eq!((s.alloc_count, s.allocated_bytes_current), (1, 100));
+        d.free(p).unwrap();
+        assert_eq!(d.free(p), Err(Error::DoubleFree));
+        let mut local = 0u8;
+        assert_eq!(
+            d.free(NonNull::from(&mut local).cast()),
+            Err(Error::ForeignPointer)
+        );
+        assert_eq!(d.stats().allocated_bytes_current, 0);
+        assert!(matches!(
+            d.alloc(2 << 30, None),
+            Err(Error::AllocatorReturnedNull {
+                allocator: "default",
+                ..
+            })
+        ));
+        assert_eq!(d.stats().failed_alloc_count, 1);
+    }
+
+    #[test]
+    fn an_invalid_environment_fails_allocations_but_leaves_the_choice_open() {
+        let d = DefaultAllocator::new(choose_bad);
+        assert!(matches!(
+            d.alloc(8, None),
+            Err(Error::InvalidParam {
+                param: "ACLALLOC_DEFAULT_ALLOCATOR",
+                ..
+            })
+        ));
+        assert!(d.kind().is_err());
+        assert!(!d.is_initialized());
+        d.swap(source(Kind::Descriptor)).unwrap();
+        let p = d.alloc(8, None).unwrap();
+        d.free(p).unwrap();
+    }
+
+    #[test]
+    fn uses_tells_whether_an_object_is_or_will_be_the_default() {
+        let d = DefaultAllocator::new(choose_bad);
+        let s = source(Kind::Descriptor);
+        assert!(!d.uses(s.callbacks.obj));
+        d.swap(s).unwrap();
+        assert!(d.uses(s.callbacks.obj));
+        d.serving().unwrap();
+        assert!(d.uses(s.callbacks.obj));
+    }
+
+    #[test]
+    fn concurrent_first_uses_freeze_one_choice() {
+        let d = DefaultAllocator::new(choose_bad);
+        d.swap(source(Kind::Descriptor)).unwrap();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..500 {
+                        let p = d.alloc(64, None).unwrap();
+                        d.free(p).unwrap();
+                    }
+                });
+            }
+        });
+        let s = d.stats();
+        assert_eq!((s.alloc_count, s.free_count), (2000, 2000));
+    }
+}

@@ -1,0 +1,367 @@
+//! The forwarding bodies: what an export does when a real runtime is behind
+//! this library (see [`crate::interpose`] for the rule and the table of what
+//! each export does). Each function returns `None` when the real runtime does
+//! not provide the function, and the export then runs its own body.
+
+use super::boundary::passthrough;
+use super::runtime::host as host_runtime;
+use super::types::*;
+use crate::core::api::global;
+use crate::core::descriptor::{Callbacks, Descriptor};
+use crate::core::error::ACL_SUCCESS;
+use crate::interpose::next::{real, Sym};
+use crate::interpose::shadow;
+use crate::registry::{DescriptorHandle, Registration, StreamKey};
+use crate::tracking::{self, LeakSeen};
+use std::ffi::c_char;
+
+type CreateDescFn = unsafe extern "C" fn() -> aclrtAllocatorDesc;
+type DescFn = unsafe extern "C" fn(aclrtAllocatorDesc) -> aclError;
+type SetFn<T> = unsafe extern "C" fn(aclrtAllocatorDesc, T) -> aclError;
+type StreamDescFn = unsafe extern "C" fn(aclrtStream, aclrtAllocatorDesc) -> aclError;
+pub(crate) type StreamFn = unsafe extern "C" fn(aclrtStream) -> aclError;
+pub(crate) type StreamTimeoutFn = unsafe extern "C" fn(aclrtStream, i32) -> aclError;
+pub(crate) type VoidFn = unsafe extern "C" fn() -> aclError;
+pub(crate) type DeviceFn = unsafe extern "C" fn(i32) -> aclError;
+pub(crate) type ErrMsgFn = unsafe extern "C" fn() -> *const c_char;
+pub(crate) type GetByStreamFn = unsafe extern "C" fn(
+    aclrtStream,
+    *mut aclrtAllocatorDesc,
+    *mut aclrtAllocator,
+    *mut aclrtAllocatorAllocFunc,
+    *mut aclrtAllocatorFreeFunc,
+    *mut aclrtAllocatorAllocAdviseFunc,
+    *mut aclrtAllocatorGetAddrFromBlockFunc,
+) -> aclError;
+
+/// The real function `sym` as type `F`.
+macro_rules! real_fn {
+    ($sym:ident as $ty:ty) => {
+        // SAFETY: `$ty` is the C type of `$sym` in CANN's headers.
+        unsafe { real::<$ty>(Sym::$sym) }
+    };
+}
+
+pub(crate) fn create_desc() -> Option<aclrtAllocatorDesc> {
+    let create = real_fn!(aclrtAllocatorCreateDesc as CreateDescFn)?;
+    Some(passthrough("aclrtAllocatorCreateDesc", || {
+        // SAFETY: the real runtime's function, called as its header says.
+        let desc = unsafe { create() };
+        if !desc.is_null() {
+            shadow::created(desc as usize);
+        }
+        desc
+    }))
+}
+
+pub(crate) fn destroy_desc(desc: aclrtAllocatorDesc) -> Option<aclError> {
+    let destroy = real_fn!(aclrtAllocatorDestroyDesc as DescFn)?;
+    Some(passthrough("aclrtAllocatorDestroyDesc", || {
+        // SAFETY: as above.
+        let rc = unsafe { destroy(desc) };
+        if rc == ACL_SUCCESS {
+            shadow::destroyed(desc as usize);
+        }
+        rc
+    }))
+}
+
+/// A setter: forwarded, and on success mirrored.
+pub(crate) fn set_field<T: Copy>(
+    sym: Sym,
+    function: &'static str,
+    desc: aclrtAllocatorDesc,
+    value: T,
+    apply: impl FnOnce(&mut Descriptor, T),
+) -> Option<aclError> {
+    // SAFETY: every setter has the C type `aclError (aclrtAllocatorDesc, T)`.
+    let set = unsafe { real::<SetFn<T>>(sym) }?;
+    Some(passthrough(function, || {
+        // SAFETY: as above.
+        let rc = unsafe { set(desc, value) };
+        if rc == ACL_SUCCESS {
+            shadow::changed(desc as usize, |d| apply(d, value));
+        }
+        rc
+    }))
+}
+
+pub(crate) fn register(stream: aclrtStream, desc: aclrtAllocatorDesc) -> Option<aclError> {
+    let register = real_fn!(aclrtAllocatorRegister as StreamDescFn)?;
+    Some(passthrough("aclrtAllocatorRegister", || {
+        register_with(register, stream, desc)
+    }))
+}
+
+fn register_with(
+    register: StreamDescFn,
+    stream: aclrtStream,
+    desc: aclrtAllocatorDesc,
+) -> aclError {
+    let (Some(key), Some(handle)) = (
+        StreamKey::from_ptr(stream),
+        DescriptorHandle::from_ptr(desc),
+    ) else {
+        // The runtime validates and reports; this library has nothing to record.
+        // SAFETY: the real runtime's function.
+        return unsafe { register(stream, desc) };
+    };
+    let callbacks = match shadow::descriptor(desc as usize) {
+        Some(d) => match d.callbacks() {
+            Ok(c) => c,
+            // Incomplete: the runtime refuses it with its own message.
+            // SAFETY: the real runtime's function.
+            Err(_) => return unsafe { register(stream, desc) },
+        },
+        None => {
+            // A descriptor this library did not see being made (created
+            // inside the runtime): register it, then learn its contents
+            // from the runtime.
+            // SAFETY: the real runtime's function.
+            let rc = unsafe { register(stream, desc) };
+            if rc != ACL_SUCCESS {
+                return rc;
+            }
+            match read_back(stream) {
+                Some(c) => c,
+                None => return rc,
+            }
+        }
+    };
+    let registration = Registration {
+        descriptor: handle,
+        callbacks,
+    };
+    let mut mirror = None;
+    let rc = if tracking::enabled() {
+        mirror = make_mirror(&tracking::tracked_callbacks(key, &registration));
+        match mirror {
+            // SAFETY: the real runtime's function.
+            Some(m) => unsafe { register(stream, m as aclrtAllocatorDesc) },
+            // SAFETY: the real runtime's function.
+            None => unsafe { register(stream, desc) },
+        }
+    } else {
+        // SAFETY: the real runtime's function.
+        unsafe { register(stream, desc) }
+    };
+    if rc != ACL_SUCCESS {
+        if let Some(m) = mirror {
+            destroy_mirror(m);
+        }
+        return rc;
+    }
+    global().streams().set(key, registration);
+    if let Some(old) = shadow::set_mirror(key.get().get(), mirror) {
+        if Some(old) != mirror {
+            destroy_mirror(old);
+        }
+    }
+    rc
+}
+
+/// The callbacks the real runtime holds for `stream`.
+fn read_back(stream: aclrtStream) -> Option<Callbacks> {
+    let get = real_fn!(aclrtAllocatorGetByStream as GetByStreamFn)?;
+    let mut desc = std::ptr::null_mut();
+    let mut obj = std::ptr::null_mut();
+    let (mut alloc, mut free, mut advise, mut addr) = (None, None, None, None);
+    // SAFETY: the real runtime's function, with valid out-pointers.
+    let rc = unsafe {
+        get(
+            stream,
+            &mut desc,
+            &mut obj,
+            &mut alloc,
+            &mut free,
+            &mut advise,
+            &mut addr,
+        )
+    };
+    if rc != ACL_SUCCESS {
+        return None;
+    }
+    Some(Callbacks {
+        obj: crate::core::descriptor::AllocatorObj::new(obj)?,
+        alloc: alloc?,
+        free: free?,
+        alloc_advise: advise,
+        get_addr_from_block: addr?,
+    })
+}
+
+/// A descriptor in the real runtime holding `callbacks` (the tracking ones).
+fn make_mirror(callbacks: &Callbacks) -> Option<usize> {
+    let create = real_fn!(aclrtAllocatorCreateDesc as CreateDescFn)?;
+    let set_obj = real_fn!(aclrtAllocatorSetObjToDesc as SetFn<aclrtAllocator>)?;
+    let set_alloc = real_fn!(aclrtAllocatorSetAllocFuncToDesc as SetFn<aclrtAllocatorAllocFunc>)?;
+    let set_free = real_fn!(aclrtAllocatorSetFreeFuncToDesc as SetFn<aclrtAllocatorFreeFunc>)?;
+    let set_addr = real_fn!(
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc as SetFn<aclrtAllocatorGetAddrFromBlockFunc>
+    )?;
+    let set_advise =
+        real_fn!(aclrtAllocatorSetAllocAdviseFuncToDesc as SetFn<aclrtAllocatorAllocAdviseFunc>);
+    // SAFETY: the real runtime's functions, called as CANN's header says.
+    unsafe {
+        let desc = create();
+        if desc.is_null() {
+            return None;
+        }
+        let mut ok = set_obj(desc, callbacks.obj.as_ptr()) == ACL_SUCCESS
+            && set_alloc(desc, Some(callbacks.alloc)) == ACL_SUCCESS
+            && set_free(desc, Some(callbacks.free)) == ACL_SUCCESS
+            && set_addr(desc, Some(callbacks.get_addr_from_block)) == ACL_SUCCESS;
+        if let Some(advise) = callbacks.alloc_advise {
+            ok = ok && set_advise.is_some_and(|f| f(desc, Some(advise)) == ACL_SUCCESS);
+        }
+        if !ok {
+            destroy_mirror(desc as usize);
+            return None;
+        }
+        Some(desc as usize)
+    }
+}
+
+fn destroy_mirror(mirror: usize) {
+    if let Some(destroy) = real_fn!(aclrtAllocatorDestroyDesc as DescFn) {
+        // SAFETY: a descriptor this library created in the real runtime.
+        unsafe { destroy(mirror as aclrtAllocatorDesc) };
+    }
+}
+
+pub(crate) fn unregister(stream: aclrtStream) -> Option<aclError> {
+    let unregister = real_fn!(aclrtAllocatorUnregister as StreamFn)?;
+    Some(passthrough("aclrtAllocatorUnregister", || {
+        // SAFETY: the real runtime's function.
+        let rc = unsafe { unregister(stream) };
+        if rc == ACL_SUCCESS {
+            if let Some(key) = StreamKey::from_ptr(stream) {
+                forget(key, LeakSeen::Unregister);
+            }
+        }
+        rc
+    }))
+}
+
+/// Drops this library's record of `stream`'s registration (and its mirror).
+fn forget(key: StreamKey, seen: LeakSeen) {
+    let old = global().streams().remove(key);
+    match seen {
+        LeakSeen::StreamDestroy => tracking::stream_destroyed(key, old.as_ref()),
+        _ => tracking::registration_ended(key, old.as_ref(), seen),
+    }
+    if let Some(mirror) = shadow::set_mirror(key.get().get(), None) {
+        if seen != LeakSeen::StreamDestroy {
+            destroy_mirror(mirror);
+        }
+        // A destroyed stream's entry may stay in the real runtime's table
+        // (CANN keeps it), so its mirror is left alive.
+    }
+}
+
+// The runtime functions the tracking layer and this library's records must
+// see. The backend table (`crate::runtime::backend`) installs these in place
+// of the real functions, only when the real runtime provides them.
+
+/// The real `sym`, which the backend checked is present.
+fn real_stream_fn(sym: Sym) -> Option<StreamFn> {
+    // SAFETY: every caller passes a function of type `aclError (aclrtStream)`.
+    unsafe { real::<StreamFn>(sym) }
+}
+
+/// Forwarded `aclrtSynchronizeStream`: on success, the stream's frees are complete.
+pub(crate) unsafe extern "C" fn synchronize_stream(stream: aclrtStream) -> aclError {
+    let Some(sync) = real_stream_fn(Sym::aclrtSynchronizeStream) else {
+        // SAFETY: the same contract.
+        return unsafe { host_runtime::aclrtSynchronizeStream(stream) };
+    };
+    passthrough("aclrtSynchronizeStream", || {
+        // SAFETY: the real runtime's function.
+        let rc = unsafe { sync(stream) };
+        if rc == ACL_SUCCESS {
+            synchronized(stream);
+        }
+        rc
+    })
+}
+
+/// Forwarded `aclrtSynchronizeStreamWithTimeout`.
+pub(crate) unsafe extern "C" fn synchronize_stream_with_timeout(
+    stream: aclrtStream,
+    timeout: i32,
+) -> aclError {
+    let Some(sync) = real_fn!(aclrtSynchronizeStreamWithTimeout as StreamTimeoutFn) else {
+        // SAFETY: the same contract.
+        return unsafe { host_runtime::aclrtSynchronizeStreamWithTimeout(stream, timeout) };
+    };
+    passthrough("aclrtSynchronizeStreamWithTimeout", || {
+        // SAFETY: the real runtime's function.
+        let rc = unsafe { sync(stream, timeout) };
+        if rc == ACL_SUCCESS {
+            synchronized(stream);
+        }
+        rc
+    })
+}
+
+/// A NULL stream is the default stream, on which no allocator can be
+/// registered, so there is nothing to record for it.
+fn synchronized(stream: aclrtStream) {
+    if let Some(key) = StreamKey::from_ptr(stream) {
+        tracking::stream_synchronized(key);
+    }
+}
+
+/// Forwarded device-wide functions (`aclrtSynchronizeDevice`, and the resets,
+/// which finish or drop every stream's work): on success, every stream counts
+/// as synchronized.
+macro_rules! device_wide {
+    ($wrapper:ident, $sym:ident, $ty:ty, ($($arg:ident: $argty:ty),*)) => {
+        pub(crate) unsafe extern "C" fn $wrapper($($arg: $argty),*) -> aclError {
+            let Some(f) = real_fn!($sym as $ty) else {
+                // SAFETY: the same contract.
+                return unsafe { host_runtime::$sym($($arg),*) };
+            };
+            passthrough(stringify!($sym), || {
+                // SAFETY: the real runtime's function.
+                let rc = unsafe { f($($arg),*) };
+                if rc == ACL_SUCCESS {
+                    tracking::device_synchronized();
+                }
+                rc
+            })
+        }
+    };
+}
+device_wide!(synchronize_device, aclrtSynchronizeDevice, VoidFn, ());
+device_wide!(reset_device, aclrtResetDevice, DeviceFn, (device: i32));
+device_wide!(reset_device_force, aclrtResetDeviceForce, DeviceFn, (device: i32));
+
+/// Forwarded `aclrtDestroyStream` / `aclrtDestroyStreamForce`: on success,
+/// this library drops its record of the stream.
+macro_rules! destroy {
+    ($wrapper:ident, $sym:ident) => {
+        pub(crate) unsafe extern "C" fn $wrapper(stream: aclrtStream) -> aclError {
+            let Some(destroy) = real_stream_fn(Sym::$sym) else {
+                // SAFETY: the same contract.
+                return unsafe { host_runtime::$sym(stream) };
+            };
+            passthrough(stringify!($sym), || {
+                // SAFETY: the real runtime's function.
+                let rc = unsafe { destroy(stream) };
+                if rc == ACL_SUCCESS {
+                    if let Some(key) = StreamKey::from_ptr(stream) {
+                        forget(key, LeakSeen::StreamDestroy);
+                    }
+                }
+                rc
+            })
+        }
+    };
+}
+destroy!(destroy_stream, aclrtDestroyStream);
+destroy!(destroy_stream_force, aclrtDestroyStreamForce);
+
+pub(crate) fn recent_err_msg() -> Option<ErrMsgFn> {
+    real_fn!(aclGetRecentErrMsg as ErrMsgFn)
+}

@@ -1,0 +1,242 @@
+//! Pluggable allocators (torch_npu's `NPUPluggableAllocator`) for C.
+//!
+//! Which device and stream the plugin receives: the device current on the
+//! calling thread, and the stream being served when it is known (the raw
+//! functions take it as an argument; launches publish theirs), else NULL.
+//! Free always passes what alloc got.
+#![allow(non_snake_case, non_camel_case_types)]
+
+use super::args::{self, Out};
+use super::boundary::boundary;
+use super::types::*;
+use crate::core::error::{Error, Result};
+use crate::plugin::{context, registry, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
+use crate::registry::StreamKey;
+use std::ffi::{c_char, c_void, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::ptr::NonNull;
+
+/// A pluggable allocator handle, from `aclallocPluggableCreate`.
+pub type aclallocPluggable = *mut c_void;
+
+/// Where a pluggable allocator's shared object is and which symbols are its
+/// functions. Set the unused optional fields to NULL (or ""); a zeroed struct
+/// plus the three required fields is a valid configuration.
+#[repr(C)]
+pub struct aclallocPluggableConfig {
+    /// The shared object, as `dlopen` takes it (a name without '/' is searched
+    /// on the loader's path). Required.
+    pub path: *const c_char,
+    /// `void *alloc(ssize_t size, int device, aclrtStream stream)`. Required.
+    pub allocSymbol: *const c_char,
+    /// `void free(void *ptr, ssize_t size, int device, aclrtStream stream)`. Required.
+    pub freeSymbol: *const c_char,
+    /// `void init(int device_count)`: called once, when the allocator is created. Optional.
+    pub initSymbol: *const c_char,
+    /// `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
+    pub emptyCacheSymbol: *const c_char,
+    /// `void set_memory_fraction(double fraction, int device)`: called by
+    /// `aclallocPluggableSetMemoryFraction`. Optional.
+    pub memoryFractionSymbol: *const c_char,
+}
+
+/// Statistics of an allocator (a pluggable one, or the default allocator's
+/// raw functions).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct aclallocAllocatorStats {
+    /// Bytes in live blocks now.
+    pub allocatedBytesCurrent: u64,
+    /// The most bytes live at once since creation or the last peak reset.
+    pub allocatedBytesPeak: u64,
+    /// Bytes ever allocated.
+    pub allocatedBytesTotal: u64,
+    /// Bytes ever freed.
+    pub freedBytesTotal: u64,
+    /// Successful allocations.
+    pub allocCount: u64,
+    /// Successful frees.
+    pub freeCount: u64,
+    /// Live blocks now.
+    pub activeCount: u64,
+    /// The most live blocks at once since creation or the last peak reset.
+    pub activePeak: u64,
+    /// Allocations the plugin answered with NULL.
+    pub failedAllocCount: u64,
+    /// Frees refused: pointers not allocated here, and double frees.
+    pub refusedFreeCount: u64,
+}
+
+impl From<Stats> for aclallocAllocatorStats {
+    fn from(s: Stats) -> Self {
+        aclallocAllocatorStats {
+            allocatedBytesCurrent: s.allocated_bytes_current,
+            allocatedBytesPeak: s.allocated_bytes_peak,
+            allocatedBytesTotal: s.allocated_bytes_total,
+            freedBytesTotal: s.freed_bytes_total,
+            allocCount: s.alloc_count,
+            freeCount: s.free_count,
+            activeCount: s.active_count,
+            activePeak: s.active_peak,
+            failedAllocCount: s.failed_alloc_count,
+            refusedFreeCount: s.refused_free_count,
+        }
+    }
+}
+
+fn handle(allocator: aclallocPluggable) -> Result<PluggableHandle> {
+    PluggableHandle::from_ptr(allocator).ok_or(Error::NullPointer { param: "allocator" })
+}
+
+/// Loads a pluggable allocator from a shared object and resolves its
+/// functions by name, then calls its init function (if named) with the device
+/// count. On success `*allocator` is its handle and `*allocatorDesc` a
+/// complete descriptor for `aclrtAllocatorRegister`: its blocks are device
+/// pointers and getAddrFromBlock returns the block itself.
+///
+/// The plugin is given the device current on the calling thread and the
+/// stream being served when known, else NULL; free passes the size, device
+/// and stream alloc got. A pointer the allocator did not hand out, or one
+/// freed already, never reaches the plugin's free.
+///
+/// Errors: NULL config, path, allocSymbol, freeSymbol or out-parameter:
+/// `ACL_ERROR_INVALID_PARAM`; the object cannot be loaded:
+/// `ACL_ERROR_INVALID_FILE`; a named symbol is missing:
+/// `ACL_ERROR_FILE_MISSING_ATTR`. The message includes the loader's text.
+/// Nothing is created and nothing stays loaded on failure.
+///
+/// # Safety
+/// `config` must point to a valid struct whose strings are NUL-terminated;
+/// the out-parameters must be writable. The named symbols must have the
+/// documented signatures. Loading runs the object's initialisers.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPluggableCreate(
+    config: *const aclallocPluggableConfig,
+    allocator: *mut aclallocPluggable,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+) -> aclError {
+    boundary("aclallocPluggableCreate", || {
+        // SAFETY (all): the caller's contract.
+        let config = unsafe { args::input(config, "config") }?;
+        let allocator_out = unsafe { Out::required(allocator, "allocator") }?;
+        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        let path = unsafe { args::c_bytes(config.path, "config->path") }?;
+        let spec = PluginSpec {
+            path: OsStr::from_bytes(path.to_bytes()),
+            alloc: unsafe { args::c_bytes(config.allocSymbol, "config->allocSymbol") }?,
+            free: unsafe { args::c_bytes(config.freeSymbol, "config->freeSymbol") }?,
+            init: unsafe { args::optional_c_bytes(config.initSymbol) },
+            empty_cache: unsafe { args::optional_c_bytes(config.emptyCacheSymbol) },
+            memory_fraction: unsafe { args::optional_c_bytes(config.memoryFractionSymbol) },
+        };
+        if path.is_empty() {
+            return Err(Error::InvalidParam {
+                param: "config->path",
+                reason: "It is empty",
+            });
+        }
+        let (h, d) = registry::publish(PluggableAllocator::load(&spec)?)?;
+        allocator_out.write(h.as_ptr());
+        desc_out.write(d.as_ptr());
+        Ok(())
+    })
+}
+
+/// Destroys a pluggable allocator and the descriptor made for it (if the
+/// caller has not destroyed that already), and unloads the shared object once
+/// nothing uses it. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED`
+/// while blocks are live or a stream is registered with it.
+#[no_mangle]
+pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
+    boundary("aclallocPluggableDestroy", || {
+        registry::destroy(handle(allocator)?)
+    })
+}
+
+/// Allocates `size` bytes from the plugin for `stream` (NULL: any stream) on
+/// the calling thread's current device. NULL from the plugin:
+/// `ACL_ERROR_RT_MEMORY_ALLOCATION`, `*devPtr` untouched.
+///
+/// # Safety
+/// `devPtr` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPluggableMalloc(
+    allocator: aclallocPluggable,
+    devPtr: *mut *mut c_void,
+    size: usize,
+    stream: aclrtStream,
+) -> aclError {
+    boundary("aclallocPluggableMalloc", || {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(devPtr, "devPtr") }?;
+        let a = registry::get(handle(allocator)?)?;
+        let stream = StreamKey::from_ptr(stream);
+        out.write(a.alloc(size, context::current_device(), stream)?.as_ptr());
+        Ok(())
+    })
+}
+
+/// Frees a pointer from `aclallocPluggableMalloc` or the descriptor's alloc.
+/// A pointer not allocated here, or freed already:
+/// `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
+/// and the plugin is not called.
+#[no_mangle]
+pub extern "C" fn aclallocPluggableFree(
+    allocator: aclallocPluggable,
+    devPtr: *mut c_void,
+) -> aclError {
+    boundary("aclallocPluggableFree", || {
+        let a = registry::get(handle(allocator)?)?;
+        a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
+    })
+}
+
+/// Reads the allocator's statistics.
+///
+/// # Safety
+/// `stats` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPluggableGetStats(
+    allocator: aclallocPluggable,
+    stats: *mut aclallocAllocatorStats,
+) -> aclError {
+    boundary("aclallocPluggableGetStats", || {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(stats, "stats") }?;
+        out.write(registry::get(handle(allocator)?)?.stats().into());
+        Ok(())
+    })
+}
+
+/// Restarts the peak statistics from the current values.
+#[no_mangle]
+pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) -> aclError {
+    boundary("aclallocPluggableResetPeakStats", || {
+        registry::get(handle(allocator)?)?.reset_peak_stats();
+        Ok(())
+    })
+}
+
+/// Calls the plugin's empty-cache function; without one, does nothing and
+/// succeeds (as PyTorch's pluggable allocator does).
+#[no_mangle]
+pub extern "C" fn aclallocPluggableEmptyCache(allocator: aclallocPluggable) -> aclError {
+    boundary("aclallocPluggableEmptyCache", || {
+        registry::get(handle(allocator)?)?.empty_cache();
+        Ok(())
+    })
+}
+
+/// Calls the plugin's memory-fraction function with `fraction` in (0, 1].
+/// Without one: `ACL_ERROR_API_NOT_SUPPORT` (a limit silently ignored would
+/// be worse than an error).
+#[no_mangle]
+pub extern "C" fn aclallocPluggableSetMemoryFraction(
+    allocator: aclallocPluggable,
+    fraction: f64,
+    deviceId: i32,
+) -> aclError {
+    boundary("aclallocPluggableSetMemoryFraction", || {
+        registry::get(handle(allocator)?)?.set_memory_fraction(fraction, deviceId)
+    })
+}

@@ -1,0 +1,129 @@
+//! The tracking layer's C API (prefix `aclalloc`).
+#![allow(non_snake_case)]
+
+use super::args::{self, Out};
+use super::boundary::boundary;
+use super::types::*;
+use crate::core::error::Error;
+use crate::pool::Stat;
+use crate::tracking;
+use std::ffi::{c_char, c_int};
+use std::io::Write as _;
+
+/// The tracking layer's statistics for one allocator object, with the pool's
+/// (PyTorch's) key names and `aclallocStat` counters.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct aclallocTrackingStats {
+    /// Blocks.
+    pub allocation: Stat,
+    /// Bytes requested from alloc.
+    pub allocated_bytes: Stat,
+    /// Calls of alloc that returned NULL.
+    pub num_alloc_failures: u64,
+}
+
+/// Turns the allocator tracking layer on (non-zero) or off (0) for
+/// allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
+/// the same at load time. With tracking on, `aclrtAllocatorGetByStream`
+/// hands out tracking callbacks that record every block and detect misuse,
+/// and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`).
+/// Turn it on before registering allocators when a real runtime is behind
+/// this library.
+#[no_mangle]
+pub extern "C" fn aclallocTrackingSetEnabled(enable: c_int) -> aclError {
+    boundary("aclallocTrackingSetEnabled", || {
+        tracking::set_enabled(enable != 0);
+        if enable != 0 {
+            tracking::report_at_exit();
+        }
+        Ok(())
+    })
+}
+
+/// 1 when the tracking layer is on, 0 when it is off.
+#[no_mangle]
+pub extern "C" fn aclallocTrackingIsEnabled() -> c_int {
+    c_int::from(tracking::enabled())
+}
+
+/// Writes the text report (statistics per allocator, one line per fault) to
+/// the file `path`, or to stderr when `path` is NULL. `%p` in `path` becomes
+/// the process id.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocTrackingWriteReport(path: *const c_char) -> aclError {
+    boundary("aclallocTrackingWriteReport", || {
+        let text = tracking::report_text();
+        if path.is_null() {
+            return std::io::stderr()
+                .write_all(text.as_bytes())
+                .map_err(|_| Error::Failure {
+                    reason: "The report could not be written to stderr",
+                });
+        }
+        // SAFETY: the caller's contract.
+        let path = unsafe { args::c_str(path, "path") }?;
+        write_file(path, &text)
+    })
+}
+
+/// Writes a JSON snapshot of every live block (as `segments` with their
+/// `blocks`: address, size, requested_size, state, stream, in the shape of
+/// the pool's snapshot), each allocator's statistics and every fault event
+/// to the file `path`. `%p` in `path` becomes the process id.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocTrackingWriteSnapshot(path: *const c_char) -> aclError {
+    boundary("aclallocTrackingWriteSnapshot", || {
+        // SAFETY: the caller's contract.
+        let path = unsafe { args::c_str(path, "path") }?;
+        write_file(path, &tracking::snapshot_json())
+    })
+}
+
+fn write_file(path: &str, text: &str) -> Result<(), Error> {
+    std::fs::write(tracking::expand_path(path), text).map_err(|_| Error::Failure {
+        reason: "The file could not be written",
+    })
+}
+
+/// Reads the statistics the tracking layer keeps for the user allocator
+/// object `allocator` (the object set with `aclrtAllocatorSetObjToDesc`).
+/// An allocator that was never used through the tracking layer:
+/// `ACL_ERROR_INVALID_PARAM`.
+///
+/// # Safety
+/// `stats` is NULL or points to writable memory for the struct.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocTrackingGetStats(
+    allocator: aclrtAllocator,
+    stats: *mut aclallocTrackingStats,
+) -> aclError {
+    boundary("aclallocTrackingGetStats", || {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(stats, "stats") }?;
+        let found = tracking::allocator_stats(allocator).ok_or(Error::InvalidParam {
+            param: "allocator",
+            reason: "No allocation was made through the tracking layer with this allocator",
+        })?;
+        out.write(aclallocTrackingStats {
+            allocation: found.allocation,
+            allocated_bytes: found.allocated_bytes,
+            num_alloc_failures: found.num_alloc_failures,
+        });
+        Ok(())
+    })
+}
+
+/// The number of faults the tracking layer has detected so far (repeats of
+/// one concurrent-use fault count each time).
+#[no_mangle]
+pub extern "C" fn aclallocTrackingFaultCount() -> u64 {
+    let (events, dropped) = tracking::faults();
+    events.iter().map(|e| e.count).sum::<u64>() + dropped
+}

@@ -1,0 +1,80 @@
+//! What this library keeps about a real runtime's allocator descriptors.
+//!
+//! In front of a real runtime, descriptors are the runtime's: creation and
+//! the setters are forwarded, and their effect is mirrored here so that
+//! `aclrtAllocatorRegister` knows the user's callbacks (to record the
+//! registration and, with tracking on, to wrap them). Registrations made
+//! with tracking on give the runtime a descriptor of its own that holds the
+//! tracking object and callbacks (a "mirror"); it is destroyed once the
+//! runtime no longer refers to it.
+
+use crate::core::descriptor::Descriptor;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+#[derive(Default)]
+struct Tables {
+    descriptors: HashMap<usize, Descriptor>,
+    mirrors: HashMap<usize, usize>,
+}
+
+static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
+
+fn tables() -> MutexGuard<'static, Option<Tables>> {
+    TABLES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn with<R>(f: impl FnOnce(&mut Tables) -> R) -> R {
+    f(tables().get_or_insert_with(Tables::default))
+}
+
+/// The runtime created descriptor `desc`.
+pub fn created(desc: usize) {
+    with(|t| t.descriptors.insert(desc, Descriptor::default()));
+}
+
+/// The runtime accepted a change to `desc`.
+pub fn changed(desc: usize, change: impl FnOnce(&mut Descriptor)) {
+    with(|t| t.descriptors.get_mut(&desc).map(change));
+}
+
+/// The runtime destroyed `desc`.
+pub fn destroyed(desc: usize) {
+    with(|t| t.descriptors.remove(&desc));
+}
+
+/// The contents of `desc`, if it was created through this library.
+pub fn descriptor(desc: usize) -> Option<Descriptor> {
+    with(|t| t.descriptors.get(&desc).copied())
+}
+
+/// `stream` is now registered with `mirror` (or with the user's own
+/// descriptor when `None`); returns the mirror it replaces, which the caller
+/// destroys in the runtime.
+pub fn set_mirror(stream: usize, mirror: Option<usize>) -> Option<usize> {
+    with(|t| match mirror {
+        Some(m) => t.mirrors.insert(stream, m),
+        None => t.mirrors.remove(&stream),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::descriptor::AllocatorObj;
+
+    #[test]
+    fn descriptors_follow_the_runtime_and_mirrors_are_replaced() {
+        let d = 0x5eed_0001;
+        assert!(descriptor(d).is_none());
+        created(d);
+        changed(d, |x| x.obj = AllocatorObj::new(0x40 as *mut _));
+        assert_eq!(descriptor(d).unwrap().obj.unwrap().as_ptr() as usize, 0x40);
+        destroyed(d);
+        assert!(descriptor(d).is_none());
+        let s = 0x5eed_0100;
+        assert_eq!(set_mirror(s, Some(1)), None);
+        assert_eq!(set_mirror(s, Some(2)), Some(1));
+        assert_eq!(set_mirror(s, None), Some(2));
+    }
+}

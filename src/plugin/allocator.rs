@@ -1,0 +1,284 @@
+//! A pluggable allocator: a plugin's functions, its live blocks and counters.
+
+use super::context;
+use super::library::{self, Loaded, PluginFunctions, PluginSpec};
+use super::live::{LiveBlock, LiveTable, Stats};
+use crate::core::errlog;
+use crate::core::error::{Error, Result};
+use crate::registry::StreamKey;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// An allocator whose memory comes from a plugin's alloc and free functions
+/// (torch_npu's `NPUPluggableAllocator`), with the bookkeeping the plugin
+/// does not do: which pointers are live, and statistics.
+pub struct PluggableAllocator {
+    functions: PluginFunctions,
+    live: Mutex<LiveTable>,
+    // Last, so the object is unloaded after everything that points into it.
+    _library: Option<Arc<Loaded>>,
+}
+
+impl PluggableAllocator {
+    /// Loads the plugin and resolves its functions; nothing is kept on failure.
+    /// The init hook is not called here: see [`PluggableAllocator::init`].
+    pub fn load(spec: &PluginSpec<'_>) -> Result<Self> {
+        let (functions, library) = library::load(spec)?;
+        Ok(Self::with_library(functions, Some(library)))
+    }
+
+    /// An allocator over functions that are already in the process (for
+    /// example plain Rust or C functions linked in).
+    pub fn from_functions(functions: PluginFunctions) -> Self {
+        Self::with_library(functions, None)
+    }
+
+    fn with_library(functions: PluginFunctions, library: Option<Arc<Loaded>>) -> Self {
+        PluggableAllocator {
+            functions,
+            live: Mutex::new(LiveTable::default()),
+            _library: library,
+        }
+    }
+
+    /// Calls the plugin's init hook, if it has one, with the device count.
+    pub fn init(&self) {
+        if let Some(init) = self.functions.init {
+            // SAFETY: the plugin's documented signature.
+            unsafe { init(context::device_count()) }
+        }
+    }
+
+    /// Allocates `size` bytes on `device` for `stream` (`None`: any stream,
+    /// NULL to the plugin). NULL from the plugin is an error and nothing is
+    /// recorded.
+    pub fn alloc(
+        &self,
+        size: usize,
+        device: i32,
+        stream: Option<StreamKey>,
+    ) -> Result<NonNull<c_void>> {
+        let stream = stream.map_or(std::ptr::null_mut(), StreamKey::as_ptr);
+        let Ok(ssize) = isize::try_from(size) else {
+            return Err(Error::InvalidParam {
+                param: "size",
+                reason: "It is larger than ssize_t can hold",
+            });
+        };
+        // SAFETY: the plugin's documented signature. The lock is not held:
+        // a plugin may take its time or call back into this library.
+        let ptr = unsafe { (self.functions.alloc)(ssize, device, stream) };
+        let mut live = self.live.lock();
+        let Some(ptr) = NonNull::new(ptr) else {
+            live.count_failure();
+            return Err(Error::AllocatorReturnedNull {
+                allocator: "pluggable",
+                size,
+                device,
+            });
+        };
+        let block = LiveBlock {
+            block: ptr.as_ptr() as usize,
+            size,
+            device,
+            stream: stream as usize,
+        };
+        live.insert(ptr.as_ptr() as usize, block)?;
+        Ok(ptr)
+    }
+
+    /// Frees a pointer this allocator returned, passing the plugin the size,
+    /// device and stream it was allocated with. Any other pointer, or one
+    /// freed already, is refused without calling the plugin.
+    pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
+        let block = self.live.lock().remove(ptr.as_ptr() as usize)?;
+        // SAFETY: the plugin's documented signature; `ptr` is live and is
+        // passed back with what it was allocated with. Removed from the table
+        // first, so a concurrent second free of it is refused.
+        unsafe {
+            (self.functions.free)(
+                ptr.as_ptr(),
+                block.size as isize,
+                block.device,
+                block.stream_ptr(),
+            )
+        };
+        Ok(())
+    }
+
+    /// The plugin's empty-cache hook; without one there is nothing cached
+    /// that this library knows of, and the call does nothing (as PyTorch's).
+    pub fn empty_cache(&self) {
+        if let Some(empty_cache) = self.functions.empty_cache {
+            // SAFETY: the plugin's documented signature.
+            unsafe { empty_cache() }
+        }
+    }
+
+    /// The plugin's memory-fraction hook. A limit silently ignored would be
+    /// worse than an error, so a plugin without one is an error.
+    pub fn set_memory_fraction(&self, fraction: f64, device: i32) -> Result<()> {
+        if !(fraction.is_finite() && fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::InvalidParam {
+                param: "fraction",
+                reason: "It must be in (0, 1]",
+            });
+        }
+        let hook = self.functions.memory_fraction.ok_or(Error::NotSupported {
+            what: "the plugin has no memory-fraction function (memoryFractionSymbol was not given)",
+        })?;
+        // SAFETY: the plugin's documented signature.
+        unsafe { hook(fraction, device) };
+        Ok(())
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> Stats {
+        self.live.lock().stats()
+    }
+
+    /// Restarts the peaks from the current values.
+    pub fn reset_peak_stats(&self) {
+        self.live.lock().reset_peaks();
+    }
+
+    /// Blocks handed out and not yet freed.
+    pub fn live_blocks(&self) -> usize {
+        self.live.lock().live()
+    }
+
+    /// What was recorded for a live pointer.
+    pub fn block(&self, ptr: NonNull<c_void>) -> Option<LiveBlock> {
+        self.live.lock().get(ptr.as_ptr() as usize)
+    }
+}
+
+/// Records `error` for `aclGetRecentErrMsg` under `function` when a callback
+/// (which has no error code to return) fails.
+pub(crate) fn report<T>(function: &'static str, result: Result<T>) -> Option<T> {
+    result.map_err(|e| errlog::record(function, e)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static FREED: AtomicUsize = AtomicUsize::new(0);
+    static LAST_FREE_SIZE: AtomicUsize = AtomicUsize::new(0);
+    static LAST_FREE_STREAM: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn test_alloc(
+        size: isize,
+        _device: i32,
+        _stream: *mut c_void,
+    ) -> *mut c_void {
+        if size > 1 << 20 {
+            return std::ptr::null_mut();
+        }
+        unsafe { libc_malloc(size.max(1) as usize) }
+    }
+    unsafe extern "C" fn test_free(
+        ptr: *mut c_void,
+        size: isize,
+        _device: i32,
+        stream: *mut c_void,
+    ) {
+        LAST_FREE_STREAM.store(stream as usize, Ordering::SeqCst);
+        FREED.fetch_add(1, Ordering::SeqCst);
+        LAST_FREE_SIZE.store(size as usize, Ordering::SeqCst);
+        unsafe { libc_free(ptr) }
+    }
+    extern "C" {
+        #[link_name = "malloc"]
+        fn libc_malloc(size: usize) -> *mut c_void;
+        #[link_name = "free"]
+        fn libc_free(ptr: *mut c_void);
+    }
+
+    fn allocator() -> PluggableAllocator {
+        PluggableAllocator::from_functions(PluginFunctions {
+            alloc: test_alloc,
+            free: test_free,
+            init: None,
+            empty_cache: None,
+            memory_fraction: None,
+        })
+    }
+
+    #[test]
+    fn free_passes_the_recorded_size_and_refuses_what_it_did_not_hand_out() {
+        let a = allocator();
+        let stream = StreamKey::from_ptr(0x40 as *mut c_void);
+        let p = a.alloc(1234, 0, stream).unwrap();
+        assert_eq!(a.block(p).unwrap().size, 1234);
+        let before = FREED.load(Ordering::SeqCst);
+        let mut local = 0u8;
+        assert_eq!(
+            a.free(NonNull::from(&mut local).cast()),
+            Err(Error::ForeignPointer)
+        );
+        assert_eq!(
+            FREED.load(Ordering::SeqCst),
+            before,
+            "the plugin was not called"
+        );
+        a.free(p).unwrap();
+        assert_eq!(LAST_FREE_SIZE.load(Ordering::SeqCst), 1234);
+        assert_eq!(
+            LAST_FREE_STREAM.load(Ordering::SeqCst),
+            0x40,
+            "free gets alloc's stream"
+        );
+        let after = FREED.load(Ordering::SeqCst);
+        assert_eq!(a.free(p), Err(Error::DoubleFree));
+        assert_eq!(
+            FREED.load(Ordering::SeqCst),
+            after,
+            "the plugin was not called"
+        );
+        let s = a.stats();
+        assert_eq!(
+            (s.alloc_count, s.free_count, s.refused_free_count),
+            (1, 1, 2)
+        );
+        assert_eq!(s.allocated_bytes_current, 0);
+        assert_eq!(s.allocated_bytes_peak, 1234);
+    }
+
+    #[test]
+    fn null_from_the_plugin_is_an_error_and_counted() {
+        let a = allocator();
+        assert_eq!(
+            a.alloc(2 << 20, 3, None),
+            Err(Error::AllocatorReturnedNull {
+                allocator: "pluggable",
+                size: 2 << 20,
+                device: 3
+            })
+        );
+        assert_eq!(a.stats().failed_alloc_count, 1);
+        assert_eq!(a.live_blocks(), 0);
+        assert!(matches!(
+            a.alloc(usize::MAX, 0, None),
+            Err(Error::InvalidParam { param: "size", .. })
+        ));
+    }
+
+    #[test]
+    fn missing_hooks_behave_as_documented() {
+        let a = allocator();
+        a.init();
+        a.empty_cache();
+        assert!(matches!(
+            a.set_memory_fraction(0.5, 0),
+            Err(Error::NotSupported { .. })
+        ));
+        assert!(matches!(
+            a.set_memory_fraction(1.5, 0),
+            Err(Error::InvalidParam { .. })
+        ));
+    }
+}

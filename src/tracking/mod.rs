@@ -1,0 +1,166 @@
+//! The allocator sanitizer: a thin layer between a runtime and the
+//! allocators users register, recording every block and checking every call.
+//!
+//! # Turning it on
+//! Off by default. `ACLALLOC_TRACK=1` in the environment turns it on when the
+//! library loads; `aclallocTrackingSetEnabled(1)` from C, or [`set_enabled`],
+//! turns it on at any time (registrations made before that are tracked once
+//! the runtime next looks them up through `aclrtAllocatorGetByStream`; in
+//! front of a real runtime, only registrations made after it are tracked on
+//! the runtime's internal path, so turn it on before registering).
+//!
+//! # How allocations reach it
+//! With tracking on, `aclrtAllocatorGetByStream` hands out a tracking object
+//! and the tracking callbacks ([`TrackObj::callbacks`]) instead of the user's;
+//! `*allocatorDesc` stays the user's descriptor. Each tracking callback calls
+//! the user's function with the user's object and returns its result, so a
+//! runtime sees the same behaviour. In front of a real runtime the same
+//! object and callbacks are also what `aclrtAllocatorRegister` registers with
+//! it, so its executor's internal table goes through the layer too. The host
+//! runtime's launches take the stream's callbacks through [`callbacks_for`].
+//!
+//! # What it records and detects
+//! Per block: size, stream, time, address. Per allocator object: the pool's
+//! statistics (`allocation`, `allocated_bytes`: current, peak, allocated,
+//! freed). Faults ([`Fault`]), each with stream, allocator and size: free of
+//! a block the allocator never handed out, double free, getAddrFromBlock
+//! returning NULL, two live blocks whose address ranges overlap, memory freed
+//! on one stream handed to another stream before the first was synchronized,
+//! two streams inside one allocator object at once, and blocks still live at
+//! unregister, at stream destruction and at exit.
+//!
+//! # Reports
+//! [`report_text`] (also written at exit, to stderr or to the file named by
+//! `ACLALLOC_TRACK_REPORT`) and [`snapshot_json`] (written at exit to the file
+//! named by `ACLALLOC_TRACK_JSON`, or on request with
+//! `aclallocTrackingWriteSnapshot`). In file names, `%p` becomes the process
+//! id.
+
+mod clock;
+pub mod events;
+mod exit;
+mod report;
+mod shim;
+mod snapshot;
+mod state;
+mod stats;
+mod syncclock;
+mod tracker;
+
+pub use events::{Event, Fault, LeakSeen};
+pub(crate) use exit::report_at_exit;
+pub use exit::{expand as expand_path, init_from_env, write_exit_reports};
+pub use report::report_text;
+pub use shim::{track_alloc, track_alloc_advise, track_free, track_get_addr};
+pub use snapshot::snapshot_json;
+pub use stats::{AllocatorStats, Stat};
+pub use tracker::TrackObj;
+
+use crate::core::descriptor::Callbacks;
+use crate::registry::{Registration, StreamKey};
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracker::tracker;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Set once tracking was ever on: from then on the hooks below keep the
+/// records current (blocks recorded while it was on may be freed or checked
+/// later); before, they cost nothing.
+static EVER_ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// True when tracking is on.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Turns tracking on or off for lookups from now on.
+pub fn set_enabled(on: bool) {
+    if on {
+        EVER_ENABLED.store(true, Ordering::Relaxed);
+    }
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+#[inline]
+fn ever_enabled() -> bool {
+    EVER_ENABLED.load(Ordering::Relaxed)
+}
+
+/// The tracking object and callbacks for `registration` on `stream`: found
+/// without locking or allocating once the pair has been seen.
+#[inline]
+pub fn tracked_callbacks(stream: StreamKey, registration: &Registration) -> Callbacks {
+    tracker().object(stream, registration).callbacks()
+}
+
+/// What a runtime should call to allocate on `stream`: the tracking
+/// callbacks when tracking is on, the user's otherwise.
+#[inline]
+pub fn callbacks_for(stream: StreamKey, registration: &Registration) -> Callbacks {
+    if enabled() {
+        tracked_callbacks(stream, registration)
+    } else {
+        registration.callbacks
+    }
+}
+
+/// The registration of `stream` ended (`old`, if it had one): blocks still
+/// live that were allocated on it are reported as leaks.
+pub fn registration_ended(stream: StreamKey, old: Option<&Registration>, seen: LeakSeen) {
+    if !ever_enabled() {
+        return;
+    }
+    tracker().forget_stream(stream);
+    let Some(old) = old else { return };
+    let allocator = old.callbacks.obj.as_ptr() as usize;
+    if let Some(state) = tracker().state_of(allocator) {
+        if let Some(mut inside) = state.enter(state::NOT_A_STREAM) {
+            inside.report_leaks(allocator, Some(stream.get().get()), seen);
+        }
+    }
+}
+
+/// `stream` was synchronized: memory freed on it may go to other streams.
+pub fn stream_synchronized(stream: StreamKey) {
+    if ever_enabled() {
+        syncclock::stream_synchronized(stream.get().get());
+    }
+}
+
+/// The whole device was synchronized (or reset).
+pub fn device_synchronized() {
+    if ever_enabled() {
+        syncclock::device_synchronized();
+    }
+}
+
+/// `stream` was destroyed: its work is complete, its registration is gone.
+pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
+    if !ever_enabled() {
+        return;
+    }
+    syncclock::stream_destroyed(stream.get().get());
+    registration_ended(stream, old, LeakSeen::StreamDestroy);
+}
+
+/// The statistics of one user allocator object, if it was ever tracked.
+pub fn allocator_stats(allocator: *mut std::ffi::c_void) -> Option<AllocatorStats> {
+    let state = tracker().state_of(allocator as usize)?;
+    let inside = state.enter_for_report(state::REPORT_PATIENCE)?;
+    Some(inside.stats)
+}
+
+/// Every event so far (the first [`events::EVENT_CAPACITY`]), oldest first,
+/// and how many more were dropped.
+pub fn faults() -> (Vec<Event>, u64) {
+    events::events()
+}
+
+/// Reports every block still live as a leak (what happens at exit).
+pub fn report_leaks_now() {
+    for state in tracker().states() {
+        if let Some(mut inside) = state.enter_for_report(state::REPORT_PATIENCE) {
+            inside.report_leaks(state.allocator, None, LeakSeen::Exit);
+        }
+    }
+}

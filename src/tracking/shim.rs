@@ -1,0 +1,194 @@
+//! The tracking callbacks: C functions with the user's signatures that call
+//! the user's functions and record what they did.
+//!
+//! They behave exactly like the user's: same arguments in, same result out,
+//! every call passed through, faults included (the layer observes, it does
+//! not fix). The runtime passes back the object it was given, a
+//! [`TrackObj`]; that is the only pointer these functions dereference.
+//!
+//! No panic may unwind into the runtime that calls these. The bookkeeping on
+//! the common path cannot panic (no indexing or unwrapping; the maps only
+//! abort, on out-of-memory), and is not wrapped in `catch_unwind`, which
+//! measurably costs on every call; the rarer paths that do more (recording a
+//! fault, checking an address range, pruning) catch panics themselves.
+//!
+//! getAddrFromBlock has no allocator argument, so it finds the block's record
+//! through the calling thread's last allocation (the runtime asks for the
+//! address right after alloc, on the same thread), and otherwise by looking
+//! the block up in every allocator record.
+
+use super::events::{record, Fault};
+use super::state::{AllocState, NOT_A_STREAM};
+use super::tracker::{tracker, TrackObj};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+thread_local! {
+    /// The block this thread allocated last, the record it is in, and the
+    /// user's getAddrFromBlock that serves it.
+    static LAST: Cell<(usize, *const AllocState, usize)> =
+        const { Cell::new((0, std::ptr::null(), 0)) };
+}
+
+/// The getAddrFromBlock of the newest registration, for blocks no record
+/// knows (the call must still return what the user's function would).
+pub(crate) static FALLBACK_GET_ADDR: AtomicUsize = AtomicUsize::new(0);
+
+/// # Safety
+/// `obj` must be a pointer from [`TrackObj::callbacks`].
+#[inline(always)]
+unsafe fn object<'a>(obj: *mut c_void) -> &'a TrackObj {
+    // SAFETY: the caller's contract; tracking objects are never freed.
+    unsafe { &*(obj as *const TrackObj) }
+}
+
+/// The tracking alloc: the user's alloc, then the block is recorded.
+///
+/// # Safety
+/// As the user's alloc, with `obj` a tracking object.
+pub unsafe extern "C" fn track_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the function's contract.
+    let t = unsafe { object(obj) };
+    let user = &t.registration.callbacks;
+    let stream = t.stream.get().get();
+    let Some(mut inside) = t.state.enter(stream) else {
+        // SAFETY: the user's function with the user's object.
+        return unsafe { (user.alloc)(user.obj.as_ptr(), size) };
+    };
+    // SAFETY: the user's function with the user's object.
+    let block = unsafe { (user.alloc)(user.obj.as_ptr(), size) };
+    inside.on_alloc(
+        t.state.allocator,
+        block as usize,
+        size,
+        stream,
+        user.get_addr_from_block as usize,
+    );
+    drop(inside);
+    remember(block, t);
+    block
+}
+
+/// The tracking allocAdvise; handed out only when the user has one.
+///
+/// # Safety
+/// As the user's allocAdvise, with `obj` a tracking object.
+pub unsafe extern "C" fn track_alloc_advise(
+    obj: *mut c_void,
+    size: usize,
+    addr: *mut c_void,
+) -> *mut c_void {
+    // SAFETY: the function's contract.
+    let t = unsafe { object(obj) };
+    let user = &t.registration.callbacks;
+    let Some(advise) = user.alloc_advise else {
+        // SAFETY: as track_alloc.
+        return unsafe { track_alloc(obj, size) };
+    };
+    let stream = t.stream.get().get();
+    let Some(mut inside) = t.state.enter(stream) else {
+        // SAFETY: the user's function with the user's object.
+        return unsafe { advise(user.obj.as_ptr(), size, addr) };
+    };
+    // SAFETY: the user's function with the user's object.
+    let block = unsafe { advise(user.obj.as_ptr(), size, addr) };
+    inside.on_alloc(
+        t.state.allocator,
+        block as usize,
+        size,
+        stream,
+        user.get_addr_from_block as usize,
+    );
+    drop(inside);
+    remember(block, t);
+    block
+}
+
+#[inline(always)]
+fn remember(block: *mut c_void, t: &TrackObj) {
+    let get_addr = t.registration.callbacks.get_addr_from_block as usize;
+    let _ = LAST.try_with(|last| last.set((block as usize, t.state, get_addr)));
+}
+
+/// The tracking free: the user's free, then the block is marked freed.
+///
+/// # Safety
+/// As the user's free, with `obj` a tracking object.
+pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
+    // SAFETY: the function's contract.
+    let t = unsafe { object(obj) };
+    let user = &t.registration.callbacks;
+    let stream = t.stream.get().get();
+    let Some(mut inside) = t.state.enter(stream) else {
+        // SAFETY: the user's function with the user's object.
+        return unsafe { (user.free)(user.obj.as_ptr(), block) };
+    };
+    // SAFETY: the user's function with the user's object.
+    unsafe { (user.free)(user.obj.as_ptr(), block) };
+    inside.on_free(t.state.allocator, block as usize, stream);
+}
+
+/// The tracking getAddrFromBlock: the user's function of the allocator that
+/// handed the block out, then the address is checked and recorded.
+///
+/// # Safety
+/// As the user's getAddrFromBlock.
+pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
+    let key = block as usize;
+    let cached = LAST
+        .try_with(|last| last.get())
+        .ok()
+        .filter(|&(b, s, _)| b == key && !s.is_null());
+    if let Some((_, state, get_addr)) = cached {
+        // The block this thread just allocated: its allocator and function
+        // are known without a lookup. SAFETY: records are never freed, and
+        // `get_addr` was stored from the user's function pointer.
+        let state = unsafe { &*state };
+        let get_addr: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(get_addr) };
+        // SAFETY: the user's function.
+        let address = unsafe { get_addr(block) };
+        if let Some(mut inside) = state.enter(NOT_A_STREAM) {
+            inside.on_get_addr(state.allocator, key, address as usize);
+        }
+        return address;
+    }
+    if let Some(state) = find_state(key) {
+        if let Some(mut inside) = state.enter(NOT_A_STREAM) {
+            if let Some(get_addr) = inside.get_addr_of(key) {
+                // SAFETY: the user's getAddrFromBlock that served this block
+                // was stored from a function pointer of this type.
+                let get_addr: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(get_addr) };
+                // SAFETY: the user's function.
+                let address = unsafe { get_addr(block) };
+                inside.on_get_addr(state.allocator, key, address as usize);
+                return address;
+            }
+        }
+    }
+    unknown_block(block)
+}
+
+fn find_state(block: usize) -> Option<&'static AllocState> {
+    tracker().states().into_iter().find(|s| {
+        s.enter(NOT_A_STREAM)
+            .is_some_and(|inside| inside.blocks.contains_key(&block))
+    })
+}
+
+#[cold]
+fn unknown_block(block: *mut c_void) -> *mut c_void {
+    record(Fault::UnknownBlock {
+        allocator: 0,
+        block: block as usize,
+    });
+    match FALLBACK_GET_ADDR.load(Ordering::Acquire) {
+        0 => std::ptr::null_mut(),
+        f => {
+            // SAFETY: stored from a GetAddrFromBlockFn.
+            let f: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(f) };
+            // SAFETY: the user's function.
+            unsafe { f(block) }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Per-allocator statistics, in the shape of the pool's (PyTorch's
+//! `memory_stats` keys), with the pool's `Stat`: each counter has
+//! `current`, `peak`, `allocated` and `freed`.
+
+/// One statistic: the pool's own type (`aclallocStat` in C), so that the
+/// tracking layer's figures read exactly like the pool's.
+pub use crate::pool::Stat;
+
+/// Adding and removing, as the pool's bookkeeping does (written out here so
+/// that it inlines into the tracking callbacks).
+pub(crate) trait Count {
+    fn add(&mut self, amount: u64);
+    fn sub(&mut self, amount: u64);
+}
+
+impl Count for Stat {
+    #[inline]
+    fn add(&mut self, amount: u64) {
+        let amount = amount as i64;
+        self.current += amount;
+        self.allocated += amount;
+        if self.current > self.peak {
+            self.peak = self.current;
+        }
+    }
+
+    #[inline]
+    fn sub(&mut self, amount: u64) {
+        let amount = amount as i64;
+        self.current -= amount;
+        self.freed += amount;
+    }
+}
+
+/// What the tracking layer counts for one allocator object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    /// Blocks (`allocation` in PyTorch's keys).
+    pub allocation: Stat,
+    /// Bytes requested from alloc (`allocated_bytes`).
+    pub allocated_bytes: Stat,
+    /// Calls of alloc that returned NULL.
+    pub num_alloc_failures: u64,
+}
+
+impl AllocatorStats {
+    /// The flat key/value form, with the pool's key names.
+    pub fn flat(&self) -> Vec<(String, i64)> {
+        let mut out = Vec::with_capacity(9);
+        for (name, s) in [
+            ("allocation", &self.allocation),
+            ("allocated_bytes", &self.allocated_bytes),
+        ] {
+            out.push((format!("{name}.all.current"), s.current));
+            out.push((format!("{name}.all.peak"), s.peak));
+            out.push((format!("{name}.all.allocated"), s.allocated));
+            out.push((format!("{name}.all.freed"), s.freed));
+        }
+        out.push(("num_alloc_failures".into(), self.num_alloc_failures as i64));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_follows_current_and_totals_accumulate() {
+        let mut s = Stat::default();
+        s.add(10);
+        s.add(5);
+        s.sub(10);
+        s.add(2);
+        assert_eq!(
+            s,
+            Stat {
+                current: 7,
+                peak: 15,
+                allocated: 17,
+                freed: 10
+            }
+        );
+    }
+}

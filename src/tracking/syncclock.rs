@@ -1,0 +1,77 @@
+//! Which streams have been synchronized since a block was freed.
+//!
+//! A global generation counter ticks on every synchronization. A free records
+//! the current generation (one relaxed load on the hot path); the freeing
+//! stream counts as synchronized since then once its last synchronization, or
+//! a device-wide one, has a later generation. The per-stream map is only
+//! written by synchronizations and only read when memory freed on one stream
+//! turns up on another, so the hot path never takes its lock.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+static DEVICE_SYNCED: AtomicU64 = AtomicU64::new(0);
+static STREAM_SYNCED: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
+
+/// The generation a free records.
+#[inline]
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+fn tick() -> u64 {
+    GENERATION.fetch_add(1, Ordering::AcqRel) + 1
+}
+
+/// `stream` finished all work submitted so far.
+pub fn stream_synchronized(stream: usize) {
+    let generation = tick();
+    let mut map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+    map.get_or_insert_with(HashMap::new)
+        .insert(stream, generation);
+}
+
+/// Every stream finished all work submitted so far.
+pub fn device_synchronized() {
+    let generation = tick();
+    DEVICE_SYNCED.fetch_max(generation, Ordering::AcqRel);
+}
+
+/// `stream` is gone: its work is finished and its record can go.
+pub fn stream_destroyed(stream: usize) {
+    // The synchronization record must outlive the stream: blocks freed on it
+    // may still be checked later. A destroyed stream's work is complete, so
+    // it counts as synchronized at this generation.
+    stream_synchronized(stream);
+}
+
+/// True when `stream` was synchronized after a free that recorded `freed_at`.
+pub(crate) fn synchronized_since(stream: usize, freed_at: u64) -> bool {
+    if DEVICE_SYNCED.load(Ordering::Acquire) > freed_at {
+        return true;
+    }
+    let map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+    map.as_ref()
+        .and_then(|m| m.get(&stream))
+        .is_some_and(|&g| g > freed_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_counts_as_synchronized_only_after_a_later_sync() {
+        let s = 0x5151_0000;
+        let freed_at = generation();
+        assert!(!synchronized_since(s, freed_at));
+        stream_synchronized(s + 8);
+        assert!(!synchronized_since(s, freed_at), "another stream's sync");
+        stream_synchronized(s);
+        assert!(synchronized_since(s, freed_at));
+        let later = generation();
+        assert!(!synchronized_since(s, later));
+    }
+}

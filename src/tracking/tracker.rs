@@ -1,0 +1,169 @@
+//! The tracking objects handed out in place of the user's allocator, and the
+//! process-wide table of them.
+//!
+//! A [`TrackObj`] stands for one registration on one stream: it knows the
+//! stream (the allocator callbacks do not say which stream calls them), the
+//! user's callbacks it wraps, and the record of the user's allocator object.
+//! Tracking objects are interned by (stream, registration) and never freed:
+//! a runtime may keep the object pointer for as long as it likes, and
+//! re-registering the same allocator on the same stream finds the same one,
+//! so their number is bounded by the distinct registrations a process makes.
+
+use super::shim;
+use super::state::AllocState;
+use crate::core::descriptor::{AllocatorObj, Callbacks};
+use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Mutex, OnceLock};
+
+/// The allocator object the tracking callbacks receive.
+pub struct TrackObj {
+    pub(crate) stream: StreamKey,
+    pub(crate) registration: Registration,
+    pub(crate) state: &'static AllocState,
+}
+
+impl TrackObj {
+    /// The callbacks a runtime is given for this registration: this object
+    /// and the tracking functions, with allocAdvise only when the user has one.
+    pub fn callbacks(&'static self) -> Callbacks {
+        Callbacks {
+            obj: AllocatorObj::new(self as *const TrackObj as *mut c_void)
+                .expect("a reference is never NULL"),
+            alloc: shim::track_alloc,
+            free: shim::track_free,
+            alloc_advise: self
+                .registration
+                .callbacks
+                .alloc_advise
+                .map(|_| shim::track_alloc_advise as crate::AllocAdviseFn),
+            get_addr_from_block: shim::track_get_addr,
+        }
+    }
+
+    fn serves(&self, registration: &Registration) -> bool {
+        self.registration.descriptor == registration.descriptor
+            && self.registration.callbacks.same_as(&registration.callbacks)
+    }
+}
+
+/// A stream's current tracking object, as one word in a [`SeqTable`].
+#[derive(Clone, Copy)]
+struct TrackRef(&'static TrackObj);
+
+// SAFETY: the first word is the address of a leaked `TrackObj` (never freed),
+// and `unpack` only sees words `pack` produced.
+unsafe impl Packed for TrackRef {
+    fn pack(&self) -> [usize; VALUE_WORDS] {
+        let mut words = [0; VALUE_WORDS];
+        words[0] = self.0 as *const TrackObj as usize;
+        words
+    }
+    unsafe fn unpack(words: [usize; VALUE_WORDS]) -> Self {
+        // SAFETY: see the impl.
+        TrackRef(unsafe { &*(words[0] as *const TrackObj) })
+    }
+}
+
+// SAFETY: a `TrackObj` is immutable after creation; its state is Sync.
+unsafe impl Send for TrackRef {}
+
+type InternKey = (usize, [usize; VALUE_WORDS]);
+
+#[derive(Default)]
+struct Slow {
+    objects: HashMap<InternKey, &'static TrackObj>,
+    states: HashMap<usize, &'static AllocState>,
+    /// In order of creation, for reports.
+    order: Vec<&'static AllocState>,
+}
+
+pub(crate) struct Tracker {
+    by_stream: SeqTable<TrackRef>,
+    slow: Mutex<Slow>,
+}
+
+pub(crate) fn tracker() -> &'static Tracker {
+    static TRACKER: OnceLock<Tracker> = OnceLock::new();
+    TRACKER.get_or_init(|| Tracker {
+        by_stream: SeqTable::default(),
+        slow: Mutex::new(Slow::default()),
+    })
+}
+
+impl Tracker {
+    fn slow(&self) -> std::sync::MutexGuard<'_, Slow> {
+        self.slow.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tracking object for `registration` on `stream`: a lock-free,
+    /// allocation-free lookup once it exists.
+    #[inline]
+    pub(crate) fn object(
+        &self,
+        stream: StreamKey,
+        registration: &Registration,
+    ) -> &'static TrackObj {
+        if let Some(TrackRef(t)) = self.by_stream.get(stream.get()) {
+            if t.serves(registration) {
+                return t;
+            }
+        }
+        self.create(stream, registration)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn create(&self, stream: StreamKey, registration: &Registration) -> &'static TrackObj {
+        let mut slow = self.slow();
+        let key = (stream.get().get(), registration.pack());
+        let object = match slow.objects.get(&key) {
+            Some(&t) => t,
+            None => {
+                let allocator = registration.callbacks.obj.as_ptr() as usize;
+                let state = match slow.states.get(&allocator) {
+                    Some(&s) => s,
+                    None => {
+                        let s: &'static AllocState =
+                            Box::leak(Box::new(AllocState::new(allocator)));
+                        slow.states.insert(allocator, s);
+                        slow.order.push(s);
+                        s
+                    }
+                };
+                if let Some(mut inside) = state.enter(super::state::NOT_A_STREAM) {
+                    inside.note_stream(stream.get().get());
+                }
+                let t: &'static TrackObj = Box::leak(Box::new(TrackObj {
+                    stream,
+                    registration: *registration,
+                    state,
+                }));
+                slow.objects.insert(key, t);
+                shim::FALLBACK_GET_ADDR.store(
+                    registration.callbacks.get_addr_from_block as usize,
+                    std::sync::atomic::Ordering::Release,
+                );
+                t
+            }
+        };
+        self.by_stream.insert(stream.get(), TrackRef(object));
+        object
+    }
+
+    /// The record of a user allocator object, if it was ever tracked.
+    pub(crate) fn state_of(&self, allocator: usize) -> Option<&'static AllocState> {
+        self.slow().states.get(&allocator).copied()
+    }
+
+    /// Every allocator record, oldest first.
+    pub(crate) fn states(&self) -> Vec<&'static AllocState> {
+        self.slow().order.clone()
+    }
+
+    /// Forgets which tracking object serves `stream` (its registration ended).
+    pub(crate) fn forget_stream(&self, stream: StreamKey) {
+        self.by_stream.remove(stream.get());
+    }
+}

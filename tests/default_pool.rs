@@ -1,0 +1,119 @@
+//! The default allocator as it comes: the caching pool, serving workspaces
+//! of launches on streams without a registration from two threads, and the
+//! raw functions. Its own process: the default allocator is process-wide.
+
+use aclalloc::core::error::*;
+use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::default_allocator::*;
+use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::launch::aclallocLaunchKernel;
+use aclalloc::ffi::plugin::aclallocAllocatorStats;
+use aclalloc::ffi::pool::aclallocPoolGetStat;
+use aclalloc::ffi::runtime::*;
+use std::ffi::{c_void, CStr};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static RAN: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn kernel(workspace: *mut c_void, size: usize, _: *mut c_void) {
+    unsafe { std::ptr::write_bytes(workspace as *mut u8, 0xA7, size) };
+    RAN.fetch_add(1, Ordering::SeqCst);
+}
+
+fn stat(pool: *mut c_void, key: &CStr) -> i64 {
+    let mut v = -1;
+    assert_eq!(
+        unsafe { aclallocPoolGetStat(pool, key.as_ptr(), &mut v) },
+        ACL_SUCCESS
+    );
+    v
+}
+
+#[test]
+fn the_pool_serves_unregistered_streams_by_default() {
+    std::env::remove_var("ACLALLOC_DEFAULT_ALLOCATOR");
+    assert_eq!(unsafe { aclInit(std::ptr::null()) }, ACL_SUCCESS);
+    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
+    let name = unsafe { CStr::from_ptr(aclallocGetDefaultAllocatorName()) };
+    assert_eq!(name.to_str().unwrap(), "pool");
+    let mut obj = null_mut();
+    assert_eq!(
+        unsafe { aclallocGetDefaultAllocator(&mut obj) },
+        ACL_ERROR_UNINITIALIZE
+    );
+    assert!(obj.is_null());
+    let _ = aclGetRecentErrMsg();
+
+    let mut ctx = null_mut();
+    assert_eq!(unsafe { aclrtGetCurrentContext(&mut ctx) }, ACL_SUCCESS);
+    let ctx = ctx as usize;
+    const LAUNCHES: usize = 600;
+    let sizes = [512usize, 70_000, 1 << 20];
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                assert_eq!(
+                    unsafe { aclrtSetCurrentContext(ctx as *mut c_void) },
+                    ACL_SUCCESS
+                );
+                let mut s = null_mut();
+                assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
+                for i in 0..LAUNCHES {
+                    let rc =
+                        unsafe { aclallocLaunchKernel(s, sizes[i % 3], Some(kernel), null_mut()) };
+                    assert_eq!(rc, ACL_SUCCESS);
+                }
+                assert_eq!(unsafe { aclrtSynchronizeStream(s) }, ACL_SUCCESS);
+                assert_eq!(unsafe { aclrtDestroyStream(s) }, ACL_SUCCESS);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(RAN.load(Ordering::SeqCst), 2 * LAUNCHES);
+
+    let mut st = aclallocAllocatorStats::default();
+    assert_eq!(unsafe { aclallocDefaultGetStats(&mut st) }, ACL_SUCCESS);
+    let n = 2 * LAUNCHES as u64;
+    assert_eq!((st.allocCount, st.freeCount, st.activeCount), (n, n, 0));
+
+    // The pool behind it: cached, so far fewer device allocations than
+    // launches (workspaces of the default allocator go back after their
+    // kernel, so as many are live as launches are pending).
+    assert_eq!(
+        unsafe { aclallocGetDefaultAllocator(&mut obj) },
+        ACL_SUCCESS
+    );
+    assert_eq!(stat(obj, c"allocation.all.allocated"), n as i64);
+    assert_eq!(stat(obj, c"allocation.all.current"), 0);
+    let device_allocs = stat(obj, c"num_device_alloc");
+    assert!(
+        (1..n as i64 / 4).contains(&device_allocs),
+        "{device_allocs} device allocations for {n} workspaces"
+    );
+
+    // In use: no swap.
+    let desc = aclrtAllocatorCreateDesc();
+    assert_eq!(
+        aclallocSetDefaultAllocator(desc),
+        ACL_ERROR_INVALID_PARAM,
+        "incomplete"
+    );
+    let _ = aclGetRecentErrMsg();
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
+
+    // The raw functions use the same pool.
+    let mut p = null_mut();
+    assert_eq!(
+        unsafe { aclallocDefaultMalloc(&mut p, 1000, null_mut()) },
+        ACL_SUCCESS
+    );
+    assert_eq!(p as usize % 512, 0);
+    assert_eq!(stat(obj, c"allocation.all.current"), 1);
+    assert_eq!(aclallocDefaultFree(p), ACL_SUCCESS);
+    assert_eq!(stat(obj, c"allocation.all.current"), 0);
+    assert_eq!(aclrtResetDevice(0), ACL_SUCCESS);
+    assert_eq!(aclFinalize(), ACL_SUCCESS);
+}

@@ -1,0 +1,443 @@
+//! `aclalloc run` in front of a stand-in vendor runtime (tests/vendor): the
+//! application behaves as without the library, the vendor's executor calls
+//! the user's allocator through both of its paths, the report counts those
+//! allocations, and each injected fault is reported once with its stream and
+//! size. The same application linked against libaclalloc alone (its host
+//! runtime) runs, and under `aclalloc run` reports the same.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+struct Built {
+    /// Linked against the stand-in vendor runtime.
+    app: PathBuf,
+    /// The same source linked against libaclalloc alone.
+    alone: PathBuf,
+    dir: PathBuf,
+}
+
+/// Builds the stand-in vendor runtime and the application linked against it
+/// (once per test run).
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = common::scratch("interpose");
+        let vendor = common::root().join("tests/vendor");
+        let include = common::root().join("include");
+        let cc = |args: &[&std::ffi::OsStr]| {
+            let status = Command::new("cc")
+                .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g"])
+                .arg("-I")
+                .arg(&include)
+                .arg("-I")
+                .arg(&vendor)
+                .args(args)
+                .status()
+                .expect("run cc");
+            assert!(status.success(), "cc failed: {args:?}");
+        };
+        let lib = dir.join("libfakeascendcl.so");
+        cc(&[
+            "-fPIC".as_ref(),
+            "-shared".as_ref(),
+            vendor.join("libfakeascendcl.c").as_os_str(),
+            "-o".as_ref(),
+            lib.as_os_str(),
+            "-ldl".as_ref(),
+            "-lpthread".as_ref(),
+        ]);
+        let app = dir.join("alloc_app");
+        let rpath = format!("-Wl,-rpath,{}", dir.display());
+        let libdir = format!("-L{}", dir.display());
+        cc(&[
+            vendor.join("alloc_app.c").as_os_str(),
+            "-o".as_ref(),
+            app.as_os_str(),
+            libdir.as_ref(),
+            "-lfakeascendcl".as_ref(),
+            rpath.as_ref(),
+            "-ldl".as_ref(),
+            "-lpthread".as_ref(),
+        ]);
+        let alone = dir.join("alloc_app_alone");
+        let aclalloc_dir = format!("-L{}", common::lib_dir().display());
+        let aclalloc_rpath = format!("-Wl,-rpath,{}", common::lib_dir().display());
+        cc(&[
+            vendor.join("alloc_app.c").as_os_str(),
+            "-o".as_ref(),
+            alone.as_os_str(),
+            aclalloc_dir.as_ref(),
+            "-laclalloc".as_ref(),
+            aclalloc_rpath.as_ref(),
+            "-ldl".as_ref(),
+            "-lpthread".as_ref(),
+        ]);
+        Built { app, alone, dir }
+    })
+}
+
+fn aclalloc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_aclalloc"))
+}
+
+fn direct(mode: &str) -> Output {
+    direct_run(&built().app, mode)
+}
+
+fn direct_run(app: &std::path::Path, mode: &str) -> Output {
+    Command::new(app)
+        .arg(mode)
+        .env_remove("LD_PRELOAD")
+        .env_remove("ACLALLOC_TRACK")
+        .output()
+        .expect("run the application")
+}
+
+fn under_aclalloc(mode: &str, options: &[&str]) -> Output {
+    run_under_aclalloc(&built().app, mode, options)
+}
+
+fn run_under_aclalloc(app: &std::path::Path, mode: &str, options: &[&str]) -> Output {
+    aclalloc()
+        .arg("run")
+        .args(options)
+        .arg("--")
+        .arg(app)
+        .arg(mode)
+        .output()
+        .expect("run aclalloc")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// stdout without the `#` lines (handles, which differ between runs).
+fn behaviour(out: &Output) -> String {
+    text(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `# stream1=.. stream2=.. allocator=..` line.
+fn handles(out: &Output) -> (String, String, String) {
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("# stream1="))
+        .expect("the handles line");
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .expect("field")
+            .to_string()
+    };
+    (field("stream1="), field("stream2="), field("allocator="))
+}
+
+fn fault_lines(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter(|l| l.starts_with("==aclalloc== fault "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn vendor_counters(out: &Output) -> String {
+    text(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("vendor executor:"))
+        .expect("vendor counters")
+        .to_string()
+}
+
+#[test]
+fn the_application_behaves_as_without_the_library_and_the_report_counts_its_allocations() {
+    let plain = direct("clean");
+    assert!(plain.status.success(), "{}", text(&plain.stdout));
+    let tracked = under_aclalloc("clean", &[]);
+    let report = text(&tracked.stderr);
+    assert!(
+        tracked.status.success(),
+        "{}\n{report}",
+        text(&tracked.stdout)
+    );
+    assert_eq!(behaviour(&plain), behaviour(&tracked));
+    assert!(behaviour(&tracked).contains("result: ok"));
+
+    // The vendor executor went through both of its paths and called the
+    // user's allocator each time: the user's counters equal the vendor's.
+    let stdout = text(&tracked.stdout);
+    assert!(
+        stdout.contains("vendor executor: internal=20 exported=20 allocs=40 frees=40 get_addrs=40"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("user allocator: allocs=40 frees=40 get_addrs=40 bad_frees=0 live=0"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("get_by_stream: the user's descriptor: yes"));
+
+    // The report saw all 40, on both streams, for the user's allocator.
+    let (s1, s2, allocator) = handles(&tracked);
+    assert!(
+        report.contains(&format!("allocator {allocator} on stream(s) {s1}, {s2}")),
+        "{report}"
+    );
+    assert!(
+        report.contains("totals: allocations=40 frees=40 live=0 faults=0"),
+        "{report}"
+    );
+    assert!(fault_lines(&report).is_empty(), "{report}");
+}
+
+#[test]
+fn each_injected_fault_is_reported_once_with_its_stream_and_size() {
+    // mode, fault kind, which stream, size
+    let cases = [
+        ("leak", "leak", 1, "3000"),
+        ("double-free", "double-free", 2, "2000"),
+        ("unknown-free", "free-of-unknown-block", 1, "unknown"),
+        (
+            "cross-stream",
+            "cross-stream-reuse-before-synchronize",
+            2,
+            "8192",
+        ),
+        ("overlap", "overlapping-blocks", 1, "4096"),
+        ("null-address", "null-address", 1, "1024"),
+        ("leak-at-exit", "leak", 2, "5000"),
+    ];
+    let builds = [("vendor", &built().app), ("alone", &built().alone)];
+    for ((mode, kind, stream, size), (build, app)) in
+        cases.into_iter().flat_map(|case| builds.map(|b| (case, b)))
+    {
+        let plain = direct_run(app, mode);
+        let tracked = run_under_aclalloc(app, mode, &[]);
+        let report = text(&tracked.stderr);
+        let mode = format!("{mode} ({build})");
+        assert!(plain.status.success(), "{mode}: {}", text(&plain.stdout));
+        assert!(tracked.status.success(), "{mode}: {report}");
+        assert_eq!(behaviour(&plain), behaviour(&tracked), "{mode}");
+        assert_eq!(
+            vendor_counters(&plain),
+            vendor_counters(&tracked),
+            "{mode}: the vendor did the same work"
+        );
+        let (s1, s2, allocator) = handles(&tracked);
+        let stream = if stream == 1 { s1 } else { s2 };
+        let faults = fault_lines(&report);
+        assert_eq!(faults.len(), 1, "{mode}: exactly one fault\n{report}");
+        let line = &faults[0];
+        assert!(line.contains(&format!("fault {kind}: ")), "{mode}: {line}");
+        assert!(
+            line.contains(&format!("stream={stream} ")),
+            "{mode}: {line}"
+        );
+        assert!(
+            line.contains(&format!("size={size} ")) || line.ends_with(&format!("size={size}")),
+            "{mode}: {line}"
+        );
+        assert!(
+            line.contains(&format!("allocator={allocator} ")),
+            "{mode}: {line}"
+        );
+    }
+}
+
+#[test]
+fn the_same_application_runs_on_the_library_alone() {
+    let plain = direct_run(&built().alone, "clean");
+    let stdout = text(&plain.stdout);
+    assert!(plain.status.success(), "{stdout}{}", text(&plain.stderr));
+    assert!(stdout.contains("result: ok"), "{stdout}");
+    assert!(stdout.contains("vendor executor: none"), "{stdout}");
+    assert!(
+        stdout.contains("user allocator: allocs=40 frees=40 get_addrs=40 bad_frees=0 live=0"),
+        "the host runtime's launches used the user's allocator: {stdout}"
+    );
+    // Preloading the library the program already uses: one copy, tracking on.
+    let tracked = run_under_aclalloc(&built().alone, "clean", &[]);
+    let report = text(&tracked.stderr);
+    assert!(tracked.status.success(), "{report}");
+    assert_eq!(behaviour(&plain), behaviour(&tracked));
+    assert!(
+        report.contains("totals: allocations=40 frees=40 live=0 faults=0"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_destroyed_stream_handle_reused_by_the_runtime_inherits_nothing() {
+    let line = |out: &Output| {
+        text(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("# new stream"))
+            .expect("the stream-reuse line")
+            .to_string()
+    };
+    // The stand-in keeps the stale entry, as CANN does ...
+    let plain = direct("stream-reuse");
+    assert!(plain.status.success());
+    assert_eq!(
+        line(&plain),
+        "# new stream has the old handle: yes; inherits an allocator: yes"
+    );
+    // ... and with libaclalloc in front, its destroy drops the record.
+    for options in [&[][..], &["--no-track"][..]] {
+        let fronted = under_aclalloc("stream-reuse", options);
+        assert!(fronted.status.success(), "{}", text(&fronted.stderr));
+        assert_eq!(
+            line(&fronted),
+            "# new stream has the old handle: yes; inherits an allocator: no"
+        );
+        assert_eq!(behaviour(&plain), behaviour(&fronted));
+    }
+}
+
+#[test]
+fn a_descriptor_made_inside_the_runtime_is_read_back_and_tracked() {
+    let plain = direct("runtime-desc");
+    let tracked = under_aclalloc("runtime-desc", &[]);
+    let report = text(&tracked.stderr);
+    assert!(tracked.status.success(), "{report}");
+    assert_eq!(behaviour(&plain), behaviour(&tracked));
+    let stdout = text(&tracked.stdout);
+    assert!(
+        stdout.contains("runtime-made descriptor read back: yes"),
+        "{stdout}"
+    );
+    // 40 clean launches + 6 on the third stream, both executor paths.
+    assert!(
+        stdout.contains("vendor executor: internal=23 exported=23 allocs=46"),
+        "{stdout}"
+    );
+    assert!(
+        report.contains("totals: allocations=46 frees=46 live=0 faults=0"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_cross_stream_fault_names_the_stream_that_freed_the_memory() {
+    let tracked = under_aclalloc("cross-stream", &[]);
+    let (s1, _, _) = handles(&tracked);
+    let faults = fault_lines(&text(&tracked.stderr));
+    assert!(faults[0].contains(&format!("freed-on={s1} ")), "{faults:?}");
+}
+
+#[test]
+fn two_streams_inside_one_allocator_at_once_are_reported() {
+    let plain = direct("concurrent");
+    let tracked = under_aclalloc("concurrent", &[]);
+    let report = text(&tracked.stderr);
+    assert!(tracked.status.success(), "{report}");
+    assert_eq!(behaviour(&plain), behaviour(&tracked));
+    let (s1, s2, allocator) = handles(&tracked);
+    let concurrent: Vec<String> = fault_lines(&report)
+        .into_iter()
+        .filter(|l| l.contains("fault concurrent-use: "))
+        .collect();
+    assert_eq!(concurrent.len(), 1, "{report}");
+    let line = &concurrent[0];
+    assert!(line.contains(&format!("allocator={allocator} ")), "{line}");
+    assert!(line.contains(&s1) && line.contains(&s2), "{line}");
+}
+
+#[test]
+fn the_exit_code_passes_through_and_reports_can_go_to_files() {
+    let dir = built().dir.join("reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let report_file = dir.join("report.txt");
+    let json_file = dir.join("snapshot.json");
+    let tracked = under_aclalloc(
+        "exit:7",
+        &[
+            "--report",
+            report_file.to_str().unwrap(),
+            "--json",
+            json_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(tracked.status.code(), Some(7));
+    assert_eq!(text(&tracked.stderr), "", "the report went to the file");
+    let report = std::fs::read_to_string(&report_file).unwrap();
+    assert!(
+        report.contains("totals: allocations=40 frees=40 live=0 faults=0"),
+        "{report}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap()).unwrap();
+    assert_eq!(json["segments"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        json["allocators"][0]["stats"]["allocation"]["allocated"],
+        40
+    );
+}
+
+#[test]
+fn the_snapshot_holds_a_leaked_block_with_its_stream_and_size() {
+    let json_file = built().dir.join("leak.json");
+    let tracked = under_aclalloc("leak", &["--json", json_file.to_str().unwrap()]);
+    assert!(tracked.status.success());
+    let (s1, _, allocator) = handles(&tracked);
+    let number = |hex: &str| u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap()).unwrap();
+    let segments = json["segments"].as_array().unwrap();
+    assert_eq!(segments.len(), 1, "{json}");
+    let segment = &segments[0];
+    assert_eq!(segment["stream"], number(&s1));
+    assert_eq!(segment["allocator"], number(&allocator));
+    assert_eq!(segment["total_size"], 3000);
+    assert_eq!(segment["requested_size"], 3000);
+    let block = &segment["blocks"][0];
+    assert_eq!(block["size"], 3000);
+    assert_eq!(block["requested_size"], 3000);
+    assert_eq!(block["state"], "active_allocated");
+    assert!(block["address"].as_u64().unwrap() != 0);
+    let events = json["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["kind"], "leak");
+    assert_eq!(events[0]["seen_at"], "unregister");
+}
+
+#[test]
+fn without_tracking_the_library_forwards_and_reports_nothing() {
+    let plain = direct("clean");
+    let forwarded = under_aclalloc("clean", &["--no-track"]);
+    assert!(forwarded.status.success());
+    assert_eq!(behaviour(&plain), behaviour(&forwarded));
+    assert_eq!(vendor_counters(&plain), vendor_counters(&forwarded));
+    assert_eq!(text(&forwarded.stderr), "");
+}
+
+#[test]
+fn help_documents_the_command() {
+    let out = aclalloc().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for needle in [
+        "aclalloc run [OPTIONS] -- PROGRAM [ARGS...]",
+        "--report FILE",
+        "--json FILE",
+        "--no-track",
+        "ACLALLOC_TRACK=1",
+        "RTLD_NEXT",
+        "double-free",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}");
+    }
+    let bad = aclalloc().args(["run", "--bogus"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let missing = aclalloc()
+        .args(["run", "--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(127));
+}

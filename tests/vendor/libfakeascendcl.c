@@ -1,0 +1,274 @@
+/*
+ * A stand-in for CANN's libascendcl.so, for the interposition tests: the
+ * allocator API with CANN's semantics in its own table, streams, and an
+ * executor that takes operator workspaces from the stream's allocator the way
+ * CANN's does. One executor path reads the internal table (filled by
+ * aclrtAllocatorRegister); the other calls the exported
+ * aclrtAllocatorGetByStream, resolved dynamically, so that a library preloaded
+ * in front of this one answers it.
+ *
+ * CANN's semantics kept here: a descriptor is a plain struct the runtime
+ * allocates; registration copies it; GetByStream hands back the registered
+ * descriptor and its callbacks; destroying a stream does not drop its
+ * allocator entry.
+ */
+#define _GNU_SOURCE
+#include "fake_acl.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAKE_INVALID_PARAM 100000
+#define FAKE_MEMORY_ALLOCATION 207001
+#define MAX_ENTRIES 64
+
+typedef struct {
+    void *obj;
+    aclrtAllocatorAllocFunc alloc;
+    aclrtAllocatorFreeFunc free;
+    aclrtAllocatorAllocAdviseFunc advise;
+    aclrtAllocatorGetAddrFromBlockFunc get_addr;
+} fake_desc;
+
+typedef struct {
+    aclrtStream stream;
+    aclrtAllocatorDesc registered;
+    fake_desc copy;
+} fake_entry;
+
+typedef struct {
+    int id;
+    int live;
+} fake_stream;
+
+/* Streams come from a fixed pool, most recently destroyed first: a new
+ * stream often gets the handle of one just destroyed, as with CANN. */
+#define MAX_STREAMS 16
+static fake_stream stream_pool[MAX_STREAMS];
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_entry table[MAX_ENTRIES];
+static _Atomic uint64_t launches_internal, launches_exported, allocs, frees, get_addrs,
+    synchronizes;
+static _Atomic int next_stream_id = 1;
+static _Thread_local const char *last_error;
+
+static aclError fail(const char *message, aclError code) {
+    last_error = message;
+    return code;
+}
+
+aclError aclInit(const char *configPath) {
+    (void)configPath;
+    return ACL_SUCCESS;
+}
+aclError aclFinalize(void) { return ACL_SUCCESS; }
+aclError aclrtSetDevice(int32_t deviceId) {
+    return deviceId == 0 ? ACL_SUCCESS : fail("fake: no such device", 107001);
+}
+aclError aclrtResetDevice(int32_t deviceId) {
+    return deviceId == 0 ? ACL_SUCCESS : fail("fake: no such device", 107001);
+}
+
+const char *aclGetRecentErrMsg(void) {
+    const char *message = last_error;
+    last_error = NULL;
+    return message;
+}
+
+aclrtAllocatorDesc aclrtAllocatorCreateDesc(void) { return calloc(1, sizeof(fake_desc)); }
+
+aclError aclrtAllocatorDestroyDesc(aclrtAllocatorDesc desc) {
+    if (desc == NULL) return fail("fake: allocatorDesc is NULL", FAKE_INVALID_PARAM);
+    free(desc);
+    return ACL_SUCCESS;
+}
+
+#define SETTER(name, field, type)                                                        \
+    aclError name(aclrtAllocatorDesc desc, type value) {                                 \
+        if (desc == NULL || value == NULL)                                               \
+            return fail("fake: " #name " got a NULL", FAKE_INVALID_PARAM);               \
+        ((fake_desc *)desc)->field = value;                                              \
+        return ACL_SUCCESS;                                                              \
+    }
+SETTER(aclrtAllocatorSetObjToDesc, obj, aclrtAllocator)
+SETTER(aclrtAllocatorSetAllocFuncToDesc, alloc, aclrtAllocatorAllocFunc)
+SETTER(aclrtAllocatorSetFreeFuncToDesc, free, aclrtAllocatorFreeFunc)
+SETTER(aclrtAllocatorSetAllocAdviseFuncToDesc, advise, aclrtAllocatorAllocAdviseFunc)
+SETTER(aclrtAllocatorSetGetAddrFromBlockFuncToDesc, get_addr, aclrtAllocatorGetAddrFromBlockFunc)
+
+static fake_entry *find(aclrtStream stream) {
+    for (int i = 0; i < MAX_ENTRIES; i++)
+        if (table[i].stream == stream) return &table[i];
+    return NULL;
+}
+
+aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc desc) {
+    if (stream == NULL || desc == NULL)
+        return fail("fake: aclrtAllocatorRegister got a NULL", FAKE_INVALID_PARAM);
+    fake_desc *d = desc;
+    if (d->obj == NULL || d->alloc == NULL || d->free == NULL || d->get_addr == NULL)
+        return fail("fake: the descriptor is incomplete", FAKE_INVALID_PARAM);
+    pthread_mutex_lock(&table_lock);
+    fake_entry *e = find(stream);
+    if (e == NULL) e = find(NULL);
+    if (e != NULL) {
+        e->stream = stream;
+        e->registered = desc;
+        e->copy = *d;
+    }
+    pthread_mutex_unlock(&table_lock);
+    return e != NULL ? ACL_SUCCESS : fail("fake: allocator table full", FAKE_INVALID_PARAM);
+}
+
+aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc *allocatorDesc,
+                                   aclrtAllocator *allocator,
+                                   aclrtAllocatorAllocFunc *allocFunc,
+                                   aclrtAllocatorFreeFunc *freeFunc,
+                                   aclrtAllocatorAllocAdviseFunc *allocAdviseFunc,
+                                   aclrtAllocatorGetAddrFromBlockFunc *getAddrFromBlockFunc) {
+    if (stream == NULL || allocatorDesc == NULL)
+        return fail("fake: aclrtAllocatorGetByStream got a NULL", FAKE_INVALID_PARAM);
+    pthread_mutex_lock(&table_lock);
+    fake_entry *e = find(stream);
+    fake_entry copy = e != NULL ? *e : (fake_entry){0};
+    pthread_mutex_unlock(&table_lock);
+    if (e == NULL) return fail("fake: the stream has no allocator", FAKE_INVALID_PARAM);
+    *allocatorDesc = copy.registered;
+    if (allocator) *allocator = copy.copy.obj;
+    if (allocFunc) *allocFunc = copy.copy.alloc;
+    if (freeFunc) *freeFunc = copy.copy.free;
+    if (allocAdviseFunc) *allocAdviseFunc = copy.copy.advise;
+    if (getAddrFromBlockFunc) *getAddrFromBlockFunc = copy.copy.get_addr;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtAllocatorUnregister(aclrtStream stream) {
+    if (stream == NULL) return fail("fake: stream is NULL", FAKE_INVALID_PARAM);
+    pthread_mutex_lock(&table_lock);
+    fake_entry *e = find(stream);
+    if (e != NULL) memset(e, 0, sizeof *e);
+    pthread_mutex_unlock(&table_lock);
+    return ACL_SUCCESS;
+}
+
+static fake_stream *last_destroyed;
+
+aclError aclrtCreateStream(aclrtStream *stream) {
+    if (stream == NULL) return fail("fake: stream is NULL", FAKE_INVALID_PARAM);
+    pthread_mutex_lock(&table_lock);
+    fake_stream *s = NULL;
+    if (last_destroyed != NULL && !last_destroyed->live) s = last_destroyed;
+    for (int i = 0; s == NULL && i < MAX_STREAMS; i++)
+        if (!stream_pool[i].live && stream_pool[i].id == 0) s = &stream_pool[i];
+    if (s != NULL) {
+        s->live = 1;
+        s->id = atomic_fetch_add(&next_stream_id, 1);
+        last_destroyed = NULL;
+    }
+    pthread_mutex_unlock(&table_lock);
+    if (s == NULL) return fail("fake: too many streams", FAKE_MEMORY_ALLOCATION);
+    *stream = s;
+    return ACL_SUCCESS;
+}
+
+/* Work runs at launch time here, so a stream is always idle. */
+aclError aclrtSynchronizeStream(aclrtStream stream) {
+    (void)stream;
+    atomic_fetch_add(&synchronizes, 1);
+    return ACL_SUCCESS;
+}
+
+/* As CANN: the allocator entry of the stream stays. */
+aclError aclrtDestroyStream(aclrtStream stream) {
+    if (stream == NULL) return fail("fake: stream is NULL", FAKE_INVALID_PARAM);
+    pthread_mutex_lock(&table_lock);
+    fake_stream *s = stream;
+    s->live = 0;
+    last_destroyed = s;
+    pthread_mutex_unlock(&table_lock);
+    return ACL_SUCCESS;
+}
+
+/* The executor: workspace from the allocator, kernel, workspace back in
+ * stream order (on this thread, right after the launch). */
+static aclError execute(aclrtStream stream, const fake_desc *a, size_t size,
+                        aclallocKernelFunc kernel, void *userData) {
+    if (kernel == NULL) return fail("fake: kernel is NULL", FAKE_INVALID_PARAM);
+    if (size == 0) {
+        kernel(NULL, 0, userData);
+        return ACL_SUCCESS;
+    }
+    (void)stream;
+    void *block = a->alloc(a->obj, size);
+    atomic_fetch_add(&allocs, 1);
+    if (block == NULL) return fail("fake: alloc returned NULL", FAKE_MEMORY_ALLOCATION);
+    void *address = a->get_addr(block);
+    atomic_fetch_add(&get_addrs, 1);
+    if (address == NULL) {
+        a->free(a->obj, block);
+        atomic_fetch_add(&frees, 1);
+        return fail("fake: getAddrFromBlock returned NULL", FAKE_MEMORY_ALLOCATION);
+    }
+    kernel(address, size, userData);
+    a->free(a->obj, block);
+    atomic_fetch_add(&frees, 1);
+    return ACL_SUCCESS;
+}
+
+aclError aclallocLaunchKernel(aclrtStream stream, size_t workspaceSize,
+                              aclallocKernelFunc kernel, void *userData) {
+    pthread_mutex_lock(&table_lock);
+    fake_entry *e = find(stream);
+    fake_desc a = e != NULL ? e->copy : (fake_desc){0};
+    pthread_mutex_unlock(&table_lock);
+    if (e == NULL || stream == NULL)
+        return fail("fake: the stream has no allocator", FAKE_INVALID_PARAM);
+    atomic_fetch_add(&launches_internal, 1);
+    return execute(stream, &a, workspaceSize, kernel, userData);
+}
+
+typedef aclError (*get_by_stream_fn)(aclrtStream, aclrtAllocatorDesc *, aclrtAllocator *,
+                                     aclrtAllocatorAllocFunc *, aclrtAllocatorFreeFunc *,
+                                     aclrtAllocatorAllocAdviseFunc *,
+                                     aclrtAllocatorGetAddrFromBlockFunc *);
+
+aclError fakeExecuteViaGetByStream(aclrtStream stream, size_t workspaceSize,
+                                   aclallocKernelFunc kernel, void *userData) {
+    /* Resolved in the global scope: whatever the process binds the name to. */
+    get_by_stream_fn get = (get_by_stream_fn)dlsym(RTLD_DEFAULT, "aclrtAllocatorGetByStream");
+    if (get == NULL) return fail("fake: aclrtAllocatorGetByStream not found", FAKE_INVALID_PARAM);
+    aclrtAllocatorDesc desc = NULL;
+    fake_desc a = {0};
+    aclError rc = get(stream, &desc, &a.obj, &a.alloc, &a.free, &a.advise, &a.get_addr);
+    if (rc != ACL_SUCCESS) return rc;
+    atomic_fetch_add(&launches_exported, 1);
+    return execute(stream, &a, workspaceSize, kernel, userData);
+}
+
+/* A descriptor made inside the runtime (not through the exported
+ * aclrtAllocatorCreateDesc), as a runtime's own components may make one. */
+aclrtAllocatorDesc fakeCreateFilledDesc(void *obj, aclrtAllocatorAllocFunc alloc,
+                                        aclrtAllocatorFreeFunc release,
+                                        aclrtAllocatorGetAddrFromBlockFunc get_addr) {
+    fake_desc *d = calloc(1, sizeof *d);
+    if (d == NULL) return NULL;
+    d->obj = obj;
+    d->alloc = alloc;
+    d->free = release;
+    d->get_addr = get_addr;
+    return d;
+}
+
+void fakeVendorGetCounters(fakeVendorCounters *out) {
+    out->launches_internal = launches_internal;
+    out->launches_exported = launches_exported;
+    out->allocs = allocs;
+    out->frees = frees;
+    out->get_addrs = get_addrs;
+    out->synchronizes = synchronizes;
+}
