@@ -15,6 +15,13 @@ use aclalloc::ffi::plugin::*;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::null_mut;
 
+/// Taken by every test: one of them counts the process's live descriptors,
+/// which the others create and destroy.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn message() -> String {
     let p = aclGetRecentErrMsg();
     assert!(!p.is_null(), "a message was recorded");
@@ -81,6 +88,7 @@ fn stats(plugin: *mut c_void) -> aclallocAllocatorStats {
 
 #[test]
 fn a_plugin_serves_a_registered_stream_and_its_counters_balance() {
+    let _serial = serial();
     let so = build_plugin("register");
     let names = Names::new(&so);
     let (plugin, desc) = create(&names.config(true)).expect("create");
@@ -168,6 +176,7 @@ fn a_plugin_serves_a_registered_stream_and_its_counters_balance() {
 
 #[test]
 fn foreign_and_double_frees_never_reach_the_plugin() {
+    let _serial = serial();
     let so = build_plugin("frees");
     let names = Names::new(&so);
     let (plugin, _desc) = create(&names.config(false)).unwrap();
@@ -218,6 +227,7 @@ fn foreign_and_double_frees_never_reach_the_plugin() {
 
 #[test]
 fn a_missing_file_or_symbol_is_reported_with_the_loaders_text_and_leaves_nothing() {
+    let _serial = serial();
     let so = build_plugin("missing");
     let names = Names::new(&so);
     let live_before = aclalloc::global().live_descriptors();
@@ -279,6 +289,7 @@ fn plugin_counters_if_loaded(so: &std::path::Path) -> Option<[i64; 10]> {
 
 #[test]
 fn null_from_the_plugin_is_a_memory_allocation_error_and_hooks_are_called() {
+    let _serial = serial();
     let so = build_plugin("null");
     let names = Names::new(&so);
     let (plugin, desc) = create(&names.config(true)).unwrap();
@@ -335,6 +346,7 @@ fn null_from_the_plugin_is_a_memory_allocation_error_and_hooks_are_called() {
 
 #[test]
 fn hooks_that_were_not_named_are_handled_as_documented() {
+    let _serial = serial();
     let so = build_plugin("nohooks");
     let names = Names::new(&so);
     let (plugin, _) = create(&names.config(false)).unwrap();
@@ -363,6 +375,7 @@ fn hooks_that_were_not_named_are_handled_as_documented() {
 
 #[test]
 fn concurrent_use_from_several_threads_balances() {
+    let _serial = serial();
     let so = build_plugin("threads");
     let names = Names::new(&so);
     let (plugin, _) = create(&names.config(false)).unwrap();
@@ -409,6 +422,7 @@ fn concurrent_use_from_several_threads_balances() {
 
 #[test]
 fn the_plugin_receives_the_stream_and_reuses_blocks_only_on_it() {
+    let _serial = serial();
     let so = build_plugin("streams");
     let names = Names::new(&so);
     let (plugin, _) = create(&names.config(true)).unwrap();
