@@ -5,7 +5,8 @@
 //! `launch_*`: the cost on the launching thread of one `aclallocLaunchKernel`
 //! with an empty kernel (stream lookup, registration lookup, alloc,
 //! getAddrFromBlock, enqueue, free); the stream's worker runs the kernels
-//! concurrently. Each sample times 100 consecutive launches, a burst as an
+//! concurrently (`launch_registered_own_stream`: from 1 or 2 threads, each on
+//! its own stream). Each sample times 100 consecutive launches, a burst as an
 //! executor issues them, so the figures are per launch in steady state. `launches_to_completion`: 1000 launches and a
 //! synchronize, reported as launches per second. The allocation columns
 //! come from divan's `AllocProfiler`: a steady-state launch allocates nothing.
@@ -120,5 +121,38 @@ fn launches_to_completion(bencher: Bencher) {
             launch(s, 4096);
         }
         unsafe { aclrtSynchronizeStream(s as *mut c_void) }
+    });
+}
+
+/// A stream of this thread's own, with the registered-allocator callbacks:
+/// each benchmark thread launches on a different stream, as an engine's
+/// per-stream executor threads do.
+fn own_stream() -> usize {
+    thread_local! {
+        static OWN: usize = unsafe {
+            assert_eq!(aclrtSetDevice(0), 0);
+            let mut stream: *mut c_void = std::ptr::null_mut();
+            assert_eq!(aclrtCreateStream(&mut stream), 0);
+            let desc = aclrtAllocatorCreateDesc();
+            static OBJ: u8 = 0;
+            aclrtAllocatorSetObjToDesc(desc, &OBJ as *const u8 as *mut c_void);
+            aclrtAllocatorSetAllocFuncToDesc(desc, Some(one_block));
+            aclrtAllocatorSetFreeFuncToDesc(desc, Some(give_back));
+            aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(identity));
+            assert_eq!(aclrtAllocatorRegister(stream, desc), 0);
+            stream as usize
+        };
+    }
+    OWN.with(|s| *s)
+}
+
+/// One launch with a 4 KiB workspace from the registered allocator, from 1
+/// or 2 threads at once, each on its own stream: whether launchers on
+/// different streams hold each other up.
+#[divan::bench(threads = [1, 2], sample_size = 100, sample_count = 1000)]
+fn launch_registered_own_stream(bencher: Bencher) {
+    bencher.bench(|| {
+        let s = own_stream();
+        launch(s, 4096);
     });
 }

@@ -14,6 +14,7 @@
 //! | [`device`] | devices and their set/reset counting |
 //! | [`context`] | contexts and the per-thread current context |
 //! | [`stream`] | one stream: the bounded queue and its worker |
+//! | `stream_cache` | the per-thread cache that keeps launches off the stream table's lock |
 //! | [`streams`] | the live streams, the default stream, destroy semantics |
 //! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
@@ -39,6 +40,7 @@ pub mod launch;
 pub mod memops;
 pub mod memory;
 pub mod stream;
+mod stream_cache;
 pub mod streams;
 pub mod workspace;
 

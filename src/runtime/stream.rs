@@ -287,6 +287,11 @@ impl Stream {
         Ok(())
     }
 
+    /// True once the stream has been shut down (it accepts no more work).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst)
+    }
+
     /// True on this stream's worker thread (inside one of its kernels).
     pub fn is_current_worker(&self) -> bool {
         WORKER_OF.with(|w| w.get()) == Arc::as_ptr(&self.shared) as usize

@@ -11,6 +11,7 @@
 
 use super::host::{HostRuntime, StreamEntry};
 use super::stream::Stream;
+use super::stream_cache;
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
 use std::sync::Arc;
@@ -83,11 +84,20 @@ impl HostRuntime {
     /// NULL the default stream of this thread's current context.
     pub fn resolve_stream(&self, stream: Option<StreamKey>) -> Result<(StreamKey, Arc<Stream>)> {
         match stream {
-            Some(key) => self
-                .streams
-                .with(key.get().get(), |e| Arc::clone(&e.stream))
-                .map(|s| (key, s))
-                .ok_or(NOT_A_STREAM),
+            Some(key) => {
+                // Launchers on different streams must not queue on the
+                // table's lock: see `stream_cache` for why a hit is safe.
+                let handle = key.get().get();
+                if let Some(s) = stream_cache::lookup(self.instance(), handle) {
+                    return Ok((key, s));
+                }
+                let s = self
+                    .streams
+                    .with(handle, |e| Arc::clone(&e.stream))
+                    .ok_or(NOT_A_STREAM)?;
+                stream_cache::remember(self.instance(), handle, &s);
+                Ok((key, s))
+            }
             None => self.default_stream(),
         }
     }

@@ -442,3 +442,129 @@ fn launches_racing_a_destroy_either_run_or_fail_cleanly() {
         assert_eq!(rt.device(0).unwrap().memory().live_allocations(), 0);
     }
 }
+
+#[test]
+fn a_stream_this_thread_resolved_before_is_refused_once_destroyed_elsewhere() {
+    let rt = runtime(1, 1 << 20);
+    rt.set_device(0).unwrap();
+    let (ctx, _) = rt.current_context().unwrap();
+    let stream = rt.create_stream(0, 0).unwrap();
+    let seen = Seen::default();
+    // Twice: the second resolve is served by this thread's cache.
+    rt.launch(Some(stream), 64, record, ptr(&seen)).unwrap();
+    let (_, resolved) = rt.resolve_stream(Some(stream)).unwrap();
+    let weak = Arc::downgrade(&resolved);
+    drop(resolved);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rt.set_current_context(ctx).unwrap();
+            rt.destroy_stream(stream, false).unwrap();
+        });
+    });
+    assert!(
+        weak.upgrade().is_none(),
+        "nothing (this thread's cache included) keeps a destroyed stream alive"
+    );
+    assert!(matches!(
+        rt.resolve_stream(Some(stream)),
+        Err(Error::InvalidParam {
+            param: "stream",
+            ..
+        })
+    ));
+    assert!(matches!(
+        rt.launch(Some(stream), 64, record, ptr(&seen)),
+        Err(Error::InvalidParam {
+            param: "stream",
+            ..
+        })
+    ));
+    assert_eq!(seen.runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_closed_stream_still_referenced_is_not_served_from_the_cache() {
+    let rt = runtime(1, 1 << 20);
+    rt.set_device(0).unwrap();
+    let stream = rt.create_stream(0, 0).unwrap();
+    let (_, held) = rt.resolve_stream(Some(stream)).unwrap();
+    rt.destroy_stream(stream, false).unwrap();
+    // `held` keeps the stream alive, so only its closed flag tells.
+    assert!(held.is_closed());
+    assert!(rt.resolve_stream(Some(stream)).is_err());
+}
+
+#[test]
+fn runtimes_handing_out_the_same_handle_keep_their_streams_apart() {
+    let (a, b) = (runtime(1, 1 << 20), runtime(1, 1 << 20));
+    let on = |rt: &HostRuntime| {
+        rt.set_device(0).unwrap();
+        rt.create_stream(0, 0).unwrap()
+    };
+    let (sa, sb) = (on(&a), on(&b));
+    assert_eq!(sa, sb, "both tables start from the same id");
+    let table = |rt: &HostRuntime, s: StreamKey| {
+        rt.streams
+            .with(s.get().get(), |e| Arc::as_ptr(&e.stream))
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let (_, ra) = a.resolve_stream(Some(sa)).unwrap();
+        let (_, rb) = b.resolve_stream(Some(sb)).unwrap();
+        assert_eq!(Arc::as_ptr(&ra), table(&a, sa));
+        assert_eq!(Arc::as_ptr(&rb), table(&b, sb));
+        assert_ne!(Arc::as_ptr(&ra), Arc::as_ptr(&rb));
+    }
+}
+
+#[test]
+fn launchers_on_their_own_streams_race_destroys_cleanly() {
+    let rt = runtime(1, 1 << 20);
+    rt.set_device(0).unwrap();
+    let (ctx, _) = rt.current_context().unwrap();
+    let streams: Vec<StreamKey> = (0..6).map(|_| rt.create_stream(0, 0).unwrap()).collect();
+    let seen = Seen::default();
+    let launched = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for pair in streams.chunks(2) {
+            let (rt, seen, launched) = (&rt, &seen, &launched);
+            s.spawn(move || {
+                rt.set_current_context(ctx).unwrap();
+                // Alternate between two streams until both are gone (no
+                // workspace: this is about finding the stream).
+                let mut live = 2;
+                while live > 0 {
+                    live = 0;
+                    for &stream in pair {
+                        match rt.launch(Some(stream), 0, record, ptr(seen)) {
+                            Ok(()) => {
+                                launched.fetch_add(1, Ordering::SeqCst);
+                                live += 1;
+                            }
+                            Err(e) => assert!(
+                                matches!(
+                                    e,
+                                    Error::InvalidParam {
+                                        param: "stream",
+                                        ..
+                                    }
+                                ),
+                                "{e:?}"
+                            ),
+                        }
+                    }
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_micros(500));
+        for &stream in &streams {
+            rt.destroy_stream(stream, false).unwrap();
+        }
+    });
+    assert_eq!(
+        seen.runs.load(Ordering::SeqCst),
+        launched.load(Ordering::SeqCst),
+        "every accepted launch ran before its stream's destroy returned"
+    );
+    assert_eq!(rt.live_streams(), 0);
+}
