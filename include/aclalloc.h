@@ -217,7 +217,9 @@ typedef struct {
    */
   const char *initSymbol;
   /**
-   * `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
+   * `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`, and
+   * once more by `aclallocPluggableDestroy` just before the object is
+   * unloaded. Optional.
    */
   const char *emptyCacheSymbol;
   /**
@@ -970,8 +972,12 @@ aclError aclallocPluggableCreate(const aclallocPluggableConfig *config, aclalloc
 /**
  * Destroys a pluggable allocator and the descriptor made for it (if the
  * caller has not destroyed that already), and unloads the shared object once
- * nothing uses it. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED`
- * while blocks are live or a stream is registered with it.
+ * nothing uses it. If `emptyCacheSymbol` was named, that function is called
+ * once right before the unload (after the last use of this allocator), so a
+ * caching plugin can give back the memory it holds while its code is still
+ * loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
+ * are live or a stream is registered with it; a refused destroy calls
+ * nothing.
  */
 aclError aclallocPluggableDestroy(aclallocPluggable allocator);
 

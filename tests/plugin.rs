@@ -458,3 +458,77 @@ fn the_plugin_receives_the_stream_and_reuses_blocks_only_on_it() {
     );
     assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
 }
+
+/// Builds `tests/plugin_support/witness_plugin.c`, which writes to `log`
+/// when its empty-cache hook runs and when it is unloaded.
+fn build_witness(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = common::scratch(&format!("plugin-{name}"));
+    let so = dir.join("libwitness.so");
+    let log = dir.join("witness.log");
+    let status = std::process::Command::new("cc")
+        .args([
+            "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+        ])
+        .arg(format!("-DWITNESS_PATH={:?}", log.to_str().unwrap()))
+        .arg(common::root().join("tests/plugin_support/witness_plugin.c"))
+        .arg("-o")
+        .arg(&so)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "building the witness plugin failed");
+    (so, log)
+}
+
+fn witness_config(path: &CStr, empty_cache: Option<&CStr>) -> aclallocPluggableConfig {
+    aclallocPluggableConfig {
+        path: path.as_ptr(),
+        allocSymbol: c"witness_malloc".as_ptr(),
+        freeSymbol: c"witness_free".as_ptr(),
+        initSymbol: std::ptr::null(),
+        emptyCacheSymbol: empty_cache.map_or(std::ptr::null(), CStr::as_ptr),
+        memoryFractionSymbol: std::ptr::null(),
+    }
+}
+
+#[test]
+fn destroy_empties_the_plugins_cache_before_unloading_it() {
+    let _serial = serial();
+    let (so, log) = build_witness("witness");
+    let path = CString::new(so.to_str().unwrap()).unwrap();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let (plugin, _) = create(&witness_config(&path, Some(c"witness_empty_cache"))).unwrap();
+    let mut p = null_mut();
+    assert_eq!(
+        unsafe { aclallocPluggableMalloc(plugin, &mut p, 4096, null_mut()) },
+        ACL_SUCCESS
+    );
+    assert_eq!(aclallocPluggableFree(plugin, p), ACL_SUCCESS);
+    assert_eq!(read(), "", "nothing emptied or unloaded while in use");
+    assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
+    assert!(!is_loaded(&so), "unloaded by destroy");
+    assert_eq!(read(), "empty_cache\nunloaded\n");
+
+    // Without an empty-cache hook named, destroy just unloads.
+    std::fs::remove_file(&log).unwrap();
+    let (plugin, _) = create(&witness_config(&path, None)).unwrap();
+    assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
+    assert_eq!(read(), "unloaded\n");
+
+    // A refused destroy empties nothing: the allocator is still in use.
+    std::fs::remove_file(&log).unwrap();
+    let (plugin, _) = create(&witness_config(&path, Some(c"witness_empty_cache"))).unwrap();
+    assert_eq!(
+        unsafe { aclallocPluggableMalloc(plugin, &mut p, 64, null_mut()) },
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclallocPluggableDestroy(plugin),
+        ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED
+    );
+    let _ = message();
+    assert_eq!(read(), "");
+    assert_eq!(aclallocPluggableFree(plugin, p), ACL_SUCCESS);
+    assert_eq!(aclallocPluggableDestroy(plugin), ACL_SUCCESS);
+    assert_eq!(read(), "empty_cache\nunloaded\n");
+}

@@ -33,7 +33,9 @@ pub struct aclallocPluggableConfig {
     pub freeSymbol: *const c_char,
     /// `void init(int device_count)`: called once, when the allocator is created. Optional.
     pub initSymbol: *const c_char,
-    /// `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`. Optional.
+    /// `void empty_cache(void)`: called by `aclallocPluggableEmptyCache`, and
+    /// once more by `aclallocPluggableDestroy` just before the object is
+    /// unloaded. Optional.
     pub emptyCacheSymbol: *const c_char,
     /// `void set_memory_fraction(double fraction, int device)`: called by
     /// `aclallocPluggableSetMemoryFraction`. Optional.
@@ -144,8 +146,12 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 
 /// Destroys a pluggable allocator and the descriptor made for it (if the
 /// caller has not destroyed that already), and unloads the shared object once
-/// nothing uses it. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED`
-/// while blocks are live or a stream is registered with it.
+/// nothing uses it. If `emptyCacheSymbol` was named, that function is called
+/// once right before the unload (after the last use of this allocator), so a
+/// caching plugin can give back the memory it holds while its code is still
+/// loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
+/// are live or a stream is registered with it; a refused destroy calls
+/// nothing.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {

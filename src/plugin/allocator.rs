@@ -21,6 +21,18 @@ pub struct PluggableAllocator {
     _library: Option<Arc<Loaded>>,
 }
 
+impl Drop for PluggableAllocator {
+    /// The last reference is going and the object is unloaded right after
+    /// (the library field is dropped after this runs): a plugin that caches
+    /// memory would otherwise lose the blocks it holds with its code, so its
+    /// empty-cache hook, if one was named, runs first. Nothing can use this
+    /// allocator any more, so no call of the plugin runs concurrently with it
+    /// through this allocator.
+    fn drop(&mut self) {
+        self.empty_cache();
+    }
+}
+
 impl PluggableAllocator {
     /// Loads the plugin and resolves its functions; nothing is kept on failure.
     /// The init hook is not called here: see [`PluggableAllocator::init`].
