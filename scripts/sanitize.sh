@@ -3,7 +3,9 @@
 # is built with -fsanitize=address,undefined and run; every example registered
 # with aclalloc_example() (the C/C++ examples, the shared conformance suite,
 # whatever is added that way) is also checked for the sanitizer runtimes with
-# nm and run under valgrind memcheck. Any report fails.
+# nm, and every ctest that runs a program (aclalloc_example()'s, and the
+# -lascendcl and environment tests registered by hand with
+# ACLALLOC_TEST_WRAPPER) runs it under valgrind memcheck. Any report fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +41,14 @@ cmake -S c_examples -B "$memcheck" -DCMAKE_BUILD_TYPE=Debug -DACLALLOC_CARGO_BUI
   "-DACLALLOC_TEST_WRAPPER=valgrind;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite;--track-origins=yes" \
   >/dev/null
 cmake --build "$memcheck" -j 2 >/dev/null
+# A test added with a plain add_test would silently skip valgrind: refuse it.
+# Only ascendcl_needed (readelf on the binary) runs no code of ours.
+unwrapped="$(ctest --test-dir "$memcheck" -N -V | grep 'Test command:' | grep -v valgrind | grep -v readelf || true)"
+if [ -n "$unwrapped" ]; then
+  echo "tests that do not run under valgrind (use \${ACLALLOC_TEST_WRAPPER}):" >&2
+  echo "$unwrapped" >&2
+  exit 1
+fi
 ctest --test-dir "$memcheck" --output-on-failure
 
 echo "sanitize: $count examples clean under ASan+UBSan and under valgrind memcheck"
