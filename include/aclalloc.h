@@ -831,6 +831,8 @@ aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
  *
  * In front of a real runtime: this library's messages when it has any (for
  * the calls it answers itself), otherwise the real runtime's.
+ * A real runtime's messages that this library did not consume are returned
+ * by a later call, once this library has none.
  */
 const char *aclGetRecentErrMsg(void);
 
