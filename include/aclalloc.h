@@ -1432,7 +1432,8 @@ aclError aclallocTrackingGetStats(aclrtAllocator allocator, aclallocTrackingStat
 
 /**
  * The number of faults the tracking layer has detected so far (repeats of
- * one concurrent-use fault count each time).
+ * one concurrent-use fault count each time); `UINT64_MAX` if it could not
+ * be read (see `aclGetRecentErrMsg`).
  */
 uint64_t aclallocTrackingFaultCount(void);
 
