@@ -10,16 +10,10 @@ use plugin_support::{build as build_plugin, counters as plugin_counters, is_load
 
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::plugin::*;
-use std::ffi::{c_void, CStr, CString};
+use common::message;
+use std::ffi::{c_void, CString};
 use std::ptr::null_mut;
-
-fn message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a message was recorded");
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
 
 struct Names {
     path: CString,
