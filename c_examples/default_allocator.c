@@ -12,36 +12,28 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "common/expect.h"
 
 #ifndef PLUGIN_PATH
 #define PLUGIN_PATH "libmy_plugin_allocator.so"
 #endif
 
-static int failures;
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
-
 static void use_raw_functions(void) {
     static int stream_storage;
     void *ptrs[8];
     for (int i = 0; i < 8; i++) {
-        CHECK(aclallocDefaultMalloc(&ptrs[i], (size_t)1 << (10 + i), &stream_storage) == ACL_SUCCESS);
+        EXPECT(aclallocDefaultMalloc(&ptrs[i], (size_t)1 << (10 + i), &stream_storage) == ACL_SUCCESS);
         memset(ptrs[i], i, (size_t)1 << (10 + i));
     }
-    for (int i = 0; i < 8; i++) CHECK(aclallocDefaultFree(ptrs[i]) == ACL_SUCCESS);
+    for (int i = 0; i < 8; i++) EXPECT(aclallocDefaultFree(ptrs[i]) == ACL_SUCCESS);
     aclError rc = aclallocDefaultFree(ptrs[0]);
     const char *msg = aclGetRecentErrMsg();
     printf("double free            -> %d: %s\n", rc, msg);
-    CHECK(rc == ACL_ERROR_INVALID_PARAM && strstr(msg, "Trying to free a pointer not allocated here"));
+    EXPECT(rc == ACL_ERROR_INVALID_PARAM && strstr(msg, "Trying to free a pointer not allocated here"));
     aclallocAllocatorStats st;
-    CHECK(aclallocDefaultGetStats(&st) == ACL_SUCCESS);
-    CHECK(st.allocCount == 8 && st.freeCount == 8 && st.allocatedBytesCurrent == 0);
-    CHECK(st.allocatedBytesPeak == ((size_t)1 << 18) - 1024); /* all 8 live at once */
+    EXPECT(aclallocDefaultGetStats(&st) == ACL_SUCCESS);
+    EXPECT(st.allocCount == 8 && st.freeCount == 8 && st.allocatedBytesCurrent == 0);
+    EXPECT(st.allocatedBytesPeak == ((size_t)1 << 18) - 1024); /* all 8 live at once */
 }
 
 int main(int argc, char **argv) {
@@ -49,7 +41,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "env") == 0) {
         const char *name = aclallocGetDefaultAllocatorName();
         printf("default allocator from the environment: %s\n", name ? name : "(invalid)");
-        CHECK(name != NULL && strcmp(name, "plugin") == 0);
+        EXPECT(name != NULL && strcmp(name, "plugin") == 0);
         use_raw_functions();
     } else {
         aclallocPluggableConfig config;
@@ -63,22 +55,22 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", aclGetRecentErrMsg());
             return 1;
         }
-        CHECK(aclallocSetDefaultAllocator(desc) == ACL_SUCCESS);
+        EXPECT(aclallocSetDefaultAllocator(desc) == ACL_SUCCESS);
         printf("default allocator after the swap: %s\n", aclallocGetDefaultAllocatorName());
         use_raw_functions();
         aclError rc = aclallocSetDefaultAllocator(desc);
         const char *msg = aclGetRecentErrMsg();
         printf("swap after use         -> %d: %s\n", rc, msg);
-        CHECK(rc == ACL_ERROR_REPEAT_INITIALIZE &&
-              strstr(msg, "can't swap an already initialized allocator") != NULL);
+        EXPECT(rc == ACL_ERROR_REPEAT_INITIALIZE &&
+               strstr(msg, "can't swap an already initialized allocator") != NULL);
         rc = aclallocPluggableDestroy(plugin);
         msg = aclGetRecentErrMsg();
         printf("destroy the default    -> %d: %s\n", rc, msg);
-        CHECK(rc == ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED);
+        EXPECT(rc == ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED);
         aclallocAllocatorStats st;
-        CHECK(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
+        EXPECT(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
         /* The double free was refused by the default allocator: the plugin never saw it. */
-        CHECK(st.allocCount == 8 && st.freeCount == 8 && st.refusedFreeCount == 0);
+        EXPECT(st.allocCount == 8 && st.freeCount == 8 && st.refusedFreeCount == 0);
     }
     printf("%s\n", failures == 0 ? "default_allocator: OK" : "default_allocator: FAILED");
     return failures == 0 ? 0 : 1;

@@ -6,18 +6,8 @@
 #include <string.h>
 
 #include "acl/acl.h"
-
-static int failures;
-
-static void expect(const char *what, aclError got, aclError want, const char *needle) {
-    const char *msg = aclGetRecentErrMsg();
-    int ok = got == want && (want == ACL_SUCCESS ? msg == NULL : (msg != NULL && strstr(msg, needle) != NULL));
-    printf("%-52s -> %6d  %s\n", what, got, msg ? msg : "(no message)");
-    if (!ok) {
-        fprintf(stderr, "  FAILED: wanted %d and a message containing \"%s\"\n", want, needle);
-        failures++;
-    }
-}
+#define EXPECT_WHAT_WIDTH 52
+#include "common/expect.h"
 
 static void *a(aclrtAllocator o, size_t s) { (void)o; (void)s; return NULL; }
 static void f(aclrtAllocator o, aclrtAllocatorBlock b) { (void)o; (void)b; }

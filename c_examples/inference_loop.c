@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "common/check.h"
+#include "common/workload.h"
 
 #define STREAMS 4
 #define LAUNCHES 10000
@@ -80,12 +82,7 @@ static void pool_free(aclrtAllocator allocator, aclrtAllocatorBlock block) {
 
 static void *pool_addr(aclrtAllocatorBlock block) { return ((Block *)block)->addr; }
 
-/* Workspace ranges of the kernels running right now, on any stream. Two
- * kernels of one stream running at once would show up here too. */
-#define SLOTS 64
-static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { uintptr_t lo, hi; } running[SLOTS];
-static atomic_long overlaps, out_of_arena, bad_bytes, out_of_order, kernels_run, empty_workspaces;
+static atomic_long out_of_arena, bad_bytes, out_of_order, kernels_run, empty_workspaces;
 static long next_seq[STREAMS]; /* written only by each stream's worker */
 
 typedef struct {
@@ -94,31 +91,6 @@ typedef struct {
     unsigned char *arena_base;
     unsigned char fill;
 } KernelArgs;
-
-static int claim(uintptr_t lo, uintptr_t hi) {
-    int mine = -1;
-    pthread_mutex_lock(&running_lock);
-    for (int i = 0; i < SLOTS; i++) {
-        if (running[i].hi == 0) {
-            if (mine < 0) mine = i;
-        } else if (lo < running[i].hi && running[i].lo < hi) {
-            overlaps++;
-        }
-    }
-    if (mine >= 0) {
-        running[mine].lo = lo;
-        running[mine].hi = hi;
-    }
-    pthread_mutex_unlock(&running_lock);
-    return mine;
-}
-
-static void unclaim(int slot) {
-    if (slot < 0) return;
-    pthread_mutex_lock(&running_lock);
-    running[slot].lo = running[slot].hi = 0;
-    pthread_mutex_unlock(&running_lock);
-}
 
 static void kernel(void *workspace, size_t size, void *user_data) {
     KernelArgs *args = (KernelArgs *)user_data;
@@ -134,27 +106,10 @@ static void kernel(void *workspace, size_t size, void *user_data) {
         out_of_arena++;
         return;
     }
-    int slot = claim((uintptr_t)ws, (uintptr_t)ws + size);
+    int slot = workspace_claim(ws, size);
     /* Touch every page and both ends: the whole requested size is writable. */
-    for (size_t off = 0; off < size; off += PAGE) ws[off] = args->fill;
-    ws[size - 1] = args->fill;
-    for (size_t off = 0; off < size; off += PAGE)
-        if (ws[off] != args->fill) bad_bytes++;
-    if (ws[size - 1] != args->fill) bad_bytes++;
-    unclaim(slot);
-}
-
-/* Workspace sizes: 20% none, 60% a few KiB, 20% 1-4 MiB. */
-static size_t next_size(uint64_t *state) {
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    unsigned pick = (unsigned)(x % 10);
-    if (pick < 2) return 0;
-    if (pick < 8) return (size_t)(1 + (x >> 8) % 16) * 1024 - (size_t)((x >> 20) % 100);
-    return (size_t)(1 + (x >> 8) % 4) << 20;
+    bad_bytes += workspace_touch(ws, size, args->fill, PAGE);
+    workspace_release(slot);
 }
 
 typedef struct {
@@ -169,7 +124,7 @@ typedef struct {
 
 static void *drive(void *arg) {
     Worker *w = (Worker *)arg;
-    uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(w->index + 1);
+    uint64_t rng = workload_seed(w->index);
     if (aclrtSetCurrentContext(w->context) != ACL_SUCCESS) {
         w->failures++;
         return NULL;
@@ -180,7 +135,7 @@ static void *drive(void *arg) {
         a->seq = i;
         a->arena_base = w->arena.base;
         a->fill = (unsigned char)(i + 1);
-        size_t size = next_size(&rng);
+        size_t size = workload_next_size(&rng);
         aclError rc = aclallocLaunchKernel(w->stream, size, kernel, a);
         if (rc != ACL_SUCCESS) {
             fprintf(stderr, "stream %d launch %d (%zu bytes): %d %s\n", w->index, i, size, rc, aclGetRecentErrMsg());
@@ -191,15 +146,6 @@ static void *drive(void *arg) {
     if (aclrtSynchronizeStream(w->stream) != ACL_SUCCESS) w->failures++;
     return NULL;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        aclError rc_ = (call);                                                        \
-        if (rc_ != ACL_SUCCESS) {                                                     \
-            fprintf(stderr, "%s: %d %s\n", #call, rc_, aclGetRecentErrMsg());        \
-            return 1;                                                                 \
-        }                                                                             \
-    } while (0)
 
 static Worker workers[STREAMS];
 

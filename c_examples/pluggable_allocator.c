@@ -13,19 +13,11 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "common/expect.h"
 
 #ifndef PLUGIN_PATH
 #define PLUGIN_PATH "libmy_plugin_allocator.so"
 #endif
-
-static int failures;
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 /* One operator with a workspace, as an executor runs it. */
 static int run_operator(aclrtStream stream, size_t size, unsigned char fill) {
@@ -63,25 +55,25 @@ int main(int argc, char **argv) {
     }
     static int stream_storage[2];
     aclrtStream streams[2] = {&stream_storage[0], &stream_storage[1]};
-    for (int s = 0; s < 2; s++) CHECK(aclrtAllocatorRegister(streams[s], desc) == ACL_SUCCESS);
+    for (int s = 0; s < 2; s++) EXPECT(aclrtAllocatorRegister(streams[s], desc) == ACL_SUCCESS);
 
     static const size_t sizes[] = {0, 512, 4096, 65536, 1 << 20, 3 << 20};
     for (int i = 0; i < 1000; i++)
-        CHECK(run_operator(streams[i % 2], sizes[i % 6], (unsigned char)i));
+        EXPECT(run_operator(streams[i % 2], sizes[i % 6], (unsigned char)i));
 
     aclallocAllocatorStats st;
-    CHECK(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
+    EXPECT(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
     printf("allocs %llu, frees %llu, live bytes %llu, peak bytes %llu\n",
            (unsigned long long)st.allocCount, (unsigned long long)st.freeCount,
            (unsigned long long)st.allocatedBytesCurrent, (unsigned long long)st.allocatedBytesPeak);
-    CHECK(st.allocCount == 1000 && st.freeCount == 1000);
-    CHECK(st.activeCount == 0 && st.allocatedBytesCurrent == 0);
-    CHECK(st.allocatedBytesPeak == (3 << 20));
-    CHECK(st.failedAllocCount == 0 && st.refusedFreeCount == 0);
+    EXPECT(st.allocCount == 1000 && st.freeCount == 1000);
+    EXPECT(st.activeCount == 0 && st.allocatedBytesCurrent == 0);
+    EXPECT(st.allocatedBytesPeak == (3 << 20));
+    EXPECT(st.failedAllocCount == 0 && st.refusedFreeCount == 0);
 
     /* The plugin's own view, from the object aclalloc loaded. */
     void *same = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    CHECK(same != NULL);
+    EXPECT(same != NULL);
     if (same != NULL) {
         void (*counters)(long *) = NULL;
         *(void **)&counters = dlsym(same, "my_plugin_counters");
@@ -89,16 +81,16 @@ int main(int argc, char **argv) {
         if (counters != NULL) counters(c);
         printf("plugin: live %ld, allocs %ld, frees %ld, mismatched frees %ld, init(%ld) x%ld\n",
                c[0], c[1], c[2], c[3], c[5], c[4]);
-        CHECK(c[0] == 0 && c[1] == 1000 && c[2] == 1000 && c[3] == 0 && c[4] == 1);
-        CHECK(aclallocPluggableEmptyCache(plugin) == ACL_SUCCESS);
+        EXPECT(c[0] == 0 && c[1] == 1000 && c[2] == 1000 && c[3] == 0 && c[4] == 1);
+        EXPECT(aclallocPluggableEmptyCache(plugin) == ACL_SUCCESS);
         if (counters != NULL) counters(c);
-        CHECK(c[6] == 1 && c[8] == 0); /* the cache went back to the system */
+        EXPECT(c[6] == 1 && c[8] == 0); /* the cache went back to the system */
         printf("plugin: %ld blocks taken from the system for 1000 workspaces\n", c[9]);
         dlclose(same);
     }
 
-    for (int s = 0; s < 2; s++) CHECK(aclrtAllocatorUnregister(streams[s]) == ACL_SUCCESS);
-    CHECK(aclallocPluggableDestroy(plugin) == ACL_SUCCESS);
+    for (int s = 0; s < 2; s++) EXPECT(aclrtAllocatorUnregister(streams[s]) == ACL_SUCCESS);
+    EXPECT(aclallocPluggableDestroy(plugin) == ACL_SUCCESS);
     printf("%s\n", failures == 0 ? "pluggable_allocator: OK" : "pluggable_allocator: FAILED");
     return failures == 0 ? 0 : 1;
 }

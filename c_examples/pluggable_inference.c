@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "common/expect.h"
+#include "common/workload.h"
 
 #ifndef PLUGIN_PATH
 #define PLUGIN_PATH "libmy_plugin_allocator.so"
@@ -32,35 +34,7 @@
 #define DEFAULT_LAUNCHES 1000
 #define PAGE 4096
 
-#define SLOTS 64
-static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { uintptr_t lo, hi; } running[SLOTS];
-static atomic_long overlaps, bad_bytes, kernels_run, with_workspace;
-
-static int claim(uintptr_t lo, uintptr_t hi) {
-    int mine = -1;
-    pthread_mutex_lock(&running_lock);
-    for (int i = 0; i < SLOTS; i++) {
-        if (running[i].hi == 0) {
-            if (mine < 0) mine = i;
-        } else if (lo < running[i].hi && running[i].lo < hi) {
-            overlaps++;
-        }
-    }
-    if (mine >= 0) {
-        running[mine].lo = lo;
-        running[mine].hi = hi;
-    }
-    pthread_mutex_unlock(&running_lock);
-    return mine;
-}
-
-static void unclaim(int slot) {
-    if (slot < 0) return;
-    pthread_mutex_lock(&running_lock);
-    running[slot].lo = running[slot].hi = 0;
-    pthread_mutex_unlock(&running_lock);
-}
+static atomic_long bad_bytes, kernels_run, with_workspace;
 
 static void kernel(void *workspace, size_t size, void *user_data) {
     unsigned char fill = (unsigned char)(uintptr_t)user_data;
@@ -68,26 +42,9 @@ static void kernel(void *workspace, size_t size, void *user_data) {
     if (size == 0) return;
     with_workspace++;
     unsigned char *ws = (unsigned char *)workspace;
-    int slot = claim((uintptr_t)ws, (uintptr_t)ws + size);
-    for (size_t off = 0; off < size; off += PAGE) ws[off] = fill;
-    ws[size - 1] = fill;
-    for (size_t off = 0; off < size; off += PAGE)
-        if (ws[off] != fill) bad_bytes++;
-    if (ws[size - 1] != fill) bad_bytes++;
-    unclaim(slot);
-}
-
-/* Workspace sizes: 20% none, 60% a few KiB, 20% 1-4 MiB. */
-static size_t next_size(uint64_t *state) {
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    unsigned pick = (unsigned)(x % 10);
-    if (pick < 2) return 0;
-    if (pick < 8) return (size_t)(1 + (x >> 8) % 16) * 1024 - (size_t)((x >> 20) % 100);
-    return (size_t)(1 + (x >> 8) % 4) << 20;
+    int slot = workspace_claim(ws, size);
+    bad_bytes += workspace_touch(ws, size, fill, PAGE);
+    workspace_release(slot);
 }
 
 typedef struct {
@@ -99,13 +56,13 @@ typedef struct {
 
 static void *drive(void *arg) {
     Worker *w = (Worker *)arg;
-    uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(w->index + 1);
+    uint64_t rng = workload_seed(w->index);
     if (aclrtSetCurrentContext(w->context) != ACL_SUCCESS) {
         w->failures++;
         return NULL;
     }
     for (int i = 0; i < w->launches; i++) {
-        size_t size = next_size(&rng);
+        size_t size = workload_next_size(&rng);
         if (size) w->nonzero++;
         aclError rc = aclallocLaunchKernel(w->stream, size, kernel, (void *)(uintptr_t)(i + 1));
         if (rc != ACL_SUCCESS) {
@@ -117,16 +74,6 @@ static void *drive(void *arg) {
     if (aclrtSynchronizeStream(w->stream) != ACL_SUCCESS) w->failures++;
     return NULL;
 }
-
-static int failures;
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
-                    aclGetRecentErrMsg());                                      \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
 
 static void plugin_counters(long c[10]) {
     memset(c, 0, 10 * sizeof c[0]);
@@ -141,10 +88,10 @@ static void plugin_counters(long c[10]) {
 static Worker workers[STREAMS + 1];
 
 int main(void) {
-    CHECK(aclInit(NULL) == ACL_SUCCESS);
-    CHECK(aclrtSetDevice(0) == ACL_SUCCESS);
+    EXPECT(aclInit(NULL) == ACL_SUCCESS);
+    EXPECT(aclrtSetDevice(0) == ACL_SUCCESS);
     aclrtContext context = NULL;
-    CHECK(aclrtGetCurrentContext(&context) == ACL_SUCCESS);
+    EXPECT(aclrtGetCurrentContext(&context) == ACL_SUCCESS);
 
     aclallocPluggableConfig config;
     memset(&config, 0, sizeof config);
@@ -165,21 +112,21 @@ int main(void) {
         workers[s].index = s;
         workers[s].context = context;
         workers[s].launches = LAUNCHES / STREAMS;
-        CHECK(aclrtCreateStream(&workers[s].stream) == ACL_SUCCESS);
-        CHECK(aclrtAllocatorRegister(workers[s].stream, desc) == ACL_SUCCESS);
+        EXPECT(aclrtCreateStream(&workers[s].stream) == ACL_SUCCESS);
+        EXPECT(aclrtAllocatorRegister(workers[s].stream, desc) == ACL_SUCCESS);
     }
     pthread_t threads[STREAMS];
     for (int s = 0; s < STREAMS; s++) pthread_create(&threads[s], NULL, drive, &workers[s]);
     for (int s = 0; s < STREAMS; s++) pthread_join(threads[s], NULL);
     long nonzero = 0;
     for (int s = 0; s < STREAMS; s++) {
-        CHECK(workers[s].failures == 0);
+        EXPECT(workers[s].failures == 0);
         nonzero += workers[s].nonzero;
     }
 
     aclallocAllocatorStats st;
     long c[10];
-    CHECK(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
+    EXPECT(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
     plugin_counters(c);
     printf("registered on %d streams: %ld launches, %ld with a workspace\n", STREAMS, (long)kernels_run,
            (long)with_workspace);
@@ -188,40 +135,40 @@ int main(void) {
            (unsigned long long)st.allocatedBytesPeak, (unsigned long long)st.activePeak);
     printf("  plugin:   %ld allocs, %ld frees, %ld mismatched frees, %ld blocks from the system\n", c[1], c[2],
            c[3], c[9]);
-    CHECK(kernels_run == LAUNCHES && with_workspace == nonzero);
-    CHECK((long)st.allocCount == nonzero && st.freeCount == st.allocCount && st.activeCount == 0);
-    CHECK(c[1] == nonzero && c[2] == nonzero && c[0] == 0 && c[3] == 0);
+    EXPECT(kernels_run == LAUNCHES && with_workspace == nonzero);
+    EXPECT((long)st.allocCount == nonzero && st.freeCount == st.allocCount && st.activeCount == 0);
+    EXPECT(c[1] == nonzero && c[2] == nonzero && c[0] == 0 && c[3] == 0);
 
     /* The same plugin as the default allocator: a stream with no
      * registration takes its workspaces from it. */
-    CHECK(aclallocSetDefaultAllocator(desc) == ACL_SUCCESS);
+    EXPECT(aclallocSetDefaultAllocator(desc) == ACL_SUCCESS);
     Worker *d = &workers[STREAMS];
     d->index = STREAMS;
     d->context = context;
     d->launches = DEFAULT_LAUNCHES;
-    CHECK(aclrtCreateStream(&d->stream) == ACL_SUCCESS);
+    EXPECT(aclrtCreateStream(&d->stream) == ACL_SUCCESS);
     drive(d);
-    CHECK(d->failures == 0);
-    CHECK(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
+    EXPECT(d->failures == 0);
+    EXPECT(aclallocPluggableGetStats(plugin, &st) == ACL_SUCCESS);
     plugin_counters(c);
     printf("default allocator on an unregistered stream: %ld more workspaces\n", d->nonzero);
-    CHECK((long)st.allocCount == nonzero + d->nonzero && st.freeCount == st.allocCount);
-    CHECK(c[1] == nonzero + d->nonzero && c[2] == c[1] && c[3] == 0);
+    EXPECT((long)st.allocCount == nonzero + d->nonzero && st.freeCount == st.allocCount);
+    EXPECT(c[1] == nonzero + d->nonzero && c[2] == c[1] && c[3] == 0);
 
     aclError rc = aclallocSetDefaultAllocator(desc);
     const char *msg = aclGetRecentErrMsg();
     printf("swap after use -> %d: %s\n", rc, msg ? msg : "(none)");
-    CHECK(rc == ACL_ERROR_REPEAT_INITIALIZE && msg != NULL &&
-          strstr(msg, "can't swap an already initialized allocator") != NULL);
+    EXPECT(rc == ACL_ERROR_REPEAT_INITIALIZE && msg != NULL &&
+           strstr(msg, "can't swap an already initialized allocator") != NULL);
     printf("overlapping workspaces: %ld, unwritable bytes: %ld\n", (long)overlaps, (long)bad_bytes);
-    CHECK(overlaps == 0 && bad_bytes == 0);
+    EXPECT(overlaps == 0 && bad_bytes == 0);
 
-    for (int s = 0; s <= STREAMS; s++) CHECK(aclrtDestroyStream(workers[s].stream) == ACL_SUCCESS);
-    CHECK(aclallocPluggableEmptyCache(plugin) == ACL_SUCCESS);
+    for (int s = 0; s <= STREAMS; s++) EXPECT(aclrtDestroyStream(workers[s].stream) == ACL_SUCCESS);
+    EXPECT(aclallocPluggableEmptyCache(plugin) == ACL_SUCCESS);
     plugin_counters(c);
-    CHECK(c[8] == 0);
-    CHECK(aclrtResetDevice(0) == ACL_SUCCESS);
-    CHECK(aclFinalize() == ACL_SUCCESS);
+    EXPECT(c[8] == 0);
+    EXPECT(aclrtResetDevice(0) == ACL_SUCCESS);
+    EXPECT(aclFinalize() == ACL_SUCCESS);
     printf("%s\n", failures == 0 ? "pluggable_inference: OK" : "pluggable_inference: FAILED");
     return failures == 0 ? 0 : 1;
 }

@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "common/check.h"
+#include "common/workload.h"
 
 #define LAYERS 12
 #define TOKENS 16
@@ -29,48 +31,16 @@
 
 static const size_t per_layer[OPS] = {16u << 10, 1536u << 10, 256u << 10, 11u << 20};
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        aclError rc_ = (call);                                                   \
-        if (rc_ != ACL_SUCCESS) {                                                \
-            const char *m_ = aclGetRecentErrMsg();                               \
-            fprintf(stderr, "%s: %d %s\n", #call, rc_, m_ ? m_ : "");           \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
+static atomic_long kernels_run;
 
-/* Workspaces of the kernels running right now, on any stream. */
-#define SLOTS 16
-static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { uintptr_t lo, hi; } running[SLOTS];
-static atomic_long overlaps, kernels_run;
-
+/* Claims its workspace while it runs (common/workload.h counts overlaps with
+ * any other running kernel) and writes to every 64 KiB of it. */
 static void kernel(void *workspace, size_t size, void *user_data) {
     unsigned char fill = (unsigned char)(uintptr_t)user_data;
-    uintptr_t lo = (uintptr_t)workspace, hi = lo + size;
-    int mine = -1;
-    pthread_mutex_lock(&running_lock);
-    for (int i = 0; i < SLOTS; i++) {
-        if (running[i].hi == 0) {
-            if (mine < 0) mine = i;
-        } else if (lo < running[i].hi && running[i].lo < hi) {
-            overlaps++;
-        }
-    }
-    if (mine >= 0) {
-        running[mine].lo = lo;
-        running[mine].hi = hi;
-    }
-    pthread_mutex_unlock(&running_lock);
-    unsigned char *ws = (unsigned char *)workspace;
-    for (size_t off = 0; off < size; off += 64 << 10) ws[off] = fill;
-    ws[size - 1] = fill;
+    int slot = workspace_claim(workspace, size);
+    workspace_fill((unsigned char *)workspace, size, fill, 64 << 10);
     kernels_run++;
-    if (mine >= 0) {
-        pthread_mutex_lock(&running_lock);
-        running[mine].lo = running[mine].hi = 0;
-        pthread_mutex_unlock(&running_lock);
-    }
+    workspace_release(slot);
 }
 
 typedef struct {

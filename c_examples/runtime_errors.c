@@ -8,18 +8,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
-
-static int failures;
-
-static void expect(const char *what, aclError got, aclError want, const char *needle) {
-    const char *msg = aclGetRecentErrMsg();
-    int ok = got == want && (want == ACL_SUCCESS ? msg == NULL : (msg != NULL && strstr(msg, needle) != NULL));
-    printf("%-48s -> %6d  %s\n", what, got, msg ? msg : "(no message)");
-    if (!ok) {
-        fprintf(stderr, "  FAILED: wanted %d and a message containing \"%s\"\n", want, needle);
-        failures++;
-    }
-}
+#include "common/expect.h"
 
 static int kernels_run;
 static void count_kernel(void *ws, size_t size, void *data) {

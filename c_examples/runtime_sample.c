@@ -8,15 +8,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
-
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        aclError rc_ = (call);                                                 \
-        if (rc_ != ACL_SUCCESS) {                                              \
-            fprintf(stderr, "%s: %d %s\n", #call, rc_, aclGetRecentErrMsg()); \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
+#include "common/check.h"
 
 /* The user's allocator: fixed-size blocks carved from one device buffer. */
 #define BLOCKS 16

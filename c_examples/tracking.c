@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "common/expect.h"
 
 #define NBLOCKS 4
 #define BLOCK_BYTES 4096
@@ -49,15 +50,6 @@ static void slab_free(aclrtAllocator allocator, aclrtAllocatorBlock block) {
 }
 
 static void *slab_addr(aclrtAllocatorBlock block) { return block; }
-
-static int failures;
-#define EXPECT(cond)                                                     \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "FAILED line %d: %s\n", __LINE__, #cond);    \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
 
 int main(void) {
     static Slab slab;

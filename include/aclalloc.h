@@ -833,6 +833,8 @@ aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
  *
  * In front of a real runtime: this library's messages when it has any (for
  * the calls it answers itself), otherwise the real runtime's.
+ * A real runtime's messages that this library did not consume are returned
+ * by a later call, once this library has none.
  */
 const char *aclGetRecentErrMsg(void);
 
@@ -1437,7 +1439,8 @@ aclError aclallocTrackingGetStats(aclrtAllocator allocator, aclallocTrackingStat
 
 /**
  * The number of faults the tracking layer has detected so far (repeats of
- * one concurrent-use fault count each time).
+ * one concurrent-use fault count each time); `UINT64_MAX` if it could not
+ * be read (see `aclGetRecentErrMsg`).
  */
 uint64_t aclallocTrackingFaultCount(void);
 

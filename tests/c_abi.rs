@@ -2,11 +2,13 @@
 //! Tests in this file share the process-wide registry, so each uses streams of
 //! its own.
 
+mod common;
+
 use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::types::*;
-use std::ffi::{c_void, CStr};
-use std::ptr::{null_mut, NonNull};
+use common::recent_message;
+use std::ffi::c_void;
+use std::ptr::null_mut;
 
 const ACL_SUCCESS: aclError = 0;
 const ACL_ERROR_INVALID_PARAM: aclError = 100000;
@@ -14,15 +16,6 @@ const ACL_ERROR_INVALID_PARAM: aclError = 100000;
 /// A distinct, never-dereferenced stream handle per test and index.
 fn stream(test: usize, index: usize) -> aclrtStream {
     ((test << 20) | (index << 4) | 0x1000_0000) as aclrtStream
-}
-
-fn last_message() -> Option<String> {
-    let ptr = aclGetRecentErrMsg();
-    NonNull::new(ptr as *mut _).map(|p| {
-        unsafe { CStr::from_ptr(p.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
-    })
 }
 
 #[inline(never)]
@@ -105,7 +98,7 @@ fn the_callbacks_handed_back_serve_a_workspace() {
 
 #[test]
 fn failures_write_nothing_and_leave_a_message() {
-    let _ = last_message();
+    let _ = recent_message();
     let s = stream(2, 0);
     let sentinel = 0xDEAD_BEEF_usize as *mut c_void;
     let mut desc = sentinel;
@@ -128,10 +121,10 @@ fn failures_write_nothing_and_leave_a_message() {
         "nothing written on failure"
     );
     assert_eq!(
-        last_message().as_deref(),
+        recent_message().as_deref(),
         Some("aclrtAllocatorGetByStream failed. Parameter stream is invalid. Reason: The stream is not registered with any allocator.")
     );
-    assert_eq!(last_message(), None, "reading clears");
+    assert_eq!(recent_message(), None, "reading clears");
 }
 
 #[test]
@@ -148,7 +141,7 @@ fn forged_and_destroyed_descriptors_are_refused_without_being_touched() {
         ACL_ERROR_INVALID_PARAM
     );
     assert_eq!(not_a_desc, [0x11u8; 64]);
-    let text = last_message().unwrap();
+    let text = recent_message().unwrap();
     assert_eq!(
         text.lines().count(),
         3,
@@ -168,7 +161,7 @@ fn forged_and_destroyed_descriptors_are_refused_without_being_touched() {
         aclrtAllocatorRegister(stream(3, 1), d),
         ACL_ERROR_INVALID_PARAM
     );
-    let _ = last_message();
+    let _ = recent_message();
 }
 
 #[test]
@@ -219,6 +212,6 @@ fn the_rust_api_and_the_c_abi_share_one_registry() {
         )
     };
     assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
-    let _ = last_message();
+    let _ = recent_message();
     aclrtAllocatorDestroyDesc(d);
 }

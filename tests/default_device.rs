@@ -3,13 +3,15 @@
 //! functions; once it has served, swapping it fails. Its own process: the
 //! default allocator is process-wide.
 
+mod common;
+
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::memory::aclrtMemset;
 use aclalloc::ffi::runtime::*;
+use common::message;
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,12 +33,6 @@ unsafe extern "C" fn never(_: *mut c_void, _: usize) -> *mut c_void {
 unsafe extern "C" fn never_free(_: *mut c_void, _: *mut c_void) {}
 unsafe extern "C" fn addr(b: *mut c_void) -> *mut c_void {
     b
-}
-
-fn message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null());
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 #[test]

@@ -8,16 +8,10 @@ mod plugin_support;
 
 use aclalloc::core::error::*;
 use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::plugin::*;
+use common::message;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::null_mut;
-
-fn message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a message was recorded");
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
 
 fn name() -> String {
     let p = aclallocGetDefaultAllocatorName();

@@ -10,8 +10,8 @@ use plugin_support::{build as build_plugin, counters as plugin_counters, is_load
 
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::plugin::*;
+use common::message;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::null_mut;
 
@@ -20,12 +20,6 @@ use std::ptr::null_mut;
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a message was recorded");
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 struct Names {

@@ -2,6 +2,8 @@
 //! streams, allocate through the registered callbacks, statistics export,
 //! text buffers, failure messages through aclGetRecentErrMsg, destroy.
 
+mod common;
+
 use aclalloc::core::error::{ACL_ERROR_FAILURE, ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
@@ -9,16 +11,11 @@ use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::ffi::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
 use aclalloc::pool::PoolStats;
+use common::message;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 
 const MIB: usize = 1 << 20;
-
-fn last_error() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a message was expected");
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
 
 fn config(limit: usize) -> aclallocPoolConfig {
     aclallocPoolConfig {
@@ -194,7 +191,7 @@ fn statistics_export_with_pytorch_keys() {
         unsafe { aclallocPoolGetStat(pool, bad.as_ptr(), &mut v) },
         ACL_ERROR_INVALID_PARAM
     );
-    assert!(last_error().starts_with("aclallocPoolGetStat failed. Parameter key is invalid."));
+    assert!(message().starts_with("aclallocPoolGetStat failed. Parameter key is invalid."));
     // Text works like snprintf.
     let mut len = 0;
     assert_eq!(
@@ -255,7 +252,7 @@ fn failures_leave_messages() {
     assert!(!a.is_null());
     assert!(aclallocPoolAlloc(pool, 6 * MIB).is_null());
     assert_eq!(
-        last_error(),
+        message(),
         format!(
             "aclallocPoolAlloc failed. Out of memory in the caching pool. Reason: tried to allocate {} bytes with {} bytes allocated and {} bytes reserved by the pool, limit {} bytes; the pool's memory limit would be exceeded.",
             6 * MIB, 4 * MIB, 4 * MIB, 8 * MIB
@@ -263,12 +260,12 @@ fn failures_leave_messages() {
     );
     aclallocPoolFree(pool, a);
     aclallocPoolFree(pool, a);
-    assert_eq!(last_error(), "aclallocPoolFree failed. Parameter block is invalid. Reason: The block was already freed (double free).");
+    assert_eq!(message(), "aclallocPoolFree failed. Parameter block is invalid. Reason: The block was already freed (double free).");
     let mut x = 0u64;
     aclallocPoolFree(pool, &mut x as *mut u64 as *mut c_void);
-    assert_eq!(last_error(), "aclallocPoolFree failed. Parameter block is invalid. Reason: It is not a block of this pool.");
+    assert_eq!(message(), "aclallocPoolFree failed. Parameter block is invalid. Reason: It is not a block of this pool.");
     aclallocPoolFree(0x1234 as *mut c_void, a);
-    assert!(last_error().starts_with("aclallocPoolFree failed. Parameter pool is invalid."));
+    assert!(message().starts_with("aclallocPoolFree failed. Parameter pool is invalid."));
     assert_eq!(
         aclallocPoolSetMemoryFraction(pool, 0.0),
         ACL_ERROR_INVALID_PARAM
@@ -278,7 +275,7 @@ fn failures_leave_messages() {
     let b = aclallocPoolAlloc(pool, 6 * MIB);
     assert!(!b.is_null(), "no limit any more");
     assert_eq!(aclallocPoolDestroy(pool), ACL_ERROR_FAILURE);
-    assert!(last_error().contains("The pool still has 1 allocated blocks"));
+    assert!(message().contains("The pool still has 1 allocated blocks"));
     aclallocPoolFree(pool, b);
     assert_eq!(aclallocPoolEmptyCache(pool), ACL_SUCCESS);
     assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
@@ -286,7 +283,7 @@ fn failures_leave_messages() {
         aclallocPoolAlloc(pool, 100).is_null(),
         "a destroyed pool's callbacks refuse"
     );
-    assert!(last_error().starts_with("aclallocPoolAlloc failed. Parameter pool is invalid."));
+    assert!(message().starts_with("aclallocPoolAlloc failed. Parameter pool is invalid."));
     assert_eq!(aclallocPoolDestroy(pool), ACL_ERROR_INVALID_PARAM);
     assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
     let bad = aclallocPoolConfig {
@@ -321,7 +318,7 @@ fn config_comes_from_the_environment() {
         unsafe { aclallocPoolConfigInit(&mut cfg) },
         ACL_ERROR_INVALID_PARAM
     );
-    assert!(last_error().contains("Parameter ACLALLOC_ALLOC_CONF is invalid. Reason: Unknown key"));
+    assert!(message().contains("Parameter ACLALLOC_ALLOC_CONF is invalid. Reason: Unknown key"));
     assert_eq!(cfg.max_split_size, before);
     std::env::remove_var("ACLALLOC_ALLOC_CONF");
 }
@@ -407,11 +404,11 @@ fn a_pool_destroyed_on_another_thread_refuses_this_threads_calls() {
         .unwrap();
     assert!(aclallocPoolAlloc(pool, 100).is_null());
     assert_eq!(
-        last_error(),
+        message(),
         "aclallocPoolAlloc failed. Parameter pool is invalid. Reason: The pool was destroyed."
     );
     aclallocPoolFree(pool, b);
-    assert!(last_error().starts_with("aclallocPoolFree failed. Parameter pool is invalid."));
+    assert!(message().starts_with("aclallocPoolFree failed. Parameter pool is invalid."));
     assert_eq!(aclallocPoolDestroy(pool), ACL_ERROR_INVALID_PARAM);
     assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
 }
@@ -428,7 +425,7 @@ fn a_launch_whose_workspace_the_pool_cannot_serve_fails_with_the_pools_reason() 
     unsafe extern "C" fn kernel(_: *mut c_void, _: usize, _: *mut c_void) {}
     let rc = unsafe { aclallocLaunchKernel(stream, 9 * MIB, Some(kernel), null_mut()) };
     assert_eq!(rc, ACL_ERROR_RT_MEMORY_ALLOCATION);
-    let text = last_error();
+    let text = message();
     assert!(
         text.contains(&format!(
             "aclallocPoolAlloc failed. Out of memory in the caching pool. Reason: tried to allocate {} bytes with 0 bytes allocated and 0 bytes reserved by the pool, limit {} bytes",
@@ -522,7 +519,7 @@ fn stream_descriptors_keep_freed_blocks_on_their_stream() {
 
     // A view is not a pool: it cannot destroy one.
     assert_eq!(aclallocPoolDestroy(obj_a), ACL_ERROR_INVALID_PARAM);
-    assert!(last_error().contains("not a pool"));
+    assert!(message().contains("not a pool"));
     for (s, d) in [(a, desc_a), (b, desc_b)] {
         aclrtAllocatorUnregister(s);
         assert_eq!(aclrtAllocatorDestroyDesc(d), ACL_SUCCESS);

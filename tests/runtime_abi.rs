@@ -1,20 +1,17 @@
 //! The host runtime through its C ABI: codes, out-parameters, messages, and
 //! launches that consume a registered allocator.
 
+mod common;
+
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::memory::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::types::*;
-use std::ffi::{c_void, CStr};
+use common::recent_message;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-fn recent() -> Option<String> {
-    let p = aclGetRecentErrMsg();
-    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-}
 
 /// A bump allocator over one buffer that starts over when every block is back.
 struct Bump {
@@ -109,14 +106,14 @@ fn a_program_runs_launches_on_its_registered_allocator_through_the_c_abi() {
         assert_eq!(KERNEL_BYTES.load(Ordering::SeqCst), want);
         assert_eq!(bump.allocs.load(Ordering::SeqCst), 800);
         assert_eq!(bump.frees.load(Ordering::SeqCst), 800);
-        assert_eq!(recent(), None);
+        assert_eq!(recent_message(), None);
 
         assert_eq!(
             aclallocLaunchKernel(stream, 2 << 20, Some(fill), std::ptr::null_mut()),
             ACL_ERROR_RT_MEMORY_ALLOCATION
         );
         assert_eq!(
-            recent().as_deref(),
+            recent_message().as_deref(),
             Some(
                 format!(
                     "aclallocLaunchKernel failed. The allocator of stream {:#x} returned NULL from alloc for a workspace of 2097152 bytes.",
@@ -143,16 +140,18 @@ fn a_program_runs_launches_on_its_registered_allocator_through_the_c_abi() {
             "destroying the stream dropped its registration"
         );
         assert!(found.is_null());
-        let _ = recent();
+        let _ = recent_message();
         assert_eq!(aclrtFree(base), ACL_SUCCESS);
         assert_eq!(aclrtFree(base), ACL_ERROR_INVALID_PARAM);
-        assert!(recent().unwrap().contains("or it was already freed"));
+        assert!(recent_message()
+            .unwrap()
+            .contains("or it was already freed"));
         assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
         assert_eq!(aclrtResetDevice(0), ACL_SUCCESS);
         assert_eq!(aclFinalize(), ACL_SUCCESS);
         assert_eq!(aclFinalize(), ACL_ERROR_REPEAT_FINALIZE);
         assert_eq!(
-            recent().as_deref(),
+            recent_message().as_deref(),
             Some("aclFinalize failed. ACL is not initialized (aclInit was not called, or aclFinalize was already called).")
         );
     }
@@ -184,7 +183,7 @@ fn streams_not_made_by_the_runtime_stay_acceptable_to_the_allocator_api() {
         );
         assert_eq!(aclrtSynchronizeStream(foreign), ACL_ERROR_INVALID_PARAM);
     }
-    let messages = recent().unwrap();
+    let messages = recent_message().unwrap();
     assert!(messages.starts_with("aclrtSynchronizeStream failed. Parameter stream is invalid."));
     assert!(messages.contains("\naclallocLaunchKernel failed. Parameter stream is invalid."));
     assert_eq!(aclrtAllocatorUnregister(foreign), ACL_SUCCESS);

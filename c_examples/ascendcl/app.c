@@ -7,15 +7,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
-
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        aclError rc_ = (call);                                                 \
-        if (rc_ != ACL_SUCCESS) {                                              \
-            fprintf(stderr, "%s: %d %s\n", #call, rc_, aclGetRecentErrMsg()); \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
+#include "common/check.h"
 
 static int obj;
 static unsigned char arena[1 << 16];

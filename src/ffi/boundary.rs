@@ -32,6 +32,18 @@ impl FfiReturn for () {
     fn failure(_: aclError) -> Self {}
 }
 
+/// Count-returning functions: the count, or `u64::MAX` when the count could
+/// not be taken.
+impl FfiReturn for u64 {
+    type Ok = u64;
+    fn success(value: u64) -> Self {
+        value
+    }
+    fn failure(_: aclError) -> Self {
+        u64::MAX
+    }
+}
+
 /// Handle-returning functions: the handle, or NULL.
 impl FfiReturn for *mut c_void {
     type Ok = *mut c_void;

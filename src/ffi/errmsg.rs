@@ -18,26 +18,30 @@ thread_local! {
 ///
 /// In front of a real runtime: this library's messages when it has any (for
 /// the calls it answers itself), otherwise the real runtime's.
+/// A real runtime's messages that this library did not consume are returned
+/// by a later call, once this library has none.
 #[no_mangle]
 pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    let ours = own_messages();
-    match forward::recent_err_msg() {
-        // SAFETY: the real runtime's function, which takes no arguments.
-        Some(real) if ours.is_null() => unsafe { real() },
-        _ => ours,
-    }
+    boundary("aclGetRecentErrMsg", || {
+        let ours = own_messages();
+        Ok(match forward::recent_err_msg() {
+            // SAFETY: the real runtime's function, which takes no arguments.
+            Some(real) if ours.is_null() => unsafe { real() },
+            _ => ours,
+        })
+    })
 }
 
+/// This library's messages for this thread, as a C string that lives until
+/// the next read; NULL when there are none.
 fn own_messages() -> *const c_char {
-    boundary("aclGetRecentErrMsg", || {
-        let text =
-            errlog::take_recent().map(|t| CString::new(t.replace('\0', " ")).unwrap_or_default());
-        Ok(LAST_READ
-            .try_with(|last| {
-                let mut last = last.borrow_mut();
-                *last = text;
-                last.as_ref().map_or(std::ptr::null(), |t| t.as_ptr())
-            })
-            .unwrap_or(std::ptr::null()))
-    })
+    let text =
+        errlog::take_recent().map(|t| CString::new(t.replace('\0', " ")).unwrap_or_default());
+    LAST_READ
+        .try_with(|last| {
+            let mut last = last.borrow_mut();
+            *last = text;
+            last.as_ref().map_or(std::ptr::null(), |t| t.as_ptr())
+        })
+        .unwrap_or(std::ptr::null())
 }

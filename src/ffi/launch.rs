@@ -2,6 +2,7 @@
 //! registered allocator as CANN's executor does.
 #![allow(non_snake_case)]
 
+use super::boundary::passthrough;
 use super::types::*;
 use crate::runtime::backend::active;
 use std::ffi::c_void;
@@ -41,7 +42,9 @@ pub unsafe extern "C" fn aclallocLaunchKernel(
     userData: *mut c_void,
 ) -> aclError {
     // SAFETY: forwarded unchanged to a function with the same contract.
-    unsafe { (active().aclallocLaunchKernel)(stream, workspaceSize, kernel, userData) }
+    passthrough("aclallocLaunchKernel", || unsafe {
+        (active().aclallocLaunchKernel)(stream, workspaceSize, kernel, userData)
+    })
 }
 
 /// The host backend's implementation.

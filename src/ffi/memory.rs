@@ -3,6 +3,7 @@
 //! allocations, never trusted.
 #![allow(non_snake_case)]
 
+use super::boundary::passthrough;
 use super::types::*;
 use crate::runtime::backend::active;
 use std::ffi::c_void;
@@ -23,7 +24,9 @@ pub unsafe extern "C" fn aclrtMalloc(
 ) -> aclError {
     // SAFETY (every export): the arguments are forwarded unchanged to a
     // function with the same contract.
-    unsafe { (active().aclrtMalloc)(devPtr, size, policy) }
+    passthrough("aclrtMalloc", || unsafe {
+        (active().aclrtMalloc)(devPtr, size, policy)
+    })
 }
 
 /// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
@@ -37,7 +40,9 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    unsafe { (active().aclrtMallocAlign32)(devPtr, size, policy) }
+    passthrough("aclrtMallocAlign32", || unsafe {
+        (active().aclrtMallocAlign32)(devPtr, size, policy)
+    })
 }
 
 /// Frees device memory after all pending stream work has run. A pointer that
@@ -49,7 +54,7 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
-    unsafe { (active().aclrtFree)(devPtr) }
+    passthrough("aclrtFree", || unsafe { (active().aclrtFree)(devPtr) })
 }
 
 /// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
@@ -66,7 +71,9 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: aclrtMemcpyKind,
 ) -> aclError {
-    unsafe { (active().aclrtMemcpy)(dst, destMax, src, count, kind) }
+    passthrough("aclrtMemcpy", || unsafe {
+        (active().aclrtMemcpy)(dst, destMax, src, count, kind)
+    })
 }
 
 /// Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
@@ -81,7 +88,9 @@ pub unsafe extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
-    unsafe { (active().aclrtMemset)(devPtr, maxCount, value, count) }
+    passthrough("aclrtMemset", || unsafe {
+        (active().aclrtMemset)(devPtr, maxCount, value, count)
+    })
 }
 
 /// `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
@@ -97,7 +106,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: aclrtMemcpyKind,
     stream: aclrtStream,
 ) -> aclError {
-    unsafe { (active().aclrtMemcpyAsync)(dst, destMax, src, count, kind, stream) }
+    passthrough("aclrtMemcpyAsync", || unsafe {
+        (active().aclrtMemcpyAsync)(dst, destMax, src, count, kind, stream)
+    })
 }
 
 /// `aclrtMemset` run in order on `stream` (NULL: the default stream).
@@ -113,7 +124,9 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: aclrtStream,
 ) -> aclError {
-    unsafe { (active().aclrtMemsetAsync)(devPtr, maxCount, value, count, stream) }
+    passthrough("aclrtMemsetAsync", || unsafe {
+        (active().aclrtMemsetAsync)(devPtr, maxCount, value, count, stream)
+    })
 }
 
 /// Free and total bytes of the current context's device; every `attr`
@@ -127,7 +140,9 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
     free: *mut usize,
     total: *mut usize,
 ) -> aclError {
-    unsafe { (active().aclrtGetMemInfo)(attr, free, total) }
+    passthrough("aclrtGetMemInfo", || unsafe {
+        (active().aclrtGetMemInfo)(attr, free, total)
+    })
 }
 
 /// The host backend's implementations.

@@ -6,6 +6,7 @@
 //! through the crate's one boundary function.
 #![allow(non_snake_case)]
 
+use super::boundary::passthrough;
 use super::types::*;
 use crate::runtime::backend::active;
 use std::ffi::c_char;
@@ -21,14 +22,14 @@ use std::ffi::c_char;
 pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
     // SAFETY (every export): the arguments are forwarded unchanged to a
     // function with the same contract.
-    unsafe { (active().aclInit)(configPath) }
+    passthrough("aclInit", || unsafe { (active().aclInit)(configPath) })
 }
 
 /// Finalizes ACL: every context and stream is released (pending work runs
 /// first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> aclError {
-    unsafe { (active().aclFinalize)() }
+    passthrough("aclFinalize", || unsafe { (active().aclFinalize)() })
 }
 
 /// Makes `deviceId` the calling thread's device (its default context becomes
@@ -36,7 +37,9 @@ pub extern "C" fn aclFinalize() -> aclError {
 /// `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
 #[no_mangle]
 pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
-    unsafe { (active().aclrtSetDevice)(deviceId) }
+    passthrough("aclrtSetDevice", || unsafe {
+        (active().aclrtSetDevice)(deviceId)
+    })
 }
 
 /// Undoes one `aclrtSetDevice`; the last one releases the device's default
@@ -44,14 +47,18 @@ pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
 /// set is left as it is. Device memory is not freed.
 #[no_mangle]
 pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
-    unsafe { (active().aclrtResetDevice)(deviceId) }
+    passthrough("aclrtResetDevice", || unsafe {
+        (active().aclrtResetDevice)(deviceId)
+    })
 }
 
 /// Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
 /// every context on it (its own and those from `aclrtCreateContext`).
 #[no_mangle]
 pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
-    unsafe { (active().aclrtResetDeviceForce)(deviceId) }
+    passthrough("aclrtResetDeviceForce", || unsafe {
+        (active().aclrtResetDeviceForce)(deviceId)
+    })
 }
 
 /// The device of the calling thread's current context. No current context:
@@ -61,7 +68,9 @@ pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
 /// `deviceId` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
-    unsafe { (active().aclrtGetDevice)(deviceId) }
+    passthrough("aclrtGetDevice", || unsafe {
+        (active().aclrtGetDevice)(deviceId)
+    })
 }
 
 /// The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
@@ -70,7 +79,9 @@ pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
 /// `count` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
-    unsafe { (active().aclrtGetDeviceCount)(count) }
+    passthrough("aclrtGetDeviceCount", || unsafe {
+        (active().aclrtGetDeviceCount)(count)
+    })
 }
 
 /// Creates a context on `deviceId` and makes it current on the calling thread.
@@ -79,7 +90,9 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId: i32) -> aclError {
-    unsafe { (active().aclrtCreateContext)(context, deviceId) }
+    passthrough("aclrtCreateContext", || unsafe {
+        (active().aclrtCreateContext)(context, deviceId)
+    })
 }
 
 /// Destroys a context from `aclrtCreateContext` and its streams (pending work
@@ -90,7 +103,9 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
-    unsafe { (active().aclrtDestroyContext)(context) }
+    passthrough("aclrtDestroyContext", || unsafe {
+        (active().aclrtDestroyContext)(context)
+    })
 }
 
 /// Makes `context` current on the calling thread.
@@ -100,7 +115,9 @@ pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError 
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
-    unsafe { (active().aclrtSetCurrentContext)(context) }
+    passthrough("aclrtSetCurrentContext", || unsafe {
+        (active().aclrtSetCurrentContext)(context)
+    })
 }
 
 /// The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
@@ -109,7 +126,9 @@ pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclErr
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
-    unsafe { (active().aclrtGetCurrentContext)(context) }
+    passthrough("aclrtGetCurrentContext", || unsafe {
+        (active().aclrtGetCurrentContext)(context)
+    })
 }
 
 /// Creates a stream in the current context: an in-order queue run by its own
@@ -119,7 +138,9 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> a
 /// `stream` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
-    unsafe { (active().aclrtCreateStream)(stream) }
+    passthrough("aclrtCreateStream", || unsafe {
+        (active().aclrtCreateStream)(stream)
+    })
 }
 
 /// `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
@@ -133,7 +154,9 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
     priority: u32,
     flag: u32,
 ) -> aclError {
-    unsafe { (active().aclrtCreateStreamWithConfig)(stream, priority, flag) }
+    passthrough("aclrtCreateStreamWithConfig", || unsafe {
+        (active().aclrtCreateStreamWithConfig)(stream, priority, flag)
+    })
 }
 
 /// Destroys a stream once its pending work has run, and drops its allocator
@@ -144,7 +167,9 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
-    unsafe { (active().aclrtDestroyStream)(stream) }
+    passthrough("aclrtDestroyStream", || unsafe {
+        (active().aclrtDestroyStream)(stream)
+    })
 }
 
 /// Destroys a stream at once: work that has not started is dropped, the
@@ -155,7 +180,9 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
-    unsafe { (active().aclrtDestroyStreamForce)(stream) }
+    passthrough("aclrtDestroyStreamForce", || unsafe {
+        (active().aclrtDestroyStreamForce)(stream)
+    })
 }
 
 /// Waits until all work enqueued on `stream` (NULL: the current context's
@@ -166,7 +193,9 @@ pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclErro
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
-    unsafe { (active().aclrtSynchronizeStream)(stream) }
+    passthrough("aclrtSynchronizeStream", || unsafe {
+        (active().aclrtSynchronizeStream)(stream)
+    })
 }
 
 /// As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
@@ -180,13 +209,17 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
     stream: aclrtStream,
     timeout: i32,
 ) -> aclError {
-    unsafe { (active().aclrtSynchronizeStreamWithTimeout)(stream, timeout) }
+    passthrough("aclrtSynchronizeStreamWithTimeout", || unsafe {
+        (active().aclrtSynchronizeStreamWithTimeout)(stream, timeout)
+    })
 }
 
 /// Waits until all work enqueued on every stream has run.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
-    unsafe { (active().aclrtSynchronizeDevice)() }
+    passthrough("aclrtSynchronizeDevice", || unsafe {
+        (active().aclrtSynchronizeDevice)()
+    })
 }
 
 /// The host backend's implementations.

@@ -2,7 +2,7 @@
 #![allow(non_snake_case)]
 
 use super::args::{self, Out};
-use super::boundary::boundary;
+use super::boundary::{boundary, passthrough};
 use super::types::*;
 use crate::core::error::Error;
 use crate::pool::Stat;
@@ -44,7 +44,9 @@ pub extern "C" fn aclallocTrackingSetEnabled(enable: c_int) -> aclError {
 /// 1 when the tracking layer is on, 0 when it is off.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingIsEnabled() -> c_int {
-    c_int::from(tracking::enabled())
+    passthrough("aclallocTrackingIsEnabled", || {
+        c_int::from(tracking::enabled())
+    })
 }
 
 /// Writes the text report (statistics per allocator, one line per fault) to
@@ -121,9 +123,12 @@ pub unsafe extern "C" fn aclallocTrackingGetStats(
 }
 
 /// The number of faults the tracking layer has detected so far (repeats of
-/// one concurrent-use fault count each time).
+/// one concurrent-use fault count each time); `UINT64_MAX` if it could not
+/// be read (see `aclGetRecentErrMsg`).
 #[no_mangle]
 pub extern "C" fn aclallocTrackingFaultCount() -> u64 {
-    let (events, dropped) = tracking::faults();
-    events.iter().map(|e| e.count).sum::<u64>() + dropped
+    boundary("aclallocTrackingFaultCount", || {
+        let (events, dropped) = tracking::faults();
+        Ok(events.iter().map(|e| e.count).sum::<u64>() + dropped)
+    })
 }

@@ -21,6 +21,14 @@ fn runtime(devices: u32, memory: usize) -> HostRuntime {
     )
 }
 
+/// A one-device runtime with device 0 current and a stream on it.
+fn runtime_with_stream() -> (HostRuntime, StreamKey) {
+    let rt = runtime(1, 1 << 20);
+    rt.set_device(0).unwrap();
+    let stream = rt.create_stream(0, 0).unwrap();
+    (rt, stream)
+}
+
 /// A counting allocator whose blocks are boxes of bytes. A freed block is
 /// kept, not released: blocks come back in stream order, while the kernel
 /// that used one may still be pending (CANN's allocators reuse such blocks
@@ -224,9 +232,7 @@ fn the_default_stream_serves_null_and_goes_with_its_context() {
 
 #[test]
 fn launches_take_workspaces_from_the_registration_in_force_at_launch() {
-    let rt = runtime(1, 1 << 20);
-    rt.set_device(0).unwrap();
-    let stream = rt.create_stream(0, 0).unwrap();
+    let (rt, stream) = runtime_with_stream();
     let (a, b) = (Counting::default(), Counting::default());
     register(&rt, stream, &a);
 
@@ -261,9 +267,7 @@ fn launches_take_workspaces_from_the_registration_in_force_at_launch() {
 
 #[test]
 fn allocator_failures_enqueue_nothing() {
-    let rt = runtime(1, 1 << 20);
-    rt.set_device(0).unwrap();
-    let stream = rt.create_stream(0, 0).unwrap();
+    let (rt, stream) = runtime_with_stream();
     let c = Counting::default();
     register(&rt, stream, &c);
     let seen = Seen::default();
@@ -292,9 +296,7 @@ fn allocator_failures_enqueue_nothing() {
 
 #[test]
 fn zero_size_workspaces_take_nothing() {
-    let rt = runtime(1, 1 << 20);
-    rt.set_device(0).unwrap();
-    let stream = rt.create_stream(0, 0).unwrap();
+    let (rt, stream) = runtime_with_stream();
     let c = Counting::default();
     register(&rt, stream, &c);
     let seen = Seen::default();
@@ -308,9 +310,7 @@ fn zero_size_workspaces_take_nothing() {
 
 #[test]
 fn without_a_registration_device_memory_serves_until_the_kernel_has_run() {
-    let rt = runtime(1, 1 << 20);
-    rt.set_device(0).unwrap();
-    let stream = rt.create_stream(0, 0).unwrap();
+    let (rt, stream) = runtime_with_stream();
     let memory = Arc::clone(rt.device(0).unwrap().memory());
     let seen = Seen::default();
     seen.hold.store(true, Ordering::SeqCst);
@@ -334,9 +334,7 @@ fn without_a_registration_device_memory_serves_until_the_kernel_has_run() {
 
 #[test]
 fn destroying_a_stream_drops_its_registration_and_waits_for_its_work() {
-    let rt = runtime(1, 1 << 20);
-    rt.set_device(0).unwrap();
-    let stream = rt.create_stream(0, 0).unwrap();
+    let (rt, stream) = runtime_with_stream();
     let c = Counting::default();
     register(&rt, stream, &c);
     let seen = Seen::default();
@@ -351,9 +349,7 @@ fn destroying_a_stream_drops_its_registration_and_waits_for_its_work() {
 
 #[test]
 fn free_waits_for_queued_work_on_the_memory() {
-    let rt = runtime(1, 1 << 20);
-    rt.set_device(0).unwrap();
-    let stream = rt.create_stream(0, 0).unwrap();
+    let (rt, stream) = runtime_with_stream();
     let dev = rt.malloc(4096).unwrap();
     let seen = Seen::default();
     seen.hold.store(true, Ordering::SeqCst);

@@ -51,23 +51,8 @@ pub unsafe extern "C" fn track_alloc(obj: *mut c_void, size: usize) -> *mut c_vo
     // SAFETY: the function's contract.
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
-    let stream = t.stream.get().get();
-    let Some(mut inside) = t.state.enter(stream) else {
-        // SAFETY: the user's function with the user's object.
-        return unsafe { (user.alloc)(user.obj.as_ptr(), size) };
-    };
     // SAFETY: the user's function with the user's object.
-    let block = unsafe { (user.alloc)(user.obj.as_ptr(), size) };
-    inside.on_alloc(
-        t.state.allocator,
-        block as usize,
-        size,
-        stream,
-        user.get_addr_from_block as usize,
-    );
-    drop(inside);
-    remember(block, t);
-    block
+    record_alloc(t, size, || unsafe { (user.alloc)(user.obj.as_ptr(), size) })
 }
 
 /// The tracking allocAdvise; handed out only when the user has one.
@@ -86,19 +71,30 @@ pub unsafe extern "C" fn track_alloc_advise(
         // SAFETY: as track_alloc.
         return unsafe { track_alloc(obj, size) };
     };
+    // SAFETY: the user's function with the user's object.
+    record_alloc(t, size, || unsafe { advise(user.obj.as_ptr(), size, addr) })
+}
+
+/// Runs `user_alloc` (the user's alloc or allocAdvise for `size` bytes) and
+/// records the block it returns; a nested call on this thread (see
+/// `AllocState::enter`) runs it unrecorded.
+#[inline(always)]
+fn record_alloc(
+    t: &TrackObj,
+    size: usize,
+    user_alloc: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
     let stream = t.stream.get().get();
     let Some(mut inside) = t.state.enter(stream) else {
-        // SAFETY: the user's function with the user's object.
-        return unsafe { advise(user.obj.as_ptr(), size, addr) };
+        return user_alloc();
     };
-    // SAFETY: the user's function with the user's object.
-    let block = unsafe { advise(user.obj.as_ptr(), size, addr) };
+    let block = user_alloc();
     inside.on_alloc(
         t.state.allocator,
         block as usize,
         size,
         stream,
-        user.get_addr_from_block as usize,
+        t.registration.callbacks.get_addr_from_block as usize,
     );
     drop(inside);
     remember(block, t);

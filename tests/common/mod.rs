@@ -1,8 +1,23 @@
-//! Helpers shared by the integration tests that build C code against the library.
+//! Helpers shared by the integration tests: the message the last call left,
+//! and building C code against the library.
 #![allow(dead_code)]
 
+use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// What `aclGetRecentErrMsg` returns now, if anything.
+pub fn recent_message() -> Option<String> {
+    let p = aclalloc::ffi::errmsg::aclGetRecentErrMsg();
+    // SAFETY: non-NULL, a NUL-terminated string the library keeps until the
+    // thread's next call.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// The message the last call left; there must be one.
+pub fn message() -> String {
+    recent_message().expect("a message was recorded")
+}
 
 /// The directory holding the `libaclalloc.so` this test run built
 /// (`target/<profile>`): the test binary lives in `target/<profile>/deps`.

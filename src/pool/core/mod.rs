@@ -273,24 +273,7 @@ impl Core {
         self.detach_free(idx);
         if addr > b.addr {
             // Keep the front as a free block; the rest starts at `addr`.
-            let front = addr - b.addr;
-            let rest = self.blocks.insert(Block {
-                addr,
-                size: b.size - front,
-                requested: 0,
-                prev: idx,
-                next: b.next,
-                segment: b.segment,
-                kind: b.kind,
-                stream: b.stream,
-                state: State::Free,
-                counted_split: false,
-            });
-            if b.next != NIL {
-                self.blocks[b.next].prev = rest;
-            }
-            self.blocks[idx].next = rest;
-            self.blocks[idx].size = front;
+            let rest = self.split_off(idx, addr - b.addr);
             self.insert_free(idx);
             self.mark_split(idx);
             idx = rest;
@@ -370,9 +353,20 @@ impl Core {
         if !split {
             return;
         }
-        let tail = self.blocks.insert(Block {
-            addr: b.addr + rounded,
-            size: remaining,
+        let tail = self.split_off(idx, rounded);
+        self.insert_free(tail);
+        self.mark_split(tail);
+    }
+
+    /// Cuts block `idx` after its first `keep` bytes: the rest becomes a new
+    /// free block right after it in its segment (same kind and stream),
+    /// returned. The caller files both blocks.
+    #[inline]
+    fn split_off(&mut self, idx: u32, keep: usize) -> u32 {
+        let b = self.blocks[idx];
+        let rest = self.blocks.insert(Block {
+            addr: b.addr + keep,
+            size: b.size - keep,
             requested: 0,
             prev: idx,
             next: b.next,
@@ -383,12 +377,11 @@ impl Core {
             counted_split: false,
         });
         if b.next != NIL {
-            self.blocks[b.next].prev = tail;
+            self.blocks[b.next].prev = rest;
         }
-        self.blocks[idx].next = tail;
-        self.blocks[idx].size = rounded;
-        self.insert_free(tail);
-        self.mark_split(tail);
+        self.blocks[idx].next = rest;
+        self.blocks[idx].size = keep;
+        rest
     }
 
     #[inline]
