@@ -1223,24 +1223,6 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             RT_MEMORY_ALLOCATION,
             |out, _| unsafe { aclrtMalloc(&mut out.desc, 1 << 62, ACL_MEM_MALLOC_HUGE_FIRST) },
         ),
-        ("aclrtMalloc", "policy 99", INVALID_PARAM, |out, _| unsafe {
-            aclrtMalloc(&mut out.desc, 64, 99)
-        }),
-        ("aclrtMalloc", "policy -1", INVALID_PARAM, |out, _| unsafe {
-            aclrtMalloc(&mut out.desc, 64, -1)
-        }),
-        (
-            "aclrtMalloc",
-            "policy with an unknown flag",
-            INVALID_PARAM,
-            |out, _| unsafe { aclrtMalloc(&mut out.desc, 64, ACL_MEM_MALLOC_HUGE_FIRST | 0x200) },
-        ),
-        (
-            "aclrtMallocAlign32",
-            "policy 8",
-            INVALID_PARAM,
-            |out, _| unsafe { aclrtMallocAlign32(&mut out.desc, 64, 8) },
-        ),
         ("aclrtSetDevice", "device -1", INVALID_DEVICE, |_, _| {
             aclrtSetDevice(-1)
         }),

@@ -9,8 +9,7 @@ use crate::runtime::backend::active;
 use std::ffi::c_void;
 
 /// Allocates `size` bytes of device memory on the current context's device
-/// (page-aligned; the policy has no effect on the host, but a value that is
-/// not an `aclrtMemMallocPolicy` is `ACL_ERROR_INVALID_PARAM`). More than the
+/// (page-aligned; the policy has no effect on the host). More than the
 /// device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
 /// `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
 ///
@@ -151,18 +150,11 @@ pub(crate) mod host {
     use super::super::boundary::boundary;
     use super::*;
     use crate::runtime::host::host;
-    use crate::runtime::memops::check_malloc_policy;
 
-    unsafe fn malloc(
-        function: &'static str,
-        devPtr: *mut *mut c_void,
-        size: usize,
-        policy: aclrtMemMallocPolicy,
-    ) -> aclError {
+    unsafe fn malloc(function: &'static str, devPtr: *mut *mut c_void, size: usize) -> aclError {
         boundary(function, || {
             // SAFETY: the caller's contract.
             let out = unsafe { Out::required(devPtr, "devPtr") }?;
-            check_malloc_policy(policy)?;
             out.write(host().malloc(size)?.as_ptr().cast());
             Ok(())
         })
@@ -171,17 +163,17 @@ pub(crate) mod host {
     pub(crate) unsafe extern "C" fn aclrtMalloc(
         devPtr: *mut *mut c_void,
         size: usize,
-        policy: aclrtMemMallocPolicy,
+        _policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        unsafe { malloc("aclrtMalloc", devPtr, size, policy) }
+        unsafe { malloc("aclrtMalloc", devPtr, size) }
     }
 
     pub(crate) unsafe extern "C" fn aclrtMallocAlign32(
         devPtr: *mut *mut c_void,
         size: usize,
-        policy: aclrtMemMallocPolicy,
+        _policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        unsafe { malloc("aclrtMallocAlign32", devPtr, size, policy) }
+        unsafe { malloc("aclrtMallocAlign32", devPtr, size) }
     }
 
     pub(crate) unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {

@@ -64,35 +64,9 @@ impl CopyKind {
 /// The highest `aclrtMemAttr` value (`ACL_MEM_P2P_HUGE1G`).
 const MAX_MEM_ATTR: i32 = 17;
 
-/// The page policies of `aclrtMemMallocPolicy` (`ACL_MEM_MALLOC_HUGE_FIRST`
-/// 0 ... `ACL_MEM_MALLOC_HUGE1G_ONLY_P2P` 7), in its low byte.
-const MAX_PAGE_POLICY: i32 = 7;
-/// The flags CANN lets a caller OR into a policy:
-/// `ACL_MEM_TYPE_LOW_BAND_WIDTH`, `ACL_MEM_TYPE_HIGH_BAND_WIDTH`,
-/// `ACL_MEM_ACCESS_USER_SPACE_READONLY`.
-const POLICY_FLAGS: i32 = 0x0100 | 0x1000 | 0x10_0000;
-
-/// Refuses a value that is not an `aclrtMemMallocPolicy`: a page policy,
-/// optionally ORed with CANN's memory-type and access flags. (CANN's own
-/// runtime quietly allocates with its default policy instead; a value out of
-/// the enum is a caller's bug, so it is reported here.)
-pub fn check_malloc_policy(policy: i32) -> Result<()> {
-    let page = policy & 0xFF;
-    let flags = policy & !0xFF;
-    if (0..=MAX_PAGE_POLICY).contains(&page) && flags & !POLICY_FLAGS == 0 {
-        return Ok(());
-    }
-    Err(Error::InvalidParam {
-        param: "policy",
-        reason: "It is not an aclrtMemMallocPolicy value (ACL_MEM_MALLOC_HUGE_FIRST to ACL_MEM_MALLOC_HUGE1G_ONLY_P2P, optionally ORed with ACL_MEM_TYPE_LOW_BAND_WIDTH, ACL_MEM_TYPE_HIGH_BAND_WIDTH or ACL_MEM_ACCESS_USER_SPACE_READONLY)",
-    })
-}
-
 impl HostRuntime {
     /// `aclrtMalloc` / `aclrtMallocAlign32` on the current context's device.
-    /// Every allocation is page-aligned; the policy changes nothing on the
-    /// host (the C exports refuse a value that is not a policy, see
-    /// [`check_malloc_policy`]).
+    /// Every allocation is page-aligned; the policy changes nothing on the host.
     pub fn malloc(&self, size: usize) -> Result<NonNull<u8>> {
         let (_, device) = self.current_context()?;
         self.device(device as i32)?.memory().alloc(size)
@@ -264,44 +238,5 @@ impl HostRuntime {
         let (_, device) = self.current_context()?;
         let memory = self.device(device as i32)?.memory();
         Ok((memory.capacity() - memory.used(), memory.capacity()))
-    }
-}
-
-#[cfg(test)]
-mod policy_tests {
-    use super::check_malloc_policy;
-    use crate::ffi::types::*;
-
-    #[test]
-    fn every_cann_policy_and_flag_combination_is_accepted_and_nothing_else() {
-        let flags = [
-            0,
-            ACL_MEM_TYPE_LOW_BAND_WIDTH,
-            ACL_MEM_TYPE_HIGH_BAND_WIDTH,
-            ACL_MEM_ACCESS_USER_SPACE_READONLY,
-            ACL_MEM_TYPE_HIGH_BAND_WIDTH | ACL_MEM_ACCESS_USER_SPACE_READONLY,
-        ];
-        for page in ACL_MEM_MALLOC_HUGE_FIRST..=ACL_MEM_MALLOC_HUGE1G_ONLY_P2P {
-            for flag in flags {
-                assert_eq!(
-                    check_malloc_policy(page | flag),
-                    Ok(()),
-                    "{page:#x}|{flag:#x}"
-                );
-            }
-        }
-        for bad in [
-            8,
-            99,
-            0xFF,
-            -1,
-            0x200,
-            0x2000,
-            0x20_0000,
-            i32::MIN,
-            i32::MAX,
-        ] {
-            assert!(check_malloc_policy(bad).is_err(), "{bad:#x}");
-        }
     }
 }
