@@ -67,6 +67,20 @@ fn a_program_runs_launches_on_its_registered_allocator_through_the_c_abi() {
         assert_eq!(aclrtCreateStream(&mut stream), ACL_SUCCESS);
         assert_eq!((stream as usize) >> 48, 0xACA3, "a tagged handle");
 
+        // CANN's runtime allocates with its default policy when the policy is
+        // not an aclrtMemMallocPolicy value, so a program that does that runs
+        // on CANN; it must run here too.
+        for policy in [99, -1, 8, ACL_MEM_MALLOC_HUGE_FIRST | 0x200] {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            assert_eq!(
+                aclrtMalloc(&mut p, 4096, policy),
+                ACL_SUCCESS,
+                "policy {policy}"
+            );
+            assert!(!p.is_null());
+            assert_eq!(aclrtFree(p), ACL_SUCCESS);
+        }
+
         let mut base: *mut c_void = std::ptr::null_mut();
         assert_eq!(
             aclrtMalloc(&mut base, 1 << 20, ACL_MEM_MALLOC_HUGE_FIRST),

@@ -9,7 +9,9 @@ use crate::runtime::backend::active;
 use std::ffi::c_void;
 
 /// Allocates `size` bytes of device memory on the current context's device
-/// (page-aligned; the policy has no effect on the host). More than the
+/// (page-aligned; the policy has no effect on the host, and a value that is
+/// not an `aclrtMemMallocPolicy` is accepted, as CANN falls back to its
+/// default policy). More than the
 /// device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
 /// `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
 ///
