@@ -206,6 +206,7 @@ impl Record {
     }
 
     /// Reader side: a copy that is only trusted once the counter confirms it.
+    #[inline]
     fn load_words(&self) -> [usize; VALUE_WORDS] {
         std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
     }
