@@ -8,7 +8,8 @@
 //!   splitting, as llama.cpp's CANN backend (`ggml_cann_pool_leg`).
 //!
 //! Timed: (1) alloc+free of a cached size, (2) a decode-like trace, (3) a
-//! prefill-like trace, (4) alloc+free on 1 and 2 threads sharing one pool.
+//! prefill-like trace, (4) alloc+free on 1 and 2 threads sharing one pool,
+//! all on stream 0 (one shard) or each thread on a stream of its own.
 //! Printed to stderr before the timings: device allocations after the first
 //! decode token, and peak reserved / peak requested on the prefill trace.
 //!
@@ -443,6 +444,46 @@ fn shared_pool_batch_of_100k_pairs_per_thread(bencher: divan::Bencher, threads: 
                 s.spawn(move || {
                     for _ in 0..100_000 {
                         a.free(a.alloc(black_box(4096 + 512 * t)));
+                    }
+                });
+            }
+        })
+    });
+}
+
+/// The pairs above with each thread on a stream of its own (streams 1, 2, ...
+/// in the order the threads first run), so each thread works in its own
+/// shard of the pool; stream-0 callers share one.
+#[divan::bench(threads = [1, 2], sample_size = 1000)]
+fn shared_pool_pair_own_stream(bencher: divan::Bencher) {
+    let a = shared_pool();
+    bencher.bench(|| {
+        let stream = own_stream();
+        a.pool
+            .free(a.pool.malloc_on(stream, black_box(4096)).unwrap().get())
+            .unwrap()
+    });
+}
+
+fn own_stream() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    thread_local! {
+        static STREAM: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    STREAM.with(|s| *s)
+}
+
+/// The batch above with thread `t` on stream `t + 1`.
+#[divan::bench(args = [1, 2], sample_count = 20, sample_size = 1)]
+fn shared_pool_batch_of_100k_pairs_per_thread_own_stream(bencher: divan::Bencher, threads: usize) {
+    let a = shared_pool();
+    bencher.bench_local(|| {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    for _ in 0..100_000 {
+                        let b = a.pool.malloc_on(t + 1, black_box(4096 + 512 * t));
+                        a.pool.free(b.unwrap().get()).unwrap();
                     }
                 });
             }

@@ -38,20 +38,79 @@ pub use self::core::{
 pub use self::device::{DeviceMemory, HostMemory};
 pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
 
-use self::core::Core;
-use crate::core::error::Result;
-use parking_lot::Mutex;
+use self::core::counters::{self as counters, PARTS};
+use self::core::{round_size, Core, Freed, CLOSED};
+use self::streams::{StreamTable, SHARDS};
+use crate::core::error::{Error, Result};
+use parking_lot::{Mutex, MutexGuard};
+use std::cell::Cell;
 use std::num::NonZeroUsize;
+
+mod sharded;
+mod streams;
 
 /// A thread-safe caching allocator over a [`DeviceMemory`].
 ///
 /// Blocks are identified by their device address; [`Pool::free`] looks the
 /// address up among the pool's live blocks, so freeing a foreign address or
 /// freeing twice is an error and never corrupts the pool.
+///
+/// # Concurrency
+///
+/// Each stream's blocks are kept apart anyway (a block freed by one stream's
+/// work is reused only for that stream), so the pool is split by stream:
+/// streams map to one of a few *shards* (`src/pool/streams.rs`), each with
+/// its own lock over its streams' segments, blocks, bins and its share of the
+/// statistics. Allocating from the cache and freeing take only the shard's
+/// lock, so threads working on different streams do not wait for each other.
+/// Callers that give no stream (stream 0) share one shard, as they share
+/// blocks.
+///
+/// Everything that spans shards runs under the pool-wide lock with every
+/// shard locked (in index order; no one takes the pool-wide lock while
+/// holding a shard's): getting a segment from the device (the limit,
+/// garbage collection, release-and-retry on out-of-memory act on all
+/// shards), `empty_cache`, `trim`, `allocAdvise`, reading the statistics and
+/// snapshots, and a statistic rising above its pool-wide peak. Peaks stay
+/// exact through per-shard headroom (`src/pool/core/counters.rs`): a shard
+/// may raise a statistic on its own only as far as its own earlier
+/// decreases allow, so the pool-wide value cannot pass the peak unseen.
+///
+/// A free is looked for first in the shard this thread last allocated from
+/// in this pool, then in the others.
 pub struct Pool {
-    core: Mutex<Core>,
+    global: Mutex<Global>,
+    shards: [Padded<Mutex<Core>>; SHARDS],
+    streams: StreamTable,
     device: Box<dyn DeviceMemory>,
 }
+
+/// What only the pool-wide lock guards.
+struct Global {
+    config: PoolConfig,
+    /// The limit in bytes (`usize::MAX`: none).
+    limit: usize,
+    /// Pool-wide peak of each statistic (order of `ShardStats::parts_mut`).
+    peaks: [i64; PARTS],
+    closed: bool,
+    /// The shard the next new stream gets.
+    next_shard: usize,
+}
+
+/// Keeps each shard's lock and hot data off its neighbours' cache lines.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+thread_local! {
+    /// (pool address, shard) of this thread's last allocation: where a free
+    /// on this thread looks first.
+    static LAST_SHARD: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+const FOREIGN: Error = Error::InvalidParam {
+    param: "block",
+    reason: "It is not a block of this pool",
+};
 
 impl Pool {
     /// A pool taking its segments from `device`.
@@ -62,8 +121,19 @@ impl Pool {
     /// As [`Pool::new`], with a boxed device.
     pub fn with_device(config: PoolConfig, device: Box<dyn DeviceMemory>) -> Result<Self> {
         let limit = config.limit.validate()?.bytes(device.capacity());
+        let streams = StreamTable::new();
+        let mut next_shard = 0;
+        streams.assign(0, &mut next_shard);
         Ok(Pool {
-            core: Mutex::new(Core::new(config, limit)),
+            global: Mutex::new(Global {
+                config,
+                limit,
+                peaks: [0; PARTS],
+                closed: false,
+                next_shard,
+            }),
+            shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config)))),
+            streams,
             device,
         })
     }
@@ -82,8 +152,32 @@ impl Pool {
     /// queued on its stream, so another stream must not get it.
     #[inline]
     pub fn malloc_on(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
-        let addr = self.core.lock().malloc(&*self.device, size, stream)?;
+        let shard = self.shard_of(stream);
+        LAST_SHARD.with(|c| c.set((self as *const Pool as usize, shard)));
+        let local = self.shards[shard].0.lock().malloc_local(size, stream);
+        let addr = match local {
+            Some(addr) => addr,
+            None => self.malloc_slow(shard, stream, size)?,
+        };
         Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"))
+    }
+
+    #[inline]
+    fn shard_of(&self, stream: usize) -> usize {
+        if stream == 0 {
+            return 0; // assigned first, in `with_device`
+        }
+        match self.streams.find(stream) {
+            Some(shard) => shard,
+            None => self.assign_shard(stream),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn assign_shard(&self, stream: usize) -> usize {
+        let mut g = self.global.lock();
+        self.streams.assign(stream, &mut g.next_shard)
     }
 
     /// A block at `addr` if that range is free in the pool (CANN's
@@ -94,32 +188,103 @@ impl Pool {
 
     /// [`Pool::malloc_at`] for work on `stream` (see [`Pool::malloc_on`]).
     pub fn malloc_at_on(&self, stream: usize, size: usize, addr: usize) -> Result<NonZeroUsize> {
-        let addr = self
-            .core
-            .lock()
-            .malloc_at(&*self.device, size, addr, stream)?;
+        let shard = self.shard_of(stream);
+        let addr = self.exclusive(Some(shard), |ex| {
+            match ex.shards[shard].malloc_at(size, addr, stream) {
+                Some(addr) => Ok(addr),
+                None => ex.malloc(shard, stream, size),
+            }
+        })?;
         Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"))
     }
 
     /// Returns the block at `addr` to the cache.
     #[inline]
     pub fn free(&self, addr: usize) -> Result<()> {
-        self.core.lock().free(addr)
+        let (pool, last) = LAST_SHARD.with(Cell::get);
+        let first = if pool == self as *const Pool as usize {
+            last
+        } else {
+            0
+        };
+        // The guard must be gone before the slow path locks anything.
+        let answer = self.shards[first].0.lock().free(addr, true);
+        match answer {
+            Freed::Done => Ok(()),
+            other => self.free_slow(first, addr, other),
+        }
     }
 
-    /// A consistent copy of the statistics (taken in well under a microsecond).
+    /// The rest of [`Pool::free`] once shard `tried` answered `answer`.
+    #[cold]
+    #[inline(never)]
+    fn free_slow(&self, tried: usize, addr: usize, answer: Freed) -> Result<()> {
+        match answer {
+            Freed::Done => Ok(()),
+            Freed::Bad(e) => Err(e),
+            Freed::NoRoom => self.free_exclusive(tried, addr),
+            Freed::NotHere => {
+                for shard in (0..SHARDS).filter(|&s| s != tried) {
+                    let answer = self.shards[shard].0.lock().free(addr, true);
+                    match answer {
+                        Freed::NotHere => continue,
+                        Freed::NoRoom => return self.free_exclusive(shard, addr),
+                        Freed::Done => return Ok(()),
+                        Freed::Bad(e) => return Err(e),
+                    }
+                }
+                Err(if self.global.lock().closed {
+                    CLOSED
+                } else {
+                    FOREIGN
+                })
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn free_exclusive(&self, shard: usize, addr: usize) -> Result<()> {
+        self.exclusive(Some(shard), |ex| match ex.shards[shard].free(addr, false) {
+            Freed::Done => Ok(()),
+            Freed::Bad(e) => Err(e),
+            // Freed meanwhile by another thread: now a double free.
+            Freed::NotHere | Freed::NoRoom => Err(FOREIGN),
+        })
+    }
+
+    /// A consistent copy of the statistics. Every shard is locked while
+    /// their shares are added up (well under a microsecond).
     pub fn stats(&self) -> PoolStats {
-        self.core.lock().stats()
+        let mut all = self.lock_all();
+        let mut out = PoolStats {
+            max_split_size: i64::try_from(all.global.config.max_split_size).unwrap_or(i64::MAX),
+            ..PoolStats::default()
+        };
+        let mut shards: Vec<_> = all.shards.iter_mut().map(|c| &mut c.stats).collect();
+        counters::sum(&mut shards, &all.global.peaks, &mut out);
+        out
     }
 
     /// Sets every peak to its current value.
     pub fn reset_peak_stats(&self) {
-        self.core.lock().stats.reset_peak();
+        let mut all = self.lock_all();
+        let mut peaks = [0; PARTS];
+        for core in all.shards.iter_mut() {
+            for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
+                peaks[j] += p.current;
+                p.headroom = 0;
+            }
+        }
+        all.global.peaks = peaks;
     }
 
     /// Zeroes the totals (`allocated`, `freed`) and the event counters.
     pub fn reset_accumulated_stats(&self) {
-        self.core.lock().stats.reset_accumulated();
+        let mut all = self.lock_all();
+        for core in all.shards.iter_mut() {
+            core.stats.reset_accumulated();
+        }
     }
 
     /// Bytes handed out now (`memory_allocated`).
@@ -142,35 +307,36 @@ impl Pool {
         self.stats().reserved_bytes[STAT_ALL].peak as usize
     }
 
-    /// Returns every wholly free segment to the device. Returns the bytes released.
+    /// Returns every wholly free segment to the device, from every shard.
+    /// Returns the bytes released.
     pub fn empty_cache(&self) -> usize {
-        self.core.lock().release_free_segments(&*self.device, 0)
+        self.exclusive(None, |ex| ex.release_free_segments(0))
     }
 
     /// Returns wholly free segments (largest first) until at most `keep`
     /// bytes stay reserved or none is left. Returns the bytes released.
     pub fn trim(&self, keep: usize) -> usize {
-        self.core.lock().release_free_segments(&*self.device, keep)
+        self.exclusive(None, |ex| ex.release_free_segments(keep))
     }
 
     /// Sets the most the pool may reserve. Memory already reserved above a
     /// new, lower limit stays until freed and released.
     pub fn set_limit(&self, limit: Limit) -> Result<()> {
         let bytes = limit.validate()?.bytes(self.device.capacity());
-        let mut core = self.core.lock();
-        core.config.limit = limit;
-        core.limit = bytes;
+        let mut g = self.global.lock();
+        g.config.limit = limit;
+        g.limit = bytes;
         Ok(())
     }
 
     /// The limit in bytes (`usize::MAX`: none).
     pub fn limit(&self) -> usize {
-        self.core.lock().limit
+        self.global.lock().limit
     }
 
     /// The configuration the pool runs with.
     pub fn config(&self) -> PoolConfig {
-        self.core.lock().config
+        self.global.lock().config
     }
 
     /// The device's capacity in bytes.
@@ -180,43 +346,45 @@ impl Pool {
 
     /// The segments and their blocks, in address order.
     pub fn segments(&self) -> Vec<SegmentView> {
-        self.core.lock().segments_view()
+        let all = self.lock_all();
+        let mut out: Vec<SegmentView> = all.shards.iter().flat_map(|c| c.segments_view()).collect();
+        out.sort_unstable_by_key(|s| s.address);
+        out
     }
 
     /// Blocks handed out and not yet freed.
     pub fn live_blocks(&self) -> usize {
-        self.core.lock().live_blocks()
+        self.lock_all().live_blocks()
     }
 
     /// Frees all device memory, including blocks still handed out, and makes
     /// every later call fail. Returns how many blocks were still handed out.
     pub fn close(&self) -> usize {
-        self.core.lock().close(&*self.device)
+        self.exclusive(None, |ex| ex.close())
     }
 
     /// Like [`Pool::close`], but only when no block is handed out; otherwise
     /// nothing changes and the count of blocks still out is returned.
     pub fn close_if_idle(&self) -> std::result::Result<(), usize> {
-        let mut core = self.core.lock();
-        match core.live_blocks() {
+        self.exclusive(None, |ex| match ex.live_blocks() {
             0 => {
-                core.close(&*self.device);
+                ex.close();
                 Ok(())
             }
             live => Err(live),
-        }
+        })
     }
 
     /// Recomputes every statistic and structural invariant from the block
     /// lists and compares with the pool's bookkeeping (for tests).
     #[doc(hidden)]
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
-        self.core.lock().check()
+        self.lock_all().check()
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        self.core.get_mut().close(&*self.device);
+        self.close();
     }
 }

@@ -19,7 +19,7 @@ use super::Pool;
 use std::fmt::Write as _;
 
 impl Pool {
-    /// The snapshot as JSON. The pool's lock is held only to copy the block
+    /// The snapshot as JSON. The pool's locks are held only to copy the block
     /// lists; formatting happens after.
     pub fn snapshot_json(&self) -> String {
         to_json(&self.segments())

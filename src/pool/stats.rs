@@ -1,11 +1,12 @@
 //! Memory statistics with the names and meaning of PyTorch's
 //! `torch.cuda.memory_stats()` / `torch.npu.memory_stats()`.
 //!
-//! Every counter lives in the pool's state and changes under the pool's lock
-//! together with the bookkeeping it describes, so a copy taken under that lock
-//! is always consistent (allocated never exceeds reserved, and so on). A copy
-//! is ~1 KiB of plain integers, so readers hold the lock for well under a
-//! microsecond.
+//! Every counter is kept per shard of the pool and changes under the shard's
+//! lock together with the bookkeeping it describes; a reader locks every
+//! shard and adds their shares up, so a copy is always consistent (allocated
+//! never exceeds reserved, and so on) and holds the locks for well under a
+//! microsecond. Peaks are exact pool-wide maxima (see
+//! `src/pool/core/counters.rs`).
 
 /// Index of the aggregate entry in each per-pool array.
 pub const STAT_ALL: usize = 0;
@@ -29,6 +30,7 @@ pub struct Stat {
     pub freed: i64,
 }
 
+#[cfg(test)]
 impl Stat {
     #[inline]
     pub(crate) fn increase(&mut self, amount: i64) {
@@ -44,7 +46,9 @@ impl Stat {
         self.current -= amount;
         self.freed += amount;
     }
+}
 
+impl Stat {
     fn reset_peak(&mut self) {
         self.peak = self.current;
     }

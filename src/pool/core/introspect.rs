@@ -4,16 +4,6 @@
 use super::*;
 
 impl Core {
-    /// The statistics; `active` equals `allocation` (blocks are returned
-    /// synchronously, there is no pending-free state), so it is filled in here
-    /// instead of being counted twice on the hot path.
-    pub(crate) fn stats(&self) -> PoolStats {
-        let mut s = self.stats;
-        s.active = s.allocation;
-        s.active_bytes = s.allocated_bytes;
-        s
-    }
-
     pub(crate) fn live_blocks(&self) -> usize {
         self.live.len()
     }
@@ -132,13 +122,11 @@ impl Core {
                 return Err(format!("blocks of segment {:#x} do not tile it", s.addr));
             }
         }
-        let st = &self.stats();
-        let cur = |a: &[crate::pool::stats::Stat; 3]| [a[0].current, a[1].current, a[2].current];
+        let st = &self.stats;
+        let cur = |a: &[super::counters::Part; 3]| [a[0].current, a[1].current, a[2].current];
         let checks = [
             ("allocation", cur(&st.allocation), expect[0]),
-            ("active", cur(&st.active), expect[0]),
             ("allocated_bytes", cur(&st.allocated_bytes), expect[1]),
-            ("active_bytes", cur(&st.active_bytes), expect[1]),
             ("requested_bytes", cur(&st.requested_bytes), expect[2]),
             ("inactive_split", cur(&st.inactive_split), expect[3]),
             (

@@ -1,5 +1,7 @@
-//! The caching allocator's state and algorithm, without locking (the
-//! [`Pool`](super::Pool) wraps it in a mutex).
+//! The caching allocator's state and algorithm for one shard of the pool
+//! (the streams mapped to it), without locking: the [`Pool`](super::Pool)
+//! keeps each shard under its own mutex and does what spans shards (growing,
+//! releasing, the limit) in `src/pool/sharded.rs`.
 //!
 //! The design follows PyTorch's CUDACachingAllocator (and torch_npu's copy of
 //! it): sizes rounded to 512 B; requests of at most 1 MiB served from 2 MiB
@@ -30,14 +32,17 @@
 use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
 use super::device::DeviceMemory;
-use super::stats::{PoolStats, STAT_ALL};
+use super::stats::STAT_ALL;
 use crate::core::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 
 mod bookkeeping;
+pub(crate) mod counters;
 mod introspect;
 mod segments;
+
+pub(crate) use self::counters::ShardStats;
 
 /// Every block size is a multiple of this.
 pub const MIN_BLOCK_SIZE: usize = 512;
@@ -94,7 +99,7 @@ pub(crate) fn round_size(size: usize) -> Option<usize> {
         .filter(|&s| s <= isize::MAX as usize)
 }
 
-fn kind_of(rounded: usize) -> Kind {
+pub(crate) fn kind_of(rounded: usize) -> Kind {
     if rounded <= SMALL_SIZE {
         Kind::Small
     } else {
@@ -107,7 +112,7 @@ fn round_up(size: usize, to: usize) -> usize {
 }
 
 /// The segment a request of `rounded` bytes gets when nothing cached fits.
-fn segment_size(rounded: usize) -> usize {
+pub(crate) fn segment_size(rounded: usize) -> usize {
     if rounded <= SMALL_SIZE {
         SMALL_BUFFER
     } else if rounded < MIN_LARGE_ALLOC {
@@ -117,7 +122,7 @@ fn segment_size(rounded: usize) -> usize {
     }
 }
 
-const CLOSED: Error = Error::InvalidParam {
+pub(crate) const CLOSED: Error = Error::InvalidParam {
     param: "pool",
     reason: "The pool was destroyed",
 };
@@ -146,19 +151,14 @@ pub(crate) struct Core {
     binned: usize,
     /// Address → block, for every allocated block.
     live: FastMap<usize, u32>,
-    pub(crate) stats: PoolStats,
+    pub(crate) stats: ShardStats,
+    /// A copy of the pool's configuration (the limit is kept pool-wide).
     pub(crate) config: PoolConfig,
-    /// The limit in bytes (`usize::MAX`: none).
-    pub(crate) limit: usize,
-    closed: bool,
+    pub(crate) closed: bool,
 }
 
 impl Core {
-    pub(crate) fn new(config: PoolConfig, limit: usize) -> Self {
-        let stats = PoolStats {
-            max_split_size: i64::try_from(config.max_split_size).unwrap_or(i64::MAX),
-            ..PoolStats::default()
-        };
+    pub(crate) fn new(config: PoolConfig) -> Self {
         Core {
             blocks: Slab::new(),
             segments: Slab::new(),
@@ -168,86 +168,99 @@ impl Core {
             bins_used: Vec::new(),
             binned: 0,
             live: FastMap::default(),
-            stats,
+            stats: ShardStats::default(),
             config,
-            limit,
             closed: false,
         }
     }
 
     // ---- allocation -------------------------------------------------------
 
-    /// A block of at least `size` bytes for work on `stream` (0: unknown).
+    /// A block for work on `stream` served under this shard's lock alone:
+    /// from the cache, within the shard's statistics headroom. `None`: the
+    /// caller must take the pool-wide path (grow, error, or settle a peak).
     #[inline]
-    pub(crate) fn malloc(
-        &mut self,
-        dev: &dyn DeviceMemory,
-        size: usize,
-        stream: usize,
-    ) -> Result<usize> {
-        let rounded = match round_size(size) {
-            Some(r) if !self.closed => r,
-            _ => return self.malloc_slow(dev, size, 0, stream),
-        };
-        if let Some(idx) = self
-            .bins
-            .get_mut(&(stream, rounded))
-            .and_then(|b| b.blocks.pop())
-        {
-            self.binned -= 1;
-            self.unmark_split(idx);
-            return Ok(self.hand_out(idx, size));
+    pub(crate) fn malloc_local(&mut self, size: usize, stream: usize) -> Option<usize> {
+        let rounded = round_size(size).filter(|_| !self.closed)?;
+        match self.take_cached(size, rounded, stream, true) {
+            Take::Got(addr) => Some(addr),
+            Take::Miss | Take::NoRoom => None,
         }
-        self.malloc_slow(dev, size, rounded, stream)
+    }
+
+    /// A cached block for `rounded` bytes: the exact-size bin, then best fit,
+    /// then best fit after merging the bins. With `checked`, only when every
+    /// statistic the allocation raises has the headroom for it.
+    #[inline]
+    pub(crate) fn take_cached(
+        &mut self,
+        size: usize,
+        rounded: usize,
+        stream: usize,
+        checked: bool,
+    ) -> Take {
+        if let Some(bin) = self.bins.get_mut(&(stream, rounded)) {
+            if let Some(&idx) = bin.blocks.last() {
+                let b = &self.blocks[idx];
+                let max_split = self.config.max_split_size;
+                if checked && !room_to_hand_out(&self.stats, b.kind, b.size, size, max_split) {
+                    return Take::NoRoom;
+                }
+                bin.blocks.pop();
+                self.binned -= 1;
+                self.unmark_split(idx);
+                return Take::Got(self.hand_out(idx, size));
+            }
+        }
+        self.take_best_fit(size, rounded, stream, checked)
     }
 
     #[cold]
     #[inline(never)]
-    fn malloc_slow(
-        &mut self,
-        dev: &dyn DeviceMemory,
-        size: usize,
-        rounded: usize,
-        stream: usize,
-    ) -> Result<usize> {
-        if self.closed {
-            return Err(CLOSED);
-        }
-        if rounded == 0 {
-            self.stats.num_ooms += 1;
-            return Err(self.oom(size, "the size is too large"));
-        }
+    fn take_best_fit(&mut self, size: usize, rounded: usize, stream: usize, checked: bool) -> Take {
         let kind = kind_of(rounded);
         let idx = match self.best_fit(kind, rounded, stream) {
             Some(idx) => idx,
             None => {
+                // Merging only lowers statistics: no headroom needed.
                 self.flush_bins();
                 match self.best_fit(kind, rounded, stream) {
                     Some(idx) => idx,
-                    None => self.grow(dev, kind, size, rounded, stream)?,
+                    None => return Take::Miss,
                 }
             }
         };
-        self.detach_free(idx);
-        self.split_tail(idx, rounded);
-        Ok(self.hand_out(idx, size))
-    }
-
-    /// `allocAdvise`: a block at `addr` when that range is free in the pool,
-    /// otherwise an ordinary allocation.
-    pub(crate) fn malloc_at(
-        &mut self,
-        dev: &dyn DeviceMemory,
-        size: usize,
-        addr: usize,
-        stream: usize,
-    ) -> Result<usize> {
-        if let Some(rounded) = round_size(size).filter(|_| !self.closed) {
-            if let Some(idx) = self.carve_at(addr, rounded, stream) {
-                return Ok(self.hand_out(idx, size));
+        if checked {
+            let b = self.blocks[idx];
+            let tail = self.tail_after(&b, rounded);
+            let handed = if tail > 0 { rounded } else { b.size };
+            let max_split = self.config.max_split_size;
+            let split_room = tail == 0
+                || [STAT_ALL, kind.index()].iter().all(|&i| {
+                    self.stats.inactive_split[i].room(1)
+                        && self.stats.inactive_split_bytes[i].room(tail as i64)
+                });
+            if !split_room || !room_to_hand_out(&self.stats, kind, handed, size, max_split) {
+                return Take::NoRoom;
             }
         }
-        self.malloc(dev, size, stream)
+        Take::Got(self.finish(idx, rounded, size))
+    }
+
+    /// Hands out free block `idx` for a request of `size` (`rounded`) bytes,
+    /// splitting off what it does not need.
+    pub(crate) fn finish(&mut self, idx: u32, rounded: usize, size: usize) -> usize {
+        self.detach_free(idx);
+        self.split_tail(idx, rounded);
+        self.hand_out(idx, size)
+    }
+
+    /// `allocAdvise`: the block at `addr` when that range is free in this
+    /// shard, for work on `stream`.
+    pub(crate) fn malloc_at(&mut self, size: usize, addr: usize, stream: usize) -> Option<usize> {
+        let rounded = round_size(size).filter(|_| !self.closed)?;
+        let idx = self.carve_at(addr, rounded, stream)?;
+        Some(self.hand_out(idx, size))
     }
 
     fn carve_at(&mut self, addr: usize, rounded: usize, stream: usize) -> Option<u32> {
@@ -341,16 +354,27 @@ impl Core {
         Some(best.1)
     }
 
-    /// Splits off the part of free block `idx` beyond `rounded` bytes when it
-    /// is worth keeping as a block of its own.
-    fn split_tail(&mut self, idx: u32, rounded: usize) {
-        let b = self.blocks[idx];
+    /// How many bytes of free block `b` a request of `rounded` bytes leaves
+    /// as a block of its own (0: the request gets the whole block).
+    #[inline]
+    fn tail_after(&self, b: &Block, rounded: usize) -> usize {
         let remaining = b.size - rounded;
         let split = match b.kind {
             Kind::Small => remaining >= MIN_BLOCK_SIZE,
             Kind::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
         };
-        if !split {
+        if split {
+            remaining
+        } else {
+            0
+        }
+    }
+
+    /// Splits off the part of free block `idx` beyond `rounded` bytes when it
+    /// is worth keeping as a block of its own.
+    fn split_tail(&mut self, idx: u32, rounded: usize) {
+        let b = self.blocks[idx];
+        if self.tail_after(&b, rounded) == 0 {
             return;
         }
         let tail = self.split_off(idx, rounded);
@@ -407,12 +431,27 @@ impl Core {
 
     // ---- free -------------------------------------------------------------
 
+    /// Returns the block at `addr` to this shard's cache. With `checked`,
+    /// only when the statistics it raises have the headroom.
     #[inline]
-    pub(crate) fn free(&mut self, addr: usize) -> Result<()> {
+    pub(crate) fn free(&mut self, addr: usize, checked: bool) -> Freed {
         let Some(idx) = self.live.remove(&addr) else {
-            return Err(self.bad_free(addr));
+            return self.bad_free(addr);
         };
         let b = &mut self.blocks[idx];
+        if checked && b.is_split() {
+            let k = b.kind.index();
+            let size = b.size as i64;
+            let room = [STAT_ALL, k].iter().all(|&i| {
+                self.stats.inactive_split[i].room(1)
+                    && self.stats.inactive_split_bytes[i].room(size)
+            });
+            if !room {
+                // Rare: back in the live map for the pool-wide path.
+                self.live.insert(addr, idx);
+                return Freed::NoRoom;
+            }
+        }
         let (size, requested, b_stream) = (b.size, b.requested, b.stream);
         b.state = State::Cached;
         b.requested = 0;
@@ -439,25 +478,62 @@ impl Core {
         }
         bin.blocks.push(idx);
         self.binned += 1;
-        Ok(())
+        Freed::Done
     }
 
+    /// Why `addr` is not a live block here: not in this shard at all, or
+    /// in one of its segments but not handed out.
     #[cold]
-    fn bad_free(&self, addr: usize) -> Error {
+    fn bad_free(&self, addr: usize) -> Freed {
         if self.closed {
-            return CLOSED;
+            return Freed::Bad(CLOSED);
         }
-        let reason = if self
-            .block_containing(addr)
-            .is_some_and(|i| self.blocks[i].addr == addr)
-        {
-            "The block was already freed (double free)"
-        } else {
-            "It is not a block of this pool"
-        };
-        Error::InvalidParam {
-            param: "block",
-            reason,
+        match self.block_containing(addr) {
+            None => Freed::NotHere,
+            Some(i) => Freed::Bad(Error::InvalidParam {
+                param: "block",
+                reason: if self.blocks[i].addr == addr {
+                    "The block was already freed (double free)"
+                } else {
+                    "It is not a block of this pool"
+                },
+            }),
         }
     }
+}
+
+/// What [`Core::take_cached`] found.
+pub(crate) enum Take {
+    Got(usize),
+    /// Nothing cached fits: the pool must grow.
+    Miss,
+    /// A block fits but a statistic lacks the headroom (pool-wide path).
+    NoRoom,
+}
+
+/// What [`Core::free`] did.
+pub(crate) enum Freed {
+    Done,
+    /// The address is in none of this shard's segments.
+    NotHere,
+    /// The statistics lack the headroom (pool-wide path).
+    NoRoom,
+    Bad(Error),
+}
+
+/// True when handing out a `size`-byte block of `kind` for a request of
+/// `requested` bytes stays within the shard's headroom.
+#[inline]
+fn room_to_hand_out(
+    s: &ShardStats,
+    kind: Kind,
+    size: usize,
+    requested: usize,
+    max_split: usize,
+) -> bool {
+    [STAT_ALL, kind.index()].iter().all(|&i| {
+        s.allocation[i].room(1)
+            && s.allocated_bytes[i].room(size as i64)
+            && s.requested_bytes[i].room(requested as i64)
+    }) && (size < max_split || s.oversize_allocations.room(1))
 }

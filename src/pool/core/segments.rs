@@ -1,65 +1,21 @@
-//! Segments: growing (with garbage collection, release and retry),
-//! releasing, closing.
+//! A shard's segments: adding, releasing, closing. Growing (with the limit,
+//! garbage collection, release and retry) is pool-wide: `Pool` in
+//! `src/pool/sharded.rs`.
 
 use super::*;
 
 impl Core {
-    /// Gets a new segment for a request of `rounded` bytes, releasing cached
-    /// segments and retrying once if the first attempt fails. Returns its
-    /// (free) block.
-    pub(super) fn grow(
-        &mut self,
-        dev: &dyn DeviceMemory,
-        kind: Kind,
-        size: usize,
-        rounded: usize,
-        stream: usize,
-    ) -> Result<u32> {
-        let gc = self.config.garbage_collection_threshold;
-        if gc > 0.0 && self.limit != usize::MAX {
-            let target = (self.limit as f64 * gc) as usize;
-            let reserved = self.reserved();
-            if reserved.saturating_add(segment_size(rounded)) > target {
-                self.release_free_segments(dev, target.saturating_sub(segment_size(rounded)));
-            }
-        }
-        if kind == Kind::Large {
-            self.release_unfit_segments(dev, rounded);
-        }
-        let mut cause = match self.new_segment(dev, kind, rounded, stream) {
-            Ok(idx) => return Ok(idx),
-            Err(cause) => cause,
-        };
-        if self.release_free_segments(dev, 0) > 0 {
-            self.stats.num_alloc_retries += 1;
-            match self.new_segment(dev, kind, rounded, stream) {
-                Ok(idx) => return Ok(idx),
-                Err(again) => cause = again,
-            }
-        }
-        self.stats.num_ooms += 1;
-        Err(self.oom(size, cause))
-    }
-
-    pub(super) fn oom(&self, size: usize, cause: &'static str) -> Error {
-        Error::PoolOutOfMemory {
-            requested: size,
-            allocated: self.stats.allocated_bytes[STAT_ALL].current as usize,
-            reserved: self.reserved(),
-            limit: self.limit,
-            cause,
-        }
-    }
-
     /// A fresh segment for `rounded` bytes: the standard size first, then,
     /// if that is refused, the request rounded to 2 MiB (a 20 MiB segment can
     /// fail where the 4 MiB one the request needs would fit).
-    pub(super) fn new_segment(
+    /// `room`: the bytes the pool's limit still allows.
+    pub(crate) fn new_segment(
         &mut self,
         dev: &dyn DeviceMemory,
         kind: Kind,
         rounded: usize,
         stream: usize,
+        room: usize,
     ) -> Result<u32, &'static str> {
         let tight = match kind {
             Kind::Small => SMALL_BUFFER,
@@ -80,7 +36,7 @@ impl Core {
         };
         let mut cause = "the device is out of memory";
         for &seg_size in sizes {
-            if self.reserved().saturating_add(seg_size) > self.limit {
+            if seg_size > room {
                 cause = "the pool's memory limit would be exceeded";
             } else if let Some(addr) = dev.malloc(seg_size) {
                 return Ok(self.add_segment(addr, seg_size, kind, stream));
@@ -133,29 +89,18 @@ impl Core {
         idx
     }
 
-    /// Returns whole free segments to the device, largest first, until at
-    /// most `target` bytes stay reserved. Returns the bytes released.
-    pub(crate) fn release_free_segments(&mut self, dev: &dyn DeviceMemory, target: usize) -> usize {
+    /// This shard's wholly free segments, as (size, segment), after merging
+    /// the bins.
+    pub(crate) fn free_segments(&mut self) -> Vec<(usize, u32)> {
         self.flush_bins();
-        let mut candidates: Vec<(usize, u32)> = self
-            .by_addr
+        self.by_addr
             .values()
             .filter_map(|&seg| {
                 let s = self.segments[seg];
                 let b = &self.blocks[s.first];
                 (b.state == State::Free && b.next == NIL).then_some((s.size, seg))
             })
-            .collect();
-        candidates.sort_unstable_by(|a, b| b.cmp(a));
-        let mut released = 0;
-        for (size, seg) in candidates {
-            if self.reserved() <= target {
-                break;
-            }
-            self.release_segment(dev, seg);
-            released += size;
-        }
-        released
+            .collect()
     }
 
     /// Before the pool grows for a large request, wholly free large segments
@@ -164,7 +109,7 @@ impl Core {
     /// Without this, every new largest request keeps the smaller segments
     /// cached beside it and reserved memory climbs well above the peak in use
     /// (PyTorch's behaviour; see the prefill trace in benches/pool.rs).
-    pub(super) fn release_unfit_segments(&mut self, dev: &dyn DeviceMemory, rounded: usize) {
+    pub(crate) fn release_unfit_segments(&mut self, dev: &dyn DeviceMemory, rounded: usize) {
         let unfit: Vec<u32> = self
             .by_addr
             .values()
@@ -180,7 +125,7 @@ impl Core {
         }
     }
 
-    pub(super) fn release_segment(&mut self, dev: &dyn DeviceMemory, seg: u32) {
+    pub(crate) fn release_segment(&mut self, dev: &dyn DeviceMemory, seg: u32) {
         let s = self.segments[seg];
         self.detach_free(s.first);
         self.blocks.remove(s.first);

@@ -1,0 +1,220 @@
+//! The pool-wide path: the pool-wide lock and every shard's lock held at
+//! once, for what spans shards (growing from the device, releasing, reading,
+//! and settling a statistic that rose above its peak).
+
+use super::block::Kind;
+use super::core::{kind_of, segment_size, Take};
+use super::*;
+
+/// The pool-wide lock and every shard's, taken in that order.
+pub(super) struct All<'a> {
+    pub(super) global: MutexGuard<'a, Global>,
+    pub(super) shards: [MutexGuard<'a, Core>; SHARDS],
+    device: &'a dyn DeviceMemory,
+}
+
+impl Pool {
+    pub(super) fn lock_all(&self) -> All<'_> {
+        let global = self.global.lock();
+        All {
+            global,
+            shards: std::array::from_fn(|i| self.shards[i].0.lock()),
+            device: &*self.device,
+        }
+    }
+
+    /// Runs `f` with everything locked, then settles the statistics that
+    /// shard `settle` raised above its headroom (only that shard raises
+    /// statistics on this path; the others only lower theirs).
+    pub(super) fn exclusive<R>(&self, settle: Option<usize>, f: impl FnOnce(&mut All) -> R) -> R {
+        let mut all = self.lock_all();
+        let r = f(&mut all);
+        if let Some(shard) = settle {
+            all.settle(shard);
+        }
+        debug_assert!(all.check_headroom().is_ok(), "{:?}", all.check_headroom());
+        r
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn malloc_slow(&self, shard: usize, stream: usize, size: usize) -> Result<usize> {
+        self.exclusive(Some(shard), |ex| ex.malloc(shard, stream, size))
+    }
+}
+
+impl All<'_> {
+    /// Covers what shard `s` took beyond its headroom: first from the other
+    /// shards' headroom, then by raising the peak. A negative headroom is
+    /// how far the shard's value rose above what the pool-wide peak allowed,
+    /// while every other shard was locked and only fell, so the new peak is
+    /// the exact pool-wide maximum.
+    fn settle(&mut self, s: usize) {
+        let mut taken = [0i64; PARTS];
+        for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
+            let deficit = (-p.headroom).max(0);
+            taken[j] = deficit;
+            p.headroom += deficit;
+        }
+        for (t, core) in self.shards.iter_mut().enumerate() {
+            if t == s {
+                continue;
+            }
+            for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
+                let give = p.headroom.min(taken[j]);
+                p.headroom -= give;
+                taken[j] -= give;
+            }
+        }
+        for (peak, rise) in self.global.peaks.iter_mut().zip(taken) {
+            *peak += rise;
+        }
+    }
+
+    /// The accounting behind exact peaks holds: no headroom is negative, and each peak is the shards' currents plus headrooms.
+    pub(super) fn check_headroom(&mut self) -> std::result::Result<(), String> {
+        let mut sums = [0i64; PARTS];
+        for (t, core) in self.shards.iter_mut().enumerate() {
+            for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
+                if p.headroom < 0 {
+                    return Err(format!("shard {t} statistic {j}: headroom {}", p.headroom));
+                }
+                sums[j] += p.current + p.headroom;
+            }
+        }
+        if sums != self.global.peaks {
+            return Err(format!(
+                "peaks {:?} are not currents plus headrooms {sums:?}",
+                self.global.peaks
+            ));
+        }
+        Ok(())
+    }
+
+    fn reserved(&self) -> usize {
+        self.shards.iter().map(|c| c.reserved()).sum()
+    }
+
+    fn allocated(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|c| c.stats.allocated_bytes[STAT_ALL].current as usize)
+            .sum()
+    }
+
+    pub(super) fn live_blocks(&self) -> usize {
+        self.shards.iter().map(|c| c.live_blocks()).sum()
+    }
+
+    /// An allocation for `stream` in shard `s`, growing the pool if nothing
+    /// cached fits.
+    pub(super) fn malloc(&mut self, s: usize, stream: usize, size: usize) -> Result<usize> {
+        if self.global.closed {
+            return Err(CLOSED);
+        }
+        let Some(rounded) = round_size(size) else {
+            self.shards[s].stats.num_ooms += 1;
+            return Err(self.oom(size, "the size is too large"));
+        };
+        if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false) {
+            return Ok(addr);
+        }
+        let idx = self.grow(s, size, rounded, stream)?;
+        Ok(self.shards[s].finish(idx, rounded, size))
+    }
+
+    /// Gets a new segment for shard `s` for a request of `rounded` bytes,
+    /// releasing cached segments of every shard and retrying once if the
+    /// first attempt fails. Returns its (free) block.
+    fn grow(&mut self, s: usize, size: usize, rounded: usize, stream: usize) -> Result<u32> {
+        let kind = kind_of(rounded);
+        let (gc, limit) = (
+            self.global.config.garbage_collection_threshold,
+            self.global.limit,
+        );
+        if gc > 0.0 && limit != usize::MAX {
+            let target = (limit as f64 * gc) as usize;
+            if self.reserved().saturating_add(segment_size(rounded)) > target {
+                self.release_free_segments(target.saturating_sub(segment_size(rounded)));
+            }
+        }
+        if kind == Kind::Large {
+            for core in self.shards.iter_mut() {
+                core.release_unfit_segments(self.device, rounded);
+            }
+        }
+        let mut cause = match self.new_segment(s, kind, rounded, stream) {
+            Ok(idx) => return Ok(idx),
+            Err(cause) => cause,
+        };
+        if self.release_free_segments(0) > 0 {
+            self.shards[s].stats.num_alloc_retries += 1;
+            match self.new_segment(s, kind, rounded, stream) {
+                Ok(idx) => return Ok(idx),
+                Err(again) => cause = again,
+            }
+        }
+        self.shards[s].stats.num_ooms += 1;
+        Err(self.oom(size, cause))
+    }
+
+    fn new_segment(
+        &mut self,
+        s: usize,
+        kind: Kind,
+        rounded: usize,
+        stream: usize,
+    ) -> std::result::Result<u32, &'static str> {
+        let room = self.global.limit.saturating_sub(self.reserved());
+        self.shards[s].new_segment(self.device, kind, rounded, stream, room)
+    }
+
+    fn oom(&self, size: usize, cause: &'static str) -> Error {
+        Error::PoolOutOfMemory {
+            requested: size,
+            allocated: self.allocated(),
+            reserved: self.reserved(),
+            limit: self.global.limit,
+            cause,
+        }
+    }
+
+    /// Returns wholly free segments of every shard to the device, largest
+    /// first, until at most `target` bytes stay reserved. Returns the bytes
+    /// released.
+    pub(super) fn release_free_segments(&mut self, target: usize) -> usize {
+        let mut candidates: Vec<(usize, usize, u32)> = Vec::new();
+        for (s, core) in self.shards.iter_mut().enumerate() {
+            candidates.extend(
+                core.free_segments()
+                    .into_iter()
+                    .map(|(size, seg)| (size, s, seg)),
+            );
+        }
+        candidates.sort_unstable_by(|a, b| b.cmp(a));
+        let mut reserved = self.reserved();
+        let mut released = 0;
+        for (size, s, seg) in candidates {
+            if reserved <= target {
+                break;
+            }
+            self.shards[s].release_segment(self.device, seg);
+            reserved -= size;
+            released += size;
+        }
+        released
+    }
+
+    pub(super) fn close(&mut self) -> usize {
+        self.global.closed = true;
+        let device = self.device;
+        self.shards.iter_mut().map(|c| c.close(device)).sum()
+    }
+
+    pub(super) fn check(&mut self) -> std::result::Result<(), String> {
+        for core in self.shards.iter() {
+            core.check()?;
+        }
+        self.check_headroom()
+    }
+}

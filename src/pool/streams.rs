@@ -1,0 +1,103 @@
+//! Which shard serves a stream: a fixed open-addressing table read without
+//! locks (one or two atomic loads of lines nobody writes once the stream is
+//! known), filled under the pool-wide lock on a stream's first allocation.
+//!
+//! Streams get shards round-robin in the order they first allocate, so the
+//! first [`SHARDS`] streams (stream 0, "unknown", among them) each have a
+//! shard of their own. An entry is never removed or changed: a stream's
+//! cached blocks stay in its shard. Once the table is full, further streams
+//! map to a shard by hash; a shard serving several streams keeps their blocks
+//! apart all the same (its bins and free sets are keyed by stream).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// How many shards a pool has.
+pub(crate) const SHARDS: usize = 8;
+const SLOTS: usize = 64;
+
+pub(crate) struct StreamTable {
+    keys: [AtomicUsize; SLOTS],
+    /// Shard index + 1; 0: the slot is empty.
+    shards: [AtomicUsize; SLOTS],
+    full: AtomicBool,
+}
+
+fn slot(stream: usize) -> usize {
+    // MurmurHash3's finalizer: stream handles are pointers with equal low bits.
+    let mut h = stream as u64;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h as usize
+}
+
+impl StreamTable {
+    pub(crate) fn new() -> Self {
+        StreamTable {
+            keys: std::array::from_fn(|_| AtomicUsize::new(0)),
+            shards: std::array::from_fn(|_| AtomicUsize::new(0)),
+            full: AtomicBool::new(false),
+        }
+    }
+
+    /// The shard of `stream`, if it has one.
+    #[inline]
+    pub(crate) fn find(&self, stream: usize) -> Option<usize> {
+        let mut i = slot(stream) % SLOTS;
+        for _ in 0..SLOTS {
+            let shard = self.shards[i].load(Ordering::Acquire);
+            if shard == 0 {
+                return None;
+            }
+            if self.keys[i].load(Ordering::Relaxed) == stream {
+                return Some(shard - 1);
+            }
+            i = (i + 1) % SLOTS;
+        }
+        self.full
+            .load(Ordering::Relaxed)
+            .then(|| slot(stream) % SHARDS)
+    }
+
+    /// Gives `stream` a shard (`next` round-robin counter); call under the
+    /// pool-wide lock, which serialises writers.
+    pub(crate) fn assign(&self, stream: usize, next: &mut usize) -> usize {
+        if let Some(shard) = self.find(stream) {
+            return shard;
+        }
+        let mut i = slot(stream) % SLOTS;
+        for _ in 0..SLOTS {
+            if self.shards[i].load(Ordering::Relaxed) == 0 {
+                let shard = *next % SHARDS;
+                *next += 1;
+                self.keys[i].store(stream, Ordering::Relaxed);
+                // Publishes the key with the shard.
+                self.shards[i].store(shard + 1, Ordering::Release);
+                return shard;
+            }
+            i = (i + 1) % SLOTS;
+        }
+        self.full.store(true, Ordering::Relaxed);
+        slot(stream) % SHARDS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_get_shards_round_robin_and_keep_them() {
+        let t = StreamTable::new();
+        let mut next = 0;
+        let streams: Vec<usize> = (0..SLOTS + 10).map(|i| i * 0x240).collect();
+        let shards: Vec<usize> = streams.iter().map(|&s| t.assign(s, &mut next)).collect();
+        assert_eq!(&shards[..SHARDS], &(0..SHARDS).collect::<Vec<_>>()[..]);
+        for (&s, &shard) in streams.iter().zip(&shards) {
+            assert_eq!(t.find(s), Some(shard), "stream {s:#x}");
+            assert_eq!(t.assign(s, &mut next), shard);
+        }
+    }
+}
