@@ -1,8 +1,8 @@
 //! The C ABI: CANN's functions and types, each a thin layer over the safe core.
 //!
-//! Every export goes through [`boundary::boundary`], which catches panics,
+//! Every export goes through `boundary::boundary`, which catches panics,
 //! records the failure for `aclGetRecentErrMsg` and turns it into an ACL
-//! error code. Pointer arguments are checked and converted in [`args`], the
+//! error code. Pointer arguments are checked and converted in `args`, the
 //! one place that touches raw pointers from C.
 //!
 //! The runtime exports (`acl.h` / `acl_rt.h`, `aclallocLaunchKernel`) call
