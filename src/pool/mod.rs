@@ -83,6 +83,8 @@ pub struct Pool {
     shards: [Padded<Mutex<Core>>; SHARDS],
     streams: StreamTable,
     device: Box<dyn DeviceMemory>,
+    /// Segments given back under the locks, freed once they are released.
+    pending_frees: Mutex<Vec<(NonZeroUsize, usize)>>,
 }
 
 /// What only the pool-wide lock guards.
@@ -135,6 +137,7 @@ impl Pool {
             shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config)))),
             streams,
             device,
+            pending_frees: Mutex::new(Vec::new()),
         })
     }
 
@@ -189,10 +192,10 @@ impl Pool {
     /// [`Pool::malloc_at`] for work on `stream` (see [`Pool::malloc_on`]).
     pub fn malloc_at_on(&self, stream: usize, size: usize, addr: usize) -> Result<NonZeroUsize> {
         let shard = self.shard_of(stream);
-        let addr = self.exclusive(Some(shard), |ex| {
+        let addr = self.allocate_exclusive(shard, |ex, may_retry| {
             match ex.shards[shard].malloc_at(size, addr, stream) {
-                Some(addr) => Ok(addr),
-                None => ex.malloc(shard, stream, size),
+                Some(addr) => Ok(Some(addr)),
+                None => ex.malloc(shard, stream, size, may_retry),
             }
         })?;
         Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"))

@@ -5,21 +5,73 @@
 use super::block::Kind;
 use super::core::{kind_of, segment_size, Take};
 use super::*;
+use std::mem::ManuallyDrop;
 
-/// The pool-wide lock and every shard's, taken in that order.
+/// The pool-wide lock and every shard's, taken in that order. Device memory
+/// the pool gives back meanwhile is freed when they are released (see
+/// [`DeferredFree`]).
 pub(super) struct All<'a> {
-    pub(super) global: MutexGuard<'a, Global>,
-    pub(super) shards: [MutexGuard<'a, Core>; SHARDS],
+    pub(super) global: ManuallyDrop<MutexGuard<'a, Global>>,
+    pub(super) shards: ManuallyDrop<[MutexGuard<'a, Core>; SHARDS]>,
+    device: DeferredFree<'a>,
+}
+
+/// The device as the pool sees it under its locks: allocations go straight
+/// to it, frees wait until the locks are released.
+///
+/// Why: a device's free may wait for other threads, and those threads may be
+/// about to take this pool's locks. The host runtime's `aclrtFree` waits for
+/// every stream, and a stream's worker gives its default-allocator workspace
+/// back to this pool when its kernel ends: freeing a segment under the locks
+/// made the two wait for each other for good (found by the runtime fuzz
+/// target; `tests/default_pool_release.rs`).
+struct DeferredFree<'a> {
     device: &'a dyn DeviceMemory,
+    pending: &'a Mutex<Vec<(NonZeroUsize, usize)>>,
+}
+
+impl DeferredFree<'_> {
+    fn has_pending(&self) -> bool {
+        !self.pending.lock().is_empty()
+    }
+}
+
+impl DeviceMemory for DeferredFree<'_> {
+    fn malloc(&self, size: usize) -> Option<NonZeroUsize> {
+        self.device.malloc(size)
+    }
+    fn free(&self, addr: NonZeroUsize, size: usize) {
+        self.pending.lock().push((addr, size));
+    }
+    fn capacity(&self) -> usize {
+        self.device.capacity()
+    }
+}
+
+impl Drop for All<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the guards are dropped here, once, and not used again.
+        unsafe {
+            ManuallyDrop::drop(&mut self.shards);
+            ManuallyDrop::drop(&mut self.global);
+        }
+        let released = std::mem::take(&mut *self.device.pending.lock());
+        for (addr, size) in released {
+            self.device.device.free(addr, size);
+        }
+    }
 }
 
 impl Pool {
     pub(super) fn lock_all(&self) -> All<'_> {
         let global = self.global.lock();
         All {
-            global,
-            shards: std::array::from_fn(|i| self.shards[i].0.lock()),
-            device: &*self.device,
+            global: ManuallyDrop::new(global),
+            shards: ManuallyDrop::new(std::array::from_fn(|i| self.shards[i].0.lock())),
+            device: DeferredFree {
+                device: &*self.device,
+                pending: &self.pending_frees,
+            },
         }
     }
 
@@ -39,7 +91,25 @@ impl Pool {
     #[cold]
     #[inline(never)]
     pub(super) fn malloc_slow(&self, shard: usize, stream: usize, size: usize) -> Result<usize> {
-        self.exclusive(Some(shard), |ex| ex.malloc(shard, stream, size))
+        self.allocate_exclusive(shard, |ex, retry| ex.malloc(shard, stream, size, retry))
+    }
+
+    /// Runs an allocation under every lock. When it released cached segments
+    /// to make room (`Ok(None)`), their memory reaches the device only once
+    /// the locks are dropped (see [`DeferredFree`]), so it runs once more,
+    /// with no further release.
+    pub(super) fn allocate_exclusive(
+        &self,
+        shard: usize,
+        attempt: impl Fn(&mut All, bool) -> Result<Option<usize>>,
+    ) -> Result<usize> {
+        if let Some(addr) = self.exclusive(Some(shard), |ex| attempt(ex, true))? {
+            return Ok(addr);
+        }
+        self.exclusive(Some(shard), |ex| attempt(ex, false))?
+            .ok_or(Error::Internal {
+                reason: "a pool allocation asked to be retried twice",
+            })
     }
 }
 
@@ -107,8 +177,16 @@ impl All<'_> {
     }
 
     /// An allocation for `stream` in shard `s`, growing the pool if nothing
-    /// cached fits.
-    pub(super) fn malloc(&mut self, s: usize, stream: usize, size: usize) -> Result<usize> {
+    /// cached fits. `Ok(None)`: cached segments were released to make room
+    /// and the caller should retry once the locks are dropped (only when
+    /// `may_retry`).
+    pub(super) fn malloc(
+        &mut self,
+        s: usize,
+        stream: usize,
+        size: usize,
+        may_retry: bool,
+    ) -> Result<Option<usize>> {
         if self.global.closed {
             return Err(CLOSED);
         }
@@ -117,16 +195,26 @@ impl All<'_> {
             return Err(self.oom(size, "the size is too large"));
         };
         if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false) {
-            return Ok(addr);
+            return Ok(Some(addr));
         }
-        let idx = self.grow(s, size, rounded, stream)?;
-        Ok(self.shards[s].finish(idx, rounded, size))
+        match self.grow(s, size, rounded, stream, may_retry)? {
+            Some(idx) => Ok(Some(self.shards[s].finish(idx, rounded, size))),
+            None => Ok(None),
+        }
     }
 
-    /// Gets a new segment for shard `s` for a request of `rounded` bytes,
-    /// releasing cached segments of every shard and retrying once if the
-    /// first attempt fails. Returns its (free) block.
-    fn grow(&mut self, s: usize, size: usize, rounded: usize, stream: usize) -> Result<u32> {
+    /// Gets a new segment for shard `s` for a request of `rounded` bytes and
+    /// returns its (free) block. If that fails and `may_retry`, releases the
+    /// cached segments of every shard and returns `None`: the caller retries
+    /// once their memory is back on the device.
+    fn grow(
+        &mut self,
+        s: usize,
+        size: usize,
+        rounded: usize,
+        stream: usize,
+        may_retry: bool,
+    ) -> Result<Option<u32>> {
         let kind = kind_of(rounded);
         let (gc, limit) = (
             self.global.config.garbage_collection_threshold,
@@ -140,18 +228,20 @@ impl All<'_> {
         }
         if kind == Kind::Large {
             for core in self.shards.iter_mut() {
-                core.release_unfit_segments(self.device, rounded);
+                core.release_unfit_segments(&self.device, rounded);
             }
         }
-        let mut cause = match self.new_segment(s, kind, rounded, stream) {
-            Ok(idx) => return Ok(idx),
+        let cause = match self.new_segment(s, kind, rounded, stream) {
+            Ok(idx) => return Ok(Some(idx)),
             Err(cause) => cause,
         };
-        if self.release_free_segments(0) > 0 {
-            self.shards[s].stats.num_alloc_retries += 1;
-            match self.new_segment(s, kind, rounded, stream) {
-                Ok(idx) => return Ok(idx),
-                Err(again) => cause = again,
+        if may_retry {
+            self.release_free_segments(0);
+            // Whatever this call gave back (here, or above: unfit segments,
+            // garbage collection) reaches the device once the locks drop.
+            if self.device.has_pending() {
+                self.shards[s].stats.num_alloc_retries += 1;
+                return Ok(None);
             }
         }
         self.shards[s].stats.num_ooms += 1;
@@ -166,7 +256,7 @@ impl All<'_> {
         stream: usize,
     ) -> std::result::Result<u32, &'static str> {
         let room = self.global.limit.saturating_sub(self.reserved());
-        self.shards[s].new_segment(self.device, kind, rounded, stream, room)
+        self.shards[s].new_segment(&self.device, kind, rounded, stream, room)
     }
 
     fn oom(&self, size: usize, cause: &'static str) -> Error {
@@ -198,7 +288,7 @@ impl All<'_> {
             if reserved <= target {
                 break;
             }
-            self.shards[s].release_segment(self.device, seg);
+            self.shards[s].release_segment(&self.device, seg);
             reserved -= size;
             released += size;
         }
@@ -207,7 +297,7 @@ impl All<'_> {
 
     pub(super) fn close(&mut self) -> usize {
         self.global.closed = true;
-        let device = self.device;
+        let device = &self.device;
         self.shards.iter_mut().map(|c| c.close(device)).sum()
     }
 
