@@ -1,0 +1,1018 @@
+//! Random sequences of caching-pool calls, made the way an executor makes
+//! them, against a model of the live blocks.
+//!
+//! Pools come from `aclallocPoolCreate` (small limits on a 64 MiB device),
+//! stream descriptors from `aclallocPoolCreateStreamDesc`; descriptors are
+//! registered on streams, and every alloc, allocAdvise and free goes through
+//! the callbacks `aclrtAllocatorGetByStream` returns, as CANN's executor
+//! calls them. Frees include foreign, interior, NULL and double frees.
+//! Between the calls: empty cache, trim, limit changes, statistics reads,
+//! snapshots, destroys, and calls on dead and forged handles.
+//!
+//! Checked after every call: the return code and the messages
+//! `aclGetRecentErrMsg` holds; that no two live blocks overlap and each is
+//! 512-byte aligned and keeps the bytes written into it; that a refused free
+//! changes no statistic; that `allocated_bytes` matches the model's live
+//! blocks (exactly for the small pool, at least the rounded sizes for the
+//! large one), `requested_bytes` and the block count match exactly,
+//! `reserved >= allocated` and reserved memory never grows past the limit;
+//! that an allocation fails only when a pool with no live block could not
+//! fit it; that an idle pool holds nothing after `empty_cache` (and at most
+//! the kept bytes after `trim`). Each run frees and destroys what it made
+//! and checks device memory, descriptors and registrations are back where
+//! they started.
+#![no_main]
+
+use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::memory::aclrtGetMemInfo;
+use aclalloc::ffi::pool::*;
+use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::types::*;
+use aclalloc::pool::PoolStats;
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+const OK: aclError = 0;
+const INVALID_PARAM: aclError = 100_000;
+const FAILURE: aclError = 500_001;
+const MIB: usize = 1 << 20;
+/// The device's capacity (ACLALLOC_DEVICE_MEMORY), small so limits bite.
+const DEVICE_MIB: usize = 64;
+const MAX_OPS: usize = 96;
+/// Pools per run. Each destroyed pool keeps its host-side shell (1,304
+/// bytes) for the life of the process by design (src/pool/handles.rs), so a
+/// process destroys at most `POOL_BUDGET` pools (about 400 MB of shells).
+/// After that, runs recycle: a run's idle pools are kept as spares (at most
+/// two per configuration) instead of destroyed, `Create` takes a spare of
+/// the same configuration when there is one (setting the limit and
+/// resetting the statistics), and `Destroy` of an idle pool is skipped.
+const MAX_POOL_CREATES: usize = 2;
+const POOL_BUDGET: usize = 300_000;
+static POOLS_DESTROYED: AtomicUsize = AtomicUsize::new(0);
+
+fn over_budget() -> bool {
+    // ACLALLOC_FUZZ_POOL_BUDGET overrides the budget (to exercise recycling).
+    static BUDGET: OnceLock<usize> = OnceLock::new();
+    let budget = *BUDGET.get_or_init(|| {
+        std::env::var("ACLALLOC_FUZZ_POOL_BUDGET")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(POOL_BUDGET)
+    });
+    POOLS_DESTROYED.load(Ordering::Relaxed) >= budget
+}
+
+/// (max split size, garbage collection threshold bits).
+type ConfigKey = (usize, u64);
+
+/// Idle pools kept for later runs: configuration → (pool, its descriptor if
+/// the run left it alive).
+type Spares = HashMap<ConfigKey, Vec<(usize, Option<usize>)>>;
+
+fn spares() -> &'static Mutex<Spares> {
+    static S: OnceLock<Mutex<Spares>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+/// Descriptors the spares hold.
+fn spare_count() -> usize {
+    spares()
+        .lock()
+        .unwrap()
+        .values()
+        .flatten()
+        .filter(|s| s.1.is_some())
+        .count()
+}
+const MAX_LIVE_POOLS: usize = 3;
+/// What `aclGetRecentErrMsg` may hold beyond the model's lines: the host
+/// runtime's own refusals when a pool asks the device for a segment.
+const DEVICE_LINES: [&str; 1] = ["aclrtMalloc failed"];
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct Config {
+    null_config: bool,
+    limit_mib: u8,
+    fraction_tenths: u8,
+    max_split_mib: u8,
+    gc_tenths: u8,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum PoolPick {
+    Null,
+    /// The n-th pool this run created (live or destroyed).
+    Pool(u8),
+    /// A stream descriptor's object seen through aclrtAllocatorGetByStream.
+    View(u8),
+    /// A pool-tagged value near the real handles.
+    Tagged(u16),
+    Forged(u64),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Size {
+    Tiny(u16),
+    Small(u32),
+    Large(u32),
+    Huge(u16),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum BlockPick {
+    Null,
+    Live(u8),
+    /// A block freed earlier (a double free unless handed out again).
+    Freed(u8),
+    /// 512 bytes into a live block.
+    Interior(u8),
+    Raw(u64),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Op {
+    Create(Config),
+    CreateStreamDesc(PoolPick, u8),
+    DestroyDesc(u8),
+    Register(u8, u8),
+    Unregister(u8),
+    Alloc(u8, Size),
+    Advise(u8, Size, BlockPick),
+    Free(u8, BlockPick),
+    EmptyCache(PoolPick),
+    Trim(PoolPick, u8),
+    SetLimit(PoolPick, u8),
+    SetFraction(PoolPick, u8),
+    ResetPeak(PoolPick),
+    ReadStats(PoolPick),
+    Snapshot(PoolPick),
+    Destroy(PoolPick),
+}
+
+struct PoolModel {
+    handle: usize,
+    /// Its own descriptor (index into `descs`) and configuration.
+    desc: usize,
+    key: ConfigKey,
+    alive: bool,
+    /// The limit in bytes (usize::MAX: none).
+    limit: usize,
+    /// Address → (rounded size, requested size, the byte written into it).
+    live: BTreeMap<usize, (usize, usize, u8)>,
+}
+
+struct DescModel {
+    handle: usize,
+    pool: usize,
+    alive: bool,
+}
+
+#[derive(Default)]
+struct Model {
+    pools: Vec<PoolModel>,
+    descs: Vec<DescModel>,
+    /// Stream → pool index of the descriptor registered on it.
+    streams: HashMap<usize, usize>,
+    /// Objects of stream descriptors seen, and their pool.
+    views: Vec<(usize, usize)>,
+    freed: Vec<usize>,
+    /// Failures of this op, in call order.
+    failed: Vec<&'static str>,
+    next_tag: u8,
+    /// Device free bytes, descriptors, registrations at the start.
+    baseline: (usize, usize, usize),
+}
+
+fn round(size: usize) -> Option<usize> {
+    size.max(1)
+        .checked_add(511)
+        .map(|s| s & !511)
+        .filter(|&s| s <= isize::MAX as usize)
+}
+
+fn device_free() -> usize {
+    let (mut free, mut total) = (0, 0);
+    // SAFETY: both out-pointers are valid.
+    let rc = unsafe { aclrtGetMemInfo(ACL_HBM_MEM, &mut free, &mut total) };
+    assert_eq!(rc, OK, "aclrtGetMemInfo");
+    assert_eq!(total, DEVICE_MIB * MIB);
+    free
+}
+
+fn stats(handle: usize) -> PoolStats {
+    let mut s = PoolStats::default();
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { aclallocPoolGetStats(handle as *mut c_void, &mut s) };
+    assert_eq!(rc, OK, "aclallocPoolGetStats");
+    s
+}
+
+fn stream_of(s: u8) -> usize {
+    0x7000 + (s as usize % 4) * 64
+}
+
+struct Callbacks {
+    obj: *mut c_void,
+    alloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void, *mut c_void),
+    advise: unsafe extern "C" fn(*mut c_void, usize, *mut c_void) -> *mut c_void,
+    get_addr: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+}
+
+impl Model {
+    fn fail(&mut self, function: &'static str, got: aclError, want: aclError) {
+        assert_eq!(got, want, "{function}");
+        if want != OK {
+            self.failed.push(function);
+        }
+    }
+
+    /// The messages are exactly this op's failures, newest first, apart
+    /// from the device's own refusals.
+    fn check_messages(&mut self) {
+        let text = aclGetRecentErrMsg();
+        let failed = std::mem::take(&mut self.failed);
+        let lines: Vec<String> = if text.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: NUL-terminated, valid until this thread's next read.
+            let text = unsafe { CStr::from_ptr(text) }.to_str().expect("UTF-8");
+            text.lines()
+                .filter(|l| !DEVICE_LINES.iter().any(|d| l.starts_with(d)))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(lines.len(), failed.len(), "{lines:?} vs {failed:?}");
+        for (line, function) in lines.iter().zip(failed.iter().rev()) {
+            assert!(
+                line.starts_with(&format!("{function} failed")) && line.ends_with('.'),
+                "message {line:?} is not from {function}"
+            );
+        }
+    }
+
+    /// A handle and the pool it names (for a view: the view's pool), if any.
+    fn pick(&self, p: PoolPick) -> (usize, Option<usize>) {
+        let handle = match p {
+            PoolPick::Null => 0,
+            PoolPick::Pool(i) if self.pools.is_empty() => i as usize,
+            PoolPick::Pool(i) => self.pools[i as usize % self.pools.len()].handle,
+            PoolPick::View(i) if self.views.is_empty() => i as usize,
+            PoolPick::View(i) => self.views[i as usize % self.views.len()].0,
+            // Over the budget, spares from earlier runs are live pools the
+            // model does not know: stay clear of the ids they may have.
+            PoolPick::Tagged(id) if over_budget() => (0xACA5usize << 48) | 1 << 40 | id as usize,
+            PoolPick::Tagged(id) => (0xACA5usize << 48) | id as usize,
+            PoolPick::Forged(v) => v as usize,
+        };
+        (handle, self.resolve(handle))
+    }
+
+    fn resolve(&self, handle: usize) -> Option<usize> {
+        let pool = self
+            .pools
+            .iter()
+            .position(|p| p.handle == handle)
+            .or_else(|| {
+                self.views
+                    .iter()
+                    .find(|v| v.0 == handle)
+                    .map(|&(_, pool)| pool)
+            })?;
+        self.pools[pool].alive.then_some(pool)
+    }
+
+    fn is_view(&self, handle: usize) -> bool {
+        self.views.iter().any(|v| v.0 == handle)
+    }
+
+    fn create(&mut self, c: Config) {
+        if self.pools.len() >= MAX_POOL_CREATES
+            || self.pools.iter().filter(|p| p.alive).count() >= MAX_LIVE_POOLS
+        {
+            return;
+        }
+        let config = aclallocPoolConfig {
+            max_split_size: (c.max_split_mib % 24) as usize * MIB,
+            garbage_collection_threshold: (c.gc_tenths % 11) as f64 / 10.0,
+            memory_limit: (c.limit_mib % 49) as usize * MIB,
+            memory_fraction: (c.fraction_tenths % 12) as f64 / 10.0,
+        };
+        let valid = !(config.max_split_size != 0 && config.max_split_size <= MIB)
+            && config.garbage_collection_threshold < 1.0
+            && (config.memory_limit != 0 || config.memory_fraction <= 1.0);
+        let limit = if c.null_config || (config.memory_limit == 0 && config.memory_fraction == 0.0)
+        {
+            usize::MAX
+        } else if config.memory_limit != 0 {
+            config.memory_limit
+        } else {
+            ((DEVICE_MIB * MIB) as f64 * config.memory_fraction) as usize
+        };
+        let key = if c.null_config {
+            (0, 0)
+        } else {
+            (
+                config.max_split_size,
+                config.garbage_collection_threshold.to_bits(),
+            )
+        };
+        if (c.null_config || valid)
+            && over_budget()
+            && self.reuse(key, limit, &config, c.null_config)
+        {
+            return;
+        }
+        let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let cfg: *const aclallocPoolConfig = if c.null_config {
+            std::ptr::null()
+        } else {
+            &config
+        };
+        // SAFETY: valid pointers.
+        let rc = unsafe { aclallocPoolCreate(cfg, &mut pool, &mut desc) };
+        if c.null_config || valid {
+            self.fail("aclallocPoolCreate", rc, OK);
+            assert!(!pool.is_null() && !desc.is_null());
+            assert_eq!(
+                stats(pool as usize),
+                PoolStats {
+                    max_split_size: stats(pool as usize).max_split_size,
+                    ..PoolStats::default()
+                }
+            );
+            self.pools.push(PoolModel {
+                handle: pool as usize,
+                desc: self.descs.len(),
+                key,
+                alive: true,
+                limit,
+                live: BTreeMap::new(),
+            });
+            self.descs.push(DescModel {
+                handle: desc as usize,
+                pool: self.pools.len() - 1,
+                alive: true,
+            });
+        } else {
+            self.fail("aclallocPoolCreate", rc, INVALID_PARAM);
+            assert!(pool.is_null() && desc.is_null(), "written on failure");
+        }
+    }
+
+    /// `Create` over the budget: a spare pool of the same configuration,
+    /// given the limit asked for and fresh statistics.
+    fn reuse(&mut self, key: ConfigKey, limit: usize, c: &aclallocPoolConfig, null: bool) -> bool {
+        let Some((pool, desc)) = spares().lock().unwrap().get_mut(&key).and_then(Vec::pop) else {
+            return false;
+        };
+        let h = pool as *mut c_void;
+        // A spare whose descriptor the run destroyed serves through a
+        // stream descriptor (same pool, same callbacks).
+        let desc = desc.unwrap_or_else(|| {
+            let mut d = std::ptr::null_mut();
+            // SAFETY: a valid out-pointer.
+            let rc =
+                unsafe { aclallocPoolCreateStreamDesc(h, stream_of(0) as *mut c_void, &mut d) };
+            assert_eq!(rc, OK);
+            d as usize
+        });
+        let rc = if null || (c.memory_limit == 0 && c.memory_fraction == 0.0) {
+            aclallocPoolSetMemoryLimit(h, 0)
+        } else if c.memory_limit != 0 {
+            aclallocPoolSetMemoryLimit(h, c.memory_limit)
+        } else {
+            aclallocPoolSetMemoryFraction(h, c.memory_fraction)
+        };
+        assert_eq!(rc, OK);
+        assert_eq!(aclallocPoolResetAccumulatedStats(h), OK);
+        assert_eq!(aclallocPoolResetPeakStats(h), OK);
+        assert_eq!(
+            stats(pool),
+            PoolStats {
+                max_split_size: stats(pool).max_split_size,
+                ..PoolStats::default()
+            },
+            "a spare pool is not idle"
+        );
+        self.pools.push(PoolModel {
+            handle: pool,
+            desc: self.descs.len(),
+            key,
+            alive: true,
+            limit,
+            live: BTreeMap::new(),
+        });
+        self.descs.push(DescModel {
+            handle: desc,
+            pool: self.pools.len() - 1,
+            alive: true,
+        });
+        true
+    }
+
+    fn create_stream_desc(&mut self, p: PoolPick, s: u8) {
+        let (handle, pool) = self.pick(p);
+        let mut desc = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe {
+            aclallocPoolCreateStreamDesc(
+                handle as *mut c_void,
+                stream_of(s) as *mut c_void,
+                &mut desc,
+            )
+        };
+        match pool {
+            Some(pool) if !self.is_view(handle) => {
+                self.fail("aclallocPoolCreateStreamDesc", rc, OK);
+                self.descs.push(DescModel {
+                    handle: desc as usize,
+                    pool,
+                    alive: true,
+                });
+            }
+            _ => {
+                self.fail("aclallocPoolCreateStreamDesc", rc, INVALID_PARAM);
+                assert!(desc.is_null());
+            }
+        }
+    }
+
+    /// The callbacks registered for `stream`, as an executor gets them.
+    fn callbacks(&mut self, stream: usize) -> Option<(Callbacks, usize)> {
+        let (mut desc, mut obj) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let (mut alloc, mut free, mut advise, mut get_addr) = (None, None, None, None);
+        // SAFETY: every out-pointer points at a local of its type.
+        let rc = unsafe {
+            aclrtAllocatorGetByStream(
+                stream as *mut c_void,
+                &mut desc,
+                &mut obj,
+                &mut alloc,
+                &mut free,
+                &mut advise,
+                &mut get_addr,
+            )
+        };
+        let Some(&pool) = self.streams.get(&stream) else {
+            self.fail("aclrtAllocatorGetByStream", rc, INVALID_PARAM);
+            return None;
+        };
+        self.fail("aclrtAllocatorGetByStream", rc, OK);
+        let obj_addr = obj as usize;
+        if obj_addr != self.pools[pool].handle && !self.views.iter().any(|v| v.0 == obj_addr) {
+            self.views.push((obj_addr, pool));
+        }
+        assert_eq!(
+            self.views
+                .iter()
+                .find(|v| v.0 == obj_addr)
+                .map_or(pool, |v| v.1),
+            pool,
+            "the object names another pool"
+        );
+        Some((
+            Callbacks {
+                obj,
+                alloc: alloc.expect("alloc"),
+                free: free.expect("free"),
+                advise: advise.expect("allocAdvise"),
+                get_addr: get_addr.expect("getAddrFromBlock"),
+            },
+            pool,
+        ))
+    }
+
+    fn size(s: Size) -> usize {
+        match s {
+            Size::Tiny(v) => v as usize,
+            Size::Small(v) => v as usize % (MIB + 1),
+            Size::Large(v) => MIB + 1 + v as usize % (23 * MIB),
+            Size::Huge(v) => usize::MAX - v as usize,
+        }
+    }
+
+    fn block(&self, b: BlockPick) -> usize {
+        let live: Vec<usize> = self
+            .pools
+            .iter()
+            .flat_map(|p| p.live.keys().copied())
+            .collect();
+        let nth = |v: &[usize], i: u8| (!v.is_empty()).then(|| v[i as usize % v.len()]);
+        match b {
+            BlockPick::Null => 0,
+            BlockPick::Live(i) => nth(&live, i).unwrap_or(0x1000),
+            BlockPick::Freed(i) => nth(&self.freed, i).unwrap_or(0x2000),
+            BlockPick::Interior(i) => nth(&live, i).map_or(0x3000, |a| a + 512),
+            BlockPick::Raw(v) => v as usize,
+        }
+    }
+
+    fn alloc(&mut self, s: u8, size: Size, advise: Option<BlockPick>) {
+        let stream = stream_of(s);
+        let Some((c, pool)) = self.callbacks(stream) else {
+            return;
+        };
+        let size = Self::size(size);
+        let addr_hint = advise.map(|b| self.block(b));
+        let alive = self.pools[pool].alive;
+        let before = alive.then(|| (stats(self.pools[pool].handle), device_free()));
+        // SAFETY: the registered callbacks, called as CANN calls them.
+        let block = unsafe {
+            match addr_hint {
+                None => (c.alloc)(c.obj, size),
+                Some(a) => (c.advise)(c.obj, size, a as *mut c_void),
+            }
+        };
+        let function = if advise.is_some() {
+            "aclallocPoolAllocAdvise"
+        } else {
+            "aclallocPoolAlloc"
+        };
+        let Some((before, free_before)) = before else {
+            assert!(block.is_null(), "a destroyed pool handed out a block");
+            self.failed.push(function);
+            return;
+        };
+        let rounded = round(size);
+        let p = &self.pools[pool];
+        if block.is_null() {
+            self.failed.push(function);
+            let reserved = before.reserved_bytes[0].current as usize;
+            let need = rounded.map(|r| {
+                if r <= MIB {
+                    2 * MIB
+                } else {
+                    r.div_ceil(2 * MIB).saturating_mul(2 * MIB)
+                }
+            });
+            if let Some(need) = need {
+                assert!(
+                    !(p.live.is_empty() && need <= p.limit && need <= free_before + reserved),
+                    "an idle pool refused {size} bytes (needs {need}, limit {}, free {free_before}, reserved {reserved})",
+                    p.limit
+                );
+            }
+            let after = stats(p.handle);
+            assert_eq!(after.allocated_bytes, before.allocated_bytes);
+            assert_eq!(after.allocation, before.allocation);
+            assert_eq!(after.num_ooms, before.num_ooms + 1, "an OOM not counted");
+            return;
+        }
+        let rounded = rounded.expect("a block for an impossible size");
+        // SAFETY: getAddrFromBlock on a block alloc returned.
+        let addr = unsafe { (c.get_addr)(block) } as usize;
+        assert_eq!(addr, block as usize, "a pool block is its address");
+        assert_eq!(addr % 512, 0, "alignment");
+        for q in &self.pools {
+            if let Some((&a, &(r, _, _))) = q.live.range(..addr + rounded).next_back() {
+                assert!(
+                    a + r <= addr,
+                    "block {addr:#x}+{rounded} overlaps {a:#x}+{r}"
+                );
+            }
+        }
+        let tag = self.next_tag;
+        self.next_tag = self.next_tag.wrapping_add(1);
+        // SAFETY: the block has at least `rounded` bytes of device memory.
+        unsafe {
+            *(addr as *mut u8) = tag;
+            *((addr + rounded - 1) as *mut u8) = tag;
+        }
+        self.freed.retain(|&a| a != addr);
+        self.pools[pool].live.insert(addr, (rounded, size, tag));
+    }
+
+    fn free(&mut self, s: u8, b: BlockPick) {
+        let stream = stream_of(s);
+        let Some((c, pool)) = self.callbacks(stream) else {
+            return;
+        };
+        let addr = self.block(b);
+        let p = &self.pools[pool];
+        let before = p.alive.then(|| stats(p.handle));
+        let live = p.alive.then(|| p.live.get(&addr).copied()).flatten();
+        if let Some((rounded, _, tag)) = live {
+            // SAFETY: a live block of at least `rounded` bytes.
+            let (first, last) =
+                unsafe { (*(addr as *const u8), *((addr + rounded - 1) as *const u8)) };
+            assert_eq!((first, last), (tag, tag), "block {addr:#x} was overwritten");
+        }
+        // SAFETY: the registered callback, called as CANN calls it.
+        unsafe { (c.free)(c.obj, addr as *mut c_void) };
+        match live {
+            Some(_) => {
+                self.pools[pool].live.remove(&addr);
+                self.freed.push(addr);
+            }
+            None => {
+                self.failed.push("aclallocPoolFree");
+                if let Some(before) = before {
+                    assert_eq!(
+                        stats(self.pools[pool].handle),
+                        before,
+                        "a refused free changed the pool"
+                    );
+                }
+            }
+        }
+    }
+
+    fn destroy(&mut self, p: PoolPick) {
+        let (handle, pool) = self.pick(p);
+        if pool.is_some_and(|i| self.pools[i].live.is_empty()) && over_budget() {
+            return;
+        }
+        let rc = aclallocPoolDestroy(handle as *mut c_void);
+        match pool {
+            Some(pool) if !self.is_view(handle) => {
+                if self.pools[pool].live.is_empty() {
+                    self.fail("aclallocPoolDestroy", rc, OK);
+                    self.pools[pool].alive = false;
+                    POOLS_DESTROYED.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.fail("aclallocPoolDestroy", rc, FAILURE);
+                }
+            }
+            _ => self.fail("aclallocPoolDestroy", rc, INVALID_PARAM),
+        }
+    }
+
+    /// A call on a pool handle that succeeds exactly when the handle names a
+    /// live pool (or a view of one).
+    fn on_pool(
+        &mut self,
+        function: &'static str,
+        p: PoolPick,
+        call: impl FnOnce(*mut c_void) -> aclError,
+    ) -> Option<usize> {
+        let (handle, pool) = self.pick(p);
+        let rc = call(handle as *mut c_void);
+        let want = if pool.is_some() { OK } else { INVALID_PARAM };
+        self.fail(function, rc, want);
+        pool
+    }
+
+    fn apply(&mut self, op: Op) {
+        let reserved_before: Vec<i64> = self
+            .pools
+            .iter()
+            .map(|p| {
+                if p.alive {
+                    stats(p.handle).reserved_bytes[0].current
+                } else {
+                    0
+                }
+            })
+            .collect();
+        match op {
+            Op::Create(c) => self.create(c),
+            Op::CreateStreamDesc(p, s) => self.create_stream_desc(p, s),
+            Op::DestroyDesc(i) => {
+                if self.descs.is_empty() {
+                    return;
+                }
+                let i = i as usize % self.descs.len();
+                let rc = aclrtAllocatorDestroyDesc(self.descs[i].handle as *mut c_void);
+                let want = if self.descs[i].alive {
+                    OK
+                } else {
+                    INVALID_PARAM
+                };
+                self.fail("aclrtAllocatorDestroyDesc", rc, want);
+                self.descs[i].alive = false;
+            }
+            Op::Register(s, i) => {
+                if self.descs.is_empty() {
+                    return;
+                }
+                let d = &self.descs[i as usize % self.descs.len()];
+                let (alive, pool) = (d.alive, d.pool);
+                let rc =
+                    aclrtAllocatorRegister(stream_of(s) as *mut c_void, d.handle as *mut c_void);
+                if alive {
+                    self.fail("aclrtAllocatorRegister", rc, OK);
+                    self.streams.insert(stream_of(s), pool);
+                } else {
+                    self.fail("aclrtAllocatorRegister", rc, INVALID_PARAM);
+                }
+            }
+            Op::Unregister(s) => {
+                let rc = aclrtAllocatorUnregister(stream_of(s) as *mut c_void);
+                self.fail("aclrtAllocatorUnregister", rc, OK);
+                self.streams.remove(&stream_of(s));
+            }
+            Op::Alloc(s, size) => self.alloc(s, size, None),
+            Op::Advise(s, size, b) => self.alloc(s, size, Some(b)),
+            Op::Free(s, b) => self.free(s, b),
+            Op::EmptyCache(p) => {
+                if let Some(pool) =
+                    self.on_pool("aclallocPoolEmptyCache", p, |h| aclallocPoolEmptyCache(h))
+                {
+                    if self.pools[pool].live.is_empty() {
+                        let s = stats(self.pools[pool].handle);
+                        assert_eq!(s.reserved_bytes[0].current, 0, "an idle pool kept memory");
+                        assert_eq!(s.segment[0].current, 0);
+                    }
+                }
+            }
+            Op::Trim(p, keep) => {
+                let keep = (keep % 32) as usize * MIB;
+                if let Some(pool) =
+                    self.on_pool("aclallocPoolTrim", p, |h| aclallocPoolTrim(h, keep))
+                {
+                    if self.pools[pool].live.is_empty() {
+                        let s = stats(self.pools[pool].handle);
+                        assert!(
+                            s.reserved_bytes[0].current as usize <= keep,
+                            "trim kept too much"
+                        );
+                    }
+                }
+            }
+            Op::SetLimit(p, mib) => {
+                let bytes = (mib % 64) as usize * MIB;
+                if let Some(pool) = self.on_pool("aclallocPoolSetMemoryLimit", p, |h| {
+                    aclallocPoolSetMemoryLimit(h, bytes)
+                }) {
+                    self.pools[pool].limit = if bytes == 0 { usize::MAX } else { bytes };
+                }
+            }
+            Op::SetFraction(p, tenths) => {
+                let f = (tenths % 13) as f64 / 10.0;
+                let (handle, pool) = self.pick(p);
+                let rc = aclallocPoolSetMemoryFraction(handle as *mut c_void, f);
+                match pool {
+                    Some(pool) if f > 0.0 && f <= 1.0 => {
+                        self.fail("aclallocPoolSetMemoryFraction", rc, OK);
+                        self.pools[pool].limit = ((DEVICE_MIB * MIB) as f64 * f) as usize;
+                    }
+                    _ => self.fail("aclallocPoolSetMemoryFraction", rc, INVALID_PARAM),
+                }
+            }
+            Op::ResetPeak(p) => {
+                if let Some(pool) = self.on_pool("aclallocPoolResetPeakStats", p, |h| {
+                    aclallocPoolResetPeakStats(h)
+                }) {
+                    let s = stats(self.pools[pool].handle);
+                    assert_eq!(s.allocated_bytes[0].peak, s.allocated_bytes[0].current);
+                    assert_eq!(s.reserved_bytes[0].peak, s.reserved_bytes[0].current);
+                }
+            }
+            Op::ReadStats(p) => self.read_stats(p),
+            Op::Snapshot(p) => self.snapshot(p),
+            Op::Destroy(p) => self.destroy(p),
+        }
+        self.check_messages();
+        for (i, p) in self.pools.iter().enumerate() {
+            if p.alive {
+                let before = reserved_before.get(i).copied().unwrap_or(0) as usize;
+                check_pool(p, before);
+            }
+        }
+    }
+
+    fn read_stats(&mut self, p: PoolPick) {
+        let (handle, pool) = self.pick(p);
+        let h = handle as *mut c_void;
+        let (mut a, mut r, mut ma, mut mr, mut v) = (0usize, 0usize, 0usize, 0usize, 0i64);
+        let want = if pool.is_some() { OK } else { INVALID_PARAM };
+        // SAFETY: valid out-pointers and a NUL-terminated key.
+        unsafe {
+            self.fail(
+                "aclallocPoolMemoryAllocated",
+                aclallocPoolMemoryAllocated(h, &mut a),
+                want,
+            );
+            self.fail(
+                "aclallocPoolMemoryReserved",
+                aclallocPoolMemoryReserved(h, &mut r),
+                want,
+            );
+            self.fail(
+                "aclallocPoolMaxMemoryAllocated",
+                aclallocPoolMaxMemoryAllocated(h, &mut ma),
+                want,
+            );
+            self.fail(
+                "aclallocPoolMaxMemoryReserved",
+                aclallocPoolMaxMemoryReserved(h, &mut mr),
+                want,
+            );
+            self.fail(
+                "aclallocPoolGetStat",
+                aclallocPoolGetStat(h, c"allocated_bytes.all.current".as_ptr(), &mut v),
+                want,
+            );
+            let bad = aclallocPoolGetStat(h, c"allocated_bytes.everything".as_ptr(), &mut v);
+            self.fail("aclallocPoolGetStat", bad, INVALID_PARAM);
+        }
+        if let Some(pool) = pool {
+            let s = stats(self.pools[pool].handle);
+            assert_eq!(a as i64, s.allocated_bytes[0].current);
+            assert_eq!(r as i64, s.reserved_bytes[0].current);
+            assert_eq!(ma as i64, s.allocated_bytes[0].peak);
+            assert_eq!(mr as i64, s.reserved_bytes[0].peak);
+            assert_eq!(v, s.allocated_bytes[0].current);
+        }
+    }
+
+    /// The snapshot's allocated blocks are exactly the model's live blocks.
+    fn snapshot(&mut self, p: PoolPick) {
+        let (handle, pool) = self.pick(p);
+        let mut buf = vec![0u8; 64 << 10];
+        let mut len = 0usize;
+        // SAFETY: a buffer of buf.len() bytes and a valid length pointer.
+        let rc = unsafe {
+            aclallocPoolSnapshot(
+                handle as *mut c_void,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut len,
+            )
+        };
+        let Some(pool) = pool else {
+            self.fail("aclallocPoolSnapshot", rc, INVALID_PARAM);
+            return;
+        };
+        self.fail("aclallocPoolSnapshot", rc, OK);
+        if len >= buf.len() {
+            return;
+        }
+        let json = std::str::from_utf8(&buf[..len]).expect("UTF-8");
+        let mut allocated = BTreeMap::new();
+        let mut sum = 0usize;
+        for block in json.split("{\"address\":").skip(1) {
+            let field = |name: &str| -> Option<usize> {
+                let at = block.find(name)? + name.len();
+                let digits: String = block[at..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().ok()
+            };
+            if !block.contains("\"state\":\"active_allocated\"") || block.contains("\"blocks\"") {
+                continue;
+            }
+            let addr: usize = block
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap();
+            let size = field("\"size\":").unwrap();
+            let requested = field("\"requested_size\":").unwrap();
+            sum += size;
+            allocated.insert(addr, (size, requested));
+        }
+        let p = &self.pools[pool];
+        assert_eq!(allocated.len(), p.live.len(), "snapshot blocks: {json}");
+        for (addr, (rounded, requested, _)) in &p.live {
+            let (size, req) = allocated[addr];
+            assert!(size >= *rounded, "block {addr:#x} is smaller than asked");
+            assert_eq!(req, *requested);
+        }
+        assert_eq!(sum as i64, stats(p.handle).allocated_bytes[0].current);
+    }
+
+    /// Frees and destroys everything the run made.
+    fn clean_up(&mut self) {
+        for p in &mut self.pools {
+            if !p.alive {
+                continue;
+            }
+            for (&addr, &(rounded, _, tag)) in &p.live {
+                // SAFETY: a live block of at least `rounded` bytes.
+                let (first, last) =
+                    unsafe { (*(addr as *const u8), *((addr + rounded - 1) as *const u8)) };
+                assert_eq!((first, last), (tag, tag), "block {addr:#x} was overwritten");
+                aclallocPoolFree(p.handle as *mut c_void, addr as *mut c_void);
+            }
+            p.live.clear();
+            check_pool(p, usize::MAX);
+            assert_eq!(aclallocPoolEmptyCache(p.handle as *mut c_void), OK);
+            let s = stats(p.handle);
+            assert_eq!(
+                s.reserved_bytes[0].current, 0,
+                "reserved after freeing all and empty_cache"
+            );
+            p.alive = false;
+            let desc = &mut self.descs[p.desc];
+            if over_budget() {
+                let mut spares = spares().lock().unwrap();
+                let kept = spares.entry(p.key).or_default();
+                if kept.len() < 2 {
+                    kept.push((p.handle, desc.alive.then_some(desc.handle)));
+                    desc.alive = false;
+                    continue;
+                }
+            }
+            assert_eq!(aclallocPoolDestroy(p.handle as *mut c_void), OK);
+            POOLS_DESTROYED.fetch_add(1, Ordering::Relaxed);
+        }
+        for d in &mut self.descs {
+            if d.alive {
+                assert_eq!(aclrtAllocatorDestroyDesc(d.handle as *mut c_void), OK);
+                d.alive = false;
+            }
+        }
+        for &s in self.streams.keys() {
+            assert_eq!(aclrtAllocatorUnregister(s as *mut c_void), OK);
+        }
+        self.streams.clear();
+        self.check_messages();
+        assert_eq!(
+            (
+                device_free(),
+                aclalloc::global().live_descriptors() - spare_count(),
+                aclalloc::global().streams().len()
+            ),
+            self.baseline,
+            "a run leaked"
+        );
+    }
+}
+
+fn check_pool(p: &PoolModel, reserved_before: usize) {
+    let s = stats(p.handle);
+    let (mut small, mut large, mut requested) = (0usize, 0usize, 0usize);
+    for &(rounded, req, _) in p.live.values() {
+        if rounded <= MIB {
+            small += rounded;
+        } else {
+            large += rounded;
+        }
+        requested += req;
+    }
+    assert_eq!(
+        s.allocation[0].current as usize,
+        p.live.len(),
+        "block count"
+    );
+    assert_eq!(
+        s.requested_bytes[0].current as usize, requested,
+        "requested bytes"
+    );
+    assert_eq!(
+        s.allocated_bytes[1].current as usize, small,
+        "small-pool bytes"
+    );
+    assert!(
+        s.allocated_bytes[2].current as usize >= large,
+        "large-pool bytes"
+    );
+    assert_eq!(
+        s.allocated_bytes[0].current,
+        s.allocated_bytes[1].current + s.allocated_bytes[2].current
+    );
+    let reserved = s.reserved_bytes[0].current as usize;
+    assert!(
+        reserved >= s.allocated_bytes[0].current as usize,
+        "reserved < allocated"
+    );
+    assert!(
+        reserved <= p.limit.max(reserved_before),
+        "reserved {reserved} past the limit {} (was {reserved_before})",
+        p.limit
+    );
+    for stat in [
+        &s.allocated_bytes,
+        &s.reserved_bytes,
+        &s.allocation,
+        &s.segment,
+    ] {
+        for x in stat {
+            assert!(x.current >= 0 && x.peak >= x.current, "{x:?}");
+        }
+    }
+}
+
+fn setup() {
+    // Before the runtime's first use: a small device.
+    std::env::set_var("ACLALLOC_DEVICE_MEMORY", format!("{DEVICE_MIB}MiB"));
+    std::env::remove_var("ACLALLOC_ALLOC_CONF");
+    // SAFETY: NULL is a valid config path.
+    assert_eq!(unsafe { aclInit(std::ptr::null()) }, OK);
+    assert_eq!(aclrtSetDevice(0), OK);
+}
+
+fuzz_target!(init: setup(), |ops: Vec<Op>| {
+    let _ = aclGetRecentErrMsg();
+    let mut model = Model {
+        baseline: (
+            device_free(),
+            aclalloc::global().live_descriptors() - spare_count(),
+            aclalloc::global().streams().len(),
+        ),
+        ..Model::default()
+    };
+    for &op in ops.iter().take(MAX_OPS) {
+        model.apply(op);
+    }
+    model.clean_up();
+});
