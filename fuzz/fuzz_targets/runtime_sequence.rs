@@ -244,9 +244,6 @@ struct Model {
     defaults: HashMap<(usize, usize), (Arc<Channel>, usize)>,
     registered: HashMap<usize, Kind>,
     args: Vec<Box<LaunchArg>>,
-    /// A default-allocator workspace may still be waiting for its kernel on
-    /// a stream's worker (see `avoid_known_deadlock`).
-    default_pending: bool,
     failed: Vec<&'static str>,
     baseline: (usize, usize),
 }
@@ -491,7 +488,6 @@ impl Model {
     fn synchronize_device(&mut self) {
         let rc = aclrtSynchronizeDevice();
         self.expect("aclrtSynchronizeDevice", rc, OK);
-        self.default_pending = false;
         for s in self.streams.iter().filter(|s| s.alive) {
             Self::settled(&s.channel, s.launched);
         }
@@ -527,10 +523,6 @@ impl Model {
         } else {
             self.registered.get(&handle).copied()
         };
-        let default_allocator = (handle == 0 || kind.is_none()) && target.is_some() && size > 0;
-        if default_allocator && self.default_pending && avoid_known_deadlock() {
-            self.synchronize_device();
-        }
         let calls_counting = matches!(kind, Some(Kind::Counting | Kind::NullAddr));
         let arg = Box::new(LaunchArg {
             channel: target
@@ -613,9 +605,6 @@ impl Model {
                 unsafe { aclallocPoolMemoryAllocated(descs().pool as *mut c_void, &mut bytes) };
             assert_eq!((rc, bytes), (OK, 0), "the pool still holds the workspace");
         }
-        if rc_ok && default_allocator {
-            self.default_pending = true;
-        }
         if rc_ok {
             match index {
                 Some(i) => self.streams[i].launched += 1,
@@ -661,19 +650,6 @@ impl Model {
         assert_eq!(c.allocs, c.frees);
         *c = Counting::default();
     }
-}
-
-/// A known deadlock (docs/HARDENING.md, "Fuzzing findings"): a launch whose
-/// workspace comes from the default caching pool, when the pool must release
-/// a cached segment, calls `aclrtFree` with the pool's lock held; `aclrtFree`
-/// waits for every stream, and a stream's worker waits for that lock to give
-/// back an earlier default-allocator workspace. Until it is fixed, the run
-/// synchronizes the device before such a launch whenever an earlier one may
-/// still be pending; `ACLALLOC_FUZZ_KNOWN_DEADLOCK=1` turns this off to
-/// reproduce it.
-fn avoid_known_deadlock() -> bool {
-    static AVOID: OnceLock<bool> = OnceLock::new();
-    *AVOID.get_or_init(|| std::env::var_os("ACLALLOC_FUZZ_KNOWN_DEADLOCK").is_none())
 }
 
 fn setup() {
