@@ -23,6 +23,9 @@
 //! they started.
 #![no_main]
 
+#[path = "../common/messages.rs"]
+mod messages;
+
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::memory::aclrtGetMemInfo;
@@ -33,7 +36,7 @@ use aclalloc::pool::PoolStats;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -235,25 +238,7 @@ impl Model {
     /// The messages are exactly this op's failures, newest first, apart
     /// from the device's own refusals.
     fn check_messages(&mut self) {
-        let text = aclGetRecentErrMsg();
-        let failed = std::mem::take(&mut self.failed);
-        let lines: Vec<String> = if text.is_null() {
-            Vec::new()
-        } else {
-            // SAFETY: NUL-terminated, valid until this thread's next read.
-            let text = unsafe { CStr::from_ptr(text) }.to_str().expect("UTF-8");
-            text.lines()
-                .filter(|l| !DEVICE_LINES.iter().any(|d| l.starts_with(d)))
-                .map(str::to_owned)
-                .collect()
-        };
-        assert_eq!(lines.len(), failed.len(), "{lines:?} vs {failed:?}");
-        for (line, function) in lines.iter().zip(failed.iter().rev()) {
-            assert!(
-                line.starts_with(&format!("{function} failed")) && line.ends_with('.'),
-                "message {line:?} is not from {function}"
-            );
-        }
+        messages::check(std::mem::take(&mut self.failed), &DEVICE_LINES);
     }
 
     /// A handle and the pool it names (for a view: the view's pool), if any.

@@ -23,6 +23,9 @@
 //! resetting every device, which must leave no stream and no registration.
 #![no_main]
 
+#[path = "../common/messages.rs"]
+mod messages;
+
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
@@ -32,7 +35,7 @@ use aclalloc::ffi::types::*;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::collections::{HashMap, HashSet};
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -256,26 +259,10 @@ impl Model {
         }
     }
 
+    /// The messages are exactly this op's failures, newest first, apart
+    /// from the device's own refusals.
     fn check_messages(&mut self) {
-        let text = aclGetRecentErrMsg();
-        let failed = std::mem::take(&mut self.failed);
-        let lines: Vec<String> = if text.is_null() {
-            Vec::new()
-        } else {
-            // SAFETY: NUL-terminated, valid until this thread's next read.
-            let text = unsafe { CStr::from_ptr(text) }.to_str().expect("UTF-8");
-            text.lines()
-                .filter(|l| !DEVICE_LINES.iter().any(|d| l.starts_with(d)))
-                .map(str::to_owned)
-                .collect()
-        };
-        assert_eq!(lines.len(), failed.len(), "{lines:?} vs {failed:?}");
-        for (line, function) in lines.iter().zip(failed.iter().rev()) {
-            assert!(
-                line.starts_with(&format!("{function} failed")),
-                "message {line:?} is not from {function}"
-            );
-        }
+        messages::check(std::mem::take(&mut self.failed), &DEVICE_LINES);
     }
 
     /// The stream handle and its index among the run's streams.
