@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: builds libaclalloc and the C examples, then runs them, showing
+# The C examples: builds libaclalloc and the examples, then runs them, showing
 # the allocator API serving an inference-style workload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,5 +9,6 @@ cmake --build build/c_examples -j 2 >/dev/null
 for example in custom_allocator shared_descriptor error_handling runtime_sample inference_loop pool_inference \
     pluggable_inference pluggable_errors ge_pool_allocator tracking; do
   echo "== $example"
-  "build/c_examples/$example"
+  # From the build directory, as ctest runs them: some write files there.
+  (cd build/c_examples && "./$example")
 done
