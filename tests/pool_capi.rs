@@ -318,8 +318,42 @@ fn config_comes_from_the_environment() {
         unsafe { aclallocPoolConfigInit(&mut cfg) },
         ACL_ERROR_INVALID_PARAM
     );
-    assert!(message().contains("Parameter ACLALLOC_ALLOC_CONF is invalid. Reason: Unknown key"));
+    assert_eq!(
+        message(),
+        "aclallocPoolConfigInit failed. Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: unknown key \"bogus\" in \"bogus:1\"; accepted keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb, memory_fraction."
+    );
     assert_eq!(cfg.max_split_size, before);
+    // Two limits: refused, naming both, instead of the last one winning.
+    std::env::set_var(
+        "ACLALLOC_ALLOC_CONF",
+        "memory_limit_mb:100,memory_fraction:0.5",
+    );
+    assert_eq!(
+        unsafe { aclallocPoolConfigInit(&mut cfg) },
+        ACL_ERROR_INVALID_PARAM
+    );
+    let m = message();
+    assert!(
+        m.contains("memory_limit_mb and memory_fraction contradict each other"),
+        "{m}"
+    );
+    // aclallocPoolCreate with NULL reads the same variable and refuses the same way.
+    std::env::set_var(
+        "ACLALLOC_ALLOC_CONF",
+        "max_split_size_mb:64,max_split_size_mb:64",
+    );
+    let (mut p, mut d) = (null_mut(), null_mut());
+    assert_eq!(
+        unsafe { aclallocPoolCreate(std::ptr::null(), &mut p, &mut d) },
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert!(p.is_null() && d.is_null(), "nothing written on failure");
+    let m = message();
+    assert!(
+        m.contains("ACLALLOC_ALLOC_CONF")
+            && m.contains("max_split_size_mb is given more than once"),
+        "{m}"
+    );
     std::env::remove_var("ACLALLOC_ALLOC_CONF");
 }
 

@@ -5,6 +5,7 @@
 //! somebody reads it. That keeps the failure path cheap for callers that probe
 //! streams which have no allocator on every operator launch.
 
+use super::env::ConfigError;
 use std::os::raw::c_int;
 
 /// The ACL error code type (`int` in CANN's `acl_base.h`).
@@ -224,14 +225,11 @@ pub enum Error {
         /// The workspace size.
         size: usize,
     },
-    /// An environment variable of the runtime's configuration is malformed.
-    #[error("Environment variable {variable} is invalid. Reason: {reason}")]
-    Config {
-        /// The variable's name.
-        variable: &'static str,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
+    /// An environment variable's value is refused (see [`super::env`]): the
+    /// message names the variable, the offending key or value and what is
+    /// accepted.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
 }
 
 impl Error {
@@ -263,7 +261,7 @@ impl Error {
             | Error::ReserveFailed { .. }
             | Error::WorkspaceAlloc { .. }
             | Error::WorkspaceAddr { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
-            Error::Config { .. } => ACL_ERROR_INVALID_PARAM,
+            Error::Config(_) => ACL_ERROR_INVALID_PARAM,
         }
     }
 

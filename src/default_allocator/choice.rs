@@ -5,7 +5,11 @@
 //! | unset, empty, `pool` | the caching pool (its settings from `ACLALLOC_ALLOC_CONF`), on the device current on the thread that first uses it |
 //! | `device` | direct device memory (`aclrtMalloc`), no caching |
 //! | `plugin:PATH:ALLOC:FREE` | a pluggable allocator loaded from the shared object PATH with the symbols ALLOC and FREE (PATH may contain ':') |
+//!
+//! The words `pool`, `device` and `plugin` are matched in any case (the
+//! environment's rules, [`crate::core::env`]); PATH and the symbols as given.
 
+use crate::core::env::{self, Accepted, ConfigError};
 use crate::core::error::{Error, Result};
 use std::ffi::CString;
 
@@ -33,21 +37,27 @@ pub enum Choice {
 /// What an unset or empty variable means: the caching pool.
 pub const DEFAULT: Choice = Choice::Pool;
 
-const BAD_VALUE: Error = Error::InvalidParam {
-    param: "ACLALLOC_DEFAULT_ALLOCATOR",
-    reason: "Expected pool, device or plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL",
-};
+const ACCEPTED: Accepted = Accepted::Text("pool, device or plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL");
+
+fn bad(value: &str) -> Error {
+    ConfigError::value(ENV_VAR, value, ACCEPTED).into()
+}
 
 impl Choice {
     /// Parses a value of [`ENV_VAR`]; `None` (unset) is [`DEFAULT`].
     pub fn parse(value: Option<&str>) -> Result<Choice> {
         let value = value.map(str::trim).unwrap_or("");
-        match value {
-            "" => Ok(DEFAULT),
-            "pool" => Ok(Choice::Pool),
-            "device" => Ok(Choice::Device),
-            _ => {
-                let spec = value.strip_prefix("plugin:").ok_or(BAD_VALUE)?;
+        if value.is_empty() {
+            return Ok(DEFAULT);
+        }
+        match env::word(value, &[("pool", Choice::Pool), ("device", Choice::Device)]) {
+            Some(choice) => Ok(choice),
+            None => {
+                let spec = value
+                    .get(..7)
+                    .filter(|prefix| prefix.eq_ignore_ascii_case("plugin:"))
+                    .map(|_| &value[7..])
+                    .ok_or_else(|| bad(value))?;
                 // Symbols cannot contain ':', the path may: split from the right.
                 let mut parts = spec.rsplitn(3, ':');
                 let (free, alloc, path) = (parts.next(), parts.next(), parts.next());
@@ -55,14 +65,14 @@ impl Choice {
                     (Some(p), Some(a), Some(f))
                         if !p.is_empty() && !a.is_empty() && !f.is_empty() =>
                     {
-                        let c = |s: &str| CString::new(s).map_err(|_| BAD_VALUE);
+                        let c = |s: &str| CString::new(s).map_err(|_| bad(value));
                         Ok(Choice::Plugin {
                             path: c(p)?,
                             alloc: c(a)?,
                             free: c(f)?,
                         })
                     }
-                    _ => Err(BAD_VALUE),
+                    _ => Err(bad(value)),
                 }
             }
         }
@@ -70,11 +80,8 @@ impl Choice {
 
     /// The choice the environment makes.
     pub fn from_env() -> Result<Choice> {
-        match std::env::var(ENV_VAR) {
-            Ok(v) => Choice::parse(Some(&v)),
-            Err(std::env::VarError::NotPresent) => Choice::parse(None),
-            Err(std::env::VarError::NotUnicode(_)) => Err(BAD_VALUE),
-        }
+        let raw = env::var(ENV_VAR);
+        Choice::parse(env::text(ENV_VAR, raw.as_deref(), ACCEPTED)?)
     }
 }
 
@@ -88,6 +95,15 @@ mod tests {
         assert_eq!(Choice::parse(Some("")), Ok(DEFAULT));
         assert_eq!(Choice::parse(Some("pool")), Ok(Choice::Pool));
         assert_eq!(Choice::parse(Some(" device ")), Ok(Choice::Device));
+        assert_eq!(Choice::parse(Some("Pool")), Ok(Choice::Pool));
+        assert_eq!(
+            Choice::parse(Some("PLUGIN:x.so:m:f")),
+            Ok(Choice::Plugin {
+                path: CString::new("x.so").unwrap(),
+                alloc: CString::new("m").unwrap(),
+                free: CString::new("f").unwrap(),
+            })
+        );
         assert_eq!(
             Choice::parse(Some("plugin:/opt/a:b/libx.so:my_malloc:my_free")),
             Ok(Choice::Plugin {
@@ -102,9 +118,14 @@ mod tests {
             "plugin:x.so:m",
             "plugin::m:f",
             "plugin:x.so::f",
-            "Pool",
+            "pools",
+            "plugin",
         ] {
-            assert_eq!(Choice::parse(Some(bad)), Err(BAD_VALUE), "{bad}");
+            let message = Choice::parse(Some(bad)).unwrap_err().to_string();
+            assert_eq!(
+                message,
+                format!("Environment variable ACLALLOC_DEFAULT_ALLOCATOR is invalid. Reason: the value \"{bad}\" is not accepted; accepted: pool, device or plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL"),
+            );
         }
     }
 }

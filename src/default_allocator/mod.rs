@@ -344,10 +344,10 @@ mod tests {
         let d = DefaultAllocator::new(choose_bad);
         assert!(matches!(
             d.alloc(8, None),
-            Err(Error::InvalidParam {
-                param: "ACLALLOC_DEFAULT_ALLOCATOR",
+            Err(Error::Config(crate::core::env::ConfigError {
+                variable: "ACLALLOC_DEFAULT_ALLOCATOR",
                 ..
-            })
+            }))
         ));
         assert!(d.kind().is_err());
         assert!(!d.is_initialized());

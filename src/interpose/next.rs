@@ -14,8 +14,10 @@
 //! the resolving thread from inside `dlsym` sees "no real runtime" instead of
 //! deadlocking.
 //!
-//! `ACLALLOC_FORWARD=0` in the environment skips the lookup: this library is
-//! then the implementation even in front of a real runtime.
+//! `ACLALLOC_FORWARD=0` (a truth value, [`crate::core::env::truth`]) in the
+//! environment skips the lookup: this library is then the implementation
+//! even in front of a real runtime. An invalid value prints one line on
+//! stderr and forwarding stays on (no call can fail at load time).
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -192,15 +194,17 @@ pub fn resolve() {
     NEXT.resolve(dlsym_next);
 }
 
+/// `ACLALLOC_FORWARD` read once (the lookup asks for every symbol), with
+/// `getenv`: nothing in the resolving path allocates.
 fn forwarding_disabled() -> bool {
-    // SAFETY: a NUL-terminated name.
-    let value = unsafe { libc::getenv(c"ACLALLOC_FORWARD".as_ptr()) };
-    // SAFETY: getenv returns NULL or a NUL-terminated string.
-    !value.is_null()
-        && matches!(
-            unsafe { CStr::from_ptr(value) }.to_bytes(),
-            b"0" | b"off" | b"no"
-        )
+    const FORWARD_VAR: &str = "ACLALLOC_FORWARD";
+    static FORWARD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    !*FORWARD.get_or_init(|| {
+        crate::core::env::with_var_no_alloc(FORWARD_VAR, |raw| {
+            let value = crate::core::env::truth_var(FORWARD_VAR, raw);
+            crate::core::env::or_default(value, true, "on")
+        })
+    })
 }
 
 /// The address of the real implementation of `sym`, if a real runtime

@@ -11,8 +11,14 @@
 //! | `memory_fraction` | 0 < f <= 1 | the pool never reserves more than `f` x the device capacity (like `torch.npu.set_per_process_memory_fraction`) |
 //!
 //! Example: `ACLALLOC_ALLOC_CONF="max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9"`.
-//! Unknown keys and malformed values are errors, not silently ignored.
+//! The syntax is [`crate::core::env`]'s: keys in any case, unknown keys,
+//! malformed values, a key given twice and `memory_limit_mb` together with
+//! `memory_fraction` are errors naming them, never silently ignored.
+//!
+//! Adding a key is one line in [`KEYS`] (plus its setter when no existing
+//! one fits).
 
+use crate::core::env::{self, Key, KeyList};
 use crate::core::error::{Error, Result};
 
 /// The environment variable [`PoolConfig::from_env`] reads.
@@ -77,66 +83,67 @@ impl Default for PoolConfig {
     }
 }
 
-const BAD_CONF: &str = "ACLALLOC_ALLOC_CONF";
+/// The keys of `ACLALLOC_ALLOC_CONF`: one line per key.
+#[rustfmt::skip]
+const KEYS: &[Key<PoolConfig>] = &[
+    Key { name: "max_split_size_mb", accepted: "a number of MiB larger than 1", set: set_max_split_size_mb },
+    Key { name: "garbage_collection_threshold", accepted: "a number between 0 and 1, both excluded", set: set_garbage_collection_threshold },
+    Key { name: "memory_limit_mb", accepted: "a number of MiB, 0 or more", set: set_memory_limit_mb },
+    Key { name: "memory_fraction", accepted: "a number larger than 0 and at most 1", set: set_memory_fraction },
+];
 
-fn invalid(reason: &'static str) -> Error {
-    Error::InvalidParam {
-        param: BAD_CONF,
-        reason,
-    }
+const KEY_NAMES: [&str; KEYS.len()] = env::key_names(KEYS);
+
+const CONF: KeyList<PoolConfig> = KeyList {
+    keys: KEYS,
+    names: &KEY_NAMES,
+    exclusive: &[(
+        "memory_limit_mb",
+        "memory_fraction",
+        "both set the pool's limit; give one of them",
+    )],
+};
+
+fn mib(value: &str) -> Option<f64> {
+    env::number(value).map(|mb| mb * MIB as f64)
+}
+
+fn set_max_split_size_mb(c: &mut PoolConfig, value: &str) -> Option<()> {
+    c.max_split_size = mib(value).filter(|&b| b > MIB as f64)? as usize;
+    Some(())
+}
+
+fn set_garbage_collection_threshold(c: &mut PoolConfig, value: &str) -> Option<()> {
+    c.garbage_collection_threshold = env::number(value).filter(|t| *t > 0.0 && *t < 1.0)?;
+    Some(())
+}
+
+fn set_memory_limit_mb(c: &mut PoolConfig, value: &str) -> Option<()> {
+    c.limit = Limit::Bytes(mib(value).filter(|&b| b >= 0.0)? as usize);
+    Some(())
+}
+
+fn set_memory_fraction(c: &mut PoolConfig, value: &str) -> Option<()> {
+    c.limit = Limit::Fraction(env::number(value)?).validate().ok()?;
+    Some(())
 }
 
 impl PoolConfig {
     /// This configuration with the settings of `conf` (the
-    /// `ACLALLOC_ALLOC_CONF` syntax) applied on top.
-    pub fn with_conf(mut self, conf: &str) -> Result<Self> {
-        for item in conf.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = item
-                .split_once(':')
-                .ok_or(invalid("Each setting must be key:value"))?;
-            let number = |reason| value.trim().parse::<f64>().map_err(|_| invalid(reason));
-            match key.trim() {
-                "max_split_size_mb" => {
-                    let mb = number("max_split_size_mb must be a number of MiB")?;
-                    if !(mb > 1.0 && mb.is_finite()) {
-                        return Err(invalid("max_split_size_mb must be larger than 1"));
-                    }
-                    self.max_split_size = (mb * MIB as f64) as usize;
-                }
-                "garbage_collection_threshold" => {
-                    let t = number("garbage_collection_threshold must be a number")?;
-                    if !(t > 0.0 && t < 1.0) {
-                        return Err(invalid("garbage_collection_threshold must be in (0, 1)"));
-                    }
-                    self.garbage_collection_threshold = t;
-                }
-                "memory_limit_mb" => {
-                    let mb = number("memory_limit_mb must be a number of MiB")?;
-                    if !(mb >= 0.0 && mb.is_finite()) {
-                        return Err(invalid("memory_limit_mb must not be negative"));
-                    }
-                    self.limit = Limit::Bytes((mb * MIB as f64) as usize);
-                }
-                "memory_fraction" => {
-                    let f = number("memory_fraction must be a number")?;
-                    self.limit = Limit::Fraction(f).validate().map_err(|_| {
-                        invalid("memory_fraction must be in (0, 1]")
-                    })?;
-                }
-                _ => return Err(invalid(
-                    "Unknown key; known keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb, memory_fraction",
-                )),
-            }
-        }
-        Ok(self)
+    /// `ACLALLOC_ALLOC_CONF` syntax) applied on top; on an error, nothing is
+    /// applied.
+    pub fn with_conf(self, conf: &str) -> Result<Self> {
+        let mut updated = self;
+        env::apply_key_values(ENV_VAR, conf, &CONF, &mut updated)?;
+        Ok(updated)
     }
 
     /// This configuration with `ACLALLOC_ALLOC_CONF` applied, if it is set.
     pub fn from_env(self) -> Result<Self> {
-        match std::env::var(ENV_VAR) {
-            Ok(conf) => self.with_conf(&conf),
-            Err(std::env::VarError::NotPresent) => Ok(self),
-            Err(std::env::VarError::NotUnicode(_)) => Err(invalid("The value is not UTF-8")),
+        let raw = env::var(ENV_VAR);
+        match env::text(ENV_VAR, raw.as_deref(), env::Accepted::Keys(&KEY_NAMES))? {
+            Some(conf) => self.with_conf(conf),
+            None => Ok(self),
         }
     }
 }
@@ -166,6 +173,36 @@ mod tests {
         );
     }
 
+    fn refusal(conf: &str) -> String {
+        match PoolConfig::default().with_conf(conf) {
+            Err(e @ Error::Config(c)) => {
+                assert_eq!(c.variable, "ACLALLOC_ALLOC_CONF");
+                e.to_string()
+            }
+            other => panic!("{conf}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_key_the_value_and_what_is_accepted() {
+        assert_eq!(
+            refusal("max_split_sizemb:128"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: unknown key \"max_split_sizemb\" in \"max_split_sizemb:128\"; accepted keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb, memory_fraction"
+        );
+        assert_eq!(
+            refusal("memory_fraction:2"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: the value \"2\" of memory_fraction is not accepted; accepted: a number larger than 0 and at most 1"
+        );
+        assert_eq!(
+            refusal("memory_limit_mb:100,memory_fraction:0.5"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: memory_limit_mb and memory_fraction contradict each other: both set the pool's limit; give one of them"
+        );
+        assert_eq!(
+            refusal("max_split_size_mb:64,max_split_size_mb:128"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: max_split_size_mb is given more than once; give each key once"
+        );
+    }
+
     #[test]
     fn refuses_unknown_keys_and_bad_values() {
         for bad in [
@@ -176,18 +213,13 @@ mod tests {
             "memory_fraction:0",
             "memory_fraction:2",
             "memory_limit_mb:-3",
+            "memory_limit_mb:inf",
+            "garbage_collection_threshold:",
             "expandable_segments:True",
+            "memory_fraction:0.5,memory_limit_mb:1",
+            "memory_fraction:0.5,memory_fraction:0.5",
         ] {
-            assert!(
-                matches!(
-                    PoolConfig::default().with_conf(bad),
-                    Err(Error::InvalidParam {
-                        param: "ACLALLOC_ALLOC_CONF",
-                        ..
-                    })
-                ),
-                "{bad} accepted"
-            );
+            refusal(bad);
         }
     }
 }

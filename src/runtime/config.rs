@@ -2,14 +2,16 @@
 //!
 //! | variable | meaning | default |
 //! | --- | --- | --- |
-//! | `ACLALLOC_DEVICE_COUNT` | number of devices, 1 to [`MAX_DEVICES`] | 1 |
-//! | `ACLALLOC_DEVICE_MEMORY` | memory capacity of each device: bytes, or a number with `KiB`, `MiB`, `GiB`, `TiB` (or `K`, `M`, `G`, `T`, `KB`, ...: all binary) | 4GiB |
+//! | `ACLALLOC_DEVICE_COUNT` | number of devices, a whole number from 1 to [`MAX_DEVICES`] | 1 |
+//! | `ACLALLOC_DEVICE_MEMORY` | memory capacity of each device: a size ([`env::size`]: bytes, or `16GiB`, `512MiB`, `1GB`: binary units), at least 4KiB | 4GiB |
 //!
 //! The capacity is a budget, not a reservation: device memory is mapped per
 //! allocation and only pages that are touched cost host memory, so a large
 //! capacity is free until used.
 
-use crate::core::error::{Error, Result};
+use crate::core::env;
+use crate::core::error::Result;
+use std::ffi::OsString;
 
 /// The most devices the runtime offers (CANN's servers have at most 16 NPUs;
 /// the limit keeps a typo from creating thousands of worker pools).
@@ -42,63 +44,53 @@ impl Default for Config {
 impl Config {
     /// The configuration the process environment describes.
     pub fn from_env() -> Result<Config> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from_lookup(env::var)
     }
 
     /// The configuration described by `lookup` (an environment).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Config> {
         let mut config = Config::default();
-        if let Some(count) = lookup(COUNT_VAR) {
-            config.device_count = match count.trim().parse::<u32>() {
-                Ok(n) if (1..=MAX_DEVICES).contains(&n) => n,
-                _ => {
-                    return Err(Error::Config {
-                        variable: COUNT_VAR,
-                        reason: "it must be a whole number from 1 to 64",
-                    })
-                }
-            };
+        let count = lookup(COUNT_VAR);
+        if let Some(n) = env::parsed(
+            COUNT_VAR,
+            count.as_deref(),
+            "a whole number from 1 to 64",
+            |text| {
+                env::whole(text)
+                    .filter(|n| (1..=MAX_DEVICES as u64).contains(n))
+                    .map(|n| n as u32)
+            },
+        )? {
+            config.device_count = n;
         }
-        if let Some(memory) = lookup(MEMORY_VAR) {
-            config.device_memory = parse_size(&memory).ok_or(Error::Config {
-                variable: MEMORY_VAR,
-                reason: "it must be a size such as 16GiB, 512MiB or 1073741824, at least one page",
-            })?;
+        let memory = lookup(MEMORY_VAR);
+        if let Some(bytes) = env::parsed(
+            MEMORY_VAR,
+            memory.as_deref(),
+            "a size of at least 4KiB: bytes, or a whole number with a binary unit: K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB (16GiB, 512MiB)",
+            parse_size,
+        )? {
+            config.device_memory = bytes;
         }
         Ok(config)
     }
 }
 
-/// Parses "16GiB", "512 MiB", "1G", "4096": binary units, case-insensitive.
-/// Sizes below a page or that overflow are refused.
+/// A device capacity: a size ([`env::size`]) of at least a page.
 pub fn parse_size(text: &str) -> Option<usize> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let number: usize = digits.parse().ok()?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return None,
-    };
-    let bytes = number.checked_mul(1usize << shift)?;
-    (bytes >= 4096).then_some(bytes)
+    env::size(text).filter(|&bytes| bytes >= 4096)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::error::Error;
 
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| {
             vars.iter()
                 .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
+                .map(|(_, v)| OsString::from(v))
         }
     }
 
@@ -117,6 +109,7 @@ mod tests {
             "-1GiB",
             "1.5GiB",
             "100",
+            "4095",
             "99999999999999TiB",
         ] {
             assert_eq!(parse_size(bad), None, "{bad:?}");
@@ -135,17 +128,49 @@ mod tests {
     }
 
     #[test]
-    fn malformed_values_name_the_variable() {
-        for (var, value) in [
-            ("ACLALLOC_DEVICE_COUNT", "0"),
-            ("ACLALLOC_DEVICE_COUNT", "65"),
-            ("ACLALLOC_DEVICE_COUNT", "two"),
-            ("ACLALLOC_DEVICE_MEMORY", "lots"),
+    fn malformed_values_name_the_variable_the_value_and_the_range() {
+        for (var, value, accepted) in [
+            ("ACLALLOC_DEVICE_COUNT", "0", "a whole number from 1 to 64"),
+            ("ACLALLOC_DEVICE_COUNT", "65", "a whole number from 1 to 64"),
+            (
+                "ACLALLOC_DEVICE_COUNT",
+                "two",
+                "a whole number from 1 to 64",
+            ),
+            ("ACLALLOC_DEVICE_MEMORY", "lots", "a size of at least 4KiB"),
+            ("ACLALLOC_DEVICE_MEMORY", "1KiB", "a size of at least 4KiB"),
         ] {
             match Config::from_lookup(env(&[(var, value)])) {
-                Err(Error::Config { variable, .. }) => assert_eq!(variable, var),
+                Err(e @ Error::Config(c)) => {
+                    assert_eq!(c.variable, var);
+                    let text = e.to_string();
+                    assert!(
+                        text.starts_with(&format!(
+                            "Environment variable {var} is invalid. Reason: the value \"{value}\" is not accepted; accepted: {accepted}"
+                        )),
+                        "{text}"
+                    );
+                }
                 other => panic!("{var}={value}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn blank_is_the_default_and_not_utf8_is_an_error() {
+        assert_eq!(
+            Config::from_lookup(env(&[("ACLALLOC_DEVICE_COUNT", " ")])).unwrap(),
+            Config::default()
+        );
+        use std::os::unix::ffi::OsStringExt as _;
+        let bad = |name: &str| (name == COUNT_VAR).then(|| OsString::from_vec(b"\xff".to_vec()));
+        assert!(matches!(
+            Config::from_lookup(bad),
+            Err(Error::Config(env::ConfigError {
+                variable: "ACLALLOC_DEVICE_COUNT",
+                problem: env::Problem::NotUtf8,
+                ..
+            }))
+        ));
     }
 }

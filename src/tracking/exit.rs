@@ -2,36 +2,35 @@
 //!
 //! | variable | meaning |
 //! | --- | --- |
-//! | `ACLALLOC_TRACK` | `1`, `on`, `yes` or `true`: tracking on from load time |
+//! | `ACLALLOC_TRACK` | a truth value ([`env::truth`]): tracking on from load time (default off; an invalid value: one line on stderr, and off) |
 //! | `ACLALLOC_TRACK_REPORT` | file for the text report at exit (default: stderr); `%p` becomes the pid |
 //! | `ACLALLOC_TRACK_JSON` | file for the JSON snapshot at exit (default: none); `%p` becomes the pid |
 
 use super::{report_leaks_now, report_text, set_enabled, snapshot_json};
-use std::ffi::CStr;
+use crate::core::env;
+use std::ffi::OsString;
 use std::io::Write as _;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
 
-fn truthy(value: &[u8]) -> bool {
-    matches!(
-        value.to_ascii_lowercase().as_slice(),
-        b"1" | b"on" | b"yes" | b"true"
-    )
+const TRACK_VAR: &str = "ACLALLOC_TRACK";
+
+/// What `ACLALLOC_TRACK` asks for: its truth value; unset, off; invalid, a
+/// line on stderr and off (read at load time, where no call can fail).
+fn tracking_requested() -> bool {
+    env::with_var_no_alloc(TRACK_VAR, |raw| {
+        env::or_default(env::truth_var(TRACK_VAR, raw), false, "off")
+    })
 }
 
 /// Reads `ACLALLOC_TRACK` and, when it asks for tracking, turns it on and
 /// arranges for the reports at exit. Called from the library's load-time
-/// constructor; uses `getenv` only, so it allocates nothing.
+/// constructor; reads with `getenv`, so it allocates nothing.
 pub fn init_from_env() {
-    // SAFETY: a NUL-terminated name; the result is read before anything can
-    // change the environment (the constructor runs before main).
-    let value = unsafe { libc::getenv(c"ACLALLOC_TRACK".as_ptr()) };
-    if value.is_null() {
-        return;
-    }
-    // SAFETY: getenv returns a NUL-terminated string.
-    if truthy(unsafe { CStr::from_ptr(value) }.to_bytes()) {
+    if tracking_requested() {
         set_enabled(true);
         report_at_exit();
     }
@@ -54,35 +53,55 @@ pub fn expand(path: &str) -> String {
     path.replace("%p", &std::process::id().to_string())
 }
 
+/// [`expand`] on a file name taken from the environment byte for byte.
+fn expand_os(path: PathBuf) -> PathBuf {
+    let (bytes, pid) = (path.as_os_str().as_bytes(), std::process::id().to_string());
+    let mut out = Vec::with_capacity(bytes.len() + 8);
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(b"%p") {
+            out.extend_from_slice(pid.as_bytes());
+            i += 2;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(OsString::from_vec(out))
+}
+
+/// The file a path variable names, `%p` expanded; `None` when unset or empty.
+fn report_file(variable: &str) -> Option<PathBuf> {
+    env::path(env::var(variable).as_deref()).map(expand_os)
+}
+
 /// Reports every still-live block as a leak, then writes the text report
 /// (to `ACLALLOC_TRACK_REPORT` or stderr) and, if `ACLALLOC_TRACK_JSON` is
 /// set, the JSON snapshot.
 pub fn write_exit_reports() {
     report_leaks_now();
     let text = report_text();
-    match std::env::var("ACLALLOC_TRACK_REPORT") {
-        Ok(path) if !path.is_empty() => {
-            let path = expand(&path);
+    match report_file("ACLALLOC_TRACK_REPORT") {
+        Some(path) => {
             if let Err(e) = std::fs::write(&path, &text) {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "==aclalloc== could not write the report to {path}: {e}\n{text}"
+                    "==aclalloc== could not write the report to {}: {e}\n{text}",
+                    path.display()
                 );
             }
         }
-        _ => {
+        None => {
             let _ = std::io::stderr().write_all(text.as_bytes());
         }
     }
-    if let Ok(path) = std::env::var("ACLALLOC_TRACK_JSON") {
-        if !path.is_empty() {
-            let path = expand(&path);
-            if let Err(e) = std::fs::write(&path, snapshot_json()) {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "==aclalloc== could not write the snapshot to {path}: {e}"
-                );
-            }
+    if let Some(path) = report_file("ACLALLOC_TRACK_JSON") {
+        if let Err(e) = std::fs::write(&path, snapshot_json()) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "==aclalloc== could not write the snapshot to {}: {e}",
+                path.display()
+            );
         }
     }
 }
@@ -92,11 +111,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn switch_values_and_pid_expansion() {
-        assert!(truthy(b"1") && truthy(b"ON") && truthy(b"yes") && truthy(b"True"));
-        assert!(!truthy(b"0") && !truthy(b"") && !truthy(b"off"));
+    fn pid_expansion_in_text_and_in_bytes() {
         let pid = std::process::id().to_string();
         assert_eq!(expand("r.%p.txt"), format!("r.{pid}.txt"));
         assert_eq!(expand("plain"), "plain");
+        let raw = PathBuf::from(OsString::from_vec(b"r\xff.%p.%%p".to_vec()));
+        let mut expected = b"r\xff.".to_vec();
+        expected.extend_from_slice(pid.as_bytes());
+        expected.extend_from_slice(b".%");
+        expected.extend_from_slice(pid.as_bytes());
+        assert_eq!(expand_os(raw).into_os_string().into_vec(), expected);
     }
 }

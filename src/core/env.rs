@@ -1,0 +1,770 @@
+//! Reading the library's environment variables: one set of rules for all of
+//! them (the README's "Environment variables" section lists every variable).
+//!
+//! - **Unset or blank** (empty after trimming) means the default.
+//! - **Text** is trimmed of surrounding whitespace and must be UTF-8; a value
+//!   that is not is an error naming the variable. File names are the
+//!   exception: they are taken byte for byte, as the system does ([`path`]).
+//! - **Words** the library defines (truth values, choices, keys, units) are
+//!   matched in any case.
+//! - **Truth values**: `1`, `true`, `yes`, `on` and `0`, `false`, `no`, `off`.
+//! - **Sizes**: bytes (`1073741824`) or a whole number with a binary unit,
+//!   `K`/`KB`/`KiB`, `M`/`MB`/`MiB`, `G`/`GB`/`GiB`, `T`/`TB`/`TiB`
+//!   (`16GiB`, `512 MiB`, `1GB` = 2^30 bytes). Keys that mirror PyTorch's
+//!   names keep PyTorch's unit (`max_split_size_mb`: MiB).
+//! - **Lists** are `key:value,key:value`; an unknown key, a key given twice
+//!   and two keys that contradict each other are errors.
+//! - **Anything else is an error**, never silently ignored: a
+//!   [`ConfigError`] (`Error::Config`, `ACL_ERROR_INVALID_PARAM`) naming the
+//!   variable, the offending key or value and what is accepted. Variables read
+//!   where no call can fail (at load time: `ACLALLOC_TRACK`,
+//!   `ACLALLOC_FORWARD`) print that message as one line on stderr and take
+//!   their default ([`or_default`]).
+//!
+//! The bottom layer: nothing here knows which module owns which variable.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::PathBuf;
+
+/// What a variable accepts, as the error message shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accepted {
+    /// A description ("a whole number from 1 to 64").
+    Text(&'static str),
+    /// The keys of a `key:value` list.
+    Keys(&'static [&'static str]),
+}
+
+impl fmt::Display for Accepted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Accepted::Text(text) => write!(f, "accepted: {text}"),
+            Accepted::Keys(keys) => write!(f, "accepted keys: {}", Join(keys)),
+        }
+    }
+}
+
+struct Join<'a>(&'a [&'a str]);
+
+impl fmt::Display for Join<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, item) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(item)?;
+        }
+        Ok(())
+    }
+}
+
+/// What is wrong with a variable's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The whole value (the excerpt) is not accepted.
+    Value,
+    /// The value is not UTF-8 (the excerpt shows it with U+FFFD).
+    NotUtf8,
+    /// A list item (the excerpt) has no `:`.
+    NotKeyValue,
+    /// A list item (the excerpt) names no known key.
+    UnknownKey,
+    /// The value (the excerpt) of a known key is not accepted.
+    KeyValue,
+    /// A key is given more than once.
+    Duplicate,
+    /// Two keys (the key and the excerpt) contradict each other.
+    Conflict,
+}
+
+/// The longest excerpt of a value an error keeps (it owns no heap memory, so
+/// that `Error` stays `Copy`); longer text is cut and marked `...`.
+const EXCERPT: usize = 40;
+
+/// A bounded copy of the offending text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Excerpt {
+    bytes: [u8; EXCERPT],
+    len: u8,
+    cut: bool,
+}
+
+impl Excerpt {
+    /// The first [`EXCERPT`] bytes of `text`, cut at a character boundary.
+    pub fn new(text: &str) -> Self {
+        let mut excerpt = Excerpt {
+            bytes: [0; EXCERPT],
+            len: 0,
+            cut: false,
+        };
+        for c in text.chars() {
+            if !excerpt.push(c) {
+                break;
+            }
+        }
+        excerpt
+    }
+
+    /// `bytes` as text, each invalid sequence shown as U+FFFD.
+    pub fn lossy(bytes: &[u8]) -> Self {
+        let mut excerpt = Excerpt::new("");
+        'chunks: for chunk in bytes.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                if !excerpt.push(c) {
+                    break 'chunks;
+                }
+            }
+            if !chunk.invalid().is_empty() && !excerpt.push(char::REPLACEMENT_CHARACTER) {
+                break;
+            }
+        }
+        excerpt
+    }
+
+    fn push(&mut self, c: char) -> bool {
+        let len = self.len as usize;
+        if len + c.len_utf8() > EXCERPT {
+            self.cut = true;
+            return false;
+        }
+        c.encode_utf8(&mut self.bytes[len..]);
+        self.len += c.len_utf8() as u8;
+        true
+    }
+
+    /// The text kept.
+    pub fn as_str(&self) -> &str {
+        // Only whole characters are pushed: the prefix is UTF-8.
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl fmt::Display for Excerpt {
+    /// Quoted, control characters escaped, `...` after the quote when cut.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", self.as_str().escape_debug())?;
+        if self.cut {
+            f.write_str("...")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Excerpt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A variable whose value is refused. `Copy` and heap-free, like `Error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The variable's name.
+    pub variable: &'static str,
+    /// What is wrong.
+    pub problem: Problem,
+    /// The key concerned ("" for variables that are not lists).
+    pub key: &'static str,
+    /// The offending text.
+    pub text: Excerpt,
+    /// What would have been accepted.
+    pub accepted: Accepted,
+}
+
+impl ConfigError {
+    /// `text`, the whole value of `variable`, is not accepted.
+    pub fn value(variable: &'static str, text: &str, accepted: Accepted) -> Self {
+        ConfigError {
+            variable,
+            problem: Problem::Value,
+            key: "",
+            text: Excerpt::new(text),
+            accepted,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (key, text, accepted) = (self.key, self.text, self.accepted);
+        write!(
+            f,
+            "Environment variable {} is invalid. Reason: ",
+            self.variable
+        )?;
+        match self.problem {
+            Problem::Value => write!(f, "the value {text} is not accepted; {accepted}"),
+            Problem::NotUtf8 => write!(f, "the value {text} is not UTF-8 text; {accepted}"),
+            Problem::NotKeyValue => write!(f, "{text} is not key:value; {accepted}"),
+            Problem::UnknownKey => {
+                let name = text.as_str().split(':').next().unwrap_or("").trim();
+                write!(
+                    f,
+                    "unknown key {} in {text}; {accepted}",
+                    Excerpt::new(name)
+                )
+            }
+            Problem::KeyValue => write!(f, "the value {text} of {key} is not accepted; {accepted}"),
+            Problem::Duplicate => write!(f, "{key} is given more than once; give each key once"),
+            Problem::Conflict => {
+                let why = match accepted {
+                    Accepted::Text(why) => why,
+                    Accepted::Keys(_) => "give one of them",
+                };
+                write!(
+                    f,
+                    "{key} and {} contradict each other: {why}",
+                    text.as_str()
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The result of reading a variable.
+pub type Result<T> = std::result::Result<T, ConfigError>;
+
+/// The value of `variable` in the process environment, as the system has it.
+pub fn var(variable: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(variable)
+}
+
+/// Calls `f` with the value of `variable` read with `getenv`, without
+/// allocating (for load-time constructors and the forwarding lookup, which
+/// must not allocate). The value is only valid during `f`.
+pub fn with_var_no_alloc<R>(variable: &str, f: impl FnOnce(Option<&OsStr>) -> R) -> R {
+    let mut name = [0u8; 64];
+    if variable.len() >= name.len() || variable.contains('\0') {
+        return f(None);
+    }
+    name[..variable.len()].copy_from_slice(variable.as_bytes());
+    // SAFETY: `name` is NUL-terminated (zero-filled past the copied bytes).
+    let value = unsafe { libc::getenv(name.as_ptr().cast()) };
+    if value.is_null() {
+        return f(None);
+    }
+    // SAFETY: getenv returns a NUL-terminated string that stays valid until
+    // the environment changes; it is only read during `f`, and the callers
+    // run before any thread could change it.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes();
+    f(Some(OsStr::from_bytes(bytes)))
+}
+
+/// The text of a variable: `None` when unset or blank, trimmed otherwise;
+/// not UTF-8: an error naming the variable and what it accepts.
+pub fn text<'a>(
+    variable: &'static str,
+    raw: Option<&'a OsStr>,
+    accepted: Accepted,
+) -> Result<Option<&'a str>> {
+    let Some(raw) = raw else { return Ok(None) };
+    match raw.to_str() {
+        Some(text) => Ok(Some(text.trim()).filter(|t| !t.is_empty())),
+        None => Err(ConfigError {
+            variable,
+            problem: Problem::NotUtf8,
+            key: "",
+            text: Excerpt::lossy(raw.as_bytes()),
+            accepted,
+        }),
+    }
+}
+
+/// The value of `variable` parsed by `parse` (`None` from `parse`: refused,
+/// with `accepted` in the message); `Ok(None)` when unset or blank.
+pub fn parsed<T>(
+    variable: &'static str,
+    raw: Option<&OsStr>,
+    accepted: &'static str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    let accepted = Accepted::Text(accepted);
+    match text(variable, raw, accepted)? {
+        None => Ok(None),
+        Some(text) => parse(text)
+            .map(Some)
+            .ok_or_else(|| ConfigError::value(variable, text, accepted)),
+    }
+}
+
+/// What [`truth`] accepts, for messages.
+pub const TRUTH_VALUES: &str = "1, true, yes, on, 0, false, no, off (any case)";
+
+/// A truth-valued variable: `Ok(None)` when unset or blank.
+pub fn truth_var(variable: &'static str, raw: Option<&OsStr>) -> Result<Option<bool>> {
+    parsed(variable, raw, TRUTH_VALUES, truth)
+}
+
+/// A file name: `None` when unset or empty; taken byte for byte otherwise
+/// (file names need not be UTF-8, and may begin or end with a space).
+pub fn path(raw: Option<&OsStr>) -> Option<PathBuf> {
+    raw.filter(|r| !r.is_empty()).map(PathBuf::from)
+}
+
+/// For a variable read where no call can return an error (at load time):
+/// its value, or `default` when it is unset; when it is invalid, the message
+/// goes to stderr as one line, saying the default is used.
+pub fn or_default<T>(value: Result<Option<T>>, default: T, default_text: &str) -> T {
+    or_default_to(value, default, default_text, &mut std::io::stderr())
+}
+
+fn or_default_to<T>(
+    value: Result<Option<T>>,
+    default: T,
+    default_text: &str,
+    out: &mut dyn std::io::Write,
+) -> T {
+    match value {
+        Ok(value) => value.unwrap_or(default),
+        Err(error) => {
+            use std::fmt::Write as _;
+            // Formatted on the stack and written at once: nothing is
+            // allocated, and the line is not interleaved with other output.
+            let mut line = Line::default();
+            let _ = writeln!(
+                line,
+                "==aclalloc== {error}. Using the default: {default_text}."
+            );
+            let _ = out.write_all(line.as_bytes());
+            default
+        }
+    }
+}
+
+/// A line formatted without allocating; what does not fit is dropped.
+struct Line {
+    bytes: [u8; 1024],
+    len: usize,
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Line {
+            bytes: [0; 1024],
+            len: 0,
+        }
+    }
+}
+
+impl Line {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl fmt::Write for Line {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.bytes.len() - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+// The value syntaxes, on trimmed text.
+
+/// `1/true/yes/on` and `0/false/no/off`, any case.
+pub fn truth(text: &str) -> Option<bool> {
+    word(
+        text,
+        &[
+            ("1", true),
+            ("true", true),
+            ("yes", true),
+            ("on", true),
+            ("0", false),
+            ("false", false),
+            ("no", false),
+            ("off", false),
+        ],
+    )
+}
+
+/// The value paired with `text` in `choices`, any case.
+pub fn word<T: Clone>(text: &str, choices: &[(&str, T)]) -> Option<T> {
+    let text = text.trim();
+    choices
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(text))
+        .map(|(_, value)| value.clone())
+}
+
+/// A whole decimal number (no sign, no unit).
+pub fn whole(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// A finite decimal number (`128`, `0.8`).
+pub fn number(text: &str) -> Option<f64> {
+    text.trim().parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// A size in bytes: `4096`, `16GiB`, `512 MiB`, `1G`, `8kb` (units binary,
+/// any case). Overflow is refused.
+pub fn size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number = usize::try_from(whole(digits)?).ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1usize << shift)
+}
+
+/// What [`size`] accepts, for messages.
+pub const SIZE_SYNTAX: &str =
+    "bytes, or a whole number with a binary unit: K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB (16GiB, 512MiB)";
+
+// `key:value` lists.
+
+/// One key of a `key:value,key:value` variable that configures a `T`.
+pub struct Key<T> {
+    /// The key.
+    pub name: &'static str,
+    /// What its value may be, for messages.
+    pub accepted: &'static str,
+    /// Applies a (trimmed, non-empty) value; `None`: the value is refused.
+    pub set: fn(&mut T, &str) -> Option<()>,
+}
+
+/// The keys of a `key:value` variable: one line per key.
+pub struct KeyList<T: 'static> {
+    /// The keys.
+    pub keys: &'static [Key<T>],
+    /// Their names, in the same order (from [`key_names`]).
+    pub names: &'static [&'static str],
+    /// Pairs of keys that cannot both be given, and why.
+    pub exclusive: &'static [(&'static str, &'static str, &'static str)],
+}
+
+/// The names of `keys`, for [`KeyList::names`]: `N` is `keys.len()`.
+pub const fn key_names<T, const N: usize>(keys: &[Key<T>]) -> [&'static str; N] {
+    assert!(keys.len() == N, "N must be the number of keys");
+    let mut names = [""; N];
+    let mut i = 0;
+    while i < N {
+        names[i] = keys[i].name;
+        i += 1;
+    }
+    names
+}
+
+/// Applies the `key:value,key:value` value of `variable` to `target`
+/// (items trimmed, empty items skipped; keys in any case). An item without
+/// `:`, an unknown key, a refused value, a key given twice or two exclusive
+/// keys: an error naming them, and `target` may be partly updated (apply to
+/// a copy).
+pub fn apply_key_values<T>(
+    variable: &'static str,
+    value: &str,
+    list: &KeyList<T>,
+    target: &mut T,
+) -> Result<()> {
+    assert!(list.keys.len() <= 64, "the keys given are a 64-bit set");
+    let names = Accepted::Keys(list.names);
+    let error = |problem, key, text: &str, accepted| ConfigError {
+        variable,
+        problem,
+        key,
+        text: Excerpt::new(text),
+        accepted,
+    };
+    let mut given = 0u64;
+    for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((name, value)) = item.split_once(':') else {
+            return Err(error(Problem::NotKeyValue, "", item, names));
+        };
+        let Some(index) = list
+            .keys
+            .iter()
+            .position(|k| k.name.eq_ignore_ascii_case(name.trim()))
+        else {
+            return Err(error(Problem::UnknownKey, "", item, names));
+        };
+        let key = &list.keys[index];
+        if given & (1 << index) != 0 {
+            return Err(error(Problem::Duplicate, key.name, "", names));
+        }
+        given |= 1 << index;
+        let value = value.trim();
+        if value.is_empty() || (key.set)(target, value).is_none() {
+            let accepted = Accepted::Text(key.accepted);
+            return Err(error(Problem::KeyValue, key.name, value, accepted));
+        }
+    }
+    let is_given = |name: &str| {
+        list.keys
+            .iter()
+            .position(|k| k.name == name)
+            .is_some_and(|i| given & (1 << i) != 0)
+    };
+    for &(a, b, why) in list.exclusive {
+        if is_given(a) && is_given(b) {
+            return Err(error(Problem::Conflict, a, b, Accepted::Text(why)));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VAR: &str = "ACLALLOC_TEST";
+
+    fn os(text: &str) -> Option<&OsStr> {
+        Some(OsStr::new(text))
+    }
+
+    #[test]
+    fn truth_values_are_one_rule_in_any_case() {
+        for yes in ["1", "true", "TRUE", "Yes", "on", " On\t"] {
+            assert_eq!(truth(yes), Some(true), "{yes:?}");
+        }
+        for no in ["0", "false", "No", "OFF", " off "] {
+            assert_eq!(truth(no), Some(false), "{no:?}");
+        }
+        for bad in ["", "2", "y", "n", "enable", "truee", "o n"] {
+            assert_eq!(truth(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(size("16GiB"), Some(16 << 30));
+        assert_eq!(size("512 MiB"), Some(512 << 20));
+        assert_eq!(size("1g"), Some(1 << 30));
+        assert_eq!(size("1GB"), Some(1 << 30));
+        assert_eq!(size("4KiB"), Some(4096));
+        assert_eq!(size("8KB"), Some(8 << 10));
+        assert_eq!(size("1048576"), Some(1 << 20));
+        assert_eq!(size("100"), Some(100));
+        assert_eq!(size("2T"), Some(2 << 40));
+        assert_eq!(size("7b"), Some(7));
+        for bad in [
+            "",
+            "GiB",
+            "12 parsecs",
+            "-1GiB",
+            "+1GiB",
+            "1.5GiB",
+            "99999999999999TiB",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers_numbers_and_words() {
+        assert_eq!(whole(" 42 "), Some(42));
+        for bad in ["", "-1", "+1", "4.0", "4k", "x"] {
+            assert_eq!(whole(bad), None, "{bad:?}");
+        }
+        assert_eq!(number("0.8"), Some(0.8));
+        assert_eq!(number("128"), Some(128.0));
+        for bad in ["", "inf", "NaN", "1e999", "x"] {
+            assert_eq!(number(bad), None, "{bad:?}");
+        }
+        let choices = [("pool", 1), ("device", 2)];
+        assert_eq!(word("Device", &choices), Some(2));
+        assert_eq!(word("devices", &choices), None);
+    }
+
+    #[test]
+    fn unset_and_blank_are_the_default_and_text_is_trimmed() {
+        assert_eq!(truth_var(VAR, None), Ok(None));
+        assert_eq!(truth_var(VAR, os("")), Ok(None));
+        assert_eq!(truth_var(VAR, os("  ")), Ok(None));
+        assert_eq!(truth_var(VAR, os(" yes\n")), Ok(Some(true)));
+        assert_eq!(text(VAR, os(" a b "), Accepted::Text("x")), Ok(Some("a b")));
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable_the_value_and_what_is_accepted() {
+        let e = truth_var(VAR, os("maybe")).unwrap_err();
+        assert_eq!(e.problem, Problem::Value);
+        assert_eq!(
+            e.to_string(),
+            "Environment variable ACLALLOC_TEST is invalid. Reason: the value \"maybe\" is not accepted; accepted: 1, true, yes, on, 0, false, no, off (any case)"
+        );
+        let e = parsed(VAR, os("lots"), SIZE_SYNTAX, size).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("Environment variable ACLALLOC_TEST is invalid. Reason: the value \"lots\" is not accepted; accepted: {SIZE_SYNTAX}")
+        );
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_an_error_showing_it() {
+        let raw = OsStr::from_bytes(b"o\xffn");
+        let e = truth_var(VAR, Some(raw)).unwrap_err();
+        assert_eq!(e.problem, Problem::NotUtf8);
+        assert_eq!(
+            e.to_string(),
+            "Environment variable ACLALLOC_TEST is invalid. Reason: the value \"o\u{fffd}n\" is not UTF-8 text; accepted: 1, true, yes, on, 0, false, no, off (any case)"
+        );
+        // File names are bytes: no error.
+        assert_eq!(
+            path(Some(raw)),
+            Some(PathBuf::from(OsStr::from_bytes(b"o\xffn")))
+        );
+        assert_eq!(path(os("")), None);
+        assert_eq!(path(os(" x ")), Some(PathBuf::from(" x ")));
+    }
+
+    #[test]
+    fn long_values_are_cut_and_marked() {
+        let long = "x".repeat(100);
+        let e = ConfigError::value(VAR, &long, Accepted::Text("short"));
+        assert!(e
+            .to_string()
+            .contains(&format!("the value \"{}\"... is not", "x".repeat(EXCERPT))));
+        // A multi-byte character is never split.
+        let e = Excerpt::new(&format!("{}é", "x".repeat(EXCERPT - 1)));
+        assert_eq!(e.as_str(), "x".repeat(EXCERPT - 1));
+        assert_eq!(Excerpt::new("a\nb").to_string(), "\"a\\nb\"");
+    }
+
+    #[derive(Default, Debug, PartialEq)]
+    struct Conf {
+        split: f64,
+        limit: f64,
+        fraction: f64,
+    }
+
+    fn set(field: fn(&mut Conf) -> &mut f64) -> impl Fn(&mut Conf, &str) -> Option<()> {
+        move |c, v| {
+            *field(c) = number(v).filter(|n| *n > 0.0)?;
+            Some(())
+        }
+    }
+
+    const KEYS: &[Key<Conf>] = &[
+        Key {
+            name: "split_mb",
+            accepted: "a positive number",
+            set: |c, v| set(|c| &mut c.split)(c, v),
+        },
+        Key {
+            name: "limit_mb",
+            accepted: "a positive number",
+            set: |c, v| set(|c| &mut c.limit)(c, v),
+        },
+        Key {
+            name: "fraction",
+            accepted: "a positive number",
+            set: |c, v| set(|c| &mut c.fraction)(c, v),
+        },
+    ];
+    const NAMES: [&str; KEYS.len()] = key_names(KEYS);
+    const LIST: KeyList<Conf> = KeyList {
+        keys: KEYS,
+        names: &NAMES,
+        exclusive: &[("limit_mb", "fraction", "both set the limit; give one")],
+    };
+
+    fn apply(value: &str) -> Result<Conf> {
+        let mut c = Conf::default();
+        apply_key_values(VAR, value, &LIST, &mut c).map(|()| c)
+    }
+
+    fn message(value: &str) -> String {
+        let text = apply(value).unwrap_err().to_string();
+        text.strip_prefix("Environment variable ACLALLOC_TEST is invalid. Reason: ")
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    }
+
+    #[test]
+    fn key_value_lists_apply_every_key() {
+        assert_eq!(apply(""), Ok(Conf::default()));
+        assert_eq!(
+            apply(" split_mb : 128 ,, LIMIT_MB:64,"),
+            Ok(Conf {
+                split: 128.0,
+                limit: 64.0,
+                fraction: 0.0
+            })
+        );
+        assert_eq!(NAMES, ["split_mb", "limit_mb", "fraction"]);
+    }
+
+    #[test]
+    fn key_value_errors_name_the_key_the_item_and_what_is_accepted() {
+        assert_eq!(
+            message("split_mb:1,splitmb:128"),
+            "unknown key \"splitmb\" in \"splitmb:128\"; accepted keys: split_mb, limit_mb, fraction"
+        );
+        assert_eq!(
+            message("split_mb"),
+            "\"split_mb\" is not key:value; accepted keys: split_mb, limit_mb, fraction"
+        );
+        assert_eq!(
+            message("split_mb:abc"),
+            "the value \"abc\" of split_mb is not accepted; accepted: a positive number"
+        );
+        assert_eq!(
+            message("split_mb:"),
+            "the value \"\" of split_mb is not accepted; accepted: a positive number"
+        );
+        assert_eq!(
+            message("split_mb:1,Split_MB:2"),
+            "split_mb is given more than once; give each key once"
+        );
+        assert_eq!(
+            message("fraction:0.5,limit_mb:3"),
+            "limit_mb and fraction contradict each other: both set the limit; give one"
+        );
+        let e = apply("x:1").unwrap_err();
+        assert_eq!((e.variable, e.problem), (VAR, Problem::UnknownKey));
+    }
+
+    #[test]
+    fn load_time_variables_fall_back_to_their_default_with_one_line() {
+        let mut out = Vec::new();
+        assert!(or_default_to(
+            truth_var(VAR, os("maybe")),
+            true,
+            "on",
+            &mut out
+        ));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "==aclalloc== Environment variable ACLALLOC_TEST is invalid. Reason: the value \"maybe\" is not accepted; accepted: 1, true, yes, on, 0, false, no, off (any case). Using the default: on.\n"
+        );
+        let mut out = Vec::new();
+        assert!(!or_default_to(
+            truth_var(VAR, os("off")),
+            true,
+            "on",
+            &mut out
+        ));
+        assert!(or_default_to(truth_var(VAR, None), true, "on", &mut out));
+        assert!(out.is_empty(), "valid or unset values print nothing");
+    }
+
+    #[test]
+    fn getenv_reads_without_allocating_the_same_value() {
+        // PATH is set in every test environment.
+        let expected = var("PATH");
+        with_var_no_alloc("PATH", |v| assert_eq!(v, expected.as_deref()));
+        with_var_no_alloc("ACLALLOC_SURELY_UNSET_VARIABLE", |v| assert_eq!(v, None));
+    }
+}
