@@ -441,3 +441,82 @@ fn help_documents_the_command() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(127));
 }
+
+/// The application with libaclalloc preloaded by hand, with `vars` set.
+fn preloaded(mode: &str, vars: &[(&str, &[u8])]) -> Output {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut command = Command::new(&built().app);
+    command
+        .arg(mode)
+        .env("LD_PRELOAD", common::lib_dir().join("libaclalloc.so"))
+        .env_remove("ACLALLOC_TRACK")
+        .env_remove("ACLALLOC_TRACK_REPORT")
+        .env_remove("ACLALLOC_TRACK_JSON")
+        .env_remove("ACLALLOC_FORWARD");
+    for (name, value) in vars {
+        command.env(name, std::ffi::OsStr::from_bytes(value));
+    }
+    command.output().expect("run the application")
+}
+
+fn refusal_line(variable: &str, shown: &str, what: &str, default: &str) -> String {
+    format!(
+        "==aclalloc== Environment variable {variable} is invalid. Reason: the value \"{shown}\" {what}; accepted: 1, true, yes, on, 0, false, no, off (any case). Using the default: {default}.\n"
+    )
+}
+
+#[test]
+fn load_time_switches_refuse_other_values_with_one_line_and_keep_their_defaults() {
+    let plain = direct("clean");
+    let out = preloaded(
+        "clean",
+        &[
+            ("ACLALLOC_FORWARD", b"maybe"),
+            ("ACLALLOC_TRACK", b"sometimes"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        refusal_line("ACLALLOC_FORWARD", "maybe", "is not accepted", "on")
+            + &refusal_line("ACLALLOC_TRACK", "sometimes", "is not accepted", "off"),
+        "one line each, and no report: tracking stayed off"
+    );
+    // Forwarding stayed on: the vendor's executor ran as without the library.
+    assert_eq!(behaviour(&plain), behaviour(&out));
+    assert_eq!(vendor_counters(&plain), vendor_counters(&out));
+
+    let out = preloaded("clean", &[("ACLALLOC_TRACK", b"o\xffn")]);
+    assert_eq!(
+        text(&out.stderr),
+        refusal_line("ACLALLOC_TRACK", "o\u{fffd}n", "is not UTF-8 text", "off")
+    );
+}
+
+#[test]
+fn load_time_switches_take_the_truth_values_in_any_case() {
+    let plain = direct("clean");
+    let out = preloaded(
+        "clean",
+        &[("ACLALLOC_FORWARD", b" Off "), ("ACLALLOC_TRACK", b"YES")],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let counters = vendor_counters(&out);
+    assert!(
+        counters.contains("internal=0 ") && counters != vendor_counters(&plain),
+        "forwarding off: the library is the runtime, the vendor's executor is not reached: {counters}"
+    );
+    assert!(behaviour(&out).contains("result: ok"));
+    let report = text(&out.stderr);
+    assert!(
+        report.contains("==aclalloc== totals: allocations=40 frees=40 live=0 faults=0"),
+        "tracking on: {report}"
+    );
+    // And the negative forms: forwarding on, tracking off, nothing printed.
+    let out = preloaded(
+        "clean",
+        &[("ACLALLOC_FORWARD", b"TRUE"), ("ACLALLOC_TRACK", b"false")],
+    );
+    assert_eq!(text(&out.stderr), "");
+    assert_eq!(vendor_counters(&plain), vendor_counters(&out));
+}

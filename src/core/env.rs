@@ -526,7 +526,7 @@ pub fn apply_key_values<T>(
 mod tests {
     use super::*;
 
-    const VAR: &str = "ACLALLOC_TEST";
+    const VAR: &str = "EXAMPLE_VARIABLE";
 
     fn os(text: &str) -> Option<&OsStr> {
         Some(OsStr::new(text))
@@ -602,12 +602,12 @@ mod tests {
         assert_eq!(e.problem, Problem::Value);
         assert_eq!(
             e.to_string(),
-            "Environment variable ACLALLOC_TEST is invalid. Reason: the value \"maybe\" is not accepted; accepted: 1, true, yes, on, 0, false, no, off (any case)"
+            "Environment variable EXAMPLE_VARIABLE is invalid. Reason: the value \"maybe\" is not accepted; accepted: 1, true, yes, on, 0, false, no, off (any case)"
         );
         let e = parsed(VAR, os("lots"), SIZE_SYNTAX, size).unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("Environment variable ACLALLOC_TEST is invalid. Reason: the value \"lots\" is not accepted; accepted: {SIZE_SYNTAX}")
+            format!("Environment variable EXAMPLE_VARIABLE is invalid. Reason: the value \"lots\" is not accepted; accepted: {SIZE_SYNTAX}")
         );
     }
 
@@ -618,7 +618,7 @@ mod tests {
         assert_eq!(e.problem, Problem::NotUtf8);
         assert_eq!(
             e.to_string(),
-            "Environment variable ACLALLOC_TEST is invalid. Reason: the value \"o\u{fffd}n\" is not UTF-8 text; accepted: 1, true, yes, on, 0, false, no, off (any case)"
+            "Environment variable EXAMPLE_VARIABLE is invalid. Reason: the value \"o\u{fffd}n\" is not UTF-8 text; accepted: 1, true, yes, on, 0, false, no, off (any case)"
         );
         // File names are bytes: no error.
         assert_eq!(
@@ -687,7 +687,7 @@ mod tests {
 
     fn message(value: &str) -> String {
         let text = apply(value).unwrap_err().to_string();
-        text.strip_prefix("Environment variable ACLALLOC_TEST is invalid. Reason: ")
+        text.strip_prefix("Environment variable EXAMPLE_VARIABLE is invalid. Reason: ")
             .unwrap_or_else(|| panic!("{text}"))
             .to_string()
     }
@@ -747,7 +747,7 @@ mod tests {
         ));
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "==aclalloc== Environment variable ACLALLOC_TEST is invalid. Reason: the value \"maybe\" is not accepted; accepted: 1, true, yes, on, 0, false, no, off (any case). Using the default: on.\n"
+            "==aclalloc== Environment variable EXAMPLE_VARIABLE is invalid. Reason: the value \"maybe\" is not accepted; accepted: 1, true, yes, on, 0, false, no, off (any case). Using the default: on.\n"
         );
         let mut out = Vec::new();
         assert!(!or_default_to(
@@ -765,6 +765,6 @@ mod tests {
         // PATH is set in every test environment.
         let expected = var("PATH");
         with_var_no_alloc("PATH", |v| assert_eq!(v, expected.as_deref()));
-        with_var_no_alloc("ACLALLOC_SURELY_UNSET_VARIABLE", |v| assert_eq!(v, None));
+        with_var_no_alloc("EXAMPLE_SURELY_UNSET_VARIABLE", |v| assert_eq!(v, None));
     }
 }
