@@ -134,6 +134,14 @@ impl Excerpt {
         true
     }
 
+    /// No text kept (shown as `(not shown)`).
+    fn elided() -> Self {
+        Excerpt {
+            cut: true,
+            ..Excerpt::new("")
+        }
+    }
+
     /// The text kept.
     pub fn as_str(&self) -> &str {
         // Only whole characters are pushed: the prefix is UTF-8.
@@ -144,6 +152,9 @@ impl Excerpt {
 impl fmt::Display for Excerpt {
     /// Quoted, control characters escaped, `...` after the quote when cut.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.cut && self.len == 0 {
+            return f.write_str("(not shown)");
+        }
         write!(f, "\"{}\"", self.as_str().escape_debug())?;
         if self.cut {
             f.write_str("...")?;
@@ -158,7 +169,8 @@ impl fmt::Debug for Excerpt {
     }
 }
 
-/// A variable whose value is refused. `Copy` and heap-free, like `Error`.
+/// A variable whose value is refused. `Copy` and heap-free; `Error` holds
+/// it [interned](ConfigError::interned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     /// The variable's name.
@@ -224,6 +236,44 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// How many distinct errors are kept with their offending text; later new
+/// ones are kept without it (the variable, key and accepted values are the
+/// code's own strings, so those copies are bounded too).
+const DISTINCT: usize = 256;
+
+impl ConfigError {
+    /// This error in static memory. `Error` carries it as a pointer, so that
+    /// every `Result` of the library stays as small as before: a larger
+    /// `Error` made each recorded failure (an allocator lookup miss through
+    /// the C ABI) measurably slower. Equal errors share one copy; memory is
+    /// bounded by [`DISTINCT`].
+    pub fn interned(self) -> &'static ConfigError {
+        static KEPT: std::sync::Mutex<Vec<&'static ConfigError>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut kept = KEPT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.intern_in(&mut kept, DISTINCT)
+    }
+
+    fn intern_in(
+        self,
+        kept: &mut Vec<&'static ConfigError>,
+        distinct: usize,
+    ) -> &'static ConfigError {
+        let mut error = self;
+        if kept.len() >= distinct && !kept.iter().any(|k| **k == error) {
+            error.text = Excerpt::elided();
+        }
+        if let Some(found) = kept.iter().find(|k| ***k == error) {
+            return found;
+        }
+        let leaked: &'static ConfigError = Box::leak(Box::new(error));
+        kept.push(leaked);
+        leaked
+    }
+}
 
 /// The result of reading a variable.
 pub type Result<T> = std::result::Result<T, ConfigError>;
@@ -465,8 +515,32 @@ pub const fn key_names<T, const N: usize>(keys: &[Key<T>]) -> [&'static str; N] 
     names
 }
 
+/// The items of a `key:value,key:value` list: split at the commas outside
+/// brackets, so that a value such as PyTorch's `[256:1,512:2]` stays whole.
+fn items(list: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(list);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let mut depth = 0usize;
+        for (i, c) in text.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    rest = Some(&text[i + 1..]);
+                    return Some(&text[..i]);
+                }
+                _ => {}
+            }
+        }
+        rest = None;
+        Some(text)
+    })
+}
+
 /// Applies the `key:value,key:value` value of `variable` to `target`
-/// (items trimmed, empty items skipped; keys in any case). An item without
+/// (items trimmed, empty items skipped, commas inside `[...]` kept; keys in
+/// any case; the value is what follows the first `:`). An item without
 /// `:`, an unknown key, a refused value, a key given twice or two exclusive
 /// keys: an error naming them, and `target` may be partly updated (apply to
 /// a copy).
@@ -486,7 +560,7 @@ pub fn apply_key_values<T>(
         accepted,
     };
     let mut given = 0u64;
-    for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+    for item in items(value).map(str::trim).filter(|i| !i.is_empty()) {
         let Some((name, value)) = item.split_once(':') else {
             return Err(error(Problem::NotKeyValue, "", item, names));
         };
@@ -647,6 +721,17 @@ mod tests {
         split: f64,
         limit: f64,
         fraction: f64,
+        divisions: usize,
+    }
+
+    /// `[a:b,c:d]`: the number of pairs.
+    fn set_divisions(c: &mut Conf, v: &str) -> Option<()> {
+        let pairs = v.strip_prefix('[')?.strip_suffix(']')?.split(',');
+        c.divisions = pairs
+            .map(|p| p.split_once(':').map(|(a, b)| whole(a).and(whole(b))))
+            .collect::<Option<Option<Vec<_>>>>()??
+            .len();
+        Some(())
     }
 
     fn set(field: fn(&mut Conf) -> &mut f64) -> impl Fn(&mut Conf, &str) -> Option<()> {
@@ -671,6 +756,11 @@ mod tests {
             name: "fraction",
             accepted: "a positive number",
             set: |c, v| set(|c| &mut c.fraction)(c, v),
+        },
+        Key {
+            name: "divisions",
+            accepted: "[size:divisions,...]",
+            set: set_divisions,
         },
     ];
     const NAMES: [&str; KEYS.len()] = key_names(KEYS);
@@ -700,21 +790,31 @@ mod tests {
             Ok(Conf {
                 split: 128.0,
                 limit: 64.0,
-                fraction: 0.0
+                ..Conf::default()
             })
         );
-        assert_eq!(NAMES, ["split_mb", "limit_mb", "fraction"]);
+        assert_eq!(NAMES, ["split_mb", "limit_mb", "fraction", "divisions"]);
+        // Commas inside brackets belong to the value.
+        assert_eq!(
+            apply("split_mb:1,divisions:[256:1,512:2, 1024:4],limit_mb:2"),
+            Ok(Conf {
+                split: 1.0,
+                limit: 2.0,
+                fraction: 0.0,
+                divisions: 3
+            })
+        );
     }
 
     #[test]
     fn key_value_errors_name_the_key_the_item_and_what_is_accepted() {
         assert_eq!(
             message("split_mb:1,splitmb:128"),
-            "unknown key \"splitmb\" in \"splitmb:128\"; accepted keys: split_mb, limit_mb, fraction"
+            "unknown key \"splitmb\" in \"splitmb:128\"; accepted keys: split_mb, limit_mb, fraction, divisions"
         );
         assert_eq!(
             message("split_mb"),
-            "\"split_mb\" is not key:value; accepted keys: split_mb, limit_mb, fraction"
+            "\"split_mb\" is not key:value; accepted keys: split_mb, limit_mb, fraction, divisions"
         );
         assert_eq!(
             message("split_mb:abc"),
@@ -731,6 +831,10 @@ mod tests {
         assert_eq!(
             message("fraction:0.5,limit_mb:3"),
             "limit_mb and fraction contradict each other: both set the limit; give one"
+        );
+        assert_eq!(
+            message("divisions:[256:1,512:2"),
+            "the value \"[256:1,512:2\" of divisions is not accepted; accepted: [size:divisions,...]"
         );
         let e = apply("x:1").unwrap_err();
         assert_eq!((e.variable, e.problem), (VAR, Problem::UnknownKey));
@@ -758,6 +862,33 @@ mod tests {
         ));
         assert!(or_default_to(truth_var(VAR, None), true, "on", &mut out));
         assert!(out.is_empty(), "valid or unset values print nothing");
+    }
+
+    #[test]
+    fn interned_errors_are_shared_and_bounded() {
+        let e = |v: &str| ConfigError::value(VAR, v, Accepted::Text("x"));
+        let a = e("interned-a").interned();
+        assert!(
+            std::ptr::eq(a, e("interned-a").interned()),
+            "equal errors share"
+        );
+        assert_eq!(*a, e("interned-a"));
+        // Past the bound (a private list here: the process-wide one is
+        // shared with the tests running alongside), new errors lose their
+        // text, not their meaning.
+        let mut kept = Vec::new();
+        let a = e("a").intern_in(&mut kept, 3);
+        e("b").intern_in(&mut kept, 3);
+        e("c").intern_in(&mut kept, 3);
+        let late = e("late").intern_in(&mut kept, 3);
+        assert_eq!(late.text.to_string(), "(not shown)");
+        assert_eq!((late.variable, late.problem), (VAR, Problem::Value));
+        assert!(std::ptr::eq(late, e("later").intern_in(&mut kept, 3)));
+        assert!(
+            std::ptr::eq(a, e("a").intern_in(&mut kept, 3)),
+            "kept ones stay"
+        );
+        assert_eq!(kept.len(), 4);
     }
 
     #[test]

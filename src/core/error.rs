@@ -229,7 +229,7 @@ pub enum Error {
     /// message names the variable, the offending key or value and what is
     /// accepted.
     #[error("{0}")]
-    Config(#[from] ConfigError),
+    Config(&'static ConfigError),
 }
 
 impl Error {
@@ -273,6 +273,12 @@ impl Error {
             Error::NullPointer { .. } => " failed because ",
             _ => " failed. ",
         }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(error: ConfigError) -> Self {
+        Error::Config(error.interned())
     }
 }
 

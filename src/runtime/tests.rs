@@ -150,11 +150,12 @@ fn init_and_finalize_pair_up() {
 #[test]
 fn a_bad_configuration_fails_every_device_call_with_its_reason() {
     let api: &'static AllocatorApi = Box::leak(Box::new(AllocatorApi::new()));
-    let bad = Error::Config(crate::core::env::ConfigError::value(
+    let bad: Error = crate::core::env::ConfigError::value(
         "ACLALLOC_DEVICE_COUNT",
         "two",
         crate::core::env::Accepted::Text("a whole number from 1 to 64"),
-    ));
+    )
+    .into();
     let rt = HostRuntime::new(Err(bad), api);
     assert_eq!(rt.init(None), Err(bad));
     assert_eq!(rt.set_device(0), Err(bad));
