@@ -12,6 +12,9 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
+/// Tracking was asked for by `ACLALLOC_TRACK` (as `aclalloc run` does): the
+/// report at exit is then written whatever the program did with tracking.
+static FROM_ENV: AtomicBool = AtomicBool::new(false);
 
 fn truthy(value: &[u8]) -> bool {
     matches!(
@@ -33,6 +36,7 @@ pub fn init_from_env() {
     // SAFETY: getenv returns a NUL-terminated string.
     if truthy(unsafe { CStr::from_ptr(value) }.to_bytes()) {
         set_enabled(true);
+        FROM_ENV.store(true, Ordering::Release);
         report_at_exit();
     }
 }
@@ -46,7 +50,12 @@ pub(crate) fn report_at_exit() {
 }
 
 extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(write_exit_reports);
+    // A program that turned tracking on itself and off again before exit
+    // has had its say (typically its own aclallocTrackingWriteReport): a
+    // second, unasked report at exit would only repeat it.
+    if FROM_ENV.load(Ordering::Acquire) || super::enabled() {
+        let _ = std::panic::catch_unwind(write_exit_reports);
+    }
 }
 
 /// `%p` in a path becomes the process id.
