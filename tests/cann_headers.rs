@@ -146,3 +146,44 @@ fn enum_values_match_the_library() {
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// CANN's own sample `example/3_memory_advanced/allocator/0_custom_allocator`
+/// (hicann/runtime) compiles unmodified against include/ and runs on the
+/// library. Its source is under the CANN Open Software License, so it is not
+/// copied into this repository: point `ACLALLOC_CANN_EXAMPLES` at a checkout's
+/// `example/` directory and run this test with `--ignored`.
+#[test]
+#[ignore = "needs CANN's examples: ACLALLOC_CANN_EXAMPLES=<hicann/runtime>/example"]
+fn canns_custom_allocator_sample_builds_unmodified_and_runs() {
+    let examples = std::env::var_os("ACLALLOC_CANN_EXAMPLES").expect(
+        "set ACLALLOC_CANN_EXAMPLES to the example/ directory of a hicann/runtime checkout",
+    );
+    let examples = Path::new(&examples);
+    let sample = examples.join("3_memory_advanced/allocator/0_custom_allocator/main.cpp");
+    assert!(sample.is_file(), "no {}", sample.display());
+    let lib = common::lib_dir();
+    let binary = common::scratch("cann_sample").join("main");
+    let status = Command::new("c++")
+        .args(["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(common::root().join("include"))
+        .arg("-I")
+        .arg(examples)
+        .arg(&sample)
+        .arg("-o")
+        .arg(&binary)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-laclalloc")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "CANN's sample does not compile against include/"
+    );
+    let out = Command::new(&binary).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("allocCount=2 freeCount=2"), "{stdout}");
+}
