@@ -16,6 +16,7 @@ pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod default_allocator;
+pub mod default_init;
 pub mod errmsg;
 pub(crate) mod forward;
 pub mod launch;
