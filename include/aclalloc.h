@@ -856,6 +856,18 @@ aclError aclallocDefaultInit(void);
 aclError aclallocDefaultGetDevice(int32_t *deviceId);
 
 /**
+ * An `aclallocKernelFunc` that does nothing: pass it to `aclallocLaunchKernel`
+ * when a launch is only there to take and give back a workspace. Bindings
+ * use it for launches without a kernel of their own (the Python package's
+ * `launch_kernel(stream, size)`), so the stream's worker never calls back
+ * into the binding's interpreter.
+ *
+ * # Safety
+ * Any arguments; none is read.
+ */
+void aclallocEmptyKernel(void *workspace, size_t size, void *userData);
+
+/**
  * Returns the messages of this thread's failed ACL calls since the last call
  * of this function, newest first, one per line, and clears them. Returns NULL
  * when nothing failed since. The string stays valid until this thread calls

@@ -301,8 +301,21 @@ def prune() -> None:
 # -- launches ------------------------------------------------------------------
 
 
+def _empty_kernel() -> Any:
+    """The library's ``aclallocEmptyKernel`` (the Python trampoline when an
+    older library, through ``ACLALLOC_LIB``, lacks it)."""
+    address = ctypes.cast(getattr(lib, "aclallocEmptyKernel", None), ctypes.c_void_p).value
+    return KERNEL_FUNC(address) if address else _kernel_trampoline
+
+
+_EMPTY_KERNEL = _empty_kernel()
+
+
 def launch(stream: int, size: int, fn: Optional[Callable[[int, int], Any]]) -> int:
-    """``aclallocLaunchKernel`` with a Python kernel (or none)."""
+    """``aclallocLaunchKernel`` with a Python kernel, or without one (then the
+    library's empty kernel runs, and the stream's worker never needs the GIL)."""
+    if fn is None:
+        return lib.aclallocLaunchKernel(stream or None, size, _EMPTY_KERNEL, None)
     token = _token()
     _kernels[token] = (fn, stream)
     rc = lib.aclallocLaunchKernel(stream or None, size, _kernel_trampoline, token)

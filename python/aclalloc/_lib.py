@@ -59,9 +59,10 @@ def _load() -> ctypes.CDLL:
 
 
 class PoolStatEntry(ctypes.Structure):
-    """``aclallocStatEntry``: a PyTorch statistic name and its value."""
+    """``aclallocStatEntry``: a PyTorch statistic name and its value. The key
+    is read as an address: its string is static, so callers decode it once."""
 
-    _fields_ = (("key", c_char_p), ("value", c_int64))
+    _fields_ = (("key", c_void_p), ("value", c_int64))
 
 
 class AllocatorStats(ctypes.Structure):
@@ -165,7 +166,13 @@ _SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name, (restype, argtypes) in _SIGNATURES.items():
-        function = getattr(lib, name)
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            raise ImportError(
+                f"the library {library_path()} has no {name}: it is older than this "
+                "package. Rebuild it, or unset ACLALLOC_LIB to use the wheel's copy."
+            ) from None
         function.restype = restype
         function.argtypes = argtypes
     return lib

@@ -16,10 +16,12 @@ for bad arguments.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import ctypes
 import json
 import pickle
+import struct
 import sys
 import warnings
 from ctypes import byref, c_size_t, c_void_p
@@ -66,6 +68,10 @@ Device = Any
 """None (the current device), an int, ``"npu:N"``, or a torch.device-like object."""
 
 _POOL_KEY_COUNT = 121
+_ENTRY = struct.Struct("@Pq")
+assert _ENTRY.size == ctypes.sizeof(PoolStatEntry)
+_KEY_NAMES: Dict[int, str] = {}
+"""Address of a statistic's name in the library -> the name."""
 
 
 # -- allocation --------------------------------------------------------------------
@@ -177,18 +183,30 @@ def mem_get_info(device: Device = None) -> Tuple[int, int]:
 # -- statistics ------------------------------------------------------------------
 
 
-def _pool_stats(pool: int) -> Dict[str, int]:
+def _pool_stats(pool: int) -> List[Tuple[str, int]]:
+    """The pool's statistics as (key, value), sorted by key (the library
+    sorts them; one key is added in its place)."""
     entries = (PoolStatEntry * _POOL_KEY_COUNT)()
     count = c_size_t(0)
     rc = lib.aclallocPoolGetStatsKeyValues(pool, entries, _POOL_KEY_COUNT, byref(count))
     if rc != 0:
         raise fail("aclallocPoolGetStatsKeyValues", rc)
-    stats = {e.key.decode(): e.value for e in entries[: min(count.value, _POOL_KEY_COUNT)]}
+    names = _KEY_NAMES
+    pairs: List[Tuple[str, int]] = []
+    # Unpacked from the raw array: reading 121 ctypes structures field by
+    # field costs several times the C call itself.
+    raw = memoryview(entries).cast("B")[: min(count.value, _POOL_KEY_COUNT) * _ENTRY.size]
+    for key, value in _ENTRY.iter_unpack(raw):
+        name = names.get(key)
+        if name is None:
+            # The library keeps its key strings for the life of the process.
+            name = names[key] = ctypes.string_at(key).decode()
+        pairs.append((name, value))
     # PyTorch counts synchronize_and_free_events calls; the pool has no
     # events to wait for (blocks come back when their launch is enqueued or
     # its kernel has run), so it never synchronizes all streams.
-    stats["num_sync_all_streams"] = 0
-    return stats
+    bisect.insort(pairs, ("num_sync_all_streams", 0))
+    return pairs
 
 
 def _allocator_stats(state: _default.Default) -> Dict[str, int]:
@@ -230,14 +248,13 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     state = _default.built()
     if state is None:
         return collections.OrderedDict()
-    if state.kind == "pool":
-        stats = _pool_stats(state.obj)
-        if state.device != index:
-            stats = dict.fromkeys(stats, 0)
-            stats["max_split_size"] = _pool_stats(state.obj)["max_split_size"]
-    else:
-        stats = _allocator_stats(state)
-    return collections.OrderedDict(sorted(stats.items()))
+    if state.kind != "pool":
+        return collections.OrderedDict(sorted(_allocator_stats(state).items()))
+    pairs = _pool_stats(state.obj)
+    if state.device != index:
+        # A setting, not a count: the same for every device.
+        pairs = [(k, v if k == "max_split_size" else 0) for k, v in pairs]
+    return collections.OrderedDict(pairs)
 
 
 def memory_stats_as_nested_dict(device: Device = None) -> Dict[str, Any]:
@@ -518,6 +535,3 @@ def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
         raise RuntimeError(f"Can't swap an already initialized allocator: {message}")
     if rc != 0:
         raise fail("aclallocSetDefaultAllocator", rc)
-
-
-del ctypes
