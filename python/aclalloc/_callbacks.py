@@ -39,6 +39,7 @@ from ._lib import (
     GET_ADDR_FUNC,
     KERNEL_FUNC,
     lib,
+    query,
 )
 
 _TAG = 0xACA7 << 48
@@ -254,13 +255,12 @@ def destroy_desc(desc: int) -> int:
 def _registered_token(stream: int) -> Optional[int]:
     """The object the library has registered for ``stream`` (None: nothing)."""
     desc, obj = ctypes.c_void_p(), ctypes.c_void_p()
-    rc = lib.aclrtAllocatorGetByStream(
-        stream, ctypes.byref(desc), ctypes.byref(obj), None, None, None, None
+    rc = query(
+        lambda: lib.aclrtAllocatorGetByStream(
+            stream, ctypes.byref(desc), ctypes.byref(obj), None, None, None, None
+        )
     )
-    if rc != 0:
-        lib.aclGetRecentErrMsg()  # an expected miss, not the caller's failure
-        return None
-    return obj.value
+    return obj.value if rc == 0 else None
 
 
 def register(stream: int, desc: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from ctypes import (
     POINTER,
     c_char_p,
@@ -24,6 +25,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+from typing import Callable
 
 c_error = c_int
 """``aclError``."""
@@ -186,3 +188,31 @@ def recent_c_message() -> str | None:
     """``aclGetRecentErrMsg()`` of this thread, decoded (None when empty)."""
     raw = lib.aclGetRecentErrMsg()
     return None if raw is None else raw.decode("utf-8", "replace")
+
+
+_carried = threading.local()
+
+
+def query(call: Callable[[], int]) -> int:
+    """Runs a C call whose failure is an answer, not the caller's error (is
+    anything registered? is the default allocator built?), without losing
+    the messages this thread's earlier failures left for
+    ``acl.get_recent_err_msg()``: those are carried over, the query's own
+    message is dropped."""
+    pending = recent_c_message()
+    try:
+        return call()
+    finally:
+        lib.aclGetRecentErrMsg()
+        if pending:
+            carried = getattr(_carried, "messages", None)
+            if carried is None:
+                carried = _carried.messages = []
+            carried.append(pending)
+
+
+def take_carried_messages() -> list[str]:
+    """Messages :func:`query` carried over on this thread, newest first, cleared."""
+    carried = getattr(_carried, "messages", None) or []
+    _carried.messages = []
+    return list(reversed(carried))

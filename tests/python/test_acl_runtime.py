@@ -161,3 +161,24 @@ def test_bad_memory_input_returns_a_code_and_a_message(acl, call):
     if isinstance(result, tuple):
         assert all(v == 0 for v in result[:-1]), "no value on failure"
     assert acl.get_recent_err_msg()
+
+
+def test_the_package_s_own_queries_keep_earlier_messages(acl, stream):
+    from aclalloc import npu
+
+    desc = acl.rt.allocator_create_desc()
+    acl.rt.allocator_set_obj_to_desc(desc, 1)
+    acl.rt.allocator_set_alloc_func_to_desc(desc, lambda a, n: 0)
+    acl.rt.allocator_set_free_func_to_desc(desc, lambda a, b: None)
+    acl.rt.allocator_set_get_addr_from_block_func_to_desc(desc, lambda b: b)
+    assert acl.rt.allocator_register(stream, desc) == 0
+    assert acl.rt.free(0x1234) == INVALID_PARAM
+    # Queries that fail by design (is anything registered? the default
+    # allocator? the current device?) must not swallow that message.
+    assert acl.rt.destroy_stream(0xBAD) == INVALID_PARAM  # prunes registrations
+    npu.memory_stats()
+    message = acl.get_recent_err_msg()
+    assert "aclrtFree failed" in message and "aclrtDestroyStream failed" in message
+    assert message.index("aclrtDestroyStream") < message.index("aclrtFree"), "newest first"
+    assert acl.get_recent_err_msg() is None
+    assert acl.rt.allocator_destroy_desc(desc) == 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import _errors
-from .._lib import lib, recent_c_message
+from .._lib import lib, recent_c_message, take_carried_messages
 from . import rt
 
 __all__ = ["finalize", "get_recent_err_msg", "init", "rt"]
@@ -49,6 +49,7 @@ def get_recent_err_msg() -> Optional[str]:
     c_text = recent_c_message()
     if c_text:
         messages.append(c_text)
+    messages += take_carried_messages()
     # A callback's exception comes before the failure it caused.
     messages += _errors.take_callback_messages()
     return "\n".join(messages) if messages else None

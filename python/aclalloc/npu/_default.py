@@ -9,7 +9,7 @@ import ctypes
 from ctypes import byref, c_int32, c_uint32, c_void_p
 from typing import Any, Iterator, NamedTuple, Optional
 
-from .._lib import ACL_ERROR_RT_MEMORY_ALLOCATION, lib, recent_c_message
+from .._lib import ACL_ERROR_RT_MEMORY_ALLOCATION, lib, query, recent_c_message
 
 
 class OutOfMemoryError(RuntimeError):
@@ -37,19 +37,16 @@ class Default(NamedTuple):
 
 def kind() -> Optional[str]:
     """What the default allocator is or will be (None: the environment is invalid)."""
-    raw = lib.aclallocGetDefaultAllocatorName()
-    if raw is None:
-        lib.aclGetRecentErrMsg()
-        return None
-    return raw.decode()
+    name: list[bytes] = []
+    query(lambda: name.append(lib.aclallocGetDefaultAllocatorName()) or 0)
+    return name[0].decode() if name and name[0] is not None else None
 
 
 def built() -> Optional[Default]:
     """The default allocator if it has been built, else None."""
     obj = c_void_p()
-    if lib.aclallocGetDefaultAllocator(byref(obj)) != 0:
-        lib.aclGetRecentErrMsg()  # "not built yet" is an answer, not a failure
-        return None
+    if query(lambda: lib.aclallocGetDefaultAllocator(byref(obj))) != 0:
+        return None  # "not built yet" is an answer, not a failure
     device = c_int32(0)
     if lib.aclallocDefaultGetDevice(byref(device)) != 0:
         raise fail("aclallocDefaultGetDevice", -1)
@@ -80,9 +77,8 @@ def device_count() -> int:
 def current_device(set_if_none: bool = False) -> int:
     """This thread's device; without one, 0 (made current if ``set_if_none``)."""
     device = c_int32(0)
-    if lib.aclrtGetDevice(byref(device)) == 0:
+    if query(lambda: lib.aclrtGetDevice(byref(device))) == 0:
         return device.value
-    lib.aclGetRecentErrMsg()
     if set_if_none:
         rc = lib.aclrtSetDevice(0)
         if rc != 0:
@@ -116,13 +112,11 @@ def on_device(device: int) -> Iterator[None]:
     """Runs the body with ``device`` current on this thread, then restores the
     thread's context (and balances the device's set count)."""
     current = c_int32(0)
-    if lib.aclrtGetDevice(byref(current)) == 0 and current.value == device:
+    if query(lambda: lib.aclrtGetDevice(byref(current))) == 0 and current.value == device:
         yield
         return
-    lib.aclGetRecentErrMsg()
     saved = c_void_p()
-    had_context = lib.aclrtGetCurrentContext(byref(saved)) == 0
-    lib.aclGetRecentErrMsg()
+    had_context = query(lambda: lib.aclrtGetCurrentContext(byref(saved))) == 0
     rc = lib.aclrtSetDevice(device)
     if rc != 0:
         raise fail("aclrtSetDevice", rc)
