@@ -293,3 +293,38 @@ def test_exiting_with_live_registrations_is_clean():
     assert result.returncode == 0, result.stderr
     assert "exiting" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_two_threads_launching_on_their_own_streams(acl):
+    """Each thread has its stream and its allocator object; one descriptor
+    per stream (the CANN contract for concurrent streams)."""
+    context, ret = acl.rt.get_context()
+    assert ret == 0
+    results = {}
+
+    def worker(index):
+        assert acl.rt.set_context(context) == 0
+        allocator = CountingAllocator(acl)
+        desc = allocator.descriptor(("thread", index))
+        s, ret = acl.rt.create_stream()
+        assert ret == 0
+        assert acl.rt.allocator_register(s, desc) == 0
+        codes = [aclalloc.launch_kernel(s, 1024 * (1 + i % 4)) for i in range(300)]
+        assert acl.rt.synchronize_stream(s) == 0
+        assert acl.rt.destroy_stream(s) == 0, "drops the registration"
+        assert acl.rt.allocator_destroy_desc(desc) == 0
+        results[index] = (codes, allocator, s)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for index, (codes, allocator, _) in results.items():
+        assert codes == [0] * 300
+        assert allocator.allocs == allocator.frees == 300
+        assert set(allocator.seen_objects) == {("thread", index)}
+    from aclalloc import _callbacks
+
+    for _, _, s in results.values():
+        assert s not in _callbacks._registrations, "a destroyed stream's registration is dropped"
