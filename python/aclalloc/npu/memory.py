@@ -68,10 +68,9 @@ Device = Any
 """None (the current device), an int, ``"npu:N"``, or a torch.device-like object."""
 
 _POOL_KEY_COUNT = 121
-_ENTRY = struct.Struct("@Pq")
-assert _ENTRY.size == ctypes.sizeof(PoolStatEntry)
-_KEY_NAMES: Dict[int, str] = {}
-"""Address of a statistic's name in the library -> the name."""
+assert struct.calcsize("@Pq") == ctypes.sizeof(PoolStatEntry)
+_KEY_NAMES: Dict[str, Any] = {}
+"""The statistics' names, decoded once (see :func:`_key_names`)."""
 
 
 # -- allocation --------------------------------------------------------------------
@@ -183,30 +182,36 @@ def mem_get_info(device: Device = None) -> Tuple[int, int]:
 # -- statistics ------------------------------------------------------------------
 
 
-def _pool_stats(pool: int) -> List[Tuple[str, int]]:
-    """The pool's statistics as (key, value), sorted by key (the library
-    sorts them; one key is added in its place)."""
+def _pool_stats(pool: int) -> Tuple[List[str], List[int]]:
+    """The pool's statistics: keys (sorted, PyTorch's) and values."""
     entries = (PoolStatEntry * _POOL_KEY_COUNT)()
     count = c_size_t(0)
     rc = lib.aclallocPoolGetStatsKeyValues(pool, entries, _POOL_KEY_COUNT, byref(count))
     if rc != 0:
         raise fail("aclallocPoolGetStatsKeyValues", rc)
-    names = _KEY_NAMES
-    pairs: List[Tuple[str, int]] = []
-    # Unpacked from the raw array: reading 121 ctypes structures field by
+    n = min(count.value, _POOL_KEY_COUNT)
+    # One unpack of the raw array: reading 121 ctypes structures field by
     # field costs several times the C call itself.
-    raw = memoryview(entries).cast("B")[: min(count.value, _POOL_KEY_COUNT) * _ENTRY.size]
-    for key, value in _ENTRY.iter_unpack(raw):
-        name = names.get(key)
-        if name is None:
-            # The library keeps its key strings for the life of the process.
-            name = names[key] = ctypes.string_at(key).decode()
-        pairs.append((name, value))
+    flat = struct.unpack_from(f"@{'Pq' * n}", entries)
+    addresses, values = flat[0::2], list(flat[1::2])
+    names, sync_at = _key_names(addresses)
     # PyTorch counts synchronize_and_free_events calls; the pool has no
     # events to wait for (blocks come back when their launch is enqueued or
     # its kernel has run), so it never synchronizes all streams.
-    bisect.insort(pairs, ("num_sync_all_streams", 0))
-    return pairs
+    values.insert(sync_at, 0)
+    return names, values
+
+
+def _key_names(addresses: Tuple[int, ...]) -> Tuple[List[str], int]:
+    """The names at these addresses (static strings of the library, in the
+    same order every time, so decoded once), with ``num_sync_all_streams``
+    in its sorted place, and that place."""
+    if _KEY_NAMES.get("addresses") != addresses:
+        names = [ctypes.string_at(a).decode() for a in addresses]
+        sync_at = bisect.bisect(names, "num_sync_all_streams")
+        names.insert(sync_at, "num_sync_all_streams")
+        _KEY_NAMES.update(addresses=addresses, names=names, sync_at=sync_at)
+    return _KEY_NAMES["names"], _KEY_NAMES["sync_at"]
 
 
 def _allocator_stats(state: _default.Default) -> Dict[str, int]:
@@ -250,11 +255,11 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
         return collections.OrderedDict()
     if state.kind != "pool":
         return collections.OrderedDict(sorted(_allocator_stats(state).items()))
-    pairs = _pool_stats(state.obj)
+    names, values = _pool_stats(state.obj)
     if state.device != index:
         # A setting, not a count: the same for every device.
-        pairs = [(k, v if k == "max_split_size" else 0) for k, v in pairs]
-    return collections.OrderedDict(pairs)
+        values = [v if k == "max_split_size" else 0 for k, v in zip(names, values)]
+    return collections.OrderedDict(zip(names, values))
 
 
 def memory_stats_as_nested_dict(device: Device = None) -> Dict[str, Any]:
