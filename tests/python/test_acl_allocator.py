@@ -328,3 +328,51 @@ def test_two_threads_launching_on_their_own_streams(acl):
 
     for _, _, s in results.values():
         assert s not in _callbacks._registrations, "a destroyed stream's registration is dropped"
+
+
+def test_c_code_calls_the_python_allocator_it_gets_from_the_registration(acl, stream):
+    """What C code (a real executor) does with aclrtAllocatorGetByStream: call
+    the four callbacks itself. They reach the Python functions, allocAdvise
+    included, with the user's object and blocks."""
+    import ctypes
+
+    from aclalloc import _lib
+
+    allocator = CountingAllocator(acl)
+    advised = []
+
+    def advise(obj, size, addr):
+        advised.append((obj, size, addr))
+        return allocator.alloc(obj, size)
+
+    desc = allocator.descriptor("owner")
+    assert acl.rt.allocator_set_alloc_advise_func_to_desc(desc, advise) == 0
+    assert acl.rt.allocator_register(stream, desc) == 0
+    got = [ctypes.c_void_p() for _ in range(6)]
+    rc = _lib.lib.aclrtAllocatorGetByStream(
+        stream, *[ctypes.byref(g) for g in got[:2]], *[ctypes.byref(g) for g in got[2:]]
+    )
+    assert rc == 0 and got[0].value == desc
+    obj = got[1].value
+    alloc = _lib.ALLOC_FUNC(got[2].value)
+    free = _lib.FREE_FUNC(got[3].value)
+    advise_fn = _lib.ALLOC_ADVISE_FUNC(got[4].value)
+    get_addr = _lib.GET_ADDR_FUNC(got[5].value)
+
+    block = alloc(obj, 1000)
+    assert block and get_addr(block) in allocator.live
+    block2 = advise_fn(obj, 2000, 0x5000)
+    assert advised == [("owner", 2000, 0x5000)]
+    assert get_addr(block2) in allocator.live and get_addr(block2) != get_addr(block)
+    free(obj, block)
+    free(obj, block2)
+    assert allocator.allocs == allocator.frees == 2 and not allocator.live
+    # A block freed twice, or a forged one, is reported and changes nothing.
+    free(obj, block)
+    assert "not a live block" in acl.get_recent_err_msg()
+    assert get_addr(0x1234) is None
+    assert alloc(0x1234, 8) is None, "a forged allocator object"
+    assert "names no live Python allocator" in acl.get_recent_err_msg()
+    assert allocator.frees == 2
+    assert acl.rt.allocator_unregister(stream) == 0
+    assert acl.rt.allocator_destroy_desc(desc) == 0
