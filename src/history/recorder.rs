@@ -82,21 +82,50 @@ impl Recorder {
         }
     }
 
+    /// Records a free that completes at once: `free_requested` then
+    /// `free_completed`, under one lock and one reading of the clock.
+    #[inline]
+    pub fn record_free(&self, addr: usize, size: usize, block_size: usize, stream: usize) {
+        if self.is_on() {
+            self.push_all(
+                &[Action::FreeRequested, Action::FreeCompleted],
+                addr,
+                size,
+                block_size,
+                stream,
+            );
+        }
+    }
+
     #[inline(never)]
     fn push(&self, action: Action, addr: usize, size: usize, block_size: usize, stream: usize) {
+        self.push_all(&[action], addr, size, block_size, stream);
+    }
+
+    fn push_all(
+        &self,
+        actions: &[Action],
+        addr: usize,
+        size: usize,
+        block_size: usize,
+        stream: usize,
+    ) {
         let mut ring = self.ring.lock();
         if ring.capacity() == 0 {
             return; // switched off meanwhile
         }
-        ring.push(Event {
-            action,
-            device: self.device,
-            addr,
-            size,
-            block_size,
-            stream,
-            time_us: now_us(),
-        });
+        let time_us = now_us();
+        for &action in actions {
+            ring.push(Event {
+                action,
+                device: self.device,
+                addr,
+                size,
+                block_size,
+                stream,
+                time_us,
+            });
+        }
     }
 
     /// A copy of the events and counters.

@@ -474,9 +474,7 @@ impl Core {
             s.oversize_allocations.decrease(1);
         }
         // Nothing defers a free here: it is requested and completed at once.
-        for action in [Action::FreeRequested, Action::FreeCompleted] {
-            self.history.record(action, addr, requested, size, b_stream);
-        }
+        self.history.record_free(addr, requested, size, b_stream);
         self.mark_split(idx);
         // Binned under the size that was asked for, not the block's size: a
         // block larger than the request (a rest too small to split off) then
