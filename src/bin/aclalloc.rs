@@ -1,19 +1,26 @@
 //! `aclalloc`: run a program with libaclalloc in front of its ACL runtime,
 //! with the allocator tracking layer on, and print what it found.
 //!
-//! Standard library only (and libc for signals): the launcher must not load
-//! the library it preloads into the child.
+//! The launcher must not load the library it preloads into the child: it
+//! uses the standard library, libc for signals, and the page generator
+//! (`src/viz`, included by path, with serde_json).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+// The library's page generator, compiled into this program (it depends on
+// serde_json only), so that `viz` does not link libaclalloc.
+#[path = "../viz/mod.rs"]
+mod viz;
+
 const HELP: &str = "\
 aclalloc: check what an ACL runtime does with the allocators a program registers
 
 USAGE:
     aclalloc run [OPTIONS] -- PROGRAM [ARGS...]
+    aclalloc viz SNAPSHOT.json [-o PAGE.html]
     aclalloc --help | --version
 
 COMMANDS:
@@ -21,6 +28,15 @@ COMMANDS:
             whatever ACL runtime PROGRAM uses, with allocator tracking on. When
             PROGRAM exits, prints the tracking report and exits with PROGRAM's
             exit code (128+N when PROGRAM was killed by signal N).
+
+    viz     Writes one self-contained HTML page (no network needed) drawing a
+            JSON snapshot: allocated memory over time stacked by allocation and
+            coloured by stream, the reserved total and the peak, the segments
+            and their blocks at the end or at a clicked time, the largest live
+            allocations, out-of-memory failures and faults. Reads the pool's
+            snapshot (aclallocPoolSnapshot, with its recorded history),
+            'aclalloc run --json' files and torch's _snapshot() (addresses as
+            hex strings or integers). -o defaults to SNAPSHOT with .html.
 
 OPTIONS (run):
     --report FILE   Write the text report to FILE instead of stderr.
@@ -73,8 +89,12 @@ ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
     ACLALLOC_TRACK_JSON=FILE      JSON snapshot at exit to FILE (%p: the pid)
     ACLALLOC_FORWARD=0            never forward, even in front of a real runtime
 
-EXAMPLE:
+    ACLALLOC_RECORD_HISTORY=N     pools made by aclallocPoolCreate and the
+                                  default pool record their last N events
+
+EXAMPLES:
     aclalloc run --json snapshot.json -- ./my_inference_server --model m.om
+    aclalloc viz pool_snapshot.json -o memory.html
 ";
 
 struct RunOptions {
@@ -98,6 +118,14 @@ fn main() -> ExitCode {
         }
         Some("run") => match parse_run(&args[1..]) {
             Ok(Some(options)) => run(options),
+            Ok(None) => {
+                print!("{HELP}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => usage_error(&message),
+        },
+        Some("viz") => match parse_viz(&args[1..]) {
+            Ok(Some((input, output))) => write_page(&input, &output),
             Ok(None) => {
                 print!("{HELP}");
                 ExitCode::SUCCESS
@@ -153,6 +181,61 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
         return Err("no program given: aclalloc run [OPTIONS] -- PROGRAM [ARGS...]".into());
     }
     Ok(Some(options))
+}
+
+fn parse_viz(args: &[OsString]) -> Result<Option<(PathBuf, PathBuf)>, String> {
+    let mut input = None;
+    let mut output = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].to_str().unwrap_or("") {
+            "-h" | "--help" => return Ok(None),
+            "-o" | "--output" => {
+                i += 1;
+                output = Some(PathBuf::from(args.get(i).ok_or("-o needs a file name")?));
+            }
+            _ if input.is_none() => input = Some(PathBuf::from(&args[i])),
+            _ => {
+                return Err(format!(
+                    "unexpected '{}': aclalloc viz SNAPSHOT.json [-o PAGE.html]",
+                    args[i].to_string_lossy()
+                ))
+            }
+        }
+        i += 1;
+    }
+    let input = input.ok_or("no snapshot given: aclalloc viz SNAPSHOT.json [-o PAGE.html]")?;
+    let output = output.unwrap_or_else(|| input.with_extension("html"));
+    Ok(Some((input, output)))
+}
+
+fn write_page(input: &Path, output: &Path) -> ExitCode {
+    let text = match std::fs::read_to_string(input) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("aclalloc: cannot read {}: {e}", input.display());
+            return ExitCode::from(1);
+        }
+    };
+    let title = input
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let page = match viz::page_from_json(&text, &title) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("aclalloc: cannot draw {}: {e}", input.display());
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = std::fs::write(output, page) {
+        eprintln!("aclalloc: cannot write {}: {e}", output.display());
+        return ExitCode::from(1);
+    }
+    println!(
+        "aclalloc: wrote {} (open it in any browser; it needs no network)",
+        output.display()
+    );
+    ExitCode::SUCCESS
 }
 
 fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
