@@ -4,9 +4,10 @@
 //! message) when Chromium is not installed, except under CI (`CI` set),
 //! where that is a failure: `.ci/run` installs it.
 //!
-//! `ACLALLOC_VIZ_SCREENSHOT=FILE.png` keeps the session's screenshot, and its
-//! page as FILE.html (docs/memory-timeline.png is that page, captured with
-//! `chromium --headless --screenshot --window-size=1280,860`).
+//! `ACLALLOC_VIZ_KEEP=DIR` keeps each test's page and screenshot as
+//! DIR/NAME.html and DIR/NAME.png (docs/memory-timeline.png is the
+//! session's page, captured with `chromium --headless --screenshot
+//! --window-size=1280,860`).
 
 mod history_support;
 
@@ -96,6 +97,12 @@ fn render(chrome: &Path, page: &str, name: &str) -> Rendered {
         String::from_utf8_lossy(&shot.stderr)
     );
     let png = std::fs::read(&png_path).unwrap();
+    if let Some(keep) = std::env::var_os("ACLALLOC_VIZ_KEEP") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::write(keep.join(format!("{name}.png")), &png).unwrap();
+        std::fs::write(keep.join(format!("{name}.html")), page).unwrap();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Rendered {
         dom: String::from_utf8(dump.stdout).unwrap(),
@@ -166,11 +173,6 @@ fn a_recorded_session_renders_with_its_peak() {
     let r = render(&chrome, &page, "session");
     check(&r, peak);
     assert!(r.dom.contains("Segments at the end of the trace"));
-    if let Some(path) = std::env::var_os("ACLALLOC_VIZ_SCREENSHOT") {
-        let path = PathBuf::from(path);
-        std::fs::write(&path, &r.png).unwrap();
-        std::fs::write(path.with_extension("html"), &page).unwrap();
-    }
 }
 
 #[test]
@@ -180,7 +182,9 @@ fn a_hundred_thousand_events_render() {
     let mut rng = Rng(7);
     let mut live = Vec::new();
     let streams = [0x7f00_0000_1000usize, 0x7f00_0000_2000];
-    while pool.history().events.len() < 100_000 {
+    // An allocation records one event (and sometimes a segment's), a free two.
+    let mut events = 0;
+    while events < 100_000 {
         if live.len() < 3000 && (rng.below(3) != 0 || live.is_empty()) {
             let size =
                 [700, 5000, 200 << 10, 3 << 20][rng.below(4) as usize] + rng.below(4096) as usize;
@@ -189,11 +193,14 @@ fn a_hundred_thousand_events_render() {
                     .unwrap()
                     .get(),
             );
+            events += 1;
         } else {
             let a = live.swap_remove(rng.below(live.len() as u64) as usize);
             pool.free(a).unwrap();
+            events += 2;
         }
     }
+    assert!(pool.history().events.len() >= 100_000);
     let json: Value = serde_json::from_str(&pool.snapshot_json()).unwrap();
     let peak = peak_from_trace(&json);
     let r = render(
