@@ -248,3 +248,43 @@ fn a_pytorch_shaped_snapshot_with_integers_renders() {
     );
     check(&r, peak);
 }
+
+#[test]
+fn an_aclalloc_run_snapshot_renders_its_live_blocks_and_faults() {
+    let Some(chrome) = chromium() else { return };
+    // The shape 'aclalloc run --json' writes (src/tracking/snapshot.rs): no
+    // history, every live block its own "user" segment, faults as events.
+    let block = |address: &str, size: u64, stream: &str| {
+        serde_json::json!({"address": address, "total_size": size, "stream": stream,
+            "segment_type": "user", "allocator": "0x5a5a0010", "allocated_size": size,
+            "active_size": size, "requested_size": size,
+            "blocks": [{"address": address, "size": size, "requested_size": size,
+                "state": "active_allocated", "block": address, "time_ns": 12}]})
+    };
+    let snapshot = serde_json::json!({
+        "version": 2, "pid": 4242,
+        "segments": [block("0x7f0000100000", 3000, "0x5581aa000010"), block("0x7f0000200000", 1 << 20, "0x5581aa000020")],
+        "allocators": [],
+        "events": [
+            {"kind": "double-free", "time_ns": 5, "count": 1, "stream": "0x5581aa000010",
+             "allocator": "0x5a5a0010", "block": "0x7f0000300000", "size": 4096, "first_freed_on": "0x5581aa000010"},
+            {"kind": "leak", "time_ns": 9, "count": 1, "stream": "0x5581aa000020", "allocator": "0x5a5a0010",
+             "block": "0x7f0000200000", "address": "0x7f0000200000", "size": 1048576, "age_ns": 100, "seen_at": "exit"}
+        ],
+        "events_dropped": 0
+    });
+    let r = render(
+        &chrome,
+        &aclalloc::viz::page(&snapshot, "run").unwrap(),
+        "run",
+    );
+    check(&r, 3000 + (1 << 20));
+    for needle in [
+        "double-free",
+        "first_freed_on=0x5581aa000010",
+        "seen_at=exit",
+        "No history was recorded",
+    ] {
+        assert!(r.dom.contains(needle), "the page lacks {needle}");
+    }
+}
