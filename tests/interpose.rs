@@ -413,6 +413,24 @@ fn the_snapshot_holds_a_leaked_block_with_its_stream_and_size() {
 }
 
 #[test]
+fn the_page_of_a_run_shows_its_live_blocks_and_faults() {
+    let page_file = built().dir.join("leak.html");
+    let tracked = under_aclalloc("leak", &["--html", page_file.to_str().unwrap()]);
+    assert!(tracked.status.success());
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && !page.contains("<script src"));
+    let start = page.find("id=\"aclalloc-data\">").unwrap() + "id=\"aclalloc-data\">".len();
+    let data: serde_json::Value =
+        serde_json::from_str(&page[start..start + page[start..].find("</script>").unwrap()])
+            .unwrap();
+    assert_eq!(data["faults"][0]["kind"], "leak", "{data}");
+    assert_eq!(
+        data["devices"][0]["allocs"]["size"],
+        serde_json::json!([3000])
+    );
+}
+
+#[test]
 fn without_tracking_the_library_forwards_and_reports_nothing() {
     let plain = direct("clean");
     let forwarded = under_aclalloc("clean", &["--no-track"]);
@@ -431,6 +449,9 @@ fn help_documents_the_command() {
         "aclalloc run [OPTIONS] -- PROGRAM [ARGS...]",
         "--report FILE",
         "--json FILE",
+        "--html FILE",
+        "aclalloc viz SNAPSHOT.json [-o PAGE.html]",
+        "ACLALLOC_RECORD_HISTORY=N",
         "--no-track",
         "ACLALLOC_TRACK=1",
         "RTLD_NEXT",

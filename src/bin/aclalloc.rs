@@ -42,6 +42,8 @@ OPTIONS (run):
     --report FILE   Write the text report to FILE instead of stderr.
     --json FILE     Also write a JSON snapshot of the blocks still live at
                     exit, each allocator's statistics and every fault to FILE.
+    --html FILE     Also write the memory page (see 'viz') of that snapshot to
+                    FILE: live blocks at exit and the faults.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
     --lib PATH      Use this libaclalloc.so.
@@ -100,6 +102,7 @@ EXAMPLES:
 struct RunOptions {
     report: Option<PathBuf>,
     json: Option<PathBuf>,
+    html: Option<PathBuf>,
     track: bool,
     lib: Option<PathBuf>,
     program: Vec<OsString>,
@@ -145,6 +148,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
     let mut options = RunOptions {
         report: None,
         json: None,
+        html: None,
         track: true,
         lib: None,
         program: Vec::new(),
@@ -166,6 +170,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
             "-h" | "--help" => return Ok(None),
             "--report" => options.report = Some(value("--report")?),
             "--json" => options.json = Some(value("--json")?),
+            "--html" => options.html = Some(value("--html")?),
             "--lib" => options.lib = Some(value("--lib")?),
             "--no-track" => options.track = false,
             _ => {
@@ -309,7 +314,7 @@ fn run(options: RunOptions) -> ExitCode {
         command
             .env("ACLALLOC_TRACK", "1")
             .env("ACLALLOC_TRACK_REPORT", scratch.join("report.%p"));
-        if options.json.is_some() {
+        if options.json.is_some() || options.html.is_some() {
             command.env("ACLALLOC_TRACK_JSON", scratch.join("snapshot.%p.json"));
         }
     } else {
@@ -354,6 +359,9 @@ fn run(options: RunOptions) -> ExitCode {
         deliver_report(&scratch, pid, options.report.as_deref(), &status);
         if let Some(json) = &options.json {
             deliver_json(&scratch, pid, json);
+        }
+        if let Some(html) = &options.html {
+            deliver_html(&scratch, pid, html);
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
@@ -402,6 +410,25 @@ fn deliver_report(dir: &Path, pid: u32, to: Option<&Path>, status: &std::process
             }
         }
         None => eprint!("{text}"),
+    }
+}
+
+/// The page of the program's snapshot (live blocks at exit and faults).
+fn deliver_html(dir: &Path, pid: u32, to: &Path) {
+    let Some((_, path)) = outputs(dir, "snapshot.", ".json", pid).into_iter().next() else {
+        eprintln!("aclalloc: the program wrote no JSON snapshot, so no page");
+        return;
+    };
+    let page = std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| viz::page_from_json(&text, "aclalloc run").map_err(|e| e.to_string()));
+    match page {
+        Ok(page) => {
+            if let Err(e) = std::fs::write(to, page) {
+                eprintln!("aclalloc: cannot write {}: {e}", to.display());
+            }
+        }
+        Err(e) => eprintln!("aclalloc: cannot draw the program's snapshot: {e}"),
     }
 }
 
