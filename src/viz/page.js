@@ -389,7 +389,7 @@
     ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
     var rects = [];
     shown.forEach(function (g, row) {
-      var y = row * ROW + 3, total = p.s.size[g.id];
+      var y = row * ROW + 3, total = p.s.size[g.id] || 1;
       var type = p.s.type[g.id];
       ctx.fillStyle = "#1d232b"; ctx.textAlign = "left";
       ctx.fillText(p.s.addr[g.id] + "  " + fmtBytes(total) + (type ? "  " + type : "") + "  stream " + p.dev.streams[p.s.stream[g.id]], 4, y + ROW / 2 - 2);
