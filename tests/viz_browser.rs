@@ -288,3 +288,40 @@ fn an_aclalloc_run_snapshot_renders_its_live_blocks_and_faults() {
         assert!(r.dom.contains(needle), "the page lacks {needle}");
     }
 }
+
+#[test]
+fn hovering_and_clicking_the_timeline_work() {
+    let Some(chrome) = chromium() else { return };
+    let pool = recorded_pool();
+    inference_session(&pool, 12);
+    let json: Value = serde_json::from_str(&pool.snapshot_json()).unwrap();
+    let page = aclalloc::viz::page(&json, "interaction").unwrap();
+    // A mouse over the lowest band (the first weights) at mid-width, then a click.
+    let driver = r#"<script>
+(function () {
+  var o = document.getElementById("timeline-overlay"), r = o.getBoundingClientRect();
+  var at = { clientX: r.left + r.width / 2, clientY: r.bottom - 32, bubbles: true };
+  o.dispatchEvent(new MouseEvent("mousemove", at));
+  o.dispatchEvent(new MouseEvent("click", at));
+  document.body.setAttribute("data-driven", "1");
+})();
+</script>
+</body>"#;
+    let page = page.replacen("</body>", driver, 1);
+    let r = render(&chrome, &page, "interaction");
+    check(&r, peak_from_trace(&json));
+    assert!(r.dom.contains("data-driven=\"1\""));
+    let tooltip = &r.dom[r.dom.find("id=\"tooltip\"").unwrap()..];
+    let tooltip = &tooltip[..tooltip.find("</div>").unwrap()];
+    assert!(
+        !tooltip.contains("hidden")
+            && tooltip.contains("allocation 0x")
+            && tooltip.contains("stream 0x55812a401000"),
+        "{tooltip}"
+    );
+    assert!(
+        r.dom.contains("Segments after event "),
+        "the click chose a point"
+    );
+    assert!(r.dom.contains("Largest live allocations after event "));
+}
