@@ -25,12 +25,14 @@ pub(super) fn build(choice: &Choice) -> Result<Source> {
     }
 }
 
-/// A caching pool with the defaults and `ACLALLOC_ALLOC_CONF`, on the
+/// A caching pool with the defaults, `ACLALLOC_ALLOC_CONF` and
+/// `ACLALLOC_RECORD_HISTORY`, on the
 /// device current on the calling thread (as `aclallocPoolCreate(NULL, ...)`).
 fn pool() -> Result<Source> {
     use crate::ffi::pool as c;
     let config = PoolConfig::default().from_env()?;
     let pool = Pool::new(config, AclMemory::current()?)?;
+    pool.record_history(crate::history::env::max_entries_from_env()?)?;
     let handle = pool_handles::insert(pool)?;
     let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
         reason: "a pool handle was zero",
