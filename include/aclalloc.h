@@ -68,6 +68,16 @@
 #define ACL_STREAM_DEVICE_USE_ONLY 32
 
 /**
+ * The granularity of physical allocations, mappings and reservations.
+ */
+#define GRANULARITY (2 << 20)
+
+/**
+ * Tag of physical memory handles.
+ */
+#define PHYSICAL_TAG 44199
+
+/**
  * A choice made by name.
  */
 typedef struct Choice Choice;
@@ -407,6 +417,76 @@ typedef struct {
 } aclallocTrackingStats;
 
 /**
+ * A physical memory handle from `aclrtMallocPhysical` (`aclrtDrvMemHandle`).
+ * On the host runtime it is a number looked up in a table of live handles,
+ * never a pointer.
+ */
+typedef void *aclrtDrvMemHandle;
+
+/**
+ * The kind of handle physical memory can be exported as
+ * (`aclrtMemHandleType`).
+ */
+typedef int aclrtMemHandleType;
+
+/**
+ * How physical memory is allocated (`aclrtMemAllocationType`).
+ */
+typedef int aclrtMemAllocationType;
+
+/**
+ * Where memory lives (`aclrtMemLocationType`).
+ */
+typedef int aclrtMemLocationType;
+
+/**
+ * A device or host location (`aclrtMemLocation`).
+ */
+typedef struct {
+  /**
+   * The device id (for `ACL_MEM_LOCATION_TYPE_DEVICE`).
+   */
+  uint32_t id;
+  /**
+   * An `aclrtMemLocationType`.
+   */
+  aclrtMemLocationType type;
+} aclrtMemLocation;
+
+/**
+ * What physical memory `aclrtMallocPhysical` allocates
+ * (`aclrtPhysicalMemProp`).
+ */
+typedef struct {
+  /**
+   * An `aclrtMemHandleType`.
+   */
+  aclrtMemHandleType handleType;
+  /**
+   * An `aclrtMemAllocationType`.
+   */
+  aclrtMemAllocationType allocationType;
+  /**
+   * An `aclrtMemAttr` (every value is the same memory on the host).
+   */
+  aclrtMemAttr memAttr;
+  /**
+   * Where the memory lives.
+   */
+  aclrtMemLocation location;
+  /**
+   * Reserved.
+   */
+  uint64_t reserve;
+} aclrtPhysicalMemProp;
+
+/**
+ * Which granularity `aclrtMemGetAllocationGranularity` reports
+ * (`aclrtMemGranularityOptions`).
+ */
+typedef int aclrtMemGranularityOptions;
+
+/**
  * The call succeeded.
  */
 #define ACL_SUCCESS 0
@@ -670,6 +750,61 @@ typedef struct {
  * Memory, peer-to-peer, 1 GiB pages.
  */
 #define ACL_MEM_P2P_HUGE1G 17
+
+/**
+ * Host memory (reserved by CANN; refused by the host runtime).
+ */
+#define ACL_MEM_LOCATION_TYPE_HOST 0
+
+/**
+ * Device memory.
+ */
+#define ACL_MEM_LOCATION_TYPE_DEVICE 1
+
+/**
+ * Unregistered memory.
+ */
+#define ACL_MEM_LOCATION_TYPE_UNREGISTERED 2
+
+/**
+ * Managed memory.
+ */
+#define ACL_MEM_LOCATION_TYPE_MANAGED 3
+
+/**
+ * Host memory of a NUMA node.
+ */
+#define ACL_MEM_LOCATION_TYPE_HOST_NUMA 4
+
+/**
+ * Not exportable.
+ */
+#define ACL_MEM_HANDLE_TYPE_NONE 0
+
+/**
+ * A POSIX file descriptor.
+ */
+#define ACL_MEM_HANDLE_TYPE_POSIX 2
+
+/**
+ * Pinned memory, the only type.
+ */
+#define ACL_MEM_ALLOCATION_TYPE_PINNED 0
+
+/**
+ * The smallest size physical memory and mappings may have.
+ */
+#define ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM 0
+
+/**
+ * The size recommended for performance.
+ */
+#define ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED 1
+
+/**
+ * Not a valid option.
+ */
+#define ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF 65535
 
 #ifdef __cplusplus
 extern "C" {
@@ -1444,6 +1579,74 @@ aclError aclallocTrackingGetStats(aclrtAllocator allocator, aclallocTrackingStat
  * be read (see `aclGetRecentErrMsg`).
  */
 uint64_t aclallocTrackingFaultCount(void);
+
+/**
+ * Reserves `size` bytes of device address space without memory behind it
+ * (rounded up to the granularity, 2 MiB on the host). `alignment`: 0 or a
+ * power of two; `expectPtr`: NULL, or the address wanted (it must be free
+ * and aligned); `flags`: the page type (0 normal, 1 huge, 2 huge 1G).
+ *
+ * # Safety
+ * `virPtr` is NULL or writable.
+ */
+aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void *expectPtr, uint64_t flags);
+
+/**
+ * Releases a whole reservation by its start address. A reservation that
+ * still has mappings is refused (`aclrtUnmapMem` them first).
+ *
+ * # Safety
+ * None: the address is looked up among the live reservations.
+ */
+aclError aclrtReleaseMemAddress(void *virPtr);
+
+/**
+ * Allocates `size` bytes of physical memory (a multiple of the
+ * granularity) on the device `prop->location.id`, counted against its
+ * capacity; `flags` must be 0.
+ *
+ * # Safety
+ * `handle` is NULL or writable; `prop` is NULL or readable.
+ */
+aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const aclrtPhysicalMemProp *prop, uint64_t flags);
+
+/**
+ * Frees physical memory. Memory still mapped is given back when its last
+ * mapping is unmapped; the handle is invalid at once.
+ *
+ * # Safety
+ * None: the handle is looked up among the live ones.
+ */
+aclError aclrtFreePhysical(aclrtDrvMemHandle handle);
+
+/**
+ * Maps all of physical memory `handle` at `virPtr`: `size` equal to its
+ * size, `offset` and `flags` 0, the range granularity-aligned, inside one
+ * reservation and over no other mapping.
+ *
+ * # Safety
+ * None: the address and handle are looked up.
+ */
+aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle, uint64_t flags);
+
+/**
+ * Removes the mapping that starts at `virPtr`; its range stays reserved.
+ * As on CANN it does not wait for streams: synchronize first if queued
+ * work may still use the memory.
+ *
+ * # Safety
+ * No queued work may use the range afterwards.
+ */
+aclError aclrtUnmapMem(void *virPtr);
+
+/**
+ * The granularity of physical allocations and mappings (2 MiB on the host
+ * for every option and memory attribute).
+ *
+ * # Safety
+ * `prop` is NULL or readable; `granularity` is NULL or writable.
+ */
+aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop, aclrtMemGranularityOptions option, size_t *granularity);
 
 #ifdef __cplusplus
 }  // extern "C"

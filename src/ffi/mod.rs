@@ -25,3 +25,4 @@ pub mod pool;
 pub mod runtime;
 pub mod tracking;
 pub mod types;
+pub mod virtual_memory;

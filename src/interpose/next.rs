@@ -86,6 +86,13 @@ symbols! {
     aclrtSynchronizeDevice,
     aclrtDestroyStream,
     aclrtDestroyStreamForce,
+    aclrtReserveMemAddress,
+    aclrtReleaseMemAddress,
+    aclrtMallocPhysical,
+    aclrtFreePhysical,
+    aclrtMapMem,
+    aclrtUnmapMem,
+    aclrtMemGetAllocationGranularity,
 }
 
 const COUNT: usize = Sym::ALL.len();

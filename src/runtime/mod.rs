@@ -20,6 +20,7 @@
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
 //! | [`workspace`] | the default device allocator behind a small interface |
+//! | [`virtual_memory`] | reservations, physical memory, mappings (`aclrtReserveMemAddress`, ...) |
 //! | [`backend`] | the one place the runtime implementation is chosen |
 //!
 //! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
@@ -42,6 +43,7 @@ pub mod memory;
 pub mod stream;
 mod stream_cache;
 pub mod streams;
+pub mod virtual_memory;
 pub mod workspace;
 
 pub use host::{host, HostRuntime};
