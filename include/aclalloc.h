@@ -68,6 +68,16 @@
 #define ACL_STREAM_DEVICE_USE_ONLY 32
 
 /**
+ * Number of power-of-two intervals (1 MiB ... 64 GiB).
+ */
+#define ROUNDUP_INTERVALS 16
+
+/**
+ * The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
+ */
+#define HOST_PAGE (2 << 20)
+
+/**
  * The granularity of physical allocations, mappings and reservations.
  */
 #define GRANULARITY (2 << 20)
@@ -267,6 +277,13 @@ typedef struct {
    * memory; used when `memory_limit` is 0. 0: no limit.
    */
   double memory_fraction;
+  /**
+   * 1: expandable segments (PyTorch's `expandable_segments:True`): per
+   * stream one reservation of address space mapped page by page, so
+   * memory freed anywhere can serve a request of any size. 0: fixed
+   * segments.
+   */
+  int32_t expandable_segments;
 } aclallocPoolConfig;
 
 /**
@@ -1351,9 +1368,17 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
 aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
 
 /**
- * Returns every wholly free cached segment to the device.
+ * Returns every wholly free cached segment to the device, and unmaps every
+ * page of an expandable segment that holds no live block.
  */
 aclError aclallocPoolEmptyCache(aclallocPool pool);
+
+/**
+ * Releases the address space of expandable segments that back no block
+ * (torch_npu's `empty_virt_addr_cache`); their pages are unmapped first.
+ * A pool with fixed segments has none: nothing happens.
+ */
+aclError aclallocPoolEmptyVirtAddrCache(aclallocPool pool);
 
 /**
  * Returns wholly free cached segments, largest first, until at most

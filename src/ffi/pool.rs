@@ -59,6 +59,11 @@ pub struct aclallocPoolConfig {
     /// The most the pool may reserve, as a fraction (0, 1] of the device's
     /// memory; used when `memory_limit` is 0. 0: no limit.
     pub memory_fraction: f64,
+    /// 1: expandable segments (PyTorch's `expandable_segments:True`): per
+    /// stream one reservation of address space mapped page by page, so
+    /// memory freed anywhere can serve a request of any size. 0: fixed
+    /// segments.
+    pub expandable_segments: i32,
 }
 
 /// One statistic of `aclallocPoolGetStatsKeyValues`: a PyTorch key name such
@@ -88,6 +93,7 @@ impl From<PoolConfig> for aclallocPoolConfig {
             garbage_collection_threshold: c.garbage_collection_threshold,
             memory_limit,
             memory_fraction,
+            expandable_segments: i32::from(c.expandable_segments),
         }
     }
 }
@@ -126,6 +132,16 @@ impl TryFrom<aclallocPoolConfig> for PoolConfig {
             },
             garbage_collection_threshold: gc,
             limit,
+            expandable_segments: match c.expandable_segments {
+                0 => false,
+                1 => true,
+                _ => {
+                    return Err(invalid(
+                        "config->expandable_segments",
+                        "It must be 0 (fixed segments) or 1 (expandable segments)",
+                    ))
+                }
+            },
         })
     }
 }
@@ -584,11 +600,23 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
     }
 }
 
-/// Returns every wholly free cached segment to the device.
+/// Returns every wholly free cached segment to the device, and unmaps every
+/// page of an expandable segment that holds no live block.
 #[no_mangle]
 pub extern "C" fn aclallocPoolEmptyCache(pool: aclallocPool) -> aclError {
     boundary("aclallocPoolEmptyCache", || {
         handles::get(pool)?.empty_cache();
+        Ok(())
+    })
+}
+
+/// Releases the address space of expandable segments that back no block
+/// (torch_npu's `empty_virt_addr_cache`); their pages are unmapped first.
+/// A pool with fixed segments has none: nothing happens.
+#[no_mangle]
+pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError {
+    boundary("aclallocPoolEmptyVirtAddrCache", || {
+        handles::get(pool)?.empty_virt_addr_cache();
         Ok(())
     })
 }

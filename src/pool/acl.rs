@@ -16,6 +16,11 @@ use std::num::NonZeroUsize;
 /// the one it was created on: use one pool per device.
 pub struct AclMemory {
     capacity: usize,
+    /// The current device when the pool was made (physical pages of
+    /// expandable segments are allocated on it).
+    device: u32,
+    /// The virtual-memory page size (`aclrtMemGetAllocationGranularity`).
+    page: std::sync::OnceLock<usize>,
 }
 
 impl AclMemory {
@@ -26,7 +31,16 @@ impl AclMemory {
         // SAFETY: both out-pointers are valid.
         let rc = unsafe { (active().aclrtGetMemInfo)(ACL_HBM_MEM, &mut free, &mut total) };
         match rc {
-            ACL_SUCCESS => Ok(AclMemory { capacity: total }),
+            ACL_SUCCESS => {
+                let mut device = 0i32;
+                // SAFETY: a valid out-pointer.
+                let _ = unsafe { (active().aclrtGetDevice)(&mut device) };
+                Ok(AclMemory {
+                    capacity: total,
+                    device: u32::try_from(device).unwrap_or(0),
+                    page: std::sync::OnceLock::new(),
+                })
+            }
             ACL_ERROR_RT_CONTEXT_NULL => Err(Error::NoContext),
             _ => Err(Error::Internal {
                 reason: "aclrtGetMemInfo failed; the device's capacity is unknown",
@@ -56,5 +70,21 @@ impl DeviceMemory for AclMemory {
 
     fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        Some(self)
+    }
+}
+
+impl AclMemory {
+    /// The device the pool was made on.
+    pub(crate) fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// The virtual-memory page size, asked once.
+    pub(crate) fn page(&self) -> usize {
+        *self.page.get_or_init(|| self.granularity())
     }
 }

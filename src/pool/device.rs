@@ -18,6 +18,11 @@ pub trait DeviceMemory: Send + Sync {
     fn free(&self, addr: NonZeroUsize, size: usize);
     /// The device's total memory in bytes (the base of a fractional limit).
     fn capacity(&self) -> usize;
+    /// The device's virtual memory, for expandable segments (`None`: the
+    /// pool uses fixed segments).
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        None
+    }
 }
 
 /// Alignment of every segment: the device allocator's granule.
@@ -61,6 +66,21 @@ impl HostMemory {
     pub fn calls(&self) -> (u64, u64) {
         let inner = self.inner.lock();
         (inner.mallocs, inner.frees)
+    }
+
+    /// Counts `size` bytes of mapped pages against the capacity.
+    pub(super) fn charge(&self, size: usize) -> bool {
+        let mut inner = self.inner.lock();
+        if size > self.capacity - inner.used {
+            return false;
+        }
+        inner.used += size;
+        true
+    }
+
+    /// Gives back what [`HostMemory::charge`] counted.
+    pub(super) fn uncharge(&self, size: usize) {
+        self.inner.lock().used -= size;
     }
 }
 
@@ -107,6 +127,10 @@ impl DeviceMemory for HostMemory {
     fn capacity(&self) -> usize {
         self.capacity
     }
+
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        Some(self)
+    }
 }
 
 fn unmap(addr: usize, size: usize) {
@@ -132,5 +156,8 @@ impl<D: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<D> {
     }
     fn capacity(&self) -> usize {
         (**self).capacity()
+    }
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        (**self).virtual_memory()
     }
 }

@@ -2,13 +2,16 @@
 //!
 //! ```json
 //! {"device":0,"segments":[{"address":139...,"total_size":2097152,"stream":0,
-//!   "segment_type":"small","allocated_size":512,"active_size":512,"requested_size":100,
+//!   "segment_type":"small","is_expandable":false,"mapped_size":2097152,"unmapped_size":0,
+//!   "allocated_size":512,"active_size":512,"requested_size":100,
 //!   "blocks":[{"address":139...,"size":512,"requested_size":100,"state":"active_allocated"},
 //!             {"address":139...,"size":2096640,"requested_size":0,"state":"inactive"}]}]}
 //! ```
 //!
 //! Field names and `state` values are PyTorch's (`active_allocated`,
-//! `inactive`). Addresses are integers. `stream` is the stream handle of the
+//! `inactive`; `is_expandable` as PyTorch's snapshot has it). An expandable
+//! segment's `total_size` is its reservation; `mapped_size` the part backed
+//! by physical memory, `unmapped_size` the rest. Addresses are integers. `stream` is the stream handle of the
 //! launch whose workspace request created the segment (its blocks serve only
 //! that stream), or 0 when unknown: CANN's allocator callbacks do not receive
 //! the stream, so the pool learns it only from launches made through this
@@ -44,11 +47,15 @@ pub fn to_json(segments: &[SegmentView]) -> String {
         let _ = write!(
             out,
             "{{\"address\":{},\"total_size\":{},\"stream\":{},\"segment_type\":\"{}\",\
+             \"is_expandable\":{},\"mapped_size\":{},\"unmapped_size\":{},\
              \"allocated_size\":{allocated},\"active_size\":{allocated},\"requested_size\":{requested},\"blocks\":[",
             s.address,
             s.total_size,
             s.stream,
             if s.small { "small" } else { "large" },
+            s.is_expandable,
+            s.mapped_size,
+            s.total_size - s.mapped_size,
         );
         for (j, b) in s.blocks.iter().enumerate() {
             if j > 0 {
