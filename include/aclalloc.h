@@ -1354,6 +1354,7 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
 /**
  * The segments and blocks as JSON, like PyTorch's `memory_snapshot()`:
  * `{"device":0,"segments":[{"address","total_size","stream","segment_type",
+ * "is_expandable","mapped_size","unmapped_size",
  * "allocated_size","active_size","requested_size","blocks":[{"address",
  * "size","requested_size","state"}]}]}` with `state` `"active_allocated"` or
  * `"inactive"`. `stream` is the handle of the stream whose launch

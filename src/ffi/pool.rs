@@ -571,6 +571,7 @@ pub unsafe extern "C" fn aclallocPoolSummary(
 
 /// The segments and blocks as JSON, like PyTorch's `memory_snapshot()`:
 /// `{"device":0,"segments":[{"address","total_size","stream","segment_type",
+/// "is_expandable","mapped_size","unmapped_size",
 /// "allocated_size","active_size","requested_size","blocks":[{"address",
 /// "size","requested_size","state"}]}]}` with `state` `"active_allocated"` or
 /// `"inactive"`. `stream` is the handle of the stream whose launch
