@@ -20,7 +20,6 @@ const G: usize = 2 << 20;
 /// time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[must_use]
 fn setup() -> std::sync::MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: a NULL configuration path is allowed.
