@@ -447,7 +447,11 @@ fn the_virtual_memory_calls_reach_the_runtime_behind_the_library() {
     let plain = direct("vm");
     let forwarded = under_aclalloc("vm", &[]);
     let out = text(&forwarded.stdout);
-    assert!(forwarded.status.success(), "{out}{}", text(&forwarded.stderr));
+    assert!(
+        forwarded.status.success(),
+        "{out}{}",
+        text(&forwarded.stderr)
+    );
     assert_eq!(behaviour(&plain), behaviour(&forwarded));
     assert!(
         out.contains("vm: granularity 2097152, vendor calls 7"),
@@ -457,5 +461,8 @@ fn the_virtual_memory_calls_reach_the_runtime_behind_the_library() {
     let alone = direct_run(&built().alone, "vm");
     let out = text(&alone.stdout);
     assert!(alone.status.success(), "{out}{}", text(&alone.stderr));
-    assert!(out.contains("vm: granularity 2097152, vendor calls 0"), "{out}");
+    assert!(
+        out.contains("vm: granularity 2097152, vendor calls 0"),
+        "{out}"
+    );
 }

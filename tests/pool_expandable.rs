@@ -174,7 +174,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     pool.empty_cache();
     prop_assert_eq!(device.used(), 0, "nothing mapped once everything is free");
-    prop_assert!(pool.empty_virt_addr_cache() <= 6, "two pools for each of three streams at most");
+    prop_assert!(
+        pool.empty_virt_addr_cache() <= 6,
+        "two pools for each of three streams at most"
+    );
     prop_assert!(pool.segments().is_empty(), "every reservation released");
     drop(pool);
     prop_assert_eq!(device.used(), 0);
@@ -248,4 +251,75 @@ fn snapshot_shows_mapped_and_unmapped_parts() {
     assert_eq!(pool.memory_reserved(), 0);
     assert_eq!(device.used(), 0);
     assert!(pool.segments().is_empty());
+}
+
+/// Threads on their own streams allocate, write, check and free under memory
+/// pressure, so that mapping, the out-of-memory unmapping and the retry run
+/// while other threads hold live blocks: no block loses its contents, every
+/// failure is an out-of-memory error, and everything is given back.
+#[test]
+fn threads_under_memory_pressure_keep_their_blocks() {
+    // Four threads keep up to six blocks of up to 8 MiB each: about 80 MiB
+    // live on average, more than the device holds.
+    let device = Arc::new(HostMemory::new(64 * MIB));
+    let config = PoolConfig {
+        expandable_segments: true,
+        ..PoolConfig::default()
+    };
+    let pool = Arc::new(Pool::new(config, Arc::clone(&device)).unwrap());
+    let ooms: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let pool = Arc::clone(&pool);
+                scope.spawn(move || {
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
+                    let mut next = move || {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x
+                    };
+                    let mut live: Vec<(usize, usize, u8)> = Vec::new();
+                    let mut ooms = 0;
+                    for i in 0..2000u32 {
+                        if live.len() >= 6 || (!live.is_empty() && next() % 3 == 0) {
+                            let (addr, size, tag) = live.swap_remove(next() as usize % live.len());
+                            assert!(intact(addr, size, tag), "thread {t}: block overwritten");
+                            pool.free(addr).unwrap();
+                        } else {
+                            let size = 1 + next() as usize % (8 * MIB);
+                            match pool.malloc_on(t as usize + 1, size) {
+                                Ok(a) => {
+                                    let tag = (i % 200) as u8;
+                                    pattern(a.get(), size, tag);
+                                    live.push((a.get(), size, tag));
+                                }
+                                Err(e) => {
+                                    assert!(e.to_string().contains("Out of memory"), "{e}");
+                                    ooms += 1;
+                                }
+                            }
+                        }
+                        for &(addr, size, tag) in &live {
+                            assert!(intact(addr, size, tag), "thread {t}: block overwritten");
+                        }
+                    }
+                    for (addr, _, _) in live {
+                        pool.free(addr).unwrap();
+                    }
+                    ooms
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(pool.check_invariants(), Ok(()));
+    pool.empty_cache();
+    assert_eq!(device.used(), 0);
+    assert_eq!(pool.memory_reserved(), 0);
+    println!("out-of-memory failures under pressure: {ooms}");
+    assert!(
+        ooms > 0,
+        "the device was never short: the test did not test"
+    );
 }
