@@ -50,15 +50,16 @@ struct Live {
 fn pattern(addr: usize, size: usize, tag: u8) {
     // SAFETY: the block is live and at least `size` bytes long.
     unsafe {
-        (addr as *mut u8).write(tag);
         ((addr + size - 1) as *mut u8).write(tag.wrapping_add(1));
+        (addr as *mut u8).write(tag); // a 1-byte block holds only this
     }
 }
 
 fn intact(addr: usize, size: usize, tag: u8) -> bool {
     // SAFETY: as in `pattern`.
     unsafe {
-        *(addr as *const u8) == tag && *((addr + size - 1) as *const u8) == tag.wrapping_add(1)
+        *(addr as *const u8) == tag
+            && (size == 1 || *((addr + size - 1) as *const u8) == tag.wrapping_add(1))
     }
 }
 
@@ -245,6 +246,16 @@ fn snapshot_shows_mapped_and_unmapped_parts() {
     );
     assert_eq!(pool.memory_reserved(), 4 * MIB);
     assert_eq!(pool.stats().segment[STAT_ALL].current, 1);
+    let summary = pool.summary();
+    // The reservation is 72 MiB (1 1/8 of the device): 68 MiB unmapped,
+    // shown in KiB below 768 MiB as PyTorch's summary does.
+    assert_eq!(total, 72 * MIB);
+    let line = "| Expandable segments: 1, mapped 4096 KiB, unmapped 69632 KiB";
+    assert!(summary.contains(line), "{summary}");
+    assert!(
+        summary.lines().all(|l| l.chars().count() == 77),
+        "{summary}"
+    );
     pool.free(a).unwrap();
     assert_eq!(pool.memory_reserved(), 4 * MIB, "cached, still mapped");
     assert_eq!(pool.empty_virt_addr_cache(), 1);
