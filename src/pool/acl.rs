@@ -73,7 +73,23 @@ impl DeviceMemory for AclMemory {
     }
 
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
-        Some(self)
+        // In front of a runtime without virtual memory, fixed segments (as
+        // torch_npu falls back when aclrtReserveMemAddress is unsupported):
+        // the host runtime's virtual memory is not the device's.
+        use crate::interpose::next::{address, Sym};
+        use crate::runtime::backend::Backend;
+        let missing = active().backend == Backend::Forward
+            && [
+                Sym::aclrtReserveMemAddress,
+                Sym::aclrtReleaseMemAddress,
+                Sym::aclrtMallocPhysical,
+                Sym::aclrtFreePhysical,
+                Sym::aclrtMapMem,
+                Sym::aclrtUnmapMem,
+            ]
+            .iter()
+            .any(|&sym| address(sym).is_none());
+        (!missing).then_some(self as &dyn super::virtual_memory::VirtualMemory)
     }
 }
 
