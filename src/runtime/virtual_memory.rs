@@ -512,17 +512,24 @@ impl HostRuntime {
         Ok(GRANULARITY)
     }
 
-    /// `aclrtMallocPhysical`.
+    /// `aclrtMallocPhysical`. The arguments are checked in their order:
+    /// size, prop, flags.
     pub fn malloc_physical(
         &self,
         size: usize,
         prop: &aclrtPhysicalMemProp,
         flags: u64,
     ) -> Result<usize> {
+        if size == 0 {
+            return Err(invalid("size", "It must be greater than 0"));
+        }
+        if !aligned(size) {
+            return Err(unaligned("size"));
+        }
+        let device = self.physical_device(prop)?;
         if flags != 0 {
             return Err(invalid("flags", "It is reserved and must be 0"));
         }
-        let device = self.physical_device(prop)?;
         virtual_memory().malloc_physical(device.memory(), size)
     }
 
