@@ -289,7 +289,7 @@ impl Model {
             memory_fraction: (c.fraction_tenths % 12) as f64 / 10.0,
             // Expandable segments on one config in three (a field of the
             // input would change the corpus format).
-            expandable_segments: i32::from(c.limit_mib % 3 == 0),
+            expandable_segments: i32::from(c.limit_mib.is_multiple_of(3)),
         };
         let valid = !(config.max_split_size != 0 && config.max_split_size <= MIB)
             && config.garbage_collection_threshold < 1.0

@@ -549,8 +549,14 @@ impl Model {
                 let flags = (flags % 4) as u64;
                 let mut va = std::ptr::null_mut();
                 // SAFETY: a valid out-pointer.
-                let rc = unsafe { aclrtReserveMemAddress(&mut va, size, 0, std::ptr::null_mut(), flags) };
-                let want = if size == 0 || flags > 2 { INVALID_PARAM } else { OK };
+                let rc = unsafe {
+                    aclrtReserveMemAddress(&mut va, size, 0, std::ptr::null_mut(), flags)
+                };
+                let want = if size == 0 || flags > 2 {
+                    INVALID_PARAM
+                } else {
+                    OK
+                };
                 if rc == OK {
                     assert_eq!(va as usize % GRANULE, 0, "reservation alignment");
                     self.vm.reservations.push((va as usize, size, true));
@@ -596,7 +602,10 @@ impl Model {
                 }
                 // The device's memory is shared with the pool and the
                 // default allocator: either outcome.
-                assert!(rc == OK || rc == MEMORY_ALLOCATION, "aclrtMallocPhysical: {rc}");
+                assert!(
+                    rc == OK || rc == MEMORY_ALLOCATION,
+                    "aclrtMallocPhysical: {rc}"
+                );
                 if rc == OK {
                     vm.physical.push((h as usize, size, true, 0));
                 } else {
@@ -605,7 +614,10 @@ impl Model {
             }
             Op::FreePhysical(n, forged) => {
                 let (handle, index) = match (forged, vm.physical.is_empty()) {
-                    (Some(v), _) => (v as usize, vm.physical.iter().position(|p| p.0 == v as usize)),
+                    (Some(v), _) => (
+                        v as usize,
+                        vm.physical.iter().position(|p| p.0 == v as usize),
+                    ),
                     (None, true) => return,
                     (None, false) => {
                         let i = n as usize % vm.physical.len();
@@ -638,9 +650,14 @@ impl Model {
                     .range(..va + size)
                     .next_back()
                     .is_some_and(|(&m, &(msize, _))| m + msize > va);
-                let want = if alive && fits && !overlaps { OK } else { INVALID_PARAM };
+                let want = if alive && fits && !overlaps {
+                    OK
+                } else {
+                    INVALID_PARAM
+                };
                 // SAFETY: the arguments are looked up.
-                let rc = unsafe { aclrtMapMem(va as *mut c_void, size, 0, handle as *mut c_void, 0) };
+                let rc =
+                    unsafe { aclrtMapMem(va as *mut c_void, size, 0, handle as *mut c_void, 0) };
                 if rc == OK {
                     vm.mappings.insert(va, (size, pi));
                     vm.physical[pi].3 += 1;
@@ -664,7 +681,11 @@ impl Model {
                 if vm.mappings.is_empty() {
                     return;
                 }
-                let (&va, &(size, _)) = vm.mappings.iter().nth(n as usize % vm.mappings.len()).unwrap();
+                let (&va, &(size, _)) = vm
+                    .mappings
+                    .iter()
+                    .nth(n as usize % vm.mappings.len())
+                    .unwrap();
                 // SAFETY: a live read-write mapping of `size` bytes.
                 unsafe {
                     let p = va as *mut u8;
