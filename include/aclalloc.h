@@ -18,26 +18,6 @@
 
 
 /**
- * Index of the aggregate entry in each `aclallocStat[3]` array.
- */
-#define ACLALLOC_STAT_ALL 0
-
-/**
- * Index of the small-pool entry (blocks of at most 1 MiB, from 2 MiB segments).
- */
-#define ACLALLOC_STAT_SMALL_POOL 1
-
-/**
- * Index of the large-pool entry.
- */
-#define ACLALLOC_STAT_LARGE_POOL 2
-
-/**
- * Number of entries `aclallocPoolGetStatsKeyValues` reports.
- */
-#define ACLALLOC_STAT_KEY_COUNT 121
-
-/**
  * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
  */
 #define ACL_STREAM_FAST_LAUNCH 1
@@ -66,6 +46,26 @@
  * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
  */
 #define ACL_STREAM_DEVICE_USE_ONLY 32
+
+/**
+ * Index of the aggregate entry in each `aclallocStat[3]` array.
+ */
+#define ACLALLOC_STAT_ALL 0
+
+/**
+ * Index of the small-pool entry (blocks of at most 1 MiB, from 2 MiB segments).
+ */
+#define ACLALLOC_STAT_SMALL_POOL 1
+
+/**
+ * Index of the large-pool entry.
+ */
+#define ACLALLOC_STAT_LARGE_POOL 2
+
+/**
+ * Number of entries `aclallocPoolGetStatsKeyValues` reports.
+ */
+#define ACLALLOC_STAT_KEY_COUNT 121
 
 /**
  * A choice made by name.
@@ -484,8 +484,6 @@ typedef struct {
  */
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
 
-
-
 /**
  * Host to host.
  */
@@ -670,6 +668,8 @@ typedef struct {
  * Memory, peer-to-peer, 1 GiB pages.
  */
 #define ACL_MEM_P2P_HUGE1G 17
+
+
 
 #ifdef __cplusplus
 extern "C" {

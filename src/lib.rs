@@ -43,10 +43,10 @@ pub mod registry;
 pub mod runtime;
 pub mod tracking;
 
-pub use crate::core::api::{global, AllocatorApi};
 pub use crate::core::descriptor::{
     AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, Descriptor, FreeFn, GetAddrFromBlockFn,
 };
 pub use crate::core::errlog::take_recent as take_recent_error_messages;
 pub use crate::core::error::{aclError, Error, Result};
+pub use crate::registry::api::{global, AllocatorApi};
 pub use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};

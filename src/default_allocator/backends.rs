@@ -6,7 +6,7 @@ use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::errlog;
 use crate::core::error::ACL_SUCCESS;
 use crate::core::error::{Error, Result};
-use crate::ffi::types::ACL_MEM_MALLOC_HUGE_FIRST;
+use crate::core::types::ACL_MEM_MALLOC_HUGE_FIRST;
 use crate::plugin::{registry, PluggableAllocator, PluginSpec};
 use crate::pool::acl::AclMemory;
 use crate::pool::handles as pool_handles;

@@ -19,11 +19,11 @@ mod backends;
 pub mod choice;
 pub mod workspace;
 
-use crate::core::api::global as api;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
 use crate::plugin::context;
 use crate::plugin::live::{LiveBlock, LiveTable, Stats};
+use crate::registry::api::global as api;
 use crate::registry::{DescriptorHandle, StreamKey};
 use choice::Choice;
 use parking_lot::Mutex;

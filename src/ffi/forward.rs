@@ -6,11 +6,11 @@
 use super::boundary::passthrough;
 use super::runtime::host as host_runtime;
 use super::types::*;
-use crate::core::api::global;
 use crate::core::descriptor::{Callbacks, Descriptor};
 use crate::core::error::ACL_SUCCESS;
 use crate::interpose::next::{real, Sym};
 use crate::interpose::shadow;
+use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, Registration, StreamKey};
 use crate::tracking::{self, LeakSeen};
 use std::ffi::c_char;

@@ -23,11 +23,11 @@
 use super::args::{self, write_text, Out, OutSlice};
 use super::boundary::boundary;
 use super::types::*;
-use crate::core::api::global;
 use crate::core::descriptor::AllocatorObj;
 use crate::core::error::{Error, Result};
 use crate::pool::stats::{c_keys, PoolStats, KEY_COUNT};
 use crate::pool::{handles, Limit, Pool, PoolConfig};
+use crate::registry::api::global;
 use crate::runtime::launch::current_launch_stream;
 use std::ffi::{c_char, c_void};
 

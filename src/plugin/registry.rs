@@ -8,10 +8,10 @@
 
 use super::allocator::{report, PluggableAllocator};
 use super::context;
-use crate::core::api::global;
 use crate::core::descriptor::AllocatorObj;
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
+use crate::registry::api::global;
 use crate::registry::DescriptorHandle;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;

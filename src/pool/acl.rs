@@ -5,7 +5,7 @@
 
 use super::device::DeviceMemory;
 use crate::core::error::{Error, Result, ACL_ERROR_RT_CONTEXT_NULL, ACL_SUCCESS};
-use crate::ffi::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
+use crate::core::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
 use crate::runtime::backend::active;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;

@@ -15,20 +15,7 @@ pub const STAT_SMALL_POOL: usize = 1;
 /// Index of the large-pool entry (everything else).
 pub const STAT_LARGE_POOL: usize = 2;
 
-/// One statistic: its current value, its peak since the last peak reset, and
-/// the totals added and removed since the last accumulated reset.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stat {
-    /// The value now.
-    pub current: i64,
-    /// The highest `current` since creation or `reset_peak_stats`.
-    pub peak: i64,
-    /// Everything ever added.
-    pub allocated: i64,
-    /// Everything ever removed.
-    pub freed: i64,
-}
+pub use crate::core::stats::Stat;
 
 #[cfg(test)]
 impl Stat {

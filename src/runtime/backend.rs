@@ -20,7 +20,7 @@
 //! The choice is made once, in the library's load-time constructor
 //! (`crate::interpose::next`), after the lookup.
 
-use crate::ffi::types::*;
+use crate::core::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
 

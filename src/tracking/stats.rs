@@ -4,7 +4,7 @@
 
 /// One statistic: the pool's own type (`aclallocStat` in C), so that the
 /// tracking layer's figures read exactly like the pool's.
-pub use crate::pool::Stat;
+pub use crate::core::stats::Stat;
 
 /// Adding and removing, as the pool's bookkeeping does (written out here so
 /// that it inlines into the tracking callbacks).

@@ -37,7 +37,7 @@ impl TrackObj {
                 .registration
                 .callbacks
                 .alloc_advise
-                .map(|_| shim::track_alloc_advise as crate::AllocAdviseFn),
+                .map(|_| shim::track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
             get_addr_from_block: shim::track_get_addr,
         }
     }
