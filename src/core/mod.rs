@@ -2,10 +2,13 @@
 //! descriptors, ids and handle tables. It imports no other module of the
 //! crate (tests/layers.rs checks it).
 
+pub(crate) mod boundary;
 pub mod descriptor;
+pub mod device_port;
 pub mod errlog;
 pub mod error;
 pub mod handles;
 pub mod ids;
+pub mod serving;
 pub mod stats;
 pub mod types;

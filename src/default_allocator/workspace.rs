@@ -4,7 +4,7 @@
 use super::{global, Kind};
 use crate::core::errlog;
 use crate::core::error::Result;
-use crate::plugin::context;
+use crate::core::serving;
 use crate::runtime::memory::DeviceMemory;
 use crate::runtime::workspace::{DirectDeviceMemory, WorkspaceAllocator};
 use std::ptr::NonNull;
@@ -26,9 +26,7 @@ impl WorkspaceAllocator for DefaultWorkspaces {
             // The stream's own device memory, as the runtime always did.
             return DirectDeviceMemory.alloc(memory, size);
         }
-        default
-            .alloc(size, context::serving_stream())
-            .map(NonNull::cast)
+        default.alloc(size, serving::current()).map(NonNull::cast)
     }
 
     fn free(&self, memory: &DeviceMemory, workspace: NonNull<u8>) {

@@ -260,7 +260,7 @@ fn forget(key: StreamKey, seen: LeakSeen) {
 }
 
 // The runtime functions the tracking layer and this library's records must
-// see. The backend table (`crate::runtime::backend`) installs these in place
+// see. The dispatch table (`super::dispatch`) installs these in place
 // of the real functions, only when the real runtime provides them.
 
 /// The real `sym`, which the backend checked is present.

@@ -155,7 +155,9 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {
-        registry::destroy(handle(allocator)?)
+        registry::destroy(handle(allocator)?, |obj| {
+            crate::default_allocator::global().uses(obj)
+        })
     })
 }
 

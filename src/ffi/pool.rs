@@ -23,12 +23,12 @@
 use super::args::{self, write_text, Out, OutSlice};
 use super::boundary::boundary;
 use super::types::*;
-use crate::core::descriptor::AllocatorObj;
+use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
+use crate::core::serving;
 use crate::pool::stats::{c_keys, PoolStats, KEY_COUNT};
 use crate::pool::{handles, Limit, Pool, PoolConfig};
 use crate::registry::api::global;
-use crate::runtime::launch::current_launch_stream;
 use std::ffi::{c_char, c_void};
 
 /// A caching pool handle (also the allocator object of its descriptor).
@@ -281,7 +281,7 @@ pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *
         let stream = if bound != 0 {
             bound
         } else {
-            current_launch_stream()
+            serving::current_raw()
         };
         Ok(pool.malloc_on(stream, size)?.get() as *mut c_void)
     })
@@ -320,6 +320,19 @@ pub extern "C" fn aclallocPoolAllocAdvise(
 #[no_mangle]
 pub extern "C" fn aclallocPoolGetAddrFromBlock(block: aclrtAllocatorBlock) -> *mut c_void {
     block
+}
+
+/// The pool's C callbacks for the pool whose handle is `obj`, as a
+/// descriptor registers them (the default allocator's pool uses them; the
+/// composition root hands this function down to it).
+pub(crate) fn callbacks_of(obj: AllocatorObj) -> Callbacks {
+    Callbacks {
+        obj,
+        alloc: aclallocPoolAlloc,
+        free: aclallocPoolFree,
+        alloc_advise: Some(aclallocPoolAllocAdvise),
+        get_addr_from_block: aclallocPoolGetAddrFromBlock,
+    }
 }
 
 /// Copies the pool's statistics (a consistent snapshot).

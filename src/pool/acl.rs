@@ -1,12 +1,12 @@
 //! The pool's device memory in the C API: `aclrtMalloc` / `aclrtFree` /
-//! `aclrtGetMemInfo` through the runtime's backend table, so that the host
-//! runtime serves them here and CANN's own would serve them in front of a
-//! real CANN runtime.
+//! `aclrtGetMemInfo` through the device port (`crate::core::device_port`),
+//! so that the host runtime serves them here and CANN's own would serve them
+//! in front of a real CANN runtime.
 
 use super::device::DeviceMemory;
+use crate::core::device_port::port;
 use crate::core::error::{Error, Result, ACL_ERROR_RT_CONTEXT_NULL, ACL_SUCCESS};
 use crate::core::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
-use crate::runtime::backend::active;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
@@ -23,8 +23,7 @@ impl AclMemory {
     /// device (`aclrtGetMemInfo` fails).
     pub fn current() -> Result<Self> {
         let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: both out-pointers are valid.
-        let rc = unsafe { (active().aclrtGetMemInfo)(ACL_HBM_MEM, &mut free, &mut total) };
+        let rc = port().acl_mem_info(ACL_HBM_MEM, &mut free, &mut total);
         match rc {
             ACL_SUCCESS => Ok(AclMemory { capacity: total }),
             ACL_ERROR_RT_CONTEXT_NULL => Err(Error::NoContext),
@@ -38,8 +37,7 @@ impl AclMemory {
 impl DeviceMemory for AclMemory {
     fn malloc(&self, size: usize) -> Option<NonZeroUsize> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `ptr` is a valid out-pointer.
-        let rc = unsafe { (active().aclrtMalloc)(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST) };
+        let rc = port().acl_malloc(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
         if rc == ACL_SUCCESS {
             NonZeroUsize::new(ptr as usize)
         } else {
@@ -50,8 +48,8 @@ impl DeviceMemory for AclMemory {
     fn free(&self, addr: NonZeroUsize, _size: usize) {
         // aclrtFree waits for queued work first, so a kernel still using a
         // block of this segment finishes before the memory goes.
-        // SAFETY: `addr` came from aclrtMalloc and is freed once.
-        let _ = unsafe { (active().aclrtFree)(addr.get() as *mut c_void) };
+        // `addr` came from aclrtMalloc and is freed once.
+        let _ = port().acl_free(addr.get() as *mut c_void);
     }
 
     fn capacity(&self) -> usize {

@@ -342,11 +342,6 @@ impl Pool {
         self.global.lock().config
     }
 
-    /// The device's capacity in bytes.
-    pub fn device_capacity(&self) -> usize {
-        self.device.capacity()
-    }
-
     /// The segments and their blocks, in address order.
     pub fn segments(&self) -> Vec<SegmentView> {
         let all = self.lock_all();

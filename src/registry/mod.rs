@@ -5,6 +5,7 @@
 //! [`SeqTable`]: lock-free, allocation-free reads that never see a torn entry.
 
 pub mod api;
+pub mod observer;
 mod sync;
 pub mod table;
 

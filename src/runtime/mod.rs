@@ -19,19 +19,19 @@
 //! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
-//! | [`workspace`] | the default device allocator behind a small interface |
-//! | [`backend`] | the one place the runtime implementation is chosen |
+//! | [`workspace`] | the workspace allocator interface, and direct device memory behind it |
 //!
 //! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
 //! looked up in live-handle tables, never dereferenced.
 //!
 //! ## Not a shadow over a real runtime
-//! The C exports do not call this module directly: they call through
-//! [`backend::active`], a table of function pointers filled once at load
-//! time. A later backend forwards to a real CANN runtime loaded behind this
-//! library instead; see [`backend`].
+//! The C exports do not call this module directly: they call through the
+//! dispatch table of `crate::ffi::dispatch`, filled once at load time, which
+//! points at this runtime or at a real CANN runtime loaded behind this
+//! library. The process-wide instance is built by `crate::ffi::process`;
+//! this module imports no sibling (the tracking layer observes streams
+//! through `crate::registry::observer`).
 
-pub mod backend;
 pub mod config;
 pub mod context;
 pub mod device;
@@ -44,7 +44,7 @@ mod stream_cache;
 pub mod streams;
 pub mod workspace;
 
-pub use host::{host, HostRuntime};
+pub use host::HostRuntime;
 
 #[cfg(test)]
 mod tests;

@@ -403,7 +403,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::workspace::default_allocator;
+    use crate::runtime::workspace::direct_device_memory;
     use std::sync::atomic::AtomicUsize;
 
     unsafe extern "C" fn append(_: *mut c_void, size: usize, log: *mut c_void) {
@@ -427,7 +427,11 @@ mod tests {
     }
 
     fn stream() -> Stream {
-        Stream::new(Arc::new(DeviceMemory::new(0, 1 << 30)), default_allocator()).unwrap()
+        Stream::new(
+            Arc::new(DeviceMemory::new(0, 1 << 30)),
+            direct_device_memory(),
+        )
+        .unwrap()
     }
 
     fn kernel(kernel: KernelFn, size: usize, data: *const c_void) -> Task {

@@ -167,7 +167,7 @@ impl HostRuntime {
             }
         });
         let old = self.allocators().unregister(key(handle)).ok().flatten();
-        crate::tracking::stream_destroyed(key(handle), old.as_ref());
+        self.observer().stream_destroyed(key(handle), old.as_ref());
         Ok(())
     }
 
@@ -176,7 +176,7 @@ impl HostRuntime {
         let (key, stream) = self.resolve_stream(stream)?;
         stream.synchronize()?;
         // Memory freed on the stream may now go to work on other streams.
-        crate::tracking::stream_synchronized(key);
+        self.observer().stream_synchronized(key);
         Ok(())
     }
 

@@ -47,7 +47,7 @@ impl WorkspaceAllocator for DirectDeviceMemory {
 }
 
 /// The allocator new streams use for workspaces when nothing is registered.
-pub fn default_allocator() -> &'static dyn WorkspaceAllocator {
+pub fn direct_device_memory() -> &'static dyn WorkspaceAllocator {
     static DIRECT: DirectDeviceMemory = DirectDeviceMemory;
     &DIRECT
 }

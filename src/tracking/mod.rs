@@ -164,3 +164,21 @@ pub fn report_leaks_now() {
         }
     }
 }
+
+/// The tracking layer as a runtime's [`StreamObserver`]: launches call the
+/// tracking callbacks while tracking is on, and stream events feed the leak
+/// and use-after-free checks.
+pub struct TrackingObserver;
+
+impl crate::registry::observer::StreamObserver for TrackingObserver {
+    #[inline]
+    fn callbacks_for(&self, stream: StreamKey, registration: &Registration) -> Callbacks {
+        callbacks_for(stream, registration)
+    }
+    fn stream_synchronized(&self, stream: StreamKey) {
+        stream_synchronized(stream)
+    }
+    fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
+        stream_destroyed(stream, old)
+    }
+}
