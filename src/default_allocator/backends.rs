@@ -6,7 +6,7 @@ use crate::core::boundary::boundary;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::device_port::port;
 use crate::core::error::{Error, Result};
-use crate::plugin::{registry, PluggableAllocator, PluginSpec};
+use crate::plugin::{published, PluggableAllocator, PluginSpec};
 use crate::pool::acl::AclMemory;
 use crate::pool::handles as pool_handles;
 use crate::pool::{Pool, PoolConfig};
@@ -62,7 +62,7 @@ fn plugin(path: &CStr, alloc: &CStr, free: &CStr) -> Result<Source> {
         empty_cache: None,
         memory_fraction: None,
     };
-    let (_handle, desc) = registry::publish(PluggableAllocator::load(&spec)?)?;
+    let (_handle, desc) = published::publish(PluggableAllocator::load(&spec)?)?;
     let source = Source::from_descriptor(desc)?;
     debug_assert_eq!(source.kind, Kind::Plugin);
     Ok(source)

@@ -173,11 +173,10 @@ pub unsafe extern "C" fn aclallocPoolCreate(
         // SAFETY: the caller's contract.
         let pool_out = unsafe { Out::required(pool, "pool") }?;
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-        let config = if config.is_null() {
-            PoolConfig::default().from_env()?
-        } else {
-            // SAFETY: non-NULL, the caller's contract.
-            PoolConfig::try_from(unsafe { *config })?
+        // SAFETY: NULL or an `aclallocPoolConfig`, the caller's contract.
+        let config = match unsafe { args::optional_input(config) } {
+            None => PoolConfig::default().from_env()?,
+            Some(config) => PoolConfig::try_from(config)?,
         };
         let device = crate::pool::acl::AclMemory::current()?;
         let new_pool = Pool::new(config, device)?;

@@ -23,23 +23,23 @@
 pub mod acl;
 mod block;
 pub mod config;
-mod core;
 pub mod device;
+mod engine;
 pub mod handles;
 pub mod snapshot;
 pub mod stats;
 pub mod summary;
 
 pub use self::config::{Limit, PoolConfig, ENV_VAR};
-pub use self::core::{
+pub use self::device::{DeviceMemory, HostMemory};
+pub use self::engine::{
     BlockView, SegmentView, LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE,
     SMALL_BUFFER, SMALL_SIZE,
 };
-pub use self::device::{DeviceMemory, HostMemory};
 pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
 
-use self::core::counters::{self as counters, PARTS};
-use self::core::{round_size, Core, Freed, CLOSED};
+use self::engine::counters::{self as counters, PARTS};
+use self::engine::{round_size, Core, Freed, CLOSED};
 use self::streams::{StreamTable, SHARDS};
 use crate::core::error::{Error, Result};
 use parking_lot::{Mutex, MutexGuard};
@@ -72,7 +72,7 @@ mod streams;
 /// garbage collection, release-and-retry on out-of-memory act on all
 /// shards), `empty_cache`, `trim`, `allocAdvise`, reading the statistics and
 /// snapshots, and a statistic rising above its pool-wide peak. Peaks stay
-/// exact through per-shard headroom (`src/pool/core/counters.rs`): a shard
+/// exact through per-shard headroom (`src/pool/engine/counters.rs`): a shard
 /// may raise a statistic on its own only as far as its own earlier
 /// decreases allow, so the pool-wide value cannot pass the peak unseen.
 ///

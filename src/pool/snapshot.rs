@@ -14,7 +14,7 @@
 //! the stream, so the pool learns it only from launches made through this
 //! library (`aclallocLaunchKernel`) or from [`Pool::malloc_on`].
 
-use super::core::SegmentView;
+use super::engine::SegmentView;
 use super::Pool;
 use std::fmt::Write as _;
 

@@ -6,7 +6,7 @@
 //! shard and adds their shares up, so a copy is always consistent (allocated
 //! never exceeds reserved, and so on) and holds the locks for well under a
 //! microsecond. Peaks are exact pool-wide maxima (see
-//! `src/pool/core/counters.rs`).
+//! `src/pool/engine/counters.rs`).
 
 /// Index of the aggregate entry in each per-pool array.
 pub const STAT_ALL: usize = 0;

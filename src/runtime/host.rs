@@ -4,7 +4,7 @@
 use super::config::Config;
 use super::context::Context;
 use super::device::Device;
-use super::stream::Stream;
+use super::stream_worker::Stream;
 use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;

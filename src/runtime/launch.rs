@@ -18,7 +18,7 @@
 //! with free first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
-use super::stream::{KernelFn, Task};
+use super::stream_worker::{KernelFn, Task};
 use crate::core::error::{Error, Result};
 use crate::core::serving::Serving;
 use crate::registry::StreamKey;

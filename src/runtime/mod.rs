@@ -13,9 +13,9 @@
 //! | [`mod@host`] | the runtime's state, `aclInit` / `aclFinalize` |
 //! | [`device`] | devices and their set/reset counting |
 //! | [`context`] | contexts and the per-thread current context |
-//! | [`stream`] | one stream: the bounded queue and its worker |
-//! | `stream_cache` | the per-thread cache that keeps launches off the stream table's lock |
-//! | [`streams`] | the live streams, the default stream, destroy semantics |
+//! | [`stream_worker`] | one stream: the bounded queue and its worker thread |
+//! | [`stream_table`] | the live streams, the default stream, destroy semantics |
+//! | `launch_cache` | the per-thread cache that keeps launches off the stream table's lock |
 //! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
@@ -37,11 +37,11 @@ pub mod context;
 pub mod device;
 pub mod host;
 pub mod launch;
+mod launch_cache;
 pub mod memops;
 pub mod memory;
-pub mod stream;
-mod stream_cache;
-pub mod streams;
+pub mod stream_table;
+pub mod stream_worker;
 pub mod workspace;
 
 pub use host::HostRuntime;

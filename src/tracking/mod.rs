@@ -39,6 +39,8 @@
 mod clock;
 pub mod events;
 mod exit;
+mod owner;
+mod ptr_map;
 mod report;
 mod shim;
 mod snapshot;
@@ -114,7 +116,7 @@ pub fn registration_ended(stream: StreamKey, old: Option<&Registration>, seen: L
     let Some(old) = old else { return };
     let allocator = old.callbacks.obj.as_ptr() as usize;
     if let Some(state) = tracker().state_of(allocator) {
-        if let Some(mut inside) = state.enter(state::NOT_A_STREAM) {
+        if let Some(mut inside) = state.enter(owner::NOT_A_STREAM) {
             inside.report_leaks(allocator, Some(stream.get().get()), seen);
         }
     }
@@ -146,7 +148,7 @@ pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
 /// The statistics of one user allocator object, if it was ever tracked.
 pub fn allocator_stats(allocator: *mut std::ffi::c_void) -> Option<AllocatorStats> {
     let state = tracker().state_of(allocator as usize)?;
-    let inside = state.enter_for_report(state::REPORT_PATIENCE)?;
+    let inside = state.enter_for_report(owner::REPORT_PATIENCE)?;
     Some(inside.stats)
 }
 
@@ -159,7 +161,7 @@ pub fn faults() -> (Vec<Event>, u64) {
 /// Reports every block still live as a leak (what happens at exit).
 pub fn report_leaks_now() {
     for state in tracker().states() {
-        if let Some(mut inside) = state.enter_for_report(state::REPORT_PATIENCE) {
+        if let Some(mut inside) = state.enter_for_report(owner::REPORT_PATIENCE) {
             inside.report_leaks(state.allocator, None, LeakSeen::Exit);
         }
     }

@@ -18,7 +18,7 @@
 //! the block up in every allocator record.
 
 use super::events::{record, Fault};
-use super::state::{AllocState, NOT_A_STREAM};
+use super::owner::{AllocState, NOT_A_STREAM};
 use super::tracker::{tracker, TrackObj};
 use std::cell::Cell;
 use std::ffi::c_void;

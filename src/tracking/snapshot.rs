@@ -7,8 +7,8 @@
 //! Handles and addresses are numbers, as in PyTorch's snapshot.
 
 use super::events::{events, Fault};
+use super::owner::REPORT_PATIENCE;
 use super::report::leak_seen;
-use super::state::REPORT_PATIENCE;
 use super::tracker::tracker;
 use std::fmt::Write as _;
 
