@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The tag in the top bits of every pluggable-allocator handle.
-const PLUGGABLE_TAG: u16 = 0xACA6;
+const PLUGGABLE_TAG: u16 = crate::core::handles::tags::PLUGGABLE;
 
 static PLUGINS: HandleTable<Entry> = HandleTable::new(PLUGGABLE_TAG);
 

@@ -41,7 +41,7 @@ use crate::core::handles::HandleTable;
 use std::sync::OnceLock;
 
 /// The tag in the top bits of every descriptor handle.
-const DESCRIPTOR_TAG: u16 = 0xACA1;
+const DESCRIPTOR_TAG: u16 = crate::core::handles::tags::DESCRIPTOR;
 
 const NOT_A_DESCRIPTOR: Error = Error::InvalidParam {
     param: "allocatorDesc",

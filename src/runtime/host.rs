@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The tag of stream handles.
-pub const STREAM_TAG: u16 = 0xACA3;
+pub const STREAM_TAG: u16 = crate::core::handles::tags::STREAM;
 /// The tag of context handles.
-pub const CONTEXT_TAG: u16 = 0xACA4;
+pub const CONTEXT_TAG: u16 = crate::core::handles::tags::CONTEXT;
 
 /// A live stream and the context it was created in.
 #[derive(Clone)]
