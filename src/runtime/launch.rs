@@ -53,7 +53,11 @@ impl HostRuntime {
             // The observer's callbacks (with tracking on, the tracking
             // layer's, which call the user's: every workspace is recorded
             // and checked).
-            let c = self.observer().callbacks_for(key, &registration);
+            let c = if crate::registry::observer::intercepting() {
+                self.observer().callbacks_for(key, &registration)
+            } else {
+                registration.callbacks
+            };
             let obj = c.obj.as_ptr();
             let stream_id = key.get().get();
             // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object

@@ -81,6 +81,7 @@ pub fn set_enabled(on: bool) {
         EVER_ENABLED.store(true, Ordering::Relaxed);
     }
     ENABLED.store(on, Ordering::Relaxed);
+    crate::registry::observer::set_intercepting(on);
 }
 
 #[inline]
