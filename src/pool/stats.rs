@@ -17,24 +17,6 @@ pub const STAT_LARGE_POOL: usize = 2;
 
 pub use crate::core::stats::Stat;
 
-#[cfg(test)]
-impl Stat {
-    #[inline]
-    pub(crate) fn increase(&mut self, amount: i64) {
-        self.current += amount;
-        self.allocated += amount;
-        if self.current > self.peak {
-            self.peak = self.current;
-        }
-    }
-
-    #[inline]
-    pub(crate) fn decrease(&mut self, amount: i64) {
-        self.current -= amount;
-        self.freed += amount;
-    }
-}
-
 impl Stat {
     fn reset_peak(&mut self) {
         self.peak = self.current;

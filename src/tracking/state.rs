@@ -6,7 +6,7 @@
 use super::clock::now_ns;
 use super::events::{record, Fault, LeakSeen};
 use super::ptr_map::PtrMap;
-use super::stats::{AllocatorStats, Count};
+use super::stats::AllocatorStats;
 use super::syncclock;
 use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
@@ -117,8 +117,8 @@ impl Inner {
         if let Some(old) = twice {
             self.handed_out_twice(allocator, block, &old, stream, size);
         }
-        self.stats.allocation.add(1);
-        self.stats.allocated_bytes.add(size as u64);
+        self.stats.allocation.increase(1);
+        self.stats.allocated_bytes.increase(size as i64);
     }
 
     /// The same live block came back from alloc: it overlaps itself. The old
@@ -146,8 +146,8 @@ impl Inner {
         if old.address != 0 {
             self.ranges.remove(&(old.address, block));
         }
-        self.stats.allocation.sub(1);
-        self.stats.allocated_bytes.sub(old.size as u64);
+        self.stats.allocation.decrease(1);
+        self.stats.allocated_bytes.decrease(old.size as i64);
     }
 
     /// `stream` now reaches this allocator through the tracking layer.
@@ -353,8 +353,8 @@ impl Inner {
                 range.freed = Some((stream, generation));
             }
         }
-        self.stats.allocation.sub(1);
-        self.stats.allocated_bytes.sub(size as u64);
+        self.stats.allocation.decrease(1);
+        self.stats.allocated_bytes.decrease(size as i64);
         self.freed += 1;
         if self.freed > FREED_KEPT {
             let this = std::panic::AssertUnwindSafe(&mut *self);
