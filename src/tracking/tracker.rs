@@ -9,8 +9,8 @@
 //! re-registering the same allocator on the same stream finds the same one,
 //! so their number is bounded by the distinct registrations a process makes.
 
+use super::owner::AllocState;
 use super::shim;
-use super::state::AllocState;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
@@ -37,7 +37,7 @@ impl TrackObj {
                 .registration
                 .callbacks
                 .alloc_advise
-                .map(|_| shim::track_alloc_advise as crate::AllocAdviseFn),
+                .map(|_| shim::track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
             get_addr_from_block: shim::track_get_addr,
         }
     }
@@ -132,7 +132,7 @@ impl Tracker {
                         s
                     }
                 };
-                if let Some(mut inside) = state.enter(super::state::NOT_A_STREAM) {
+                if let Some(mut inside) = state.enter(super::owner::NOT_A_STREAM) {
                     inside.note_stream(stream.get().get());
                 }
                 let t: &'static TrackObj = Box::leak(Box::new(TrackObj {

@@ -10,8 +10,8 @@
 //! registration table does not fill up with dead streams.
 
 use super::host::{HostRuntime, StreamEntry};
-use super::stream::Stream;
-use super::stream_cache;
+use super::launch_cache;
+use super::stream_worker::Stream;
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
 use std::sync::Arc;
@@ -86,16 +86,16 @@ impl HostRuntime {
         match stream {
             Some(key) => {
                 // Launchers on different streams must not queue on the
-                // table's lock: see `stream_cache` for why a hit is safe.
+                // table's lock: see `launch_cache` for why a hit is safe.
                 let handle = key.get().get();
-                if let Some(s) = stream_cache::lookup(self.instance(), handle) {
+                if let Some(s) = launch_cache::lookup(self.instance(), handle) {
                     return Ok((key, s));
                 }
                 let s = self
                     .streams
                     .with(handle, |e| Arc::clone(&e.stream))
                     .ok_or(NOT_A_STREAM)?;
-                stream_cache::remember(self.instance(), handle, &s);
+                launch_cache::remember(self.instance(), handle, &s);
                 Ok((key, s))
             }
             None => self.default_stream(),
@@ -167,7 +167,7 @@ impl HostRuntime {
             }
         });
         let old = self.allocators().unregister(key(handle)).ok().flatten();
-        crate::tracking::stream_destroyed(key(handle), old.as_ref());
+        self.observer().stream_destroyed(key(handle), old.as_ref());
         Ok(())
     }
 
@@ -176,7 +176,7 @@ impl HostRuntime {
         let (key, stream) = self.resolve_stream(stream)?;
         stream.synchronize()?;
         // Memory freed on the stream may now go to work on other streams.
-        crate::tracking::stream_synchronized(key);
+        self.observer().stream_synchronized(key);
         Ok(())
     }
 
