@@ -3,8 +3,8 @@
 //! behind this library.
 //!
 //! The choice is made once, by the composition root (`crate::ffi::process`,
-//! at load time or on the first export), which installs the one port this
-//! process uses. The pool's segments, the default allocator's direct device
+//! at the first call that needs the runtime, this port's first use among
+//! them), which installs the one port this process uses. The pool's segments, the default allocator's direct device
 //! memory and the device a pluggable allocator is told about all go through
 //! [`port`].
 
@@ -83,6 +83,14 @@ pub struct VirtualMemoryCalls {
 }
 
 static PORT: OnceLock<&'static dyn DevicePort> = OnceLock::new();
+/// What installs the port on first use (the composition root's wiring,
+/// which first decides between the host runtime and a real one).
+static INSTALLER: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what [`port`] runs once when no port is installed yet.
+pub fn set_installer(installer: fn()) {
+    let _ = INSTALLER.set(installer);
+}
 
 /// Installs the process's port; the first one installed stays (false when
 /// one was already there).
@@ -90,11 +98,23 @@ pub fn install(port: &'static dyn DevicePort) -> bool {
     PORT.set(port).is_ok()
 }
 
-/// The process's port. Before the composition root has run (it runs at
-/// load time and on every export's first use), a port that refuses
-/// everything with a message that says so.
+/// The process's port. The first use installs it (through the installer the
+/// composition root set at load time); without one (this crate's Rust API
+/// used directly, with no ACL call made), a port that refuses everything
+/// with a message that says so.
 #[inline]
 pub fn port() -> &'static dyn DevicePort {
+    match PORT.get() {
+        Some(port) => *port,
+        None => first_use(),
+    }
+}
+
+#[cold]
+fn first_use() -> &'static dyn DevicePort {
+    if let Some(install) = INSTALLER.get() {
+        install();
+    }
     match PORT.get() {
         Some(port) => *port,
         None => &Unwired,

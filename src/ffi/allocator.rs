@@ -5,7 +5,9 @@
 //!
 //! Each export first asks [`crate::interpose::next`] whether a real runtime
 //! provides the function; if so it runs the forwarding body in
-//! `super::forward`, otherwise its own.
+//! `super::forward`, otherwise its own. The descriptor functions ask without
+//! forcing the decision (they need no runtime); registering and
+//! unregistering, which take a stream, force it.
 
 use super::args::{self, write_optional, Out};
 use super::boundary::boundary;
@@ -158,6 +160,7 @@ pub extern "C" fn aclrtAllocatorRegister(
     if let Some(rc) = forward::register(stream, allocatorDesc) {
         return rc;
     }
+    super::process::note_late_runtime();
     boundary("aclrtAllocatorRegister", || {
         let stream = args::stream(stream)?;
         let desc = args::descriptor(allocatorDesc)?;

@@ -4,24 +4,24 @@
 //! composition root, [`super::process`], installs from the same choice.)
 //!
 //! Every runtime export (`aclInit`, `aclrt*` outside the allocator API,
-//! the virtual-memory functions, `aclallocLaunchKernel`) calls through the table [`active`] returns. The
-//! table is filled once, when the library is loaded (an `.init_array`
-//! constructor; the first call fills it if the constructor did not run, as in
-//! a statically linked test), and never changes afterwards.
+//! the virtual-memory functions, `aclallocLaunchKernel`) calls through the
+//! table [`active`] returns. The table is filled once, at the first of these
+//! calls (not at load time: a runtime loaded by `dlopen` after this library
+//! must be found), and never changes afterwards.
 //!
 //! Two backends:
 //! - [`Backend::Host`], the host runtime of this crate, when nothing behind
 //!   this library provides the ACL runtime;
 //! - [`Backend::Forward`], when a real runtime is loaded after this library
 //!   (this library put in front of CANN's with `LD_PRELOAD`): every function
-//!   the real runtime provides is its own, found by the one load-time lookup
-//!   of [`crate::interpose::next`]; the few whose effect this library must
+//!   the real runtime provides is its own, found by the one lookup of
+//!   [`crate::interpose::next`]; the few whose effect this library must
 //!   see (synchronize, destroy a stream, reset a device) are wrapped in
 //!   `crate::ffi::forward`; functions the real runtime lacks (the launch
 //!   extension, for CANN) are the host runtime's.
 //!
-//! The choice is made once, in the library's load-time constructor
-//! ([`super::process`]), after the lookup.
+//! The choice is made once, by the composition root ([`super::process`]),
+//! right after the lookup.
 
 use crate::core::types::*;
 use std::ffi::{c_char, c_void};
@@ -220,9 +220,8 @@ fn select() -> RuntimeFns {
 
 static ACTIVE: OnceLock<RuntimeFns> = OnceLock::new();
 
-/// The runtime functions of the backend chosen at load time (by the
-/// library's constructor in [`super::process`]; a first call made before
-/// it, as in a statically linked test, runs the process's wiring first).
+/// The runtime functions of the chosen backend; the first call decides
+/// (the process's wiring, [`super::process::ensure`]).
 #[inline]
 pub fn active() -> &'static RuntimeFns {
     match ACTIVE.get() {

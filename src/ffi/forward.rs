@@ -2,13 +2,24 @@
 //! this library (see [`crate::interpose`] for the rule and the table of what
 //! each export does). Each function returns `None` when the real runtime does
 //! not provide the function, and the export then runs its own body.
+//!
+//! The descriptor functions need no runtime, so they do not force the
+//! decision ([`probe`](crate::interpose::next::probe)): before a runtime is
+//! loaded, descriptors are this library's. Such a descriptor (it carries
+//! this library's handle tag, which no pointer can) stays this library's
+//! after a real runtime was found: its setters and `DestroyDesc` are served
+//! here, and registering it on a real stream registers a copy of it made in
+//! the runtime (the same "mirror" tracking uses), so the runtime never sees
+//! this library's handle.
 
-use super::boundary::passthrough;
+use super::boundary::{boundary, passthrough};
 use super::runtime::host as host_runtime;
 use super::types::*;
 use crate::core::descriptor::{Callbacks, Descriptor};
 use crate::core::error::ACL_SUCCESS;
-use crate::interpose::next::{real, Sym};
+use crate::core::error::{Error, Result};
+use crate::core::handles::{tags, TAG_SHIFT};
+use crate::interpose::next::{real, real_probed, Sym};
 use crate::interpose::shadow;
 use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, Registration, StreamKey};
@@ -34,7 +45,7 @@ pub(crate) type GetByStreamFn = unsafe extern "C" fn(
     *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError;
 
-/// The real function `sym` as type `F`.
+/// The real function `sym` as type `F` (deciding first if needed).
 macro_rules! real_fn {
     ($sym:ident as $ty:ty) => {
         // SAFETY: `$ty` is the C type of `$sym` in CANN's headers.
@@ -42,8 +53,22 @@ macro_rules! real_fn {
     };
 }
 
+/// The real function `sym` as type `F`, without forcing the decision.
+macro_rules! probed_fn {
+    ($sym:ident as $ty:ty) => {
+        // SAFETY: `$ty` is the C type of `$sym` in CANN's headers.
+        unsafe { real_probed::<$ty>(Sym::$sym) }
+    };
+}
+
+/// True for a descriptor handle of this library (made before a real runtime
+/// was found, or with none): the tag in its top bits, above every address.
+fn host_descriptor(desc: aclrtAllocatorDesc) -> bool {
+    (desc as usize) >> TAG_SHIFT == tags::DESCRIPTOR as usize
+}
+
 pub(crate) fn create_desc() -> Option<aclrtAllocatorDesc> {
-    let create = real_fn!(aclrtAllocatorCreateDesc as CreateDescFn)?;
+    let create = probed_fn!(aclrtAllocatorCreateDesc as CreateDescFn)?;
     Some(passthrough("aclrtAllocatorCreateDesc", || {
         // SAFETY: the real runtime's function, called as its header says.
         let desc = unsafe { create() };
@@ -55,7 +80,10 @@ pub(crate) fn create_desc() -> Option<aclrtAllocatorDesc> {
 }
 
 pub(crate) fn destroy_desc(desc: aclrtAllocatorDesc) -> Option<aclError> {
-    let destroy = real_fn!(aclrtAllocatorDestroyDesc as DescFn)?;
+    if host_descriptor(desc) {
+        return None;
+    }
+    let destroy = probed_fn!(aclrtAllocatorDestroyDesc as DescFn)?;
     Some(passthrough("aclrtAllocatorDestroyDesc", || {
         // SAFETY: as above.
         let rc = unsafe { destroy(desc) };
@@ -74,8 +102,11 @@ pub(crate) fn set_field<T: Copy>(
     value: T,
     apply: impl FnOnce(&mut Descriptor, T),
 ) -> Option<aclError> {
+    if host_descriptor(desc) {
+        return None;
+    }
     // SAFETY: every setter has the C type `aclError (aclrtAllocatorDesc, T)`.
-    let set = unsafe { real::<SetFn<T>>(sym) }?;
+    let set = unsafe { real_probed::<SetFn<T>>(sym) }?;
     Some(passthrough(function, || {
         // SAFETY: as above.
         let rc = unsafe { set(desc, value) };
@@ -88,9 +119,57 @@ pub(crate) fn set_field<T: Copy>(
 
 pub(crate) fn register(stream: aclrtStream, desc: aclrtAllocatorDesc) -> Option<aclError> {
     let register = real_fn!(aclrtAllocatorRegister as StreamDescFn)?;
+    if host_descriptor(desc) {
+        return Some(boundary("aclrtAllocatorRegister", || {
+            register_host_descriptor(register, stream, desc)
+        }));
+    }
     Some(passthrough("aclrtAllocatorRegister", || {
         register_with(register, stream, desc)
     }))
+}
+
+/// Registers a descriptor of this library (made before the real runtime was
+/// found) on a real stream: the runtime gets a descriptor of its own holding
+/// the same callbacks (the tracking ones with tracking on), never this
+/// library's handle.
+fn register_host_descriptor(
+    register: StreamDescFn,
+    stream: aclrtStream,
+    desc: aclrtAllocatorDesc,
+) -> Result<()> {
+    let key = super::args::stream(stream)?;
+    let handle = super::args::descriptor(desc)?;
+    let callbacks = global().descriptor(handle)?.callbacks()?;
+    let registration = Registration {
+        descriptor: handle,
+        callbacks,
+    };
+    let wanted = if tracking::enabled() {
+        tracking::tracked_callbacks(key, &registration)
+    } else {
+        callbacks
+    };
+    let mirror = make_mirror(&wanted).ok_or(Error::Failure {
+        reason: "the real runtime refused to make a descriptor for an allocator described \
+                 before it was loaded: create the descriptor after the runtime is loaded",
+    })?;
+    // SAFETY: the real runtime's function, with a descriptor it made.
+    let rc = unsafe { register(stream, mirror as aclrtAllocatorDesc) };
+    if rc != ACL_SUCCESS {
+        destroy_mirror(mirror);
+        return Err(Error::Failure {
+            reason: "the real runtime's aclrtAllocatorRegister refused the copy of a \
+                     descriptor made before it was loaded (see its own message)",
+        });
+    }
+    global().streams().set(key, registration);
+    if let Some(old) = shadow::set_mirror(key.get().get(), Some(mirror)) {
+        if old != mirror {
+            destroy_mirror(old);
+        }
+    }
+    Ok(())
 }
 
 fn register_with(
@@ -363,5 +442,5 @@ destroy!(destroy_stream, aclrtDestroyStream);
 destroy!(destroy_stream_force, aclrtDestroyStreamForce);
 
 pub(crate) fn recent_err_msg() -> Option<ErrMsgFn> {
-    real_fn!(aclGetRecentErrMsg as ErrMsgFn)
+    probed_fn!(aclGetRecentErrMsg as ErrMsgFn)
 }

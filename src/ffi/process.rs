@@ -1,14 +1,22 @@
 //! The composition root: the one place that creates the process-wide
 //! objects and wires the layers together.
 //!
-//! At load time (the library's one `.init_array` constructor) or on the
-//! first export if the constructor did not run (a static link), [`ensure`]:
-//! 1. runs the load-time lookup of a real runtime (`crate::interpose::next`);
+//! At load time (the library's one `.init_array` constructor) only what
+//! needs no runtime: tracking from the environment, the pool callbacks of the
+//! default allocator, and the hooks below. "Real runtime or host runtime?"
+//! is decided later, at the first call that needs it (a runtime export
+//! through [`super::dispatch::active`], or the first use of the device port,
+//! whose installer hook is set here), so that a runtime loaded by `dlopen`
+//! after this library is found. Then [`ensure`]:
+//! 1. runs the lookup of a real runtime (`crate::interpose::next`);
 //! 2. chooses the dispatch table of the runtime exports ([`super::dispatch`]);
 //! 3. installs the matching device port (`crate::core::device_port`), through
 //!    which the pool, the default allocator and the pluggable allocators
 //!    reach device memory and the current device;
-//! 4. gives the default allocator the pool's C callbacks.
+//!
+//! Once this library serves as the runtime, a real runtime loaded afterwards
+//! is not used: [`note_late_runtime`] says so once on stderr and in the
+//! tracking report.
 //!
 //! The process-wide host runtime ([`host`]) is built here too: the host
 //! runtime with the default allocator serving unregistered streams and the
@@ -26,14 +34,18 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Once, OnceLock};
 
-/// The library's one load-time constructor: the wiring, then tracking if
-/// the environment asks for it.
+/// The library's one load-time constructor: tracking if the environment
+/// asks for it, and the hooks through which the lower layers trigger the
+/// decision. No lookup: a runtime may still arrive by `dlopen`.
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
 
 extern "C" fn at_load() {
-    ensure();
+    crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
+    crate::interpose::next::read_environment();
+    device_port::set_installer(ensure);
+    crate::tracking::before_exit_report(note_late_runtime);
     crate::tracking::init_from_env();
 }
 
@@ -55,6 +67,37 @@ fn wire() {
     };
     device_port::install(port);
     crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
+}
+
+/// Once this library serves as the runtime: if a real runtime was loaded
+/// since, says so once, on stderr and in the tracking report, naming its
+/// path. It is not used (streams and descriptors already handed out are the
+/// host runtime's). Called from the cold calls that start work (init,
+/// device, context, stream, registering an allocator) and before the
+/// report at exit; costs one `dl_iterate_phdr` step when nothing was loaded.
+pub(crate) fn note_late_runtime() {
+    if !crate::interpose::next::decided() {
+        return;
+    }
+    let Some(path) = crate::interpose::next::late_runtime() else {
+        return;
+    };
+    let path = path.to_string_lossy();
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "==aclalloc== a real ACL runtime was loaded after libaclalloc began serving as the \
+             runtime: {path}; it is not used (streams and allocators of this process stay on \
+             the host runtime). Load it before the first ACL call that creates runtime state \
+             (aclInit, aclrtSetDevice, aclrtCreateStream, ...), or link the program with \
+             -lascendcl.\n"
+        )
+        .as_bytes(),
+    );
+    crate::tracking::add_note(format!(
+        "a real ACL runtime loaded late was not used (this process ran on the host runtime): \
+         {path}"
+    ));
 }
 
 /// The process-wide host runtime, configured from the environment on first

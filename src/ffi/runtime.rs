@@ -1,7 +1,7 @@
 //! CANN's `acl.h` / `acl_rt.h`: initialization, devices, contexts, streams.
 //!
 //! Each export forwards to the active runtime backend
-//! ([`super::dispatch`]), chosen once at load time. The host backend's
+//! ([`super::dispatch`]), chosen once, at the first runtime call. The host backend's
 //! implementations are in the private `host` module; each runs its body
 //! through the crate's one boundary function.
 #![allow(non_snake_case)]
@@ -227,9 +227,14 @@ pub(crate) mod host {
     use super::super::args::{self, Out};
     use super::super::boundary::boundary;
     use super::*;
-    use crate::ffi::process::host;
+    use crate::ffi::process::{host, note_late_runtime};
+
+    // The calls that start work on the host runtime (init, device, context,
+    // stream) also look whether a real runtime was loaded since this library
+    // began serving, to say so once (`note_late_runtime`).
 
     pub(crate) unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
+        note_late_runtime();
         boundary("aclInit", || {
             // SAFETY: the caller's contract.
             host().init(unsafe { args::optional_cstr(configPath) })
@@ -241,6 +246,7 @@ pub(crate) mod host {
     }
 
     pub(crate) unsafe extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
+        note_late_runtime();
         boundary("aclrtSetDevice", || host().set_device(deviceId))
     }
 
@@ -276,6 +282,7 @@ pub(crate) mod host {
         context: *mut aclrtContext,
         deviceId: i32,
     ) -> aclError {
+        note_late_runtime();
         boundary("aclrtCreateContext", || {
             // SAFETY: the caller's contract.
             let out = unsafe { Out::required(context, "context") }?;
@@ -306,6 +313,7 @@ pub(crate) mod host {
     }
 
     pub(crate) unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
+        note_late_runtime();
         boundary("aclrtCreateStream", || {
             // SAFETY: the caller's contract.
             let out = unsafe { Out::required(stream, "stream") }?;
@@ -319,6 +327,7 @@ pub(crate) mod host {
         priority: u32,
         flag: u32,
     ) -> aclError {
+        note_late_runtime();
         boundary("aclrtCreateStreamWithConfig", || {
             // SAFETY: the caller's contract.
             let out = unsafe { Out::required(stream, "stream") }?;

@@ -1,9 +1,11 @@
 //! Putting this library in front of a real ACL runtime (`LD_PRELOAD`).
 //!
-//! [`next`] holds the one rule that decides, once at load time, which
-//! functions forward to a real runtime; the runtime functions reach it
-//! through the dispatch table (`crate::ffi::dispatch`), chosen right after the lookup. [`shadow`] mirrors the real
-//! runtime's allocator descriptors. The forwarding bodies themselves are in
+//! [`next`] holds the one rule that decides, once, at the first call that
+//! needs a runtime, which functions forward to a real runtime (one linked,
+//! or loaded by `dlopen` before that call, found among the loaded objects by
+//! `loaded`); the runtime functions reach it through the dispatch table
+//! (`crate::ffi::dispatch`), chosen right after the lookup. [`shadow`]
+//! mirrors the real runtime's allocator descriptors. The forwarding bodies themselves are in
 //! `crate::ffi::forward`. What each export does in front of a real runtime:
 //!
 //! | export | in front of a real runtime |
@@ -19,6 +21,7 @@
 //! | `aclallocLaunchKernel` | forwarded if the real runtime has it, else the host runtime's (CANN has none) |
 //! | `aclGetRecentErrMsg` | this library's messages if it has any, else the real runtime's |
 
+mod loaded;
 pub mod next;
 pub mod shadow;
 

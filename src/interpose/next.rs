@@ -1,26 +1,47 @@
-//! The one rule: at load time, each ACL function this library exports is
-//! looked up in the objects loaded after it (`dlsym(RTLD_NEXT, name)`). Where
-//! one is found, a real runtime is behind this library and the export
-//! forwards to it; where none is, this library is the implementation.
+//! The one rule: each ACL function this library exports is looked up in a
+//! real runtime, if one is loaded. Where one is found, the export forwards to
+//! it; where none is, this library is the implementation.
 //!
-//! The lookup runs once, from an ELF constructor (`.init_array`), before
-//! `main` and before any other thread can call in; the results live in a
-//! static array of atomics. Nothing in the resolving path allocates or calls
-//! back into this library: names are static C strings, and `dlsym` itself
-//! only allocates through the C library's malloc, which this library does not
-//! interpose. If an export is somehow reached before the constructor ran (a
-//! static link into an executable whose constructor order differs), the
-//! first caller resolves and concurrent callers wait for it; a call made on
-//! the resolving thread from inside `dlsym` sees "no real runtime" instead of
-//! deadlocking.
+//! **When.** The decision is taken at the first call that needs it (a call
+//! that creates runtime state: `aclInit`, devices, contexts, streams, memory,
+//! launches, registering an allocator on a stream, the device port), not at
+//! load time: a runtime that arrives by `dlopen` (a plugin needing
+//! `libascendcl.so`, `ctypes.CDLL`, a CPython extension module, the program's
+//! own `dlopen("libascendcl.so")`) is loaded by then. Calls that need no
+//! runtime (the allocator descriptor functions, `aclGetRecentErrMsg`)
+//! [`probe`]: they take a runtime that is loaded now (and so decide), but
+//! finding none they decide nothing, so that a program may make a descriptor
+//! before it loads the runtime and still end up forwarding. Once taken, the
+//! decision is fixed for the life of the process: streams and descriptors of
+//! one world never reach the other.
+//!
+//! **Where.** First `dlsym(RTLD_NEXT, name)` for every name (a runtime the
+//! executable links, or one opened `RTLD_GLOBAL`); when that finds nothing,
+//! the loaded objects ([`super::loaded`]: `dl_iterate_phdr`, then
+//! `dlopen(path, RTLD_NOLOAD)`), which also sees a runtime loaded
+//! `RTLD_LOCAL`; every name is then looked up on the runtime's own handle.
+//!
+//! **How.** The results live in a static array of atomics. Nothing in the
+//! resolving path allocates or calls back into this library: names are static
+//! C strings, `dlopen`/`dlsym` only allocate through the C library's malloc,
+//! which this library does not interpose, and `RTLD_NOLOAD` runs no
+//! constructor. Concurrent first callers wait for the one deciding; a call
+//! made on the resolving thread from inside the lookup sees "no real runtime"
+//! instead of deadlocking. After the decision every read is one `Acquire`
+//! load of the state and one `Relaxed` load of the slot.
+//!
+//! **Late.** When this library already serves as the runtime, a runtime
+//! loaded afterwards is not used; [`late_runtime`] finds it (cheaply: only
+//! when the loader's count of loaded objects changed) so that the caller can
+//! say so once.
 //!
 //! `ACLALLOC_FORWARD=0` (a truth value, [`crate::core::env::truth`]) in the
 //! environment skips the lookup: this library is then the implementation
 //! even in front of a real runtime. An invalid value prints one line on
-//! stderr and forwarding stays on (no call can fail at load time).
+//! stderr and forwarding stays on (no call can fail because of it).
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 macro_rules! symbols {
     ($($name:ident),* $(,)?) => {
@@ -103,6 +124,9 @@ const UNRESOLVED: u8 = 0;
 const RESOLVING: u8 = 1;
 const RESOLVED: u8 = 2;
 
+/// Every symbol's address (0: not found), as a lookup returns them.
+pub(crate) type Addresses = [usize; COUNT];
+
 /// The results of the lookup and where it stands: plain atomics in a static,
 /// so that neither resolving nor reading allocates.
 pub(crate) struct Resolver {
@@ -121,71 +145,166 @@ impl Resolver {
         }
     }
 
-    /// Runs `lookup` once for every symbol, on the first call; concurrent
-    /// first callers wait for it; later calls return at once.
+    /// Decides, on the first call: `find`'s answer (a runtime's addresses,
+    /// or none) becomes final. Concurrent first callers wait for it; later
+    /// calls return at once.
     #[inline]
-    pub(crate) fn resolve(&self, lookup: impl Fn(Sym) -> usize) {
+    pub(crate) fn resolve(&self, find: impl Fn() -> Option<Addresses>) {
         if self.state.load(Ordering::Acquire) != RESOLVED {
-            self.resolve_slow(&lookup);
+            self.lookup_slow(&find, true);
+        }
+    }
+
+    /// Takes a runtime `find` finds now (deciding), but decides nothing if it
+    /// finds none.
+    #[inline]
+    pub(crate) fn probe(&self, find: impl Fn() -> Option<Addresses>) {
+        if self.state.load(Ordering::Acquire) != RESOLVED {
+            self.lookup_slow(&find, false);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn resolve_slow(&self, lookup: &dyn Fn(Sym) -> usize) {
+    fn lookup_slow(&self, find: &dyn Fn() -> Option<Addresses>, final_answer: bool) {
         // SAFETY: pthread_self has no preconditions.
         let me = unsafe { libc::pthread_self() } as usize;
-        match self.state.compare_exchange(
-            UNRESOLVED,
-            RESOLVING,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {
-                self.resolver.store(me, Ordering::Release);
-                for (slot, &sym) in self.slots.iter().zip(Sym::ALL) {
-                    slot.store(lookup(sym), Ordering::Relaxed);
+        loop {
+            match self.state.compare_exchange(
+                UNRESOLVED,
+                RESOLVING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.resolver.store(me, Ordering::Release);
+                    let found = find();
+                    if let Some(addresses) = found {
+                        for (slot, address) in self.slots.iter().zip(addresses) {
+                            slot.store(address, Ordering::Relaxed);
+                        }
+                    }
+                    if found.is_some() || final_answer {
+                        self.state.store(RESOLVED, Ordering::Release);
+                    } else {
+                        self.resolver.store(0, Ordering::Relaxed);
+                        self.state.store(UNRESOLVED, Ordering::Release);
+                    }
+                    return;
                 }
-                self.state.store(RESOLVED, Ordering::Release);
-            }
-            Err(_) => {
-                if self.resolver.load(Ordering::Acquire) == me {
-                    return; // called from inside the lookup: the slots read as empty
-                }
-                while self.state.load(Ordering::Acquire) != RESOLVED {
-                    std::thread::yield_now();
+                Err(RESOLVED) => return,
+                Err(_) => {
+                    if self.resolver.load(Ordering::Acquire) == me {
+                        return; // called from inside the lookup: the slots read as empty
+                    }
+                    while self.state.load(Ordering::Acquire) == RESOLVING {
+                        std::thread::yield_now();
+                    }
+                    if !final_answer {
+                        return; // the other caller's answer is this probe's
+                    }
                 }
             }
         }
     }
 
-    /// What the lookup found for `sym` (resolving first if needed).
+    /// True once the decision is taken.
     #[inline]
-    pub(crate) fn get(&self, sym: Sym, lookup: impl Fn(Sym) -> usize) -> Option<usize> {
-        self.resolve(lookup);
+    pub(crate) fn decided(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RESOLVED
+    }
+
+    /// The slot of `sym` (0 while undecided).
+    #[inline]
+    fn slot(&self, sym: Sym) -> Option<usize> {
+        if !self.decided() {
+            return None;
+        }
         match self.slots[sym as usize].load(Ordering::Relaxed) {
             0 => None,
             found => Some(found),
         }
     }
+
+    /// What the lookup found for `sym`, deciding first if needed.
+    #[inline]
+    pub(crate) fn get(&self, sym: Sym, find: impl Fn() -> Option<Addresses>) -> Option<usize> {
+        self.resolve(find);
+        self.slot(sym)
+    }
 }
 
 static NEXT: Resolver = Resolver::new();
 
-/// The lookup in the objects loaded after this library.
-fn dlsym_next(sym: Sym) -> usize {
-    if forwarding_disabled() {
-        return 0;
+/// Every name looked up with `lookup`; `None` when none is found.
+fn addresses(lookup: impl Fn(&CStr) -> usize) -> Option<Addresses> {
+    let mut out = [0; COUNT];
+    for (address, sym) in out.iter_mut().zip(Sym::ALL) {
+        *address = lookup(sym.c_name());
     }
-    // SAFETY: a NUL-terminated name; RTLD_NEXT is valid from code inside a
-    // shared object or executable.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, sym.c_name().as_ptr()) as usize }
+    out.iter().any(|&a| a != 0).then_some(out)
 }
 
-/// Makes sure the lookup has run; returns at once after the first time.
+/// The lookup: the objects after this library in the global scope, then
+/// every loaded object.
+fn find_runtime() -> Option<Addresses> {
+    if forwarding_disabled() {
+        return None;
+    }
+    // SAFETY: NUL-terminated names; RTLD_NEXT is valid from code inside a
+    // shared object or executable.
+    let next = addresses(|name| unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize });
+    if next.is_some() {
+        return next;
+    }
+    let found = super::loaded::find(true)?;
+    let own = super::loaded::own_base();
+    addresses(|name| {
+        // SAFETY: the runtime's live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(found.handle, name.as_ptr()) };
+        // Never this library's own function (a runtime cannot depend on it,
+        // but a forwarded call to ourselves would never end).
+        match super::loaded::defining_base(p) {
+            Some(base) if base != own => p as usize,
+            _ => 0,
+        }
+    })
+}
+
+/// The loader's object count when a probe last found nothing: the next
+/// probe looks again only when something was loaded since.
+static PROBED_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// [`find_runtime`] for a probe: skipped when nothing was loaded since the
+/// last probe that found nothing.
+fn find_if_loaded_since() -> Option<Addresses> {
+    let now = super::loaded::objects_ever_loaded();
+    if PROBED_AT.load(Ordering::Relaxed) == now {
+        return None;
+    }
+    let found = find_runtime();
+    if found.is_none() {
+        PROBED_AT.store(now, Ordering::Relaxed);
+    }
+    found
+}
+
+/// Decides now if undecided; returns at once after the first time.
 #[inline]
 pub fn resolve() {
-    NEXT.resolve(dlsym_next);
+    NEXT.resolve(find_runtime);
+}
+
+/// True once "forward or implement" is decided.
+#[inline]
+pub fn decided() -> bool {
+    NEXT.decided()
+}
+
+/// Reads `ACLALLOC_FORWARD` now (from the load-time constructor, so that an
+/// invalid value is reported at load time, as the other switches are).
+pub fn read_environment() {
+    forwarding_disabled();
 }
 
 /// `ACLALLOC_FORWARD` read once (the lookup asks for every symbol), with
@@ -202,21 +321,49 @@ fn forwarding_disabled() -> bool {
 }
 
 /// The address of the real implementation of `sym`, if a real runtime
-/// provides one.
+/// provides one (deciding first if needed).
 #[inline]
 pub fn address(sym: Sym) -> Option<usize> {
-    NEXT.get(sym, dlsym_next)
+    NEXT.get(sym, find_runtime)
 }
 
-/// The real implementation of `sym` as a function pointer of type `F`.
+/// The address of the real `sym` without forcing the decision: decided, the
+/// decision's; undecided, a runtime loaded now is taken (deciding), and with
+/// none loaded `None` and still undecided.
+#[inline]
+pub fn probe(sym: Sym) -> Option<usize> {
+    NEXT.probe(find_if_loaded_since);
+    NEXT.slot(sym)
+}
+
+/// The real implementation of `sym` as a function pointer of type `F`
+/// (deciding first if needed).
 ///
 /// # Safety
 /// `F` must be the C function type of `sym` (an `unsafe extern "C" fn`).
 #[inline]
 pub unsafe fn real<F: Copy>(sym: Sym) -> Option<F> {
+    // SAFETY: the caller's contract.
+    address(sym).map(|a| unsafe { as_fn(a) })
+}
+
+/// [`real`] without forcing the decision ([`probe`]).
+///
+/// # Safety
+/// As [`real`].
+#[inline]
+pub unsafe fn real_probed<F: Copy>(sym: Sym) -> Option<F> {
+    // SAFETY: the caller's contract.
+    probe(sym).map(|a| unsafe { as_fn(a) })
+}
+
+/// # Safety
+/// `F` is a function pointer type and `a` the address of such a function.
+#[inline]
+unsafe fn as_fn<F: Copy>(a: usize) -> F {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
-    // SAFETY: the caller's contract: `F` is a function pointer type.
-    address(sym).map(|a| unsafe { std::mem::transmute_copy::<usize, F>(&a) })
+    // SAFETY: the caller's contract.
+    unsafe { std::mem::transmute_copy::<usize, F>(&a) }
 }
 
 /// True when a real runtime is behind this library: it provides streams
@@ -224,6 +371,35 @@ pub unsafe fn real<F: Copy>(sym: Sym) -> Option<F> {
 /// allocator export forwards on its own symbol being found.
 pub fn real_runtime() -> bool {
     address(Sym::aclrtCreateStream).is_some()
+}
+
+/// The loader's object count at the last late check.
+static LATE_CHECKED_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+static LATE_FOUND: AtomicBool = AtomicBool::new(false);
+
+/// After this library was decided to be the runtime: the path of a real
+/// runtime loaded since, the first time one is seen (later calls: `None`).
+/// It is not used. Cheap when nothing was loaded since the last check (one
+/// `dl_iterate_phdr` that stops at the first object); meant for cold calls.
+pub fn late_runtime() -> Option<&'static CStr> {
+    if !NEXT.decided()
+        || NEXT.slot(Sym::aclrtCreateStream).is_some()
+        || LATE_FOUND.load(Ordering::Relaxed)
+        || forwarding_disabled()
+    {
+        return None;
+    }
+    let now = super::loaded::objects_ever_loaded();
+    if LATE_CHECKED_AT.swap(now, Ordering::Relaxed) == now {
+        return None;
+    }
+    let found = super::loaded::find(false)?;
+    let name = super::loaded::name_of(found.handle);
+    // Kept open: the name stays valid for the life of the process.
+    if LATE_FOUND.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    name
 }
 
 #[cfg(test)]
@@ -251,10 +427,10 @@ mod tests {
                     (resolver.clone(), lookups.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    let lookup = |sym: Sym| {
+                    let lookup = || {
                         lookups.fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(std::time::Duration::from_micros(200));
-                        0x1000 + sym as usize
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        Some(std::array::from_fn(|i| 0x1000 + i))
                     };
                     Sym::ALL
                         .iter()
@@ -274,25 +450,42 @@ mod tests {
                 "every caller sees the whole lookup"
             );
         }
-        assert_eq!(
-            lookups.load(Ordering::Relaxed),
-            Sym::ALL.len(),
-            "looked up once"
-        );
+        assert_eq!(lookups.load(Ordering::Relaxed), 1, "looked up once");
     }
 
     #[test]
     fn a_call_from_inside_the_lookup_sees_no_runtime_instead_of_deadlocking() {
         let resolver = Resolver::new();
         let inner = std::cell::Cell::new(None);
-        resolver.resolve(|sym| {
-            if sym == Sym::aclInit {
-                inner.set(Some(resolver.get(Sym::aclInit, |_| 7)));
-            }
-            5
+        resolver.resolve(|| {
+            inner.set(Some(resolver.get(Sym::aclInit, || Some([7; COUNT]))));
+            Some([5; COUNT])
         });
         assert_eq!(inner.get(), Some(None));
-        assert_eq!(resolver.get(Sym::aclInit, |_| 7), Some(5));
+        assert_eq!(resolver.get(Sym::aclInit, || Some([7; COUNT])), Some(5));
+    }
+
+    #[test]
+    fn a_probe_that_finds_nothing_leaves_the_decision_open() {
+        let resolver = Resolver::new();
+        resolver.probe(|| None);
+        assert!(!resolver.decided(), "nothing found: still open");
+        assert_eq!(resolver.slot(Sym::aclInit), None);
+        resolver.probe(|| Some([9; COUNT]));
+        assert!(resolver.decided(), "a runtime found by a probe is taken");
+        assert_eq!(resolver.slot(Sym::aclrtMalloc), Some(9));
+        resolver.resolve(|| None);
+        assert_eq!(resolver.slot(Sym::aclrtMalloc), Some(9), "fixed once taken");
+    }
+
+    #[test]
+    fn a_decision_with_no_runtime_is_final_too() {
+        let resolver = Resolver::new();
+        resolver.resolve(|| None);
+        assert!(resolver.decided());
+        resolver.probe(|| Some([9; COUNT]));
+        resolver.resolve(|| Some([9; COUNT]));
+        assert_eq!(resolver.slot(Sym::aclrtCreateStream), None);
     }
 
     #[test]

@@ -84,10 +84,22 @@ fn report_file(variable: &str) -> Option<PathBuf> {
     env::path(env::var(variable).as_deref()).map(expand_os)
 }
 
+/// What runs just before the reports at exit (set by the composition root:
+/// a last look for a real runtime loaded too late, so the report says so).
+static BEFORE_REPORT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what runs just before the reports at exit.
+pub fn before_exit_report(hook: fn()) {
+    let _ = BEFORE_REPORT.set(hook);
+}
+
 /// Reports every still-live block as a leak, then writes the text report
 /// (to `ACLALLOC_TRACK_REPORT` or stderr) and, if `ACLALLOC_TRACK_JSON` is
 /// set, the JSON snapshot.
 pub fn write_exit_reports() {
+    if let Some(hook) = BEFORE_REPORT.get() {
+        hook();
+    }
     report_leaks_now();
     let text = report_text();
     match report_file("ACLALLOC_TRACK_REPORT") {

@@ -51,8 +51,8 @@ mod tracker;
 
 pub use events::{Event, Fault, LeakSeen};
 pub(crate) use exit::report_at_exit;
-pub use exit::{expand as expand_path, init_from_env, write_exit_reports};
-pub use report::report_text;
+pub use exit::{before_exit_report, expand as expand_path, init_from_env, write_exit_reports};
+pub use report::{add_note, report_text};
 pub use shim::{track_alloc, track_alloc_advise, track_free, track_get_addr};
 pub use snapshot::snapshot_json;
 pub use stats::{AllocatorStats, Stat};

@@ -12,6 +12,15 @@ use std::fmt::Write as _;
 
 const P: &str = "==aclalloc==";
 
+/// Things the report must say that are not about allocators (a real
+/// runtime that arrived too late to be used), one line each.
+static NOTES: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
+
+/// Adds a `note:` line to every report from now on.
+pub fn add_note(note: String) {
+    NOTES.lock().push(note);
+}
+
 /// The report as text.
 pub fn report_text() -> String {
     let mut out = String::new();
@@ -20,6 +29,9 @@ pub fn report_text() -> String {
         "{P} allocator tracking report, process {}",
         std::process::id()
     );
+    for note in NOTES.lock().iter() {
+        let _ = writeln!(out, "{P} note: {note}");
+    }
     let mut totals = Stat::default();
     let mut live = 0i64;
     let states = tracker().states();
