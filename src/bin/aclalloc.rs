@@ -57,8 +57,12 @@ OPTIONS (run):
 WHAT IS IN FRONT:
     In front of a real runtime (CANN's libascendcl.so, or any library that
     exports the ACL functions), every ACL function libaclalloc exports is
-    resolved once at load time in the next library (dlsym(RTLD_NEXT)) and
-    forwarded to it. aclrtAllocatorRegister also registers with the real
+    forwarded to it. The runtime is looked for once, at the first call that
+    needs it (aclInit, devices, streams, memory, registering an allocator),
+    so a runtime the program loads by dlopen before then (a plugin's
+    dependency, RTLD_LOCAL or RTLD_GLOBAL; Python's ctypes or an extension
+    module) is found; one loaded only after libaclalloc began serving as the
+    runtime is named on stderr and in the report, and not used. aclrtAllocatorRegister also registers with the real
     runtime (through the tracking layer), aclrtAllocatorGetByStream is answered
     by libaclalloc (handing out the tracking callbacks; *allocatorDesc is the
     user's descriptor), aclrtSynchronizeStream tells the tracking layer which

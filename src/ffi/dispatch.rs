@@ -209,7 +209,7 @@ fn forward_fns() -> RuntimeFns {
 }
 
 /// Decides which backend serves this process. Called once: a real runtime
-/// is behind this library when the load-time lookup found its streams.
+/// is behind this library when the lookup found its streams.
 fn select() -> RuntimeFns {
     if crate::interpose::next::real_runtime() {
         forward_fns()

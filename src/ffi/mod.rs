@@ -10,7 +10,7 @@
 //! backend's implementations run their bodies through the boundary.
 //! In front of a real runtime, the allocator exports run the forwarding
 //! bodies of `forward` instead, and the backend table is filled from the
-//! same load-time lookup (the rule is in [`crate::interpose`]).
+//! same lookup, made at the first call that needs a runtime (the rule is in [`crate::interpose`]).
 
 pub mod allocator;
 pub(crate) mod args;
