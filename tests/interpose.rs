@@ -455,6 +455,7 @@ fn help_documents_the_command() {
         "--no-track",
         "ACLALLOC_TRACK=1",
         "RTLD_NEXT",
+        "by dlopen",
         "double-free",
     ] {
         assert!(help.contains(needle), "--help lacks {needle}");

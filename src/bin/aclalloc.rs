@@ -57,9 +57,9 @@ OPTIONS (run):
 WHAT IS IN FRONT:
     In front of a real runtime (CANN's libascendcl.so, or any library that
     exports the ACL functions), every ACL function libaclalloc exports is
-    forwarded to it. The runtime is looked for once, at the first call that
-    needs it (aclInit, devices, streams, memory, registering an allocator),
-    so a runtime the program loads by dlopen before then (a plugin's
+    forwarded to it. The runtime is looked for once (dlsym(RTLD_NEXT), then
+    the loaded objects), at the first call that needs it (aclInit, devices,
+    streams, memory, registering an allocator), so a runtime the program loads by dlopen before then (a plugin's
     dependency, RTLD_LOCAL or RTLD_GLOBAL; Python's ctypes or an extension
     module) is found; one loaded only after libaclalloc began serving as the
     runtime is named on stderr and in the report, and not used. aclrtAllocatorRegister also registers with the real

@@ -15,7 +15,7 @@
 //!    reach device memory and the current device;
 //!
 //! Once this library serves as the runtime, a real runtime loaded afterwards
-//! is not used: [`note_late_runtime`] says so once on stderr and in the
+//! is not used: `note_late_runtime` says so once on stderr and in the
 //! tracking report.
 //!
 //! The process-wide host runtime ([`host`]) is built here too: the host

@@ -17,7 +17,7 @@
 //!
 //! **Where.** First `dlsym(RTLD_NEXT, name)` for every name (a runtime the
 //! executable links, or one opened `RTLD_GLOBAL`); when that finds nothing,
-//! the loaded objects ([`super::loaded`]: `dl_iterate_phdr`, then
+//! the loaded objects (`super::loaded`: `dl_iterate_phdr`, then
 //! `dlopen(path, RTLD_NOLOAD)`), which also sees a runtime loaded
 //! `RTLD_LOCAL`; every name is then looked up on the runtime's own handle.
 //!
