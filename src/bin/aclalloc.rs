@@ -59,15 +59,17 @@ WHAT IS IN FRONT:
     exports the ACL functions), every ACL function libaclalloc exports is
     forwarded to it. The runtime is looked for once (dlsym(RTLD_NEXT), then
     the loaded objects), at the first call that needs it (aclInit, devices,
-    streams, memory, registering an allocator), so a runtime the program loads by dlopen before then (a plugin's
-    dependency, RTLD_LOCAL or RTLD_GLOBAL; Python's ctypes or an extension
-    module) is found; one loaded only after libaclalloc began serving as the
-    runtime is named on stderr and in the report, and not used. aclrtAllocatorRegister also registers with the real
-    runtime (through the tracking layer), aclrtAllocatorGetByStream is answered
-    by libaclalloc (handing out the tracking callbacks; *allocatorDesc is the
-    user's descriptor), aclrtSynchronizeStream tells the tracking layer which
-    frees are complete, aclrtDestroyStream drops the stream's record. Without a
-    real runtime, libaclalloc is the implementation.
+    streams, memory, registering an allocator), so a runtime the program
+    loads by dlopen before then (a plugin's dependency, RTLD_LOCAL or
+    RTLD_GLOBAL; Python's ctypes or an extension module) is found; one
+    loaded only after libaclalloc began serving as the runtime is named on
+    stderr and in the report, and not used. aclrtAllocatorRegister also
+    registers with the real runtime (through the tracking layer),
+    aclrtAllocatorGetByStream is answered by libaclalloc (handing out the
+    tracking callbacks; *allocatorDesc is the user's descriptor),
+    aclrtSynchronizeStream tells the tracking layer which frees are complete,
+    aclrtDestroyStream drops the stream's record. Without a real runtime,
+    libaclalloc is the implementation.
 
 THE REPORT:
     Lines start with '==aclalloc=='. Per allocator object: the streams that used
