@@ -75,10 +75,14 @@ fn wire() {
 /// host runtime's). Called from the cold calls that start work (init,
 /// device, context, stream, registering an allocator) and before the
 /// report at exit; costs one `dl_iterate_phdr` step when nothing was loaded.
+/// Called outside the exports' boundary, so it keeps any panic to itself.
 pub(crate) fn note_late_runtime() {
-    if !crate::interpose::next::decided() {
-        return;
+    if crate::interpose::next::decided() {
+        let _ = std::panic::catch_unwind(say_late_runtime);
     }
+}
+
+fn say_late_runtime() {
     let Some(path) = crate::interpose::next::late_runtime() else {
         return;
     };
