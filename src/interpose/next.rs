@@ -226,11 +226,17 @@ impl Resolver {
         }
     }
 
-    /// What the lookup found for `sym`, deciding first if needed.
+    /// What the lookup found for `sym`, deciding first if needed: after the
+    /// decision, one `Acquire` load of the state and one `Relaxed` load of
+    /// the slot. (`resolve` returns decided, or on the resolving thread from
+    /// inside the lookup, before any slot is written: the slot reads 0.)
     #[inline]
     pub(crate) fn get(&self, sym: Sym, find: impl Fn() -> Option<Addresses>) -> Option<usize> {
         self.resolve(find);
-        self.slot(sym)
+        match self.slots[sym as usize].load(Ordering::Relaxed) {
+            0 => None,
+            found => Some(found),
+        }
     }
 }
 
