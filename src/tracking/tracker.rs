@@ -24,7 +24,7 @@ pub struct TrackObj {
     pub(crate) stream: StreamKey,
     pub(crate) registration: Registration,
     pub(crate) state: &'static AllocState,
-    /// The stream's device as the history records it; [`UNKNOWN_DEVICE`]
+    /// The stream's device as the history records it; `UNKNOWN_DEVICE`
     /// until the first allocation recorded (asking the runtime for it
     /// earlier would be a call the program did not make, and in CANN an
     /// error message when no device is set).
