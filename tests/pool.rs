@@ -314,7 +314,7 @@ fn garbage_collection_releases_free_segments_before_growing_past_the_threshold()
         limit: Limit::Bytes(100 * MIB),
         garbage_collection_threshold: 0.5,
         max_split_size: 16 * MIB,
-        expandable_segments: false,
+        ..PoolConfig::default()
     };
     let (pool, _) = pool_with(config, 1 << 30);
     let a = pool.malloc(40 * MIB).unwrap().get();

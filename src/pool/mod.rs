@@ -41,7 +41,7 @@ pub use self::engine::{
 pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
 
 use self::engine::counters::{self as counters, PARTS};
-use self::engine::{round_size, Core, Freed, CLOSED};
+use self::engine::{Core, Freed, CLOSED};
 use self::streams::{StreamTable, SHARDS};
 use crate::core::error::{Error, Result};
 use crate::history::{History, Recorder};

@@ -3,7 +3,7 @@
 //! and settling a statistic that rose above its peak).
 
 use super::block::Kind;
-use super::engine::{kind_of, segment_size, Take};
+use super::engine::{kind_of, round_size, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
@@ -198,7 +198,7 @@ impl All<'_> {
         if self.global.closed {
             return Err(CLOSED);
         }
-        let Some(rounded) = round_size(size) else {
+        let Some(rounded) = round_size(size, &self.global.config.roundup_power2_divisions) else {
             self.shards[s].stats.num_ooms += 1;
             self.record_oom(s, size, stream);
             return Err(self.oom(size, "the size is too large"));
