@@ -809,8 +809,9 @@ aclError aclallocPoolEmptyCache(aclallocPool pool);
 aclError aclallocPoolEmptyVirtAddrCache(aclallocPool pool);
 
 /**
- * Returns wholly free cached segments, largest first, until at most
- * `keepBytes` stay reserved (or no free segment is left).
+ * Returns wholly free cached segments, largest first, then unmaps pages of
+ * expandable segments that hold no live block, until at most `keepBytes`
+ * stay reserved (or nothing more can go).
  */
 aclError aclallocPoolTrim(aclallocPool pool, size_t keepBytes);
 

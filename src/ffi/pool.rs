@@ -685,8 +685,9 @@ pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError
     })
 }
 
-/// Returns wholly free cached segments, largest first, until at most
-/// `keepBytes` stay reserved (or no free segment is left).
+/// Returns wholly free cached segments, largest first, then unmaps pages of
+/// expandable segments that hold no live block, until at most `keepBytes`
+/// stay reserved (or nothing more can go).
 #[no_mangle]
 pub extern "C" fn aclallocPoolTrim(pool: aclallocPool, keepBytes: usize) -> aclError {
     boundary("aclallocPoolTrim", || {
