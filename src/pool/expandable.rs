@@ -206,7 +206,7 @@ impl Core {
         self.unmap_free_pages_up_to(vm, usize::MAX)
     }
 
-    /// [`Core::unmap_free_pages`], stopping once at least `want` bytes are
+    /// `unmap_free_pages`, stopping once at least `want` bytes are
     /// unmapped (`trim` and garbage collection ask only for what takes
     /// reserved memory down to their target). Returns the bytes unmapped.
     pub(crate) fn unmap_free_pages_up_to(&mut self, vm: &dyn VirtualMemory, want: usize) -> usize {
