@@ -355,6 +355,7 @@ mod pair {
             memory_limit: 0,
             memory_fraction: 0.0,
             expandable_segments: 0,
+            roundup_power2_divisions: [0; 16],
         };
         assert_eq!(unsafe { aclallocPoolCreate(&cfg, &mut pool, &mut desc) }, 0);
         bencher.bench_local(|| aclallocPoolFree(pool, aclallocPoolAlloc(pool, black_box(4096))));
