@@ -26,6 +26,11 @@ pub fn install_pool_callbacks(callbacks: PoolCallbacks) {
     let _ = POOL_CALLBACKS.set(callbacks);
 }
 
+/// The pool's C callbacks for the pool handle `obj`, once installed.
+pub(super) fn pool_callbacks(obj: AllocatorObj) -> Option<Callbacks> {
+    POOL_CALLBACKS.get().map(|callbacks_of| callbacks_of(obj))
+}
+
 /// The allocator `choice` names, ready to serve.
 pub(super) fn build(choice: &Choice) -> Result<Source> {
     match choice {
