@@ -9,9 +9,11 @@
 //! re-registering the same allocator on the same stream finds the same one,
 //! so their number is bounded by the distinct registrations a process makes.
 
+use super::history;
 use super::owner::AllocState;
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
@@ -25,9 +27,42 @@ pub struct TrackObj {
     pub(crate) stream: StreamKey,
     pub(crate) registration: Registration,
     pub(crate) state: &'static AllocState,
+    /// The stream's device as the history records it; `UNKNOWN_DEVICE`
+    /// until the first allocation recorded (asking the runtime for it
+    /// earlier would be a call the program did not make, and in CANN an
+    /// error message when no device is set).
+    device: AtomicI32,
 }
 
+const UNKNOWN_DEVICE: i32 = -1;
+
 impl TrackObj {
+    /// The device to record this allocation under: 0 while the history is
+    /// off (nothing is recorded then); otherwise the calling thread's
+    /// current device the first time (the runtime allocates for a stream on
+    /// a thread whose device is the stream's), remembered.
+    #[inline(always)]
+    pub(crate) fn device_for_history(&self) -> i32 {
+        if !history::is_recording() {
+            return 0;
+        }
+        match self.device.load(Ordering::Relaxed) {
+            UNKNOWN_DEVICE => self.learn_device(),
+            d => d,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn learn_device(&self) -> i32 {
+        let d = crate::core::device_port::port()
+            .current_device()
+            .filter(|&d| d >= 0)
+            .unwrap_or(0);
+        self.device.store(d, Ordering::Relaxed);
+        d
+    }
+
     fn serves(&self, registration: &Registration) -> bool {
         self.registration.descriptor == registration.descriptor
             && self.registration.callbacks.same_as(&registration.callbacks)
@@ -125,6 +160,7 @@ impl Tracker {
                     stream,
                     registration: *registration,
                     state,
+                    device: AtomicI32::new(UNKNOWN_DEVICE),
                 }));
                 slow.objects.insert(key, t);
                 FALLBACK_GET_ADDR.store(
