@@ -20,6 +20,17 @@
 
 
 /**
+ * Number of entries of `aclallocPoolConfig.roundup_power2_divisions`.
+ */
+#define ACLALLOC_ROUNDUP_INTERVALS 16
+
+/**
+ * The `"version"` of the JSON `aclallocPoolSnapshot` writes (2: hex
+ * strings for addresses and streams, `device_traces` and `history`).
+ */
+#define ACLALLOC_SNAPSHOT_VERSION 2
+
+/**
  * Index of the aggregate entry in each `aclallocStat[3]` array.
  */
 #define ACLALLOC_STAT_ALL 0
@@ -38,17 +49,6 @@
  * Number of entries `aclallocPoolGetStatsKeyValues` reports.
  */
 #define ACLALLOC_STAT_KEY_COUNT 121
-
-/**
- * The `"version"` of the JSON `aclallocPoolSnapshot` writes (2: hex
- * strings for addresses and streams, `device_traces` and `history`).
- */
-#define ACLALLOC_SNAPSHOT_VERSION 2
-
-/**
- * Number of entries of `aclallocPoolConfig.roundup_power2_divisions`.
- */
-#define ACLALLOC_ROUNDUP_INTERVALS 16
 
 /**
  * The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
@@ -166,6 +166,11 @@ typedef struct {
 typedef void *aclallocPluggable;
 
 /**
+ * A caching pool handle (also the allocator object of its descriptor).
+ */
+typedef void *aclallocPool;
+
+/**
  * How a pool behaves. Fill it with `aclallocPoolConfigInit`, then change fields.
  */
 typedef struct {
@@ -204,11 +209,6 @@ typedef struct {
    */
   size_t roundup_power2_divisions[16];
 } aclallocPoolConfig;
-
-/**
- * A caching pool handle (also the allocator object of its descriptor).
- */
-typedef void *aclallocPool;
 
 /**
  * One statistic: its current value, its peak since the last peak reset, and
@@ -589,6 +589,73 @@ aclError aclallocPluggableEmptyCache(aclallocPluggable allocator);
 aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double fraction, int32_t deviceId);
 
 /**
+ * Returns every wholly free cached segment to the device, and unmaps every
+ * page of an expandable segment that holds no live block.
+ */
+aclError aclallocPoolEmptyCache(aclallocPool pool);
+
+/**
+ * Releases the address space of expandable segments that back no block
+ * (torch_npu's `empty_virt_addr_cache`); their pages are unmapped first.
+ * A pool with fixed segments has none: nothing happens.
+ */
+aclError aclallocPoolEmptyVirtAddrCache(aclallocPool pool);
+
+/**
+ * Returns wholly free cached segments, largest first, then unmaps pages of
+ * expandable segments that hold no live block, until at most `keepBytes`
+ * stay reserved (or nothing more can go).
+ */
+aclError aclallocPoolTrim(aclallocPool pool, size_t keepBytes);
+
+/**
+ * Limits what the pool may reserve to `bytes` (0: no limit). Memory already
+ * reserved above it stays until freed and released.
+ */
+aclError aclallocPoolSetMemoryLimit(aclallocPool pool, size_t bytes);
+
+/**
+ * Limits what the pool may reserve to `fraction` (0, 1] of the device's
+ * memory, like `torch.npu.set_per_process_memory_fraction`.
+ */
+aclError aclallocPoolSetMemoryFraction(aclallocPool pool, double fraction);
+
+/**
+ * The pool's alloc callback: a block of at least `size` bytes (rounded up to
+ * 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
+ * requested, allocated, reserved and the limit.
+ *
+ * Streams: CANN gives the callbacks no stream, and frees blocks in stream
+ * order (right after the launch is enqueued), so a block freed by one
+ * stream's launch must not go to another stream's kernel that may run at the
+ * same time. When called from `aclallocLaunchKernel`, the pool knows the
+ * launch's stream and keeps each stream's freed blocks for that stream
+ * (PyTorch's per-stream pools); called from anywhere else, the stream is
+ * unknown (0) and every such caller shares one set of blocks, which is right
+ * for synchronous use and for one pool per stream. A descriptor from
+ * `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
+ */
+void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
+
+/**
+ * The pool's free callback. A block that is not a live block of this pool
+ * (foreign, or already freed) is reported through `aclGetRecentErrMsg` and
+ * ignored.
+ */
+void aclallocPoolFree(aclrtAllocator allocator, aclrtAllocatorBlock block);
+
+/**
+ * The pool's allocAdvise callback: the block at `addr` if that range is free
+ * in the pool, otherwise as `aclallocPoolAlloc`.
+ */
+void *aclallocPoolAllocAdvise(aclrtAllocator allocator, size_t size, aclrtAllocatorAddr addr);
+
+/**
+ * The pool's getAddrFromBlock callback: a pool block is its device address.
+ */
+void *aclallocPoolGetAddrFromBlock(aclrtAllocatorBlock block);
+
+/**
  * Fills `config` with the defaults (PyTorch's: no max split size, no garbage
  * collection, no limit) and then the settings of the environment variable
  * `ACLALLOC_ALLOC_CONF`, e.g.
@@ -602,6 +669,55 @@ aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double 
  * `config` must be NULL or point to writable memory for an `aclallocPoolConfig`.
  */
 aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
+
+/**
+ * The statistics as a text table like PyTorch's `memory_summary()`. Works as
+ * `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
+ * full length (without the NUL) to `length` (optional). `buffer` may be NULL
+ * when `size` is 0, to ask for the length.
+ *
+ * # Safety
+ * `buffer` must be valid for `size` bytes; `length` NULL or writable.
+ */
+aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * The segments, blocks and recorded history as JSON, like PyTorch's
+ * `_snapshot()`: `{"version":2,"device":0,"segments":[{"device","address",
+ * "total_size","stream","segment_type","is_expandable","mapped_size",
+ * "unmapped_size","allocated_size","active_size",
+ * "requested_size","blocks":[{"address","size","requested_size","state"}]}],
+ * "device_traces":[[{"action","addr","size","block_size","stream",
+ * "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
+ * with `state` `"active_allocated"` or `"inactive"`, addresses and stream
+ * handles as hex strings ("0x..."), one trace list per device index (see
+ * `aclallocPoolRecordHistory`). `stream` is the handle of the stream whose launch
+ * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
+ * stream. It is 0 for segments made by callback calls outside such a launch:
+ * CANN's callbacks are not told the stream. Buffer handling as
+ * `aclallocPoolSummary`.
+ *
+ * # Safety
+ * As `aclallocPoolSummary`.
+ */
+aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * Records the pool's allocation history, like PyTorch's
+ * `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
+ * now on the last `maxEntries` events (`alloc`, `free_requested`,
+ * `free_completed`, `segment_alloc`, `segment_free`, `oom`, each with
+ * address, size, stream, device and time in microseconds) are kept in a
+ * ring, older ones overwritten and counted as dropped. Every call discards
+ * what was recorded before; `maxEntries` 0 switches recording off. The
+ * ring (48 bytes per event) is allocated here, never while recording; when
+ * it cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
+ * `aclallocPoolSnapshot` writes the events as `device_traces`. Pools made by
+ * `aclallocPoolCreate`, and the default pool, start recording at creation
+ * when `ACLALLOC_RECORD_HISTORY=N` is set. A stream descriptor's object
+ * names its pool here.
+ */
+aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
 
 /**
  * Creates a caching pool over the memory of the calling thread's current
@@ -643,41 +759,6 @@ aclError aclallocPoolCreateStreamDesc(aclallocPool pool, aclrtStream stream, acl
  * now on its callbacks fail (alloc returns NULL).
  */
 aclError aclallocPoolDestroy(aclallocPool pool);
-
-/**
- * The pool's alloc callback: a block of at least `size` bytes (rounded up to
- * 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
- * requested, allocated, reserved and the limit.
- *
- * Streams: CANN gives the callbacks no stream, and frees blocks in stream
- * order (right after the launch is enqueued), so a block freed by one
- * stream's launch must not go to another stream's kernel that may run at the
- * same time. When called from `aclallocLaunchKernel`, the pool knows the
- * launch's stream and keeps each stream's freed blocks for that stream
- * (PyTorch's per-stream pools); called from anywhere else, the stream is
- * unknown (0) and every such caller shares one set of blocks, which is right
- * for synchronous use and for one pool per stream. A descriptor from
- * `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
- */
-void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
-
-/**
- * The pool's free callback. A block that is not a live block of this pool
- * (foreign, or already freed) is reported through `aclGetRecentErrMsg` and
- * ignored.
- */
-void aclallocPoolFree(aclrtAllocator allocator, aclrtAllocatorBlock block);
-
-/**
- * The pool's allocAdvise callback: the block at `addr` if that range is free
- * in the pool, otherwise as `aclallocPoolAlloc`.
- */
-void *aclallocPoolAllocAdvise(aclrtAllocator allocator, size_t size, aclrtAllocatorAddr addr);
-
-/**
- * The pool's getAddrFromBlock callback: a pool block is its device address.
- */
-void *aclallocPoolGetAddrFromBlock(aclrtAllocatorBlock block);
 
 /**
  * Copies the pool's statistics (a consistent snapshot).
@@ -749,87 +830,6 @@ aclError aclallocPoolMemoryReserved(aclallocPool pool, size_t *bytes);
  * `bytes` must be writable.
  */
 aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
-
-/**
- * The statistics as a text table like PyTorch's `memory_summary()`. Works as
- * `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
- * full length (without the NUL) to `length` (optional). `buffer` may be NULL
- * when `size` is 0, to ask for the length.
- *
- * # Safety
- * `buffer` must be valid for `size` bytes; `length` NULL or writable.
- */
-aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_t *length);
-
-/**
- * The segments, blocks and recorded history as JSON, like PyTorch's
- * `_snapshot()`: `{"version":2,"device":0,"segments":[{"device","address",
- * "total_size","stream","segment_type","is_expandable","mapped_size",
- * "unmapped_size","allocated_size","active_size",
- * "requested_size","blocks":[{"address","size","requested_size","state"}]}],
- * "device_traces":[[{"action","addr","size","block_size","stream",
- * "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
- * with `state` `"active_allocated"` or `"inactive"`, addresses and stream
- * handles as hex strings ("0x..."), one trace list per device index (see
- * `aclallocPoolRecordHistory`). `stream` is the handle of the stream whose launch
- * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
- * stream. It is 0 for segments made by callback calls outside such a launch:
- * CANN's callbacks are not told the stream. Buffer handling as
- * `aclallocPoolSummary`.
- *
- * # Safety
- * As `aclallocPoolSummary`.
- */
-aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
-
-/**
- * Records the pool's allocation history, like PyTorch's
- * `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
- * now on the last `maxEntries` events (`alloc`, `free_requested`,
- * `free_completed`, `segment_alloc`, `segment_free`, `oom`, each with
- * address, size, stream, device and time in microseconds) are kept in a
- * ring, older ones overwritten and counted as dropped. Every call discards
- * what was recorded before; `maxEntries` 0 switches recording off. The
- * ring (48 bytes per event) is allocated here, never while recording; when
- * it cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
- * `aclallocPoolSnapshot` writes the events as `device_traces`. Pools made by
- * `aclallocPoolCreate`, and the default pool, start recording at creation
- * when `ACLALLOC_RECORD_HISTORY=N` is set. A stream descriptor's object
- * names its pool here.
- */
-aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
-
-/**
- * Returns every wholly free cached segment to the device, and unmaps every
- * page of an expandable segment that holds no live block.
- */
-aclError aclallocPoolEmptyCache(aclallocPool pool);
-
-/**
- * Releases the address space of expandable segments that back no block
- * (torch_npu's `empty_virt_addr_cache`); their pages are unmapped first.
- * A pool with fixed segments has none: nothing happens.
- */
-aclError aclallocPoolEmptyVirtAddrCache(aclallocPool pool);
-
-/**
- * Returns wholly free cached segments, largest first, then unmaps pages of
- * expandable segments that hold no live block, until at most `keepBytes`
- * stay reserved (or nothing more can go).
- */
-aclError aclallocPoolTrim(aclallocPool pool, size_t keepBytes);
-
-/**
- * Limits what the pool may reserve to `bytes` (0: no limit). Memory already
- * reserved above it stays until freed and released.
- */
-aclError aclallocPoolSetMemoryLimit(aclallocPool pool, size_t bytes);
-
-/**
- * Limits what the pool may reserve to `fraction` (0, 1] of the device's
- * memory, like `torch.npu.set_per_process_memory_fraction`.
- */
-aclError aclallocPoolSetMemoryFraction(aclallocPool pool, double fraction);
 
 /**
  * Turns the allocator tracking layer on (non-zero) or off (0) for

@@ -32,12 +32,13 @@
 //!   events, PyTorch's `device_traces`), used by the subsystems above; and
 //!   [`viz`]: the offline page that draws a snapshot with its history
 //!   (`aclalloc viz`), which only reads JSON.
-//! - [`registry`]: which allocator serves which stream (the lock-free,
-//!   allocation-free [`registry::SeqTable`] looked up on every launch),
+//! - [`registry`]: which allocator serves which stream (core's lock-free,
+//!   allocation-free [`core::seq_table::SeqTable`] looked up on every launch),
 //!   [`AllocatorApi`] (descriptors and registrations), and the observer a
 //!   runtime reports stream events to.
 //! - [`core`] (bottom): errors with CANN's codes, the per-thread log, the one
-//!   panic boundary, the C vocabulary, ids and tables of live handles,
+//!   panic boundary, the C vocabulary, a typed handle per kind of object
+//!   handed to C and the one lock-free table of live handles,
 //!   descriptors, the statistic type, "the stream being served" and the
 //!   device port through which every layer reaches device memory.
 //!

@@ -13,7 +13,7 @@
 //! entry) fails the check in [`whole`].
 #![cfg(loom)]
 
-use aclalloc::registry::table::home_slot;
+use aclalloc::core::seq_table::home_slot;
 use aclalloc::registry::{SeqTable, VALUE_WORDS};
 use loom::sync::Arc;
 use loom::thread;

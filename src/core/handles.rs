@@ -1,4 +1,4 @@
-//! Tables of live handles.
+//! Tables of live handles, one implementation for every kind.
 //!
 //! A handle given to C is a number, not the address of anything: the library
 //! finds the object by looking the number up, so a destroyed, forged or foreign
@@ -6,10 +6,29 @@
 //! (a stale handle cannot alias a newer object) and carry a per-kind tag in the
 //! top 16 bits, above every user-space address on 64-bit Linux, so no real
 //! pointer a caller holds can be mistaken for a handle.
+//!
+//! Each kind has its own type ([`super::ids`]: `DescriptorHandle`,
+//! `PoolHandle`, ...) implementing [`Handle`], and a table is typed by it, so
+//! a pool handle cannot be looked up in the plugin table by mistake: it does
+//! not compile.
+//!
+//! Two tables, one mechanism. Both issue ids from one counter and keep
+//! handle → value in a [`SeqTable`] (lock-free, allocation-free reads):
+//! - [`HandleMap`] holds small `Copy` values inline (a few words, [`Packed`]):
+//!   a lookup is one table read. Pools use it: every pool callback resolves
+//!   its handle.
+//! - [`HandleTable`] holds any object, in a *shell* the table owns; the
+//!   handle maps to its shell, found lock-free, and the object inside is read
+//!   under the shell's own reader-writer lock (no lock shared between
+//!   handles). Shells are recycled for new handles, never freed while the
+//!   table lives, so a reader that found a shell just before a removal still
+//!   reads valid memory: it sees the shell empty or holding another handle,
+//!   and gets `None`.
 
 use super::error::{Error, Result};
-use parking_lot::Mutex;
-use std::collections::HashMap;
+use super::seq_table::{Packed, SeqTable, VALUE_WORDS};
+use parking_lot::{Mutex, RwLock};
+use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -29,124 +48,435 @@ pub(crate) mod tags {
     pub(crate) const POOL: u16 = 0xACA5;
     /// Pluggable allocators (`aclallocPluggable`).
     pub(crate) const PLUGGABLE: u16 = 0xACA6;
+    /// Physical memory of the host runtime's virtual memory
+    /// (`aclrtDrvMemHandle`).
+    pub(crate) const PHYSICAL: u16 = 0xACA7;
 }
 
-/// Where the tag sits in a handle (every table, locked or lock-free).
+/// Where the tag sits in a handle (every table).
 pub(crate) const TAG_SHIFT: u32 = 48;
 const ID_MASK: usize = (1 << TAG_SHIFT) - 1;
 
-/// A table of objects of one kind, each reachable through its handle.
-pub struct HandleTable<T> {
-    tag: usize,
-    next_id: AtomicUsize,
-    live: Mutex<Option<HashMap<usize, T>>>,
+/// A kind of handle: a newtype around the handle's number, with its tag.
+pub trait Handle: Copy + Eq {
+    /// The tag in the top 16 bits of every handle of this kind.
+    const TAG: u16;
+
+    /// The handle with this number. Whether it is live, or even of this
+    /// kind, is for a table to say.
+    fn from_value(value: NonZeroUsize) -> Self;
+
+    /// The handle's number.
+    fn value(self) -> NonZeroUsize;
+
+    /// True when `value` carries this kind's tag and a non-zero id: it could
+    /// be a live handle of this kind (only a table can say whether it is).
+    #[inline]
+    fn could_be(value: usize) -> bool {
+        value >> TAG_SHIFT == Self::TAG as usize && value & ID_MASK != 0
+    }
 }
 
-impl<T> HandleTable<T> {
-    /// An empty table whose handles carry `tag` (a 16-bit value, one per kind).
-    pub const fn new(tag: u16) -> Self {
-        HandleTable {
-            tag: (tag as usize) << TAG_SHIFT,
-            next_id: AtomicUsize::new(1),
-            live: Mutex::new(None),
+/// Handle ids, issued once each.
+struct Ids {
+    next: AtomicUsize,
+}
+
+impl Ids {
+    const fn new() -> Self {
+        Ids {
+            next: AtomicUsize::new(1),
         }
     }
 
-    /// Stores `value` and returns its new handle.
-    pub fn insert(&self, value: T) -> Result<NonZeroUsize> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+    fn issue<H: Handle>(&self) -> Result<H> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         if id > ID_MASK {
             return Err(Error::Internal {
                 reason: "the handle space is exhausted",
             });
         }
-        let handle = self.tag | id;
-        let mut live = self.live.lock();
-        let map = live.get_or_insert_with(HashMap::new);
-        map.try_reserve(1).map_err(|_| Error::BadAlloc {
-            what: "the handle table",
-        })?;
-        map.insert(handle, value);
-        NonZeroUsize::new(handle).ok_or(Error::Internal {
-            reason: "a handle was zero",
-        })
+        let value =
+            NonZeroUsize::new(((H::TAG as usize) << TAG_SHIFT) | id).ok_or(Error::Internal {
+                reason: "a handle was zero",
+            })?;
+        Ok(H::from_value(value))
+    }
+}
+
+/// Live handles of kind `H`, each naming a small `Copy` value held inline:
+/// lookups read one [`SeqTable`] entry, without a lock or an allocation.
+pub struct HandleMap<H, V> {
+    ids: Ids,
+    live: SeqTable<V>,
+    _kind: PhantomData<fn() -> H>,
+}
+
+impl<H: Handle, V: Packed> HandleMap<H, V> {
+    /// An empty map with room for `capacity` handles before it first grows.
+    pub fn with_capacity(capacity: usize) -> Self {
+        HandleMap {
+            ids: Ids::new(),
+            live: SeqTable::with_capacity(capacity.saturating_mul(2)),
+            _kind: PhantomData,
+        }
     }
 
-    /// Runs `f` on the object behind `handle`, or returns `None` when the
-    /// handle is not live.
-    pub fn with<R>(&self, handle: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
-        if !self.could_be_mine(handle) {
+    /// Stores `value` under a new handle.
+    pub fn insert(&self, value: V) -> Result<H> {
+        let handle = self.ids.issue::<H>()?;
+        self.live.insert(handle.value(), value);
+        Ok(handle)
+    }
+
+    /// The value behind `handle`, or `None` when it is not live.
+    #[inline]
+    pub fn get(&self, handle: H) -> Option<V> {
+        if !H::could_be(handle.value().get()) {
             return None;
         }
-        self.live.lock().as_mut()?.get_mut(&handle).map(f)
+        self.live.get(handle.value())
     }
 
-    /// Removes and returns the object behind `handle`.
-    pub fn remove(&self, handle: usize) -> Option<T> {
-        if !self.could_be_mine(handle) {
+    /// Replaces the value of a live handle; `None` (and no change) when it
+    /// is not live. Callers serialise their own read-modify-write.
+    pub fn replace(&self, handle: H, value: V) -> Option<V> {
+        self.get(handle)?;
+        self.live.insert(handle.value(), value)
+    }
+
+    /// Removes `handle`, returning its value.
+    pub fn remove(&self, handle: H) -> Option<V> {
+        if !H::could_be(handle.value().get()) {
             return None;
         }
-        self.live.lock().as_mut()?.remove(&handle)
+        self.live.remove(handle.value())
     }
 
-    /// `f` applied to every live handle and its object, keeping the `Some`s.
-    pub fn collect<R>(&self, mut f: impl FnMut(usize, &T) -> Option<R>) -> Vec<R> {
-        self.live.lock().as_ref().map_or_else(Vec::new, |map| {
-            map.iter().filter_map(|(&h, v)| f(h, v)).collect()
-        })
+    /// Every live handle and its value.
+    pub fn entries(&self) -> Vec<(H, V)> {
+        self.live
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (H::from_value(k), v))
+            .collect()
     }
 
     /// The number of live handles.
     pub fn len(&self) -> usize {
-        self.live.lock().as_ref().map_or(0, HashMap::len)
+        self.live.len()
     }
 
     /// True when no handle is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
 
-    fn could_be_mine(&self, handle: usize) -> bool {
-        handle & !ID_MASK == self.tag && handle & ID_MASK != 0
+/// Where an object lives while its handle is live: the handle that owns it
+/// (shells are recycled) and the object, under a lock of its own.
+struct Shell<T> {
+    /// Its place in the table's list of shells.
+    index: usize,
+    slot: RwLock<Option<(usize, T)>>,
+}
+
+/// A shell's address, the value a [`HandleTable`] keeps per handle.
+struct ShellRef<T>(*const Shell<T>);
+
+impl<T> Clone for ShellRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for ShellRef<T> {}
+
+// SAFETY: the address is only ever read back by the table that boxed the
+// shell, which keeps it until the table is dropped; sending it to another
+// thread hands that thread a `&Shell<T>`, sound when `T: Send + Sync`.
+unsafe impl<T: Send + Sync> Send for ShellRef<T> {}
+
+// SAFETY: `unpack` only sees words `pack` produced: word 0 is a shell
+// address; every bit pattern of the words is a valid `ShellRef` anyway
+// (it is a raw pointer, dereferenced only by the table that made it).
+unsafe impl<T> Packed for ShellRef<T> {
+    fn pack(&self) -> [usize; VALUE_WORDS] {
+        let mut words = [0; VALUE_WORDS];
+        words[0] = self.0 as usize;
+        words
+    }
+    unsafe fn unpack(words: [usize; VALUE_WORDS]) -> Self {
+        ShellRef(words[0] as *const Shell<T>)
     }
 }
 
+/// The shells a table owns.
+struct Shells<T> {
+    /// Every shell ever made, freed with the table. Boxed so that the
+    /// addresses readers hold survive the Vec growing.
+    #[allow(clippy::vec_box)]
+    all: Vec<Box<Shell<T>>>,
+    /// Indices into `all` of the shells no handle owns.
+    free: Vec<usize>,
+}
+
+/// Live handles of kind `H`, each naming an object of type `T`: the handle
+/// is found without a lock, the object read under its own lock.
+pub struct HandleTable<H, T> {
+    map: HandleMap<H, ShellRef<T>>,
+    shells: Mutex<Shells<T>>,
+}
+
+impl<H: Handle, T: Send + Sync> Default for HandleTable<H, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<H: Handle, T: Send + Sync> HandleTable<H, T> {
+    /// An empty table.
+    pub fn new() -> Self {
+        HandleTable {
+            map: HandleMap::with_capacity(8),
+            shells: Mutex::new(Shells {
+                all: Vec::new(),
+                free: Vec::new(),
+            }),
+        }
+    }
+
+    /// Stores `value` and returns its new handle.
+    pub fn insert(&self, value: T) -> Result<H> {
+        let mut shells = self.shells.lock();
+        let index = match shells.free.pop() {
+            Some(index) => index,
+            None => {
+                shells.all.try_reserve(1).map_err(|_| Error::BadAlloc {
+                    what: "the handle table",
+                })?;
+                let room = shells.all.len() + 1;
+                shells.free.try_reserve(room).map_err(|_| Error::BadAlloc {
+                    what: "the handle table",
+                })?;
+                let index = shells.all.len();
+                shells.all.push(Box::new(Shell {
+                    index,
+                    slot: RwLock::new(None),
+                }));
+                shells.all.len() - 1
+            }
+        };
+        let shell: &Shell<T> = &shells.all[index];
+        let handle = match self.map.insert(ShellRef(shell)) {
+            Ok(handle) => handle,
+            Err(e) => {
+                shells.free.push(index);
+                return Err(e);
+            }
+        };
+        // Filled after the handle is published: a reader who finds the
+        // handle before this sees an empty shell (`None`), which is right,
+        // since `insert` has not returned the handle to anyone yet.
+        *shell.slot.write() = Some((handle.value().get(), value));
+        Ok(handle)
+    }
+
+    /// The shell of a live handle, found without a lock.
+    #[inline]
+    fn shell(&self, handle: H) -> Option<&Shell<T>> {
+        let shell = self.map.get(handle)?;
+        // SAFETY: the address came from `insert`, which took it from a boxed
+        // shell in `self.shells.all`; shells are never freed before the
+        // table is dropped, and `&self` keeps the table alive.
+        Some(unsafe { &*shell.0 })
+    }
+
+    /// Runs `f` on the object behind `handle`, or returns `None` when the
+    /// handle is not live.
+    #[inline]
+    pub fn with<R>(&self, handle: H, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let shell = self.shell(handle)?;
+        let slot = shell.slot.read();
+        match &*slot {
+            // A recycled shell may hold another handle's object by now.
+            Some((owner, value)) if *owner == handle.value().get() => Some(f(value)),
+            _ => None,
+        }
+    }
+
+    /// Runs `f` on the object behind `handle` with the right to change it,
+    /// or returns `None` when the handle is not live.
+    pub fn with_mut<R>(&self, handle: H, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let shell = self.shell(handle)?;
+        let mut slot = shell.slot.write();
+        match &mut *slot {
+            Some((owner, value)) if *owner == handle.value().get() => Some(f(value)),
+            _ => None,
+        }
+    }
+
+    /// Removes and returns the object behind `handle`.
+    pub fn remove(&self, handle: H) -> Option<T> {
+        let mut shells = self.shells.lock();
+        let shell = self.map.remove(handle)?;
+        // SAFETY: as in `shell`: a boxed shell of this table.
+        let shell = unsafe { &*shell.0 };
+        let taken = shell.slot.write().take();
+        // Room was reserved when the shell was made.
+        shells.free.push(shell.index);
+        taken.map(|(_, value)| value)
+    }
+
+    /// `f` applied to every live handle and its object, keeping the `Some`s.
+    pub fn collect<R>(&self, mut f: impl FnMut(H, &T) -> Option<R>) -> Vec<R> {
+        self.map
+            .entries()
+            .into_iter()
+            .filter_map(|(handle, _)| self.with(handle, |value| f(handle, value)).flatten())
+            .collect()
+    }
+
+    /// The number of live handles.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when no handle is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Defines a handle kind: a newtype around the handle's number that
+/// implements [`Handle`] with `$tag`.
+macro_rules! handle_kind {
+    ($(#[$doc:meta])* $name:ident, $tag:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub struct $name(std::num::NonZeroUsize);
+
+        impl $name {
+            /// The handle C passed; whether it is live (and of this kind) is
+            /// checked by the table on use.
+            pub fn from_ptr(ptr: *mut std::ffi::c_void) -> Option<Self> {
+                std::num::NonZeroUsize::new(ptr as usize).map($name)
+            }
+
+            /// The handle with number `value`, if it is not zero; whether it
+            /// is live is checked by the table on use.
+            pub fn from_raw(value: usize) -> Option<Self> {
+                std::num::NonZeroUsize::new(value).map($name)
+            }
+
+            /// The handle as C sees it.
+            pub fn as_ptr(self) -> *mut std::ffi::c_void {
+                self.0.get() as *mut std::ffi::c_void
+            }
+
+            /// The handle as a number.
+            pub fn get(self) -> usize {
+                self.0.get()
+            }
+        }
+
+        impl $crate::core::handles::Handle for $name {
+            const TAG: u16 = $tag;
+            #[inline]
+            fn from_value(value: std::num::NonZeroUsize) -> Self {
+                $name(value)
+            }
+            #[inline]
+            fn value(self) -> std::num::NonZeroUsize {
+                self.0
+            }
+        }
+    };
+}
+pub(crate) use handle_kind;
+
 #[cfg(test)]
 mod tests {
+    // The test kinds do not use every conversion the macro defines.
+    #![allow(dead_code)]
     use super::*;
+
+    handle_kind!(
+        /// A kind for the tests.
+        Apple,
+        0xACA1
+    );
+    handle_kind!(
+        /// Another kind for the tests.
+        Pear,
+        0xACA2
+    );
 
     #[test]
     fn handles_are_unique_tagged_and_dead_after_removal() {
-        let table = HandleTable::new(0xACA1);
-        let a = table.insert("a").unwrap().get();
-        let b = table.insert("b").unwrap().get();
+        let table = HandleTable::<Apple, &str>::new();
+        let a = table.insert("a").unwrap();
+        let b = table.insert("b").unwrap();
         assert_ne!(a, b);
-        assert_eq!(a >> 48, 0xACA1);
+        assert_eq!(a.get() >> 48, 0xACA1);
         assert_eq!(table.with(a, |v| *v), Some("a"));
         assert_eq!(table.remove(a), Some("a"));
         assert_eq!(table.with(a, |v| *v), None);
+        assert_eq!(table.with_mut(a, |v| *v), None);
         assert_eq!(table.remove(a), None);
-        let c = table.insert("c").unwrap().get();
+        // `c` reuses `a`'s shell, never its number.
+        let c = table.insert("c").unwrap();
         assert!(c != a && c != b, "ids are never reused");
+        assert_eq!(
+            table.with(a, |v| *v),
+            None,
+            "a stale handle on a recycled shell"
+        );
+        assert_eq!(table.with(c, |v| *v), Some("c"));
+        assert_eq!(table.with_mut(c, |v| std::mem::replace(v, "C")), Some("c"));
+        assert_eq!(table.with(c, |v| *v), Some("C"));
         assert_eq!(table.len(), 2);
-        let mut live = table.collect(|h, v| (*v != "b").then_some((h, *v)));
+        let mut live = table.collect(|h, v| (*v != "b").then_some((h.get(), *v)));
         live.sort();
-        assert_eq!(live, vec![(c, "c")]);
+        assert_eq!(live, vec![(c.get(), "C")]);
     }
 
     #[test]
     fn foreign_pointers_and_other_kinds_are_refused() {
-        let descriptors = HandleTable::new(0xACA1);
-        let pools = HandleTable::new(0xACA2);
-        let d = descriptors.insert(1).unwrap().get();
-        let p = pools.insert(2).unwrap().get();
-        assert_eq!(pools.with(d, |v| *v), None);
-        assert_eq!(descriptors.with(p, |v| *v), None);
+        let apples = HandleTable::<Apple, i32>::new();
+        let pears = HandleMap::<Pear, [usize; VALUE_WORDS]>::with_capacity(4);
+        let a = apples.insert(1).unwrap();
+        let p = pears.insert([2; VALUE_WORDS]).unwrap();
+        // Kinds are types; a number of another kind, forced through the
+        // type, is still refused by its tag.
+        assert_eq!(pears.get(Pear::from_value(a.value())), None);
+        assert_eq!(apples.with(Apple::from_value(p.value()), |v| *v), None);
         let on_stack = 42u32;
-        assert_eq!(
-            descriptors.with(&on_stack as *const u32 as usize, |v| *v),
-            None
-        );
-        assert_eq!(descriptors.with(0, |v| *v), None);
+        let forged = Apple::from_ptr(&on_stack as *const u32 as *mut _).unwrap();
+        assert_eq!(apples.with(forged, |v| *v), None);
+        assert_eq!(apples.remove(forged), None);
+        assert_eq!(Apple::from_ptr(std::ptr::null_mut()), None);
+        assert_eq!(pears.get(p), Some([2; VALUE_WORDS]));
+        assert_eq!(pears.replace(p, [3; VALUE_WORDS]), Some([2; VALUE_WORDS]));
+        assert_eq!(pears.remove(p), Some([3; VALUE_WORDS]));
+        assert_eq!(pears.replace(p, [4; VALUE_WORDS]), None, "not revived");
+        assert!(pears.is_empty());
+    }
+
+    #[test]
+    fn readers_on_other_threads_see_whole_objects_or_nothing() {
+        let table = HandleTable::<Apple, (usize, usize)>::new();
+        let keep = table.insert((7, 7)).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..2000 {
+                    let h = table.insert((i, i)).unwrap();
+                    assert_eq!(table.remove(h), Some((i, i)));
+                }
+            });
+            for _ in 0..2000 {
+                assert_eq!(table.with(keep, |v| *v), Some((7, 7)));
+            }
+        });
+        assert_eq!(table.len(), 1);
     }
 }

@@ -1,5 +1,5 @@
 //! The ids the layers above share: a stream as the allocator API sees it,
-//! and a descriptor handle.
+//! and the handle of every kind of object handed to C.
 
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
@@ -30,27 +30,36 @@ impl StreamKey {
     }
 }
 
-/// The handle of a descriptor, as `aclrtAllocatorCreateDesc` returned it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DescriptorHandle(NonZeroUsize);
+use super::handles::{handle_kind, tags};
 
-impl DescriptorHandle {
-    /// A handle from its value; whether it is live is checked elsewhere.
-    pub fn from_ptr(desc: *mut c_void) -> Option<Self> {
-        NonZeroUsize::new(desc as usize).map(DescriptorHandle)
-    }
-
-    pub(crate) fn from_value(value: NonZeroUsize) -> Self {
-        DescriptorHandle(value)
-    }
-
-    /// The handle as C sees it.
-    pub fn as_ptr(self) -> *mut c_void {
-        self.0.get() as *mut c_void
-    }
-
-    /// The handle as a number.
-    pub fn get(self) -> usize {
-        self.0.get()
-    }
-}
+handle_kind!(
+    /// The handle of a descriptor, as `aclrtAllocatorCreateDesc` returned it.
+    DescriptorHandle,
+    tags::DESCRIPTOR
+);
+handle_kind!(
+    /// The handle of a caching pool or of one of its stream views
+    /// (`aclallocPool`).
+    PoolHandle,
+    tags::POOL
+);
+handle_kind!(
+    /// The handle of a pluggable allocator (`aclallocPluggable`).
+    PluggableHandle,
+    tags::PLUGGABLE
+);
+handle_kind!(
+    /// The handle of a host-runtime stream (`aclrtStream`).
+    StreamHandle,
+    tags::STREAM
+);
+handle_kind!(
+    /// The handle of a host-runtime context (`aclrtContext`).
+    ContextHandle,
+    tags::CONTEXT
+);
+handle_kind!(
+    /// The handle of host-runtime physical memory (`aclrtDrvMemHandle`).
+    PhysicalHandle,
+    tags::PHYSICAL
+);

@@ -1,5 +1,6 @@
 //! The bottom layer: errors and the per-thread error log, the C vocabulary,
-//! descriptors, ids and handle tables, the environment's syntax. It imports no other module of the
+//! descriptors, ids and handle tables (the lock-free [`seq_table::SeqTable`]
+//! they and the stream registry are built on), the environment's syntax. It imports no other module of the
 //! crate (tests/layers.rs checks it).
 
 pub(crate) mod boundary;
@@ -10,6 +11,8 @@ pub mod errlog;
 pub mod error;
 pub mod handles;
 pub mod ids;
+pub mod seq_table;
 pub mod serving;
 pub mod stats;
+pub(crate) mod sync;
 pub mod types;

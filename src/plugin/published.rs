@@ -12,39 +12,24 @@ use crate::core::boundary::boundary;
 use crate::core::descriptor::AllocatorObj;
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
+pub use crate::core::ids::PluggableHandle;
 use crate::core::serving;
 use crate::registry::api::global;
 use crate::registry::DescriptorHandle;
 use std::ffi::c_void;
-use std::num::NonZeroUsize;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-/// The tag in the top bits of every pluggable-allocator handle.
-const PLUGGABLE_TAG: u16 = crate::core::handles::tags::PLUGGABLE;
-
-static PLUGINS: HandleTable<Entry> = HandleTable::new(PLUGGABLE_TAG);
+/// Every live pluggable allocator.
+fn plugins() -> &'static HandleTable<PluggableHandle, Entry> {
+    static PLUGINS: OnceLock<HandleTable<PluggableHandle, Entry>> = OnceLock::new();
+    PLUGINS.get_or_init(HandleTable::new)
+}
 
 struct Entry {
     allocator: Arc<PluggableAllocator>,
     /// The descriptor made for it; destroyed with it if the caller has not.
     descriptor: DescriptorHandle,
-}
-
-/// The handle of a live pluggable allocator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PluggableHandle(NonZeroUsize);
-
-impl PluggableHandle {
-    /// A handle from its C value; whether it is live is checked on use.
-    pub fn from_ptr(ptr: *mut c_void) -> Option<Self> {
-        NonZeroUsize::new(ptr as usize).map(PluggableHandle)
-    }
-
-    /// The handle as C sees it.
-    pub fn as_ptr(self) -> *mut c_void {
-        self.0.get() as *mut c_void
-    }
 }
 
 const NOT_A_PLUGGABLE: Error = Error::InvalidParam {
@@ -59,12 +44,12 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
     let allocator = Arc::new(allocator);
     let api = global();
     let descriptor = api.create_descriptor()?;
-    let inserted = PLUGINS.insert(Entry {
+    let inserted = plugins().insert(Entry {
         allocator: Arc::clone(&allocator),
         descriptor,
     });
     let handle = match inserted {
-        Ok(h) => PluggableHandle(h),
+        Ok(h) => h,
         Err(e) => {
             let _ = api.destroy_descriptor(descriptor);
             return Err(e);
@@ -77,7 +62,7 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
         d.get_addr_from_block = Some(desc_get_addr);
     });
     if let Err(e) = filled {
-        PLUGINS.remove(handle.0.get());
+        plugins().remove(handle);
         let _ = api.destroy_descriptor(descriptor);
         return Err(e);
     }
@@ -87,17 +72,19 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
 
 /// The allocator behind a live handle.
 pub fn get(handle: PluggableHandle) -> Result<Arc<PluggableAllocator>> {
-    lookup(handle.0.get()).ok_or(NOT_A_PLUGGABLE)
+    lookup(handle.as_ptr()).ok_or(NOT_A_PLUGGABLE)
 }
 
-fn lookup(value: usize) -> Option<Arc<PluggableAllocator>> {
-    PLUGINS.with(value, |e| Arc::clone(&e.allocator))
+fn lookup(handle: *mut c_void) -> Option<Arc<PluggableAllocator>> {
+    plugins().with(PluggableHandle::from_ptr(handle)?, |e| {
+        Arc::clone(&e.allocator)
+    })
 }
 
 /// The pluggable allocator whose handle is `obj` (a registration's
 /// allocator object), if it is one.
 pub fn from_obj(obj: AllocatorObj) -> Option<Arc<PluggableAllocator>> {
-    lookup(obj.as_ptr() as usize)
+    lookup(obj.as_ptr())
 }
 
 /// Destroys a pluggable allocator and the descriptor made for it. Refused
@@ -135,7 +122,7 @@ pub fn destroy(
             count: 1,
         });
     }
-    let entry = PLUGINS.remove(handle.0.get()).ok_or(NOT_A_PLUGGABLE)?;
+    let entry = plugins().remove(handle).ok_or(NOT_A_PLUGGABLE)?;
     // The caller may have destroyed it already; either way it is gone now.
     let _ = global().destroy_descriptor(entry.descriptor);
     Ok(())
@@ -144,7 +131,7 @@ pub fn destroy(
 /// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
     boundary("aclallocPluggable alloc callback", || {
-        let allocator = lookup(obj as usize).ok_or(NOT_A_PLUGGABLE)?;
+        let allocator = lookup(obj).ok_or(NOT_A_PLUGGABLE)?;
         allocator
             .alloc(size, context::current_device(), serving::current())
             .map(NonNull::as_ptr)
@@ -154,7 +141,7 @@ unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
 /// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor.
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
     boundary("aclallocPluggable free callback", || {
-        let allocator = lookup(obj as usize).ok_or(NOT_A_PLUGGABLE)?;
+        let allocator = lookup(obj).ok_or(NOT_A_PLUGGABLE)?;
         allocator.free(NonNull::new(block).ok_or(Error::NullPointer { param: "block" })?)
     })
 }

@@ -1,10 +1,10 @@
 //! Pools given to C, found from their handle without taking a lock.
 //!
 //! The handle is also the allocator object (`obj`) of the pool's descriptor,
-//! so every alloc/free callback resolves it: the lookup is a read of the
-//! lock-free [`SeqTable`] the stream registry uses. A handle is a tagged
-//! number (tag 0xACA5 in the top 16 bits, never reused), never a pointer, so a
-//! stale or forged one is refused without being dereferenced.
+//! so every alloc/free callback resolves it: the lookup is a read of core's
+//! lock-free [`HandleMap`], the value held inline. A handle is a tagged
+//! number ([`PoolHandle`], never reused), never a pointer, so a stale or
+//! forged one is refused without being dereferenced.
 //!
 //! A *stream view* is a second kind of handle in the same table: it names a
 //! pool and the one stream it serves, so that a descriptor made for that
@@ -18,15 +18,15 @@
 
 use super::Pool;
 use crate::core::error::{Error, Result};
-use crate::registry::{Packed, SeqTable, VALUE_WORDS};
+use crate::core::handles::{Handle, HandleMap};
+pub use crate::core::ids::PoolHandle;
+use crate::core::seq_table::{Packed, VALUE_WORDS};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// The tag in the top bits of every pool handle.
-pub const POOL_TAG: u16 = crate::core::handles::tags::POOL;
-use crate::core::handles::TAG_SHIFT;
+pub const POOL_TAG: u16 = PoolHandle::TAG;
 
 /// What a handle names: a pool, and for a stream view its stream (0 for the
 /// pool itself).
@@ -53,9 +53,9 @@ unsafe impl Packed for PoolRef {
     }
 }
 
-fn table() -> &'static SeqTable<PoolRef> {
-    static TABLE: OnceLock<SeqTable<PoolRef>> = OnceLock::new();
-    TABLE.get_or_init(|| SeqTable::with_capacity(16))
+fn table() -> &'static HandleMap<PoolHandle, PoolRef> {
+    static TABLE: OnceLock<HandleMap<PoolHandle, PoolRef>> = OnceLock::new();
+    TABLE.get_or_init(|| HandleMap::with_capacity(8))
 }
 
 const NOT_A_POOL: Error = Error::InvalidParam {
@@ -82,19 +82,7 @@ pub fn insert_view(pool: *mut std::ffi::c_void, stream: NonZeroUsize) -> Result<
 }
 
 fn insert_ref(target: PoolRef) -> Result<NonZeroUsize> {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    if id >= 1 << TAG_SHIFT {
-        return Err(Error::Internal {
-            reason: "the pool handle space is exhausted",
-        });
-    }
-    let handle =
-        NonZeroUsize::new(((POOL_TAG as usize) << TAG_SHIFT) | id).ok_or(Error::Internal {
-            reason: "a pool handle was zero",
-        })?;
-    table().insert(handle, target);
-    Ok(handle)
+    table().insert(target).map(PoolHandle::value)
 }
 
 thread_local! {
@@ -113,10 +101,7 @@ fn lookup(handle: *mut std::ffi::c_void) -> Result<PoolRef> {
         let pool = unsafe { &*(pool as *const Pool) };
         return Ok(PoolRef { pool, stream });
     }
-    let key = NonZeroUsize::new(handle as usize).ok_or(Error::NullPointer { param: "pool" })?;
-    if key.get() >> TAG_SHIFT != POOL_TAG as usize {
-        return Err(NOT_A_POOL);
-    }
+    let key = PoolHandle::from_ptr(handle).ok_or(Error::NullPointer { param: "pool" })?;
     let found = table().get(key).ok_or(NOT_A_POOL)?;
     LAST.with(|c| c.set((key.get(), found.pool as *const Pool as usize, found.stream)));
     Ok(found)
@@ -144,7 +129,7 @@ pub fn is_view(handle: *mut std::ffi::c_void) -> Result<bool> {
 /// Makes `handle` and every stream view of its pool dead (the pool must
 /// already be closed).
 pub fn remove(handle: *mut std::ffi::c_void) -> Result<()> {
-    let key = NonZeroUsize::new(handle as usize).ok_or(Error::NullPointer { param: "pool" })?;
+    let key = PoolHandle::from_ptr(handle).ok_or(Error::NullPointer { param: "pool" })?;
     LAST.with(|c| c.set((0, 0, 0)));
     let removed = table().remove(key).ok_or(NOT_A_POOL)?;
     for (view, target) in table().entries() {

@@ -40,9 +40,6 @@ use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
 use std::sync::OnceLock;
 
-/// The tag in the top bits of every descriptor handle.
-const DESCRIPTOR_TAG: u16 = crate::core::handles::tags::DESCRIPTOR;
-
 const NOT_A_DESCRIPTOR: Error = Error::InvalidParam {
     param: "allocatorDesc",
     reason: "It is not a live allocator descriptor (it was destroyed, or was never returned by aclrtAllocatorCreateDesc)",
@@ -50,7 +47,7 @@ const NOT_A_DESCRIPTOR: Error = Error::InvalidParam {
 
 /// Live descriptors and the registrations made from them.
 pub struct AllocatorApi {
-    descriptors: HandleTable<Descriptor>,
+    descriptors: HandleTable<DescriptorHandle, Descriptor>,
     streams: StreamRegistry,
 }
 
@@ -64,22 +61,20 @@ impl AllocatorApi {
     /// An API instance with no descriptors and no registrations.
     pub fn new() -> Self {
         AllocatorApi {
-            descriptors: HandleTable::new(DESCRIPTOR_TAG),
+            descriptors: HandleTable::new(),
             streams: StreamRegistry::default(),
         }
     }
 
     /// `aclrtAllocatorCreateDesc`: a new, empty descriptor.
     pub fn create_descriptor(&self) -> Result<DescriptorHandle> {
-        self.descriptors
-            .insert(Descriptor::default())
-            .map(DescriptorHandle::from_value)
+        self.descriptors.insert(Descriptor::default())
     }
 
     /// `aclrtAllocatorDestroyDesc`. Registrations made from it stay.
     pub fn destroy_descriptor(&self, desc: DescriptorHandle) -> Result<()> {
         self.descriptors
-            .remove(desc.get())
+            .remove(desc)
             .map(drop)
             .ok_or(NOT_A_DESCRIPTOR)
     }
@@ -91,15 +86,13 @@ impl AllocatorApi {
         change: impl FnOnce(&mut Descriptor),
     ) -> Result<()> {
         self.descriptors
-            .with(desc.get(), change)
+            .with_mut(desc, change)
             .ok_or(NOT_A_DESCRIPTOR)
     }
 
     /// A copy of a live descriptor's contents.
     pub fn descriptor(&self, desc: DescriptorHandle) -> Result<Descriptor> {
-        self.descriptors
-            .with(desc.get(), |d| *d)
-            .ok_or(NOT_A_DESCRIPTOR)
+        self.descriptors.with(desc, |d| *d).ok_or(NOT_A_DESCRIPTOR)
     }
 
     /// The number of live descriptors.

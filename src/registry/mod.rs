@@ -6,15 +6,14 @@
 
 pub mod api;
 pub mod observer;
-mod sync;
-pub mod table;
 
 use crate::core::descriptor::GetAddrFromBlockFn;
 use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
+use crate::core::handles::Handle;
 pub use crate::core::ids::{DescriptorHandle, StreamKey};
+pub use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
-pub use table::{Packed, SeqTable, VALUE_WORDS};
 
 /// What `aclrtAllocatorRegister` recorded for a stream: the descriptor it was
 /// given and a copy of that descriptor's contents at that moment.

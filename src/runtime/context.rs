@@ -9,6 +9,7 @@
 
 use super::host::HostRuntime;
 use crate::core::error::{Error, Result};
+use crate::core::ids::ContextHandle;
 use std::cell::Cell;
 
 /// One context.
@@ -66,8 +67,7 @@ impl HostRuntime {
     /// `aclrtResetDevice`, not here.
     pub fn destroy_context(&self, ctx: usize) -> Result<()> {
         let is_default = self
-            .contexts
-            .with(ctx, |c| c.is_default)
+            .with_context(ctx, |c| c.is_default)
             .ok_or(NOT_A_CONTEXT)?;
         if is_default {
             return Err(Error::InvalidParam {
@@ -81,7 +81,7 @@ impl HostRuntime {
 
     /// `aclrtSetCurrentContext`.
     pub fn set_current_context(&self, ctx: usize) -> Result<()> {
-        self.contexts.with(ctx, |_| ()).ok_or(NOT_A_CONTEXT)?;
+        self.with_context(ctx, |_| ()).ok_or(NOT_A_CONTEXT)?;
         set_current(self, ctx);
         Ok(())
     }
@@ -89,20 +89,20 @@ impl HostRuntime {
     /// This thread's current context and its device.
     pub fn current_context(&self) -> Result<(usize, u32)> {
         let ctx = current_handle(self).ok_or(Error::NoContext)?;
-        self.contexts
-            .with(ctx, |c| (ctx, c.device))
+        self.with_context(ctx, |c| (ctx, c.device))
             .ok_or(Error::NoContext)
     }
 
     /// The contexts of `device`.
     pub(crate) fn contexts_of_device(&self, device: u32) -> Vec<usize> {
         self.contexts
-            .collect(|h, c| (c.device == device).then_some(h))
+            .collect(|h, c| (c.device == device).then_some(h.get()))
     }
 
     /// Removes a context and destroys its streams, waiting for their work.
     pub(crate) fn release_context(&self, ctx: usize) {
-        let Some(context) = self.contexts.remove(ctx) else {
+        let Some(context) = ContextHandle::from_raw(ctx).and_then(|h| self.contexts.remove(h))
+        else {
             return;
         };
         for stream in context.streams {

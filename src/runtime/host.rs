@@ -8,6 +8,7 @@ use super::stream_worker::Stream;
 use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
+use crate::core::ids::{ContextHandle, StreamHandle};
 use crate::registry::api::AllocatorApi;
 use crate::registry::observer::{NoObserver, StreamObserver};
 use parking_lot::Mutex;
@@ -34,8 +35,8 @@ pub struct HostRuntime {
     config: Result<Config>,
     devices: Vec<Device>,
     initialized: Mutex<bool>,
-    pub(crate) contexts: HandleTable<Context>,
-    pub(crate) streams: HandleTable<StreamEntry>,
+    pub(crate) contexts: HandleTable<ContextHandle, Context>,
+    pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
     workspaces: &'static dyn WorkspaceAllocator,
     allocators: &'static AllocatorApi,
     observer: &'static dyn StreamObserver,
@@ -58,8 +59,8 @@ impl HostRuntime {
             config,
             devices,
             initialized: Mutex::new(false),
-            contexts: HandleTable::new(CONTEXT_TAG),
-            streams: HandleTable::new(STREAM_TAG),
+            contexts: HandleTable::new(),
+            streams: HandleTable::new(),
             workspaces: direct_device_memory(),
             allocators,
             observer: &NoObserver,
@@ -86,6 +87,29 @@ impl HostRuntime {
     #[inline]
     pub(crate) fn observer(&self) -> &'static dyn StreamObserver {
         self.observer
+    }
+
+    /// Runs `f` on a live context (`ctx` as C passed it).
+    pub(crate) fn with_context<R>(&self, ctx: usize, f: impl FnOnce(&Context) -> R) -> Option<R> {
+        self.contexts.with(ContextHandle::from_raw(ctx)?, f)
+    }
+
+    /// Runs `f` on a live context, with the right to change it.
+    pub(crate) fn with_context_mut<R>(
+        &self,
+        ctx: usize,
+        f: impl FnOnce(&mut Context) -> R,
+    ) -> Option<R> {
+        self.contexts.with_mut(ContextHandle::from_raw(ctx)?, f)
+    }
+
+    /// Runs `f` on a live stream (`handle` as C passed it).
+    pub(crate) fn with_stream<R>(
+        &self,
+        handle: usize,
+        f: impl FnOnce(&StreamEntry) -> R,
+    ) -> Option<R> {
+        self.streams.with(StreamHandle::from_raw(handle)?, f)
     }
 
     /// Identifies this instance in thread-local state.

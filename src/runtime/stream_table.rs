@@ -13,6 +13,7 @@ use super::host::{HostRuntime, StreamEntry};
 use super::launch_cache;
 use super::stream_worker::Stream;
 use crate::core::error::{Error, Result};
+use crate::core::ids::StreamHandle;
 use crate::registry::StreamKey;
 use std::sync::Arc;
 
@@ -51,8 +52,7 @@ impl HostRuntime {
 
     fn new_stream_in(&self, ctx: usize, default: bool) -> Result<usize> {
         let device = self
-            .contexts
-            .with(ctx, |c| c.device)
+            .with_context(ctx, |c| c.device)
             .ok_or(Error::NoContext)?;
         let memory = Arc::clone(self.device(device as i32)?.memory());
         let stream = Arc::new(Stream::new(memory, self.workspace_allocator())?);
@@ -63,7 +63,7 @@ impl HostRuntime {
                 context: ctx,
             })?
             .get();
-        let adopted = self.contexts.with(ctx, |c| {
+        let adopted = self.with_context_mut(ctx, |c| {
             if default {
                 if c.default_stream.is_some() {
                     return false; // another thread made it first
@@ -92,8 +92,7 @@ impl HostRuntime {
                     return Ok((key, s));
                 }
                 let s = self
-                    .streams
-                    .with(handle, |e| Arc::clone(&e.stream))
+                    .with_stream(handle, |e| Arc::clone(&e.stream))
                     .ok_or(NOT_A_STREAM)?;
                 launch_cache::remember(self.instance(), handle, &s);
                 Ok((key, s))
@@ -106,8 +105,7 @@ impl HostRuntime {
         let (ctx, _) = self.current_context()?;
         for _ in 0..2 {
             let existing = self
-                .contexts
-                .with(ctx, |c| c.default_stream)
+                .with_context(ctx, |c| c.default_stream)
                 .ok_or(Error::NoContext)?;
             let handle = match existing {
                 Some(h) => h,
@@ -117,7 +115,7 @@ impl HostRuntime {
                     Err(e) => return Err(e),
                 },
             };
-            if let Some(s) = self.streams.with(handle, |e| Arc::clone(&e.stream)) {
+            if let Some(s) = self.with_stream(handle, |e| Arc::clone(&e.stream)) {
                 return Ok((key(handle), s));
             }
         }
@@ -130,12 +128,8 @@ impl HostRuntime {
     pub fn destroy_stream(&self, stream: StreamKey, force: bool) -> Result<()> {
         let handle = stream.get().get();
         let is_default = self
-            .streams
-            .with(handle, |e| e.context)
-            .and_then(|ctx| {
-                self.contexts
-                    .with(ctx, |c| c.default_stream == Some(handle))
-            })
+            .with_stream(handle, |e| e.context)
+            .and_then(|ctx| self.with_context(ctx, |c| c.default_stream == Some(handle)))
             .unwrap_or(false);
         if is_default {
             return Err(Error::InvalidParam {
@@ -148,8 +142,7 @@ impl HostRuntime {
 
     pub(crate) fn destroy_stream_handle(&self, handle: usize, force: bool) -> Result<()> {
         let entry = self
-            .streams
-            .with(handle, |e| e.clone())
+            .with_stream(handle, |e| e.clone())
             .ok_or(NOT_A_STREAM)?;
         if entry.stream.is_current_worker() {
             return Err(Error::InvalidParam {
@@ -158,9 +151,11 @@ impl HostRuntime {
             });
         }
         // Unlisting first stops new launches from finding the stream.
-        let entry = self.streams.remove(handle).ok_or(NOT_A_STREAM)?;
+        let entry = StreamHandle::from_raw(handle)
+            .and_then(|h| self.streams.remove(h))
+            .ok_or(NOT_A_STREAM)?;
         entry.stream.shut_down(force)?;
-        self.contexts.with(entry.context, |c| {
+        self.with_context_mut(entry.context, |c| {
             c.streams.retain(|&s| s != handle);
             if c.default_stream == Some(handle) {
                 c.default_stream = None;

@@ -502,8 +502,7 @@ fn runtimes_handing_out_the_same_handle_keep_their_streams_apart() {
     let (sa, sb) = (on(&a), on(&b));
     assert_eq!(sa, sb, "both tables start from the same id");
     let table = |rt: &HostRuntime, s: StreamKey| {
-        rt.streams
-            .with(s.get().get(), |e| Arc::as_ptr(&e.stream))
+        rt.with_stream(s.get().get(), |e| Arc::as_ptr(&e.stream))
             .unwrap()
     };
     for _ in 0..2 {

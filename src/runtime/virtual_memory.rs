@@ -18,11 +18,17 @@
 //! has mappings; `aclrtUnmapMem` does not wait for streams (the caller
 //! synchronizes first, as torch_npu's expandable segments do).
 //!
-//! Handles are numbers (tag `0xACA7` in the top 16 bits, never reused) looked
-//! up in the table of live physical allocations, never dereferenced;
-//! addresses are looked up among the live reservations and mappings.
+//! Handles are numbers ([`PhysicalHandle`]: core's tag for the kind in the
+//! top 16 bits, never reused) looked up in the table of live physical
+//! allocations, never dereferenced; addresses are looked up among the live
+//! reservations and mappings. That table is a map inside the one state lock,
+//! not a core `HandleTable`: freeing, mapping and unmapping change a physical
+//! allocation and a reservation together, atomically, and none of these
+//! calls is on a hot path.
 
 use crate::core::error::{Error, Result};
+use crate::core::handles::Handle;
+use crate::core::ids::PhysicalHandle;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -30,8 +36,11 @@ use std::sync::OnceLock;
 
 /// The granularity of physical allocations, mappings and reservations.
 pub const GRANULARITY: usize = 2 << 20;
+// Spelled out because the generated header has carried it as a number;
+// core's tag list is the truth, the assertion keeps the two equal.
 /// Tag of physical memory handles.
 pub const PHYSICAL_TAG: u16 = 0xACA7;
+const _: () = assert!(PHYSICAL_TAG == PhysicalHandle::TAG);
 const TAG_SHIFT: u32 = 48;
 
 /// What a virtual-memory lookup found (as [`super::memory::Lookup`]).
@@ -454,7 +463,7 @@ impl VirtualMemory {
 }
 
 fn physical_id(handle: usize) -> Result<usize> {
-    if handle >> TAG_SHIFT != PHYSICAL_TAG as usize {
+    if !PhysicalHandle::could_be(handle) {
         return Err(NOT_PHYSICAL);
     }
     Ok(handle & ((1 << TAG_SHIFT) - 1))

@@ -11,7 +11,7 @@
 //!
 //! # How allocations reach it
 //! With tracking on, `aclrtAllocatorGetByStream` hands out a tracking object
-//! and the tracking callbacks ([`TrackObj::callbacks`]) instead of the user's;
+//! and the tracking callbacks (`shim::callbacks`) instead of the user's;
 //! `*allocatorDesc` stays the user's descriptor. Each tracking callback calls
 //! the user's function with the user's object and returns its result, so a
 //! runtime sees the same behaviour. In front of a real runtime the same
@@ -103,7 +103,7 @@ fn ever_enabled() -> bool {
 /// without locking or allocating once the pair has been seen.
 #[inline]
 pub fn tracked_callbacks(stream: StreamKey, registration: &Registration) -> Callbacks {
-    tracker().object(stream, registration).callbacks()
+    shim::callbacks(tracker().object(stream, registration))
 }
 
 /// What a runtime should call to allocate on `stream`: the tracking

@@ -19,10 +19,11 @@
 
 use super::events::{record, Fault};
 use super::owner::{AllocState, NOT_A_STREAM};
-use super::tracker::{tracker, TrackObj};
+use super::tracker::{tracker, TrackObj, FALLBACK_GET_ADDR};
+use crate::core::descriptor::{AllocatorObj, Callbacks};
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 thread_local! {
     /// The block this thread allocated last, the record it is in, and the
@@ -31,12 +32,25 @@ thread_local! {
         const { Cell::new((0, std::ptr::null(), 0)) };
 }
 
-/// The getAddrFromBlock of the newest registration, for blocks no record
-/// knows (the call must still return what the user's function would).
-pub(crate) static FALLBACK_GET_ADDR: AtomicUsize = AtomicUsize::new(0);
+/// The callbacks a runtime is given for a registration: its tracking object
+/// and the tracking functions, with allocAdvise only when the user has one.
+pub(crate) fn callbacks(t: &'static TrackObj) -> Callbacks {
+    Callbacks {
+        obj: AllocatorObj::new(t as *const TrackObj as *mut c_void)
+            .expect("a reference is never NULL"),
+        alloc: track_alloc,
+        free: track_free,
+        alloc_advise: t
+            .registration
+            .callbacks
+            .alloc_advise
+            .map(|_| track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
+        get_addr_from_block: track_get_addr,
+    }
+}
 
 /// # Safety
-/// `obj` must be a pointer from [`TrackObj::callbacks`].
+/// `obj` must be the object of [`callbacks`].
 #[inline(always)]
 unsafe fn object<'a>(obj: *mut c_void) -> &'a TrackObj {
     // SAFETY: the caller's contract; tracking objects are never freed.

@@ -11,13 +11,16 @@
 
 use super::history;
 use super::owner::AllocState;
-use super::shim;
-use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// The getAddrFromBlock of the newest registration, for blocks no record
+/// knows (the tracking getAddrFromBlock must still return what the user's
+/// function would). Set here, where registrations are interned.
+pub(crate) static FALLBACK_GET_ADDR: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// The allocator object the tracking callbacks receive.
 pub struct TrackObj {
@@ -34,23 +37,6 @@ pub struct TrackObj {
 const UNKNOWN_DEVICE: i32 = -1;
 
 impl TrackObj {
-    /// The callbacks a runtime is given for this registration: this object
-    /// and the tracking functions, with allocAdvise only when the user has one.
-    pub fn callbacks(&'static self) -> Callbacks {
-        Callbacks {
-            obj: AllocatorObj::new(self as *const TrackObj as *mut c_void)
-                .expect("a reference is never NULL"),
-            alloc: shim::track_alloc,
-            free: shim::track_free,
-            alloc_advise: self
-                .registration
-                .callbacks
-                .alloc_advise
-                .map(|_| shim::track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
-            get_addr_from_block: shim::track_get_addr,
-        }
-    }
-
     /// The device to record this allocation under: 0 while the history is
     /// off (nothing is recorded then); otherwise the calling thread's
     /// current device the first time (the runtime allocates for a stream on
@@ -177,7 +163,7 @@ impl Tracker {
                     device: AtomicI32::new(UNKNOWN_DEVICE),
                 }));
                 slow.objects.insert(key, t);
-                shim::FALLBACK_GET_ADDR.store(
+                FALLBACK_GET_ADDR.store(
                     registration.callbacks.get_addr_from_block as usize,
                     std::sync::atomic::Ordering::Release,
                 );

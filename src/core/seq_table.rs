@@ -1,5 +1,7 @@
-//! A read-mostly hash table from stream to registration, built for a lookup on
-//! every operator launch.
+//! A read-mostly hash table from a non-zero word to a few words of value,
+//! built for a lookup on every operator launch: the stream registry
+//! (stream → registration), the tracking layer (stream → tracker) and every
+//! live-handle table ([`super::handles`]) are built on it.
 //!
 //! Readers take no lock, write no shared memory and never allocate, so they do
 //! not contend with each other and scale with threads. Writers serialise on a

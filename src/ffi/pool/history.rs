@@ -1,0 +1,117 @@
+//! A pool as text and JSON, and the history recorder: `aclallocPoolSummary`,
+//! `aclallocPoolSnapshot`, `aclallocPoolRecordHistory`.
+
+#![allow(non_snake_case, non_camel_case_types)]
+
+use super::aclallocPool;
+use crate::ffi::args::{self, write_text, Out, OutSlice};
+use crate::ffi::boundary::boundary;
+use crate::ffi::types::*;
+use crate::pool::{handles, Pool};
+use std::ffi::c_char;
+
+/// The `"version"` of the JSON `aclallocPoolSnapshot` writes (2: hex
+/// strings for addresses and streams, `device_traces` and `history`).
+pub const ACLALLOC_SNAPSHOT_VERSION: u32 = 2;
+const _: () = assert!(ACLALLOC_SNAPSHOT_VERSION == crate::pool::snapshot::SNAPSHOT_VERSION);
+
+unsafe fn text(
+    function: &'static str,
+    pool: aclallocPool,
+    buffer: *mut c_char,
+    size: usize,
+    length: *mut usize,
+    make: fn(&Pool) -> String,
+) -> aclError {
+    boundary(function, || {
+        // SAFETY: the caller's contract.
+        let buffer = unsafe { OutSlice::new(buffer, size, "buffer") }?;
+        let length = unsafe { Out::optional(length) };
+        let text = make(handles::get(pool)?);
+        args::write_optional(length, text.len());
+        write_text(buffer, &text);
+        Ok(())
+    })
+}
+
+/// The statistics as a text table like PyTorch's `memory_summary()`. Works as
+/// `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
+/// full length (without the NUL) to `length` (optional). `buffer` may be NULL
+/// when `size` is 0, to ask for the length.
+///
+/// # Safety
+/// `buffer` must be valid for `size` bytes; `length` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPoolSummary(
+    pool: aclallocPool,
+    buffer: *mut c_char,
+    size: usize,
+    length: *mut usize,
+) -> aclError {
+    unsafe {
+        text(
+            "aclallocPoolSummary",
+            pool,
+            buffer,
+            size,
+            length,
+            Pool::summary,
+        )
+    }
+}
+
+/// The segments, blocks and recorded history as JSON, like PyTorch's
+/// `_snapshot()`: `{"version":2,"device":0,"segments":[{"device","address",
+/// "total_size","stream","segment_type","is_expandable","mapped_size",
+/// "unmapped_size","allocated_size","active_size",
+/// "requested_size","blocks":[{"address","size","requested_size","state"}]}],
+/// "device_traces":[[{"action","addr","size","block_size","stream",
+/// "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
+/// with `state` `"active_allocated"` or `"inactive"`, addresses and stream
+/// handles as hex strings ("0x..."), one trace list per device index (see
+/// `aclallocPoolRecordHistory`). `stream` is the handle of the stream whose launch
+/// (`aclallocLaunchKernel`) made the segment; its blocks serve only that
+/// stream. It is 0 for segments made by callback calls outside such a launch:
+/// CANN's callbacks are not told the stream. Buffer handling as
+/// `aclallocPoolSummary`.
+///
+/// # Safety
+/// As `aclallocPoolSummary`.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPoolSnapshot(
+    pool: aclallocPool,
+    buffer: *mut c_char,
+    size: usize,
+    length: *mut usize,
+) -> aclError {
+    unsafe {
+        text(
+            "aclallocPoolSnapshot",
+            pool,
+            buffer,
+            size,
+            length,
+            Pool::snapshot_json,
+        )
+    }
+}
+
+/// Records the pool's allocation history, like PyTorch's
+/// `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
+/// now on the last `maxEntries` events (`alloc`, `free_requested`,
+/// `free_completed`, `segment_alloc`, `segment_free`, `oom`, each with
+/// address, size, stream, device and time in microseconds) are kept in a
+/// ring, older ones overwritten and counted as dropped. Every call discards
+/// what was recorded before; `maxEntries` 0 switches recording off. The
+/// ring (48 bytes per event) is allocated here, never while recording; when
+/// it cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
+/// `aclallocPoolSnapshot` writes the events as `device_traces`. Pools made by
+/// `aclallocPoolCreate`, and the default pool, start recording at creation
+/// when `ACLALLOC_RECORD_HISTORY=N` is set. A stream descriptor's object
+/// names its pool here.
+#[no_mangle]
+pub extern "C" fn aclallocPoolRecordHistory(pool: aclallocPool, maxEntries: usize) -> aclError {
+    boundary("aclallocPoolRecordHistory", || {
+        handles::get(pool)?.record_history(maxEntries)
+    })
+}

@@ -1,0 +1,129 @@
+//! Creating and destroying pools: `aclallocPoolCreate`,
+//! `aclallocPoolCreateStreamDesc`, `aclallocPoolDestroy`.
+
+#![allow(non_snake_case, non_camel_case_types)]
+
+use super::aclallocPool;
+use crate::core::descriptor::AllocatorObj;
+use crate::core::error::{Error, Result};
+use crate::ffi::args::{self, Out};
+use crate::ffi::boundary::boundary;
+use crate::ffi::types::*;
+use crate::pool::{handles, Pool, PoolConfig};
+use crate::registry::api::global;
+use std::ffi::c_void;
+
+use super::callbacks::*;
+use super::config::aclallocPoolConfig;
+
+/// Creates a caching pool over the memory of the calling thread's current
+/// device (`aclrtMalloc`/`aclrtFree`; no current device:
+/// `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
+/// alloc, free, allocAdvise and getAddrFromBlock functions are
+/// `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
+/// `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
+/// many streams as should share the pool; destroy it with
+/// `aclrtAllocatorDestroyDesc` when no more registrations are needed.
+/// `config` NULL: the defaults and `ACLALLOC_ALLOC_CONF`, as
+/// `aclallocPoolConfigInit` gives. Nothing is written unless the call succeeds.
+///
+/// # Safety
+/// `config` must be NULL or point to an `aclallocPoolConfig`; `pool` and
+/// `allocatorDesc` must point to writable memory of their types.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPoolCreate(
+    config: *const aclallocPoolConfig,
+    pool: *mut aclallocPool,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+) -> aclError {
+    boundary("aclallocPoolCreate", || {
+        // SAFETY: the caller's contract.
+        let pool_out = unsafe { Out::required(pool, "pool") }?;
+        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        // SAFETY: NULL or an `aclallocPoolConfig`, the caller's contract.
+        let config = match unsafe { args::optional_input(config) } {
+            None => PoolConfig::default().from_env()?,
+            Some(config) => PoolConfig::try_from(config)?,
+        };
+        let device = crate::pool::acl::AclMemory::current()?;
+        let new_pool = Pool::new(config, device)?;
+        new_pool.record_history(crate::history::env::max_entries_from_env()?)?;
+        let handle = handles::insert(new_pool)?;
+        let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
+            reason: "a pool handle was zero",
+        })?;
+        let desc = pool_descriptor(obj).inspect_err(|_| {
+            let _ = destroy(handle.get() as *mut c_void);
+        })?;
+        pool_out.write(handle.get() as *mut c_void);
+        desc_out.write(desc.as_ptr());
+        Ok(())
+    })
+}
+
+/// Creates a descriptor for one stream's use of a pool: the same pool and
+/// callbacks, but an allocator object that names `stream`, so the pool knows
+/// which stream each block serves even when the runtime that calls the
+/// callbacks is not this library's (CANN's callbacks carry no stream). Blocks
+/// freed through it are reused only for `stream`, which keeps a block that
+/// CANN frees in stream order away from kernels on other streams. Register it
+/// on `stream`, and destroy it with `aclrtAllocatorDestroyDesc`; it stops
+/// working when the pool is destroyed.
+///
+/// # Safety
+/// `allocatorDesc` must point to writable memory for an `aclrtAllocatorDesc`.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPoolCreateStreamDesc(
+    pool: aclallocPool,
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+) -> aclError {
+    boundary("aclallocPoolCreateStreamDesc", || {
+        // SAFETY: the caller's contract.
+        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        let stream = args::stream(stream)?;
+        let view = handles::insert_view(pool, stream.get())?;
+        let obj = AllocatorObj::new(view.get() as *mut c_void).ok_or(Error::Internal {
+            reason: "a pool handle was zero",
+        })?;
+        let desc = pool_descriptor(obj)?;
+        desc_out.write(desc.as_ptr());
+        Ok(())
+    })
+}
+
+/// A descriptor whose object is `obj` and whose callbacks are the pool's.
+fn pool_descriptor(obj: AllocatorObj) -> Result<crate::registry::DescriptorHandle> {
+    let api = global();
+    let desc = api.create_descriptor()?;
+    api.update_descriptor(desc, |d| {
+        d.obj = Some(obj);
+        d.alloc = Some(aclallocPoolAlloc);
+        d.free = Some(aclallocPoolFree);
+        d.alloc_advise = Some(aclallocPoolAllocAdvise);
+        d.get_addr_from_block = Some(aclallocPoolGetAddrFromBlock);
+    })?;
+    Ok(desc)
+}
+
+fn destroy(pool: aclallocPool) -> Result<()> {
+    if handles::is_view(pool)? {
+        return Err(Error::InvalidParam {
+            param: "pool",
+            reason: "It is a stream descriptor's object, not a pool (destroy the descriptor with aclrtAllocatorDestroyDesc)",
+        });
+    }
+    let p = handles::get(pool)?;
+    p.close_if_idle()
+        .map_err(|blocks| Error::PoolInUse { blocks })?;
+    handles::remove(pool)
+}
+
+/// Destroys a pool: returns all its memory to the device. Refused
+/// (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
+/// Streams registered with its descriptor must be unregistered first: from
+/// now on its callbacks fail (alloc returns NULL).
+#[no_mangle]
+pub extern "C" fn aclallocPoolDestroy(pool: aclallocPool) -> aclError {
+    boundary("aclallocPoolDestroy", || destroy(pool))
+}
