@@ -16,6 +16,8 @@
 //! | [`stream`] | one stream: the bounded queue and its worker |
 //! | `stream_cache` | the per-thread cache that keeps launches off the stream table's lock |
 //! | [`streams`] | the live streams, the default stream, destroy semantics |
+//! | `fork` | streams inherited through `fork()`: refused, never waited for |
+//! | `waits` | kernels that wait for streams: no two wait for each other |
 //! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
@@ -35,6 +37,7 @@ pub mod backend;
 pub mod config;
 pub mod context;
 pub mod device;
+mod fork;
 pub mod host;
 pub mod launch;
 pub mod memops;
@@ -42,6 +45,7 @@ pub mod memory;
 pub mod stream;
 mod stream_cache;
 pub mod streams;
+mod waits;
 pub mod workspace;
 
 pub use host::{host, HostRuntime};
