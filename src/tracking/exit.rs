@@ -33,6 +33,8 @@ pub fn init_from_env() {
     if tracking_requested() {
         set_enabled(true);
         report_at_exit();
+        // SIGTERM/SIGINT/SIGHUP end a process without `atexit`.
+        super::signals::install();
     }
 }
 
@@ -45,7 +47,16 @@ pub(crate) fn report_at_exit() {
 }
 
 extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(write_exit_reports);
+    write_reports_once();
+}
+
+/// [`write_exit_reports`] unless the reports were already written (at exit,
+/// or by the signal watcher while the program went on to exit).
+pub(crate) fn write_reports_once() {
+    static WRITTEN: AtomicBool = AtomicBool::new(false);
+    if !WRITTEN.swap(true, Ordering::AcqRel) {
+        let _ = std::panic::catch_unwind(write_exit_reports);
+    }
 }
 
 /// `%p` in a path becomes the process id.

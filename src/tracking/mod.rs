@@ -41,6 +41,7 @@ pub mod events;
 mod exit;
 mod report;
 mod shim;
+mod signals;
 mod snapshot;
 mod state;
 mod stats;
