@@ -1,42 +1,112 @@
-//! Generates the C header from the Rust sources with cbindgen.
+//! Generates the C headers from the Rust sources with cbindgen.
 //!
-//! The header is written to OUT_DIR on every build; `tests/header.rs` fails
-//! when the checked-in `include/aclalloc.h` differs from it. Set
-//! `ACLALLOC_UPDATE_HEADER=1` to copy the fresh one over the checked-in one.
+//! Two families: `include/aclalloc.h` (aclalloc's own `aclalloc*` API,
+//! including `<acl/acl.h>` for CANN's types) and `include/acl/*.h` (CANN's API
+//! with CANN's include guards and shapes, see `buildscript/acl_headers.rs`). They
+//! are written to OUT_DIR/include on every build; `tests/header.rs` fails when
+//! a checked-in one differs. Set `ACLALLOC_UPDATE_HEADER=1` to copy the fresh
+//! ones over the checked-in ones.
+
+#[path = "buildscript/acl_headers.rs"]
+mod acl_headers;
+#[path = "buildscript/scan.rs"]
+mod scan;
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
     let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=buildscript");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=ACLALLOC_UPDATE_HEADER");
     link_as_system_library();
 
-    let mut config =
-        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let scan = scan::scan(&crate_dir.join("src"));
+    let generated = out_dir.join("include");
+    std::fs::create_dir_all(generated.join("acl")).expect("create OUT_DIR/include/acl");
+
+    let mut files = vec![PathBuf::from("aclalloc.h")];
+    let mut config = base_config(&crate_dir);
     let version = env::var("CARGO_PKG_VERSION").expect("set by cargo");
     config.after_includes = Some(version_macros(&version));
+    config.export.exclude.extend(
+        scan.names
+            .iter()
+            .filter(|n| acl_headers::is_acl(n))
+            .cloned(),
+    );
+    generate(&crate_dir, config, &generated.join("aclalloc.h"));
 
-    let generated = out_dir.join("aclalloc.h");
-    cbindgen::Builder::new()
-        .with_crate(&crate_dir)
-        .with_config(config)
-        .generate()
-        .expect("cbindgen could not generate the header")
-        .write_to_file(&generated);
+    for header in acl_headers::ALL {
+        let mut config = base_config(&crate_dir);
+        config.include_guard = Some(header.guard.to_owned());
+        config.header = Some(format!(
+            "/*\n * CANN's <acl/{}> as aclalloc implements it: CANN's include guard, types and\n \
+             * values, so code written against CANN's headers builds unchanged, and\n \
+             * <aclalloc.h> builds against CANN's own copy of this file as well.\n \
+             * SPDX-License-Identifier: MIT OR Apache-2.0\n */",
+            header.file
+        ));
+        config.includes = header.includes.iter().map(|s| s.to_string()).collect();
+        config.sys_includes = vec!["stddef.h".into(), "stdint.h".into()];
+        config.after_includes = Some(acl_headers::vocabulary(&header, &scan));
+        config.export.exclude.extend(
+            scan.names
+                .iter()
+                .filter(|n| {
+                    acl_headers::header_of(n, &scan) != Some(header.file)
+                        || acl_headers::written_by_hand(n, &scan)
+                })
+                .cloned(),
+        );
+        // cbindgen emits a type only when something emitted uses it, and the
+        // handle typedefs of acl_base.h are used from the other headers.
+        config.export.include.extend(
+            scan.names
+                .iter()
+                .filter(|n| {
+                    acl_headers::header_of(n, &scan) == Some(header.file)
+                        && !acl_headers::written_by_hand(n, &scan)
+                })
+                .cloned(),
+        );
+        // The enum typedefs are written with their values by hand.
+        config
+            .export
+            .exclude
+            .extend(["aclrtMemcpyKind", "aclrtMemMallocPolicy", "aclrtMemAttr"].map(String::from));
+        let file = Path::new("acl").join(header.file);
+        generate(&crate_dir, config, &generated.join(&file));
+        files.push(file);
+    }
+
     println!(
-        "cargo:rustc-env=ACLALLOC_GENERATED_HEADER={}",
+        "cargo:rustc-env=ACLALLOC_GENERATED_INCLUDE={}",
         generated.display()
     );
-
     if env::var_os("ACLALLOC_UPDATE_HEADER").is_some() {
-        std::fs::copy(&generated, crate_dir.join("include/aclalloc.h"))
-            .expect("copy the header into include/");
+        for file in &files {
+            std::fs::copy(generated.join(file), crate_dir.join("include").join(file))
+                .expect("copy a header into include/");
+        }
     }
+}
+
+fn base_config(crate_dir: &Path) -> cbindgen::Config {
+    cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml")
+}
+
+fn generate(crate_dir: &Path, config: cbindgen::Config, path: &Path) {
+    cbindgen::Builder::new()
+        .with_crate(crate_dir)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen could not generate a header")
+        .write_to_file(path);
 }
 
 /// The shared library's ABI identity: SONAME `libaclalloc.so.<major>`; the

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/expect.h"
 
 #ifndef PLUGIN_PATH

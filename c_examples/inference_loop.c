@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/check.h"
 #include "common/workload.h"
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/expect.h"
 
 #ifndef PLUGIN_PATH

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 
 #ifndef PLUGIN_PATH
 #define PLUGIN_PATH "libmy_plugin_allocator.so"

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/expect.h"
 #include "common/workload.h"
 

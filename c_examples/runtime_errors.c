@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/expect.h"
 
 static int kernels_run;

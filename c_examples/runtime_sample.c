@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/check.h"
 
 /* The user's allocator: fixed-size blocks carved from one device buffer. */

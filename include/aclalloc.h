@@ -1,5 +1,5 @@
 /*
- * aclalloc: CANN's ACL custom-allocator API (and extensions prefixed aclalloc).
+ * aclalloc's own API (every name prefixed aclalloc); CANN's API is in <acl/acl.h>.
  * SPDX-License-Identifier: MIT OR Apache-2.0
  */
 
@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <acl/acl.h>
+#include <acl/acl_rt_allocator.h>
 
 #define ACLALLOC_VERSION_MAJOR 0
 #define ACLALLOC_VERSION_MINOR 1
@@ -38,89 +40,9 @@
 #define ACLALLOC_STAT_KEY_COUNT 121
 
 /**
- * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
- */
-#define ACL_STREAM_FAST_LAUNCH 1
-
-/**
- * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
- */
-#define ACL_STREAM_FAST_SYNC 2
-
-/**
- * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
- */
-#define ACL_STREAM_PERSISTENT 4
-
-/**
- * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
- */
-#define ACL_STREAM_HUGE 8
-
-/**
- * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
- */
-#define ACL_STREAM_CPU_SCHEDULE 16
-
-/**
- * `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
- */
-#define ACL_STREAM_DEVICE_USE_ONLY 32
-
-/**
  * A choice made by name.
  */
 typedef struct Choice Choice;
-
-/**
- * An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
- */
-typedef void *aclrtAllocatorDesc;
-
-/**
- * The ACL error code type (`int` in CANN's `acl_base.h`).
- */
-typedef int aclError;
-
-/**
- * The user's allocator object.
- */
-typedef void *aclrtAllocator;
-
-/**
- * Allocates a block of at least `size` bytes; NULL on failure.
- */
-typedef void *(*aclrtAllocatorAllocFunc)(aclrtAllocator allocator, size_t size);
-
-/**
- * A block handed out by the user's allocator.
- */
-typedef void *aclrtAllocatorBlock;
-
-/**
- * Returns a block to the allocator.
- */
-typedef void (*aclrtAllocatorFreeFunc)(aclrtAllocator allocator, aclrtAllocatorBlock block);
-
-/**
- * A device address.
- */
-typedef void *aclrtAllocatorAddr;
-
-/**
- * Allocates a block of at least `size` bytes, preferably at `addr`.
- */
-typedef void *(*aclrtAllocatorAllocAdviseFunc)(aclrtAllocator allocator, size_t size, aclrtAllocatorAddr addr);
-
-/**
- * The device address of a block.
- */
-typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
-
-/**
- * A stream handle.
- */
-typedef void *aclrtStream;
 
 /**
  * Statistics of an allocator (a pluggable one, or the default allocator's
@@ -175,23 +97,6 @@ typedef struct {
  * workspace size, and the caller's `userData`.
  */
 typedef void (*aclallocKernelFunc)(void *workspace, size_t size, void *userData);
-
-/**
- * How device memory is allocated (`aclrtMemMallocPolicy`); on the host every
- * policy gives page-aligned, lazily backed memory.
- */
-typedef int aclrtMemMallocPolicy;
-
-/**
- * The direction of a copy (`aclrtMemcpyKind` in CANN's `acl_rt.h`).
- */
-typedef int aclrtMemcpyKind;
-
-/**
- * Which memory `aclrtGetMemInfo` reports (`aclrtMemAttr`); on the host every
- * value reports the device's one memory.
- */
-typedef int aclrtMemAttr;
 
 /**
  * Where a pluggable allocator's shared object is and which symbols are its
@@ -383,11 +288,6 @@ typedef struct {
 } aclallocStatEntry;
 
 /**
- * A context handle, from `aclrtCreateContext` or `aclrtGetCurrentContext`.
- */
-typedef void *aclrtContext;
-
-/**
  * The tracking layer's statistics for one allocator object, with the pool's
  * (PyTorch's) key names and `aclallocStat` counters.
  */
@@ -406,347 +306,11 @@ typedef struct {
   uint64_t num_alloc_failures;
 } aclallocTrackingStats;
 
-/**
- * The call succeeded.
- */
-#define ACL_SUCCESS 0
 
-/**
- * A parameter is NULL, out of range, or not a live handle.
- */
-#define ACL_ERROR_INVALID_PARAM 100000
-
-/**
- * Host memory for the library's own bookkeeping could not be allocated.
- */
-#define ACL_ERROR_BAD_ALLOC 200000
-
-/**
- * A bug or an unexpected state inside the library (for example a caught panic).
- */
-#define ACL_ERROR_INTERNAL_ERROR 500000
-
-/**
- * A generic failure.
- */
-#define ACL_ERROR_FAILURE 500001
-
-/**
- * `aclInit` was called again before `aclFinalize`.
- */
-#define ACL_ERROR_REPEAT_INITIALIZE 100002
-
-/**
- * The configuration file given to `aclInit` cannot be read.
- */
-#define ACL_ERROR_INVALID_FILE 100003
-
-/**
- * `aclFinalize` without a matching `aclInit`.
- */
-#define ACL_ERROR_REPEAT_FINALIZE 100037
-
-/**
- * A device id is out of range.
- */
-#define ACL_ERROR_RT_INVALID_DEVICEID 107001
-
-/**
- * The calling thread has no current context (no `aclrtSetDevice` or
- * `aclrtSetCurrentContext` yet).
- */
-#define ACL_ERROR_RT_CONTEXT_NULL 107002
-
-/**
- * Something is used before it was initialized (here: the default
- * allocator, which is built at its first allocation).
- */
-#define ACL_ERROR_UNINITIALIZE 100001
-
-/**
- * A file lacks something it must provide (here: a symbol of an allocator's
- * shared object).
- */
-#define ACL_ERROR_FILE_MISSING_ATTR 100007
-
-/**
- * Resources that depend on the object are still alive.
- */
-#define ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED 148051
-
-/**
- * The operation is not supported (here: a hook the allocator does not offer).
- */
-#define ACL_ERROR_API_NOT_SUPPORT 200001
-
-/**
- * Device memory is exhausted, or an allocator returned no memory.
- */
-#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
-
-
-
-/**
- * Host to host.
- */
-#define ACL_MEMCPY_HOST_TO_HOST 0
-
-/**
- * Host to device.
- */
-#define ACL_MEMCPY_HOST_TO_DEVICE 1
-
-/**
- * Device to host.
- */
-#define ACL_MEMCPY_DEVICE_TO_HOST 2
-
-/**
- * Device to device.
- */
-#define ACL_MEMCPY_DEVICE_TO_DEVICE 3
-
-/**
- * Whichever the addresses say.
- */
-#define ACL_MEMCPY_DEFAULT 4
-
-/**
- * Host to device through a buffer (not supported by the host runtime).
- */
-#define ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE 5
-
-/**
- * Within one device (not supported by the host runtime).
- */
-#define ACL_MEMCPY_INNER_DEVICE_TO_DEVICE 6
-
-/**
- * Between devices (not supported by the host runtime).
- */
-#define ACL_MEMCPY_INTER_DEVICE_TO_DEVICE 7
-
-/**
- * Huge pages first, normal pages if none are left.
- */
-#define ACL_MEM_MALLOC_HUGE_FIRST 0
-
-/**
- * Huge pages only.
- */
-#define ACL_MEM_MALLOC_HUGE_ONLY 1
-
-/**
- * Normal pages only.
- */
-#define ACL_MEM_MALLOC_NORMAL_ONLY 2
-
-/**
- * Huge pages first, for peer-to-peer use.
- */
-#define ACL_MEM_MALLOC_HUGE_FIRST_P2P 3
-
-/**
- * Huge pages only, for peer-to-peer use.
- */
-#define ACL_MEM_MALLOC_HUGE_ONLY_P2P 4
-
-/**
- * Normal pages only, for peer-to-peer use.
- */
-#define ACL_MEM_MALLOC_NORMAL_ONLY_P2P 5
-
-/**
- * 1 GiB huge pages only.
- */
-#define ACL_MEM_MALLOC_HUGE1G_ONLY 6
-
-/**
- * 1 GiB huge pages only, for peer-to-peer use.
- */
-#define ACL_MEM_MALLOC_HUGE1G_ONLY_P2P 7
-
-/**
- * Low-bandwidth memory (a flag to combine with a policy).
- */
-#define ACL_MEM_TYPE_LOW_BAND_WIDTH 256
-
-/**
- * High-bandwidth memory (a flag to combine with a policy).
- */
-#define ACL_MEM_TYPE_HIGH_BAND_WIDTH 4096
-
-/**
- * Read-only from user space (a flag to combine with a policy).
- */
-#define ACL_MEM_ACCESS_USER_SPACE_READONLY 1048576
-
-/**
- * DDR memory.
- */
-#define ACL_DDR_MEM 0
-
-/**
- * HBM memory.
- */
-#define ACL_HBM_MEM 1
-
-/**
- * DDR memory, huge pages.
- */
-#define ACL_DDR_MEM_HUGE 2
-
-/**
- * DDR memory, normal pages.
- */
-#define ACL_DDR_MEM_NORMAL 3
-
-/**
- * HBM memory, huge pages.
- */
-#define ACL_HBM_MEM_HUGE 4
-
-/**
- * HBM memory, normal pages.
- */
-#define ACL_HBM_MEM_NORMAL 5
-
-/**
- * DDR memory, peer-to-peer, huge pages.
- */
-#define ACL_DDR_MEM_P2P_HUGE 6
-
-/**
- * DDR memory, peer-to-peer, normal pages.
- */
-#define ACL_DDR_MEM_P2P_NORMAL 7
-
-/**
- * HBM memory, peer-to-peer, huge pages.
- */
-#define ACL_HBM_MEM_P2P_HUGE 8
-
-/**
- * HBM memory, peer-to-peer, normal pages.
- */
-#define ACL_HBM_MEM_P2P_NORMAL 9
-
-/**
- * HBM memory, 1 GiB pages.
- */
-#define ACL_HBM_MEM_HUGE1G 10
-
-/**
- * HBM memory, peer-to-peer, 1 GiB pages.
- */
-#define ACL_HBM_MEM_P2P_HUGE1G 11
-
-/**
- * Memory, normal pages.
- */
-#define ACL_MEM_NORMAL 12
-
-/**
- * Memory, huge pages.
- */
-#define ACL_MEM_HUGE 13
-
-/**
- * Memory, 1 GiB pages.
- */
-#define ACL_MEM_HUGE1G 14
-
-/**
- * Memory, peer-to-peer, normal pages.
- */
-#define ACL_MEM_P2P_NORMAL 15
-
-/**
- * Memory, peer-to-peer, huge pages.
- */
-#define ACL_MEM_P2P_HUGE 16
-
-/**
- * Memory, peer-to-peer, 1 GiB pages.
- */
-#define ACL_MEM_P2P_HUGE1G 17
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
-
-/**
- * Creates an empty allocator descriptor: no object, no callbacks.
- * Returns NULL on failure.
- */
-aclrtAllocatorDesc aclrtAllocatorCreateDesc(void);
-
-/**
- * Destroys a descriptor. Registrations made from it stay in force.
- * NULL, a destroyed descriptor or anything that is not a descriptor:
- * `ACL_ERROR_INVALID_PARAM`.
- */
-aclError aclrtAllocatorDestroyDesc(aclrtAllocatorDesc allocatorDesc);
-
-/**
- * Sets the allocator object passed to the callbacks.
- */
-aclError aclrtAllocatorSetObjToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocator allocator);
-
-/**
- * Sets the function that allocates a block.
- */
-aclError aclrtAllocatorSetAllocFuncToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocatorAllocFunc func);
-
-/**
- * Sets the function that frees a block.
- */
-aclError aclrtAllocatorSetFreeFuncToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocatorFreeFunc func);
-
-/**
- * Sets the function that allocates a block at a suggested address (optional).
- */
-aclError aclrtAllocatorSetAllocAdviseFuncToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocatorAllocAdviseFunc func);
-
-/**
- * Sets the function that maps a block to its device address.
- */
-aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocatorGetAddrFromBlockFunc func);
-
-/**
- * Registers a copy of the descriptor's current contents on `stream`,
- * replacing any earlier registration. The descriptor must hold an object and
- * the alloc, free and getAddrFromBlock functions; allocAdvise is optional.
- * Any non-NULL pointer is accepted as a stream.
- */
-aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc);
-
-/**
- * Reads the registration of `stream`. `allocatorDesc` is required; every
- * other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
- * Nothing is written unless the call succeeds.
- *
- * With tracking on (`ACLALLOC_TRACK=1` or `aclallocTrackingSetEnabled`),
- * the allocator object and functions written are the tracking layer's: they
- * call the user's and behave exactly like them, and `*allocatorDesc` is
- * still the user's descriptor. With tracking off they are exactly what was
- * registered. In front of a real runtime this function is still answered
- * here (from the registrations made through this library, and not the
- * stale entries a real runtime keeps for destroyed streams), so that the
- * runtime's executor, looking the allocator up through this export, goes
- * through the tracking layer.
- *
- * # Safety
- * Each non-NULL out-parameter must point to writable memory of its type.
- */
-aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc *allocatorDesc, aclrtAllocator *allocator, aclrtAllocatorAllocFunc *allocFunc, aclrtAllocatorFreeFunc *freeFunc, aclrtAllocatorAllocAdviseFunc *allocAdviseFunc, aclrtAllocatorGetAddrFromBlockFunc *getAddrFromBlockFunc);
-
-/**
- * Drops the registration of `stream`; a stream with none is left as it is
- * (`ACL_SUCCESS`). With tracking on, blocks allocated on the stream that are
- * still live are reported as leaks.
- */
-aclError aclrtAllocatorUnregister(aclrtStream stream);
 
 /**
  * Allocates `size` bytes of device memory from the default allocator for
@@ -826,19 +390,6 @@ aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
 aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 
 /**
- * Returns the messages of this thread's failed ACL calls since the last call
- * of this function, newest first, one per line, and clears them. Returns NULL
- * when nothing failed since. The string stays valid until this thread calls
- * `aclGetRecentErrMsg` again.
- *
- * In front of a real runtime: this library's messages when it has any (for
- * the calls it answers itself), otherwise the real runtime's.
- * A real runtime's messages that this library did not consume are returned
- * by a later call, once this library has none.
- */
-const char *aclGetRecentErrMsg(void);
-
-/**
  * Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
  * `stream` (NULL: the current context's default stream), with a workspace
  * taken the way CANN's executor takes one for an operator:
@@ -868,84 +419,6 @@ const char *aclGetRecentErrMsg(void);
  * `userData` must stay valid until the kernel has run.
  */
 aclError aclallocLaunchKernel(aclrtStream stream, size_t workspaceSize, aclallocKernelFunc kernel, void *userData);
-
-/**
- * Allocates `size` bytes of device memory on the current context's device
- * (page-aligned; the policy has no effect on the host, and a value that is
- * not an `aclrtMemMallocPolicy` is accepted, as CANN falls back to its
- * default policy). More than the
- * device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
- * `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
- *
- * # Safety
- * `devPtr` is NULL or writable.
- */
-aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
-
-/**
- * `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
- * page-aligned memory of exactly `size` usable bytes.
- *
- * # Safety
- * `devPtr` is NULL or writable.
- */
-aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
-
-/**
- * Frees device memory after all pending stream work has run. A pointer that
- * is not the start of live device memory (foreign, interior, already freed):
- * `ACL_ERROR_INVALID_PARAM`, nothing freed.
- *
- * # Safety
- * `devPtr` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
- */
-aclError aclrtFree(void *devPtr);
-
-/**
- * Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
- * must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
- * that starts in device memory must.
- *
- * # Safety
- * Host-side ranges must be valid for `count` bytes.
- */
-aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
-
-/**
- * Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
- * byte of `value`.
- *
- * # Safety
- * None beyond C's: the range is checked against device memory.
- */
-aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
-
-/**
- * `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
- *
- * # Safety
- * Host-side ranges must stay valid until the stream has run the copy.
- */
-aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind, aclrtStream stream);
-
-/**
- * `aclrtMemset` run in order on `stream` (NULL: the default stream).
- *
- * # Safety
- * The memory must not be freed before the stream has run the fill
- * (`aclrtFree` waits for pending work, so this holds for device memory).
- */
-aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream);
-
-/**
- * Free and total bytes of the current context's device; every `attr`
- * describes the same memory on the host.
- *
- * # Safety
- * `free` and `total` are NULL or writable.
- */
-aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
 
 /**
  * Loads a pluggable allocator from a shared object and resolves its
@@ -1239,163 +712,12 @@ aclError aclallocPoolSetMemoryLimit(aclallocPool pool, size_t bytes);
 aclError aclallocPoolSetMemoryFraction(aclallocPool pool, double fraction);
 
 /**
- * Initializes ACL. `configPath` may be NULL or empty; a file given must be
- * readable (`ACL_ERROR_INVALID_FILE`), its contents are not interpreted by
- * the host runtime. A second call before `aclFinalize`:
- * `ACL_ERROR_REPEAT_INITIALIZE`.
- *
- * # Safety
- * `configPath` is NULL or a NUL-terminated string.
- */
-aclError aclInit(const char *configPath);
-
-/**
- * Finalizes ACL: every context and stream is released (pending work runs
- * first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
- */
-aclError aclFinalize(void);
-
-/**
- * Makes `deviceId` the calling thread's device (its default context becomes
- * current). Counted: the device's default context is released after as many
- * `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
- */
-aclError aclrtSetDevice(int32_t deviceId);
-
-/**
- * Undoes one `aclrtSetDevice`; the last one releases the device's default
- * context and its streams (pending work runs first). A device that is not
- * set is left as it is. Device memory is not freed.
- */
-aclError aclrtResetDevice(int32_t deviceId);
-
-/**
- * Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
- * every context on it (its own and those from `aclrtCreateContext`).
- */
-aclError aclrtResetDeviceForce(int32_t deviceId);
-
-/**
- * The device of the calling thread's current context. No current context:
- * `ACL_ERROR_RT_CONTEXT_NULL`.
- *
- * # Safety
- * `deviceId` is NULL or writable.
- */
-aclError aclrtGetDevice(int32_t *deviceId);
-
-/**
- * The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
- *
- * # Safety
- * `count` is NULL or writable.
- */
-aclError aclrtGetDeviceCount(uint32_t *count);
-
-/**
- * Creates a context on `deviceId` and makes it current on the calling thread.
- *
- * # Safety
- * `context` is NULL or writable.
- */
-aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId);
-
-/**
- * Destroys a context from `aclrtCreateContext` and its streams (pending work
- * runs first). A device's default context is refused.
- *
- * # Safety
- * `context` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
- */
-aclError aclrtDestroyContext(aclrtContext context);
-
-/**
- * Makes `context` current on the calling thread.
- *
- * # Safety
- * `context` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
- */
-aclError aclrtSetCurrentContext(aclrtContext context);
-
-/**
- * The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
- *
- * # Safety
- * `context` is NULL or writable.
- */
-aclError aclrtGetCurrentContext(aclrtContext *context);
-
-/**
- * Creates a stream in the current context: an in-order queue run by its own
- * host worker thread.
- *
- * # Safety
- * `stream` is NULL or writable.
- */
-aclError aclrtCreateStream(aclrtStream *stream);
-
-/**
- * `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
- * which are checked and otherwise have no effect on the host.
- *
- * # Safety
- * `stream` is NULL or writable.
- */
-aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag);
-
-/**
- * Destroys a stream once its pending work has run, and drops its allocator
- * registration (CANN keeps it; here a later stream can never inherit it).
- *
- * # Safety
- * `stream` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
- */
-aclError aclrtDestroyStream(aclrtStream stream);
-
-/**
- * Destroys a stream at once: work that has not started is dropped, the
- * running kernel is waited for. Drops the allocator registration too.
- *
- * # Safety
- * `stream` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
- */
-aclError aclrtDestroyStreamForce(aclrtStream stream);
-
-/**
- * Waits until all work enqueued on `stream` (NULL: the current context's
- * default stream) has run.
- *
- * # Safety
- * `stream` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
- */
-aclError aclrtSynchronizeStream(aclrtStream stream);
-
-/**
- * As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
- * long as it takes). The host runtime's kernels are host functions that run
- * to completion, so it waits for them without enforcing the timeout.
- *
- * # Safety
- * As `aclrtSynchronizeStream`.
- */
-aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
-
-/**
- * Waits until all work enqueued on every stream has run.
- */
-aclError aclrtSynchronizeDevice(void);
-
-/**
  * Turns the allocator tracking layer on (non-zero) or off (0) for
  * allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
  * the same at load time. With tracking on, `aclrtAllocatorGetByStream`
  * hands out tracking callbacks that record every block and detect misuse,
- * and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`).
+ * and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`) if
+ * tracking is still on then or `ACLALLOC_TRACK` asked for it.
  * Turn it on before registering allocators when a real runtime is behind
  * this library.
  */

@@ -1,34 +1,47 @@
 #!/usr/bin/env bash
 # Installs libaclalloc into a prefix, as a system library:
 #
-#   scripts/install.sh PREFIX [--lib-dir DIR]
+#   scripts/install.sh PREFIX [--lib-dir DIR] [--no-strip]
 #
+#   PREFIX/bin/aclalloc (finds the library in ../lib)
 #   PREFIX/lib/libaclalloc.so.X.Y.Z, libaclalloc.so.X -> it, libaclalloc.so -> .so.X
-#   PREFIX/include/aclalloc.h, PREFIX/include/acl/*.h
+#   PREFIX/include/aclalloc.h, PREFIX/include/acl/*.h, PREFIX/include/aclalloc/*.h
 #   PREFIX/lib/pkgconfig/aclalloc.pc
 #   PREFIX/lib/cmake/aclalloc/aclallocConfig.cmake, aclallocConfigVersion.cmake
+#   PREFIX/share/doc/aclalloc/LICENSE-MIT, LICENSE-APACHE
 #
 # Builds with `cargo build --release` first, unless --lib-dir names a directory
-# holding an already built libaclalloc.so. DESTDIR is honoured for packagers.
+# holding an already built libaclalloc.so and aclalloc. The library and the
+# tool are stripped of debug information and symbol tables (the release
+# build keeps line tables for backtraces); --no-strip installs them as built.
+# DESTDIR is honoured for packagers.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 prefix=""
 lib_dir=""
+strip_binaries=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --lib-dir) lib_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --no-strip) strip_binaries=0; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) [ -z "$prefix" ] || { echo "install.sh: one PREFIX only" >&2; exit 2; }; prefix="$1"; shift ;;
   esac
 done
-[ -n "$prefix" ] || { echo "usage: scripts/install.sh PREFIX [--lib-dir DIR]" >&2; exit 2; }
+[ -n "$prefix" ] || { echo "usage: scripts/install.sh PREFIX [--lib-dir DIR] [--no-strip]" >&2; exit 2; }
 
 if [ -z "$lib_dir" ]; then
   (cd "$root" && cargo build --release)
   lib_dir="$root/target/release"
 fi
-[ -f "$lib_dir/libaclalloc.so" ] || { echo "install.sh: no libaclalloc.so in $lib_dir" >&2; exit 1; }
+for built in libaclalloc.so aclalloc; do
+  [ -f "$lib_dir/$built" ] || { echo "install.sh: no $built in $lib_dir (build with 'cargo build --release')" >&2; exit 1; }
+done
+if [ "$strip_binaries" = 1 ] && ! command -v strip >/dev/null 2>&1; then
+  echo "install.sh: 'strip' not found (binutils); install it or pass --no-strip" >&2
+  exit 1
+fi
 
 # The version is Cargo.toml's; the ABI version (SONAME) is its major part.
 version="$(sed -n 's/^version = "\([^"]*\)".*/\1/p' "$root/Cargo.toml" | head -n 1)"
@@ -37,12 +50,21 @@ real="libaclalloc.so.$version"
 soname="libaclalloc.so.$soversion"
 
 dest="${DESTDIR:-}$prefix"
-install -d "$dest/lib" "$dest/include/acl" "$dest/lib/pkgconfig" "$dest/lib/cmake/aclalloc"
+install -d "$dest/bin" "$dest/lib" "$dest/include/acl" "$dest/include/aclalloc" \
+  "$dest/lib/pkgconfig" "$dest/lib/cmake/aclalloc" "$dest/share/doc/aclalloc"
 install -m 0755 "$lib_dir/libaclalloc.so" "$dest/lib/$real"
+install -m 0755 "$lib_dir/aclalloc" "$dest/bin/aclalloc"
+if [ "$strip_binaries" = 1 ]; then
+  # --strip-unneeded keeps what the dynamic linker needs (.dynsym).
+  strip --strip-unneeded "$dest/lib/$real"
+  strip "$dest/bin/aclalloc"
+fi
 ln -sfn "$real" "$dest/lib/$soname"
 ln -sfn "$soname" "$dest/lib/libaclalloc.so"
 install -m 0644 "$root/include/aclalloc.h" "$dest/include/"
 install -m 0644 "$root"/include/acl/*.h "$dest/include/acl/"
+install -m 0644 "$root"/include/aclalloc/*.h "$dest/include/aclalloc/"
+install -m 0644 "$root/LICENSE-MIT" "$root/LICENSE-APACHE" "$dest/share/doc/aclalloc/"
 
 subst() {
   sed -e "s/@VERSION@/$version/g" -e "s/@SOVERSION@/$soversion/g" "$1" > "$2"

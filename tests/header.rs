@@ -3,16 +3,48 @@
 
 mod common;
 
+/// The headers build.rs generates, relative to `include/`.
+const GENERATED: [&str; 5] = [
+    "aclalloc.h",
+    "acl/acl.h",
+    "acl/acl_base.h",
+    "acl/acl_rt.h",
+    "acl/acl_rt_allocator.h",
+];
+
 #[test]
-fn checked_in_header_is_fresh() {
-    let generated = std::fs::read_to_string(env!("ACLALLOC_GENERATED_HEADER"))
-        .expect("build.rs writes the generated header");
-    let checked_in = std::fs::read_to_string(common::root().join("include/aclalloc.h"))
-        .expect("include/aclalloc.h");
-    assert!(
-        generated == checked_in,
-        "include/aclalloc.h is stale: regenerate it with `ACLALLOC_UPDATE_HEADER=1 cargo build` and commit it"
-    );
+fn checked_in_headers_are_fresh() {
+    let generated_dir = std::path::Path::new(env!("ACLALLOC_GENERATED_INCLUDE"));
+    for file in GENERATED {
+        let generated = std::fs::read_to_string(generated_dir.join(file))
+            .unwrap_or_else(|e| panic!("build.rs writes {file}: {e}"));
+        let checked_in = std::fs::read_to_string(common::root().join("include").join(file))
+            .unwrap_or_else(|e| panic!("include/{file}: {e}"));
+        assert!(
+            generated == checked_in,
+            "include/{file} is stale: regenerate the headers with \
+             `ACLALLOC_UPDATE_HEADER=1 cargo build --release` and commit them"
+        );
+    }
+}
+
+/// aclalloc.h declares only aclalloc's own names; CANN's come from <acl/acl.h>
+/// (CANN's copy on a CANN machine), so none may be redeclared here.
+#[test]
+fn aclalloc_header_declares_no_cann_name() {
+    let header = std::fs::read_to_string(common::root().join("include/aclalloc.h")).unwrap();
+    for line in header.lines() {
+        let cann = |prefix: &str| {
+            line.strip_prefix(prefix)
+                .is_some_and(|rest| !rest.starts_with("alloc"))
+        };
+        let declares_cann = line.starts_with("#define ACL_")
+            || cann("typedef int acl")
+            || cann("typedef void *acl")
+            || cann("aclError acl");
+        assert!(!declares_cann, "aclalloc.h redeclares CANN's API: {line}");
+    }
+    assert!(header.contains("#include <acl/acl.h>"));
 }
 
 #[test]

@@ -34,9 +34,18 @@ fn exported_symbols(library: &Path) -> Vec<String> {
     .collect()
 }
 
-/// The functions the header declares: `acl...(` outside a typedef.
+/// The functions the generated headers declare (aclalloc.h and CANN's
+/// include/acl/*.h): `acl...(` outside a typedef.
 fn header_functions() -> Vec<String> {
-    let header = std::fs::read_to_string(common::root().join("include/aclalloc.h")).unwrap();
+    let header = [
+        "aclalloc.h",
+        "acl/acl.h",
+        "acl/acl_base.h",
+        "acl/acl_rt.h",
+        "acl/acl_rt_allocator.h",
+    ]
+    .map(|h| std::fs::read_to_string(common::root().join("include").join(h)).unwrap())
+    .join("\n");
     header
         .lines()
         .filter(|line| !line.trim_start().starts_with("typedef"))
@@ -77,7 +86,7 @@ fn only_acl_functions_are_exported_and_all_declared_ones_are() {
     for name in &exported {
         assert!(
             declared.contains(name),
-            "{name} is exported but not in aclalloc.h"
+            "{name} is exported but declared in no header"
         );
     }
 }
@@ -118,6 +127,7 @@ fn installed_prefix_serves_pkg_config_and_find_package() {
         "acl/acl_base.h",
         "acl/acl_rt.h",
         "acl/acl_rt_allocator.h",
+        "aclalloc/ge_allocator.h",
     ] {
         assert!(
             prefix.join("include").join(header).is_file(),
@@ -192,4 +202,81 @@ fn installed_prefix_serves_pkg_config_and_find_package() {
         !status.status.success(),
         "find_package(aclalloc 99) must fail"
     );
+}
+
+/// The section names of an ELF file (`readelf -S`).
+fn sections(file: &Path) -> String {
+    run(Command::new("readelf").args(["-S", "-W"]).arg(file))
+}
+
+/// The installed tool runs from the prefix and finds the installed library
+/// in ../lib; the library and the tool are stripped unless --no-strip.
+#[test]
+fn installed_tool_runs_and_binaries_are_stripped() {
+    let dir = common::scratch("install_tool");
+    let prefix = dir.join("prefix");
+    run(Command::new(common::root().join("scripts/install.sh"))
+        .arg(&prefix)
+        .arg("--lib-dir")
+        .arg(common::lib_dir()));
+    let tool = prefix.join("bin/aclalloc");
+    let library = prefix.join(format!("lib/libaclalloc.so.{}", env!("CARGO_PKG_VERSION")));
+
+    let help = run(Command::new(&tool).arg("--help"));
+    assert!(help.contains("../lib/libaclalloc.so relative to that directory"));
+    // The preloaded library is the installed one, and it is loaded: the
+    // program prints LD_PRELOAD and what its child maps.
+    let out = Command::new(&tool)
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$LD_PRELOAD\"; grep -m1 -o '/[^ ]*libaclalloc[^ ]*' /proc/self/maps",
+        ])
+        .env_remove("ACLALLOC_LIB")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let installed = library.canonicalize().unwrap();
+    let want = format!("{0}\n{0}\n", installed.display());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+
+    for file in [&library, &tool] {
+        let table = sections(file);
+        // (.debug_gdb_scripts is a loaded section rustc adds, not debug info.)
+        for debug in [".debug_info", ".debug_line"] {
+            assert!(!table.contains(debug), "{} keeps {debug}", file.display());
+        }
+        assert!(
+            !table.contains(".symtab"),
+            "{} keeps its symbol table",
+            file.display()
+        );
+    }
+    // Still a working library: its exports are intact.
+    assert_eq!(
+        exported_symbols(&library),
+        exported_symbols(&common::lib_dir().join("libaclalloc.so"))
+    );
+
+    let unstripped = dir.join("unstripped");
+    run(Command::new(common::root().join("scripts/install.sh"))
+        .arg(&unstripped)
+        .arg("--lib-dir")
+        .arg(common::lib_dir())
+        .arg("--no-strip"));
+    let kept = unstripped.join(format!("lib/libaclalloc.so.{}", env!("CARGO_PKG_VERSION")));
+    assert!(
+        sections(&kept).contains(".debug_line"),
+        "--no-strip must keep line tables"
+    );
+    for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        assert!(prefix.join("share/doc/aclalloc").join(license).is_file());
+    }
 }

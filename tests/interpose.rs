@@ -520,3 +520,32 @@ fn load_time_switches_take_the_truth_values_in_any_case() {
     assert_eq!(text(&out.stderr), "");
     assert_eq!(vendor_counters(&plain), vendor_counters(&out));
 }
+
+/// `--error-exitcode N` turns a report with faults into exit code N (a leak
+/// here); without faults, or without the option, the program's code stands.
+#[test]
+fn error_exitcode_fails_a_run_with_faults() {
+    let leaking = under_aclalloc("leak", &["--error-exitcode", "42"]);
+    assert_eq!(leaking.status.code(), Some(42), "{}", text(&leaking.stderr));
+    assert!(text(&leaking.stderr).contains("fault leak"));
+    let clean = under_aclalloc("clean", &["--error-exitcode", "42"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", text(&clean.stderr));
+    let default = under_aclalloc("leak", &[]);
+    assert_eq!(default.status.code(), Some(0));
+    let off = under_aclalloc("leak", &["--error-exitcode", "0"]);
+    assert_eq!(off.status.code(), Some(0));
+    for bad in ["256", "x", "-1"] {
+        let out = under_aclalloc("clean", &["--error-exitcode", bad]);
+        assert_eq!(out.status.code(), Some(2), "--error-exitcode {bad}");
+        assert!(text(&out.stderr).contains("--error-exitcode needs a number from 0 to 255"));
+    }
+}
+
+/// With no arguments the tool prints its usage on stderr and exits 2.
+#[test]
+fn no_arguments_is_a_usage_error() {
+    let out = aclalloc().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stdout), "");
+    assert!(text(&out.stderr).contains("aclalloc run [OPTIONS] -- PROGRAM [ARGS...]"));
+}

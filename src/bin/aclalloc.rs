@@ -20,7 +20,8 @@ COMMANDS:
     run     Runs PROGRAM with libaclalloc.so preloaded (LD_PRELOAD) in front of
             whatever ACL runtime PROGRAM uses, with allocator tracking on. When
             PROGRAM exits, prints the tracking report and exits with PROGRAM's
-            exit code (128+N when PROGRAM was killed by signal N).
+            exit code (128+N when PROGRAM was killed by signal N), or with
+            --error-exitcode's when the report has faults.
 
 OPTIONS (run):
     --report FILE   Write the text report to FILE instead of stderr.
@@ -28,6 +29,10 @@ OPTIONS (run):
                     exit, each allocator's statistics and every fault to FILE.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
+    --error-exitcode N
+                    Exit with N (1-255) instead of PROGRAM's exit code when the
+                    report has faults (leaks included), so CI can fail on them.
+                    0, the default, keeps PROGRAM's exit code.
     --lib PATH      Use this libaclalloc.so.
     -h, --help      This text.
 
@@ -82,13 +87,20 @@ struct RunOptions {
     json: Option<PathBuf>,
     track: bool,
     lib: Option<PathBuf>,
+    /// Exit code when faults were found (valgrind's option); 0 is off.
+    error_exitcode: u8,
     program: Vec<OsString>,
 }
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match args.first().and_then(|a| a.to_str()) {
-        None | Some("-h") | Some("--help") | Some("help") => {
+        // No arguments is a usage error, as for other command-line tools.
+        None => {
+            eprint!("{HELP}");
+            ExitCode::from(2)
+        }
+        Some("-h") | Some("--help") | Some("help") => {
             print!("{HELP}");
             ExitCode::SUCCESS
         }
@@ -119,6 +131,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
         json: None,
         track: true,
         lib: None,
+        error_exitcode: 0,
         program: Vec::new(),
     };
     let mut i = 0;
@@ -140,6 +153,13 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
             "--json" => options.json = Some(value("--json")?),
             "--lib" => options.lib = Some(value("--lib")?),
             "--no-track" => options.track = false,
+            "--error-exitcode" => {
+                let n = value("--error-exitcode")?;
+                options.error_exitcode = n.to_str().and_then(|n| n.parse().ok()).ok_or(format!(
+                    "--error-exitcode needs a number from 0 to 255, not '{}'",
+                    n.display()
+                ))?;
+            }
             _ => {
                 return Err(format!(
                     "unexpected '{}' (the program goes after '--')",
@@ -268,13 +288,17 @@ fn run(options: RunOptions) -> ExitCode {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
     // The program's exit code is passed through even when a report is
     // missing: the note on stderr says so.
+    let mut faults = 0;
     if options.track {
-        deliver_report(&scratch, pid, options.report.as_deref(), &status);
+        faults = deliver_report(&scratch, pid, options.report.as_deref(), &status);
         if let Some(json) = &options.json {
             deliver_json(&scratch, pid, json);
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    if faults > 0 && options.error_exitcode != 0 {
+        return ExitCode::from(options.error_exitcode);
+    }
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
@@ -327,7 +351,13 @@ fn outputs(dir: &Path, prefix: &str, suffix: &str, pid: u32) -> Vec<(u32, PathBu
     found
 }
 
-fn deliver_report(dir: &Path, pid: u32, to: Option<&Path>, status: &std::process::ExitStatus) {
+/// Prints or writes the reports; returns the number of faults they count.
+fn deliver_report(
+    dir: &Path,
+    pid: u32,
+    to: Option<&Path>,
+    status: &std::process::ExitStatus,
+) -> u64 {
     let reports = outputs(dir, "report.", "", pid);
     let mut text = String::new();
     for (id, path) in &reports {
@@ -355,6 +385,17 @@ fn deliver_report(dir: &Path, pid: u32, to: Option<&Path>, status: &std::process
         }
         None => eprint!("{text}"),
     }
+    fault_count(&text)
+}
+
+/// The sum of the `faults=N` of the reports' totals lines.
+fn fault_count(report: &str) -> u64 {
+    report
+        .lines()
+        .filter(|l| l.starts_with("==aclalloc== totals:"))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("faults=")))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .sum()
 }
 
 fn deliver_json(dir: &Path, pid: u32, to: &Path) {

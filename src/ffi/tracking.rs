@@ -27,7 +27,8 @@ pub struct aclallocTrackingStats {
 /// allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
 /// the same at load time. With tracking on, `aclrtAllocatorGetByStream`
 /// hands out tracking callbacks that record every block and detect misuse,
-/// and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`).
+/// and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`) if
+/// tracking is still on then or `ACLALLOC_TRACK` asked for it.
 /// Turn it on before registering allocators when a real runtime is behind
 /// this library.
 #[no_mangle]

@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
+/// Tracking was asked for by `ACLALLOC_TRACK` (as `aclalloc run` does): the
+/// report at exit is then written whatever the program did with tracking.
+static FROM_ENV: AtomicBool = AtomicBool::new(false);
 
 const TRACK_VAR: &str = "ACLALLOC_TRACK";
 
@@ -32,6 +35,7 @@ fn tracking_requested() -> bool {
 pub fn init_from_env() {
     if tracking_requested() {
         set_enabled(true);
+        FROM_ENV.store(true, Ordering::Release);
         report_at_exit();
         // SIGTERM/SIGINT/SIGHUP end a process without `atexit`.
         super::signals::install();
@@ -47,7 +51,12 @@ pub(crate) fn report_at_exit() {
 }
 
 extern "C" fn at_exit() {
-    write_reports_once();
+    // A program that turned tracking on itself and off again before exit
+    // has had its say (typically its own aclallocTrackingWriteReport): a
+    // second, unasked report at exit would only repeat it.
+    if FROM_ENV.load(Ordering::Acquire) || super::enabled() {
+        write_reports_once();
+    }
 }
 
 /// [`write_exit_reports`] unless the reports were already written (at exit,

@@ -13,6 +13,10 @@
  * stdout is the same with or without libaclalloc in front; lines starting
  * with '#' carry handles (which differ from run to run). Each fault MODE adds
  * exactly one misuse to the clean run.
+ *
+ * Built with -DALLOC_APP_LIBRARY, main is the exported alloc_app_main of a
+ * shared library (a model plugin, a Python module): the runtime then comes
+ * in by dlopen, as a dependency of that library (tests/dlopen_runtime.rs).
  */
 #define _GNU_SOURCE
 #include "fake_acl.h"
@@ -25,6 +29,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef ALLOC_APP_LIBRARY
+#define main alloc_app_main
+int alloc_app_main(int argc, char **argv);
+#endif
 
 #define NBLOCKS 16
 #define BLOCK_BYTES (64 * 1024)
