@@ -46,6 +46,7 @@ use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
 
+mod retire;
 mod sharded;
 mod streams;
 

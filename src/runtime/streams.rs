@@ -185,6 +185,8 @@ impl HostRuntime {
         });
         let old = self.allocators().unregister(key(handle)).ok().flatten();
         crate::tracking::stream_destroyed(key(handle), old.as_ref());
+        // Blocks pools cached for the stream can serve no one now.
+        crate::pool::handles::forget_stream(key(handle).get());
         Ok(())
     }
 

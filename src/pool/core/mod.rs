@@ -40,6 +40,7 @@ use std::num::NonZeroUsize;
 mod bookkeeping;
 pub(crate) mod counters;
 mod introspect;
+mod retire;
 mod segments;
 
 pub(crate) use self::counters::ShardStats;
