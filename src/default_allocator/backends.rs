@@ -1,16 +1,13 @@
 //! Building the allocator a [`Choice`] names.
 
 use super::choice::Choice;
-use super::{Kind, Source};
+use super::{per_device, Kind, Source};
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::errlog;
 use crate::core::error::ACL_SUCCESS;
 use crate::core::error::{Error, Result};
 use crate::ffi::types::ACL_MEM_MALLOC_HUGE_FIRST;
 use crate::plugin::{registry, PluggableAllocator, PluginSpec};
-use crate::pool::acl::AclMemory;
-use crate::pool::handles as pool_handles;
-use crate::pool::{Pool, PoolConfig};
 use crate::runtime::backend::{active, Backend};
 use crate::runtime::host;
 use std::ffi::{c_void, CStr, OsStr};
@@ -25,23 +22,22 @@ pub(super) fn build(choice: &Choice) -> Result<Source> {
     }
 }
 
-/// A caching pool with the defaults and `ACLALLOC_ALLOC_CONF`, on the
-/// device current on the calling thread (as `aclallocPoolCreate(NULL, ...)`).
+/// Caching pools with the defaults and `ACLALLOC_ALLOC_CONF`, one per
+/// device ([`per_device`]); the object is the pool of the device current on
+/// the calling thread (as `aclallocPoolCreate(NULL, ...)` there).
 fn pool() -> Result<Source> {
     use crate::ffi::pool as c;
-    let config = PoolConfig::default().from_env()?;
-    let pool = Pool::new(config, AclMemory::current()?)?;
-    let handle = pool_handles::insert(pool)?;
-    let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
+    let handle = per_device::current()?;
+    let obj = AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
         reason: "a pool handle was zero",
     })?;
     Ok(Source {
         kind: Kind::Pool,
         callbacks: Callbacks {
             obj,
-            alloc: c::aclallocPoolAlloc,
-            free: c::aclallocPoolFree,
-            alloc_advise: Some(c::aclallocPoolAllocAdvise),
+            alloc: per_device::alloc,
+            free: per_device::free,
+            alloc_advise: Some(per_device::alloc_advise),
             get_addr_from_block: c::aclallocPoolGetAddrFromBlock,
         },
     })

@@ -17,6 +17,7 @@
 
 mod backends;
 pub mod choice;
+pub mod per_device;
 pub mod workspace;
 
 use crate::core::api::global as api;
@@ -168,11 +169,13 @@ impl DefaultAllocator {
     /// default allocator (so it must not be destroyed).
     pub fn uses(&self, obj: AllocatorObj) -> bool {
         let pending = self.pending.lock();
-        self.in_use
-            .get()
-            .copied()
-            .or(*pending)
-            .is_some_and(|s| s.callbacks.obj == obj)
+        self.in_use.get().copied().or(*pending).is_some_and(|s| {
+            s.callbacks.obj == obj
+                || (s.kind == Kind::Pool
+                    && per_device::pools()
+                        .iter()
+                        .any(|&(_, pool)| pool == obj.as_ptr() as usize))
+        })
     }
 
     /// `caching_allocator_alloc`: `size` bytes from the default allocator for

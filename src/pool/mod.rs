@@ -356,6 +356,11 @@ impl Pool {
         out
     }
 
+    /// True when `addr` lies in memory this pool holds from the device.
+    pub fn holds(&self, addr: usize) -> bool {
+        self.shards.iter().any(|s| s.0.lock().holds(addr))
+    }
+
     /// Blocks handed out and not yet freed.
     pub fn live_blocks(&self) -> usize {
         self.lock_all().live_blocks()

@@ -1,0 +1,109 @@
+//! The default caching pool is one pool per device, as torch_npu keeps one
+//! per device: a block freed while device 0 was current is never handed out
+//! while device 1 is, and each device's memory use is its own pool's.
+//!
+//! The pool of a device is created the first time the default allocator
+//! serves a thread whose current device it is (a pool grows with
+//! `aclrtMalloc` on the calling thread's current device, so it must only
+//! ever serve that device). The default allocator's object stays the first
+//! pool's handle (what `aclallocGetDefaultAllocator` handed out before);
+//! its callbacks pick the pool of the calling thread's device. A free goes
+//! to the pool that holds the block, whichever device is current (workspaces
+//! are freed on stream workers, which have no current device).
+
+use crate::core::errlog;
+use crate::core::error::{Error, Result};
+use crate::ffi::pool as c;
+use crate::plugin::context;
+use crate::pool::acl::AclMemory;
+use crate::pool::handles as pool_handles;
+use crate::pool::{Pool, PoolConfig};
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Devices with a pool of their own; a device id beyond is refused.
+pub const MAX_DEVICES: usize = 64;
+
+/// Pool handle per device (0: none yet), read without a lock.
+static POOLS: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
+/// Serialises creating pools.
+static CREATING: Mutex<()> = Mutex::new(());
+
+/// The pool of the calling thread's current device, created now if needed.
+pub fn current() -> Result<usize> {
+    let device = context::current_device();
+    let slot = usize::try_from(device)
+        .ok()
+        .filter(|&d| d < MAX_DEVICES)
+        .ok_or(Error::InvalidDevice {
+            device: i64::from(device),
+            count: MAX_DEVICES as u32,
+        })?;
+    match POOLS[slot].load(Ordering::Acquire) {
+        0 => create(slot),
+        handle => Ok(handle),
+    }
+}
+
+#[cold]
+fn create(slot: usize) -> Result<usize> {
+    let _creating = CREATING.lock();
+    let existing = POOLS[slot].load(Ordering::Acquire);
+    if existing != 0 {
+        return Ok(existing);
+    }
+    let config = PoolConfig::default().from_env()?;
+    let handle = pool_handles::insert(Pool::new(config, AclMemory::current()?)?)?.get();
+    POOLS[slot].store(handle, Ordering::Release);
+    Ok(handle)
+}
+
+/// The pools made so far, as (device, handle).
+pub fn pools() -> Vec<(usize, usize)> {
+    POOLS
+        .iter()
+        .enumerate()
+        .filter_map(|(d, h)| match h.load(Ordering::Acquire) {
+            0 => None,
+            h => Some((d, h)),
+        })
+        .collect()
+}
+
+/// The default allocator's alloc: the current device's pool.
+pub(super) unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
+    match current() {
+        Ok(pool) => c::aclallocPoolAlloc(pool as *mut c_void, size),
+        Err(e) => {
+            errlog::record("aclalloc default pool", e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The default allocator's allocAdvise: as `alloc`, at `addr` if free.
+pub(super) unsafe extern "C" fn alloc_advise(
+    _obj: *mut c_void,
+    size: usize,
+    addr: *mut c_void,
+) -> *mut c_void {
+    match current() {
+        Ok(pool) => c::aclallocPoolAllocAdvise(pool as *mut c_void, size, addr),
+        Err(e) => {
+            errlog::record("aclalloc default pool", e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The default allocator's free: to the pool that holds `block`.
+pub(super) unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
+    let holder = pools().into_iter().find(|&(_, handle)| {
+        pool_handles::get(handle as *mut c_void).is_ok_and(|p| p.holds(block as usize))
+    });
+    match holder {
+        Some((_, pool)) => c::aclallocPoolFree(pool as *mut c_void, block),
+        None => errlog::record("aclalloc default pool free", Error::ForeignPointer),
+    }
+}
