@@ -391,6 +391,48 @@ aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
 aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 
 /**
+ * Builds the default allocator now, as its first allocation would (torch's
+ * lazy initialisation): the environment's choice, or the allocator swapped
+ * in with `aclallocSetDefaultAllocator`, is frozen, so that its object
+ * (`aclallocGetDefaultAllocator`) can be configured before anything is
+ * allocated, e.g. `aclallocPoolSetMemoryFraction` on the default pool. From
+ * now on `aclallocSetDefaultAllocator` fails with `ACL_ERROR_REPEAT_INITIALIZE`,
+ * as PyTorch's `change_current_allocator` does once its allocator is
+ * initialized. The caching pool is built on the calling thread's current
+ * device. Calling it again does nothing.
+ *
+ * Errors, as the first allocation's: an invalid `ACLALLOC_DEFAULT_ALLOCATOR`:
+ * `ACL_ERROR_INVALID_PARAM`; the pool, with no current device on the calling
+ * thread: `ACL_ERROR_RT_CONTEXT_NULL`; a plugin that cannot be loaded:
+ * `ACL_ERROR_INVALID_FILE`. The default allocator stays unbuilt then.
+ */
+aclError aclallocDefaultInit(void);
+
+/**
+ * The device that was current on the thread that built the default
+ * allocator (at its first allocation or `aclallocDefaultInit`). For the
+ * caching pool it is the device whose memory the pool takes, so the pool's
+ * statistics are that device's. Before the default allocator is built:
+ * `ACL_ERROR_UNINITIALIZE`, `*deviceId` untouched.
+ *
+ * # Safety
+ * `deviceId` must be writable.
+ */
+aclError aclallocDefaultGetDevice(int32_t *deviceId);
+
+/**
+ * An `aclallocKernelFunc` that does nothing: pass it to `aclallocLaunchKernel`
+ * when a launch is only there to take and give back a workspace. Bindings
+ * use it for launches without a kernel of their own (the Python package's
+ * `launch_kernel(stream, size)`), so the stream's worker never calls back
+ * into the binding's interpreter.
+ *
+ * # Safety
+ * Any arguments; none is read.
+ */
+void aclallocEmptyKernel(void *workspace, size_t size, void *userData);
+
+/**
  * Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
  * `stream` (NULL: the current context's default stream), with a workspace
  * taken the way CANN's executor takes one for an operator:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust tests (unit, C-ABI integration, concurrency, header
-# freshness, the shared conformance suite), then the C/C++ examples under ctest.
+# freshness, the shared conformance suite), the C/C++ examples under ctest, and
+# the Python package (pip install . into a venv, ruff, pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,10 @@ cargo test --release
 cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
 cmake --build build/c_examples -j 2
 ctest --test-dir build/c_examples --output-on-failure
+
+# The Python package: pip install . into a venv, ruff, pytest (tests/python,
+# python_examples/).
+scripts/python-test.sh
 
 # The same examples again with ASan+UBSan and under valgrind memcheck.
 scripts/sanitize.sh

@@ -89,6 +89,8 @@ pub struct DefaultAllocator {
     pending: Mutex<Option<Source>>,
     /// The allocator in use; set once, at the first allocation.
     in_use: OnceLock<Source>,
+    /// The device current on the thread that built it (the pool's device).
+    built_on: OnceLock<i32>,
     /// Pointers handed out by the raw functions.
     raw: Mutex<LiveTable>,
 }
@@ -101,6 +103,7 @@ impl DefaultAllocator {
             choose,
             pending: Mutex::new(None),
             in_use: OnceLock::new(),
+            built_on: OnceLock::new(),
             raw: Mutex::new(LiveTable::default()),
         }
     }
@@ -143,8 +146,18 @@ impl DefaultAllocator {
             None => backends::build(&(self.choose)()?)?,
         };
         *pending = None;
+        // Before `in_use`: whoever sees the allocator in use sees its device.
+        let _ = self.built_on.set(context::current_device());
         let _ = self.in_use.set(source);
         Ok(source)
+    }
+
+    /// The device that was current on the thread that built the allocator in
+    /// use (for the pool: the device whose memory it takes); `None` before
+    /// the first use.
+    pub fn built_on(&self) -> Option<i32> {
+        self.in_use.get()?;
+        self.built_on.get().copied()
     }
 
     /// The allocator in use, if the default allocator has served memory.

@@ -16,6 +16,8 @@ pub mod allocator;
 pub(crate) mod args;
 pub(crate) mod boundary;
 pub mod default_allocator;
+pub mod default_init;
+pub mod empty_kernel;
 pub mod errmsg;
 pub(crate) mod forward;
 pub mod launch;

@@ -1,0 +1,542 @@
+"""torch_npu's memory API (``torch_npu.npu.*`` / ``torch.npu.memory.*``) over
+the default allocator of libaclalloc.
+
+Names and meanings are PyTorch's. The default allocator is what serves
+``caching_allocator_alloc`` and the workspaces of launches on streams
+without a registered allocator: the caching pool unless
+``ACLALLOC_DEFAULT_ALLOCATOR`` or :func:`change_current_allocator` chose
+another. It is one per process and lives on the device that was current when
+it was built (its first allocation, or :func:`set_per_process_memory_fraction`);
+statistics of any other device are zero.
+
+Errors are raised: ``RuntimeError`` with the library's message
+(:class:`OutOfMemoryError` when memory ran out), ``TypeError``/``ValueError``
+for bad arguments.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import ctypes
+import json
+import pickle
+import struct
+import sys
+import warnings
+from ctypes import byref, c_size_t, c_void_p
+from typing import Any, Dict, List, Optional, Tuple
+
+from .._lib import (
+    ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_HBM_MEM,
+    AllocatorStats,
+    PluggableConfig,
+    PoolStatEntry,
+    lib,
+    recent_c_message,
+)
+from . import _default, _history
+from ._default import OutOfMemoryError, fail
+
+__all__ = [
+    "NPUPluggableAllocator",
+    "OutOfMemoryError",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
+    "change_current_allocator",
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_cached",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_cached",
+    "memory_reserved",
+    "memory_snapshot",
+    "memory_stats",
+    "memory_stats_as_nested_dict",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_max_memory_cached",
+    "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+]
+
+Device = Any
+"""None (the current device), an int, ``"npu:N"``, or a torch.device-like object."""
+
+_POOL_KEY_COUNT = 121
+assert struct.calcsize("@Pq") == ctypes.sizeof(PoolStatEntry)
+_KEY_NAMES: Dict[str, Any] = {}
+"""The statistics' names, decoded once (see :func:`_key_names`)."""
+
+
+# -- allocation --------------------------------------------------------------------
+
+
+def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[int] = None) -> int:
+    """Allocates ``size`` bytes from the default allocator on ``device`` for
+    ``stream`` and returns the device address (an int). The first allocation
+    builds the default allocator; from then on it cannot be swapped."""
+    n = _default.size_argument("size", size)
+    index = _default.device_index(device)
+    s = _default.stream_argument(stream)
+    state = _default.built()
+    if state is not None and state.kind == "pool" and state.device != index:
+        raise RuntimeError(
+            f"caching_allocator_alloc: the default caching pool lives on device {state.device}, "
+            f"not {index}; use one pool per device (aclallocPoolCreate) for other devices."
+        )
+    if device is None:
+        _default.current_device(set_if_none=True)
+    ptr = c_void_p()
+    with _default.on_device(index):
+        rc = lib.aclallocDefaultMalloc(byref(ptr), n, s)
+    if rc != 0:
+        raise fail("aclallocDefaultMalloc", rc)
+    return ptr.value or 0
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Frees memory from :func:`caching_allocator_alloc`. Anything else, or a
+    second free, raises RuntimeError ("Trying to free a pointer not allocated here")."""
+    if isinstance(mem_ptr, bool) or not isinstance(mem_ptr, int):
+        raise TypeError(f"mem_ptr must be an int, not {type(mem_ptr).__name__}")
+    if not 0 < mem_ptr < 1 << 64:
+        raise ValueError(f"mem_ptr {mem_ptr} is not a device address")
+    rc = lib.aclallocDefaultFree(mem_ptr)
+    if rc != 0:
+        raise fail("aclallocDefaultFree", rc)
+
+
+# -- limits and caches -----------------------------------------------------------
+
+
+def set_per_process_memory_fraction(fraction: float, device: Device = None) -> None:
+    """Limits what the default caching pool may reserve to ``fraction`` of the
+    device's memory. Builds the default allocator if needed (torch's lazy
+    init: from then on :func:`change_current_allocator` fails). A fraction of
+    0 lets it reserve nothing. A pluggable default allocator is told through
+    its memory-fraction function, and has none when made from Python
+    (RuntimeError with the library's message)."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    index = _default.device_index(device)
+    with _default.on_device(index):
+        state = _default.initialize()
+    if state.kind == "pool":
+        if state.device != index:
+            raise RuntimeError(
+                f"set_per_process_memory_fraction: the default caching pool lives on device "
+                f"{state.device}, not {index}."
+            )
+        if fraction == 0:
+            # The pool's limits are positive; one byte admits no block (every
+            # block is a multiple of 512), which is what a fraction of 0 means.
+            rc = lib.aclallocPoolSetMemoryLimit(state.obj, 1)
+        else:
+            rc = lib.aclallocPoolSetMemoryFraction(state.obj, fraction)
+    elif state.kind == "plugin":
+        rc = lib.aclallocPluggableSetMemoryFraction(state.obj, fraction, index)
+    else:
+        raise RuntimeError(
+            f"set_per_process_memory_fraction: the default allocator ({state.kind}) has no "
+            "memory limit to set."
+        )
+    if rc != 0:
+        raise fail("set_per_process_memory_fraction", rc)
+
+
+def empty_cache() -> None:
+    """Returns every wholly free cached segment of the default pool to the
+    device (a pluggable default: its empty-cache function, if it has one).
+    Does nothing before the default allocator is built."""
+    state = _default.built()
+    if state is None:
+        return
+    if state.kind == "pool":
+        rc = lib.aclallocPoolEmptyCache(state.obj)
+    elif state.kind == "plugin":
+        rc = lib.aclallocPluggableEmptyCache(state.obj)
+    else:
+        return
+    if rc != 0:
+        raise fail("empty_cache", rc)
+
+
+def mem_get_info(device: Device = None) -> Tuple[int, int]:
+    """``(free, total)`` bytes of the device's memory (``aclrtGetMemInfo``)."""
+    index = _default.device_index(device)
+    free, total = c_size_t(0), c_size_t(0)
+    with _default.on_device(index):
+        rc = lib.aclrtGetMemInfo(ACL_HBM_MEM, byref(free), byref(total))
+    if rc != 0:
+        raise fail("aclrtGetMemInfo", rc)
+    return free.value, total.value
+
+
+# -- statistics ------------------------------------------------------------------
+
+
+def _pool_stats(pool: int) -> Tuple[List[str], List[int]]:
+    """The pool's statistics: keys (sorted, PyTorch's) and values."""
+    entries = (PoolStatEntry * _POOL_KEY_COUNT)()
+    count = c_size_t(0)
+    rc = lib.aclallocPoolGetStatsKeyValues(pool, entries, _POOL_KEY_COUNT, byref(count))
+    if rc != 0:
+        raise fail("aclallocPoolGetStatsKeyValues", rc)
+    n = min(count.value, _POOL_KEY_COUNT)
+    # One unpack of the raw array: reading 121 ctypes structures field by
+    # field costs several times the C call itself.
+    flat = struct.unpack_from(f"@{'Pq' * n}", entries)
+    addresses, values = flat[0::2], list(flat[1::2])
+    names, sync_at = _key_names(addresses)
+    # PyTorch counts synchronize_and_free_events calls; the pool has no
+    # events to wait for (blocks come back when their launch is enqueued or
+    # its kernel has run), so it never synchronizes all streams.
+    values.insert(sync_at, 0)
+    return names, values
+
+
+def _key_names(addresses: Tuple[int, ...]) -> Tuple[List[str], int]:
+    """The names at these addresses (static strings of the library, in the
+    same order every time, so decoded once), with ``num_sync_all_streams``
+    in its sorted place, and that place."""
+    if _KEY_NAMES.get("addresses") != addresses:
+        names = [ctypes.string_at(a).decode() for a in addresses]
+        sync_at = bisect.bisect(names, "num_sync_all_streams")
+        names.insert(sync_at, "num_sync_all_streams")
+        _KEY_NAMES.update(addresses=addresses, names=names, sync_at=sync_at)
+    return _KEY_NAMES["names"], _KEY_NAMES["sync_at"]
+
+
+def _allocator_stats(state: _default.Default) -> Dict[str, int]:
+    """A non-pool default allocator: the counters the library keeps for it."""
+    raw = AllocatorStats()
+    if state.kind == "plugin":
+        rc = lib.aclallocPluggableGetStats(state.obj, byref(raw))
+    else:
+        rc = lib.aclallocDefaultGetStats(byref(raw))
+    if rc != 0:
+        raise fail("allocator statistics", rc)
+    stats: Dict[str, int] = {}
+    for name, current, peak, total, freed in (
+        (
+            "allocated_bytes",
+            raw.allocatedBytesCurrent,
+            raw.allocatedBytesPeak,
+            raw.allocatedBytesTotal,
+            raw.freedBytesTotal,
+        ),
+        ("allocation", raw.activeCount, raw.activePeak, raw.allocCount, raw.freeCount),
+    ):
+        for key, value in (("current", current), ("peak", peak), ("allocated", total)):
+            stats[f"{name}.all.{key}"] = value
+        stats[f"{name}.all.freed"] = freed
+    stats["num_ooms"] = raw.failedAllocCount
+    return stats
+
+
+def memory_stats(device: Device = None) -> Dict[str, int]:
+    """The default allocator's statistics for ``device``, flat, with
+    PyTorch's keys sorted (``allocated_bytes.all.current``, ...).
+
+    Empty before the default allocator is built (PyTorch: not initialized);
+    all zeros for a device the pool does not live on. A pluggable default
+    allocator reports the counters the library keeps for it
+    (``allocated_bytes.all.*``, ``allocation.all.*``, ``num_ooms``)."""
+    index = _default.device_index(device)
+    state = _default.built()
+    if state is None:
+        return collections.OrderedDict()
+    if state.kind != "pool":
+        return collections.OrderedDict(sorted(_allocator_stats(state).items()))
+    names, values = _pool_stats(state.obj)
+    if state.device != index:
+        # A setting, not a count: the same for every device.
+        values = [v if k == "max_split_size" else 0 for k, v in zip(names, values)]
+    return collections.OrderedDict(zip(names, values))
+
+
+def memory_stats_as_nested_dict(device: Device = None) -> Dict[str, Any]:
+    """:func:`memory_stats` as nested dicts (``stats["allocated_bytes"]["all"]["current"]``)."""
+    nested: Dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        node = nested
+        *path, leaf = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def reset_peak_memory_stats(device: Device = None) -> None:
+    """Sets every peak statistic of the default allocator to its current value."""
+    _default.device_index(device)
+    state = _default.built()
+    if state is None:
+        return
+    if state.kind == "pool":
+        rc = lib.aclallocPoolResetPeakStats(state.obj)
+    elif state.kind == "plugin":
+        rc = lib.aclallocPluggableResetPeakStats(state.obj)
+    else:
+        warnings.warn("the default allocator keeps no resettable peaks", stacklevel=2)
+        return
+    if rc != 0:
+        raise fail("reset_peak_memory_stats", rc)
+
+
+def reset_accumulated_memory_stats(device: Device = None) -> None:
+    """Zeroes the accumulated statistics (``allocated``/``freed`` totals,
+    retries, OOMs, device calls) of the default pool."""
+    _default.device_index(device)
+    state = _default.built()
+    if state is None:
+        return
+    if state.kind != "pool":
+        warnings.warn(
+            f"the default allocator ({state.kind}) does not support resetAccumulatedStats",
+            stacklevel=2,
+        )
+        return
+    rc = lib.aclallocPoolResetAccumulatedStats(state.obj)
+    if rc != 0:
+        raise fail("reset_accumulated_memory_stats", rc)
+
+
+def reset_max_memory_allocated(device: Device = None) -> None:
+    """Deprecated in PyTorch: resets every peak (see :func:`reset_peak_memory_stats`)."""
+    warnings.warn(
+        "reset_max_memory_allocated now calls reset_peak_memory_stats, which resets "
+        "/all/ peak memory stats.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Device = None) -> None:
+    """Deprecated in PyTorch: resets every peak (see :func:`reset_peak_memory_stats`)."""
+    warnings.warn(
+        "reset_max_memory_cached now calls reset_peak_memory_stats, which resets "
+        "/all/ peak memory stats.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def memory_allocated(device: Device = None) -> int:
+    """Bytes the default allocator has handed out now on ``device``."""
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def max_memory_allocated(device: Device = None) -> int:
+    """The peak of :func:`memory_allocated` since start or the last peak reset."""
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device: Device = None) -> int:
+    """Bytes the default pool holds from the device now (cached included)."""
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device: Device = None) -> int:
+    """The peak of :func:`memory_reserved`."""
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def memory_cached(device: Device = None) -> int:
+    """Deprecated in PyTorch: :func:`memory_reserved`."""
+    warnings.warn("memory_cached has been renamed to memory_reserved", FutureWarning, stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: Device = None) -> int:
+    """Deprecated in PyTorch: :func:`max_memory_reserved`."""
+    warnings.warn(
+        "max_memory_cached has been renamed to max_memory_reserved", FutureWarning, stacklevel=2
+    )
+    return max_memory_reserved(device)
+
+
+def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
+    """A readable table of the default pool's statistics, like PyTorch's
+    (the library's ``aclallocPoolSummary``). ``abbreviated`` is accepted for
+    compatibility; the table is always the full one."""
+    index = _default.device_index(device)
+    state = _default.built()
+    if state is not None and state.kind == "pool" and state.device == index:
+        return _default.c_string(lib.aclallocPoolSummary, state.obj)
+    what = "not built yet" if state is None else f"{state.kind}, on device {state.device}"
+    return (
+        f"aclalloc memory summary, device {index}: nothing allocated here by the default "
+        f"caching pool (the default allocator is {what}).\n"
+    )
+
+
+# -- snapshots -----------------------------------------------------------------------
+
+
+def _pool_json(state: _default.Default) -> Dict[str, Any]:
+    return json.loads(_default.c_string(lib.aclallocPoolSnapshot, state.obj))
+
+
+def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
+    """The library's JSON segments in PyTorch's snapshot shape."""
+    out = []
+    for seg in raw.get("segments", []):
+        blocks = [
+            {
+                "address": b["address"],
+                "size": b["size"],
+                "requested_size": b["requested_size"],
+                "state": b["state"],
+                "frames": [],
+            }
+            for b in seg["blocks"]
+        ]
+        out.append(
+            {
+                "device": device,
+                "address": seg["address"],
+                "total_size": seg["total_size"],
+                "allocated_size": seg["allocated_size"],
+                "active_size": seg["active_size"],
+                "requested_size": seg["requested_size"],
+                "stream": seg["stream"],
+                "segment_type": seg["segment_type"],
+                "segment_pool_id": (0, 0),
+                "is_expandable": False,
+                "frames": [],
+                "blocks": blocks,
+            }
+        )
+    return out
+
+
+def _snapshot(device: Device = None) -> Dict[str, Any]:
+    """PyTorch's memory snapshot: ``{"segments": [...], "device_traces": [[...] per
+    device]}``. Segments are the default pool's (PyTorch's keys; ``frames``
+    empty: the library records no stacks). ``device_traces`` holds the
+    allocation history once :func:`_record_memory_history` is on and the
+    library records it; see :mod:`aclalloc.npu._history`."""
+    count = _default.device_count()
+    state = _default.built()
+    raw: Dict[str, Any] = {}
+    if state is not None and state.kind == "pool":
+        raw = _pool_json(state)
+    segments = _segments(raw, state.device) if state is not None else []
+    if device is not None:
+        index = _default.device_index(device)
+        segments = [s for s in segments if s["device"] == index]
+    return {
+        "segments": segments,
+        "device_traces": _history.device_traces(raw, count, state.device if state else 0),
+    }
+
+
+def memory_snapshot() -> List[Dict[str, Any]]:
+    """The default pool's segments and their blocks (``_snapshot()["segments"]``)."""
+    return _snapshot()["segments"]
+
+
+def _record_memory_history(
+    enabled: Optional[str] = "all",
+    context: Optional[str] = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: Device = None,
+) -> None:
+    """Starts (``enabled="all"`` or ``"state"``) or stops (None) recording the
+    default pool's allocation history into ``_snapshot()["device_traces"]``,
+    keeping at most ``max_entries`` events. See :mod:`aclalloc.npu._history`."""
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"enabled must be None, 'state' or 'all', not {enabled!r}")
+    if context not in (None, "state", "alloc", "all"):
+        raise ValueError(f"context must be None, 'state', 'alloc' or 'all', not {context!r}")
+    if stacks not in ("python", "all"):
+        raise ValueError(f"stacks must be 'python' or 'all', not {stacks!r}")
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+        raise TypeError("max_entries must be an int")
+    if max_entries <= 0:
+        raise ValueError(f"max_entries must be positive (got {max_entries})")
+    _default.device_index(device)
+    _history.record(enabled, max_entries)
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Writes :func:`_snapshot` as a pickle, which PyTorch's memory tools read
+    (``torch.cuda._memory_viz``, pytorch.org/memory_viz)."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+# -- pluggable allocators --------------------------------------------------------------
+
+
+class NPUPluggableAllocator:
+    """An allocator loaded from a shared object, as torch_npu's
+    ``NPUPluggableAllocator(path_to_so_file, alloc_fn_name, free_fn_name)``:
+    ``void *alloc(ssize_t size, int device, aclrtStream stream)`` and
+    ``void free(void *ptr, ssize_t size, int device, aclrtStream stream)``.
+
+    The object may call ``aclrtMalloc``/``aclrtFree`` without linking any
+    library: the package loaded libaclalloc with ``RTLD_GLOBAL``. Loading
+    errors raise RuntimeError with the library's message.
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
+        for name, value in (
+            ("path_to_so_file", path_to_so_file),
+            ("alloc_fn_name", alloc_fn_name),
+            ("free_fn_name", free_fn_name),
+        ):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+            if not value or "\0" in value:
+                raise ValueError(f"{name} must be a non-empty string without NUL")
+        config = PluggableConfig(
+            path_to_so_file.encode(), alloc_fn_name.encode(), free_fn_name.encode()
+        )
+        handle, desc = c_void_p(), c_void_p()
+        rc = lib.aclallocPluggableCreate(byref(config), byref(handle), byref(desc))
+        if rc != 0:
+            raise fail("aclallocPluggableCreate", rc)
+        self._handle: int = handle.value or 0
+        self._desc: int = desc.value or 0
+        self.path = path_to_so_file
+
+    def allocator(self) -> int:
+        """Its allocator descriptor (``aclrtAllocatorDesc``), for
+        ``acl.rt.allocator_register`` or C code."""
+        return self._desc
+
+    def handle(self) -> int:
+        """Its ``aclallocPluggable`` handle (statistics from C)."""
+        return self._handle
+
+    def __repr__(self) -> str:
+        return f"NPUPluggableAllocator({self.path!r})"
+
+
+def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
+    """Makes ``allocator`` the default allocator, as torch_npu's
+    ``change_current_allocator``. Only before the current one has served
+    memory (or was built by :func:`set_per_process_memory_fraction`):
+    afterwards RuntimeError ("can't swap an already initialized allocator")."""
+    if not isinstance(allocator, NPUPluggableAllocator):
+        raise TypeError(
+            f"allocator must be an NPUPluggableAllocator, not {type(allocator).__name__}"
+        )
+    rc = lib.aclallocSetDefaultAllocator(allocator.allocator())
+    if rc == ACL_ERROR_REPEAT_INITIALIZE:
+        message = recent_c_message() or "can't swap an already initialized allocator"
+        raise RuntimeError(f"Can't swap an already initialized allocator: {message}")
+    if rc != 0:
+        raise fail("aclallocSetDefaultAllocator", rc)

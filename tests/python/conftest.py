@@ -1,0 +1,104 @@
+"""Shared helpers of the Python tests.
+
+The library's state is per process (runtime, default allocator), so tests
+that need a fresh one (a swap before first use, the default allocator's
+device, exit behaviour) run a snippet in a new interpreter with
+:func:`run_python`; the others share this process, initialised once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("ACLALLOC_DEVICE_COUNT", "2")
+os.environ.setdefault("ACLALLOC_DEVICE_MEMORY", "1GiB")
+
+ROOT = Path(__file__).resolve().parents[2]
+C_DIR = Path(__file__).resolve().parent / "c"
+
+
+def run_python(
+    code: str, env: dict | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh interpreter; returns the completed process."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+
+
+def build_shared_object(source: Path, out_dir: Path) -> Path:
+    """Compiles a C file into a shared object with no libraries linked."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler (cc) on PATH; CI installs one")
+    out = out_dir / (source.stem + ".so")
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-I",
+            str(ROOT / "include"),
+            str(source),
+            "-o",
+            str(out),
+        ],
+        check=True,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def c_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The test's C shared objects, built once."""
+    out = tmp_path_factory.mktemp("c")
+    return {p.stem: build_shared_object(p, out) for p in sorted(C_DIR.glob("*.c"))}
+
+
+@pytest.fixture(scope="session")
+def probe(c_objects: dict[str, Path]) -> ctypes.CDLL:
+    """C code in this process reading the C API (see c/probe.c)."""
+    import aclalloc  # noqa: F401  (loads libaclalloc with RTLD_GLOBAL first)
+
+    lib = ctypes.CDLL(str(c_objects["probe"]))
+    lib.probe_default_pool_stat.restype = ctypes.c_int64
+    lib.probe_default_pool_stat.argtypes = (ctypes.c_char_p,)
+    lib.probe_registered_desc.restype = ctypes.c_void_p
+    lib.probe_registered_desc.argtypes = (ctypes.c_void_p,)
+    return lib
+
+
+@pytest.fixture(scope="session")
+def acl():
+    """``aclalloc.acl`` with the runtime initialised and device 0 current."""
+    from aclalloc import acl as acl_module
+
+    assert acl_module.init(None) == 0
+    assert acl_module.rt.set_device(0) == 0
+    return acl_module
+
+
+@pytest.fixture
+def stream(acl):
+    """A fresh stream, destroyed after the test."""
+    s, ret = acl.rt.create_stream()
+    assert ret == 0 and s != 0
+    yield s
+    assert acl.rt.destroy_stream(s) == 0
