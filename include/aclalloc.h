@@ -409,10 +409,11 @@ aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 aclError aclallocDefaultInit(void);
 
 /**
- * The device that was current on the thread that built the default
- * allocator (at its first allocation or `aclallocDefaultInit`). For the
- * caching pool it is the device whose memory the pool takes, so the pool's
- * statistics are that device's. Before the default allocator is built:
+ * The device of the default allocator's object (`aclallocGetDefaultAllocator`):
+ * for the caching pool, one per device, the calling thread's current device
+ * (whose pool that object is, so its statistics are that device's); for
+ * others the device that was current on the thread that built the default
+ * allocator (at its first allocation or `aclallocDefaultInit`). Before the default allocator is built:
  * `ACL_ERROR_UNINITIALIZE`, `*deviceId` untouched.
  *
  * # Safety
