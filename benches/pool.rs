@@ -9,7 +9,8 @@
 //!
 //! Timed: (1) alloc+free of a cached size, (2) a decode-like trace, (3) a
 //! prefill-like trace, (4) alloc+free on 1 and 2 threads sharing one pool,
-//! all on stream 0 (one shard) or each thread on a stream of its own.
+//! all on stream 0 (one shard) or each thread on a stream of its own, (5)
+//! the pair of (1) with the allocation history off and on.
 //! Printed to stderr before the timings: device allocations after the first
 //! decode token, and peak reserved / peak requested on the prefill trace.
 //!
@@ -489,4 +490,37 @@ fn shared_pool_batch_of_100k_pairs_per_thread_own_stream(bencher: divan::Bencher
             }
         })
     });
+}
+
+// ---- (5) the allocation history: alloc+free with recording off and on ---------
+
+/// The pair of (1) on a pool whose history is off (the default) or on
+/// (a ring of 100,000 events, full and wrapping while timed: three events
+/// per pair, alloc, free_requested and free_completed).
+#[divan::bench_group(sample_size = 4000)]
+mod history {
+    use super::*;
+
+    fn run(bencher: divan::Bencher, max_entries: usize) {
+        let pool = Pool::new(PoolConfig::default(), device()).unwrap();
+        pool.record_history(max_entries).unwrap();
+        for _ in 0..max_entries {
+            pool.free(pool.malloc(4096).unwrap().get()).unwrap();
+        }
+        bencher.bench_local(|| {
+            pool.free(pool.malloc(black_box(4096)).unwrap().get())
+                .unwrap()
+        });
+        assert_eq!(pool.history().events.len(), max_entries);
+    }
+
+    #[divan::bench]
+    fn pair_recording_off(bencher: divan::Bencher) {
+        run(bencher, 0);
+    }
+
+    #[divan::bench]
+    fn pair_recording_on(bencher: divan::Bencher) {
+        run(bencher, 100_000);
+    }
 }

@@ -148,7 +148,7 @@ int main(void) {
     int streams_named = 0;
     for (int i = 0; i < STREAMS; i++) {
         char needle[64];
-        snprintf(needle, sizeof needle, "\"stream\":%" PRIuPTR ",", (uintptr_t)streams[i]);
+        snprintf(needle, sizeof needle, "\"stream\":\"0x%" PRIxPTR "\"", (uintptr_t)streams[i]);
         streams_named += strstr(json, needle) != NULL;
     }
     free(json);

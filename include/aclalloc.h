@@ -40,6 +40,12 @@
 #define ACLALLOC_STAT_KEY_COUNT 121
 
 /**
+ * The `"version"` of the JSON `aclallocPoolSnapshot` writes (2: hex
+ * strings for addresses and streams, `device_traces` and `history`).
+ */
+#define ACLALLOC_SNAPSHOT_VERSION 2
+
+/**
  * A choice made by name.
  */
 typedef struct Choice Choice;
@@ -717,11 +723,15 @@ aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
 aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_t *length);
 
 /**
- * The segments and blocks as JSON, like PyTorch's `memory_snapshot()`:
- * `{"device":0,"segments":[{"address","total_size","stream","segment_type",
- * "allocated_size","active_size","requested_size","blocks":[{"address",
- * "size","requested_size","state"}]}]}` with `state` `"active_allocated"` or
- * `"inactive"`. `stream` is the handle of the stream whose launch
+ * The segments, blocks and recorded history as JSON, like PyTorch's
+ * `_snapshot()`: `{"version":2,"device":0,"segments":[{"device","address",
+ * "total_size","stream","segment_type","allocated_size","active_size",
+ * "requested_size","blocks":[{"address","size","requested_size","state"}]}],
+ * "device_traces":[[{"action","addr","size","block_size","stream",
+ * "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
+ * with `state` `"active_allocated"` or `"inactive"`, addresses and stream
+ * handles as hex strings ("0x..."), one trace list per device index (see
+ * `aclallocPoolRecordHistory`). `stream` is the handle of the stream whose launch
  * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
  * stream. It is 0 for segments made by callback calls outside such a launch:
  * CANN's callbacks are not told the stream. Buffer handling as
@@ -731,6 +741,23 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
  * As `aclallocPoolSummary`.
  */
 aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * Records the pool's allocation history, like PyTorch's
+ * `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
+ * now on the last `maxEntries` events (`alloc`, `free_requested`,
+ * `free_completed`, `segment_alloc`, `segment_free`, `oom`, each with
+ * address, size, stream, device and time in microseconds) are kept in a
+ * ring, older ones overwritten and counted as dropped. Every call discards
+ * what was recorded before; `maxEntries` 0 switches recording off. The
+ * ring (48 bytes per event) is allocated here, never while recording; when
+ * it cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
+ * `aclallocPoolSnapshot` writes the events as `device_traces`. Pools made by
+ * `aclallocPoolCreate`, and the default pool, start recording at creation
+ * when `ACLALLOC_RECORD_HISTORY=N` is set. A stream descriptor's object
+ * names its pool here.
+ */
+aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
 
 /**
  * Returns every wholly free cached segment to the device.

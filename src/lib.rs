@@ -18,6 +18,9 @@
 //!   behind one table of functions chosen once at load.
 //! - [`pool`]: a caching pool allocator to register, with PyTorch-grade
 //!   statistics, summary and snapshot.
+//! - [`history`]: the allocation history recorder (a bounded ring of
+//!   events, PyTorch's `device_traces`), and [`viz`]: the offline page that
+//!   draws a snapshot with its history (`aclalloc viz`).
 //! - [`plugin`]: allocators loaded from a shared object by symbol names
 //!   (torch_npu's `NPUPluggableAllocator`), and [`default_allocator`]: what
 //!   serves streams with no registration, chosen at start-up or swapped once.
@@ -36,12 +39,14 @@
 pub mod core;
 pub mod default_allocator;
 pub mod ffi;
+pub mod history;
 pub mod interpose;
 pub mod plugin;
 pub mod pool;
 pub mod registry;
 pub mod runtime;
 pub mod tracking;
+pub mod viz;
 
 pub use crate::core::api::{global, AllocatorApi};
 pub use crate::core::descriptor::{

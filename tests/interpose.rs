@@ -386,25 +386,48 @@ fn the_snapshot_holds_a_leaked_block_with_its_stream_and_size() {
     let tracked = under_aclalloc("leak", &["--json", json_file.to_str().unwrap()]);
     assert!(tracked.status.success());
     let (s1, _, allocator) = handles(&tracked);
-    let number = |hex: &str| u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap()).unwrap();
+    assert_eq!(json["version"], 2);
     let segments = json["segments"].as_array().unwrap();
     assert_eq!(segments.len(), 1, "{json}");
     let segment = &segments[0];
-    assert_eq!(segment["stream"], number(&s1));
-    assert_eq!(segment["allocator"], number(&allocator));
+    // Handles as the text report writes them (JSON numbers would lose bits).
+    assert_eq!(segment["stream"], s1.as_str());
+    assert_eq!(segment["allocator"], allocator.as_str());
     assert_eq!(segment["total_size"], 3000);
     assert_eq!(segment["requested_size"], 3000);
     let block = &segment["blocks"][0];
     assert_eq!(block["size"], 3000);
     assert_eq!(block["requested_size"], 3000);
     assert_eq!(block["state"], "active_allocated");
-    assert!(block["address"].as_u64().unwrap() != 0);
+    let address = block["address"].as_str().unwrap();
+    assert!(
+        address.starts_with("0x") && u64::from_str_radix(&address[2..], 16).unwrap() != 0,
+        "{address}"
+    );
     let events = json["events"].as_array().unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["kind"], "leak");
     assert_eq!(events[0]["seen_at"], "unregister");
+}
+
+#[test]
+fn the_page_of_a_run_shows_its_live_blocks_and_faults() {
+    let page_file = built().dir.join("leak.html");
+    let tracked = under_aclalloc("leak", &["--html", page_file.to_str().unwrap()]);
+    assert!(tracked.status.success());
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && !page.contains("<script src"));
+    let start = page.find("id=\"aclalloc-data\">").unwrap() + "id=\"aclalloc-data\">".len();
+    let data: serde_json::Value =
+        serde_json::from_str(&page[start..start + page[start..].find("</script>").unwrap()])
+            .unwrap();
+    assert_eq!(data["faults"][0]["kind"], "leak", "{data}");
+    assert_eq!(
+        data["devices"][0]["allocs"]["size"],
+        serde_json::json!([3000])
+    );
 }
 
 #[test]
@@ -426,6 +449,9 @@ fn help_documents_the_command() {
         "aclalloc run [OPTIONS] -- PROGRAM [ARGS...]",
         "--report FILE",
         "--json FILE",
+        "--html FILE",
+        "aclalloc viz SNAPSHOT.json [-o PAGE.html]",
+        "ACLALLOC_RECORD_HISTORY=N",
         "--no-track",
         "ACLALLOC_TRACK=1",
         "RTLD_NEXT",

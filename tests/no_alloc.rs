@@ -103,3 +103,32 @@ fn lookups_hit_or_miss_allocate_nothing() {
     }
     aclrtAllocatorDestroyDesc(d);
 }
+
+#[test]
+fn recording_the_pool_history_allocates_nothing_per_event() {
+    use aclalloc::pool::{HostMemory, Pool, PoolConfig};
+    let pool = Pool::new(PoolConfig::default(), HostMemory::new(1 << 30)).unwrap();
+    pool.record_history(64).unwrap(); // the ring is allocated here
+    let sizes = [512usize, 3000, 70_000, 3 << 20];
+    let mut blocks = Vec::with_capacity(sizes.len());
+    let mut warm = |pool: &Pool| {
+        blocks.clear();
+        for &s in &sizes {
+            blocks.push(pool.malloc(s).unwrap().get());
+        }
+        for &b in &blocks {
+            pool.free(b).unwrap();
+        }
+    };
+    warm(&pool); // segments, bins and maps reach their size
+    warm(&pool);
+    let n = allocations_during(|| {
+        for _ in 0..100 {
+            warm(&pool); // 800 events through a ring of 64: it wraps
+        }
+    });
+    assert_eq!(n, 0, "allocations while recording");
+    let h = pool.history();
+    assert_eq!(h.events.len(), 64);
+    assert!(h.dropped >= 100 * 12 - 64);
+}

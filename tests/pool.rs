@@ -459,14 +459,28 @@ fn summary_and_snapshot_describe_the_pool() {
         text.contains("| Allocations           |       1    |"),
         "{text}"
     );
-    let json = pool.snapshot_json();
-    let expected = format!(
-        "{{\"device\":0,\"segments\":[{{\"address\":{a},\"total_size\":2097152,\"stream\":0,\"segment_type\":\"small\",\
-         \"allocated_size\":1024,\"active_size\":1024,\"requested_size\":1000,\"blocks\":[\
-         {{\"address\":{a},\"size\":1024,\"requested_size\":1000,\"state\":\"active_allocated\"}},\
-         {{\"address\":{},\"size\":2096128,\"requested_size\":0,\"state\":\"inactive\"}}]}}]}}",
-        a + 1024
-    );
+    let json: serde_json::Value = serde_json::from_str(&pool.snapshot_json()).unwrap();
+    let hex = |v: usize| format!("{v:#x}");
+    let expected = serde_json::json!({
+        "version": 2,
+        "device": 0,
+        "segments": [{
+            "device": 0,
+            "address": hex(a),
+            "total_size": 2097152,
+            "stream": "0x0",
+            "segment_type": "small",
+            "allocated_size": 1024,
+            "active_size": 1024,
+            "requested_size": 1000,
+            "blocks": [
+                {"address": hex(a), "size": 1024, "requested_size": 1000, "state": "active_allocated"},
+                {"address": hex(a + 1024), "size": 2096128, "requested_size": 0, "state": "inactive"}
+            ]
+        }],
+        "device_traces": [[]],
+        "history": {"enabled": false, "max_entries": 0, "entries": 0, "dropped": 0}
+    });
     assert_eq!(json, expected);
     pool.free(a).unwrap();
 }

@@ -219,7 +219,9 @@ fn statistics_export_with_pytorch_keys() {
     );
     let json = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
     assert!(
-        json.starts_with("{\"device\":0,\"segments\":[{\"address\":") && json.len() == len,
+        json.starts_with(
+            "{\"version\":2,\"device\":0,\"segments\":[{\"device\":0,\"address\":\"0x"
+        ) && json.len() == len,
         "{json}"
     );
     assert!(
@@ -415,7 +417,7 @@ fn launches_on_two_streams_keep_their_blocks_apart() {
         .to_owned();
     for s in streams {
         assert!(
-            json.contains(&format!("\"stream\":{},", s as usize)),
+            json.contains(&format!("\"stream\":\"{:#x}\",", s as usize)),
             "{json}"
         );
     }

@@ -832,28 +832,21 @@ impl Model {
         let json = std::str::from_utf8(&buf[..len]).expect("UTF-8");
         let mut allocated = BTreeMap::new();
         let mut sum = 0usize;
-        for block in json.split("{\"address\":").skip(1) {
-            let field = |name: &str| -> Option<usize> {
-                let at = block.find(name)? + name.len();
-                let digits: String = block[at..]
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                digits.parse().ok()
-            };
-            if !block.contains("\"state\":\"active_allocated\"") || block.contains("\"blocks\"") {
-                continue;
+        let snapshot: serde_json::Value = serde_json::from_str(json).expect("snapshot JSON");
+        let hex = |v: &serde_json::Value| {
+            let text = v.as_str().expect("addresses are hex strings");
+            usize::from_str_radix(text.trim_start_matches("0x"), 16).expect("hex address")
+        };
+        for segment in snapshot["segments"].as_array().expect("segments") {
+            for block in segment["blocks"].as_array().expect("blocks") {
+                if block["state"] != "active_allocated" {
+                    continue;
+                }
+                let size = block["size"].as_u64().unwrap() as usize;
+                let requested = block["requested_size"].as_u64().unwrap() as usize;
+                sum += size;
+                allocated.insert(hex(&block["address"]), (size, requested));
             }
-            let addr: usize = block
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .unwrap();
-            let size = field("\"size\":").unwrap();
-            let requested = field("\"requested_size\":").unwrap();
-            sum += size;
-            allocated.insert(addr, (size, requested));
         }
         let p = &self.pools[pool];
         assert_eq!(allocated.len(), p.live.len(), "snapshot blocks: {json}");

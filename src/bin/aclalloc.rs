@@ -1,19 +1,26 @@
 //! `aclalloc`: run a program with libaclalloc in front of its ACL runtime,
 //! with the allocator tracking layer on, and print what it found.
 //!
-//! Standard library only (and libc for signals): the launcher must not load
-//! the library it preloads into the child.
+//! The launcher must not load the library it preloads into the child: it
+//! uses the standard library, libc for signals, and the page generator
+//! (`src/viz`, included by path, with serde_json).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+// The library's page generator, compiled into this program (it depends on
+// serde_json only), so that `viz` does not link libaclalloc.
+#[path = "../viz/mod.rs"]
+mod viz;
+
 const HELP: &str = "\
 aclalloc: check what an ACL runtime does with the allocators a program registers
 
 USAGE:
     aclalloc run [OPTIONS] -- PROGRAM [ARGS...]
+    aclalloc viz SNAPSHOT.json [-o PAGE.html]
     aclalloc --help | --version
 
 COMMANDS:
@@ -23,10 +30,21 @@ COMMANDS:
             exit code (128+N when PROGRAM was killed by signal N), or with
             --error-exitcode's when the report has faults.
 
+    viz     Writes one self-contained HTML page (no network needed) drawing a
+            JSON snapshot: allocated memory over time stacked by allocation and
+            coloured by stream, the reserved total and the peak, the segments
+            and their blocks at the end or at a clicked time, the largest live
+            allocations, out-of-memory failures and faults. Reads the pool's
+            snapshot (aclallocPoolSnapshot, with its recorded history),
+            'aclalloc run --json' files and torch's _snapshot() (addresses as
+            hex strings or integers). -o defaults to SNAPSHOT with .html.
+
 OPTIONS (run):
     --report FILE   Write the text report to FILE instead of stderr.
     --json FILE     Also write a JSON snapshot of the blocks still live at
                     exit, each allocator's statistics and every fault to FILE.
+    --html FILE     Also write the memory page (see 'viz') of that snapshot to
+                    FILE: live blocks at exit and the faults.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
     --error-exitcode N
@@ -78,13 +96,18 @@ ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
     ACLALLOC_TRACK_JSON=FILE      JSON snapshot at exit to FILE (%p: the pid)
     ACLALLOC_FORWARD=0            never forward, even in front of a real runtime
 
-EXAMPLE:
+    ACLALLOC_RECORD_HISTORY=N     pools made by aclallocPoolCreate and the
+                                  default pool record their last N events
+
+EXAMPLES:
     aclalloc run --json snapshot.json -- ./my_inference_server --model m.om
+    aclalloc viz pool_snapshot.json -o memory.html
 ";
 
 struct RunOptions {
     report: Option<PathBuf>,
     json: Option<PathBuf>,
+    html: Option<PathBuf>,
     track: bool,
     lib: Option<PathBuf>,
     /// Exit code when faults were found (valgrind's option); 0 is off.
@@ -116,6 +139,14 @@ fn main() -> ExitCode {
             }
             Err(message) => usage_error(&message),
         },
+        Some("viz") => match parse_viz(&args[1..]) {
+            Ok(Some((input, output))) => write_page(&input, &output),
+            Ok(None) => {
+                print!("{HELP}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => usage_error(&message),
+        },
         Some(other) => usage_error(&format!("unknown command '{other}'")),
     }
 }
@@ -129,6 +160,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
     let mut options = RunOptions {
         report: None,
         json: None,
+        html: None,
         track: true,
         lib: None,
         error_exitcode: 0,
@@ -151,6 +183,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
             "-h" | "--help" => return Ok(None),
             "--report" => options.report = Some(value("--report")?),
             "--json" => options.json = Some(value("--json")?),
+            "--html" => options.html = Some(value("--html")?),
             "--lib" => options.lib = Some(value("--lib")?),
             "--no-track" => options.track = false,
             "--error-exitcode" => {
@@ -173,6 +206,61 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
         return Err("no program given: aclalloc run [OPTIONS] -- PROGRAM [ARGS...]".into());
     }
     Ok(Some(options))
+}
+
+fn parse_viz(args: &[OsString]) -> Result<Option<(PathBuf, PathBuf)>, String> {
+    let mut input = None;
+    let mut output = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].to_str().unwrap_or("") {
+            "-h" | "--help" => return Ok(None),
+            "-o" | "--output" => {
+                i += 1;
+                output = Some(PathBuf::from(args.get(i).ok_or("-o needs a file name")?));
+            }
+            _ if input.is_none() => input = Some(PathBuf::from(&args[i])),
+            _ => {
+                return Err(format!(
+                    "unexpected '{}': aclalloc viz SNAPSHOT.json [-o PAGE.html]",
+                    args[i].to_string_lossy()
+                ))
+            }
+        }
+        i += 1;
+    }
+    let input = input.ok_or("no snapshot given: aclalloc viz SNAPSHOT.json [-o PAGE.html]")?;
+    let output = output.unwrap_or_else(|| input.with_extension("html"));
+    Ok(Some((input, output)))
+}
+
+fn write_page(input: &Path, output: &Path) -> ExitCode {
+    let text = match std::fs::read_to_string(input) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("aclalloc: cannot read {}: {e}", input.display());
+            return ExitCode::from(1);
+        }
+    };
+    let title = input
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let page = match viz::page_from_json(&text, &title) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("aclalloc: cannot draw {}: {e}", input.display());
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = std::fs::write(output, page) {
+        eprintln!("aclalloc: cannot write {}: {e}", output.display());
+        return ExitCode::from(1);
+    }
+    println!(
+        "aclalloc: wrote {} (open it in any browser; it needs no network)",
+        output.display()
+    );
+    ExitCode::SUCCESS
 }
 
 fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
@@ -246,7 +334,7 @@ fn run(options: RunOptions) -> ExitCode {
         command
             .env("ACLALLOC_TRACK", "1")
             .env("ACLALLOC_TRACK_REPORT", scratch.join("report.%p"));
-        if options.json.is_some() {
+        if options.json.is_some() || options.html.is_some() {
             command.env("ACLALLOC_TRACK_JSON", scratch.join("snapshot.%p.json"));
         }
     } else {
@@ -293,6 +381,9 @@ fn run(options: RunOptions) -> ExitCode {
         faults = deliver_report(&scratch, pid, options.report.as_deref(), &status);
         if let Some(json) = &options.json {
             deliver_json(&scratch, pid, json);
+        }
+        if let Some(html) = &options.html {
+            deliver_html(&scratch, pid, html);
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
@@ -396,6 +487,25 @@ fn fault_count(report: &str) -> u64 {
         .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("faults=")))
         .filter_map(|n| n.parse::<u64>().ok())
         .sum()
+}
+
+/// The page of the program's snapshot (live blocks at exit and faults).
+fn deliver_html(dir: &Path, pid: u32, to: &Path) {
+    let Some((_, path)) = outputs(dir, "snapshot.", ".json", pid).into_iter().next() else {
+        eprintln!("aclalloc: the program wrote no JSON snapshot, so no page");
+        return;
+    };
+    let page = std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| viz::page_from_json(&text, "aclalloc run").map_err(|e| e.to_string()));
+    match page {
+        Ok(page) => {
+            if let Err(e) = std::fs::write(to, page) {
+                eprintln!("aclalloc: cannot write {}: {e}", to.display());
+            }
+        }
+        Err(e) => eprintln!("aclalloc: cannot draw the program's snapshot: {e}"),
+    }
 }
 
 fn deliver_json(dir: &Path, pid: u32, to: &Path) {

@@ -22,9 +22,10 @@ pub(super) fn build(choice: &Choice) -> Result<Source> {
     }
 }
 
-/// Caching pools with the defaults and `ACLALLOC_ALLOC_CONF`, one per
-/// device ([`per_device`]); the object is the pool of the device current on
-/// the calling thread (as `aclallocPoolCreate(NULL, ...)` there).
+/// Caching pools with the defaults, `ACLALLOC_ALLOC_CONF` and
+/// `ACLALLOC_RECORD_HISTORY`, one per device ([`per_device`]); the object is
+/// the pool of the device current on the calling thread (as
+/// `aclallocPoolCreate(NULL, ...)` there).
 fn pool() -> Result<Source> {
     use crate::ffi::pool as c;
     let handle = per_device::current()?;

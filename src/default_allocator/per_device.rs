@@ -54,7 +54,9 @@ fn create(slot: usize) -> Result<usize> {
         return Ok(existing);
     }
     let config = PoolConfig::default().from_env()?;
-    let handle = pool_handles::insert(Pool::new(config, AclMemory::current()?)?)?.get();
+    let pool = Pool::new(config, AclMemory::current()?)?;
+    pool.record_history(crate::history::env::max_entries_from_env()?)?;
+    let handle = pool_handles::insert(pool)?.get();
     POOLS[slot].store(handle, Ordering::Release);
     Ok(handle)
 }

@@ -16,6 +16,7 @@ use std::num::NonZeroUsize;
 /// the one it was created on: use one pool per device.
 pub struct AclMemory {
     capacity: usize,
+    device: i32,
 }
 
 impl AclMemory {
@@ -26,7 +27,15 @@ impl AclMemory {
         // SAFETY: both out-pointers are valid.
         let rc = unsafe { (active().aclrtGetMemInfo)(ACL_HBM_MEM, &mut free, &mut total) };
         match rc {
-            ACL_SUCCESS => Ok(AclMemory { capacity: total }),
+            ACL_SUCCESS => {
+                let mut device = 0;
+                // SAFETY: a valid out-pointer; on failure the id stays 0.
+                let _ = unsafe { (active().aclrtGetDevice)(&mut device) };
+                Ok(AclMemory {
+                    capacity: total,
+                    device,
+                })
+            }
             ACL_ERROR_RT_CONTEXT_NULL => Err(Error::NoContext),
             _ => Err(Error::Internal {
                 reason: "aclrtGetMemInfo failed; the device's capacity is unknown",
@@ -56,5 +65,9 @@ impl DeviceMemory for AclMemory {
 
     fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    fn device(&self) -> i32 {
+        self.device
     }
 }

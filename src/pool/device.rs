@@ -18,6 +18,10 @@ pub trait DeviceMemory: Send + Sync {
     fn free(&self, addr: NonZeroUsize, size: usize);
     /// The device's total memory in bytes (the base of a fractional limit).
     fn capacity(&self) -> usize;
+    /// The device's id, as snapshots and histories name it.
+    fn device(&self) -> i32 {
+        0
+    }
 }
 
 /// Alignment of every segment: the device allocator's granule.
@@ -132,5 +136,8 @@ impl<D: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<D> {
     }
     fn capacity(&self) -> usize {
         (**self).capacity()
+    }
+    fn device(&self) -> i32 {
+        (**self).device()
     }
 }

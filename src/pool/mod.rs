@@ -42,9 +42,11 @@ use self::core::counters::{self as counters, PARTS};
 use self::core::{round_size, Core, Freed, CLOSED};
 use self::streams::{StreamTable, SHARDS};
 use crate::core::error::{Error, Result};
+use crate::history::{History, Recorder};
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 mod retire;
 mod sharded;
@@ -86,6 +88,8 @@ pub struct Pool {
     device: Box<dyn DeviceMemory>,
     /// Segments given back under the locks, freed once they are released.
     pending_frees: Mutex<Vec<(NonZeroUsize, usize)>>,
+    /// The allocation history, shared with every shard (off by default).
+    history: Arc<Recorder>,
 }
 
 /// What only the pool-wide lock guards.
@@ -127,6 +131,7 @@ impl Pool {
         let streams = StreamTable::new();
         let mut next_shard = 0;
         streams.assign(0, &mut next_shard);
+        let history = Arc::new(Recorder::new(device.device()));
         Ok(Pool {
             global: Mutex::new(Global {
                 config,
@@ -135,10 +140,11 @@ impl Pool {
                 closed: false,
                 next_shard,
             }),
-            shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config)))),
+            shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config, history.clone())))),
             streams,
             device,
             pending_frees: Mutex::new(Vec::new()),
+            history,
         })
     }
 
@@ -359,6 +365,23 @@ impl Pool {
     /// True when `addr` lies in memory this pool holds from the device.
     pub fn holds(&self, addr: usize) -> bool {
         self.shards.iter().any(|s| s.0.lock().holds(addr))
+    }
+
+    /// Records the pool's last `max_entries` events from now on (allocations,
+    /// frees, segments, out-of-memory failures), discarding earlier ones; 0
+    /// switches recording off. The ring is allocated here, so recording never
+    /// allocates. Fails, changing nothing, when that memory is not available.
+    pub fn record_history(&self, max_entries: usize) -> Result<()> {
+        self.history
+            .set_max_entries(max_entries)
+            .map_err(|_| Error::BadAlloc {
+                what: "the allocation history's ring (48 bytes per event); ask for fewer events",
+            })
+    }
+
+    /// A copy of the recorded events (see [`Pool::record_history`]).
+    pub fn history(&self) -> History {
+        self.history.history()
     }
 
     /// Blocks handed out and not yet freed.

@@ -192,6 +192,7 @@ impl All<'_> {
         }
         let Some(rounded) = round_size(size) else {
             self.shards[s].stats.num_ooms += 1;
+            self.record_oom(s, size, stream);
             return Err(self.oom(size, "the size is too large"));
         };
         if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false) {
@@ -245,7 +246,21 @@ impl All<'_> {
             }
         }
         self.shards[s].stats.num_ooms += 1;
+        self.record_oom(s, size, stream);
         Err(self.oom(size, cause))
+    }
+
+    /// The `oom` event: PyTorch puts the device's free bytes in its address;
+    /// here, the bytes the pool could still take (limit or device capacity).
+    fn record_oom(&self, s: usize, size: usize, stream: usize) {
+        let room = self
+            .global
+            .limit
+            .min(self.device.capacity())
+            .saturating_sub(self.reserved());
+        self.shards[s]
+            .history
+            .record(crate::history::Action::Oom, room, size, 0, stream);
     }
 
     fn new_segment(

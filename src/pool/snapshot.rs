@@ -1,74 +1,121 @@
-//! `memory_snapshot()`: the pool's segments and blocks as JSON.
+//! `memory_snapshot()`: the pool's segments and blocks, and its recorded
+//! history, as JSON in PyTorch's shape.
 //!
 //! ```json
-//! {"device":0,"segments":[{"address":139...,"total_size":2097152,"stream":0,
-//!   "segment_type":"small","allocated_size":512,"active_size":512,"requested_size":100,
-//!   "blocks":[{"address":139...,"size":512,"requested_size":100,"state":"active_allocated"},
-//!             {"address":139...,"size":2096640,"requested_size":0,"state":"inactive"}]}]}
+//! {"version":2,"device":0,
+//!  "segments":[{"device":0,"address":"0x7f..","total_size":2097152,"stream":"0x0",
+//!    "segment_type":"small","allocated_size":512,"active_size":512,"requested_size":100,
+//!    "blocks":[{"address":"0x7f..","size":512,"requested_size":100,"state":"active_allocated"},
+//!              {"address":"0x7f..","size":2096640,"requested_size":0,"state":"inactive"}]}],
+//!  "device_traces":[[{"action":"alloc","addr":"0x7f..","size":100,"block_size":512,
+//!    "stream":"0x0","time_us":1234}]],
+//!  "history":{"enabled":true,"max_entries":1000,"entries":1,"dropped":0}}
 //! ```
 //!
-//! Field names and `state` values are PyTorch's (`active_allocated`,
-//! `inactive`). Addresses are integers. `stream` is the stream handle of the
-//! launch whose workspace request created the segment (its blocks serve only
-//! that stream), or 0 when unknown: CANN's allocator callbacks do not receive
-//! the stream, so the pool learns it only from launches made through this
-//! library (`aclallocLaunchKernel`) or from [`Pool::malloc_on`].
+//! Key names, `state` values (`active_allocated`, `inactive`) and actions
+//! are PyTorch's. Addresses and stream handles are hex strings: JavaScript
+//! reads JSON numbers as doubles, which cannot hold every 64-bit handle.
+//! `stream` is the stream handle of the launch whose workspace request
+//! created the segment (its blocks serve only that stream), or 0 when
+//! unknown: CANN's allocator callbacks do not receive the stream, so the pool
+//! learns it only from launches made through this library
+//! (`aclallocLaunchKernel`) or from [`Pool::malloc_on`]. `device_traces` has
+//! one list per device index (empty while the history is off); `history`
+//! says how many events the ring keeps and how many it dropped.
+//!
+//! Version 2 (this one) added `version`, `device` on segments, hex strings
+//! and the history; version 1 had integer addresses and no history.
 
 use super::core::SegmentView;
 use super::Pool;
-use std::fmt::Write as _;
+use crate::history::json::{device_traces, recording_info, RecordingInfo, TraceEntry};
+use crate::history::{Hex, History};
+use serde::Serialize;
+
+/// The version of the snapshot's JSON layout.
+pub const SNAPSHOT_VERSION: u32 = 2;
+
+#[derive(Serialize)]
+struct Snapshot {
+    version: u32,
+    device: i32,
+    segments: Vec<SegmentJson>,
+    device_traces: Vec<Vec<TraceEntry>>,
+    history: RecordingInfo,
+}
+
+#[derive(Serialize)]
+struct SegmentJson {
+    device: i32,
+    address: Hex,
+    total_size: usize,
+    stream: Hex,
+    segment_type: &'static str,
+    allocated_size: usize,
+    active_size: usize,
+    requested_size: usize,
+    blocks: Vec<BlockJson>,
+}
+
+#[derive(Serialize)]
+struct BlockJson {
+    address: Hex,
+    size: usize,
+    requested_size: usize,
+    state: &'static str,
+}
 
 impl Pool {
     /// The snapshot as JSON. The pool's locks are held only to copy the block
-    /// lists; formatting happens after.
+    /// lists and the history; formatting happens after.
     pub fn snapshot_json(&self) -> String {
-        to_json(&self.segments())
+        let segments = self.segments();
+        to_json(&segments, &self.history())
     }
 }
 
-/// Formats segment views as the snapshot JSON.
-pub fn to_json(segments: &[SegmentView]) -> String {
-    let mut out = String::with_capacity(64 + segments.len() * 256);
-    out.push_str("{\"device\":0,\"segments\":[");
-    for (i, s) in segments.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let allocated: usize = s
+/// Formats segment views and a history as the snapshot JSON.
+pub fn to_json(segments: &[SegmentView], history: &History) -> String {
+    let device = history.device;
+    let snapshot = Snapshot {
+        version: SNAPSHOT_VERSION,
+        device,
+        segments: segments.iter().map(|s| segment(device, s)).collect(),
+        device_traces: device_traces(&[history]),
+        history: recording_info(history),
+    };
+    serde_json::to_string(&snapshot).expect("the snapshot serializes")
+}
+
+fn segment(device: i32, s: &SegmentView) -> SegmentJson {
+    let allocated: usize = s
+        .blocks
+        .iter()
+        .filter(|b| b.allocated)
+        .map(|b| b.size)
+        .sum();
+    SegmentJson {
+        device,
+        address: Hex(s.address),
+        total_size: s.total_size,
+        stream: Hex(s.stream),
+        segment_type: if s.small { "small" } else { "large" },
+        allocated_size: allocated,
+        active_size: allocated,
+        requested_size: s.blocks.iter().map(|b| b.requested_size).sum(),
+        blocks: s
             .blocks
             .iter()
-            .filter(|b| b.allocated)
-            .map(|b| b.size)
-            .sum();
-        let requested: usize = s.blocks.iter().map(|b| b.requested_size).sum();
-        let _ = write!(
-            out,
-            "{{\"address\":{},\"total_size\":{},\"stream\":{},\"segment_type\":\"{}\",\
-             \"allocated_size\":{allocated},\"active_size\":{allocated},\"requested_size\":{requested},\"blocks\":[",
-            s.address,
-            s.total_size,
-            s.stream,
-            if s.small { "small" } else { "large" },
-        );
-        for (j, b) in s.blocks.iter().enumerate() {
-            if j > 0 {
-                out.push(',');
-            }
-            let _ = write!(
-                out,
-                "{{\"address\":{},\"size\":{},\"requested_size\":{},\"state\":\"{}\"}}",
-                b.address,
-                b.size,
-                b.requested_size,
-                if b.allocated {
+            .map(|b| BlockJson {
+                address: Hex(b.address),
+                size: b.size,
+                requested_size: b.requested_size,
+                state: if b.allocated {
                     "active_allocated"
                 } else {
                     "inactive"
-                }
-            );
-        }
-        out.push_str("]}");
+                },
+            })
+            .collect(),
     }
-    out.push_str("]}");
-    out
 }

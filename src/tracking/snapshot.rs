@@ -4,13 +4,20 @@
 //! (address, size, requested_size, state). The tracking layer
 //! only sees blocks, so every live block is its own segment of type `user`;
 //! `allocators` carries each allocator's statistics and `events` the faults.
-//! Handles and addresses are numbers, as in PyTorch's snapshot.
+//! Handles and addresses are hex strings ("0x..."), as in the pool's
+//! snapshot and the text report: JavaScript's numbers cannot hold every
+//! 64-bit handle. `version` names the layout.
 
 use super::events::{events, Fault};
 use super::report::leak_seen;
 use super::state::REPORT_PATIENCE;
 use super::tracker::tracker;
-use std::fmt::Write as _;
+use crate::history::Hex;
+use serde_json::{json, Map, Value};
+
+/// The version of the snapshot's JSON layout (2: hex strings for handles
+/// and addresses, written by a JSON library; 1: integers).
+const SNAPSHOT_VERSION: u32 = 2;
 
 /// The snapshot of live blocks, statistics and faults, as JSON.
 pub fn snapshot_json() -> String {
@@ -21,71 +28,70 @@ pub fn snapshot_json() -> String {
             continue;
         };
         let s = inside.stats;
-        let stat = |x: super::stats::Stat| {
-            format!(
-                "{{\"current\":{},\"peak\":{},\"allocated\":{},\"freed\":{}}}",
-                x.current, x.peak, x.allocated, x.freed
-            )
-        };
-        let streams: Vec<String> = inside.streams.iter().map(|s| s.to_string()).collect();
-        allocators.push(format!(
-            "{{\"allocator\":{},\"streams\":[{}],\"stats\":{{\"allocation\":{},\
-             \"allocated_bytes\":{},\"num_alloc_failures\":{}}}}}",
-            state.allocator,
-            streams.join(","),
-            stat(s.allocation),
-            stat(s.allocated_bytes),
-            s.num_alloc_failures
-        ));
+        let stat = |x: super::stats::Stat| json!({"current": x.current, "peak": x.peak, "allocated": x.allocated, "freed": x.freed});
+        let streams: Vec<Hex> = inside.streams.iter().map(|&s| Hex(s)).collect();
+        allocators.push(json!({
+            "allocator": Hex(state.allocator),
+            "streams": streams,
+            "stats": {
+                "allocation": stat(s.allocation),
+                "allocated_bytes": stat(s.allocated_bytes),
+                "num_alloc_failures": s.num_alloc_failures,
+            },
+        }));
         for (block, rec) in inside.live_blocks() {
-            let address = if rec.address == 0 {
-                "null".to_string()
-            } else {
-                rec.address.to_string()
-            };
-            segments.push(format!(
-                "{{\"address\":{address},\"total_size\":{size},\"stream\":{stream},\
-                 \"segment_type\":\"user\",\"allocator\":{allocator},\"allocated_size\":{size},\
-                 \"active_size\":{size},\"requested_size\":{size},\"blocks\":[{{\"address\":{address},\"size\":{size},\
-                 \"requested_size\":{size},\"state\":\"active_allocated\",\"block\":{block},\
-                 \"time_ns\":{time}}}]}}",
-                size = rec.size,
-                stream = rec.stream,
-                allocator = state.allocator,
-                time = rec.time_ns,
-            ));
+            let address = (rec.address != 0).then_some(Hex(rec.address));
+            let size = rec.size;
+            segments.push(json!({
+                "address": address,
+                "total_size": size,
+                "stream": Hex(rec.stream),
+                "segment_type": "user",
+                "allocator": Hex(state.allocator),
+                "allocated_size": size,
+                "active_size": size,
+                "requested_size": size,
+                "blocks": [{
+                    "address": address,
+                    "size": size,
+                    "requested_size": size,
+                    "state": "active_allocated",
+                    "block": Hex(block),
+                    "time_ns": rec.time_ns,
+                }],
+            }));
         }
     }
     let (events, dropped) = events();
-    let events: Vec<String> = events
+    let events: Vec<Value> = events
         .iter()
         .map(|e| {
-            let mut fields = format!(
-                "{{\"kind\":\"{}\",\"time_ns\":{},\"count\":{}",
-                e.fault.kind(),
-                e.time_ns,
-                e.count
-            );
+            let mut fields = Map::new();
+            fields.insert("kind".into(), e.fault.kind().into());
+            fields.insert("time_ns".into(), e.time_ns.into());
+            fields.insert("count".into(), e.count.into());
             for (key, value) in fault_fields(&e.fault) {
-                let _ = write!(fields, ",\"{key}\":{value}");
+                fields.insert(key.into(), value);
             }
-            fields.push('}');
-            fields
+            Value::Object(fields)
         })
         .collect();
-    format!(
-        "{{\"version\":1,\"pid\":{},\"segments\":[{}],\"allocators\":[{}],\"events\":[{}],\
-         \"events_dropped\":{}}}\n",
-        std::process::id(),
-        segments.join(","),
-        allocators.join(","),
-        events.join(","),
-        dropped
-    )
+    let snapshot = json!({
+        "version": SNAPSHOT_VERSION,
+        "pid": std::process::id(),
+        "segments": segments,
+        "allocators": allocators,
+        "events": events,
+        "events_dropped": dropped,
+    });
+    let mut out = serde_json::to_string(&snapshot).expect("the snapshot serializes");
+    out.push('\n');
+    out
 }
 
-fn fault_fields(fault: &Fault) -> Vec<(&'static str, String)> {
-    let n = |v: usize| v.to_string();
+fn fault_fields(fault: &Fault) -> Vec<(&'static str, Value)> {
+    // Handles and addresses as hex strings; sizes and ages as numbers.
+    let n = |v: usize| json!(Hex(v));
     match *fault {
         Fault::UnknownFree {
             stream,
@@ -106,7 +112,7 @@ fn fault_fields(fault: &Fault) -> Vec<(&'static str, String)> {
             ("stream", n(stream)),
             ("allocator", n(allocator)),
             ("block", n(block)),
-            ("size", n(size)),
+            ("size", json!(size)),
             ("first_freed_on", n(first_freed_on)),
         ],
         Fault::NullAddress {
@@ -118,7 +124,7 @@ fn fault_fields(fault: &Fault) -> Vec<(&'static str, String)> {
             ("stream", n(stream)),
             ("allocator", n(allocator)),
             ("block", n(block)),
-            ("size", n(size)),
+            ("size", json!(size)),
         ],
         Fault::UnknownBlock { allocator, block } => {
             vec![("allocator", n(allocator)), ("block", n(block))]
@@ -138,11 +144,11 @@ fn fault_fields(fault: &Fault) -> Vec<(&'static str, String)> {
             ("allocator", n(allocator)),
             ("block", n(block)),
             ("address", n(address)),
-            ("size", n(size)),
+            ("size", json!(size)),
             ("other_stream", n(other_stream)),
             ("other_block", n(other_block)),
             ("other_address", n(other_address)),
-            ("other_size", n(other_size)),
+            ("other_size", json!(other_size)),
         ],
         Fault::CrossStreamReuse {
             stream,
@@ -157,7 +163,7 @@ fn fault_fields(fault: &Fault) -> Vec<(&'static str, String)> {
             ("allocator", n(allocator)),
             ("block", n(block)),
             ("address", n(address)),
-            ("size", n(size)),
+            ("size", json!(size)),
             ("freed_on", n(freed_on)),
             ("freed_block", n(freed_block)),
         ],
@@ -183,9 +189,9 @@ fn fault_fields(fault: &Fault) -> Vec<(&'static str, String)> {
             ("allocator", n(allocator)),
             ("block", n(block)),
             ("address", n(address)),
-            ("size", n(size)),
-            ("age_ns", age_ns.to_string()),
-            ("seen_at", format!("\"{}\"", leak_seen(seen))),
+            ("size", json!(size)),
+            ("age_ns", json!(age_ns)),
+            ("seen_at", json!(leak_seen(seen))),
         ],
     }
 }

@@ -34,8 +34,10 @@ use super::config::PoolConfig;
 use super::device::DeviceMemory;
 use super::stats::STAT_ALL;
 use crate::core::error::{Error, Result};
+use crate::history::{Action, Recorder};
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 mod bookkeeping;
 pub(crate) mod counters;
@@ -156,10 +158,12 @@ pub(crate) struct Core {
     /// A copy of the pool's configuration (the limit is kept pool-wide).
     pub(crate) config: PoolConfig,
     pub(crate) closed: bool,
+    /// The pool's history, recorded under this shard's lock.
+    pub(crate) history: Arc<Recorder>,
 }
 
 impl Core {
-    pub(crate) fn new(config: PoolConfig) -> Self {
+    pub(crate) fn new(config: PoolConfig, history: Arc<Recorder>) -> Self {
         Core {
             blocks: Slab::new(),
             segments: Slab::new(),
@@ -172,6 +176,7 @@ impl Core {
             stats: ShardStats::default(),
             config,
             closed: false,
+            history,
         }
     }
 
@@ -414,7 +419,7 @@ impl Core {
         let b = &mut self.blocks[idx];
         b.state = State::Allocated;
         b.requested = requested;
-        let (addr, size) = (b.addr, b.size);
+        let (addr, size, stream) = (b.addr, b.size, b.stream);
         let k = b.kind.index();
         self.live.insert(addr, idx);
         let s = &mut self.stats;
@@ -427,6 +432,8 @@ impl Core {
         if size >= self.config.max_split_size {
             s.oversize_allocations.increase(1);
         }
+        self.history
+            .record(Action::Alloc, addr, requested, size, stream);
         addr
     }
 
@@ -467,6 +474,8 @@ impl Core {
         if size >= self.config.max_split_size {
             s.oversize_allocations.decrease(1);
         }
+        // Nothing defers a free here: it is requested and completed at once.
+        self.history.record_free(addr, requested, size, b_stream);
         self.mark_split(idx);
         // Binned under the size that was asked for, not the block's size: a
         // block larger than the request (a rest too small to split off) then

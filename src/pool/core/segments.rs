@@ -86,6 +86,8 @@ impl Core {
         if size >= self.config.max_split_size {
             s.oversize_segments.increase(1);
         }
+        self.history
+            .record(Action::SegmentAlloc, addr, size, 0, stream);
         idx
     }
 
@@ -134,6 +136,8 @@ impl Core {
         if let Some(addr) = NonZeroUsize::new(s.addr) {
             dev.free(addr, s.size);
         }
+        self.history
+            .record(Action::SegmentFree, s.addr, s.size, 0, s.stream);
         let st = &mut self.stats;
         for i in [STAT_ALL, s.kind.index()] {
             st.segment[i].decrease(1);
@@ -150,9 +154,12 @@ impl Core {
     pub(crate) fn close(&mut self, dev: &dyn DeviceMemory) -> usize {
         let leaked = self.live.len();
         for (&addr, &seg) in &self.by_addr {
+            let s = self.segments[seg];
             if let Some(addr) = NonZeroUsize::new(addr) {
-                dev.free(addr, self.segments[seg].size);
+                dev.free(addr, s.size);
             }
+            self.history
+                .record(Action::SegmentFree, addr, s.size, 0, s.stream);
         }
         self.stats.num_device_free += self.by_addr.len() as i64;
         self.by_addr.clear();

@@ -1,0 +1,51 @@
+//! `ACLALLOC_RECORD_HISTORY=N`: pools created through the C API (and the
+//! default pool) record their last N events from creation. Parsed by the
+//! crate's common environment rules (`core::env`).
+
+use std::ffi::OsStr;
+
+use crate::core::env;
+use crate::core::error::Result;
+
+/// The variable.
+pub const ENV_VAR: &str = "ACLALLOC_RECORD_HISTORY";
+
+/// What the variable accepts, as its error message says.
+const ACCEPTED: &str = "a whole number of events to keep (0: off), e.g. 100000";
+
+/// The number of events to keep (0: unset, blank or off). A value that is
+/// not a whole number is an error naming the variable, not silently ignored.
+pub fn max_entries_from_env() -> Result<usize> {
+    parse(env::var(ENV_VAR).as_deref())
+}
+
+fn parse(raw: Option<&OsStr>) -> Result<usize> {
+    let entries = env::parsed(ENV_VAR, raw, ACCEPTED, |text| {
+        env::whole(text).and_then(|n| usize::try_from(n).ok())
+    })?;
+    Ok(entries.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: Option<&str>) -> Result<usize> {
+        parse(text.map(OsStr::new))
+    }
+
+    #[test]
+    fn a_number_or_nothing() {
+        assert_eq!(parse_text(None).unwrap(), 0);
+        assert_eq!(parse_text(Some("")).unwrap(), 0);
+        assert_eq!(parse_text(Some(" 1000 ")).unwrap(), 1000);
+        assert_eq!(parse_text(Some("0")).unwrap(), 0);
+        for bad in ["-1", "1e5", "all", "10k"] {
+            let message = parse_text(Some(bad)).unwrap_err().to_string();
+            assert!(
+                message.contains(ENV_VAR) && message.contains(bad) && message.contains(ACCEPTED),
+                "{message}"
+            );
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! One recorded event, with PyTorch's action names.
+
+/// What happened, named as in PyTorch's `device_traces` (`TraceEntry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A block was handed out.
+    Alloc,
+    /// The caller gave a block back.
+    FreeRequested,
+    /// The block is back in the cache (for this pool: right after
+    /// `FreeRequested`; PyTorch separates them when a block still has work
+    /// queued on other streams).
+    FreeCompleted,
+    /// A segment was taken from the device.
+    SegmentAlloc,
+    /// A segment was returned to the device.
+    SegmentFree,
+    /// An allocation failed for lack of memory (`addr`: the bytes the pool
+    /// could still have taken, as PyTorch puts the device's free bytes there).
+    Oom,
+}
+
+impl Action {
+    /// PyTorch's name of the action.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::Oom => "oom",
+        }
+    }
+}
+
+/// One event. `size` is what PyTorch records: the bytes requested for
+/// allocations and frees, the segment's size for segment events, the
+/// request for `Oom`. `block_size` is the block handed out (the request
+/// rounded up), which is what `allocated_bytes` counts; 0 where it does not
+/// apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// What happened.
+    pub action: Action,
+    /// The device.
+    pub device: i32,
+    /// The block's or segment's device address.
+    pub addr: usize,
+    /// Bytes (see the type's documentation).
+    pub size: usize,
+    /// Bytes of the block (allocations and frees).
+    pub block_size: usize,
+    /// The stream the block or segment serves (0: unknown).
+    pub stream: usize,
+    /// Microseconds on the monotonic clock.
+    pub time_us: u64,
+}

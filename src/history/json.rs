@@ -1,0 +1,93 @@
+//! The history as JSON in PyTorch's `device_traces` shape, with addresses
+//! and stream handles as hex strings ("0x..."): JavaScript's numbers cannot
+//! hold every 64-bit handle, and two streams must never read back as one.
+
+use super::event::Event;
+use super::recorder::History;
+use serde::{Serialize, Serializer};
+
+/// A handle or address written as `"0x..."`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hex(pub usize);
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:#x}", self.0))
+    }
+}
+
+/// One entry of a device's trace (PyTorch's `TraceEntry` keys, plus
+/// `block_size` on allocations and frees).
+#[derive(Serialize)]
+pub struct TraceEntry {
+    /// `alloc`, `free_requested`, `free_completed`, `segment_alloc`,
+    /// `segment_free` or `oom`.
+    pub action: &'static str,
+    /// The block's or segment's address (for `oom`: the bytes the pool could
+    /// still have taken).
+    pub addr: Hex,
+    /// Bytes requested (allocations, frees, `oom`) or the segment's size.
+    pub size: usize,
+    /// The block's size, as `allocated_bytes` counts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<usize>,
+    /// The stream handle.
+    pub stream: Hex,
+    /// Microseconds on the monotonic clock.
+    pub time_us: u64,
+}
+
+impl From<&Event> for TraceEntry {
+    fn from(e: &Event) -> Self {
+        use super::event::Action::{Alloc, FreeCompleted, FreeRequested};
+        let with_block = matches!(e.action, Alloc | FreeRequested | FreeCompleted);
+        TraceEntry {
+            action: e.action.name(),
+            addr: Hex(e.addr),
+            size: e.size,
+            block_size: with_block.then_some(e.block_size),
+            stream: Hex(e.stream),
+            time_us: e.time_us,
+        }
+    }
+}
+
+/// What the snapshot says about the recording itself (not in PyTorch's
+/// snapshot, which has no counter of dropped events).
+#[derive(Serialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecordingInfo {
+    /// Recording is on.
+    pub enabled: bool,
+    /// The most events kept.
+    pub max_entries: usize,
+    /// Events in `device_traces`.
+    pub entries: usize,
+    /// Events overwritten because the ring was full.
+    pub dropped: u64,
+}
+
+/// `device_traces`: one list per device index, up to the highest device
+/// among `histories` (PyTorch indexes the list by device).
+pub fn device_traces(histories: &[&History]) -> Vec<Vec<TraceEntry>> {
+    let devices = histories
+        .iter()
+        .map(|h| usize::try_from(h.device).unwrap_or(0) + 1)
+        .max()
+        .unwrap_or(1);
+    let mut out: Vec<Vec<TraceEntry>> = (0..devices).map(|_| Vec::new()).collect();
+    for h in histories {
+        let d = usize::try_from(h.device).unwrap_or(0);
+        out[d].extend(h.events.iter().map(TraceEntry::from));
+    }
+    out
+}
+
+/// The recording's counters.
+pub fn recording_info(h: &History) -> RecordingInfo {
+    RecordingInfo {
+        enabled: h.max_entries > 0,
+        max_entries: h.max_entries,
+        entries: h.events.len(),
+        dropped: h.dropped,
+    }
+}

@@ -1,0 +1,203 @@
+//! The recorder: a switch and a ring of events behind a lock of its own.
+//!
+//! Off, recording costs one relaxed atomic load. On, an event takes the
+//! ring's lock, reads the clock and writes into memory reserved when
+//! recording was switched on: nothing is allocated per event. Callers record
+//! while holding the lock that orders what they record (a pool's shard
+//! lock), so the ring's order is the order in which the blocks changed hands;
+//! the time is read under the ring's lock, so times never go backwards.
+
+use super::clock::now_us;
+use super::event::{Action, Event};
+use super::ring::Ring;
+use parking_lot::Mutex;
+use std::collections::TryReserveError;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A switchable, bounded history of events for one device.
+pub struct Recorder {
+    on: AtomicBool,
+    device: i32,
+    ring: Mutex<Ring<Event>>,
+}
+
+/// A copy of what a recorder holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    /// The device the events are of.
+    pub device: i32,
+    /// The events, oldest first.
+    pub events: Vec<Event>,
+    /// The most events kept (0: recording is off).
+    pub max_entries: usize,
+    /// Events overwritten because the ring was full.
+    pub dropped: u64,
+}
+
+impl Recorder {
+    /// A recorder for `device`, off.
+    pub fn new(device: i32) -> Self {
+        Recorder {
+            on: AtomicBool::new(false),
+            device,
+            ring: Mutex::new(Ring::with_capacity(0).expect("an empty ring takes no memory")),
+        }
+    }
+
+    /// Keeps the last `max_entries` events from now on, discarding what was
+    /// recorded before (as PyTorch's `_record_memory_history` does on every
+    /// call); 0 switches recording off and frees the ring. The memory is
+    /// reserved here, before the lock is taken: on failure nothing changes.
+    pub fn set_max_entries(&self, max_entries: usize) -> Result<(), TryReserveError> {
+        let fresh = Ring::with_capacity(max_entries)?;
+        if max_entries == 0 {
+            self.on.store(false, Ordering::Relaxed);
+        }
+        let old = std::mem::replace(&mut *self.ring.lock(), fresh);
+        if max_entries > 0 {
+            self.on.store(true, Ordering::Relaxed);
+        }
+        drop(old); // freed outside the lock
+        Ok(())
+    }
+
+    /// True while recording.
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Records an event when recording is on.
+    #[inline]
+    pub fn record(
+        &self,
+        action: Action,
+        addr: usize,
+        size: usize,
+        block_size: usize,
+        stream: usize,
+    ) {
+        if self.is_on() {
+            self.push(action, addr, size, block_size, stream);
+        }
+    }
+
+    /// Records a free that completes at once: `free_requested` then
+    /// `free_completed`, under one lock and one reading of the clock.
+    #[inline]
+    pub fn record_free(&self, addr: usize, size: usize, block_size: usize, stream: usize) {
+        if self.is_on() {
+            self.push_all(
+                &[Action::FreeRequested, Action::FreeCompleted],
+                addr,
+                size,
+                block_size,
+                stream,
+            );
+        }
+    }
+
+    #[inline(never)]
+    fn push(&self, action: Action, addr: usize, size: usize, block_size: usize, stream: usize) {
+        self.push_all(&[action], addr, size, block_size, stream);
+    }
+
+    fn push_all(
+        &self,
+        actions: &[Action],
+        addr: usize,
+        size: usize,
+        block_size: usize,
+        stream: usize,
+    ) {
+        let mut ring = self.ring.lock();
+        if ring.capacity() == 0 {
+            return; // switched off meanwhile
+        }
+        let time_us = now_us();
+        for &action in actions {
+            ring.push(Event {
+                action,
+                device: self.device,
+                addr,
+                size,
+                block_size,
+                stream,
+                time_us,
+            });
+        }
+    }
+
+    /// A copy of the events and counters.
+    pub fn history(&self) -> History {
+        let ring = self.ring.lock();
+        History {
+            device: self.device,
+            events: ring.iter().copied().collect(),
+            max_entries: ring.capacity(),
+            dropped: ring.dropped(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_only_while_on_and_each_switch_clears() {
+        let r = Recorder::new(3);
+        r.record(Action::Alloc, 0x1000, 10, 512, 7);
+        assert_eq!(
+            r.history(),
+            History {
+                device: 3,
+                ..History::default()
+            }
+        );
+        r.set_max_entries(4).unwrap();
+        r.record(Action::Alloc, 0x1000, 10, 512, 7);
+        r.record(Action::FreeRequested, 0x1000, 10, 512, 7);
+        let h = r.history();
+        assert_eq!(h.max_entries, 4);
+        assert_eq!(h.events.len(), 2);
+        assert_eq!(h.events[0].action, Action::Alloc);
+        assert_eq!(h.events[0].device, 3);
+        assert_eq!(
+            (h.events[0].addr, h.events[0].size, h.events[0].block_size),
+            (0x1000, 10, 512)
+        );
+        assert!(h.events[0].time_us <= h.events[1].time_us);
+        r.set_max_entries(4).unwrap();
+        assert!(r.history().events.is_empty(), "re-enabling clears");
+        r.record(Action::Oom, 0, 1, 0, 0);
+        r.set_max_entries(0).unwrap();
+        r.record(Action::Oom, 0, 1, 0, 0);
+        assert!(!r.is_on());
+        assert_eq!(r.history().events.len(), 0);
+        assert_eq!(r.history().dropped, 0);
+    }
+
+    #[test]
+    fn a_full_ring_keeps_the_newest_and_counts_the_dropped() {
+        let r = Recorder::new(0);
+        r.set_max_entries(3).unwrap();
+        for addr in 1..=10 {
+            r.record(Action::Alloc, addr, addr, addr, 0);
+        }
+        let h = r.history();
+        let addrs: Vec<usize> = h.events.iter().map(|e| e.addr).collect();
+        assert_eq!(addrs, [8, 9, 10]);
+        assert_eq!(h.dropped, 7);
+    }
+
+    #[test]
+    fn an_impossible_size_leaves_the_recorder_as_it_was() {
+        let r = Recorder::new(0);
+        r.set_max_entries(2).unwrap();
+        r.record(Action::Alloc, 1, 1, 512, 0);
+        assert!(r.set_max_entries(usize::MAX / 2).is_err());
+        assert!(r.is_on());
+        assert_eq!(r.history().events.len(), 1);
+    }
+}

@@ -1,0 +1,57 @@
+//! `aclalloc viz`: one self-contained HTML page that draws a snapshot and
+//! its recorded history, offline (no network, no external script or font).
+//!
+//! The page shows the active-memory timeline (allocated bytes over time,
+//! stacked by allocation and coloured by stream, the reserved total as a
+//! line, the peak marked), the segments with their blocks at the end of the
+//! trace or at a point clicked on the timeline, the largest live
+//! allocations, out-of-memory failures and the faults `aclalloc run` found.
+//!
+//! The snapshot is read in Rust ([`model`]: pairing allocations with their
+//! frees in exact 64-bit arithmetic) and embedded as JSON; the page's own
+//! script (`page.js`, written for this page) only draws, on canvases, a
+//! pixel column at a time, so 100,000 events stay responsive.
+//!
+//! This module depends only on the standard library and serde_json: the
+//! `aclalloc` command includes it by path, without linking the library it
+//! preloads into programs.
+
+pub mod model;
+
+pub use self::model::VizError;
+
+const TEMPLATE: &str = include_str!("page.html");
+const STYLE: &str = include_str!("page.css");
+const SCRIPT: &str = include_str!("page.js");
+
+/// The page for a snapshot's JSON text. `title` names it (e.g. the file).
+pub fn page_from_json(snapshot: &str, title: &str) -> Result<String, VizError> {
+    let value: serde_json::Value = serde_json::from_str(snapshot).map_err(|e| {
+        VizError(format!(
+            "the snapshot is not valid JSON ({e}); give a file written by aclallocPoolSnapshot, \
+             'aclalloc run --json' or torch's _snapshot()"
+        ))
+    })?;
+    page(&value, title)
+}
+
+/// The page for a parsed snapshot.
+pub fn page(snapshot: &serde_json::Value, title: &str) -> Result<String, VizError> {
+    let data = model::build(snapshot)?;
+    let data = serde_json::to_string(&data).expect("the page's data serializes");
+    // Inside <script>, "</script>" or "<!--" would end or change the
+    // element; '<' only occurs in JSON strings, where \u003c reads the same.
+    let data = data.replace('<', "\\u003c");
+    Ok(TEMPLATE
+        .replace("{{TITLE}}", &escape_html(title))
+        .replace("{{STYLE}}", STYLE)
+        .replace("{{SCRIPT}}", SCRIPT)
+        .replace("{{DATA}}", &data))
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
