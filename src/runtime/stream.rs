@@ -19,12 +19,13 @@ use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::core::error::{Error, Result};
 use crossbeam_queue::ArrayQueue;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::{Condvar, Mutex as SleepMutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -112,8 +113,12 @@ struct Shared {
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
-    /// Guards the sleeps below (the data itself is lock-free).
-    lock: Mutex<()>,
+    /// Guards the sleeps below (the data itself is lock-free). The standard
+    /// library's futex-based lock and condition variables, not parking_lot's:
+    /// parking_lot parks threads in one process-wide table, and a worker
+    /// caught parking by `fork()` would leave a bucket of it locked in the
+    /// child, hanging the child's own streams (see `fork.rs`).
+    lock: SleepMutex<()>,
     work: Condvar,
     room: Condvar,
     done: Condvar,
@@ -148,7 +153,7 @@ impl Stream {
             dead: AtomicBool::new(false),
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
             done: Condvar::new(),
@@ -205,7 +210,7 @@ impl Stream {
             // the task, or this thread sees that the worker sleeps.
             fence(Ordering::SeqCst);
             if shared.worker_asleep.load(Ordering::Relaxed) {
-                let _guard = shared.lock.lock();
+                let _guard = shared.sleep_lock();
                 shared.work.notify_one();
             }
         }
@@ -224,7 +229,7 @@ impl Stream {
         }
         let shared = &*self.shared;
         shared.room_waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = shared.lock.lock();
+        let mut guard = shared.sleep_lock();
         let result = loop {
             if shared.closed.load(Ordering::SeqCst) {
                 break Err(DESTROYED);
@@ -236,7 +241,10 @@ impl Stream {
                 Ok(()) => break Ok(()),
                 Err(back) => task = back,
             }
-            shared.room.wait_for(&mut guard, ROOM_POLL);
+            guard = shared
+                .room
+                .wait_timeout(guard, ROOM_POLL)
+                .map_or_else(|e| e.into_inner().0, |(g, _)| g);
         };
         drop(guard);
         shared.room_waiters.fetch_sub(1, Ordering::SeqCst);
@@ -263,12 +271,15 @@ impl Stream {
         let reached = AtomicBool::new(false);
         match self.enqueue(Task::Fence(&reached)) {
             Ok(()) => {
-                let mut guard = shared.lock.lock();
+                let mut guard = shared.sleep_lock();
                 while !reached.load(Ordering::Acquire) {
                     if shared.dead.load(Ordering::Acquire) {
                         return Err(DEAD);
                     }
-                    shared.done.wait(&mut guard);
+                    guard = shared
+                        .done
+                        .wait(guard)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
                 Ok(())
             }
@@ -320,7 +331,7 @@ impl Stream {
             }
         }
         {
-            let _guard = shared.lock.lock();
+            let _guard = shared.sleep_lock();
             shared.work.notify_all();
             shared.room.notify_all();
         }
@@ -373,6 +384,12 @@ pub fn on_any_worker() -> bool {
 }
 
 impl Shared {
+    /// The sleep lock; a panic while it was held poisons nothing here (it
+    /// guards no data).
+    fn sleep_lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn run(&self) {
         WORKER_OF.with(|w| w.set(self as *const Shared as usize));
         // A panic inside the library while running the stream's work must
@@ -382,7 +399,7 @@ impl Shared {
         if outcome.is_err() {
             self.dead.store(true, Ordering::SeqCst);
             self.worker_exited.store(true, Ordering::Release);
-            let _guard = self.lock.lock();
+            let _guard = self.sleep_lock();
             self.done.notify_all();
             self.room.notify_all();
         }
@@ -393,7 +410,7 @@ impl Shared {
             while let Some(task) = self.queue.pop() {
                 self.execute(&task);
                 if self.room_waiters.load(Ordering::Relaxed) > 0 {
-                    let _guard = self.lock.lock();
+                    let _guard = self.sleep_lock();
                     self.room.notify_all();
                 }
             }
@@ -425,13 +442,17 @@ impl Shared {
     }
 
     fn sleep(&self) {
-        let mut guard = self.lock.lock();
+        let guard = self.sleep_lock();
         self.worker_asleep.store(true, Ordering::SeqCst);
         // Pairs with the fence in `Stream::enqueue`.
         fence(Ordering::SeqCst);
-        if self.queue.is_empty() && !self.closed.load(Ordering::SeqCst) {
-            self.work.wait(&mut guard);
-        }
+        let _guard = if self.queue.is_empty() && !self.closed.load(Ordering::SeqCst) {
+            self.work
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner)
+        } else {
+            guard
+        };
         self.worker_asleep.store(false, Ordering::Relaxed);
     }
 
@@ -476,7 +497,7 @@ impl Shared {
                 // SAFETY: the synchronizer keeps the flag alive until it is
                 // set; nothing touches it afterwards.
                 unsafe { &*reached }.store(true, Ordering::Release);
-                let _guard = self.lock.lock();
+                let _guard = self.sleep_lock();
                 self.done.notify_all();
             }
             _ => {}
