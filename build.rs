@@ -78,7 +78,9 @@ fn main() {
         config
             .export
             .exclude
-            .extend(["aclrtMemcpyKind", "aclrtMemMallocPolicy", "aclrtMemAttr"].map(String::from));
+            .extend(acl_headers::ENUMS.iter().map(|s| s.to_string()));
+        // CANN names its structs: `typedef struct aclrtMemLocation {...} aclrtMemLocation;`.
+        config.style = cbindgen::Style::Both;
         let file = Path::new("acl").join(header.file);
         generate(&crate_dir, config, &generated.join(&file));
         files.push(file);

@@ -343,6 +343,7 @@ mod pair {
             garbage_collection_threshold: 0.0,
             memory_limit: 0,
             memory_fraction: 0.0,
+            expandable_segments: 0,
         };
         assert_eq!(unsafe { aclallocPoolCreate(&cfg, &mut pool, &mut desc) }, 0);
         bencher.bench_local(|| aclallocPoolFree(pool, aclallocPoolAlloc(pool, black_box(4096))));

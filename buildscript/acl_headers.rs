@@ -54,7 +54,15 @@ const BASE_TYPES: &[&str] = &[
 /// `acl.h`'s own functions (the rest of it is `#include "acl_rt.h"`).
 const ACL_FUNCTIONS: &[&str] = &["aclInit", "aclFinalize"];
 /// CANN's `typedef enum X {...} X;` types, in `acl_rt.h`.
-const ENUMS: &[&str] = &["aclrtMemcpyKind", "aclrtMemMallocPolicy", "aclrtMemAttr"];
+pub const ENUMS: &[&str] = &[
+    "aclrtMemcpyKind",
+    "aclrtMemMallocPolicy",
+    "aclrtMemAttr",
+    "aclrtMemLocationType",
+    "aclrtMemHandleType",
+    "aclrtMemAllocationType",
+    "aclrtMemGranularityOptions",
+];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).
 pub fn is_acl(name: &str) -> bool {

@@ -46,6 +46,26 @@
 #define ACLALLOC_SNAPSHOT_VERSION 2
 
 /**
+ * Number of power-of-two intervals (1 MiB ... 64 GiB).
+ */
+#define ROUNDUP_INTERVALS 16
+
+/**
+ * The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
+ */
+#define HOST_PAGE (2 << 20)
+
+/**
+ * The granularity of physical allocations, mappings and reservations.
+ */
+#define GRANULARITY (2 << 20)
+
+/**
+ * Tag of physical memory handles.
+ */
+#define PHYSICAL_TAG 44199
+
+/**
  * A choice made by name.
  */
 typedef struct Choice Choice;
@@ -168,6 +188,13 @@ typedef struct {
    * memory; used when `memory_limit` is 0. 0: no limit.
    */
   double memory_fraction;
+  /**
+   * 1: expandable segments (PyTorch's `expandable_segments:True`): per
+   * stream one reservation of address space mapped page by page, so
+   * memory freed anywhere can serve a request of any size. 0: fixed
+   * segments.
+   */
+  int32_t expandable_segments;
 } aclallocPoolConfig;
 
 /**
@@ -725,7 +752,8 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
 /**
  * The segments, blocks and recorded history as JSON, like PyTorch's
  * `_snapshot()`: `{"version":2,"device":0,"segments":[{"device","address",
- * "total_size","stream","segment_type","allocated_size","active_size",
+ * "total_size","stream","segment_type","is_expandable","mapped_size",
+ * "unmapped_size","allocated_size","active_size",
  * "requested_size","blocks":[{"address","size","requested_size","state"}]}],
  * "device_traces":[[{"action","addr","size","block_size","stream",
  * "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
@@ -760,9 +788,17 @@ aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size
 aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
 
 /**
- * Returns every wholly free cached segment to the device.
+ * Returns every wholly free cached segment to the device, and unmaps every
+ * page of an expandable segment that holds no live block.
  */
 aclError aclallocPoolEmptyCache(aclallocPool pool);
+
+/**
+ * Releases the address space of expandable segments that back no block
+ * (torch_npu's `empty_virt_addr_cache`); their pages are unmapped first.
+ * A pool with fixed segments has none: nothing happens.
+ */
+aclError aclallocPoolEmptyVirtAddrCache(aclallocPool pool);
 
 /**
  * Returns wholly free cached segments, largest first, until at most

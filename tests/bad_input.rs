@@ -977,6 +977,42 @@ enum Kind {
     /// A pluggable allocator: making one needs a plugin object, which a
     /// `cargo test` run does not build, so there is no taken-back case.
     Pluggable,
+    /// Physical memory from `aclrtMallocPhysical`.
+    Physical,
+    /// The start of a reservation from `aclrtReserveMemAddress`.
+    Reservation,
+    /// The start of a mapping made by `aclrtMapMem`.
+    Mapping,
+}
+
+const GRANULE: usize = 2 << 20;
+
+/// A reservation of two granules kept for the whole run: where the
+/// virtual-memory cases map (nothing stays mapped in it).
+fn reservation() -> *mut c_void {
+    use aclalloc::ffi::virtual_memory::aclrtReserveMemAddress;
+    static VA: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *VA.get_or_init(|| {
+        let mut va = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc =
+            unsafe { aclrtReserveMemAddress(&mut va, 2 * GRANULE, 0, std::ptr::null_mut(), 0) };
+        assert_eq!(rc, OK);
+        va as usize
+    }) as *mut c_void
+}
+
+fn physical_prop() -> aclrtPhysicalMemProp {
+    aclrtPhysicalMemProp {
+        handleType: ACL_MEM_HANDLE_TYPE_NONE,
+        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+        memAttr: ACL_HBM_MEM_HUGE,
+        location: aclrtMemLocation {
+            id: 0,
+            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+        },
+        reserve: 0,
+    }
 }
 
 type HandleCall = unsafe fn(*mut c_void, &mut Outputs) -> aclError;
@@ -991,7 +1027,25 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
     use aclalloc::ffi::plugin::*;
     use aclalloc::ffi::pool::*;
     use aclalloc::ffi::runtime::*;
+    use aclalloc::ffi::virtual_memory::*;
     &[
+        ("aclrtFreePhysical", Kind::Physical, |h, _| unsafe {
+            aclrtFreePhysical(h)
+        }),
+        ("aclrtMapMem", Kind::Physical, |h, _| unsafe {
+            aclrtMapMem(reservation(), GRANULE, 0, h, 0)
+        }),
+        ("aclrtReleaseMemAddress", Kind::Reservation, |h, _| unsafe {
+            aclrtReleaseMemAddress(h)
+        }),
+        ("aclrtUnmapMem", Kind::Mapping, |h, _| unsafe {
+            aclrtUnmapMem(h)
+        }),
+        (
+            "aclallocPoolEmptyVirtAddrCache",
+            Kind::Pool,
+            |h, _| unsafe { aclallocPoolEmptyVirtAddrCache(h) },
+        ),
         ("aclrtDestroyStream", Kind::Stream, |h, _| unsafe {
             aclrtDestroyStream(h)
         }),
@@ -1132,6 +1186,34 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtAllocatorDestroyDesc(desc), OK);
             }
             Kind::Pluggable => return None,
+            Kind::Physical => {
+                use aclalloc::ffi::virtual_memory::*;
+                assert_eq!(
+                    aclrtMallocPhysical(&mut h, GRANULE, &physical_prop(), 0),
+                    OK
+                );
+                assert_eq!(aclrtFreePhysical(h), OK);
+            }
+            Kind::Reservation => {
+                use aclalloc::ffi::virtual_memory::*;
+                assert_eq!(
+                    aclrtReserveMemAddress(&mut h, GRANULE, 0, std::ptr::null_mut(), 0),
+                    OK
+                );
+                assert_eq!(aclrtReleaseMemAddress(h), OK);
+            }
+            Kind::Mapping => {
+                use aclalloc::ffi::virtual_memory::*;
+                let mut physical = std::ptr::null_mut();
+                assert_eq!(
+                    aclrtMallocPhysical(&mut physical, GRANULE, &physical_prop(), 0),
+                    OK
+                );
+                h = reservation();
+                assert_eq!(aclrtMapMem(h, GRANULE, 0, physical, 0), OK);
+                assert_eq!(aclrtUnmapMem(h), OK);
+                assert_eq!(aclrtFreePhysical(physical), OK);
+            }
         }
     }
     assert!(!h.is_null());
@@ -1199,12 +1281,31 @@ fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
     assert_eq!(cases, HANDLE_FUNCTIONS.len() * 5 - without_taken_back);
 }
 
+/// `aclrtMapMem` of one granule of physical memory kept for the whole run,
+/// with the given arguments.
+unsafe fn map_fresh(va: *mut c_void, size: usize, offset: usize, flags: u64) -> aclError {
+    use aclalloc::ffi::virtual_memory::*;
+    static PHYSICAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let h = *PHYSICAL.get_or_init(|| {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: valid pointers.
+        assert_eq!(
+            unsafe { aclrtMallocPhysical(&mut h, GRANULE, &physical_prop(), 0) },
+            OK
+        );
+        h as usize
+    });
+    // SAFETY: the arguments are what the case tests.
+    unsafe { aclrtMapMem(va, size, offset, h as *mut c_void, flags) }
+}
+
 /// Sizes, ids and enum values out of range, in the runtime's exports: the
 /// documented code, a message from that function, nothing written.
 #[test]
 fn runtime_sizes_ids_and_enums_out_of_range() {
     use aclalloc::ffi::memory::*;
     use aclalloc::ffi::runtime::*;
+    use aclalloc::ffi::virtual_memory::*;
     const INVALID_DEVICE: aclError = 107_001;
     type SizeCall = unsafe fn(&mut Outputs, *mut c_void) -> aclError;
     let cases: &[(&str, &str, aclError, SizeCall)] = &[
@@ -1281,6 +1382,239 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             let src = [0u8; 8];
             aclrtMemcpy(dev, 64, src.as_ptr() as *const c_void, 8, 99)
         }),
+        (
+            "aclrtReserveMemAddress",
+            "size 0",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtReserveMemAddress(&mut out.desc, 0, 0, std::ptr::null_mut(), 0)
+            },
+        ),
+        (
+            "aclrtReserveMemAddress",
+            "size SIZE_MAX",
+            RT_MEMORY_ALLOCATION,
+            |out, _| unsafe {
+                aclrtReserveMemAddress(&mut out.desc, usize::MAX, 0, std::ptr::null_mut(), 0)
+            },
+        ),
+        (
+            "aclrtReserveMemAddress",
+            "alignment 3",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtReserveMemAddress(&mut out.desc, GRANULE, 3, std::ptr::null_mut(), 0)
+            },
+        ),
+        (
+            "aclrtReserveMemAddress",
+            "flags 7",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtReserveMemAddress(&mut out.desc, GRANULE, 0, std::ptr::null_mut(), 7)
+            },
+        ),
+        (
+            "aclrtReserveMemAddress",
+            "expectPtr unaligned",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtReserveMemAddress(&mut out.desc, GRANULE, 0, 0x1000 as *mut c_void, 0)
+            },
+        ),
+        (
+            "aclrtReserveMemAddress",
+            "expectPtr in use",
+            INVALID_PARAM,
+            |out, _| unsafe { aclrtReserveMemAddress(&mut out.desc, GRANULE, 0, reservation(), 0) },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "size 0",
+            INVALID_PARAM,
+            |out, _| unsafe { aclrtMallocPhysical(&mut out.desc, 0, &physical_prop(), 0) },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "size not a multiple of the granularity",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtMallocPhysical(&mut out.desc, GRANULE + 512, &physical_prop(), 0)
+            },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "size beyond the device",
+            RT_MEMORY_ALLOCATION,
+            |out, _| unsafe { aclrtMallocPhysical(&mut out.desc, 1 << 50, &physical_prop(), 0) },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "flags 1",
+            INVALID_PARAM,
+            |out, _| unsafe { aclrtMallocPhysical(&mut out.desc, GRANULE, &physical_prop(), 1) },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "device 99",
+            INVALID_DEVICE,
+            |out, _| unsafe {
+                let mut prop = physical_prop();
+                prop.location.id = 99;
+                aclrtMallocPhysical(&mut out.desc, GRANULE, &prop, 0)
+            },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "location type host",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let mut prop = physical_prop();
+                prop.location.r#type = ACL_MEM_LOCATION_TYPE_HOST;
+                aclrtMallocPhysical(&mut out.desc, GRANULE, &prop, 0)
+            },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "memAttr 99",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let mut prop = physical_prop();
+                prop.memAttr = 99;
+                aclrtMallocPhysical(&mut out.desc, GRANULE, &prop, 0)
+            },
+        ),
+        (
+            "aclrtMemGetAllocationGranularity",
+            "option 99",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtMemGetAllocationGranularity(
+                    &mut physical_prop(),
+                    99,
+                    &mut out.guard as *mut u64 as *mut usize,
+                )
+            },
+        ),
+        (
+            "aclrtMapMem",
+            "virPtr unaligned",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                map_fresh(
+                    (reservation() as usize + 4096) as *mut c_void,
+                    GRANULE,
+                    0,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtMapMem",
+            "outside any reservation",
+            INVALID_PARAM,
+            |_, dev| unsafe { map_fresh(dev, GRANULE, 0, 0) },
+        ),
+        (
+            "aclrtMapMem",
+            "past the reservation's end",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                map_fresh(
+                    (reservation() as usize + 2 * GRANULE) as *mut c_void,
+                    GRANULE,
+                    0,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtMapMem",
+            "size not the physical size",
+            INVALID_PARAM,
+            |_, _| unsafe { map_fresh(reservation(), 2 * GRANULE, 0, 0) },
+        ),
+        (
+            "aclrtMapMem",
+            "offset 2 MiB",
+            INVALID_PARAM,
+            |_, _| unsafe { map_fresh(reservation(), GRANULE, GRANULE, 0) },
+        ),
+        ("aclrtMapMem", "flags 1", INVALID_PARAM, |_, _| unsafe {
+            map_fresh(reservation(), GRANULE, 0, 1)
+        }),
+        ("aclrtMapMem", "virPtr NULL", INVALID_PARAM, |_, _| unsafe {
+            map_fresh(std::ptr::null_mut(), GRANULE, 0, 0)
+        }),
+        ("aclrtMapMem", "handle NULL", INVALID_PARAM, |_, _| unsafe {
+            aclrtMapMem(reservation(), GRANULE, 0, std::ptr::null_mut(), 0)
+        }),
+        (
+            "aclrtReserveMemAddress",
+            "virPtr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclrtReserveMemAddress(std::ptr::null_mut(), GRANULE, 0, std::ptr::null_mut(), 0)
+            },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "handle NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclrtMallocPhysical(std::ptr::null_mut(), GRANULE, &physical_prop(), 0)
+            },
+        ),
+        (
+            "aclrtMallocPhysical",
+            "prop NULL",
+            INVALID_PARAM,
+            |out, _| unsafe { aclrtMallocPhysical(&mut out.desc, GRANULE, std::ptr::null(), 0) },
+        ),
+        (
+            "aclrtMemGetAllocationGranularity",
+            "prop NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclrtMemGetAllocationGranularity(
+                    std::ptr::null_mut(),
+                    0,
+                    &mut out.guard as *mut u64 as *mut usize,
+                )
+            },
+        ),
+        (
+            "aclrtMemGetAllocationGranularity",
+            "granularity NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclrtMemGetAllocationGranularity(&mut physical_prop(), 0, std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtReleaseMemAddress",
+            "virPtr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtReleaseMemAddress(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtUnmapMem",
+            "virPtr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtUnmapMem(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtUnmapMem",
+            "inside a reservation, nothing mapped",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtUnmapMem(reservation()) },
+        ),
+        (
+            "aclrtFreePhysical",
+            "handle NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtFreePhysical(std::ptr::null_mut()) },
+        ),
     ];
     let _serial = serial();
     unsafe {

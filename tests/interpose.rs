@@ -575,3 +575,28 @@ fn no_arguments_is_a_usage_error() {
     assert_eq!(text(&out.stdout), "");
     assert!(text(&out.stderr).contains("aclalloc run [OPTIONS] -- PROGRAM [ARGS...]"));
 }
+
+#[test]
+fn the_virtual_memory_calls_reach_the_runtime_behind_the_library() {
+    let plain = direct("vm");
+    let forwarded = under_aclalloc("vm", &[]);
+    let out = text(&forwarded.stdout);
+    assert!(
+        forwarded.status.success(),
+        "{out}{}",
+        text(&forwarded.stderr)
+    );
+    assert_eq!(behaviour(&plain), behaviour(&forwarded));
+    assert!(
+        out.contains("vm: granularity 2097152, vendor calls 7"),
+        "all seven calls reach the vendor runtime: {out}"
+    );
+    // On the library alone the host runtime serves them.
+    let alone = direct_run(&built().alone, "vm");
+    let out = text(&alone.stdout);
+    assert!(alone.status.success(), "{out}{}", text(&alone.stderr));
+    assert!(
+        out.contains("vm: granularity 2097152, vendor calls 0"),
+        "{out}"
+    );
+}

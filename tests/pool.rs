@@ -314,6 +314,7 @@ fn garbage_collection_releases_free_segments_before_growing_past_the_threshold()
         limit: Limit::Bytes(100 * MIB),
         garbage_collection_threshold: 0.5,
         max_split_size: 16 * MIB,
+        expandable_segments: false,
     };
     let (pool, _) = pool_with(config, 1 << 30);
     let a = pool.malloc(40 * MIB).unwrap().get();
@@ -470,6 +471,9 @@ fn summary_and_snapshot_describe_the_pool() {
             "total_size": 2097152,
             "stream": "0x0",
             "segment_type": "small",
+            "is_expandable": false,
+            "mapped_size": 2097152,
+            "unmapped_size": 0,
             "allocated_size": 1024,
             "active_size": 1024,
             "requested_size": 1000,

@@ -23,6 +23,7 @@ fn config(limit: usize) -> aclallocPoolConfig {
         garbage_collection_threshold: 0.0,
         memory_limit: limit,
         memory_fraction: 0.0,
+        expandable_segments: 0,
     }
 }
 

@@ -56,6 +56,7 @@ fn config() -> impl Strategy<Value = PoolConfig> {
                 max_split_size,
                 limit,
                 garbage_collection_threshold,
+                expandable_segments: false,
             },
         )
 }

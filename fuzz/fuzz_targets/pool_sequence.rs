@@ -287,6 +287,9 @@ impl Model {
             garbage_collection_threshold: (c.gc_tenths % 11) as f64 / 10.0,
             memory_limit: (c.limit_mib % 49) as usize * MIB,
             memory_fraction: (c.fraction_tenths % 12) as f64 / 10.0,
+            // Expandable segments on one config in three (a field of the
+            // input would change the corpus format).
+            expandable_segments: i32::from(c.limit_mib.is_multiple_of(3)),
         };
         let valid = !(config.max_split_size != 0 && config.max_split_size <= MIB)
             && config.garbage_collection_threshold < 1.0

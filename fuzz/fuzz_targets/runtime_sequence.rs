@@ -10,7 +10,10 @@
 //! returns NULL, or a caching pool's descriptor) on live, destroyed and
 //! forged streams, unregister, `aclallocLaunchKernel` on those streams and
 //! on NULL (the current context's default stream), synchronize one stream
-//! or the device.
+//! or the device; reserve and release address space, allocate and free
+//! physical memory (on real and missing devices, and forged handles), map
+//! it into reservations (inside, across the end, over other mappings),
+//! unmap, and touch mapped memory.
 //!
 //! Checked: every return code and message; the kernel gets a workspace of
 //! the launch's size (NULL for 0) that it can write, and for the counting
@@ -93,6 +96,45 @@ enum Op {
     Launch(StreamPick, Size),
     Synchronize(StreamPick),
     SynchronizeDevice,
+    /// `aclrtReserveMemAddress` of n % 8 granules with these flags.
+    Reserve(u8, u8),
+    /// `aclrtReleaseMemAddress` of the n-th reservation of the run.
+    Release(u8),
+    /// `aclrtMallocPhysical` of n % 5 granules on device d % 3 - (2 does
+    /// not exist).
+    MallocPhysical(u8, u8),
+    /// `aclrtFreePhysical` of the n-th physical handle of the run, or a
+    /// forged one.
+    FreePhysical(u8, Option<u64>),
+    /// `aclrtMapMem` of physical handle p at granule g of reservation r.
+    Map(u8, u8, u8),
+    /// `aclrtUnmapMem` at granule g of reservation r.
+    Unmap(u8, u8),
+    /// Writes and reads back the n-th live mapping.
+    Touch(u8),
+}
+
+const GRANULE: usize = 2 << 20;
+const RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148_051;
+
+/// The run's reservations, physical memory and mappings.
+#[derive(Default)]
+struct VmModel {
+    /// (address, size, alive), in creation order.
+    reservations: Vec<(usize, usize, bool)>,
+    /// (handle, size, alive: not freed, live mappings).
+    physical: Vec<(usize, usize, bool, usize)>,
+    /// Mapping start → (size, index into `physical`).
+    mappings: std::collections::BTreeMap<usize, (usize, usize)>,
+}
+
+impl VmModel {
+    fn reservation_at(&self, addr: usize) -> Option<(usize, usize)> {
+        self.reservations
+            .iter()
+            .find(|&&(a, size, alive)| alive && a <= addr && addr < a + size)
+            .map(|&(a, size, _)| (a, size))
+    }
 }
 
 /// What a stream's kernels report.
@@ -249,6 +291,7 @@ struct Model {
     args: Vec<Box<LaunchArg>>,
     failed: Vec<&'static str>,
     baseline: (usize, usize),
+    vm: VmModel,
 }
 
 impl Model {
@@ -469,6 +512,211 @@ impl Model {
                 }
             }
             Op::SynchronizeDevice => self.synchronize_device(),
+            Op::Reserve(..)
+            | Op::Release(_)
+            | Op::MallocPhysical(..)
+            | Op::FreePhysical(..)
+            | Op::Map(..)
+            | Op::Unmap(..)
+            | Op::Touch(_) => self.virtual_memory(op),
+        }
+    }
+
+    /// The virtual-memory ops against [`VmModel`].
+    fn virtual_memory(&mut self, op: Op) {
+        use aclalloc::ffi::virtual_memory::*;
+        let prop = |device: u32| aclrtPhysicalMemProp {
+            handleType: ACL_MEM_HANDLE_TYPE_NONE,
+            allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+            memAttr: ACL_HBM_MEM_HUGE,
+            location: aclrtMemLocation {
+                id: device,
+                r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+            },
+            reserve: 0,
+        };
+        let vm = &mut self.vm;
+        let res_addr = |vm: &VmModel, r: u8, g: u8| {
+            if vm.reservations.is_empty() {
+                GRANULE * (1 + g as usize)
+            } else {
+                vm.reservations[r as usize % vm.reservations.len()].0 + (g as usize % 8) * GRANULE
+            }
+        };
+        match op {
+            Op::Reserve(n, flags) => {
+                let size = (n as usize % 8) * GRANULE;
+                let flags = (flags % 4) as u64;
+                let mut va = std::ptr::null_mut();
+                // SAFETY: a valid out-pointer.
+                let rc = unsafe {
+                    aclrtReserveMemAddress(&mut va, size, 0, std::ptr::null_mut(), flags)
+                };
+                let want = if size == 0 || flags > 2 {
+                    INVALID_PARAM
+                } else {
+                    OK
+                };
+                if rc == OK {
+                    assert_eq!(va as usize % GRANULE, 0, "reservation alignment");
+                    self.vm.reservations.push((va as usize, size, true));
+                }
+                self.expect("aclrtReserveMemAddress", rc, want);
+            }
+            Op::Release(n) => {
+                let addr = res_addr(vm, n, 0);
+                let live = vm
+                    .reservations
+                    .iter()
+                    .position(|&(a, _, alive)| alive && a == addr);
+                let want = match live {
+                    None => INVALID_PARAM,
+                    Some(i) => {
+                        let (a, size, _) = vm.reservations[i];
+                        if vm.mappings.range(a..a + size).next().is_some() {
+                            RELATIVE_RESOURCE_NOT_CLEARED
+                        } else {
+                            vm.reservations[i].2 = false;
+                            OK
+                        }
+                    }
+                };
+                // SAFETY: the address is looked up.
+                let rc = unsafe { aclrtReleaseMemAddress(addr as *mut c_void) };
+                self.expect("aclrtReleaseMemAddress", rc, want);
+            }
+            Op::MallocPhysical(n, d) => {
+                if vm.physical.iter().filter(|p| p.2 || p.3 > 0).count() >= 8 {
+                    return;
+                }
+                let size = (n as usize % 5) * GRANULE;
+                let device = (d % 3) as u32;
+                let mut h = std::ptr::null_mut();
+                // SAFETY: valid pointers.
+                let rc = unsafe { aclrtMallocPhysical(&mut h, size, &prop(device), 0) };
+                if size == 0 {
+                    return self.expect("aclrtMallocPhysical", rc, INVALID_PARAM);
+                }
+                if device as usize >= DEVICES {
+                    return self.expect("aclrtMallocPhysical", rc, INVALID_DEVICE);
+                }
+                // The device's memory is shared with the pool and the
+                // default allocator: either outcome.
+                assert!(
+                    rc == OK || rc == MEMORY_ALLOCATION,
+                    "aclrtMallocPhysical: {rc}"
+                );
+                if rc == OK {
+                    vm.physical.push((h as usize, size, true, 0));
+                } else {
+                    self.failed.push("aclrtMallocPhysical");
+                }
+            }
+            Op::FreePhysical(n, forged) => {
+                let (handle, index) = match (forged, vm.physical.is_empty()) {
+                    (Some(v), _) => (
+                        v as usize,
+                        vm.physical.iter().position(|p| p.0 == v as usize),
+                    ),
+                    (None, true) => return,
+                    (None, false) => {
+                        let i = n as usize % vm.physical.len();
+                        (vm.physical[i].0, Some(i))
+                    }
+                };
+                let want = match index {
+                    Some(i) if vm.physical[i].2 => {
+                        vm.physical[i].2 = false;
+                        OK
+                    }
+                    _ => INVALID_PARAM,
+                };
+                // SAFETY: the handle is looked up.
+                let rc = unsafe { aclrtFreePhysical(handle as *mut c_void) };
+                self.expect("aclrtFreePhysical", rc, want);
+            }
+            Op::Map(r, g, p) => {
+                if vm.physical.is_empty() {
+                    return;
+                }
+                let va = res_addr(vm, r, g);
+                let pi = p as usize % vm.physical.len();
+                let (handle, size, alive, _) = vm.physical[pi];
+                let fits = vm
+                    .reservation_at(va)
+                    .is_some_and(|(a, rsize)| va + size <= a + rsize);
+                let overlaps = vm
+                    .mappings
+                    .range(..va + size)
+                    .next_back()
+                    .is_some_and(|(&m, &(msize, _))| m + msize > va);
+                let want = if alive && fits && !overlaps {
+                    OK
+                } else {
+                    INVALID_PARAM
+                };
+                // SAFETY: the arguments are looked up.
+                let rc =
+                    unsafe { aclrtMapMem(va as *mut c_void, size, 0, handle as *mut c_void, 0) };
+                if rc == OK {
+                    vm.mappings.insert(va, (size, pi));
+                    vm.physical[pi].3 += 1;
+                }
+                self.expect("aclrtMapMem", rc, want);
+            }
+            Op::Unmap(r, g) => {
+                let va = res_addr(vm, r, g);
+                let want = match vm.mappings.remove(&va) {
+                    Some((_, pi)) => {
+                        vm.physical[pi].3 -= 1;
+                        OK
+                    }
+                    None => INVALID_PARAM,
+                };
+                // SAFETY: the address is looked up; nothing queued uses it.
+                let rc = unsafe { aclrtUnmapMem(va as *mut c_void) };
+                self.expect("aclrtUnmapMem", rc, want);
+            }
+            Op::Touch(n) => {
+                if vm.mappings.is_empty() {
+                    return;
+                }
+                let (&va, &(size, _)) = vm
+                    .mappings
+                    .iter()
+                    .nth(n as usize % vm.mappings.len())
+                    .unwrap();
+                // SAFETY: a live read-write mapping of `size` bytes.
+                unsafe {
+                    let p = va as *mut u8;
+                    p.write(n);
+                    p.add(size - 1).write(!n);
+                    assert_eq!((*p, *p.add(size - 1)), (n, !n), "mapped memory");
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Unmaps, frees and releases everything the run made.
+    fn clean_up_virtual_memory(&mut self) {
+        use aclalloc::ffi::virtual_memory::*;
+        let vm = std::mem::take(&mut self.vm);
+        for &va in vm.mappings.keys() {
+            // SAFETY: a live mapping.
+            assert_eq!(unsafe { aclrtUnmapMem(va as *mut c_void) }, OK);
+        }
+        for &(h, _, alive, _) in &vm.physical {
+            if alive {
+                // SAFETY: a live handle.
+                assert_eq!(unsafe { aclrtFreePhysical(h as *mut c_void) }, OK);
+            }
+        }
+        for &(a, _, alive) in &vm.reservations {
+            if alive {
+                // SAFETY: a live reservation, nothing mapped.
+                assert_eq!(unsafe { aclrtReleaseMemAddress(a as *mut c_void) }, OK);
+            }
         }
     }
 
@@ -618,6 +866,7 @@ impl Model {
     }
 
     fn clean_up(&mut self) {
+        self.clean_up_virtual_memory();
         for d in 0..DEVICES {
             assert_eq!(aclrtResetDeviceForce(d as i32), OK);
             if self.set_count[d] > 0 {

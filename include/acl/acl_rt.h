@@ -111,6 +111,88 @@ typedef enum aclrtMemAttr {
     ACL_MEM_P2P_HUGE1G = 17,
 } aclrtMemAttr;
 
+typedef enum aclrtMemLocationType {
+    /** Host memory (reserved by CANN; refused by the host runtime). */
+    ACL_MEM_LOCATION_TYPE_HOST = 0,
+    /** Device memory. */
+    ACL_MEM_LOCATION_TYPE_DEVICE = 1,
+    /** Unregistered memory. */
+    ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2,
+    /** Managed memory. */
+    ACL_MEM_LOCATION_TYPE_MANAGED = 3,
+    /** Host memory of a NUMA node. */
+    ACL_MEM_LOCATION_TYPE_HOST_NUMA = 4,
+} aclrtMemLocationType;
+
+typedef enum aclrtMemHandleType {
+    /** Not exportable. */
+    ACL_MEM_HANDLE_TYPE_NONE = 0,
+    /** A POSIX file descriptor. */
+    ACL_MEM_HANDLE_TYPE_POSIX = 2,
+} aclrtMemHandleType;
+
+typedef enum aclrtMemAllocationType {
+    /** Pinned memory, the only type. */
+    ACL_MEM_ALLOCATION_TYPE_PINNED = 0,
+} aclrtMemAllocationType;
+
+typedef enum aclrtMemGranularityOptions {
+    /** The smallest size physical memory and mappings may have. */
+    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+    /** The size recommended for performance. */
+    ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
+    /** Not a valid option. */
+    ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF = 0xFFFF,
+} aclrtMemGranularityOptions;
+
+
+/**
+ * A physical memory handle from `aclrtMallocPhysical` (`aclrtDrvMemHandle`).
+ * On the host runtime it is a number looked up in a table of live handles,
+ * never a pointer.
+ */
+typedef void *aclrtDrvMemHandle;
+
+/**
+ * A device or host location (`aclrtMemLocation`).
+ */
+typedef struct aclrtMemLocation {
+  /**
+   * The device id (for `ACL_MEM_LOCATION_TYPE_DEVICE`).
+   */
+  uint32_t id;
+  /**
+   * An `aclrtMemLocationType`.
+   */
+  aclrtMemLocationType type;
+} aclrtMemLocation;
+
+/**
+ * What physical memory `aclrtMallocPhysical` allocates
+ * (`aclrtPhysicalMemProp`).
+ */
+typedef struct aclrtPhysicalMemProp {
+  /**
+   * An `aclrtMemHandleType`.
+   */
+  aclrtMemHandleType handleType;
+  /**
+   * An `aclrtMemAllocationType`.
+   */
+  aclrtMemAllocationType allocationType;
+  /**
+   * An `aclrtMemAttr` (every value is the same memory on the host).
+   */
+  aclrtMemAttr memAttr;
+  /**
+   * Where the memory lives.
+   */
+  struct aclrtMemLocation location;
+  /**
+   * Reserved.
+   */
+  uint64_t reserve;
+} aclrtPhysicalMemProp;
 
 #ifdef __cplusplus
 extern "C" {
@@ -328,6 +410,74 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
  * Waits until all work enqueued on every stream has run.
  */
 aclError aclrtSynchronizeDevice(void);
+
+/**
+ * Reserves `size` bytes of device address space without memory behind it
+ * (rounded up to the granularity, 2 MiB on the host). `alignment`: 0 or a
+ * power of two; `expectPtr`: NULL, or the address wanted (it must be free
+ * and aligned); `flags`: the page type (0 normal, 1 huge, 2 huge 1G).
+ *
+ * # Safety
+ * `virPtr` is NULL or writable.
+ */
+aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void *expectPtr, uint64_t flags);
+
+/**
+ * Releases a whole reservation by its start address. A reservation that
+ * still has mappings is refused (`aclrtUnmapMem` them first).
+ *
+ * # Safety
+ * None: the address is looked up among the live reservations.
+ */
+aclError aclrtReleaseMemAddress(void *virPtr);
+
+/**
+ * Allocates `size` bytes of physical memory (a multiple of the
+ * granularity) on the device `prop->location.id`, counted against its
+ * capacity; `flags` must be 0.
+ *
+ * # Safety
+ * `handle` is NULL or writable; `prop` is NULL or readable.
+ */
+aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const struct aclrtPhysicalMemProp *prop, uint64_t flags);
+
+/**
+ * Frees physical memory. Memory still mapped is given back when its last
+ * mapping is unmapped; the handle is invalid at once.
+ *
+ * # Safety
+ * None: the handle is looked up among the live ones.
+ */
+aclError aclrtFreePhysical(aclrtDrvMemHandle handle);
+
+/**
+ * Maps all of physical memory `handle` at `virPtr`: `size` equal to its
+ * size, `offset` and `flags` 0, the range granularity-aligned, inside one
+ * reservation and over no other mapping.
+ *
+ * # Safety
+ * None: the address and handle are looked up.
+ */
+aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle, uint64_t flags);
+
+/**
+ * Removes the mapping that starts at `virPtr`; its range stays reserved.
+ * As on CANN it does not wait for streams: synchronize first if queued
+ * work may still use the memory.
+ *
+ * # Safety
+ * No queued work may use the range afterwards.
+ */
+aclError aclrtUnmapMem(void *virPtr);
+
+/**
+ * The granularity of physical allocations and mappings (2 MiB on the host
+ * for every option and memory attribute).
+ *
+ * # Safety
+ * `prop` is NULL or readable; `granularity` is NULL or writable.
+ */
+aclError aclrtMemGetAllocationGranularity(struct aclrtPhysicalMemProp *prop, aclrtMemGranularityOptions option, size_t *granularity);
 
 #ifdef __cplusplus
 }  // extern "C"

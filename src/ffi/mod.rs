@@ -27,3 +27,4 @@ pub mod pool;
 pub mod runtime;
 pub mod tracking;
 pub mod types;
+pub mod virtual_memory;

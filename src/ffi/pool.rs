@@ -63,6 +63,11 @@ pub struct aclallocPoolConfig {
     /// The most the pool may reserve, as a fraction (0, 1] of the device's
     /// memory; used when `memory_limit` is 0. 0: no limit.
     pub memory_fraction: f64,
+    /// 1: expandable segments (PyTorch's `expandable_segments:True`): per
+    /// stream one reservation of address space mapped page by page, so
+    /// memory freed anywhere can serve a request of any size. 0: fixed
+    /// segments.
+    pub expandable_segments: i32,
 }
 
 /// One statistic of `aclallocPoolGetStatsKeyValues`: a PyTorch key name such
@@ -92,6 +97,7 @@ impl From<PoolConfig> for aclallocPoolConfig {
             garbage_collection_threshold: c.garbage_collection_threshold,
             memory_limit,
             memory_fraction,
+            expandable_segments: i32::from(c.expandable_segments),
         }
     }
 }
@@ -130,6 +136,16 @@ impl TryFrom<aclallocPoolConfig> for PoolConfig {
             },
             garbage_collection_threshold: gc,
             limit,
+            expandable_segments: match c.expandable_segments {
+                0 => false,
+                1 => true,
+                _ => {
+                    return Err(invalid(
+                        "config->expandable_segments",
+                        "It must be 0 (fixed segments) or 1 (expandable segments)",
+                    ))
+                }
+            },
         })
     }
 }
@@ -560,7 +576,8 @@ pub unsafe extern "C" fn aclallocPoolSummary(
 
 /// The segments, blocks and recorded history as JSON, like PyTorch's
 /// `_snapshot()`: `{"version":2,"device":0,"segments":[{"device","address",
-/// "total_size","stream","segment_type","allocated_size","active_size",
+/// "total_size","stream","segment_type","is_expandable","mapped_size",
+/// "unmapped_size","allocated_size","active_size",
 /// "requested_size","blocks":[{"address","size","requested_size","state"}]}],
 /// "device_traces":[[{"action","addr","size","block_size","stream",
 /// "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
@@ -613,11 +630,23 @@ pub extern "C" fn aclallocPoolRecordHistory(pool: aclallocPool, maxEntries: usiz
     })
 }
 
-/// Returns every wholly free cached segment to the device.
+/// Returns every wholly free cached segment to the device, and unmaps every
+/// page of an expandable segment that holds no live block.
 #[no_mangle]
 pub extern "C" fn aclallocPoolEmptyCache(pool: aclallocPool) -> aclError {
     boundary("aclallocPoolEmptyCache", || {
         handles::get(pool)?.empty_cache();
+        Ok(())
+    })
+}
+
+/// Releases the address space of expandable segments that back no block
+/// (torch_npu's `empty_virt_addr_cache`); their pages are unmapped first.
+/// A pool with fixed segments has none: nothing happens.
+#[no_mangle]
+pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError {
+    boundary("aclallocPoolEmptyVirtAddrCache", || {
+        handles::get(pool)?.empty_virt_addr_cache();
         Ok(())
     })
 }

@@ -140,3 +140,73 @@ pub const ACL_STREAM_DEVICE_USE_ONLY: u32 = 0x0000_0020;
 /// workspace size, and the caller's `userData`.
 pub type aclallocKernelFunc =
     Option<unsafe extern "C" fn(workspace: *mut c_void, size: usize, userData: *mut c_void)>;
+
+// ---- Virtual memory (`acl_rt.h`: aclrtReserveMemAddress and friends) ----
+
+/// A physical memory handle from `aclrtMallocPhysical` (`aclrtDrvMemHandle`).
+/// On the host runtime it is a number looked up in a table of live handles,
+/// never a pointer.
+pub type aclrtDrvMemHandle = *mut c_void;
+
+/// Where memory lives (`aclrtMemLocationType`).
+pub type aclrtMemLocationType = c_int;
+/// Host memory (reserved by CANN; refused by the host runtime).
+pub const ACL_MEM_LOCATION_TYPE_HOST: aclrtMemLocationType = 0;
+/// Device memory.
+pub const ACL_MEM_LOCATION_TYPE_DEVICE: aclrtMemLocationType = 1;
+/// Unregistered memory.
+pub const ACL_MEM_LOCATION_TYPE_UNREGISTERED: aclrtMemLocationType = 2;
+/// Managed memory.
+pub const ACL_MEM_LOCATION_TYPE_MANAGED: aclrtMemLocationType = 3;
+/// Host memory of a NUMA node.
+pub const ACL_MEM_LOCATION_TYPE_HOST_NUMA: aclrtMemLocationType = 4;
+
+/// The kind of handle physical memory can be exported as
+/// (`aclrtMemHandleType`).
+pub type aclrtMemHandleType = c_int;
+/// Not exportable.
+pub const ACL_MEM_HANDLE_TYPE_NONE: aclrtMemHandleType = 0;
+/// A POSIX file descriptor.
+pub const ACL_MEM_HANDLE_TYPE_POSIX: aclrtMemHandleType = 2;
+
+/// How physical memory is allocated (`aclrtMemAllocationType`).
+pub type aclrtMemAllocationType = c_int;
+/// Pinned memory, the only type.
+pub const ACL_MEM_ALLOCATION_TYPE_PINNED: aclrtMemAllocationType = 0;
+
+/// Which granularity `aclrtMemGetAllocationGranularity` reports
+/// (`aclrtMemGranularityOptions`).
+pub type aclrtMemGranularityOptions = c_int;
+/// The smallest size physical memory and mappings may have.
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM: aclrtMemGranularityOptions = 0;
+/// The size recommended for performance.
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED: aclrtMemGranularityOptions = 1;
+/// Not a valid option.
+pub const ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF: aclrtMemGranularityOptions = 0xFFFF;
+
+/// A device or host location (`aclrtMemLocation`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct aclrtMemLocation {
+    /// The device id (for `ACL_MEM_LOCATION_TYPE_DEVICE`).
+    pub id: u32,
+    /// An `aclrtMemLocationType`.
+    pub r#type: aclrtMemLocationType,
+}
+
+/// What physical memory `aclrtMallocPhysical` allocates
+/// (`aclrtPhysicalMemProp`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct aclrtPhysicalMemProp {
+    /// An `aclrtMemHandleType`.
+    pub handleType: aclrtMemHandleType,
+    /// An `aclrtMemAllocationType`.
+    pub allocationType: aclrtMemAllocationType,
+    /// An `aclrtMemAttr` (every value is the same memory on the host).
+    pub memAttr: aclrtMemAttr,
+    /// Where the memory lives.
+    pub location: aclrtMemLocation,
+    /// Reserved.
+    pub reserve: u64,
+}

@@ -88,6 +88,13 @@ symbols! {
     aclrtSynchronizeDevice,
     aclrtDestroyStream,
     aclrtDestroyStreamForce,
+    aclrtReserveMemAddress,
+    aclrtReleaseMemAddress,
+    aclrtMallocPhysical,
+    aclrtFreePhysical,
+    aclrtMapMem,
+    aclrtUnmapMem,
+    aclrtMemGetAllocationGranularity,
 }
 
 const COUNT: usize = Sym::ALL.len();

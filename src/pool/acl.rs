@@ -16,7 +16,11 @@ use std::num::NonZeroUsize;
 /// the one it was created on: use one pool per device.
 pub struct AclMemory {
     capacity: usize,
+    /// The current device when the pool was made (snapshots and histories
+    /// name it; physical pages of expandable segments are allocated on it).
     device: i32,
+    /// The virtual-memory page size (`aclrtMemGetAllocationGranularity`).
+    page: std::sync::OnceLock<usize>,
 }
 
 impl AclMemory {
@@ -34,6 +38,7 @@ impl AclMemory {
                 Ok(AclMemory {
                     capacity: total,
                     device,
+                    page: std::sync::OnceLock::new(),
                 })
             }
             ACL_ERROR_RT_CONTEXT_NULL => Err(Error::NoContext),
@@ -69,5 +74,32 @@ impl DeviceMemory for AclMemory {
 
     fn device(&self) -> i32 {
         self.device
+    }
+
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        // In front of a runtime without virtual memory, fixed segments (as
+        // torch_npu falls back when aclrtReserveMemAddress is unsupported):
+        // the host runtime's virtual memory is not the device's.
+        use crate::interpose::next::{address, Sym};
+        use crate::runtime::backend::Backend;
+        let missing = active().backend == Backend::Forward
+            && [
+                Sym::aclrtReserveMemAddress,
+                Sym::aclrtReleaseMemAddress,
+                Sym::aclrtMallocPhysical,
+                Sym::aclrtFreePhysical,
+                Sym::aclrtMapMem,
+                Sym::aclrtUnmapMem,
+            ]
+            .iter()
+            .any(|&sym| address(sym).is_none());
+        (!missing).then_some(self as &dyn super::virtual_memory::VirtualMemory)
+    }
+}
+
+impl AclMemory {
+    /// The virtual-memory page size, asked once.
+    pub(crate) fn page(&self) -> usize {
+        *self.page.get_or_init(|| self.granularity())
     }
 }

@@ -73,6 +73,9 @@ pub(crate) struct Segment {
     /// The block at the segment's start (never merged away: merges always
     /// remove the later block).
     pub first: u32,
+    /// An expandable segment: a reservation mapped page by page
+    /// (`src/pool/expandable.rs`).
+    pub expandable: bool,
 }
 
 /// A vector of `T` addressed by `u32`, reusing vacated slots.

@@ -71,6 +71,10 @@ pub struct PoolConfig {
     pub garbage_collection_threshold: f64,
     /// The most the pool may reserve.
     pub limit: Limit,
+    /// PyTorch's `expandable_segments`: per stream, one large reservation of
+    /// address space backed page by page (see `src/pool/expandable.rs`),
+    /// when the device offers virtual memory; otherwise fixed segments.
+    pub expandable_segments: bool,
 }
 
 impl Default for PoolConfig {
@@ -79,6 +83,7 @@ impl Default for PoolConfig {
             max_split_size: usize::MAX,
             garbage_collection_threshold: 0.0,
             limit: Limit::None,
+            expandable_segments: false,
         }
     }
 }

@@ -22,6 +22,12 @@ pub trait DeviceMemory: Send + Sync {
     fn device(&self) -> i32 {
         0
     }
+
+    /// The device's virtual memory, for expandable segments (`None`: the
+    /// pool uses fixed segments).
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        None
+    }
 }
 
 /// Alignment of every segment: the device allocator's granule.
@@ -65,6 +71,21 @@ impl HostMemory {
     pub fn calls(&self) -> (u64, u64) {
         let inner = self.inner.lock();
         (inner.mallocs, inner.frees)
+    }
+
+    /// Counts `size` bytes of mapped pages against the capacity.
+    pub(super) fn charge(&self, size: usize) -> bool {
+        let mut inner = self.inner.lock();
+        if size > self.capacity - inner.used {
+            return false;
+        }
+        inner.used += size;
+        true
+    }
+
+    /// Gives back what [`HostMemory::charge`] counted.
+    pub(super) fn uncharge(&self, size: usize) {
+        self.inner.lock().used -= size;
     }
 }
 
@@ -111,6 +132,10 @@ impl DeviceMemory for HostMemory {
     fn capacity(&self) -> usize {
         self.capacity
     }
+
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        Some(self)
+    }
 }
 
 fn unmap(addr: usize, size: usize) {
@@ -139,5 +164,9 @@ impl<D: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<D> {
     }
     fn device(&self) -> i32 {
         (**self).device()
+    }
+
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        (**self).virtual_memory()
     }
 }

@@ -26,9 +26,11 @@ pub mod config;
 mod core;
 pub mod device;
 pub mod handles;
+pub mod roundup;
 pub mod snapshot;
 pub mod stats;
 pub mod summary;
+pub mod virtual_memory;
 
 pub use self::config::{Limit, PoolConfig, ENV_VAR};
 pub use self::core::{
@@ -126,7 +128,10 @@ impl Pool {
     }
 
     /// As [`Pool::new`], with a boxed device.
-    pub fn with_device(config: PoolConfig, device: Box<dyn DeviceMemory>) -> Result<Self> {
+    pub fn with_device(mut config: PoolConfig, device: Box<dyn DeviceMemory>) -> Result<Self> {
+        // Without virtual memory, fixed segments (torch_npu falls back the
+        // same way when the runtime lacks aclrtReserveMemAddress).
+        config.expandable_segments &= device.virtual_memory().is_some();
         let limit = config.limit.validate()?.bytes(device.capacity());
         let streams = StreamTable::new();
         let mut next_shard = 0;
@@ -317,10 +322,32 @@ impl Pool {
         self.stats().reserved_bytes[STAT_ALL].peak as usize
     }
 
-    /// Returns every wholly free segment to the device, from every shard.
-    /// Returns the bytes released.
+    /// Returns every wholly free segment to the device, from every shard,
+    /// and unmaps every page of an expandable segment that holds no live
+    /// block. Returns the bytes released.
     pub fn empty_cache(&self) -> usize {
-        self.exclusive(None, |ex| ex.release_free_segments(0))
+        self.synchronize_for_unmap();
+        self.exclusive(None, |ex| {
+            ex.release_free_segments(0) + ex.unmap_free_pages()
+        })
+    }
+
+    /// torch_npu's `empty_virt_addr_cache`: releases the reservations of
+    /// expandable segments that back no block (their pages unmapped first).
+    /// Returns how many were released.
+    pub fn empty_virt_addr_cache(&self) -> usize {
+        self.synchronize_for_unmap();
+        self.exclusive(None, |ex| ex.release_reservations())
+    }
+
+    /// Before pages of expandable segments are unmapped: waits for the
+    /// device with no lock held (see `src/pool/expandable.rs`).
+    fn synchronize_for_unmap(&self) {
+        if self.global.lock().config.expandable_segments {
+            if let Some(vm) = self.device.virtual_memory() {
+                vm.synchronize();
+            }
+        }
     }
 
     /// Returns wholly free segments (largest first) until at most `keep`

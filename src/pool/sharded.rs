@@ -4,6 +4,7 @@
 
 use super::block::Kind;
 use super::core::{kind_of, segment_size, Take};
+use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
 
@@ -25,8 +26,8 @@ pub(super) struct All<'a> {
 /// back to this pool when its kernel ends: freeing a segment under the locks
 /// made the two wait for each other for good (found by the runtime fuzz
 /// target; `tests/default_pool_release.rs`).
-struct DeferredFree<'a> {
-    device: &'a dyn DeviceMemory,
+pub(super) struct DeferredFree<'a> {
+    pub(super) device: &'a dyn DeviceMemory,
     pending: &'a Mutex<Vec<(NonZeroUsize, usize)>>,
 }
 
@@ -45,6 +46,9 @@ impl DeviceMemory for DeferredFree<'_> {
     }
     fn capacity(&self) -> usize {
         self.device.capacity()
+    }
+    fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
+        self.device.virtual_memory()
     }
 }
 
@@ -106,6 +110,10 @@ impl Pool {
         if let Some(addr) = self.exclusive(Some(shard), |ex| attempt(ex, true))? {
             return Ok(addr);
         }
+        // An expandable pool unmaps on the retry: no queued work may still
+        // use a freed block then. Waited for here, with no lock held (a
+        // stream's worker may need this pool's locks to finish).
+        self.synchronize_for_unmap();
         self.exclusive(Some(shard), |ex| attempt(ex, false))?
             .ok_or(Error::Internal {
                 reason: "a pool allocation asked to be retried twice",
@@ -195,7 +203,12 @@ impl All<'_> {
             self.record_oom(s, size, stream);
             return Err(self.oom(size, "the size is too large"));
         };
-        if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false) {
+        if self.global.config.expandable_segments {
+            if let Some(vm) = self.device.device.virtual_memory() {
+                return self.malloc_expandable(vm, s, stream, size, rounded, may_retry);
+            }
+        }
+        if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false, None) {
             return Ok(Some(addr));
         }
         match self.grow(s, size, rounded, stream, may_retry)? {
@@ -261,6 +274,93 @@ impl All<'_> {
         self.shards[s]
             .history
             .record(crate::history::Action::Oom, room, size, 0, stream);
+    }
+
+    /// [`All::malloc`] for an expandable pool: a cached block, mapping the
+    /// pages under it; a new reservation when no free range of the stream's
+    /// reservations is large enough; when the device is out of memory,
+    /// first a retry (the caller synchronizes the device with no lock
+    /// held), then every page holding no live block is unmapped, in every
+    /// shard, and the block is tried once more.
+    fn malloc_expandable(
+        &mut self,
+        vm: &dyn VirtualMemory,
+        s: usize,
+        stream: usize,
+        size: usize,
+        rounded: usize,
+        may_retry: bool,
+    ) -> Result<Option<usize>> {
+        let mut unmapped = false;
+        // Each pass either succeeds, adds a reservation that fits the
+        // request, or unmaps once: a few passes always settle.
+        for _ in 0..4 {
+            let room = self.global.limit.saturating_sub(self.reserved());
+            let map = Some((vm, room));
+            let cause = match self.shards[s].take_cached(size, rounded, stream, false, map) {
+                Take::Got(addr) => return Ok(Some(addr)),
+                Take::Miss => {
+                    let capacity = self.device.capacity();
+                    let kind = kind_of(rounded);
+                    match self.shards[s].new_reservation(vm, kind, rounded, stream, capacity) {
+                        Ok(_) => continue,
+                        Err(cause) => cause,
+                    }
+                }
+                Take::NoRoom | Take::NoMemory => {
+                    if room < round_up_to(rounded, vm.page_size()) {
+                        "the pool's memory limit would be exceeded"
+                    } else {
+                        "the device is out of memory"
+                    }
+                }
+            };
+            if may_retry {
+                self.shards[s].stats.num_alloc_retries += 1;
+                return Ok(None);
+            }
+            if !unmapped {
+                unmapped = true;
+                let released: usize = self
+                    .shards
+                    .iter_mut()
+                    .map(|core| core.unmap_free_pages(vm))
+                    .sum();
+                if released > 0 {
+                    continue;
+                }
+            }
+            self.shards[s].stats.num_ooms += 1;
+            self.record_oom(s, size, stream);
+            return Err(self.oom(size, cause));
+        }
+        Err(Error::Internal {
+            reason: "an expandable pool allocation did not settle",
+        })
+    }
+
+    /// Unmaps the pages holding no live block in every shard's expandable
+    /// segments. Returns the bytes unmapped.
+    pub(super) fn unmap_free_pages(&mut self) -> usize {
+        let Some(vm) = self.device.device.virtual_memory() else {
+            return 0;
+        };
+        self.shards
+            .iter_mut()
+            .map(|core| core.unmap_free_pages(vm))
+            .sum()
+    }
+
+    /// Releases every expandable segment that backs no block. Returns how
+    /// many.
+    pub(super) fn release_reservations(&mut self) -> usize {
+        let Some(vm) = self.device.device.virtual_memory() else {
+            return 0;
+        };
+        self.shards
+            .iter_mut()
+            .map(|core| core.release_reservations(vm, false))
+            .sum()
     }
 
     fn new_segment(
@@ -331,4 +431,8 @@ impl All<'_> {
         }
         self.check_headroom()
     }
+}
+
+fn round_up_to(size: usize, to: usize) -> usize {
+    size.div_ceil(to).saturating_mul(to)
 }

@@ -4,7 +4,8 @@
 //! ```json
 //! {"version":2,"device":0,
 //!  "segments":[{"device":0,"address":"0x7f..","total_size":2097152,"stream":"0x0",
-//!    "segment_type":"small","allocated_size":512,"active_size":512,"requested_size":100,
+//!    "segment_type":"small","is_expandable":false,"mapped_size":2097152,"unmapped_size":0,
+//!    "allocated_size":512,"active_size":512,"requested_size":100,
 //!    "blocks":[{"address":"0x7f..","size":512,"requested_size":100,"state":"active_allocated"},
 //!              {"address":"0x7f..","size":2096640,"requested_size":0,"state":"inactive"}]}],
 //!  "device_traces":[[{"action":"alloc","addr":"0x7f..","size":100,"block_size":512,
@@ -13,7 +14,9 @@
 //! ```
 //!
 //! Key names, `state` values (`active_allocated`, `inactive`) and actions
-//! are PyTorch's. Addresses and stream handles are hex strings: JavaScript
+//! are PyTorch's (`is_expandable` as PyTorch's snapshot has it). An
+//! expandable segment's `total_size` is its reservation, `mapped_size` the
+//! part backed by physical memory, `unmapped_size` the rest. Addresses and stream handles are hex strings: JavaScript
 //! reads JSON numbers as doubles, which cannot hold every 64-bit handle.
 //! `stream` is the stream handle of the launch whose workspace request
 //! created the segment (its blocks serve only that stream), or 0 when
@@ -51,6 +54,9 @@ struct SegmentJson {
     total_size: usize,
     stream: Hex,
     segment_type: &'static str,
+    is_expandable: bool,
+    mapped_size: usize,
+    unmapped_size: usize,
     allocated_size: usize,
     active_size: usize,
     requested_size: usize,
@@ -100,6 +106,9 @@ fn segment(device: i32, s: &SegmentView) -> SegmentJson {
         total_size: s.total_size,
         stream: Hex(s.stream),
         segment_type: if s.small { "small" } else { "large" },
+        is_expandable: s.is_expandable,
+        mapped_size: s.mapped_size,
+        unmapped_size: s.total_size - s.mapped_size,
         allocated_size: allocated,
         active_size: allocated,
         requested_size: s.blocks.iter().map(|b| b.requested_size).sum(),

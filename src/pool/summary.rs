@@ -10,7 +10,27 @@ const WIDTH: usize = 75;
 impl Pool {
     /// The summary table of this pool's statistics.
     pub fn summary(&self) -> String {
-        summary(&self.stats(), self.limit())
+        let mut text = summary(&self.stats(), self.limit());
+        // An expandable pool also shows how much of its address space is
+        // backed: the mapped and unmapped parts of its segments.
+        let (mut count, mut mapped, mut total) = (0usize, 0usize, 0usize);
+        for s in self.segments().iter().filter(|s| s.is_expandable) {
+            count += 1;
+            mapped += s.mapped_size;
+            total += s.total_size;
+        }
+        if self.config().expandable_segments {
+            let line = format!(
+                "| Expandable segments: {count}, mapped {}, unmapped {}",
+                format_size(mapped as i64).trim(),
+                format_size((total - mapped) as i64).trim()
+            );
+            let line = format!("{line:<w$}|\n", w = WIDTH + 1);
+            // Before the closing rule.
+            let at = text.trim_end_matches('\n').rfind('\n').map_or(0, |i| i + 1);
+            text.insert_str(at, &line);
+        }
+        text
     }
 }
 

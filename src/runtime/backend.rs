@@ -1,7 +1,7 @@
 //! The one place where the runtime implementation is chosen.
 //!
 //! Every runtime export (`aclInit`, `aclrt*` outside the allocator API,
-//! `aclallocLaunchKernel`) calls through the table [`active`] returns. The
+//! the virtual-memory functions, `aclallocLaunchKernel`) calls through the table [`active`] returns. The
 //! table is filled once, when the library is loaded (an `.init_array`
 //! constructor; the first call fills it if the constructor did not run, as in
 //! a statically linked test), and never changes afterwards.
@@ -78,6 +78,24 @@ pub struct RuntimeFns {
     pub aclrtGetMemInfo: unsafe extern "C" fn(aclrtMemAttr, *mut usize, *mut usize) -> aclError,
     pub aclallocLaunchKernel:
         unsafe extern "C" fn(aclrtStream, usize, aclallocKernelFunc, *mut c_void) -> aclError,
+    pub aclrtReserveMemAddress:
+        unsafe extern "C" fn(*mut *mut c_void, usize, usize, *mut c_void, u64) -> aclError,
+    pub aclrtReleaseMemAddress: unsafe extern "C" fn(*mut c_void) -> aclError,
+    pub aclrtMallocPhysical: unsafe extern "C" fn(
+        *mut aclrtDrvMemHandle,
+        usize,
+        *const aclrtPhysicalMemProp,
+        u64,
+    ) -> aclError,
+    pub aclrtFreePhysical: unsafe extern "C" fn(aclrtDrvMemHandle) -> aclError,
+    pub aclrtMapMem:
+        unsafe extern "C" fn(*mut c_void, usize, usize, aclrtDrvMemHandle, u64) -> aclError,
+    pub aclrtUnmapMem: unsafe extern "C" fn(*mut c_void) -> aclError,
+    pub aclrtMemGetAllocationGranularity: unsafe extern "C" fn(
+        *mut aclrtPhysicalMemProp,
+        aclrtMemGranularityOptions,
+        *mut usize,
+    ) -> aclError,
 }
 
 /// The host runtime's table.
@@ -85,6 +103,7 @@ fn host_fns() -> RuntimeFns {
     use crate::ffi::launch::host as l;
     use crate::ffi::memory::host as m;
     use crate::ffi::runtime::host as r;
+    use crate::ffi::virtual_memory::host as v;
     RuntimeFns {
         backend: Backend::Host,
         aclInit: r::aclInit,
@@ -114,6 +133,13 @@ fn host_fns() -> RuntimeFns {
         aclrtMemsetAsync: m::aclrtMemsetAsync,
         aclrtGetMemInfo: m::aclrtGetMemInfo,
         aclallocLaunchKernel: l::aclallocLaunchKernel,
+        aclrtReserveMemAddress: v::aclrtReserveMemAddress,
+        aclrtReleaseMemAddress: v::aclrtReleaseMemAddress,
+        aclrtMallocPhysical: v::aclrtMallocPhysical,
+        aclrtFreePhysical: v::aclrtFreePhysical,
+        aclrtMapMem: v::aclrtMapMem,
+        aclrtUnmapMem: v::aclrtUnmapMem,
+        aclrtMemGetAllocationGranularity: v::aclrtMemGetAllocationGranularity,
     }
 }
 
@@ -152,6 +178,13 @@ fn forward_fns() -> RuntimeFns {
         aclrtMemsetAsync,
         aclrtGetMemInfo,
         aclallocLaunchKernel,
+        aclrtReserveMemAddress,
+        aclrtReleaseMemAddress,
+        aclrtMallocPhysical,
+        aclrtFreePhysical,
+        aclrtMapMem,
+        aclrtUnmapMem,
+        aclrtMemGetAllocationGranularity,
     );
     macro_rules! wrapped_if_present {
         ($($name:ident => $wrapper:expr),* $(,)?) => {$(

@@ -94,7 +94,12 @@ impl HostRuntime {
         param: &'static str,
         required: bool,
     ) -> Result<()> {
-        let mut overruns = false;
+        // Memory mapped with aclrtMapMem is device memory too.
+        let mut overruns = match super::virtual_memory::virtual_memory().lookup(ptr as usize, len) {
+            Lookup::Inside => return Ok(()),
+            Lookup::Overruns => true,
+            Lookup::Outside => false,
+        };
         for device in self.devices()? {
             match device.memory().lookup(ptr, len) {
                 Lookup::Inside => return Ok(()),

@@ -143,6 +143,29 @@ impl DeviceMemory {
         })
     }
 
+    /// Counts `size` bytes of physical memory (`aclrtMallocPhysical`,
+    /// `src/runtime/virtual_memory.rs`) against the capacity, as
+    /// allocations are: both draw from the one device memory.
+    pub(crate) fn charge(&self, size: usize) -> Result<()> {
+        let mut state = self.state.lock();
+        if size > self.capacity - state.used {
+            return Err(Error::DeviceMemoryExhausted {
+                device: self.device,
+                size,
+                free: self.capacity - state.used,
+                capacity: self.capacity,
+            });
+        }
+        state.used += size;
+        Ok(())
+    }
+
+    /// Gives back what [`DeviceMemory::charge`] counted.
+    pub(crate) fn uncharge(&self, size: usize) {
+        let mut state = self.state.lock();
+        state.used = state.used.saturating_sub(size);
+    }
+
     /// Frees an allocation by its start address; anything else is refused.
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
         let mut state = self.state.lock();

@@ -22,6 +22,8 @@
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
 //! | [`workspace`] | the default device allocator behind a small interface |
+//! | [`virtual_memory`] | reservations, physical memory, mappings (`aclrtReserveMemAddress`, ...) |
+//! | `virtual_memory_calls` | the virtual-memory calls: CANN's argument rules, device accounting |
 //! | [`backend`] | the one place the runtime implementation is chosen |
 //!
 //! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
@@ -45,6 +47,8 @@ pub mod memory;
 pub mod stream;
 mod stream_cache;
 pub mod streams;
+pub mod virtual_memory;
+mod virtual_memory_calls;
 mod waits;
 pub mod workspace;
 

@@ -318,6 +318,29 @@ int main(int argc, char **argv) {
         s1 = s3;
     }
 
+    if (strcmp(mode, "vm") == 0) {
+        /* CANN's virtual-memory flow; with a runtime behind the library
+         * every call must reach it. */
+        aclrtPhysicalMemProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.memAttr = ACL_HBM_MEM_HUGE;
+        prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+        size_t granularity = 0;
+        void *va = NULL;
+        aclrtDrvMemHandle handle = NULL;
+        CHECK(aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &granularity));
+        CHECK(aclrtReserveMemAddress(&va, 2 * granularity, 0, NULL, 0));
+        CHECK(aclrtMallocPhysical(&handle, granularity, &prop, 0));
+        CHECK(aclrtMapMem(va, granularity, 0, handle, 0));
+        ((volatile char *)va)[granularity - 1] = 1;
+        CHECK(aclrtUnmapMem(va));
+        CHECK(aclrtFreePhysical(handle));
+        CHECK(aclrtReleaseMemAddress(va));
+        fakeVendorVmCallsFunc vm_calls = (fakeVendorVmCallsFunc)dlsym(RTLD_DEFAULT, "fakeVendorVmCalls");
+        printf("vm: granularity %zu, vendor calls %llu\n", granularity,
+               vm_calls != NULL ? (unsigned long long)vm_calls() : 0ULL);
+    }
+
     printf("mode: %s\n", mode);
     printf("launches: %d ok, %d failed\n", launches_ok, launches_failed);
     printf("kernels: %d run, %d without workspace\n", atomic_load(&kernels_run),

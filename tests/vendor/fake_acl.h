@@ -53,6 +53,9 @@ typedef aclrtAllocatorDesc (*fakeCreateFilledDescFunc)(void *obj, aclrtAllocator
                                                        aclrtAllocatorFreeFunc release,
                                                        aclrtAllocatorGetAddrFromBlockFunc get_addr);
 
+/* Stand-in vendor only: virtual-memory calls that reached it. */
+typedef uint64_t (*fakeVendorVmCallsFunc)(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define FAKE_INVALID_PARAM 100000
 #define FAKE_MEMORY_ALLOCATION 207001
@@ -272,3 +273,95 @@ void fakeVendorGetCounters(fakeVendorCounters *out) {
     out->get_addrs = get_addrs;
     out->synchronizes = synchronizes;
 }
+
+/* Virtual memory, CANN's signatures: reservations are PROT_NONE address
+ * space, a physical handle is a heap token with its size, mapping makes the
+ * range read-write. Counted, so a test sees the calls reached this runtime. */
+static _Atomic uint64_t vm_calls;
+#define FAKE_GRANULE ((size_t)2 << 20)
+#define MAX_VM 32
+static struct {
+    void *addr;
+    size_t size;
+} fake_reservations[MAX_VM], fake_mappings[MAX_VM];
+
+static int vm_slot(void *addr, int mappings) {
+    for (int i = 0; i < MAX_VM; i++) {
+        void *a = mappings ? fake_mappings[i].addr : fake_reservations[i].addr;
+        if (a == addr) return i;
+    }
+    return -1;
+}
+
+aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop, aclrtMemGranularityOptions option,
+                                          size_t *granularity) {
+    (void)option;
+    atomic_fetch_add(&vm_calls, 1);
+    if (prop == NULL || granularity == NULL) return fail("fake: NULL", FAKE_INVALID_PARAM);
+    *granularity = FAKE_GRANULE;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void *expectPtr, uint64_t flags) {
+    (void)alignment, (void)expectPtr, (void)flags;
+    atomic_fetch_add(&vm_calls, 1);
+    int slot = vm_slot(NULL, 0);
+    if (virPtr == NULL || size == 0 || slot < 0) return fail("fake: bad reservation", FAKE_INVALID_PARAM);
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return fail("fake: no address space", FAKE_MEMORY_ALLOCATION);
+    fake_reservations[slot].addr = p;
+    fake_reservations[slot].size = size;
+    *virPtr = p;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtReleaseMemAddress(void *virPtr) {
+    atomic_fetch_add(&vm_calls, 1);
+    int slot = virPtr == NULL ? -1 : vm_slot(virPtr, 0);
+    if (slot < 0) return fail("fake: not a reservation", FAKE_INVALID_PARAM);
+    munmap(virPtr, fake_reservations[slot].size);
+    fake_reservations[slot].addr = NULL;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const aclrtPhysicalMemProp *prop,
+                             uint64_t flags) {
+    (void)flags;
+    atomic_fetch_add(&vm_calls, 1);
+    if (handle == NULL || prop == NULL || size == 0) return fail("fake: bad physical", FAKE_INVALID_PARAM);
+    size_t *token = malloc(sizeof *token);
+    if (token == NULL) return fail("fake: out of memory", FAKE_MEMORY_ALLOCATION);
+    *token = size;
+    *handle = token;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtFreePhysical(aclrtDrvMemHandle handle) {
+    atomic_fetch_add(&vm_calls, 1);
+    free(handle);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle, uint64_t flags) {
+    (void)offset, (void)flags;
+    atomic_fetch_add(&vm_calls, 1);
+    int slot = vm_slot(NULL, 1);
+    if (virPtr == NULL || handle == NULL || slot < 0 || mprotect(virPtr, size, PROT_READ | PROT_WRITE) != 0)
+        return fail("fake: bad mapping", FAKE_INVALID_PARAM);
+    fake_mappings[slot].addr = virPtr;
+    fake_mappings[slot].size = size;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtUnmapMem(void *virPtr) {
+    atomic_fetch_add(&vm_calls, 1);
+    int slot = virPtr == NULL ? -1 : vm_slot(virPtr, 1);
+    if (slot < 0) return fail("fake: not a mapping", FAKE_INVALID_PARAM);
+    size_t size = fake_mappings[slot].size;
+    madvise(virPtr, size, MADV_DONTNEED);
+    mprotect(virPtr, size, PROT_NONE);
+    fake_mappings[slot].addr = NULL;
+    return ACL_SUCCESS;
+}
+
+uint64_t fakeVendorVmCalls(void) { return vm_calls; }

@@ -43,6 +43,8 @@ impl Core {
                     small: s.kind == Kind::Small,
                     stream: s.stream,
                     blocks,
+                    is_expandable: s.expandable,
+                    mapped_size: self.reserved_of(seg),
                 }
             })
             .collect()
@@ -62,8 +64,8 @@ impl Core {
             let k = s.kind.index();
             segs[0] += 1;
             segs[k] += 1;
-            reserved[0] += s.size as i64;
-            reserved[k] += s.size as i64;
+            reserved[0] += self.reserved_of(seg) as i64;
+            reserved[k] += self.reserved_of(seg) as i64;
             let mut idx = s.first;
             let mut at = s.addr;
             let mut prev = NIL;

@@ -35,12 +35,14 @@ use super::device::DeviceMemory;
 use super::stats::STAT_ALL;
 use crate::core::error::{Error, Result};
 use crate::history::{Action, Recorder};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 mod bookkeeping;
 pub(crate) mod counters;
+#[path = "../expandable.rs"]
+mod expandable;
 mod introspect;
 mod retire;
 mod segments;
@@ -93,6 +95,10 @@ pub struct SegmentView {
     pub stream: usize,
     /// Its blocks in address order; they tile the segment.
     pub blocks: Vec<BlockView>,
+    /// An expandable segment (a reservation mapped page by page).
+    pub is_expandable: bool,
+    /// Bytes backed by physical memory (`total_size` for a fixed segment).
+    pub mapped_size: usize,
 }
 
 pub(crate) fn round_size(size: usize) -> Option<usize> {
@@ -155,6 +161,8 @@ pub(crate) struct Core {
     /// Address → block, for every allocated block.
     live: FastMap<usize, u32>,
     pub(crate) stats: ShardStats,
+    /// Expandable segment → its mapped pages.
+    pages: HashMap<u32, expandable::PageMap>,
     /// A copy of the pool's configuration (the limit is kept pool-wide).
     pub(crate) config: PoolConfig,
     pub(crate) closed: bool,
@@ -174,6 +182,7 @@ impl Core {
             binned: 0,
             live: FastMap::default(),
             stats: ShardStats::default(),
+            pages: HashMap::new(),
             config,
             closed: false,
             history,
@@ -188,15 +197,18 @@ impl Core {
     #[inline]
     pub(crate) fn malloc_local(&mut self, size: usize, stream: usize) -> Option<usize> {
         let rounded = round_size(size).filter(|_| !self.closed)?;
-        match self.take_cached(size, rounded, stream, true) {
+        match self.take_cached(size, rounded, stream, true, None) {
             Take::Got(addr) => Some(addr),
-            Take::Miss | Take::NoRoom => None,
+            Take::Miss | Take::NoRoom | Take::NoMemory => None,
         }
     }
 
     /// A cached block for `rounded` bytes: the exact-size bin, then best fit,
     /// then best fit after merging the bins. With `checked`, only when every
-    /// statistic the allocation raises has the headroom for it.
+    /// statistic the allocation raises has the headroom for it. `map`: the
+    /// virtual memory and the bytes the limit still allows, to map the pages
+    /// of an expandable segment under the block (without it such a block
+    /// is `NoRoom`: the pool-wide path maps).
     #[inline]
     pub(crate) fn take_cached(
         &mut self,
@@ -204,6 +216,7 @@ impl Core {
         rounded: usize,
         stream: usize,
         checked: bool,
+        map: Option<(&dyn crate::pool::virtual_memory::VirtualMemory, usize)>,
     ) -> Take {
         if let Some(bin) = self.bins.get_mut(&(stream, rounded)) {
             if let Some(&idx) = bin.blocks.last() {
@@ -218,12 +231,19 @@ impl Core {
                 return Take::Got(self.hand_out(idx, size));
             }
         }
-        self.take_best_fit(size, rounded, stream, checked)
+        self.take_best_fit(size, rounded, stream, checked, map)
     }
 
     #[cold]
     #[inline(never)]
-    fn take_best_fit(&mut self, size: usize, rounded: usize, stream: usize, checked: bool) -> Take {
+    fn take_best_fit(
+        &mut self,
+        size: usize,
+        rounded: usize,
+        stream: usize,
+        checked: bool,
+        map: Option<(&dyn crate::pool::virtual_memory::VirtualMemory, usize)>,
+    ) -> Take {
         let kind = kind_of(rounded);
         let idx = match self.best_fit(kind, rounded, stream) {
             Some(idx) => idx,
@@ -236,8 +256,23 @@ impl Core {
                 }
             }
         };
+        let b = self.blocks[idx];
+        if self.is_expandable(b.segment) {
+            let handed = if self.tail_after(&b, rounded) > 0 {
+                rounded
+            } else {
+                b.size
+            };
+            if !self.is_mapped(b.segment, b.addr, handed) {
+                let Some((vm, room)) = map else {
+                    return Take::NoRoom;
+                };
+                if !self.map_range(vm, b.segment, b.addr, handed, room) {
+                    return Take::NoMemory;
+                }
+            }
+        }
         if checked {
-            let b = self.blocks[idx];
             let tail = self.tail_after(&b, rounded);
             let handed = if tail > 0 { rounded } else { b.size };
             let max_split = self.config.max_split_size;
@@ -281,6 +316,15 @@ impl Core {
         let b = self.blocks[idx];
         let kind = b.kind;
         let max_split = self.config.max_split_size;
+        // Unmapped pages are mapped only on the pool-wide path of an
+        // ordinary allocation.
+        if self.is_expandable(b.segment)
+            && !(addr >= b.addr
+                && addr.checked_add(rounded)? <= b.addr + b.size
+                && self.is_mapped(b.segment, addr, rounded))
+        {
+            return None;
+        }
         if b.state != State::Free
             || kind != kind_of(rounded)
             || b.stream != stream
@@ -332,9 +376,14 @@ impl Core {
         let max_split = self.config.max_split_size;
         // PyTorch's rules: small requests do not take oversize blocks, and
         // oversize requests do not take blocks much larger than themselves.
+        // Not in an expandable pool: its free blocks are ranges of address
+        // space that are split to size whatever their length (PyTorch keeps
+        // these rules to mapped blocks; unmapped space is carved at will).
+        let expandable = self.config.expandable_segments;
         let usable = |size: usize| {
-            !(rounded < max_split && size >= max_split
-                || rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER))
+            expandable
+                || !(rounded < max_split && size >= max_split
+                    || rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER))
         };
         let mut fits = self.free[kind.set()]
             .range((stream, rounded, 0, 0)..)
@@ -365,7 +414,10 @@ impl Core {
     #[inline]
     fn tail_after(&self, b: &Block, rounded: usize) -> usize {
         let remaining = b.size - rounded;
+        // PyTorch's should_split: with expandable segments every rest of at
+        // least 512 bytes is split off.
         let split = match b.kind {
+            _ if self.config.expandable_segments => remaining >= MIN_BLOCK_SIZE,
             Kind::Small => remaining >= MIN_BLOCK_SIZE,
             Kind::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
         };
@@ -517,8 +569,12 @@ pub(crate) enum Take {
     Got(usize),
     /// Nothing cached fits: the pool must grow.
     Miss,
-    /// A block fits but a statistic lacks the headroom (pool-wide path).
+    /// A block fits but a statistic lacks the headroom, or pages must be
+    /// mapped under it (pool-wide path).
     NoRoom,
+    /// A block of an expandable segment fits, but its pages could not be
+    /// mapped (device out of memory, or the limit).
+    NoMemory,
 }
 
 /// What [`Core::free`] did.

@@ -1,5 +1,6 @@
 //! A destroyed stream's share of a shard: its wholly free segments go back
-//! to the device, and the segments it still has blocks handed out in are
+//! to the device, and the segments it still has blocks handed out in (and
+//! its expandable segments, whose free pages `empty_cache` unmaps) are
 //! retired (no stream takes blocks from them; once wholly free they go back
 //! at the next retirement or release).
 
@@ -25,7 +26,9 @@ impl Core {
         for seg in mine {
             let s = self.segments[seg];
             let first = &self.blocks[s.first];
-            if first.state == State::Free && first.next == NIL {
+            // An expandable segment is a reservation whose free pages are
+            // unmapped by empty_cache/trim, not released here: it is retired.
+            if !s.expandable && first.state == State::Free && first.next == NIL {
                 self.release_segment(dev, seg);
                 released += s.size;
             } else if s.stream != RETIRED {

@@ -61,6 +61,7 @@ impl Core {
             kind,
             stream,
             first: NIL,
+            expandable: false,
         });
         let idx = self.blocks.insert(Block {
             addr,
@@ -100,7 +101,7 @@ impl Core {
             .filter_map(|&seg| {
                 let s = self.segments[seg];
                 let b = &self.blocks[s.first];
-                (b.state == State::Free && b.next == NIL).then_some((s.size, seg))
+                (!s.expandable && b.state == State::Free && b.next == NIL).then_some((s.size, seg))
             })
             .collect()
     }
@@ -119,7 +120,11 @@ impl Core {
             .filter(|&seg| {
                 let s = self.segments[seg];
                 let b = &self.blocks[s.first];
-                s.kind == Kind::Large && s.size < rounded && b.state == State::Free && b.next == NIL
+                !s.expandable
+                    && s.kind == Kind::Large
+                    && s.size < rounded
+                    && b.state == State::Free
+                    && b.next == NIL
             })
             .collect();
         for seg in unfit {
@@ -153,6 +158,9 @@ impl Core {
     /// calls. Returns how many blocks were still allocated.
     pub(crate) fn close(&mut self, dev: &dyn DeviceMemory) -> usize {
         let leaked = self.live.len();
+        if let Some(vm) = dev.virtual_memory() {
+            self.release_reservations(vm, true);
+        }
         for (&addr, &seg) in &self.by_addr {
             let s = self.segments[seg];
             if let Some(addr) = NonZeroUsize::new(addr) {
@@ -169,6 +177,7 @@ impl Core {
         self.bins_used = Vec::new();
         self.bins = FastMap::default();
         self.live = FastMap::default();
+        self.pages = HashMap::new();
         self.binned = 0;
         self.closed = true;
         leaked

@@ -1,0 +1,220 @@
+//! CANN's `acl_rt.h` virtual-memory functions: reserve address space, make
+//! physical memory, map it into a reservation, and undo each step. On the
+//! host runtime they are served by `crate::runtime::virtual_memory`; in
+//! front of a real CANN, by CANN.
+#![allow(non_snake_case)]
+
+use super::boundary::passthrough;
+use super::types::*;
+use crate::runtime::backend::active;
+use std::ffi::c_void;
+
+/// Reserves `size` bytes of device address space without memory behind it
+/// (rounded up to the granularity, 2 MiB on the host). `alignment`: 0 or a
+/// power of two; `expectPtr`: NULL, or the address wanted (it must be free
+/// and aligned); `flags`: the page type (0 normal, 1 huge, 2 huge 1G).
+///
+/// # Safety
+/// `virPtr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtReserveMemAddress(
+    virPtr: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expectPtr: *mut c_void,
+    flags: u64,
+) -> aclError {
+    // SAFETY (every export): the arguments are forwarded unchanged to a
+    // function with the same contract.
+    passthrough("aclrtReserveMemAddress", || unsafe {
+        (active().aclrtReserveMemAddress)(virPtr, size, alignment, expectPtr, flags)
+    })
+}
+
+/// Releases a whole reservation by its start address. A reservation that
+/// still has mappings is refused (`aclrtUnmapMem` them first).
+///
+/// # Safety
+/// None: the address is looked up among the live reservations.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtReleaseMemAddress(virPtr: *mut c_void) -> aclError {
+    passthrough("aclrtReleaseMemAddress", || unsafe {
+        (active().aclrtReleaseMemAddress)(virPtr)
+    })
+}
+
+/// Allocates `size` bytes of physical memory (a multiple of the
+/// granularity) on the device `prop->location.id`, counted against its
+/// capacity; `flags` must be 0.
+///
+/// # Safety
+/// `handle` is NULL or writable; `prop` is NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMallocPhysical(
+    handle: *mut aclrtDrvMemHandle,
+    size: usize,
+    prop: *const aclrtPhysicalMemProp,
+    flags: u64,
+) -> aclError {
+    passthrough("aclrtMallocPhysical", || unsafe {
+        (active().aclrtMallocPhysical)(handle, size, prop, flags)
+    })
+}
+
+/// Frees physical memory. Memory still mapped is given back when its last
+/// mapping is unmapped; the handle is invalid at once.
+///
+/// # Safety
+/// None: the handle is looked up among the live ones.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtFreePhysical(handle: aclrtDrvMemHandle) -> aclError {
+    passthrough("aclrtFreePhysical", || unsafe {
+        (active().aclrtFreePhysical)(handle)
+    })
+}
+
+/// Maps all of physical memory `handle` at `virPtr`: `size` equal to its
+/// size, `offset` and `flags` 0, the range granularity-aligned, inside one
+/// reservation and over no other mapping.
+///
+/// # Safety
+/// None: the address and handle are looked up.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMapMem(
+    virPtr: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: aclrtDrvMemHandle,
+    flags: u64,
+) -> aclError {
+    passthrough("aclrtMapMem", || unsafe {
+        (active().aclrtMapMem)(virPtr, size, offset, handle, flags)
+    })
+}
+
+/// Removes the mapping that starts at `virPtr`; its range stays reserved.
+/// As on CANN it does not wait for streams: synchronize first if queued
+/// work may still use the memory.
+///
+/// # Safety
+/// No queued work may use the range afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtUnmapMem(virPtr: *mut c_void) -> aclError {
+    passthrough("aclrtUnmapMem", || unsafe {
+        (active().aclrtUnmapMem)(virPtr)
+    })
+}
+
+/// The granularity of physical allocations and mappings (2 MiB on the host
+/// for every option and memory attribute).
+///
+/// # Safety
+/// `prop` is NULL or readable; `granularity` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
+    prop: *mut aclrtPhysicalMemProp,
+    option: aclrtMemGranularityOptions,
+    granularity: *mut usize,
+) -> aclError {
+    passthrough("aclrtMemGetAllocationGranularity", || unsafe {
+        (active().aclrtMemGetAllocationGranularity)(prop, option, granularity)
+    })
+}
+
+/// The host backend's implementations.
+pub(crate) mod host {
+    use super::super::args::{self, Out};
+    use super::super::boundary::boundary;
+    use super::*;
+    use crate::runtime::host::host;
+    use crate::runtime::virtual_memory::virtual_memory;
+
+    pub(crate) unsafe extern "C" fn aclrtReserveMemAddress(
+        virPtr: *mut *mut c_void,
+        size: usize,
+        alignment: usize,
+        expectPtr: *mut c_void,
+        flags: u64,
+    ) -> aclError {
+        boundary("aclrtReserveMemAddress", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(virPtr, "virPtr") }?;
+            let addr = virtual_memory().reserve(size, alignment, expectPtr as usize, flags)?;
+            out.write(addr as *mut c_void);
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtReleaseMemAddress(virPtr: *mut c_void) -> aclError {
+        boundary("aclrtReleaseMemAddress", || {
+            let addr = args::address(virPtr, "virPtr")?;
+            virtual_memory().release(addr.as_ptr() as usize)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMallocPhysical(
+        handle: *mut aclrtDrvMemHandle,
+        size: usize,
+        prop: *const aclrtPhysicalMemProp,
+        flags: u64,
+    ) -> aclError {
+        boundary("aclrtMallocPhysical", || {
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(handle, "handle") }?;
+            // SAFETY: the caller's contract.
+            let prop = unsafe { args::input(prop, "prop") }?;
+            let h = host().malloc_physical(size, prop, flags)?;
+            out.write(h as aclrtDrvMemHandle);
+            Ok(())
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtFreePhysical(handle: aclrtDrvMemHandle) -> aclError {
+        boundary("aclrtFreePhysical", || {
+            let h = args::address(handle, "handle")?;
+            host().free_physical(h.as_ptr() as usize)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMapMem(
+        virPtr: *mut c_void,
+        size: usize,
+        offset: usize,
+        handle: aclrtDrvMemHandle,
+        flags: u64,
+    ) -> aclError {
+        boundary("aclrtMapMem", || {
+            let addr = args::address(virPtr, "virPtr")?;
+            let h = args::address(handle, "handle")?;
+            virtual_memory().map(
+                addr.as_ptr() as usize,
+                size,
+                offset,
+                h.as_ptr() as usize,
+                flags,
+            )
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtUnmapMem(virPtr: *mut c_void) -> aclError {
+        boundary("aclrtUnmapMem", || {
+            let addr = args::address(virPtr, "virPtr")?;
+            host().unmap_mem(addr.as_ptr() as usize)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn aclrtMemGetAllocationGranularity(
+        prop: *mut aclrtPhysicalMemProp,
+        option: aclrtMemGranularityOptions,
+        granularity: *mut usize,
+    ) -> aclError {
+        boundary("aclrtMemGetAllocationGranularity", || {
+            // SAFETY: the caller's contract.
+            let prop = unsafe { args::input(prop.cast_const(), "prop") }?;
+            // SAFETY: the caller's contract.
+            let out = unsafe { Out::required(granularity, "granularity") }?;
+            out.write(host().allocation_granularity(prop, option)?);
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,299 @@
+//! Expandable segments (PyTorch's `expandable_segments:True`).
+//!
+//! With fixed segments a segment goes back to the device only when all its
+//! blocks are free, so under sizes that keep changing the live data spreads
+//! over many partly used segments and the device runs out while much of it
+//! sits cached but unusable. An expandable segment is instead one large
+//! reservation of address space per (stream, small/large pool), sized from
+//! the device's capacity, backed by physical memory one page at a time:
+//!
+//! - the whole reservation is one block list, so blocks are carved, split
+//!   and merged with PyTorch's rules exactly as in a fixed segment;
+//! - handing out a block maps the pages under it that are not mapped yet
+//!   (each page its own physical allocation, as torch_npu does);
+//! - releasing (`empty_cache`, and the out-of-memory path before its retry)
+//!   unmaps every page that holds no live block, so physical memory follows
+//!   the live data and a free range anywhere can be reused, by mapping fresh
+//!   pages, for a request of any size: the pool never fails for want of
+//!   contiguous memory while enough physical memory is free;
+//! - `reserved_bytes` counts mapped pages (PyTorch's meaning); `segment`
+//!   counts reservations.
+//!
+//! Differences from PyTorch's `ExpandableSegment`: page mapping is tracked
+//! per page rather than by splitting blocks into mapped and unmapped parts
+//! (a page is shared by the blocks it overlaps), and a stream whose
+//! reservation has no free range large enough gets another reservation
+//! instead of failing; `empty_virt_addr_cache` releases reservations that
+//! back no block.
+//!
+//! Unmapping happens under the pool's locks without waiting for streams:
+//! callers synchronize the device first, with no lock held (see
+//! `Pool::empty_cache` and `Pool::allocate_exclusive`), since a stream's
+//! worker may need this pool's locks to finish.
+
+use super::*;
+use crate::pool::virtual_memory::VirtualMemory;
+
+/// The mapped pages of one expandable segment.
+pub(crate) struct PageMap {
+    page: usize,
+    /// Per page: the token of its physical memory, `None` when unmapped.
+    tokens: Vec<Option<NonZeroUsize>>,
+    /// Bytes mapped.
+    pub(crate) mapped: usize,
+}
+
+/// Address space reserved per (stream, pool) in multiples of the device's
+/// capacity, as PyTorch does (1 1/8: room to map pages at the end while
+/// earlier ones are still in use).
+fn reservation_size(capacity: usize, rounded: usize, page: usize) -> usize {
+    let want = capacity.saturating_add(capacity / 8).max(rounded);
+    round_up(want, page)
+}
+
+impl Core {
+    /// True when `seg` is an expandable segment.
+    #[inline]
+    pub(crate) fn is_expandable(&self, seg: u32) -> bool {
+        self.segments[seg].expandable
+    }
+
+    /// Bytes of `seg` that count as reserved: all of a fixed segment, the
+    /// mapped pages of an expandable one.
+    pub(crate) fn reserved_of(&self, seg: u32) -> usize {
+        match self.pages.get(&seg) {
+            Some(p) => p.mapped,
+            None => self.segments[seg].size,
+        }
+    }
+
+    /// Page indices of `seg` overlapping `[addr, addr + len)`.
+    fn page_span(&self, seg: u32, addr: usize, len: usize) -> std::ops::Range<usize> {
+        let s = self.segments[seg];
+        let page = self.pages[&seg].page;
+        let first = (addr - s.addr) / page;
+        let end = (addr + len - s.addr).div_ceil(page);
+        first..end
+    }
+
+    /// True when every page under `[addr, addr + len)` of `seg` is mapped.
+    pub(crate) fn is_mapped(&self, seg: u32, addr: usize, len: usize) -> bool {
+        let span = self.page_span(seg, addr, len);
+        self.pages[&seg].tokens[span].iter().all(Option::is_some)
+    }
+
+    /// Maps the unmapped pages under `[addr, addr + len)` of `seg`, within
+    /// `room` new bytes. All or nothing: false (nothing mapped) when the
+    /// device is out of memory or the room is too small.
+    pub(crate) fn map_range(
+        &mut self,
+        vm: &dyn VirtualMemory,
+        seg: u32,
+        addr: usize,
+        len: usize,
+        room: usize,
+    ) -> bool {
+        let span = self.page_span(seg, addr, len);
+        let base = self.segments[seg].addr;
+        let kind = self.segments[seg].kind;
+        let pm = self
+            .pages
+            .get_mut(&seg)
+            .expect("an expandable segment has a page map");
+        let page = pm.page;
+        let missing = pm.tokens[span.clone()]
+            .iter()
+            .filter(|t| t.is_none())
+            .count();
+        if missing.saturating_mul(page) > room {
+            return false;
+        }
+        let mut done = Vec::new();
+        for i in span {
+            if pm.tokens[i].is_some() {
+                continue;
+            }
+            match vm.map(base + i * page) {
+                Some(token) => {
+                    pm.tokens[i] = Some(token);
+                    done.push(i);
+                }
+                None => {
+                    for j in done {
+                        if let Some(token) = pm.tokens[j].take() {
+                            vm.unmap(base + j * page, token);
+                        }
+                    }
+                    return false;
+                }
+            }
+        }
+        let bytes = done.len() * page;
+        pm.mapped += bytes;
+        let s = &mut self.stats;
+        for i in [STAT_ALL, kind.index()] {
+            s.reserved_bytes[i].increase(bytes as i64);
+        }
+        s.num_device_alloc += done.len() as i64;
+        true
+    }
+
+    /// A new expandable segment for (`kind`, `stream`) able to hold a block
+    /// of `rounded` bytes; its whole range is one free, unmapped block.
+    pub(crate) fn new_reservation(
+        &mut self,
+        vm: &dyn VirtualMemory,
+        kind: Kind,
+        rounded: usize,
+        stream: usize,
+        capacity: usize,
+    ) -> Result<u32, &'static str> {
+        let page = vm.page_size();
+        let least = round_up(rounded, page);
+        let mut size = reservation_size(capacity, rounded, page);
+        // The host may lack that much address space: halve down to what
+        // the request needs.
+        let addr = loop {
+            if let Some(addr) = vm.reserve(size) {
+                break addr;
+            }
+            if size <= least {
+                return Err("the device's address space is exhausted");
+            }
+            size = round_up((size / 2).max(least), page);
+        };
+        let seg = self.segments.insert(Segment {
+            addr: addr.get(),
+            size,
+            kind,
+            stream,
+            first: NIL,
+            expandable: true,
+        });
+        let idx = self.blocks.insert(Block {
+            addr: addr.get(),
+            size,
+            requested: 0,
+            prev: NIL,
+            next: NIL,
+            segment: seg,
+            kind,
+            stream,
+            state: State::Free,
+            counted_split: false,
+        });
+        self.segments[seg].first = idx;
+        self.by_addr.insert(addr.get(), seg);
+        self.pages.insert(
+            seg,
+            PageMap {
+                page,
+                tokens: vec![None; size / page],
+                mapped: 0,
+            },
+        );
+        self.insert_free(idx);
+        for i in [STAT_ALL, kind.index()] {
+            self.stats.segment[i].increase(1);
+        }
+        Ok(idx)
+    }
+
+    /// Unmaps every page of this shard's expandable segments that holds no
+    /// live block (after merging the bins). Returns the bytes unmapped.
+    pub(crate) fn unmap_free_pages(&mut self, vm: &dyn VirtualMemory) -> usize {
+        self.flush_bins();
+        let segs: Vec<u32> = self.pages.keys().copied().collect();
+        let mut total = 0;
+        for seg in segs {
+            let s = self.segments[seg];
+            let mut idx = s.first;
+            let mut ranges = Vec::new();
+            while idx != NIL {
+                let b = self.blocks[idx];
+                if b.state == State::Free {
+                    ranges.push((b.addr, b.size));
+                }
+                idx = b.next;
+            }
+            let pm = self.pages.get_mut(&seg).expect("page map");
+            let page = pm.page;
+            let mut pages = 0usize;
+            for (addr, size) in ranges {
+                // Only pages wholly inside the free block: a page it shares
+                // with a live neighbour stays.
+                let first = (addr - s.addr).div_ceil(page);
+                let end = (addr + size - s.addr) / page;
+                for i in first..end {
+                    if let Some(token) = pm.tokens[i].take() {
+                        vm.unmap(s.addr + i * page, token);
+                        pages += 1;
+                    }
+                }
+            }
+            let bytes = pages * page;
+            pm.mapped -= bytes;
+            total += bytes;
+            let st = &mut self.stats;
+            for i in [STAT_ALL, s.kind.index()] {
+                st.reserved_bytes[i].decrease(bytes as i64);
+            }
+            st.num_device_free += pages as i64;
+        }
+        total
+    }
+
+    /// Releases the expandable segments that back no block (`all`: every
+    /// one, live blocks included, for closing). Returns how many.
+    pub(crate) fn release_reservations(&mut self, vm: &dyn VirtualMemory, all: bool) -> usize {
+        if !all {
+            self.flush_bins();
+        }
+        let idle: Vec<u32> = self
+            .pages
+            .keys()
+            .copied()
+            .filter(|&seg| {
+                let b = &self.blocks[self.segments[seg].first];
+                all || (b.state == State::Free && b.next == NIL)
+            })
+            .collect();
+        for &seg in &idle {
+            let s = self.segments[seg];
+            let pm = self.pages.remove(&seg).expect("page map");
+            let mut pages = 0i64;
+            for (i, token) in pm.tokens.iter().enumerate() {
+                if let Some(token) = *token {
+                    vm.unmap(s.addr + i * pm.page, token);
+                    pages += 1;
+                }
+            }
+            let mut idx = s.first;
+            while idx != NIL {
+                let b = self.blocks[idx];
+                match b.state {
+                    State::Free => self.detach_free(idx),
+                    // Only when closing: the pool forgets everything next.
+                    State::Allocated => {
+                        self.live.remove(&b.addr);
+                    }
+                    State::Cached => {}
+                }
+                self.blocks.remove(idx);
+                idx = b.next;
+            }
+            self.segments.remove(seg);
+            self.by_addr.remove(&s.addr);
+            if let Some(addr) = NonZeroUsize::new(s.addr) {
+                vm.release(addr, s.size);
+            }
+            let st = &mut self.stats;
+            for i in [STAT_ALL, s.kind.index()] {
+                st.segment[i].decrease(1);
+                st.reserved_bytes[i].decrease(pm.mapped as i64);
+            }
+            st.num_device_free += pages;
+        }
+        idle.len()
+    }
+}

@@ -1,0 +1,203 @@
+//! The device's virtual memory as an expandable pool sees it: reserve
+//! address space, back one page of it with physical memory, take the page
+//! back, release the address space.
+//!
+//! Two implementations: [`super::acl::AclMemory`] calls the ACL functions
+//! (`aclrtReserveMemAddress`, `aclrtMallocPhysical` + `aclrtMapMem`,
+//! `aclrtUnmapMem` + `aclrtFreePhysical`, `aclrtReleaseMemAddress`) through
+//! the runtime's backend table, so in front of a real CANN the pool uses the
+//! NPU's virtual memory; [`super::device::HostMemory`] maps host memory for
+//! tests and benchmarks.
+
+use super::acl::AclMemory;
+use super::device::HostMemory;
+use crate::core::error::ACL_SUCCESS;
+use crate::ffi::types::{
+    aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
+    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+};
+use crate::runtime::backend::active;
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
+
+/// Virtual memory of one device.
+pub trait VirtualMemory: Send + Sync {
+    /// The page size: physical memory is mapped and unmapped in pages.
+    fn page_size(&self) -> usize;
+    /// Reserves `size` bytes (a multiple of the page size) of address space.
+    fn reserve(&self, size: usize) -> Option<NonZeroUsize>;
+    /// Releases a reservation that has no page mapped.
+    fn release(&self, addr: NonZeroUsize, size: usize);
+    /// Backs the page at `addr` (inside a reservation) with new physical
+    /// memory. Returns a token for [`VirtualMemory::unmap`]; `None` when the
+    /// device is out of memory.
+    fn map(&self, addr: usize) -> Option<NonZeroUsize>;
+    /// Unmaps the page at `addr` and frees its physical memory.
+    fn unmap(&self, addr: usize, token: NonZeroUsize);
+    /// Waits until no queued work can use memory about to be unmapped.
+    fn synchronize(&self);
+}
+
+// ---- the ACL device -------------------------------------------------------
+
+const PAGE: usize = 2 << 20;
+
+impl AclMemory {
+    fn prop(&self) -> aclrtPhysicalMemProp {
+        let mut prop = aclrtPhysicalMemProp {
+            handleType: ACL_MEM_HANDLE_TYPE_NONE,
+            allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+            memAttr: ACL_HBM_MEM_HUGE,
+            ..Default::default()
+        };
+        prop.location.r#type = ACL_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = u32::try_from(super::device::DeviceMemory::device(self)).unwrap_or(0);
+        prop
+    }
+
+    /// The device's granularity (`aclrtMemGetAllocationGranularity`), or 2 MiB.
+    pub(crate) fn granularity(&self) -> usize {
+        let mut prop = self.prop();
+        let mut g = 0usize;
+        // SAFETY: both pointers are valid for the call.
+        let rc = unsafe {
+            (active().aclrtMemGetAllocationGranularity)(
+                &mut prop,
+                ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+                &mut g,
+            )
+        };
+        if rc == ACL_SUCCESS && g.is_power_of_two() {
+            g.max(PAGE)
+        } else {
+            PAGE
+        }
+    }
+}
+
+impl VirtualMemory for AclMemory {
+    fn page_size(&self) -> usize {
+        self.page()
+    }
+
+    fn reserve(&self, size: usize) -> Option<NonZeroUsize> {
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `ptr` is a valid out-pointer; flags 1: huge pages, as
+        // torch_npu reserves its expandable segments.
+        let rc = unsafe {
+            (active().aclrtReserveMemAddress)(&mut ptr, size, 0, std::ptr::null_mut(), 1)
+        };
+        (rc == ACL_SUCCESS).then(|| NonZeroUsize::new(ptr as usize))?
+    }
+
+    fn release(&self, addr: NonZeroUsize, _size: usize) {
+        // SAFETY: a reservation of this pool with nothing mapped.
+        let _ = unsafe { (active().aclrtReleaseMemAddress)(addr.get() as *mut c_void) };
+    }
+
+    fn map(&self, addr: usize) -> Option<NonZeroUsize> {
+        let prop = self.prop();
+        let mut handle: aclrtDrvMemHandle = std::ptr::null_mut();
+        let page = self.page();
+        // SAFETY: valid pointers for the call.
+        let rc = unsafe { (active().aclrtMallocPhysical)(&mut handle, page, &prop, 0) };
+        if rc != ACL_SUCCESS {
+            return None;
+        }
+        // SAFETY: `addr` is an unmapped page of a reservation of this pool;
+        // `handle` is the physical page just allocated.
+        let rc = unsafe { (active().aclrtMapMem)(addr as *mut c_void, page, 0, handle, 0) };
+        if rc != ACL_SUCCESS {
+            // SAFETY: the handle was just allocated and is not mapped.
+            let _ = unsafe { (active().aclrtFreePhysical)(handle) };
+            return None;
+        }
+        NonZeroUsize::new(handle as usize)
+    }
+
+    fn unmap(&self, addr: usize, token: NonZeroUsize) {
+        // SAFETY: `addr` is a page this pool mapped with `token`.
+        unsafe {
+            let _ = (active().aclrtUnmapMem)(addr as *mut c_void);
+            let _ = (active().aclrtFreePhysical)(token.get() as aclrtDrvMemHandle);
+        }
+    }
+
+    fn synchronize(&self) {
+        // SAFETY: no arguments.
+        let _ = unsafe { (active().aclrtSynchronizeDevice)() };
+    }
+}
+
+// ---- host memory ----------------------------------------------------------
+
+/// The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
+pub const HOST_PAGE: usize = 2 << 20;
+
+impl VirtualMemory for HostMemory {
+    fn page_size(&self) -> usize {
+        HOST_PAGE
+    }
+
+    fn reserve(&self, size: usize) -> Option<NonZeroUsize> {
+        // SAFETY: address space at the kernel's choice, no access.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        NonZeroUsize::new(p as usize)
+    }
+
+    fn release(&self, addr: NonZeroUsize, size: usize) {
+        // SAFETY: a reservation made by `reserve`, with nothing mapped.
+        unsafe { libc::munmap(addr.get() as *mut c_void, size) };
+    }
+
+    fn map(&self, addr: usize) -> Option<NonZeroUsize> {
+        if !self.charge(HOST_PAGE) {
+            return None;
+        }
+        // SAFETY: `addr` is an unmapped page of a reservation this device made.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut c_void,
+                HOST_PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            self.uncharge(HOST_PAGE);
+            return None;
+        }
+        NonZeroUsize::new(1)
+    }
+
+    fn unmap(&self, addr: usize, _token: NonZeroUsize) {
+        // SAFETY: back to reserved, inaccessible address space.
+        unsafe {
+            libc::mmap(
+                addr as *mut c_void,
+                HOST_PAGE,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        self.uncharge(HOST_PAGE);
+    }
+
+    fn synchronize(&self) {}
+}

@@ -1,0 +1,108 @@
+//! The virtual-memory calls of the host runtime: CANN's argument rules
+//! (`aclrtPhysicalMemProp`, options, flags) and the device accounting around
+//! the address-space bookkeeping of [`super::virtual_memory`].
+
+use super::host::HostRuntime;
+use super::virtual_memory::{aligned, invalid, unaligned, virtual_memory, GRANULARITY};
+use crate::core::error::Result;
+use crate::ffi::types::{
+    aclrtPhysicalMemProp, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
+    ACL_MEM_HANDLE_TYPE_POSIX, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+};
+
+/// The highest `aclrtMemAttr` value (`ACL_MEM_P2P_HUGE1G`).
+const MAX_MEM_ATTR: i32 = 17;
+
+impl HostRuntime {
+    /// Checks CANN's `aclrtPhysicalMemProp` and returns its device.
+    fn physical_device(&self, prop: &aclrtPhysicalMemProp) -> Result<&super::device::Device> {
+        if prop.location.r#type != ACL_MEM_LOCATION_TYPE_DEVICE {
+            return Err(invalid(
+                "prop",
+                "location.type must be ACL_MEM_LOCATION_TYPE_DEVICE (the host runtime has device memory only)",
+            ));
+        }
+        if ![ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_HANDLE_TYPE_POSIX].contains(&prop.handleType) {
+            return Err(invalid(
+                "prop",
+                "handleType is not an aclrtMemHandleType value",
+            ));
+        }
+        if prop.allocationType != ACL_MEM_ALLOCATION_TYPE_PINNED {
+            return Err(invalid(
+                "prop",
+                "allocationType must be ACL_MEM_ALLOCATION_TYPE_PINNED",
+            ));
+        }
+        if !(0..=MAX_MEM_ATTR).contains(&prop.memAttr) {
+            return Err(invalid("prop", "memAttr is not an aclrtMemAttr value"));
+        }
+        let id = i32::try_from(prop.location.id).unwrap_or(i32::MAX);
+        self.device(id)
+    }
+
+    /// `aclrtMemGetAllocationGranularity`.
+    pub fn allocation_granularity(
+        &self,
+        prop: &aclrtPhysicalMemProp,
+        option: i32,
+    ) -> Result<usize> {
+        if ![
+            ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+            ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+        ]
+        .contains(&option)
+        {
+            return Err(invalid(
+                "option",
+                "It must be ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM or ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED",
+            ));
+        }
+        self.physical_device(prop)?;
+        Ok(GRANULARITY)
+    }
+
+    /// `aclrtMallocPhysical`. The arguments are checked in their order:
+    /// size, prop, flags.
+    pub fn malloc_physical(
+        &self,
+        size: usize,
+        prop: &aclrtPhysicalMemProp,
+        flags: u64,
+    ) -> Result<usize> {
+        if size == 0 {
+            return Err(invalid("size", "It must be greater than 0"));
+        }
+        if !aligned(size) {
+            return Err(unaligned("size"));
+        }
+        let device = self.physical_device(prop)?;
+        if flags != 0 {
+            return Err(invalid("flags", "It is reserved and must be 0"));
+        }
+        virtual_memory().malloc_physical(device.memory(), size)
+    }
+
+    fn uncharge(&self, freed: Option<(u32, usize)>) {
+        if let Some((device, size)) = freed {
+            if let Ok(d) = self.device(device as i32) {
+                d.memory().uncharge(size);
+            }
+        }
+    }
+
+    /// `aclrtFreePhysical`.
+    pub fn free_physical(&self, handle: usize) -> Result<()> {
+        let freed = virtual_memory().free_physical(handle)?;
+        self.uncharge(freed);
+        Ok(())
+    }
+
+    /// `aclrtUnmapMem`.
+    pub fn unmap_mem(&self, addr: usize) -> Result<()> {
+        let freed = virtual_memory().unmap(addr)?;
+        self.uncharge(freed);
+        Ok(())
+    }
+}

@@ -1,0 +1,336 @@
+//! Model-based property tests of the pool with expandable segments: random
+//! alloc/free/empty_cache/empty_virt_addr_cache sequences over several
+//! streams on a small host "device". After every step: no two live blocks
+//! overlap and each keeps the bytes written into it (so each is mapped,
+//! read-write, and not shared); the statistics equal the model and the
+//! pool's own recount; the mapped memory (`reserved_bytes`) is exactly what
+//! the device has handed out. After a release, the mapped pages are exactly
+//! the pages under live blocks. An allocation fails only when the device
+//! truly lacks the pages it needs.
+
+use aclalloc::pool::{HostMemory, Pool, PoolConfig, STAT_ALL};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+const MIB: usize = 1 << 20;
+const PAGE: usize = 2 * MIB;
+const CAPACITY: usize = 96 * MIB;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc(usize, usize),
+    Free(usize),
+    EmptyCache,
+    EmptyVirtAddrCache,
+}
+
+fn size() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => 1usize..4096,
+        2 => 4096usize..=MIB,
+        3 => (MIB + 1)..24 * MIB,
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => (0usize..3, size()).prop_map(|(st, s)| Op::Alloc(st, s)),
+        8 => any::<usize>().prop_map(Op::Free),
+        1 => Just(Op::EmptyCache),
+        1 => Just(Op::EmptyVirtAddrCache),
+    ]
+}
+
+struct Live {
+    size: usize,
+    tag: u8,
+}
+
+fn pattern(addr: usize, size: usize, tag: u8) {
+    // SAFETY: the block is live and at least `size` bytes long.
+    unsafe {
+        ((addr + size - 1) as *mut u8).write(tag.wrapping_add(1));
+        (addr as *mut u8).write(tag); // a 1-byte block holds only this
+    }
+}
+
+fn intact(addr: usize, size: usize, tag: u8) -> bool {
+    // SAFETY: as in `pattern`.
+    unsafe {
+        *(addr as *const u8) == tag
+            && (size == 1 || *((addr + size - 1) as *const u8) == tag.wrapping_add(1))
+    }
+}
+
+/// Pages (by address) under the live blocks, from the pool's own view.
+fn pages_under_live_blocks(pool: &Pool) -> BTreeSet<usize> {
+    let mut pages = BTreeSet::new();
+    for seg in pool.segments() {
+        assert!(
+            seg.is_expandable,
+            "an expandable pool has only expandable segments"
+        );
+        for b in seg.blocks.iter().filter(|b| b.allocated) {
+            let first = b.address / PAGE;
+            let last = (b.address + b.size - 1) / PAGE;
+            pages.extend((first..=last).map(|p| p * PAGE));
+        }
+    }
+    pages
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let device = Arc::new(HostMemory::new(CAPACITY));
+    let config = PoolConfig {
+        expandable_segments: true,
+        ..PoolConfig::default()
+    };
+    let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+    prop_assert!(pool.config().expandable_segments);
+    let mut live: BTreeMap<usize, Live> = BTreeMap::new();
+    let mut requested = 0usize;
+    let mut next_tag = 0u8;
+    for op in ops {
+        match op {
+            Op::Alloc(stream, size) => match pool.malloc_on(stream + 1, size) {
+                Ok(addr) => {
+                    let addr = addr.get();
+                    prop_assert_eq!(addr % 512, 0);
+                    // No overlap with any live block.
+                    if let Some((&a, l)) = live.range(..addr + size).next_back() {
+                        prop_assert!(a + l.size <= addr, "overlap at {:#x}", addr);
+                    }
+                    next_tag = next_tag.wrapping_add(2);
+                    pattern(addr, size, next_tag);
+                    live.insert(
+                        addr,
+                        Live {
+                            size,
+                            tag: next_tag,
+                        },
+                    );
+                    requested += size;
+                }
+                Err(e) => {
+                    // Out of memory only when the device truly lacks the pages:
+                    // a block of `size` bytes needs at most its size in new
+                    // pages plus one (a large block may keep up to 1 MiB more).
+                    let free = CAPACITY - device.used();
+                    let need = (size.div_ceil(PAGE) + 1) * PAGE;
+                    prop_assert!(free < need, "{e}: {free} bytes free, {need} needed");
+                    // The out-of-memory path unmapped every page without a
+                    // live block first.
+                    let pages = pages_under_live_blocks(&pool);
+                    prop_assert_eq!(device.used(), pages.len() * PAGE);
+                }
+            },
+            Op::Free(i) => {
+                if live.is_empty() {
+                    continue;
+                }
+                let addr = *live.keys().nth(i % live.len()).unwrap();
+                let l = live.remove(&addr).unwrap();
+                prop_assert!(
+                    intact(addr, l.size, l.tag),
+                    "block {:#x} was overwritten",
+                    addr
+                );
+                pool.free(addr).unwrap();
+                prop_assert!(pool.free(addr).is_err(), "double free refused");
+                requested -= l.size;
+            }
+            Op::EmptyCache => {
+                pool.empty_cache();
+                let pages = pages_under_live_blocks(&pool);
+                prop_assert_eq!(pool.memory_reserved(), pages.len() * PAGE);
+            }
+            Op::EmptyVirtAddrCache => {
+                pool.empty_virt_addr_cache();
+                let streams_in_use: BTreeSet<usize> = pool
+                    .segments()
+                    .iter()
+                    .inspect(|s| assert!(s.blocks.iter().any(|b| b.allocated)))
+                    .map(|s| s.stream)
+                    .collect();
+                prop_assert!(streams_in_use.len() <= 3);
+            }
+        }
+        for (&addr, l) in &live {
+            prop_assert!(
+                intact(addr, l.size, l.tag),
+                "block {:#x} was overwritten",
+                addr
+            );
+        }
+        let s = pool.stats();
+        prop_assert_eq!(s.allocation[STAT_ALL].current as usize, live.len());
+        prop_assert_eq!(s.requested_bytes[STAT_ALL].current as usize, requested);
+        prop_assert_eq!(s.reserved_bytes[STAT_ALL].current as usize, device.used());
+        prop_assert!(s.reserved_bytes[STAT_ALL].current % PAGE as i64 == 0);
+        prop_assert_eq!(pool.check_invariants(), Ok(()));
+    }
+    for &addr in live.keys() {
+        pool.free(addr).unwrap();
+    }
+    pool.empty_cache();
+    prop_assert_eq!(device.used(), 0, "nothing mapped once everything is free");
+    prop_assert!(
+        pool.empty_virt_addr_cache() <= 6,
+        "two pools for each of three streams at most"
+    );
+    prop_assert!(pool.segments().is_empty(), "every reservation released");
+    drop(pool);
+    prop_assert_eq!(device.used(), 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn expandable_pool_matches_its_model(ops in prop::collection::vec(op(), 1..120)) {
+        run(ops)?;
+    }
+}
+
+/// Free ranges anywhere serve a larger request: with fixed segments this
+/// trace runs out of memory, with expandable segments it fits.
+#[test]
+fn freed_ranges_are_reused_for_larger_requests() {
+    for expandable in [false, true] {
+        let device = Arc::new(HostMemory::new(64 * MIB));
+        let config = PoolConfig {
+            expandable_segments: expandable,
+            ..PoolConfig::default()
+        };
+        let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+        // Twelve 4.5 MiB blocks, then free every other one: 27 MiB free in
+        // 4.5 MiB holes.
+        let blocks: Vec<usize> = (0..12)
+            .map(|_| pool.malloc(9 * MIB / 2).unwrap().get())
+            .collect();
+        for b in blocks.iter().step_by(2) {
+            pool.free(*b).unwrap();
+        }
+        let big = pool.malloc(24 * MIB);
+        assert_eq!(big.is_ok(), expandable, "expandable: {expandable}");
+        if expandable {
+            // Every page under a live block is mapped, and no more.
+            let s = pool.stats();
+            assert!(s.reserved_bytes[STAT_ALL].current as usize <= 64 * MIB);
+            assert_eq!(s.num_alloc_retries, 1);
+        }
+    }
+}
+
+/// Snapshot and statistics show the mapped and unmapped parts.
+#[test]
+fn snapshot_shows_mapped_and_unmapped_parts() {
+    let device = Arc::new(HostMemory::new(64 * MIB));
+    let config = PoolConfig {
+        expandable_segments: true,
+        ..PoolConfig::default()
+    };
+    let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+    let a = pool.malloc(3 * MIB).unwrap().get();
+    let json = pool.snapshot_json();
+    assert!(
+        json.contains("\"segment_type\":\"large\",\"is_expandable\":true,\"mapped_size\":4194304,"),
+        "{json}"
+    );
+    let total = pool.segments()[0].total_size;
+    assert!(
+        json.contains(&format!("\"unmapped_size\":{}", total - 4 * MIB)),
+        "{json}"
+    );
+    assert_eq!(pool.memory_reserved(), 4 * MIB);
+    assert_eq!(pool.stats().segment[STAT_ALL].current, 1);
+    let summary = pool.summary();
+    // The reservation is 72 MiB (1 1/8 of the device): 68 MiB unmapped,
+    // shown in KiB below 768 MiB as PyTorch's summary does.
+    assert_eq!(total, 72 * MIB);
+    let line = "| Expandable segments: 1, mapped 4096 KiB, unmapped 69632 KiB";
+    assert!(summary.contains(line), "{summary}");
+    assert!(
+        summary.lines().all(|l| l.chars().count() == 77),
+        "{summary}"
+    );
+    pool.free(a).unwrap();
+    assert_eq!(pool.memory_reserved(), 4 * MIB, "cached, still mapped");
+    assert_eq!(pool.empty_virt_addr_cache(), 1);
+    assert_eq!(pool.memory_reserved(), 0);
+    assert_eq!(device.used(), 0);
+    assert!(pool.segments().is_empty());
+}
+
+/// Threads on their own streams allocate, write, check and free under memory
+/// pressure, so that mapping, the out-of-memory unmapping and the retry run
+/// while other threads hold live blocks: no block loses its contents, every
+/// failure is an out-of-memory error, and everything is given back.
+#[test]
+fn threads_under_memory_pressure_keep_their_blocks() {
+    // Four threads keep up to six blocks of up to 8 MiB each: about 80 MiB
+    // live on average, more than the device holds.
+    let device = Arc::new(HostMemory::new(64 * MIB));
+    let config = PoolConfig {
+        expandable_segments: true,
+        ..PoolConfig::default()
+    };
+    let pool = Arc::new(Pool::new(config, Arc::clone(&device)).unwrap());
+    let ooms: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let pool = Arc::clone(&pool);
+                scope.spawn(move || {
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
+                    let mut next = move || {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x
+                    };
+                    let mut live: Vec<(usize, usize, u8)> = Vec::new();
+                    let mut ooms = 0;
+                    for i in 0..2000u32 {
+                        if live.len() >= 6 || (!live.is_empty() && next() % 3 == 0) {
+                            let (addr, size, tag) = live.swap_remove(next() as usize % live.len());
+                            assert!(intact(addr, size, tag), "thread {t}: block overwritten");
+                            pool.free(addr).unwrap();
+                        } else {
+                            let size = 1 + next() as usize % (8 * MIB);
+                            match pool.malloc_on(t as usize + 1, size) {
+                                Ok(a) => {
+                                    let tag = (i % 200) as u8;
+                                    pattern(a.get(), size, tag);
+                                    live.push((a.get(), size, tag));
+                                }
+                                Err(e) => {
+                                    assert!(e.to_string().contains("Out of memory"), "{e}");
+                                    ooms += 1;
+                                }
+                            }
+                        }
+                        for &(addr, size, tag) in &live {
+                            assert!(intact(addr, size, tag), "thread {t}: block overwritten");
+                        }
+                    }
+                    for (addr, _, _) in live {
+                        pool.free(addr).unwrap();
+                    }
+                    ooms
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(pool.check_invariants(), Ok(()));
+    pool.empty_cache();
+    assert_eq!(device.used(), 0);
+    assert_eq!(pool.memory_reserved(), 0);
+    println!("out-of-memory failures under pressure: {ooms}");
+    assert!(
+        ooms > 0,
+        "the device was never short: the test did not test"
+    );
+}
