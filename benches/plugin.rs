@@ -12,7 +12,7 @@
 //! allocator.
 
 use aclalloc::default_allocator::{DefaultAllocator, Source};
-use aclalloc::plugin::{registry, PluggableAllocator, PluginFunctions};
+use aclalloc::plugin::{published, PluggableAllocator, PluginFunctions};
 use aclalloc::{global, DescriptorHandle};
 use divan::{black_box, Bencher};
 use std::cell::RefCell;
@@ -69,7 +69,7 @@ fn pluggable_allocator(b: Bencher) {
 
 #[divan::bench(threads = [1, 2])]
 fn descriptor_callbacks(b: Bencher) {
-    let (_, desc) = registry::publish(PluggableAllocator::from_functions(functions())).unwrap();
+    let (_, desc) = published::publish(PluggableAllocator::from_functions(functions())).unwrap();
     let c = global().descriptor(desc).unwrap().callbacks().unwrap();
     b.bench(|| unsafe {
         let block = (c.alloc)(c.obj.as_ptr(), black_box(SIZE));
@@ -85,7 +85,7 @@ fn no_env() -> aclalloc::Result<aclalloc::default_allocator::choice::Choice> {
 
 #[divan::bench(threads = [1, 2])]
 fn default_allocator_raw(b: Bencher) {
-    let (_, desc) = registry::publish(PluggableAllocator::from_functions(functions())).unwrap();
+    let (_, desc) = published::publish(PluggableAllocator::from_functions(functions())).unwrap();
     let d = DefaultAllocator::new(no_env);
     d.swap(Source::from_descriptor(DescriptorHandle::from_ptr(desc.as_ptr()).unwrap()).unwrap())
         .unwrap();

@@ -7,34 +7,49 @@
 //!
 //! ## Map
 //!
-//! - [`core`]: the safe core: errors with CANN's codes, the per-thread log
-//!   behind `aclGetRecentErrMsg`, tables of live handles, allocator
-//!   descriptors, and [`AllocatorApi`] (descriptors and registrations).
-//! - [`registry`]: which allocator serves which stream; the lock-free,
-//!   allocation-free [`registry::SeqTable`] looked up on every launch.
-//! - [`runtime`]: a small ACL runtime on the host (devices, contexts, streams
-//!   run by host threads, device memory, and `aclallocLaunchKernel`, which
-//!   takes workspaces from a stream's allocator as CANN's executor does),
-//!   behind one table of functions chosen once at load.
-//! - [`pool`]: a caching pool allocator to register, with PyTorch-grade
-//!   statistics, summary and snapshot.
+//! Five layers; a module imports only lower ones (`tests/layers.rs` checks
+//! it, `docs/ARCHITECTURE.md` draws it and follows calls through it).
+//!
+//! - [`ffi`] (top): the C ABI, a thin layer in which every function
+//!   validates its arguments, never dereferences a handle it did not hand
+//!   out, never lets a panic cross into C, and leaves a CANN-shaped message
+//!   for `aclGetRecentErrMsg` on failure; the dispatch table of the runtime
+//!   exports (host or real runtime, chosen once); and [`ffi::process`], the
+//!   composition root that creates the process-wide objects and wires the
+//!   layers at load time.
+//! - [`default_allocator`]: what serves streams with no registration, chosen
+//!   at start-up or swapped once; [`interpose`]: finding a real CANN behind
+//!   this library (`LD_PRELOAD`, the `aclalloc run` command).
+//! - Independent subsystems, which never import each other:
+//!   [`runtime`], a small ACL runtime on the host (devices, contexts,
+//!   streams run by host threads, device memory, and `aclallocLaunchKernel`,
+//!   which takes workspaces from a stream's allocator as CANN's executor
+//!   does); [`pool`], a caching pool allocator with PyTorch-grade statistics;
+//!   [`plugin`], allocators loaded from a shared object by symbol names
+//!   (torch_npu's `NPUPluggableAllocator`); [`tracking`], checking what a
+//!   runtime does with the user's allocators.
 //! - [`history`]: the allocation history recorder (a bounded ring of
-//!   events, PyTorch's `device_traces`), and [`viz`]: the offline page that
-//!   draws a snapshot with its history (`aclalloc viz`).
-//! - [`plugin`]: allocators loaded from a shared object by symbol names
-//!   (torch_npu's `NPUPluggableAllocator`), and [`default_allocator`]: what
-//!   serves streams with no registration, chosen at start-up or swapped once.
-//! - [`interpose`] and [`tracking`]: in front of a real CANN with
-//!   `LD_PRELOAD`, forwarding to it and checking what it does with the user's
-//!   allocators (the `aclalloc run` command).
-//! - [`ffi`]: the C ABI, a thin layer in which every function validates its
-//!   arguments, never dereferences a handle it did not hand out, never lets a
-//!   panic cross into C, and leaves a CANN-shaped message for
-//!   `aclGetRecentErrMsg` on failure.
+//!   events, PyTorch's `device_traces`), used by the subsystems above; and
+//!   [`viz`]: the offline page that draws a snapshot with its history
+//!   (`aclalloc viz`), which only reads JSON.
+//! - [`registry`]: which allocator serves which stream (the lock-free,
+//!   allocation-free [`registry::SeqTable`] looked up on every launch),
+//!   [`AllocatorApi`] (descriptors and registrations), and the observer a
+//!   runtime reports stream events to.
+//! - [`core`] (bottom): errors with CANN's codes, the per-thread log, the one
+//!   panic boundary, the C vocabulary, ids and tables of live handles,
+//!   descriptors, the statistic type, "the stream being served" and the
+//!   device port through which every layer reaches device memory.
 //!
 //! Hardening beyond CANN: a destroyed, foreign or forged handle is refused
 //! with `ACL_ERROR_INVALID_PARAM` instead of being dereferenced, a new
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
+
+// Every unsafe operation inside an `unsafe fn` sits in its own `unsafe`
+// block with its own SAFETY comment. (`clippy::undocumented_unsafe_blocks`
+// is not on yet: 55 blocks, most in the runtime exports of `ffi`, share one
+// comment for several blocks; see docs/ARCHITECTURE.md.)
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod core;
 pub mod default_allocator;
@@ -48,10 +63,10 @@ pub mod runtime;
 pub mod tracking;
 pub mod viz;
 
-pub use crate::core::api::{global, AllocatorApi};
 pub use crate::core::descriptor::{
     AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, Descriptor, FreeFn, GetAddrFromBlockFn,
 };
 pub use crate::core::errlog::take_recent as take_recent_error_messages;
 pub use crate::core::error::{aclError, Error, Result};
+pub use crate::registry::api::{global, AllocatorApi};
 pub use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};

@@ -854,7 +854,7 @@ impl Model {
     fn check_counts(&self) {
         let live = self.streams.iter().filter(|s| s.alive).count() + self.defaults.len();
         assert_eq!(
-            aclalloc::runtime::host().live_streams(),
+            aclalloc::ffi::process::host().live_streams(),
             self.baseline.0 + live,
             "live streams"
         );
@@ -903,7 +903,7 @@ fuzz_target!(init: setup(), |ops: Vec<Op>| {
     let _ = aclGetRecentErrMsg();
     let mut model = Model {
         baseline: (
-            aclalloc::runtime::host().live_streams(),
+            aclalloc::ffi::process::host().live_streams(),
             aclalloc::global().streams().len(),
         ),
         ..Model::default()

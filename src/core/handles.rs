@@ -16,7 +16,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("aclalloc supports 64-bit targets only, as CANN does");
 
-const TAG_SHIFT: u32 = 48;
+/// The one list of handle tags, one per kind of handle handed to C: a
+/// handle of one kind is never taken for another, whichever table holds it.
+pub(crate) mod tags {
+    /// Allocator descriptors (`aclrtAllocatorDesc`).
+    pub(crate) const DESCRIPTOR: u16 = 0xACA1;
+    /// Streams of the host runtime (`aclrtStream`).
+    pub(crate) const STREAM: u16 = 0xACA3;
+    /// Contexts of the host runtime (`aclrtContext`).
+    pub(crate) const CONTEXT: u16 = 0xACA4;
+    /// Caching pools (`aclallocPool`).
+    pub(crate) const POOL: u16 = 0xACA5;
+    /// Pluggable allocators (`aclallocPluggable`).
+    pub(crate) const PLUGGABLE: u16 = 0xACA6;
+}
+
+/// Where the tag sits in a handle (every table, locked or lock-free).
+pub(crate) const TAG_SHIFT: u32 = 48;
 const ID_MASK: usize = (1 << TAG_SHIFT) - 1;
 
 /// A table of objects of one kind, each reachable through its handle.

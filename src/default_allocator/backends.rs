@@ -2,16 +2,26 @@
 
 use super::choice::Choice;
 use super::{per_device, Kind, Source};
+use crate::core::boundary::boundary;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
-use crate::core::errlog;
-use crate::core::error::ACL_SUCCESS;
+use crate::core::device_port::port;
 use crate::core::error::{Error, Result};
-use crate::ffi::types::ACL_MEM_MALLOC_HUGE_FIRST;
-use crate::plugin::{registry, PluggableAllocator, PluginSpec};
-use crate::runtime::backend::{active, Backend};
-use crate::runtime::host;
+use crate::plugin::{published, PluggableAllocator, PluginSpec};
 use std::ffi::{c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::OnceLock;
+
+/// The C callbacks (`aclallocPoolAlloc`, ...) of the pool whose handle is
+/// the object: they are exports of the C layer, above this one, so the
+/// composition root (`crate::ffi::process`) hands them down.
+pub type PoolCallbacks = fn(AllocatorObj) -> Callbacks;
+
+static POOL_CALLBACKS: OnceLock<PoolCallbacks> = OnceLock::new();
+
+/// Installs the pool's C callbacks (the composition root does, at load).
+pub fn install_pool_callbacks(callbacks: PoolCallbacks) {
+    let _ = POOL_CALLBACKS.set(callbacks);
+}
 
 /// The allocator `choice` names, ready to serve.
 pub(super) fn build(choice: &Choice) -> Result<Source> {
@@ -27,21 +37,22 @@ pub(super) fn build(choice: &Choice) -> Result<Source> {
 /// the pool of the device current on the calling thread (as
 /// `aclallocPoolCreate(NULL, ...)` there).
 fn pool() -> Result<Source> {
-    use crate::ffi::pool as c;
     let handle = per_device::current()?;
     let obj = AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
         reason: "a pool handle was zero",
     })?;
     Ok(Source {
         kind: Kind::Pool,
-        callbacks: Callbacks {
-            obj,
-            alloc: per_device::alloc,
-            free: per_device::free,
-            alloc_advise: Some(per_device::alloc_advise),
-            get_addr_from_block: c::aclallocPoolGetAddrFromBlock,
-        },
+        callbacks: per_device::callbacks(obj),
     })
+}
+
+/// The C callbacks of the pool whose handle is `obj`.
+pub(super) fn pool_callbacks(obj: AllocatorObj) -> Result<Callbacks> {
+    let callbacks_of = *POOL_CALLBACKS.get().ok_or(Error::Internal {
+        reason: "the pool's C callbacks were not installed (the library's wiring did not run)",
+    })?;
+    Ok(callbacks_of(obj))
 }
 
 fn plugin(path: &CStr, alloc: &CStr, free: &CStr) -> Result<Source> {
@@ -53,7 +64,7 @@ fn plugin(path: &CStr, alloc: &CStr, free: &CStr) -> Result<Source> {
         empty_cache: None,
         memory_fraction: None,
     };
-    let (_handle, desc) = registry::publish(PluggableAllocator::load(&spec)?)?;
+    let (_handle, desc) = published::publish(PluggableAllocator::load(&spec)?)?;
     let source = Source::from_descriptor(desc)?;
     debug_assert_eq!(source.kind, Kind::Plugin);
     Ok(source)
@@ -79,53 +90,13 @@ fn device() -> Source {
 }
 
 unsafe extern "C" fn device_alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
-    let result = match active().backend {
-        Backend::Host => host().malloc(size),
-        Backend::Forward => forward_malloc(size),
-    };
-    match result {
-        Ok(p) => p.as_ptr().cast(),
-        Err(e) => {
-            errlog::record("aclalloc default device alloc", e);
-            std::ptr::null_mut()
-        }
-    }
+    boundary("aclalloc default device alloc", || {
+        port().alloc(size).map(|p| p.as_ptr().cast())
+    })
 }
 
 unsafe extern "C" fn device_free(_obj: *mut c_void, block: *mut c_void) {
-    let freed = match active().backend {
-        Backend::Host => host().devices().and_then(|devices| {
-            devices
-                .iter()
-                .find(|d| d.memory().owns(block.cast()))
-                .ok_or(Error::ForeignPointer)
-                .and_then(|d| d.memory().free(block.cast()))
-        }),
-        // SAFETY: a pointer the real runtime's aclrtMalloc returned.
-        Backend::Forward => match unsafe { (active().aclrtFree)(block) } {
-            ACL_SUCCESS => Ok(()),
-            _ => Err(Error::ForeignPointer),
-        },
-    };
-    if let Err(e) = freed {
-        errlog::record("aclalloc default device free", e);
-    }
-}
-
-/// In front of a real runtime: its `aclrtMalloc` (on the calling thread's
-/// current device, as the host runtime's).
-fn forward_malloc(size: usize) -> Result<std::ptr::NonNull<u8>> {
-    let mut ptr = std::ptr::null_mut();
-    // SAFETY: the real runtime's aclrtMalloc with a valid out-pointer.
-    let rc = unsafe { (active().aclrtMalloc)(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST) };
-    match std::ptr::NonNull::new(ptr.cast::<u8>()) {
-        Some(p) if rc == ACL_SUCCESS => Ok(p),
-        _ => Err(Error::AllocatorReturnedNull {
-            allocator: "default device (the real runtime's aclrtMalloc)",
-            size,
-            device: crate::plugin::context::current_device(),
-        }),
-    }
+    boundary("aclalloc default device free", || port().free(block))
 }
 
 unsafe extern "C" fn device_addr(block: *mut c_void) -> *mut c_void {

@@ -16,15 +16,17 @@
 //! without a lock.
 
 mod backends;
+pub use backends::{install_pool_callbacks, PoolCallbacks};
 pub mod choice;
 pub mod per_device;
 pub mod workspace;
 
-use crate::core::api::global as api;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
+use crate::core::serving;
 use crate::plugin::context;
 use crate::plugin::live::{LiveBlock, LiveTable, Stats};
+use crate::registry::api::global as api;
 use crate::registry::{DescriptorHandle, StreamKey};
 use choice::Choice;
 use parking_lot::Mutex;
@@ -70,7 +72,7 @@ impl Source {
     /// The allocator a live descriptor holds now (a copy, as registration takes).
     pub fn from_descriptor(desc: DescriptorHandle) -> Result<Source> {
         let callbacks = api().descriptor(desc)?.callbacks()?;
-        let kind = if crate::plugin::registry::from_obj(callbacks.obj).is_some() {
+        let kind = if crate::plugin::published::from_obj(callbacks.obj).is_some() {
             Kind::Plugin
         } else if crate::pool::handles::get(callbacks.obj.as_ptr()).is_ok() {
             Kind::Pool
@@ -198,7 +200,7 @@ impl DefaultAllocator {
         let device = context::current_device();
         // SAFETY: the callbacks of a complete descriptor, called as CANN's
         // executor calls them.
-        let block = context::serving(stream, || unsafe { (c.alloc)(c.obj.as_ptr(), size) });
+        let block = serving::serving(stream, || unsafe { (c.alloc)(c.obj.as_ptr(), size) });
         let Some(block) = NonNull::new(block) else {
             self.raw.lock().count_failure();
             return Err(Error::AllocatorReturnedNull {
@@ -229,7 +231,7 @@ impl DefaultAllocator {
         };
         if recorded.is_err() {
             // SAFETY: as above; handing the block back is all that is left.
-            context::serving(stream, || unsafe {
+            serving::serving(stream, || unsafe {
                 (c.free)(c.obj.as_ptr(), block.as_ptr())
             });
         }
@@ -245,7 +247,7 @@ impl DefaultAllocator {
         let c = self.serving()?.callbacks;
         let stream = StreamKey::from_ptr(block.stream_ptr());
         // SAFETY: as in `alloc`; the block is live and goes back once.
-        context::serving(stream, || unsafe {
+        serving::serving(stream, || unsafe {
             (c.free)(c.obj.as_ptr(), block.block as *mut c_void)
         });
         Ok(())
@@ -286,7 +288,7 @@ mod tests {
             return std::ptr::null_mut();
         }
         ALLOCS.fetch_add(1, Ordering::SeqCst);
-        LAST_STREAM.set(context::serving_stream().map_or(0, |s| s.get().get()));
+        LAST_STREAM.set(serving::current().map_or(0, |s| s.get().get()));
         unsafe { malloc(size.max(1)) }
     }
     unsafe extern "C" fn free(_: *mut c_void, block: *mut c_void) {

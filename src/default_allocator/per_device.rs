@@ -11,9 +11,10 @@
 //! to the pool that holds the block, whichever device is current (workspaces
 //! are freed on stream workers, which have no current device).
 
+use super::backends::pool_callbacks;
+use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::errlog;
 use crate::core::error::{Error, Result};
-use crate::ffi::pool as c;
 use crate::plugin::context;
 use crate::pool::acl::AclMemory;
 use crate::pool::handles as pool_handles;
@@ -73,10 +74,32 @@ pub fn pools() -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// The default allocator's alloc: the current device's pool.
-pub(super) unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
-    match current() {
-        Ok(pool) => c::aclallocPoolAlloc(pool as *mut c_void, size),
+/// The default allocator's callbacks: `obj` (the first pool's handle) and
+/// functions that pick the calling thread's device's pool.
+pub(super) fn callbacks(obj: AllocatorObj) -> Callbacks {
+    Callbacks {
+        obj,
+        alloc,
+        free,
+        alloc_advise: Some(alloc_advise),
+        get_addr_from_block,
+    }
+}
+
+/// The C callbacks of the pool of the calling thread's device.
+fn current_callbacks() -> Result<Callbacks> {
+    let handle = current()?;
+    pool_callbacks(
+        AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
+            reason: "a pool handle was zero",
+        })?,
+    )
+}
+
+unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
+    match current_callbacks() {
+        // SAFETY: the pool's own alloc callback with its own handle.
+        Ok(c) => unsafe { (c.alloc)(c.obj.as_ptr(), size) },
         Err(e) => {
             errlog::record("aclalloc default pool", e);
             std::ptr::null_mut()
@@ -84,14 +107,17 @@ pub(super) unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_
     }
 }
 
-/// The default allocator's allocAdvise: as `alloc`, at `addr` if free.
-pub(super) unsafe extern "C" fn alloc_advise(
+unsafe extern "C" fn alloc_advise(
     _obj: *mut c_void,
     size: usize,
     addr: *mut c_void,
 ) -> *mut c_void {
-    match current() {
-        Ok(pool) => c::aclallocPoolAllocAdvise(pool as *mut c_void, size, addr),
+    match current_callbacks() {
+        // SAFETY: the pool's own allocAdvise callback with its own handle.
+        Ok(c) => match c.alloc_advise {
+            Some(advise) => unsafe { advise(c.obj.as_ptr(), size, addr) },
+            None => unsafe { (c.alloc)(c.obj.as_ptr(), size) },
+        },
         Err(e) => {
             errlog::record("aclalloc default pool", e);
             std::ptr::null_mut()
@@ -99,13 +125,23 @@ pub(super) unsafe extern "C" fn alloc_advise(
     }
 }
 
-/// The default allocator's free: to the pool that holds `block`.
-pub(super) unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
+/// A free goes to the pool that holds `block`, whichever device is current.
+unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
     let holder = pools().into_iter().find(|&(_, handle)| {
         pool_handles::get(handle as *mut c_void).is_ok_and(|p| p.holds(block as usize))
     });
-    match holder {
-        Some((_, pool)) => c::aclallocPoolFree(pool as *mut c_void, block),
+    let callbacks = holder.map(|(_, handle)| {
+        pool_callbacks(AllocatorObj::new(handle as *mut c_void).expect("pool handles are not 0"))
+    });
+    match callbacks {
+        // SAFETY: the holding pool's own free callback with its own handle.
+        Some(Ok(c)) => unsafe { (c.free)(c.obj.as_ptr(), block) },
+        Some(Err(e)) => errlog::record("aclalloc default pool free", e),
         None => errlog::record("aclalloc default pool free", Error::ForeignPointer),
     }
+}
+
+unsafe extern "C" fn get_addr_from_block(block: *mut c_void) -> *mut c_void {
+    // A pool block is its device address (as `aclallocPoolGetAddrFromBlock`).
+    block
 }

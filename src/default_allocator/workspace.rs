@@ -4,8 +4,8 @@
 use super::{global, Kind};
 use crate::core::errlog;
 use crate::core::error::Result;
-use crate::plugin::context;
-use crate::runtime::memory::DeviceMemory;
+use crate::core::serving;
+use crate::runtime::memory::DeviceHeap;
 use crate::runtime::workspace::{DirectDeviceMemory, WorkspaceAllocator};
 use std::ptr::NonNull;
 
@@ -20,18 +20,16 @@ use std::ptr::NonNull;
 pub struct DefaultWorkspaces;
 
 impl WorkspaceAllocator for DefaultWorkspaces {
-    fn alloc(&self, memory: &DeviceMemory, size: usize) -> Result<NonNull<u8>> {
+    fn alloc(&self, memory: &DeviceHeap, size: usize) -> Result<NonNull<u8>> {
         let default = global();
         if default.serving()?.kind == Kind::Device {
             // The stream's own device memory, as the runtime always did.
             return DirectDeviceMemory.alloc(memory, size);
         }
-        default
-            .alloc(size, context::serving_stream())
-            .map(NonNull::cast)
+        default.alloc(size, serving::current()).map(NonNull::cast)
     }
 
-    fn free(&self, memory: &DeviceMemory, workspace: NonNull<u8>) {
+    fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>) {
         let default = global();
         // Frozen since `alloc`: the same allocator takes it back.
         if default.serving().is_ok_and(|s| s.kind == Kind::Device) {

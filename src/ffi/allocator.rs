@@ -11,10 +11,10 @@ use super::args::{self, write_optional, Out};
 use super::boundary::boundary;
 use super::forward;
 use super::types::*;
-use crate::core::api::global;
 use crate::core::descriptor::{AllocatorObj, Descriptor};
 use crate::core::error::Result;
 use crate::interpose::Sym;
+use crate::registry::api::global;
 use crate::tracking::{self, LeakSeen};
 
 /// Creates an empty allocator descriptor: no object, no callbacks.

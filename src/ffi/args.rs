@@ -113,6 +113,15 @@ pub(crate) unsafe fn input<'a, T>(ptr: *const T, param: &'static str) -> Result<
     unsafe { ptr.as_ref() }.ok_or(Error::NullPointer { param })
 }
 
+/// An optional input struct, copied out (NULL: `None`).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a valid `T`.
+pub(crate) unsafe fn optional_input<T: Copy>(ptr: *const T) -> Option<T> {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.as_ref() }.copied()
+}
+
 /// A caller's array of `capacity` elements (NULL allowed when `capacity` is 0).
 pub(crate) struct OutSlice<T> {
     ptr: *mut T,

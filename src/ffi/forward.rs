@@ -6,11 +6,11 @@
 use super::boundary::passthrough;
 use super::runtime::host as host_runtime;
 use super::types::*;
-use crate::core::api::global;
 use crate::core::descriptor::{Callbacks, Descriptor};
 use crate::core::error::ACL_SUCCESS;
 use crate::interpose::next::{real, Sym};
 use crate::interpose::shadow;
+use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, Registration, StreamKey};
 use crate::tracking::{self, LeakSeen};
 use std::ffi::c_char;
@@ -260,7 +260,7 @@ fn forget(key: StreamKey, seen: LeakSeen) {
 }
 
 // The runtime functions the tracking layer and this library's records must
-// see. The backend table (`crate::runtime::backend`) installs these in place
+// see. The dispatch table (`super::dispatch`) installs these in place
 // of the real functions, only when the real runtime provides them.
 
 /// The real `sym`, which the backend checked is present.

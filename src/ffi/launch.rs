@@ -3,8 +3,8 @@
 #![allow(non_snake_case)]
 
 use super::boundary::passthrough;
+use super::dispatch::active;
 use super::types::*;
-use crate::runtime::backend::active;
 use std::ffi::c_void;
 
 /// Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
@@ -52,7 +52,7 @@ pub(crate) mod host {
     use super::super::args;
     use super::super::boundary::boundary;
     use super::*;
-    use crate::runtime::host::host;
+    use crate::ffi::process::host;
 
     pub(crate) unsafe extern "C" fn aclallocLaunchKernel(
         stream: aclrtStream,

@@ -4,8 +4,8 @@
 #![allow(non_snake_case)]
 
 use super::boundary::passthrough;
+use super::dispatch::active;
 use super::types::*;
-use crate::runtime::backend::active;
 use std::ffi::c_void;
 
 /// Allocates `size` bytes of device memory on the current context's device
@@ -151,7 +151,7 @@ pub(crate) mod host {
     use super::super::args::{self, Out};
     use super::super::boundary::boundary;
     use super::*;
-    use crate::runtime::host::host;
+    use crate::ffi::process::host;
 
     unsafe fn malloc(function: &'static str, devPtr: *mut *mut c_void, size: usize) -> aclError {
         boundary(function, || {

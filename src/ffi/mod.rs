@@ -6,7 +6,7 @@
 //! one place that touches raw pointers from C.
 //!
 //! The runtime exports (`acl.h` / `acl_rt.h`, `aclallocLaunchKernel`) call
-//! through the backend table of [`crate::runtime::backend`]; the host
+//! through the dispatch table of [`dispatch`]; the host
 //! backend's implementations run their bodies through the boundary.
 //! In front of a real runtime, the allocator exports run the forwarding
 //! bodies of `forward` instead, and the backend table is filled from the
@@ -14,9 +14,10 @@
 
 pub mod allocator;
 pub(crate) mod args;
-pub(crate) mod boundary;
+pub(crate) use crate::core::boundary;
 pub mod default_allocator;
 pub mod default_init;
+pub mod dispatch;
 pub mod empty_kernel;
 pub mod errmsg;
 pub(crate) mod forward;
@@ -24,6 +25,7 @@ pub mod launch;
 pub mod memory;
 pub mod plugin;
 pub mod pool;
+pub mod process;
 pub mod runtime;
 pub mod tracking;
 pub mod types;

@@ -10,7 +10,7 @@ use super::args::{self, Out};
 use super::boundary::boundary;
 use super::types::*;
 use crate::core::error::{Error, Result};
-use crate::plugin::{context, registry, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
+use crate::plugin::{context, published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
                 reason: "It is empty",
             });
         }
-        let (h, d) = registry::publish(PluggableAllocator::load(&spec)?)?;
+        let (h, d) = published::publish(PluggableAllocator::load(&spec)?)?;
         allocator_out.write(h.as_ptr());
         desc_out.write(d.as_ptr());
         Ok(())
@@ -155,7 +155,9 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {
-        registry::destroy(handle(allocator)?)
+        published::destroy(handle(allocator)?, |obj| {
+            crate::default_allocator::global().uses(obj)
+        })
     })
 }
 
@@ -175,7 +177,7 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     boundary("aclallocPluggableMalloc", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
-        let a = registry::get(handle(allocator)?)?;
+        let a = published::get(handle(allocator)?)?;
         let stream = StreamKey::from_ptr(stream);
         out.write(a.alloc(size, context::current_device(), stream)?.as_ptr());
         Ok(())
@@ -192,7 +194,7 @@ pub extern "C" fn aclallocPluggableFree(
     devPtr: *mut c_void,
 ) -> aclError {
     boundary("aclallocPluggableFree", || {
-        let a = registry::get(handle(allocator)?)?;
+        let a = published::get(handle(allocator)?)?;
         a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
     })
 }
@@ -209,7 +211,7 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
     boundary("aclallocPluggableGetStats", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(stats, "stats") }?;
-        out.write(registry::get(handle(allocator)?)?.stats().into());
+        out.write(published::get(handle(allocator)?)?.stats().into());
         Ok(())
     })
 }
@@ -218,7 +220,7 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
 #[no_mangle]
 pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableResetPeakStats", || {
-        registry::get(handle(allocator)?)?.reset_peak_stats();
+        published::get(handle(allocator)?)?.reset_peak_stats();
         Ok(())
     })
 }
@@ -228,7 +230,7 @@ pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) 
 #[no_mangle]
 pub extern "C" fn aclallocPluggableEmptyCache(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableEmptyCache", || {
-        registry::get(handle(allocator)?)?.empty_cache();
+        published::get(handle(allocator)?)?.empty_cache();
         Ok(())
     })
 }
@@ -243,6 +245,6 @@ pub extern "C" fn aclallocPluggableSetMemoryFraction(
     deviceId: i32,
 ) -> aclError {
     boundary("aclallocPluggableSetMemoryFraction", || {
-        registry::get(handle(allocator)?)?.set_memory_fraction(fraction, deviceId)
+        published::get(handle(allocator)?)?.set_memory_fraction(fraction, deviceId)
     })
 }

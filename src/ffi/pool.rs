@@ -23,12 +23,12 @@
 use super::args::{self, write_text, Out, OutSlice};
 use super::boundary::boundary;
 use super::types::*;
-use crate::core::api::global;
-use crate::core::descriptor::AllocatorObj;
+use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
+use crate::core::serving;
 use crate::pool::stats::{c_keys, PoolStats, KEY_COUNT};
 use crate::pool::{handles, Limit, Pool, PoolConfig};
-use crate::runtime::launch::current_launch_stream;
+use crate::registry::api::global;
 use std::ffi::{c_char, c_void};
 
 /// A caching pool handle (also the allocator object of its descriptor).
@@ -193,11 +193,10 @@ pub unsafe extern "C" fn aclallocPoolCreate(
         // SAFETY: the caller's contract.
         let pool_out = unsafe { Out::required(pool, "pool") }?;
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-        let config = if config.is_null() {
-            PoolConfig::default().from_env()?
-        } else {
-            // SAFETY: non-NULL, the caller's contract.
-            PoolConfig::try_from(unsafe { *config })?
+        // SAFETY: NULL or an `aclallocPoolConfig`, the caller's contract.
+        let config = match unsafe { args::optional_input(config) } {
+            None => PoolConfig::default().from_env()?,
+            Some(config) => PoolConfig::try_from(config)?,
         };
         let device = crate::pool::acl::AclMemory::current()?;
         let new_pool = Pool::new(config, device)?;
@@ -302,7 +301,7 @@ pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *
         let stream = if bound != 0 {
             bound
         } else {
-            current_launch_stream()
+            serving::current_raw()
         };
         Ok(pool.malloc_on(stream, size)?.get() as *mut c_void)
     })
@@ -341,6 +340,19 @@ pub extern "C" fn aclallocPoolAllocAdvise(
 #[no_mangle]
 pub extern "C" fn aclallocPoolGetAddrFromBlock(block: aclrtAllocatorBlock) -> *mut c_void {
     block
+}
+
+/// The pool's C callbacks for the pool whose handle is `obj`, as a
+/// descriptor registers them (the default allocator's pool uses them; the
+/// composition root hands this function down to it).
+pub(crate) fn callbacks_of(obj: AllocatorObj) -> Callbacks {
+    Callbacks {
+        obj,
+        alloc: aclallocPoolAlloc,
+        free: aclallocPoolFree,
+        alloc_advise: Some(aclallocPoolAllocAdvise),
+        get_addr_from_block: aclallocPoolGetAddrFromBlock,
+    }
 }
 
 /// Copies the pool's statistics (a consistent snapshot).

@@ -1,14 +1,14 @@
 //! CANN's `acl.h` / `acl_rt.h`: initialization, devices, contexts, streams.
 //!
 //! Each export forwards to the active runtime backend
-//! ([`crate::runtime::backend`]), chosen once at load time. The host backend's
+//! ([`super::dispatch`]), chosen once at load time. The host backend's
 //! implementations are in the private `host` module; each runs its body
 //! through the crate's one boundary function.
 #![allow(non_snake_case)]
 
 use super::boundary::passthrough;
+use super::dispatch::active;
 use super::types::*;
-use crate::runtime::backend::active;
 use std::ffi::c_char;
 
 /// Initializes ACL. `configPath` may be NULL or empty; a file given must be
@@ -227,7 +227,7 @@ pub(crate) mod host {
     use super::super::args::{self, Out};
     use super::super::boundary::boundary;
     use super::*;
-    use crate::runtime::host::host;
+    use crate::ffi::process::host;
 
     pub(crate) unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
         boundary("aclInit", || {

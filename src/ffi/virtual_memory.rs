@@ -5,8 +5,8 @@
 #![allow(non_snake_case)]
 
 use super::boundary::passthrough;
+use super::dispatch::active;
 use super::types::*;
-use crate::runtime::backend::active;
 use std::ffi::c_void;
 
 /// Reserves `size` bytes of device address space without memory behind it
@@ -126,7 +126,7 @@ pub(crate) mod host {
     use super::super::args::{self, Out};
     use super::super::boundary::boundary;
     use super::*;
-    use crate::runtime::host::host;
+    use crate::ffi::process::host;
     use crate::runtime::virtual_memory::virtual_memory;
 
     pub(crate) unsafe extern "C" fn aclrtReserveMemAddress(

@@ -2,7 +2,7 @@
 //!
 //! [`next`] holds the one rule that decides, once at load time, which
 //! functions forward to a real runtime; the runtime functions reach it
-//! through the runtime backend table, chosen right after the lookup. [`shadow`] mirrors the real
+//! through the dispatch table (`crate::ffi::dispatch`), chosen right after the lookup. [`shadow`] mirrors the real
 //! runtime's allocator descriptors. The forwarding bodies themselves are in
 //! `crate::ffi::forward`. What each export does in front of a real runtime:
 //!
@@ -15,7 +15,7 @@
 //! | `aclrtSynchronizeStream`, `...WithTimeout` | forwarded; on success the tracking layer learns that the stream's frees are complete |
 //! | `aclrtSynchronizeDevice`, `aclrtResetDevice`, `...Force` | forwarded; on success every stream counts as synchronized |
 //! | `aclrtDestroyStream`, `...Force` | forwarded; on success this library drops its record of the stream (a new stream at the same address inherits nothing) |
-//! | the other runtime functions (`aclInit`, devices, contexts, streams, memory) | forwarded, through the runtime backend table (`crate::runtime::backend`, `Backend::Forward`) |
+//! | the other runtime functions (`aclInit`, devices, contexts, streams, memory) | forwarded, through the dispatch table (`crate::ffi::dispatch`, `Backend::Forward`) |
 //! | `aclallocLaunchKernel` | forwarded if the real runtime has it, else the host runtime's (CANN has none) |
 //! | `aclGetRecentErrMsg` | this library's messages if it has any, else the real runtime's |
 

@@ -182,19 +182,6 @@ fn dlsym_next(sym: Sym) -> usize {
     unsafe { libc::dlsym(libc::RTLD_NEXT, sym.c_name().as_ptr()) as usize }
 }
 
-/// The library's one load-time constructor: the lookup, then the runtime
-/// backend's choice (which reads it), then tracking if the environment asks
-/// for it.
-#[used]
-#[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = at_load;
-
-extern "C" fn at_load() {
-    resolve();
-    crate::runtime::backend::active();
-    crate::tracking::init_from_env();
-}
-
 /// Makes sure the lookup has run; returns at once after the first time.
 #[inline]
 pub fn resolve() {

@@ -3,7 +3,6 @@
 use super::context;
 use super::library::{self, Loaded, PluginFunctions, PluginSpec};
 use super::live::{LiveBlock, LiveTable, Stats};
-use crate::core::errlog;
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
 use parking_lot::Mutex;
@@ -165,12 +164,6 @@ impl PluggableAllocator {
     pub fn block(&self, ptr: NonNull<c_void>) -> Option<LiveBlock> {
         self.live.lock().get(ptr.as_ptr() as usize)
     }
-}
-
-/// Records `error` for `aclGetRecentErrMsg` under `function` when a callback
-/// (which has no error code to return) fails.
-pub(crate) fn report<T>(function: &'static str, result: Result<T>) -> Option<T> {
-    result.map_err(|e| errlog::record(function, e)).ok()
 }
 
 #[cfg(test)]

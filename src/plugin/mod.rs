@@ -7,17 +7,18 @@
 //!   passes the right size and foreign or doubly freed pointers never reach
 //!   the plugin; statistics;
 //! - [`allocator`]: the allocator itself, safe Rust;
-//! - [`registry`]: live handles and the descriptor callbacks;
+//! - [`published`]: the live pluggable allocators handed to C (handles,
+//!   descriptors) and their descriptor callbacks;
 //! - [`context`]: which device and stream the plugin is told about.
 
 pub mod allocator;
 pub mod context;
 pub mod library;
 pub mod live;
-pub mod registry;
+pub mod published;
 mod text;
 
 pub use allocator::PluggableAllocator;
 pub use library::{PluginFunctions, PluginSpec};
 pub use live::{LiveBlock, Stats};
-pub use registry::PluggableHandle;
+pub use published::PluggableHandle;

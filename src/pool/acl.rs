@@ -1,12 +1,12 @@
 //! The pool's device memory in the C API: `aclrtMalloc` / `aclrtFree` /
-//! `aclrtGetMemInfo` through the runtime's backend table, so that the host
-//! runtime serves them here and CANN's own would serve them in front of a
-//! real CANN runtime.
+//! `aclrtGetMemInfo` through the device port (`crate::core::device_port`),
+//! so that the host runtime serves them here and CANN's own would serve them
+//! in front of a real CANN runtime.
 
 use super::device::DeviceMemory;
+use crate::core::device_port::{port, VirtualMemoryCalls};
 use crate::core::error::{Error, Result, ACL_ERROR_RT_CONTEXT_NULL, ACL_SUCCESS};
-use crate::ffi::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
-use crate::runtime::backend::active;
+use crate::core::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
@@ -21,6 +21,8 @@ pub struct AclMemory {
     device: i32,
     /// The virtual-memory page size (`aclrtMemGetAllocationGranularity`).
     page: std::sync::OnceLock<usize>,
+    /// The runtime's virtual-memory calls (`None`: fixed segments only).
+    vm: Option<VirtualMemoryCalls>,
 }
 
 impl AclMemory {
@@ -28,19 +30,14 @@ impl AclMemory {
     /// device (`aclrtGetMemInfo` fails).
     pub fn current() -> Result<Self> {
         let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: both out-pointers are valid.
-        let rc = unsafe { (active().aclrtGetMemInfo)(ACL_HBM_MEM, &mut free, &mut total) };
+        let rc = port().acl_mem_info(ACL_HBM_MEM, &mut free, &mut total);
         match rc {
-            ACL_SUCCESS => {
-                let mut device = 0;
-                // SAFETY: a valid out-pointer; on failure the id stays 0.
-                let _ = unsafe { (active().aclrtGetDevice)(&mut device) };
-                Ok(AclMemory {
-                    capacity: total,
-                    device,
-                    page: std::sync::OnceLock::new(),
-                })
-            }
+            ACL_SUCCESS => Ok(AclMemory {
+                capacity: total,
+                device: port().current_device().unwrap_or(0),
+                page: std::sync::OnceLock::new(),
+                vm: port().virtual_memory(),
+            }),
             ACL_ERROR_RT_CONTEXT_NULL => Err(Error::NoContext),
             _ => Err(Error::Internal {
                 reason: "aclrtGetMemInfo failed; the device's capacity is unknown",
@@ -52,8 +49,7 @@ impl AclMemory {
 impl DeviceMemory for AclMemory {
     fn malloc(&self, size: usize) -> Option<NonZeroUsize> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `ptr` is a valid out-pointer.
-        let rc = unsafe { (active().aclrtMalloc)(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST) };
+        let rc = port().acl_malloc(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
         if rc == ACL_SUCCESS {
             NonZeroUsize::new(ptr as usize)
         } else {
@@ -64,8 +60,8 @@ impl DeviceMemory for AclMemory {
     fn free(&self, addr: NonZeroUsize, _size: usize) {
         // aclrtFree waits for queued work first, so a kernel still using a
         // block of this segment finishes before the memory goes.
-        // SAFETY: `addr` came from aclrtMalloc and is freed once.
-        let _ = unsafe { (active().aclrtFree)(addr.get() as *mut c_void) };
+        // `addr` came from aclrtMalloc and is freed once.
+        let _ = port().acl_free(addr.get() as *mut c_void);
     }
 
     fn capacity(&self) -> usize {
@@ -80,24 +76,19 @@ impl DeviceMemory for AclMemory {
         // In front of a runtime without virtual memory, fixed segments (as
         // torch_npu falls back when aclrtReserveMemAddress is unsupported):
         // the host runtime's virtual memory is not the device's.
-        use crate::interpose::next::{address, Sym};
-        use crate::runtime::backend::Backend;
-        let missing = active().backend == Backend::Forward
-            && [
-                Sym::aclrtReserveMemAddress,
-                Sym::aclrtReleaseMemAddress,
-                Sym::aclrtMallocPhysical,
-                Sym::aclrtFreePhysical,
-                Sym::aclrtMapMem,
-                Sym::aclrtUnmapMem,
-            ]
-            .iter()
-            .any(|&sym| address(sym).is_none());
-        (!missing).then_some(self as &dyn super::virtual_memory::VirtualMemory)
+        self.vm
+            .is_some()
+            .then_some(self as &dyn super::virtual_memory::VirtualMemory)
     }
 }
 
 impl AclMemory {
+    /// The runtime's virtual-memory calls; only asked for once
+    /// [`DeviceMemory::virtual_memory`] said they are there.
+    pub(crate) fn vm_calls(&self) -> Option<&VirtualMemoryCalls> {
+        self.vm.as_ref()
+    }
+
     /// The virtual-memory page size, asked once.
     pub(crate) fn page(&self) -> usize {
         *self.page.get_or_init(|| self.granularity())

@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// The tag in the top bits of every pool handle.
-pub const POOL_TAG: u16 = 0xACA5;
-const TAG_SHIFT: u32 = 48;
+pub const POOL_TAG: u16 = crate::core::handles::tags::POOL;
+use crate::core::handles::TAG_SHIFT;
 
 /// What a handle names: a pool, and for a stream view its stream (0 for the
 /// pool itself).

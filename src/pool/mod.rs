@@ -23,8 +23,8 @@
 pub mod acl;
 mod block;
 pub mod config;
-mod core;
 pub mod device;
+mod engine;
 pub mod handles;
 pub mod roundup;
 pub mod snapshot;
@@ -33,15 +33,15 @@ pub mod summary;
 pub mod virtual_memory;
 
 pub use self::config::{Limit, PoolConfig, ENV_VAR};
-pub use self::core::{
+pub use self::device::{DeviceMemory, HostMemory};
+pub use self::engine::{
     BlockView, SegmentView, LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE,
     SMALL_BUFFER, SMALL_SIZE,
 };
-pub use self::device::{DeviceMemory, HostMemory};
 pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
 
-use self::core::counters::{self as counters, PARTS};
-use self::core::{round_size, Core, Freed, CLOSED};
+use self::engine::counters::{self as counters, PARTS};
+use self::engine::{round_size, Core, Freed, CLOSED};
 use self::streams::{StreamTable, SHARDS};
 use crate::core::error::{Error, Result};
 use crate::history::{History, Recorder};
@@ -77,7 +77,7 @@ mod streams;
 /// garbage collection, release-and-retry on out-of-memory act on all
 /// shards), `empty_cache`, `trim`, `allocAdvise`, reading the statistics and
 /// snapshots, and a statistic rising above its pool-wide peak. Peaks stay
-/// exact through per-shard headroom (`src/pool/core/counters.rs`): a shard
+/// exact through per-shard headroom (`src/pool/engine/counters.rs`): a shard
 /// may raise a statistic on its own only as far as its own earlier
 /// decreases allow, so the pool-wide value cannot pass the peak unseen.
 ///
@@ -374,11 +374,6 @@ impl Pool {
     /// The configuration the pool runs with.
     pub fn config(&self) -> PoolConfig {
         self.global.lock().config
-    }
-
-    /// The device's capacity in bytes.
-    pub fn device_capacity(&self) -> usize {
-        self.device.capacity()
     }
 
     /// The segments and their blocks, in address order.

@@ -11,7 +11,7 @@
 //! `ACLALLOC_ALLOC_CONF` gains the key once the configuration parser is
 //! reworked; this file is the computation and the table.
 
-use super::core::MIN_BLOCK_SIZE;
+use super::engine::MIN_BLOCK_SIZE;
 
 /// Number of power-of-two intervals (1 MiB ... 64 GiB).
 pub const ROUNDUP_INTERVALS: usize = 16;

@@ -3,7 +3,7 @@
 //! and settling a statistic that rose above its peak).
 
 use super::block::Kind;
-use super::core::{kind_of, segment_size, Take};
+use super::engine::{kind_of, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;

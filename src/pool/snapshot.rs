@@ -29,7 +29,7 @@
 //! Version 2 (this one) added `version`, `device` on segments, hex strings
 //! and the history; version 1 had integer addresses and no history.
 
-use super::core::SegmentView;
+use super::engine::SegmentView;
 use super::Pool;
 use crate::history::json::{device_traces, recording_info, RecordingInfo, TraceEntry};
 use crate::history::{Hex, History};

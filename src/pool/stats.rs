@@ -6,7 +6,7 @@
 //! shard and adds their shares up, so a copy is always consistent (allocated
 //! never exceeds reserved, and so on) and holds the locks for well under a
 //! microsecond. Peaks are exact pool-wide maxima (see
-//! `src/pool/core/counters.rs`).
+//! `src/pool/engine/counters.rs`).
 
 /// Index of the aggregate entry in each per-pool array.
 pub const STAT_ALL: usize = 0;
@@ -15,38 +15,7 @@ pub const STAT_SMALL_POOL: usize = 1;
 /// Index of the large-pool entry (everything else).
 pub const STAT_LARGE_POOL: usize = 2;
 
-/// One statistic: its current value, its peak since the last peak reset, and
-/// the totals added and removed since the last accumulated reset.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stat {
-    /// The value now.
-    pub current: i64,
-    /// The highest `current` since creation or `reset_peak_stats`.
-    pub peak: i64,
-    /// Everything ever added.
-    pub allocated: i64,
-    /// Everything ever removed.
-    pub freed: i64,
-}
-
-#[cfg(test)]
-impl Stat {
-    #[inline]
-    pub(crate) fn increase(&mut self, amount: i64) {
-        self.current += amount;
-        self.allocated += amount;
-        if self.current > self.peak {
-            self.peak = self.current;
-        }
-    }
-
-    #[inline]
-    pub(crate) fn decrease(&mut self, amount: i64) {
-        self.current -= amount;
-        self.freed += amount;
-    }
-}
+pub use crate::core::stats::Stat;
 
 impl Stat {
     fn reset_peak(&mut self) {

@@ -5,18 +5,17 @@
 //! Two implementations: [`super::acl::AclMemory`] calls the ACL functions
 //! (`aclrtReserveMemAddress`, `aclrtMallocPhysical` + `aclrtMapMem`,
 //! `aclrtUnmapMem` + `aclrtFreePhysical`, `aclrtReleaseMemAddress`) through
-//! the runtime's backend table, so in front of a real CANN the pool uses the
+//! the device port (`crate::core::device_port`), so in front of a real CANN the pool uses the
 //! NPU's virtual memory; [`super::device::HostMemory`] maps host memory for
 //! tests and benchmarks.
 
 use super::acl::AclMemory;
 use super::device::HostMemory;
 use crate::core::error::ACL_SUCCESS;
-use crate::ffi::types::{
+use crate::core::types::{
     aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
     ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
-use crate::runtime::backend::active;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
@@ -57,16 +56,14 @@ impl AclMemory {
 
     /// The device's granularity (`aclrtMemGetAllocationGranularity`), or 2 MiB.
     pub(crate) fn granularity(&self) -> usize {
+        let Some(c) = self.vm_calls() else {
+            return PAGE;
+        };
         let mut prop = self.prop();
         let mut g = 0usize;
         // SAFETY: both pointers are valid for the call.
-        let rc = unsafe {
-            (active().aclrtMemGetAllocationGranularity)(
-                &mut prop,
-                ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
-                &mut g,
-            )
-        };
+        let rc =
+            unsafe { (c.granularity)(&mut prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &mut g) };
         if rc == ACL_SUCCESS && g.is_power_of_two() {
             g.max(PAGE)
         } else {
@@ -81,51 +78,54 @@ impl VirtualMemory for AclMemory {
     }
 
     fn reserve(&self, size: usize) -> Option<NonZeroUsize> {
+        let c = self.vm_calls()?;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid out-pointer; flags 1: huge pages, as
         // torch_npu reserves its expandable segments.
-        let rc = unsafe {
-            (active().aclrtReserveMemAddress)(&mut ptr, size, 0, std::ptr::null_mut(), 1)
-        };
+        let rc = unsafe { (c.reserve)(&mut ptr, size, 0, std::ptr::null_mut(), 1) };
         (rc == ACL_SUCCESS).then(|| NonZeroUsize::new(ptr as usize))?
     }
 
     fn release(&self, addr: NonZeroUsize, _size: usize) {
+        let Some(c) = self.vm_calls() else { return };
         // SAFETY: a reservation of this pool with nothing mapped.
-        let _ = unsafe { (active().aclrtReleaseMemAddress)(addr.get() as *mut c_void) };
+        let _ = unsafe { (c.release)(addr.get() as *mut c_void) };
     }
 
     fn map(&self, addr: usize) -> Option<NonZeroUsize> {
+        let c = self.vm_calls()?;
         let prop = self.prop();
         let mut handle: aclrtDrvMemHandle = std::ptr::null_mut();
         let page = self.page();
         // SAFETY: valid pointers for the call.
-        let rc = unsafe { (active().aclrtMallocPhysical)(&mut handle, page, &prop, 0) };
+        let rc = unsafe { (c.malloc_physical)(&mut handle, page, &prop, 0) };
         if rc != ACL_SUCCESS {
             return None;
         }
         // SAFETY: `addr` is an unmapped page of a reservation of this pool;
         // `handle` is the physical page just allocated.
-        let rc = unsafe { (active().aclrtMapMem)(addr as *mut c_void, page, 0, handle, 0) };
+        let rc = unsafe { (c.map)(addr as *mut c_void, page, 0, handle, 0) };
         if rc != ACL_SUCCESS {
             // SAFETY: the handle was just allocated and is not mapped.
-            let _ = unsafe { (active().aclrtFreePhysical)(handle) };
+            let _ = unsafe { (c.free_physical)(handle) };
             return None;
         }
         NonZeroUsize::new(handle as usize)
     }
 
     fn unmap(&self, addr: usize, token: NonZeroUsize) {
+        let Some(c) = self.vm_calls() else { return };
         // SAFETY: `addr` is a page this pool mapped with `token`.
         unsafe {
-            let _ = (active().aclrtUnmapMem)(addr as *mut c_void);
-            let _ = (active().aclrtFreePhysical)(token.get() as aclrtDrvMemHandle);
+            let _ = (c.unmap)(addr as *mut c_void);
+            let _ = (c.free_physical)(token.get() as aclrtDrvMemHandle);
         }
     }
 
     fn synchronize(&self) {
+        let Some(c) = self.vm_calls() else { return };
         // SAFETY: no arguments.
-        let _ = unsafe { (active().aclrtSynchronizeDevice)() };
+        let _ = unsafe { (c.synchronize_device)() };
     }
 }
 

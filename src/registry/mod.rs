@@ -4,61 +4,17 @@
 //! Lookups are on the launch path of every operator, so the map is a
 //! [`SeqTable`]: lock-free, allocation-free reads that never see a torn entry.
 
+pub mod api;
+pub mod observer;
 mod sync;
 pub mod table;
 
 use crate::core::descriptor::GetAddrFromBlockFn;
 use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
+pub use crate::core::ids::{DescriptorHandle, StreamKey};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 pub use table::{Packed, SeqTable, VALUE_WORDS};
-
-/// A stream, identified by its (non-NULL) handle. The allocator API treats
-/// streams as opaque: any non-NULL pointer is one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StreamKey(NonZeroUsize);
-
-impl StreamKey {
-    /// The key of a non-NULL stream handle.
-    pub fn from_ptr(stream: *mut c_void) -> Option<Self> {
-        NonZeroUsize::new(stream as usize).map(StreamKey)
-    }
-
-    /// The stream handle.
-    pub fn as_ptr(self) -> *mut c_void {
-        self.0.get() as *mut c_void
-    }
-
-    /// The handle as a number.
-    pub fn get(self) -> NonZeroUsize {
-        self.0
-    }
-}
-
-/// The handle of a descriptor, as `aclrtAllocatorCreateDesc` returned it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DescriptorHandle(NonZeroUsize);
-
-impl DescriptorHandle {
-    /// A handle from its value; whether it is live is checked elsewhere.
-    pub fn from_ptr(desc: *mut c_void) -> Option<Self> {
-        NonZeroUsize::new(desc as usize).map(DescriptorHandle)
-    }
-
-    pub(crate) fn from_value(value: NonZeroUsize) -> Self {
-        DescriptorHandle(value)
-    }
-
-    /// The handle as C sees it.
-    pub fn as_ptr(self) -> *mut c_void {
-        self.0.get() as *mut c_void
-    }
-
-    /// The handle as a number.
-    pub fn get(self) -> usize {
-        self.0.get()
-    }
-}
 
 /// What `aclrtAllocatorRegister` recorded for a stream: the descriptor it was
 /// given and a copy of that descriptor's contents at that moment.
@@ -95,7 +51,7 @@ unsafe impl Packed for Registration {
         // runs on every lookup, so it converts without re-checking.
         unsafe {
             Registration {
-                descriptor: DescriptorHandle(NonZeroUsize::new_unchecked(w[0])),
+                descriptor: DescriptorHandle::from_value(NonZeroUsize::new_unchecked(w[0])),
                 callbacks: Callbacks {
                     obj: AllocatorObj::new_unchecked(w[1] as *mut c_void),
                     alloc: std::mem::transmute::<usize, AllocFn>(w[2]),
@@ -146,7 +102,7 @@ impl StreamRegistry {
         self.table
             .entries()
             .into_iter()
-            .map(|(k, v)| (StreamKey(k), v))
+            .map(|(k, v)| (StreamKey::from_value(k), v))
             .collect()
     }
 }

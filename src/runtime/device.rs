@@ -12,7 +12,7 @@
 
 use super::context::{self, Context};
 use super::host::HostRuntime;
-use super::memory::DeviceMemory;
+use super::memory::DeviceHeap;
 use crate::core::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// One device.
 pub struct Device {
     id: u32,
-    memory: Arc<DeviceMemory>,
+    memory: Arc<DeviceHeap>,
     state: Mutex<DeviceState>,
 }
 
@@ -36,7 +36,7 @@ impl Device {
     pub(crate) fn new(id: u32, capacity: usize) -> Self {
         Device {
             id,
-            memory: Arc::new(DeviceMemory::new(id, capacity)),
+            memory: Arc::new(DeviceHeap::new(id, capacity)),
             state: Mutex::new(DeviceState::default()),
         }
     }
@@ -47,7 +47,7 @@ impl Device {
     }
 
     /// The device's memory.
-    pub fn memory(&self) -> &Arc<DeviceMemory> {
+    pub fn memory(&self) -> &Arc<DeviceHeap> {
         &self.memory
     }
 }

@@ -4,20 +4,21 @@
 use super::config::Config;
 use super::context::Context;
 use super::device::Device;
-use super::stream::Stream;
-use super::workspace::{default_allocator, WorkspaceAllocator};
-use crate::core::api::{global, AllocatorApi};
+use super::stream_worker::Stream;
+use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
+use crate::registry::api::AllocatorApi;
+use crate::registry::observer::{NoObserver, StreamObserver};
 use parking_lot::Mutex;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The tag of stream handles.
-pub const STREAM_TAG: u16 = 0xACA3;
+pub const STREAM_TAG: u16 = crate::core::handles::tags::STREAM;
 /// The tag of context handles.
-pub const CONTEXT_TAG: u16 = 0xACA4;
+pub const CONTEXT_TAG: u16 = crate::core::handles::tags::CONTEXT;
 
 /// A live stream and the context it was created in.
 #[derive(Clone)]
@@ -37,6 +38,7 @@ pub struct HostRuntime {
     pub(crate) streams: HandleTable<StreamEntry>,
     workspaces: &'static dyn WorkspaceAllocator,
     allocators: &'static AllocatorApi,
+    observer: &'static dyn StreamObserver,
 }
 
 impl HostRuntime {
@@ -58,18 +60,32 @@ impl HostRuntime {
             initialized: Mutex::new(false),
             contexts: HandleTable::new(CONTEXT_TAG),
             streams: HandleTable::new(STREAM_TAG),
-            workspaces: default_allocator(),
+            workspaces: direct_device_memory(),
             allocators,
+            observer: &NoObserver,
         }
     }
 
     /// The same runtime with `workspaces` serving launches on streams without
     /// a registration (streams created from now on). The process-wide
-    /// runtime uses the default allocator ([`crate::default_allocator`]);
+    /// runtime (built by `crate::ffi::process`) uses the default allocator;
     /// other instances keep direct device memory unless told otherwise.
     pub fn with_workspace_allocator(mut self, workspaces: &'static dyn WorkspaceAllocator) -> Self {
         self.workspaces = workspaces;
         self
+    }
+
+    /// The same runtime telling `observer` about launches and stream events
+    /// (the process-wide runtime: the tracking layer's).
+    pub fn with_observer(mut self, observer: &'static dyn StreamObserver) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Who is told about launches and stream events.
+    #[inline]
+    pub(crate) fn observer(&self) -> &'static dyn StreamObserver {
+        self.observer
     }
 
     /// Identifies this instance in thread-local state.
@@ -142,15 +158,4 @@ impl HostRuntime {
     pub fn is_initialized(&self) -> bool {
         *self.initialized.lock()
     }
-}
-
-/// The process-wide host runtime, configured from the environment on first
-/// use, consuming the registrations of [`global`], with the process-wide
-/// default allocator serving streams that have none.
-pub fn host() -> &'static HostRuntime {
-    static HOST: OnceLock<HostRuntime> = OnceLock::new();
-    HOST.get_or_init(|| {
-        HostRuntime::new(Config::from_env(), global())
-            .with_workspace_allocator(&crate::default_allocator::workspace::DefaultWorkspaces)
-    })
 }

@@ -18,40 +18,11 @@
 //! with free first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
-use super::stream::{KernelFn, Task};
+use super::stream_worker::{KernelFn, Task};
 use crate::core::error::{Error, Result};
+use crate::core::serving::Serving;
 use crate::registry::StreamKey;
-use std::cell::Cell;
 use std::ffi::c_void;
-
-thread_local! {
-    /// The stream whose launch is calling allocator callbacks on this thread.
-    static LAUNCH_STREAM: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The stream of the launch that is calling an allocator callback on this
-/// thread right now, or 0 outside a launch. CANN's callbacks do not receive
-/// the stream; an allocator shared by several streams (the caching pool)
-/// reads it here to keep each stream's freed blocks for that stream.
-#[inline]
-pub fn current_launch_stream() -> usize {
-    LAUNCH_STREAM.with(Cell::get)
-}
-
-/// Sets [`current_launch_stream`] for the life of the guard.
-pub(crate) struct LaunchStream(usize);
-
-impl LaunchStream {
-    pub(crate) fn enter(stream: usize) -> Self {
-        LaunchStream(LAUNCH_STREAM.with(|s| s.replace(stream)))
-    }
-}
-
-impl Drop for LaunchStream {
-    fn drop(&mut self) {
-        LAUNCH_STREAM.with(|s| s.set(self.0));
-    }
-}
 
 impl HostRuntime {
     /// Launches `kernel(workspace, size, user_data)` on `stream` (NULL: the
@@ -75,12 +46,18 @@ impl HostRuntime {
             return stream.enqueue(task(std::ptr::null_mut(), false));
         }
         // Both the registered allocator and the default one may want to know
-        // the stream (the pool, pluggable allocators).
-        let _in_launch = LaunchStream::enter(key.get().get());
+        // the stream (the pool, pluggable allocators): it is published as
+        // the stream being served (`crate::core::serving`).
+        let _in_launch = Serving::enter(key.get().get());
         if let Ok(registration) = self.allocators().get_by_stream(key) {
-            // With tracking on, the tracking layer's callbacks (which call
-            // the user's): every workspace is recorded and checked.
-            let c = crate::tracking::callbacks_for(key, &registration);
+            // The observer's callbacks (with tracking on, the tracking
+            // layer's, which call the user's: every workspace is recorded
+            // and checked).
+            let c = if crate::registry::observer::intercepting() {
+                self.observer().callbacks_for(key, &registration)
+            } else {
+                registration.callbacks
+            };
             let obj = c.obj.as_ptr();
             let stream_id = key.get().get();
             // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object

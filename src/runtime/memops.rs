@@ -8,7 +8,7 @@
 
 use super::host::HostRuntime;
 use super::memory::Lookup;
-use super::stream::Task;
+use super::stream_worker::Task;
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
 use std::ptr::NonNull;

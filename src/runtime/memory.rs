@@ -23,7 +23,7 @@ const NOT_ALLOCATED: Error = Error::InvalidParam {
 };
 
 /// One device's memory.
-pub struct DeviceMemory {
+pub struct DeviceHeap {
     device: u32,
     capacity: usize,
     state: Mutex<State>,
@@ -65,10 +65,10 @@ fn page_size() -> usize {
     })
 }
 
-impl DeviceMemory {
+impl DeviceHeap {
     /// Memory of `device` with room for `capacity` bytes.
     pub fn new(device: u32, capacity: usize) -> Self {
-        DeviceMemory {
+        DeviceHeap {
             device,
             capacity,
             state: Mutex::new(State::default()),
@@ -160,7 +160,7 @@ impl DeviceMemory {
         Ok(())
     }
 
-    /// Gives back what [`DeviceMemory::charge`] counted.
+    /// Gives back what [`DeviceHeap::charge`] counted.
     pub(crate) fn uncharge(&self, size: usize) {
         let mut state = self.state.lock();
         state.used = state.used.saturating_sub(size);
@@ -202,7 +202,7 @@ impl DeviceMemory {
     }
 }
 
-impl Drop for DeviceMemory {
+impl Drop for DeviceHeap {
     fn drop(&mut self) {
         for (&start, region) in &self.state.get_mut().live {
             // SAFETY: every live region is a mapping this table created.
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn allocations_are_writable_zeroed_aligned_and_counted() {
-        let mem = DeviceMemory::new(0, 1 << 20);
+        let mem = DeviceHeap::new(0, 1 << 20);
         let p = mem.alloc(100).unwrap();
         assert_eq!(p.as_ptr() as usize % 32, 0);
         // SAFETY: 100 bytes were allocated.
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn foreign_interior_and_double_frees_are_errors() {
-        let mem = DeviceMemory::new(0, 1 << 20);
+        let mem = DeviceHeap::new(0, 1 << 20);
         let p = mem.alloc(4096).unwrap();
         let mut local = 0u8;
         assert_eq!(mem.free(&mut local), Err(NOT_ALLOCATED));
@@ -251,12 +251,12 @@ mod tests {
 
     #[test]
     fn capacity_is_enforced_and_a_large_one_costs_nothing_up_front() {
-        let mem = DeviceMemory::new(3, 1 << 40); // 1 TiB: only touched pages cost
+        let mem = DeviceHeap::new(3, 1 << 40); // 1 TiB: only touched pages cost
         let big = mem.alloc(64 << 30).unwrap();
         assert_eq!(mem.used(), 64 << 30);
         mem.free(big.as_ptr()).unwrap();
 
-        let small = DeviceMemory::new(1, 2 * page_size());
+        let small = DeviceHeap::new(1, 2 * page_size());
         let a = small.alloc(page_size() + 1).unwrap();
         match small.alloc(1) {
             Err(Error::DeviceMemoryExhausted {

@@ -13,46 +13,46 @@
 //! | [`mod@host`] | the runtime's state, `aclInit` / `aclFinalize` |
 //! | [`device`] | devices and their set/reset counting |
 //! | [`context`] | contexts and the per-thread current context |
-//! | [`stream`] | one stream: the bounded queue and its worker |
-//! | `stream_cache` | the per-thread cache that keeps launches off the stream table's lock |
-//! | [`streams`] | the live streams, the default stream, destroy semantics |
+//! | [`stream_worker`] | one stream: the bounded queue and its worker thread |
+//! | [`stream_table`] | the live streams, the default stream, destroy semantics |
+//! | `launch_cache` | the per-thread cache that keeps launches off the stream table's lock |
 //! | `fork` | streams inherited through `fork()`: refused, never waited for |
 //! | `waits` | kernels that wait for streams: no two wait for each other |
 //! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
-//! | [`workspace`] | the default device allocator behind a small interface |
+//! | [`workspace`] | the workspace allocator interface, and direct device memory behind it |
 //! | [`virtual_memory`] | reservations, physical memory, mappings (`aclrtReserveMemAddress`, ...) |
 //! | `virtual_memory_calls` | the virtual-memory calls: CANN's argument rules, device accounting |
-//! | [`backend`] | the one place the runtime implementation is chosen |
 //!
 //! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
 //! looked up in live-handle tables, never dereferenced.
 //!
 //! ## Not a shadow over a real runtime
-//! The C exports do not call this module directly: they call through
-//! [`backend::active`], a table of function pointers filled once at load
-//! time. A later backend forwards to a real CANN runtime loaded behind this
-//! library instead; see [`backend`].
+//! The C exports do not call this module directly: they call through the
+//! dispatch table of `crate::ffi::dispatch`, filled once at load time, which
+//! points at this runtime or at a real CANN runtime loaded behind this
+//! library. The process-wide instance is built by `crate::ffi::process`;
+//! this module imports no sibling (the tracking layer observes streams
+//! through `crate::registry::observer`).
 
-pub mod backend;
 pub mod config;
 pub mod context;
 pub mod device;
 mod fork;
 pub mod host;
 pub mod launch;
+mod launch_cache;
 pub mod memops;
 pub mod memory;
-pub mod stream;
-mod stream_cache;
-pub mod streams;
+pub mod stream_table;
+pub mod stream_worker;
 pub mod virtual_memory;
 mod virtual_memory_calls;
 mod waits;
 pub mod workspace;
 
-pub use host::{host, HostRuntime};
+pub use host::HostRuntime;
 
 #[cfg(test)]
 mod tests;

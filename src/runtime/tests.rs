@@ -2,9 +2,9 @@
 
 use super::config::Config;
 use super::host::HostRuntime;
-use crate::core::api::AllocatorApi;
 use crate::core::descriptor::AllocatorObj;
 use crate::core::error::Error;
+use crate::registry::api::AllocatorApi;
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

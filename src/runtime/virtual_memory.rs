@@ -225,7 +225,7 @@ impl VirtualMemory {
     /// on `device`, counted against `memory`'s capacity. Returns the handle.
     pub fn malloc_physical(
         &self,
-        memory: &super::memory::DeviceMemory,
+        memory: &super::memory::DeviceHeap,
         size: usize,
     ) -> Result<usize> {
         if size == 0 {
@@ -477,7 +477,7 @@ fn memfd(size: usize) -> Option<OwnedFd> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory::DeviceMemory;
+    use super::super::memory::DeviceHeap;
     use super::*;
 
     const G: usize = GRANULARITY;
@@ -485,7 +485,7 @@ mod tests {
     #[test]
     fn reserve_map_write_unmap_release() {
         let vm = VirtualMemory::default();
-        let mem = DeviceMemory::new(0, 8 * G);
+        let mem = DeviceHeap::new(0, 8 * G);
         let va = vm.reserve(4 * G, 0, 0, 0).unwrap();
         assert_eq!(va % G, 0);
         let h = vm.malloc_physical(&mem, 2 * G).unwrap();
@@ -523,7 +523,7 @@ mod tests {
     #[test]
     fn misuse_is_refused() {
         let vm = VirtualMemory::default();
-        let mem = DeviceMemory::new(0, 4 * G);
+        let mem = DeviceHeap::new(0, 4 * G);
         assert!(vm.reserve(0, 0, 0, 0).is_err());
         assert!(vm.reserve(G, 3, 0, 0).is_err());
         assert!(vm.reserve(G, 0, 0, 7).is_err());

@@ -29,7 +29,7 @@ pub(crate) const TEARDOWN_IN_KERNEL: Error = Error::Failure {
 
 /// Refuses a teardown called from a kernel (see [`TEARDOWN_IN_KERNEL`]).
 pub(crate) fn refuse_teardown_in_kernel() -> Result<()> {
-    if super::stream::on_any_worker() {
+    if super::stream_worker::on_any_worker() {
         return Err(TEARDOWN_IN_KERNEL);
     }
     Ok(())

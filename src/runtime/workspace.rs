@@ -10,7 +10,7 @@
 //! CANN does with registered allocators; any other allocator gets it back on
 //! the stream's worker once the kernel has finished.
 
-use super::memory::DeviceMemory;
+use super::memory::DeviceHeap;
 use crate::core::error::Result;
 use std::ptr::NonNull;
 
@@ -18,9 +18,9 @@ use std::ptr::NonNull;
 /// registered allocator.
 pub trait WorkspaceAllocator: Send + Sync {
     /// A workspace of `size` (> 0) bytes in `memory`.
-    fn alloc(&self, memory: &DeviceMemory, size: usize) -> Result<NonNull<u8>>;
+    fn alloc(&self, memory: &DeviceHeap, size: usize) -> Result<NonNull<u8>>;
     /// Gives back a workspace `alloc` returned.
-    fn free(&self, memory: &DeviceMemory, workspace: NonNull<u8>);
+    fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>);
     /// True when a block may be freed as soon as its launch is enqueued,
     /// because the allocator only reuses it for later work on the same stream.
     fn frees_in_stream_order(&self) -> bool;
@@ -32,11 +32,11 @@ pub trait WorkspaceAllocator: Send + Sync {
 pub struct DirectDeviceMemory;
 
 impl WorkspaceAllocator for DirectDeviceMemory {
-    fn alloc(&self, memory: &DeviceMemory, size: usize) -> Result<NonNull<u8>> {
+    fn alloc(&self, memory: &DeviceHeap, size: usize) -> Result<NonNull<u8>> {
         memory.alloc(size)
     }
 
-    fn free(&self, memory: &DeviceMemory, workspace: NonNull<u8>) {
+    fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>) {
         // Only ever called with a pointer `alloc` returned, so it cannot fail.
         let _ = memory.free(workspace.as_ptr());
     }
@@ -47,7 +47,7 @@ impl WorkspaceAllocator for DirectDeviceMemory {
 }
 
 /// The allocator new streams use for workspaces when nothing is registered.
-pub fn default_allocator() -> &'static dyn WorkspaceAllocator {
+pub fn direct_device_memory() -> &'static dyn WorkspaceAllocator {
     static DIRECT: DirectDeviceMemory = DirectDeviceMemory;
     &DIRECT
 }

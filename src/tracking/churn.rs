@@ -10,7 +10,7 @@
 //! can no longer cause a cross-stream fault), after which the records up to
 //! that point have nothing left to vouch for and are forgotten.
 
-use super::state::REPORT_PATIENCE;
+use super::owner::REPORT_PATIENCE;
 use super::syncclock;
 use super::tracker::tracker;
 

@@ -40,6 +40,8 @@ mod churn;
 mod clock;
 pub mod events;
 mod exit;
+mod owner;
+mod ptr_map;
 mod report;
 mod shim;
 mod signals;
@@ -81,6 +83,7 @@ pub fn set_enabled(on: bool) {
         EVER_ENABLED.store(true, Ordering::Relaxed);
     }
     ENABLED.store(on, Ordering::Relaxed);
+    crate::registry::observer::set_intercepting(on);
 }
 
 #[inline]
@@ -116,7 +119,7 @@ pub fn registration_ended(stream: StreamKey, old: Option<&Registration>, seen: L
     let Some(old) = old else { return };
     let allocator = old.callbacks.obj.as_ptr() as usize;
     if let Some(state) = tracker().state_of(allocator) {
-        if let Some(mut inside) = state.enter(state::NOT_A_STREAM) {
+        if let Some(mut inside) = state.enter(owner::NOT_A_STREAM) {
             inside.report_leaks(allocator, Some(stream.get().get()), seen);
         }
     }
@@ -150,7 +153,7 @@ pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
 /// The statistics of one user allocator object, if it was ever tracked.
 pub fn allocator_stats(allocator: *mut std::ffi::c_void) -> Option<AllocatorStats> {
     let state = tracker().state_of(allocator as usize)?;
-    let inside = state.enter_for_report(state::REPORT_PATIENCE)?;
+    let inside = state.enter_for_report(owner::REPORT_PATIENCE)?;
     Some(inside.stats)
 }
 
@@ -163,8 +166,26 @@ pub fn faults() -> (Vec<Event>, u64) {
 /// Reports every block still live as a leak (what happens at exit).
 pub fn report_leaks_now() {
     for state in tracker().states() {
-        if let Some(mut inside) = state.enter_for_report(state::REPORT_PATIENCE) {
+        if let Some(mut inside) = state.enter_for_report(owner::REPORT_PATIENCE) {
             inside.report_leaks(state.allocator, None, LeakSeen::Exit);
         }
+    }
+}
+
+/// The tracking layer as a runtime's [`StreamObserver`]: launches call the
+/// tracking callbacks while tracking is on, and stream events feed the leak
+/// and use-after-free checks.
+pub struct TrackingObserver;
+
+impl crate::registry::observer::StreamObserver for TrackingObserver {
+    #[inline]
+    fn callbacks_for(&self, stream: StreamKey, registration: &Registration) -> Callbacks {
+        callbacks_for(stream, registration)
+    }
+    fn stream_synchronized(&self, stream: StreamKey) {
+        stream_synchronized(stream)
+    }
+    fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
+        stream_destroyed(stream, old)
     }
 }

@@ -5,7 +5,7 @@
 //! pick them apart.
 
 use super::events::{events, Event, Fault, LeakSeen};
-use super::state::REPORT_PATIENCE;
+use super::owner::REPORT_PATIENCE;
 use super::stats::Stat;
 use super::tracker::tracker;
 use std::fmt::Write as _;

@@ -18,7 +18,7 @@
 //! the block up in every allocator record.
 
 use super::events::{record, Fault};
-use super::state::{AllocState, NOT_A_STREAM};
+use super::owner::{AllocState, NOT_A_STREAM};
 use super::tracker::{tracker, TrackObj};
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -141,7 +141,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
         // are known without a lookup. SAFETY: records are never freed, and
         // `get_addr` was stored from the user's function pointer.
         let state = unsafe { &*state };
-        let get_addr: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(get_addr) };
+        let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
+            unsafe { std::mem::transmute(get_addr) };
         // SAFETY: the user's function.
         let address = unsafe { get_addr(block) };
         if let Some(mut inside) = state.enter(NOT_A_STREAM) {
@@ -154,7 +155,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
             if let Some(get_addr) = inside.get_addr_of(key) {
                 // SAFETY: the user's getAddrFromBlock that served this block
                 // was stored from a function pointer of this type.
-                let get_addr: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(get_addr) };
+                let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
+                    unsafe { std::mem::transmute(get_addr) };
                 // SAFETY: the user's function.
                 let address = unsafe { get_addr(block) };
                 inside.on_get_addr(state.allocator, key, address as usize);
@@ -182,7 +184,7 @@ fn unknown_block(block: *mut c_void) -> *mut c_void {
         0 => std::ptr::null_mut(),
         f => {
             // SAFETY: stored from a GetAddrFromBlockFn.
-            let f: crate::GetAddrFromBlockFn = unsafe { std::mem::transmute(f) };
+            let f: crate::core::descriptor::GetAddrFromBlockFn = unsafe { std::mem::transmute(f) };
             // SAFETY: the user's function.
             unsafe { f(block) }
         }

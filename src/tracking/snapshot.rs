@@ -9,8 +9,8 @@
 //! 64-bit handle. `version` names the layout.
 
 use super::events::{events, Fault};
+use super::owner::REPORT_PATIENCE;
 use super::report::leak_seen;
-use super::state::REPORT_PATIENCE;
 use super::tracker::tracker;
 use crate::history::Hex;
 use serde_json::{json, Map, Value};

@@ -4,33 +4,7 @@
 
 /// One statistic: the pool's own type (`aclallocStat` in C), so that the
 /// tracking layer's figures read exactly like the pool's.
-pub use crate::pool::Stat;
-
-/// Adding and removing, as the pool's bookkeeping does (written out here so
-/// that it inlines into the tracking callbacks).
-pub(crate) trait Count {
-    fn add(&mut self, amount: u64);
-    fn sub(&mut self, amount: u64);
-}
-
-impl Count for Stat {
-    #[inline]
-    fn add(&mut self, amount: u64) {
-        let amount = amount as i64;
-        self.current += amount;
-        self.allocated += amount;
-        if self.current > self.peak {
-            self.peak = self.current;
-        }
-    }
-
-    #[inline]
-    fn sub(&mut self, amount: u64) {
-        let amount = amount as i64;
-        self.current -= amount;
-        self.freed += amount;
-    }
-}
+pub use crate::core::stats::Stat;
 
 /// What the tracking layer counts for one allocator object.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,10 +42,10 @@ mod tests {
     #[test]
     fn peak_follows_current_and_totals_accumulate() {
         let mut s = Stat::default();
-        s.add(10);
-        s.add(5);
-        s.sub(10);
-        s.add(2);
+        s.increase(10);
+        s.increase(5);
+        s.decrease(10);
+        s.increase(2);
         assert_eq!(
             s,
             Stat {

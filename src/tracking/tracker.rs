@@ -14,8 +14,8 @@
 //! makes a stream per request thus keeps as many objects as it ever had
 //! streams alive at once, not one per stream it ever made.
 
+use super::owner::AllocState;
 use super::shim;
-use super::state::AllocState;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
@@ -52,7 +52,7 @@ impl TrackObj {
                 .registration
                 .callbacks
                 .alloc_advise
-                .map(|_| shim::track_alloc_advise as crate::AllocAdviseFn),
+                .map(|_| shim::track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
             get_addr_from_block: shim::track_get_addr,
         }
     }
@@ -150,7 +150,7 @@ impl Tracker {
                         s
                     }
                 };
-                if let Some(mut inside) = state.enter(super::state::NOT_A_STREAM) {
+                if let Some(mut inside) = state.enter(super::owner::NOT_A_STREAM) {
                     inside.note_stream(stream.get().get());
                 }
                 let reused = slow.spare.get_mut(&registration.pack()).and_then(Vec::pop);
@@ -207,7 +207,7 @@ impl Tracker {
             !mine
         });
         for (reg, t) in freed {
-            if let Some(mut inside) = t.state.enter(super::state::NOT_A_STREAM) {
+            if let Some(mut inside) = t.state.enter(super::owner::NOT_A_STREAM) {
                 inside.stream_ended(stream.get().get());
             }
             slow.spare.entry(reg).or_default().push(t);

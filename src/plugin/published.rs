@@ -6,12 +6,14 @@
 //! stale copy of the descriptor finds nothing and fails cleanly instead of
 //! touching a destroyed allocator. A block is the device pointer itself.
 
-use super::allocator::{report, PluggableAllocator};
+use super::allocator::PluggableAllocator;
 use super::context;
-use crate::core::api::global;
+use crate::core::boundary::boundary;
 use crate::core::descriptor::AllocatorObj;
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
+use crate::core::serving;
+use crate::registry::api::global;
 use crate::registry::DescriptorHandle;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
@@ -19,7 +21,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The tag in the top bits of every pluggable-allocator handle.
-const PLUGGABLE_TAG: u16 = 0xACA6;
+const PLUGGABLE_TAG: u16 = crate::core::handles::tags::PLUGGABLE;
 
 static PLUGINS: HandleTable<Entry> = HandleTable::new(PLUGGABLE_TAG);
 
@@ -99,9 +101,14 @@ pub fn from_obj(obj: AllocatorObj) -> Option<Arc<PluggableAllocator>> {
 }
 
 /// Destroys a pluggable allocator and the descriptor made for it. Refused
-/// while blocks are live or a stream is still registered with it, since
-/// either would later reach an unloaded plugin.
-pub fn destroy(handle: PluggableHandle) -> Result<()> {
+/// while blocks are live, a stream is still registered with it, or
+/// `is_default` says it serves as the default allocator, since any of them
+/// would later reach an unloaded plugin. (The default allocator is a layer
+/// above this one: the caller asks it.)
+pub fn destroy(
+    handle: PluggableHandle,
+    is_default: impl FnOnce(AllocatorObj) -> bool,
+) -> Result<()> {
     let allocator = get(handle)?;
     let live = allocator.live_blocks();
     if live > 0 {
@@ -122,9 +129,7 @@ pub fn destroy(handle: PluggableHandle) -> Result<()> {
             count: registered,
         });
     }
-    if AllocatorObj::new(handle.as_ptr())
-        .is_some_and(|obj| crate::default_allocator::global().uses(obj))
-    {
+    if AllocatorObj::new(handle.as_ptr()).is_some_and(is_default) {
         return Err(Error::StillInUse {
             what: "It is the default allocator",
             count: 1,
@@ -136,40 +141,25 @@ pub fn destroy(handle: PluggableHandle) -> Result<()> {
     Ok(())
 }
 
-/// The number of live pluggable allocators.
-pub fn live_count() -> usize {
-    PLUGINS.len()
-}
-
 /// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
-    callback("aclallocPluggable alloc callback", || {
+    boundary("aclallocPluggable alloc callback", || {
         let allocator = lookup(obj as usize).ok_or(NOT_A_PLUGGABLE)?;
-        allocator.alloc(size, context::current_device(), context::serving_stream())
+        allocator
+            .alloc(size, context::current_device(), serving::current())
+            .map(NonNull::as_ptr)
     })
-    .map_or(std::ptr::null_mut(), NonNull::as_ptr)
 }
 
 /// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor.
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
-    callback("aclallocPluggable free callback", || {
+    boundary("aclallocPluggable free callback", || {
         let allocator = lookup(obj as usize).ok_or(NOT_A_PLUGGABLE)?;
         allocator.free(NonNull::new(block).ok_or(Error::NullPointer { param: "block" })?)
-    });
+    })
 }
 
 /// `aclrtAllocatorGetAddrFromBlockFunc`: a block is its address.
 unsafe extern "C" fn desc_get_addr(block: *mut c_void) -> *mut c_void {
     block
-}
-
-/// Runs a callback body: no panic leaves it, and a failure is recorded for
-/// `aclGetRecentErrMsg` since the callback has no error code to return.
-fn callback<T>(function: &'static str, body: impl FnOnce() -> Result<T>) -> Option<T> {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(Err(
-        Error::Internal {
-            reason: "a panic inside aclalloc was caught in an allocator callback",
-        },
-    ));
-    report(function, result)
 }

@@ -1,4 +1,7 @@
-//! The one function every export runs its body through.
+//! The one panic boundary: every export, and every callback this library
+//! hands to C (allocator callbacks of the default allocator and of pluggable
+//! allocators), runs its body through [`boundary`]. It lives in the bottom
+//! layer so that a callback defined in any layer uses this one.
 
 use crate::core::errlog;
 use crate::core::error::{aclError, Error, ACL_SUCCESS};

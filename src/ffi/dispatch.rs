@@ -1,4 +1,7 @@
-//! The one place where the runtime implementation is chosen.
+//! The one place where the runtime implementation is chosen: the dispatch
+//! table of the runtime exports. (Everything else that needs the device
+//! reaches it through the device port, `crate::core::device_port`, which the
+//! composition root, [`super::process`], installs from the same choice.)
 //!
 //! Every runtime export (`aclInit`, `aclrt*` outside the allocator API,
 //! the virtual-memory functions, `aclallocLaunchKernel`) calls through the table [`active`] returns. The
@@ -18,9 +21,9 @@
 //!   extension, for CANN) are the host runtime's.
 //!
 //! The choice is made once, in the library's load-time constructor
-//! (`crate::interpose::next`), after the lookup.
+//! ([`super::process`]), after the lookup.
 
-use crate::ffi::types::*;
+use crate::core::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
 
@@ -218,10 +221,24 @@ fn select() -> RuntimeFns {
 static ACTIVE: OnceLock<RuntimeFns> = OnceLock::new();
 
 /// The runtime functions of the backend chosen at load time (by the
-/// library's constructor in `crate::interpose::next`; a first call made
-/// before it, as in a statically linked test, chooses).
+/// library's constructor in [`super::process`]; a first call made before
+/// it, as in a statically linked test, runs the process's wiring first).
 #[inline]
 pub fn active() -> &'static RuntimeFns {
+    match ACTIVE.get() {
+        Some(table) => table,
+        None => first_use(),
+    }
+}
+
+#[cold]
+fn first_use() -> &'static RuntimeFns {
+    super::process::ensure();
+    choose()
+}
+
+/// Chooses the table (once); the composition root calls it while wiring.
+pub(super) fn choose() -> &'static RuntimeFns {
     ACTIVE.get_or_init(select)
 }
 

@@ -23,7 +23,7 @@
 //! either lands before the stream closes (and runs before the destroy
 //! returns) or is refused.
 
-use super::stream::Stream;
+use super::stream_worker::Stream;
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 

@@ -14,7 +14,7 @@
 //! the launching thread and the worker.
 
 use super::fork;
-use super::memory::DeviceMemory;
+use super::memory::DeviceHeap;
 use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::core::error::{Error, Result};
@@ -122,7 +122,7 @@ struct Shared {
     work: Condvar,
     room: Condvar,
     done: Condvar,
-    memory: Arc<DeviceMemory>,
+    memory: Arc<DeviceHeap>,
     workspaces: &'static dyn WorkspaceAllocator,
 }
 
@@ -141,7 +141,7 @@ impl Stream {
     /// A stream on `memory`'s device whose launches without a registered
     /// allocator take workspaces from `workspaces`.
     pub fn new(
-        memory: Arc<DeviceMemory>,
+        memory: Arc<DeviceHeap>,
         workspaces: &'static dyn WorkspaceAllocator,
     ) -> Result<Self> {
         let shared = Arc::new(Shared {
@@ -179,7 +179,7 @@ impl Stream {
     }
 
     /// The device memory of this stream's device.
-    pub fn memory(&self) -> &Arc<DeviceMemory> {
+    pub fn memory(&self) -> &Arc<DeviceHeap> {
         &self.shared.memory
     }
 
@@ -508,7 +508,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::workspace::default_allocator;
+    use crate::runtime::workspace::direct_device_memory;
     use std::sync::atomic::AtomicUsize;
 
     unsafe extern "C" fn append(_: *mut c_void, size: usize, log: *mut c_void) {
@@ -532,7 +532,11 @@ mod tests {
     }
 
     fn stream() -> Stream {
-        Stream::new(Arc::new(DeviceMemory::new(0, 1 << 30)), default_allocator()).unwrap()
+        Stream::new(
+            Arc::new(DeviceHeap::new(0, 1 << 30)),
+            direct_device_memory(),
+        )
+        .unwrap()
     }
 
     fn kernel(kernel: KernelFn, size: usize, data: *const c_void) -> Task {

@@ -34,14 +34,14 @@
 //! assert!(api.get_by_stream(stream).is_err());
 //! ```
 
-use super::descriptor::Descriptor;
-use super::error::{Error, Result};
-use super::handles::HandleTable;
-use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};
+use super::{DescriptorHandle, Registration, StreamKey, StreamRegistry};
+use crate::core::descriptor::Descriptor;
+use crate::core::error::{Error, Result};
+use crate::core::handles::HandleTable;
 use std::sync::OnceLock;
 
 /// The tag in the top bits of every descriptor handle.
-const DESCRIPTOR_TAG: u16 = 0xACA1;
+const DESCRIPTOR_TAG: u16 = crate::core::handles::tags::DESCRIPTOR;
 
 const NOT_A_DESCRIPTOR: Error = Error::InvalidParam {
     param: "allocatorDesc",

@@ -10,8 +10,8 @@
 //! registration table does not fill up with dead streams.
 
 use super::host::{HostRuntime, StreamEntry};
-use super::stream::Stream;
-use super::stream_cache;
+use super::launch_cache;
+use super::stream_worker::Stream;
 use super::waits::DEADLOCK;
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
@@ -87,16 +87,16 @@ impl HostRuntime {
         match stream {
             Some(key) => {
                 // Launchers on different streams must not queue on the
-                // table's lock: see `stream_cache` for why a hit is safe.
+                // table's lock: see `launch_cache` for why a hit is safe.
                 let handle = key.get().get();
-                if let Some(s) = stream_cache::lookup(self.instance(), handle) {
+                if let Some(s) = launch_cache::lookup(self.instance(), handle) {
                     return Ok((key, s));
                 }
                 let s = self
                     .streams
                     .with(handle, |e| Arc::clone(&e.stream))
                     .ok_or(NOT_A_STREAM)?;
-                stream_cache::remember(self.instance(), handle, &s);
+                launch_cache::remember(self.instance(), handle, &s);
                 Ok((key, s))
             }
             None => self.default_stream(),
@@ -184,9 +184,7 @@ impl HostRuntime {
             }
         });
         let old = self.allocators().unregister(key(handle)).ok().flatten();
-        crate::tracking::stream_destroyed(key(handle), old.as_ref());
-        // Blocks pools cached for the stream can serve no one now.
-        crate::pool::handles::forget_stream(key(handle).get());
+        self.observer().stream_destroyed(key(handle), old.as_ref());
         Ok(())
     }
 
@@ -195,7 +193,7 @@ impl HostRuntime {
         let (key, stream) = self.resolve_stream(stream)?;
         stream.synchronize()?;
         // Memory freed on the stream may now go to work on other streams.
-        crate::tracking::stream_synchronized(key);
+        self.observer().stream_synchronized(key);
         Ok(())
     }
 

@@ -1,0 +1,37 @@
+//! The one statistic type: the pool's and the tracking layer's figures are
+//! counted in it (`aclallocStat` in C). (The pluggable allocators' flat
+//! `aclallocAllocatorStats` is not yet: see docs/ARCHITECTURE.md.)
+
+/// One statistic: its current value, its peak since the last peak reset, and
+/// the totals added and removed since the last accumulated reset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// The value now.
+    pub current: i64,
+    /// The highest `current` since creation or `reset_peak_stats`.
+    pub peak: i64,
+    /// Everything ever added.
+    pub allocated: i64,
+    /// Everything ever removed.
+    pub freed: i64,
+}
+
+impl Stat {
+    /// `amount` more: the value and the total added grow, the peak follows.
+    #[inline]
+    pub fn increase(&mut self, amount: i64) {
+        self.current += amount;
+        self.allocated += amount;
+        if self.current > self.peak {
+            self.peak = self.current;
+        }
+    }
+
+    /// `amount` less: the value shrinks, the total removed grows.
+    #[inline]
+    pub fn decrease(&mut self, amount: i64) {
+        self.current -= amount;
+        self.freed += amount;
+    }
+}

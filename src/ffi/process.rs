@@ -1,0 +1,254 @@
+//! The composition root: the one place that creates the process-wide
+//! objects and wires the layers together.
+//!
+//! At load time (the library's one `.init_array` constructor) or on the
+//! first export if the constructor did not run (a static link), [`ensure`]:
+//! 1. runs the load-time lookup of a real runtime (`crate::interpose::next`);
+//! 2. chooses the dispatch table of the runtime exports ([`super::dispatch`]);
+//! 3. installs the matching device port (`crate::core::device_port`), through
+//!    which the pool, the default allocator and the pluggable allocators
+//!    reach device memory and the current device;
+//! 4. gives the default allocator the pool's C callbacks.
+//!
+//! The process-wide host runtime ([`host`]) is built here too: the host
+//! runtime with the default allocator serving unregistered streams and the
+//! tracking layer observing its streams. The lower layers never reach up for
+//! any of this.
+
+use super::dispatch::{self, Backend};
+use crate::core::descriptor::Callbacks;
+use crate::core::device_port::{self, DevicePort, VirtualMemoryCalls};
+use crate::core::error::{aclError, Error, Result, ACL_SUCCESS};
+use crate::core::ids::StreamKey;
+use crate::core::types::{aclrtMemAttr, aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE_FIRST};
+use crate::registry::api::global;
+use crate::registry::observer::StreamObserver;
+use crate::registry::Registration;
+use crate::runtime::config::Config;
+use crate::runtime::HostRuntime;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::{Once, OnceLock};
+
+/// The library's one load-time constructor: the wiring, then tracking if
+/// the environment asks for it.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    ensure();
+    crate::tracking::init_from_env();
+}
+
+static WIRED: Once = Once::new();
+
+/// Makes sure the process is wired; returns at once after the first time.
+#[inline]
+pub fn ensure() {
+    if !WIRED.is_completed() {
+        WIRED.call_once(wire);
+    }
+}
+
+fn wire() {
+    crate::interpose::next::resolve();
+    let port: &'static dyn DevicePort = match dispatch::choose().backend {
+        Backend::Host => &HostPort,
+        Backend::Forward => &ForwardPort,
+    };
+    device_port::install(port);
+    crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
+}
+
+/// The process-wide host runtime, configured from the environment on first
+/// use, consuming the registrations of [`global`], with the process-wide
+/// default allocator serving streams that have none and the tracking layer
+/// observing its streams.
+pub fn host() -> &'static HostRuntime {
+    static HOST: OnceLock<HostRuntime> = OnceLock::new();
+    HOST.get_or_init(|| {
+        HostRuntime::new(Config::from_env(), global())
+            .with_workspace_allocator(&crate::default_allocator::workspace::DefaultWorkspaces)
+            .with_observer(&StreamEvents)
+    })
+}
+
+/// What hears of the host runtime's stream events: the tracking layer, and
+/// on a stream's destruction every pool (what they cached for the stream
+/// can serve no one now, see `Pool::forget_stream`).
+struct StreamEvents;
+
+impl StreamObserver for StreamEvents {
+    #[inline]
+    fn callbacks_for(&self, stream: StreamKey, registration: &Registration) -> Callbacks {
+        crate::tracking::TrackingObserver.callbacks_for(stream, registration)
+    }
+    fn stream_synchronized(&self, stream: StreamKey) {
+        crate::tracking::TrackingObserver.stream_synchronized(stream)
+    }
+    fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
+        crate::tracking::TrackingObserver.stream_destroyed(stream, old);
+        crate::pool::handles::forget_stream(stream.get());
+    }
+}
+
+/// `aclrtMalloc`, `aclrtFree` and `aclrtGetMemInfo` as the application
+/// calls them: through the dispatch table (the same in both ports).
+fn acl_malloc(ptr: &mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) -> aclError {
+    // SAFETY: `ptr` is a valid out-pointer.
+    unsafe { (dispatch::active().aclrtMalloc)(ptr, size, policy) }
+}
+
+fn acl_free(ptr: *mut c_void) -> aclError {
+    // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
+    unsafe { (dispatch::active().aclrtFree)(ptr) }
+}
+
+fn acl_mem_info(attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
+    // SAFETY: both out-pointers are valid.
+    unsafe { (dispatch::active().aclrtGetMemInfo)(attr, free, total) }
+}
+
+/// The virtual-memory calls of the dispatch table.
+fn virtual_memory_calls() -> VirtualMemoryCalls {
+    let fns = dispatch::active();
+    VirtualMemoryCalls {
+        reserve: fns.aclrtReserveMemAddress,
+        release: fns.aclrtReleaseMemAddress,
+        malloc_physical: fns.aclrtMallocPhysical,
+        free_physical: fns.aclrtFreePhysical,
+        map: fns.aclrtMapMem,
+        unmap: fns.aclrtUnmapMem,
+        granularity: fns.aclrtMemGetAllocationGranularity,
+        synchronize_device: fns.aclrtSynchronizeDevice,
+    }
+}
+
+/// The device port when this library is the runtime.
+struct HostPort;
+
+impl DevicePort for HostPort {
+    fn current_device(&self) -> Option<i32> {
+        host()
+            .current_device()
+            .ok()
+            .map(|d| i32::try_from(d).unwrap_or(0))
+    }
+
+    fn device_count(&self) -> Option<u32> {
+        host().device_count().ok()
+    }
+
+    fn alloc(&self, size: usize) -> Result<NonNull<u8>> {
+        host().malloc(size)
+    }
+
+    fn free(&self, ptr: *mut c_void) -> Result<()> {
+        host().devices().and_then(|devices| {
+            devices
+                .iter()
+                .find(|d| d.memory().owns(ptr.cast()))
+                .ok_or(Error::ForeignPointer)
+                .and_then(|d| d.memory().free(ptr.cast()))
+        })
+    }
+
+    fn acl_malloc(
+        &self,
+        ptr: &mut *mut c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        acl_malloc(ptr, size, policy)
+    }
+
+    fn acl_free(&self, ptr: *mut c_void) -> aclError {
+        acl_free(ptr)
+    }
+
+    fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
+        acl_mem_info(attr, free, total)
+    }
+
+    /// The host runtime's virtual memory (reservations, memfd pages).
+    fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
+        Some(virtual_memory_calls())
+    }
+}
+
+/// The device port in front of a real runtime: its functions.
+struct ForwardPort;
+
+impl DevicePort for ForwardPort {
+    fn current_device(&self) -> Option<i32> {
+        let mut device = 0;
+        // SAFETY: the real runtime's aclrtGetDevice with a valid out-pointer.
+        let rc = unsafe { (dispatch::active().aclrtGetDevice)(&mut device) };
+        (rc == ACL_SUCCESS).then_some(device)
+    }
+
+    fn device_count(&self) -> Option<u32> {
+        let mut count = 0u32;
+        // SAFETY: the real runtime's aclrtGetDeviceCount with a valid out-pointer.
+        let rc = unsafe { (dispatch::active().aclrtGetDeviceCount)(&mut count) };
+        (rc == ACL_SUCCESS).then_some(count)
+    }
+
+    /// The real runtime's `aclrtMalloc` (on the calling thread's current
+    /// device, as the host runtime's).
+    fn alloc(&self, size: usize) -> Result<NonNull<u8>> {
+        let mut ptr = std::ptr::null_mut();
+        let rc = acl_malloc(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
+        match NonNull::new(ptr.cast::<u8>()) {
+            Some(p) if rc == ACL_SUCCESS => Ok(p),
+            _ => Err(Error::AllocatorReturnedNull {
+                allocator: "default device (the real runtime's aclrtMalloc)",
+                size,
+                device: self.current_device().unwrap_or(0),
+            }),
+        }
+    }
+
+    fn free(&self, ptr: *mut c_void) -> Result<()> {
+        match acl_free(ptr) {
+            ACL_SUCCESS => Ok(()),
+            _ => Err(Error::ForeignPointer),
+        }
+    }
+
+    fn acl_malloc(
+        &self,
+        ptr: &mut *mut c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        acl_malloc(ptr, size, policy)
+    }
+
+    fn acl_free(&self, ptr: *mut c_void) -> aclError {
+        acl_free(ptr)
+    }
+
+    fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
+        acl_mem_info(attr, free, total)
+    }
+
+    /// The real runtime's virtual-memory calls, when it has every one of
+    /// them.
+    fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
+        use crate::interpose::next::{address, Sym};
+        let all = [
+            Sym::aclrtReserveMemAddress,
+            Sym::aclrtReleaseMemAddress,
+            Sym::aclrtMallocPhysical,
+            Sym::aclrtFreePhysical,
+            Sym::aclrtMapMem,
+            Sym::aclrtUnmapMem,
+            Sym::aclrtMemGetAllocationGranularity,
+        ]
+        .iter()
+        .all(|&sym| address(sym).is_some());
+        all.then(virtual_memory_calls)
+    }
+}

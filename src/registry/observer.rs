@@ -1,0 +1,47 @@
+//! What a runtime tells an observer about streams and their registrations,
+//! so that the tracking layer can check allocators without the runtime
+//! importing it: the composition root (`crate::ffi::process`) hands the
+//! tracking layer's observer to the process-wide runtime.
+
+use super::{Registration, StreamKey};
+use crate::core::descriptor::Callbacks;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether an observer wants launches to call [`StreamObserver::callbacks_for`]
+/// at all (the tracking layer sets it while tracking is on). Read inline on
+/// every launch, so that the common case costs one load and no call.
+static INTERCEPTING: AtomicBool = AtomicBool::new(false);
+
+/// Turns the launch-time interception on or off.
+pub fn set_intercepting(on: bool) {
+    INTERCEPTING.store(on, Ordering::Relaxed);
+}
+
+/// True while an observer intercepts launches' callbacks.
+#[inline]
+pub fn intercepting() -> bool {
+    INTERCEPTING.load(Ordering::Relaxed)
+}
+
+/// Receives a runtime's stream events. Every method has a do-nothing
+/// default.
+pub trait StreamObserver: Sync {
+    /// The callbacks a launch on `stream` calls for `registration` (an
+    /// observer may put its own in front of the user's). Asked only while
+    /// [`intercepting`] is on.
+    #[inline]
+    fn callbacks_for(&self, _stream: StreamKey, registration: &Registration) -> Callbacks {
+        registration.callbacks
+    }
+    /// All work submitted to `stream` so far has finished.
+    #[inline]
+    fn stream_synchronized(&self, _stream: StreamKey) {}
+    /// `stream` was destroyed; `old` is the registration it had.
+    #[inline]
+    fn stream_destroyed(&self, _stream: StreamKey, _old: Option<&Registration>) {}
+}
+
+/// The observer that observes nothing.
+pub struct NoObserver;
+
+impl StreamObserver for NoObserver {}
