@@ -130,3 +130,31 @@ fn the_library_is_marked_never_to_be_unloaded() {
         .unwrap_or_else(|| panic!("no FLAGS_1 in the dynamic section:\n{text}"));
     assert!(flags.contains("NODELETE"), "{flags}");
 }
+
+/// A C++ exception thrown by an allocator callback ends the process at once
+/// (SIGABRT, with Rust's message) instead of crossing the library and
+/// leaving its state half-updated; with tracking on, the best-effort report
+/// after the abort shows the allocator still busy (its lock was never
+/// released: carrying on would have deadlocked the next launch).
+#[test]
+fn a_callback_that_throws_aborts_the_process_and_never_returns_through_the_library() {
+    let dir = common::scratch("service-throwing");
+    let exe = dir.join("throwing");
+    let src = common::root().join("tests/service/throwing.cpp");
+    common::compile("c++", "c++17", &[&src], &exe, &[]);
+    for track in ["0", "1"] {
+        let out = Command::new(&exe)
+            .env("ACLALLOC_TRACK", track)
+            .output()
+            .expect("run the program");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stdout}\n{stderr}");
+        assert!(stdout.contains("launching"), "{stdout}");
+        assert!(!stdout.contains("caught after") && !stdout.contains("returned"), "{stdout}");
+        assert!(stderr.contains("foreign exceptions"), "{stderr}");
+        if track == "1" {
+            assert!(stderr.contains("busy (a thread stayed inside it)"), "{stderr}");
+        }
+    }
+}
