@@ -92,7 +92,7 @@ pub struct Excerpt {
 }
 
 impl Excerpt {
-    /// The first [`EXCERPT`] bytes of `text`, cut at a character boundary.
+    /// The first `EXCERPT` bytes of `text`, cut at a character boundary.
     pub fn new(text: &str) -> Self {
         let mut excerpt = Excerpt {
             bytes: [0; EXCERPT],
@@ -247,7 +247,7 @@ impl ConfigError {
     /// every `Result` of the library stays as small as before: a larger
     /// `Error` made each recorded failure (an allocator lookup miss through
     /// the C ABI) measurably slower. Equal errors share one copy; memory is
-    /// bounded by [`DISTINCT`].
+    /// bounded by `DISTINCT`.
     pub fn interned(self) -> &'static ConfigError {
         static KEPT: std::sync::Mutex<Vec<&'static ConfigError>> =
             std::sync::Mutex::new(Vec::new());

@@ -15,7 +15,7 @@
 //! malformed values, a key given twice and `memory_limit_mb` together with
 //! `memory_fraction` are errors naming them, never silently ignored.
 //!
-//! Adding a key is one line in [`KEYS`] (plus its setter when no existing
+//! Adding a key is one line in `KEYS` (plus its setter when no existing
 //! one fits).
 
 use crate::core::env::{self, Key, KeyList};

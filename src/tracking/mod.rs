@@ -172,7 +172,7 @@ pub fn report_leaks_now() {
     }
 }
 
-/// The tracking layer as a runtime's [`StreamObserver`]: launches call the
+/// The tracking layer as a runtime's [`StreamObserver`](crate::registry::observer::StreamObserver): launches call the
 /// tracking callbacks while tracking is on, and stream events feed the leak
 /// and use-after-free checks.
 pub struct TrackingObserver;
