@@ -18,7 +18,8 @@
 
 use crate::core::error::Error;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once, PoisonError};
+use std::thread::JoinHandle;
 
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
@@ -27,6 +28,19 @@ pub(crate) const INHERITED: Error = Error::InvalidParam {
     param: "stream",
     reason: "The stream was created before fork(): its worker thread does not exist in this (child) process. Create the streams a child uses in the child",
 };
+
+/// Join handles of inherited workers: joining one fails (the thread is not
+/// in this process) and dropping one detaches a thread that is not there;
+/// they are kept, untouched, for the life of the process.
+static INHERITED_WORKERS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Keeps the join handle of a worker inherited through `fork()`.
+pub(crate) fn keep_inherited(worker: JoinHandle<()>) {
+    INHERITED_WORKERS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(worker);
+}
 
 extern "C" fn in_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);

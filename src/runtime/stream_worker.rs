@@ -317,7 +317,7 @@ impl Stream {
             // Its worker is the parent's: there is nothing to join (joining
             // a thread that does not exist fails), and its queue never runs.
             if let Some(worker) = self.worker.lock().take() {
-                std::mem::forget(worker);
+                fork::keep_inherited(worker);
             }
             return Ok(());
         }
