@@ -16,6 +16,7 @@
 
 #define EXPECT_WHAT_WIDTH 44
 #include "acl/acl.h"
+#include "aclalloc.h"
 #include "common/expect.h"
 
 #define MIB ((size_t)1 << 20)
