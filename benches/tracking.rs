@@ -11,6 +11,11 @@
 //! ranges happens here). The user's allocator is a one-block LIFO, so the
 //! numbers are the layer's cost, not the allocator's. The allocation profiler
 //! counts heap allocations per iteration (zero in steady state).
+//!
+//! `recorded`: the tracked callbacks with the history on
+//! (`aclallocTrackingRecordHistory`, a ring of 100,000 events, which wraps
+//! during the run as a long-running service's would); the `tracked`
+//! variants run with it off.
 
 use aclalloc::registry::DescriptorHandle;
 use aclalloc::{tracking, AllocatorObj, Callbacks, Registration, StreamKey};
@@ -106,6 +111,12 @@ mod alloc_free {
     fn tracked(bencher: Bencher) {
         alloc_free(bencher, tracked_callbacks());
     }
+
+    #[divan::bench(sample_count = 1000, sample_size = 1000)]
+    fn recorded(bencher: Bencher) {
+        let c = tracked_callbacks();
+        recording(|| alloc_free(bencher, c));
+    }
 }
 
 #[divan::bench_group]
@@ -121,6 +132,19 @@ mod launch {
     fn tracked(bencher: Bencher) {
         launch(bencher, tracked_callbacks());
     }
+
+    #[divan::bench(sample_count = 1000, sample_size = 1000)]
+    fn recorded(bencher: Bencher) {
+        let c = tracked_callbacks();
+        recording(|| launch(bencher, c));
+    }
+}
+
+/// Runs `f` with the tracking history on, then switches it off.
+fn recording(f: impl FnOnce()) {
+    tracking::record_history(100_000).expect("the ring's memory");
+    f();
+    tracking::record_history(0).expect("switching off");
 }
 
 /// The lookup a runtime makes before each launch: GetByStream with tracking

@@ -424,10 +424,93 @@ fn the_page_of_a_run_shows_its_live_blocks_and_faults() {
         serde_json::from_str(&page[start..start + page[start..].find("</script>").unwrap()])
             .unwrap();
     assert_eq!(data["faults"][0]["kind"], "leak", "{data}");
-    assert_eq!(
-        data["devices"][0]["allocs"]["size"],
-        serde_json::json!([3000])
+    // --html records the history: every workspace the run took is drawn,
+    // and only the leaked block is still live at the end.
+    let allocs = &data["devices"][0]["allocs"];
+    let report = text(&tracked.stderr);
+    let allocations: usize = report
+        .lines()
+        .find(|l| l.contains("  allocations "))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(allocs["size"].as_array().unwrap().len(), allocations);
+    let live: Vec<(&serde_json::Value, &serde_json::Value)> = allocs["size"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(allocs["end"].as_array().unwrap())
+        .filter(|(_, end)| **end == -1)
+        .collect();
+    assert_eq!(live.len(), 1, "{allocs}");
+    assert_eq!(live[0].0, 3000);
+    assert!(report.contains(&format!(
+        "aclalloc: wrote the memory page {}",
+        page_file.display()
+    )));
+}
+
+#[test]
+fn a_run_with_history_records_every_workspace_the_runtime_took() {
+    let json_file = built().dir.join("history.json");
+    let tracked = under_aclalloc(
+        "cross-stream",
+        &["--history", "1000", "--json", json_file.to_str().unwrap()],
     );
+    assert!(tracked.status.success());
+    let (s1, s2, _) = handles(&tracked);
+    let report = text(&tracked.stderr);
+    // The report's "allocated bytes ... allocated freed" row.
+    let row: Vec<i64> = report
+        .lines()
+        .find(|l| l.contains("allocated bytes"))
+        .unwrap()
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap()).unwrap();
+    assert_eq!(json["history"]["enabled"], true, "{json}");
+    assert_eq!(json["history"]["dropped"], 0);
+    let trace = json["device_traces"][0].as_array().unwrap();
+    let count = |action: &str| trace.iter().filter(|e| e["action"] == action).count();
+    // alloc_app: 42 launches, each one workspace allocated, addressed, freed.
+    assert_eq!(count("alloc"), 42, "{report}");
+    assert_eq!(count("free_requested"), 42);
+    assert_eq!(count("free_completed"), 42);
+    let bytes = |action: &str| -> i64 {
+        trace
+            .iter()
+            .filter(|e| e["action"] == action)
+            .map(|e| e["size"].as_i64().unwrap())
+            .sum()
+    };
+    assert_eq!((bytes("alloc"), bytes("free_completed")), (row[2], row[3]));
+    let mut streams: Vec<&str> = trace
+        .iter()
+        .map(|e| e["stream"].as_str().unwrap())
+        .collect();
+    streams.sort_unstable();
+    streams.dedup();
+    assert_eq!(streams, {
+        let mut both = vec![s1.as_str(), s2.as_str()];
+        both.sort_unstable();
+        both
+    });
+    // Without --history (and --html), nothing is recorded.
+    let plain_file = built().dir.join("no-history.json");
+    let plain = under_aclalloc("clean", &["--json", plain_file.to_str().unwrap()]);
+    assert!(plain.status.success());
+    let plain: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plain_file).unwrap()).unwrap();
+    assert_eq!(plain["history"]["enabled"], false);
+    assert_eq!(plain["device_traces"], serde_json::json!([[]]));
+    let bad = aclalloc()
+        .args(["run", "--history", "lots", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("--history needs a whole number of events"));
 }
 
 #[test]
@@ -450,6 +533,7 @@ fn help_documents_the_command() {
         "--report FILE",
         "--json FILE",
         "--html FILE",
+        "--history N",
         "aclalloc viz SNAPSHOT.json [-o PAGE.html]",
         "ACLALLOC_RECORD_HISTORY=N",
         "--no-track",

@@ -149,12 +149,22 @@ fn a_callback_that_throws_aborts_the_process_and_never_returns_through_the_libra
             .expect("run the program");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stdout}\n{stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{stdout}\n{stderr}"
+        );
         assert!(stdout.contains("launching"), "{stdout}");
-        assert!(!stdout.contains("caught after") && !stdout.contains("returned"), "{stdout}");
+        assert!(
+            !stdout.contains("caught after") && !stdout.contains("returned"),
+            "{stdout}"
+        );
         assert!(stderr.contains("foreign exceptions"), "{stderr}");
         if track == "1" {
-            assert!(stderr.contains("busy (a thread stayed inside it)"), "{stderr}");
+            assert!(
+                stderr.contains("busy (a thread stayed inside it)"),
+                "{stderr}"
+            );
         }
     }
 }

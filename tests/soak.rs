@@ -34,7 +34,10 @@ fn rss_bytes() -> usize {
 
 fn device_used() -> usize {
     let (mut free, mut total) = (0, 0);
-    assert_eq!(unsafe { aclrtGetMemInfo(1, &mut free, &mut total) }, ACL_SUCCESS);
+    assert_eq!(
+        unsafe { aclrtGetMemInfo(1, &mut free, &mut total) },
+        ACL_SUCCESS
+    );
     total - free
 }
 

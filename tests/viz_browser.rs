@@ -7,8 +7,10 @@
 //! `ACLALLOC_VIZ_KEEP=DIR` keeps each test's page and screenshot as
 //! DIR/NAME.html and DIR/NAME.png (docs/memory-timeline.png is the
 //! session's page, captured with `chromium --headless --screenshot
-//! --window-size=1280,860`).
+//! --window-size=1280,860`; docs/aclalloc-run-timeline.png is the demo's
+//! `aclalloc run` page, see `the_demo_run_renders_its_timeline_with_its_peak`).
 
+mod common;
 mod history_support;
 
 use aclalloc::pool::{HostMemory, Limit, Pool, PoolConfig};
@@ -324,4 +326,89 @@ fn hovering_and_clicking_the_timeline_work() {
         "the click chose a point"
     );
     assert!(r.dom.contains("Largest live allocations after event "));
+}
+
+/// The demo of `scripts/demo-run.sh`: the stand-in vendor runtime
+/// (tests/vendor) and the application linked against it, built here.
+fn demo_application() -> PathBuf {
+    let dir = common::scratch("viz_browser_demo");
+    let vendor = common::root().join("tests/vendor");
+    let cc = |args: &[&std::ffi::OsStr]| {
+        let status = Command::new("cc")
+            .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
+            .arg("-I")
+            .arg(common::root().join("include"))
+            .arg("-I")
+            .arg(&vendor)
+            .args(args)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "cc failed: {args:?}");
+    };
+    let lib = dir.join("libfakeascendcl.so");
+    cc(&[
+        "-fPIC".as_ref(),
+        "-shared".as_ref(),
+        vendor.join("libfakeascendcl.c").as_os_str(),
+        "-o".as_ref(),
+        lib.as_os_str(),
+        "-ldl".as_ref(),
+        "-lpthread".as_ref(),
+    ]);
+    let app = dir.join("alloc_app");
+    let (libdir, rpath) = (
+        format!("-L{}", dir.display()),
+        format!("-Wl,-rpath,{}", dir.display()),
+    );
+    cc(&[
+        vendor.join("alloc_app.c").as_os_str(),
+        "-o".as_ref(),
+        app.as_os_str(),
+        libdir.as_ref(),
+        "-lfakeascendcl".as_ref(),
+        rpath.as_ref(),
+        "-ldl".as_ref(),
+        "-lpthread".as_ref(),
+    ]);
+    app
+}
+
+#[test]
+fn the_demo_run_renders_its_timeline_with_its_peak() {
+    let Some(chrome) = chromium() else { return };
+    let app = demo_application();
+    let dir = scratch("demo-run");
+    let (json_file, page_file) = (dir.join("run.json"), dir.join("run.html"));
+    // As scripts/demo-run.sh runs it: a block reused across streams before
+    // a synchronize; --html records the history by itself.
+    let out = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
+        .arg("run")
+        .arg("--json")
+        .arg(&json_file)
+        .arg("--html")
+        .arg(&page_file)
+        .arg("--")
+        .arg(&app)
+        .arg("cross-stream")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The report's peak of allocated bytes ("allocated bytes  current peak ...").
+    let report_peak: u64 = report
+        .lines()
+        .find(|l| l.contains("allocated bytes"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no peak in the report: {report}"));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap()).unwrap();
+    assert!(json["history"]["entries"].as_u64().unwrap() > 100, "{json}");
+    assert_eq!(peak_from_trace(&json), report_peak);
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    assert!(!page.contains("<script src") && !page.contains("http"));
+    let r = render(&chrome, &page, "aclalloc-run");
+    check(&r, report_peak);
+    assert!(r.dom.contains("cross-stream-reuse-before-synchronize"));
+    // The warning element, not the script that could write it.
+    assert!(!r.dom.contains(">No history was recorded"));
 }

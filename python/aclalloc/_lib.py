@@ -160,6 +160,7 @@ _SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
     "aclallocPoolResetAccumulatedStats": (c_error, (c_void_p,)),
     "aclallocPoolSummary": (c_error, (c_void_p, c_char_p, c_size_t, _P(c_size_t))),
     "aclallocPoolSnapshot": (c_error, (c_void_p, c_char_p, c_size_t, _P(c_size_t))),
+    "aclallocPoolRecordHistory": (c_error, (c_void_p, c_size_t)),
     "aclallocPoolEmptyCache": (c_error, (c_void_p,)),
     "aclallocPoolSetMemoryLimit": (c_error, (c_void_p, c_size_t)),
     "aclallocPoolSetMemoryFraction": (c_error, (c_void_p, c_double)),

@@ -44,7 +44,14 @@ OPTIONS (run):
     --json FILE     Also write a JSON snapshot of the blocks still live at
                     exit, each allocator's statistics and every fault to FILE.
     --html FILE     Also write the memory page (see 'viz') of that snapshot to
-                    FILE: live blocks at exit and the faults.
+                    FILE: the timeline of the recorded history (--history; with
+                    --html it defaults to 100000 events), live blocks at exit
+                    and the faults.
+    --history N     Record the last N allocations and frees the runtime made
+                    through the user's allocators (address, size, stream,
+                    device, time), for --json's device_traces and --html's
+                    timeline (sets ACLALLOC_RECORD_HISTORY=N for PROGRAM, so
+                    pools it makes record too). 0: off.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
     --error-exitcode N
@@ -96,18 +103,27 @@ ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
     ACLALLOC_TRACK_JSON=FILE      JSON snapshot at exit to FILE (%p: the pid)
     ACLALLOC_FORWARD=0            never forward, even in front of a real runtime
 
-    ACLALLOC_RECORD_HISTORY=N     pools made by aclallocPoolCreate and the
-                                  default pool record their last N events
+    ACLALLOC_RECORD_HISTORY=N     pools made by aclallocPoolCreate, the
+                                  default pool and the tracking layer record
+                                  their last N events
 
 EXAMPLES:
     aclalloc run --json snapshot.json -- ./my_inference_server --model m.om
+    aclalloc run --html memory.html -- ./my_inference_server --model m.om
     aclalloc viz pool_snapshot.json -o memory.html
 ";
+
+/// The history `--html` records when `--history` is not given: enough for a
+/// long run's timeline, 4.8 MB of ring.
+const HTML_HISTORY: usize = 100_000;
 
 struct RunOptions {
     report: Option<PathBuf>,
     json: Option<PathBuf>,
     html: Option<PathBuf>,
+    /// Events to record (`None`: not asked; `--html` then records
+    /// [`HTML_HISTORY`]).
+    history: Option<usize>,
     track: bool,
     lib: Option<PathBuf>,
     /// Exit code when faults were found (valgrind's option); 0 is off.
@@ -161,6 +177,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
         report: None,
         json: None,
         html: None,
+        history: None,
         track: true,
         lib: None,
         error_exitcode: 0,
@@ -185,6 +202,13 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
             "--json" => options.json = Some(value("--json")?),
             "--html" => options.html = Some(value("--html")?),
             "--lib" => options.lib = Some(value("--lib")?),
+            "--history" => {
+                let n = value("--history")?;
+                options.history = Some(n.to_str().and_then(|n| n.parse().ok()).ok_or(format!(
+                    "--history needs a whole number of events (0: off), not '{}'",
+                    n.display()
+                ))?);
+            }
             "--no-track" => options.track = false,
             "--error-exitcode" => {
                 let n = value("--error-exitcode")?;
@@ -336,6 +360,12 @@ fn run(options: RunOptions) -> ExitCode {
             .env("ACLALLOC_TRACK_REPORT", scratch.join("report.%p"));
         if options.json.is_some() || options.html.is_some() {
             command.env("ACLALLOC_TRACK_JSON", scratch.join("snapshot.%p.json"));
+        }
+        let history = options
+            .history
+            .or(options.html.as_ref().map(|_| HTML_HISTORY));
+        if let Some(n) = history {
+            command.env("ACLALLOC_RECORD_HISTORY", n.to_string());
         }
     } else {
         command
@@ -499,11 +529,13 @@ fn deliver_html(dir: &Path, pid: u32, to: &Path) {
         .map_err(|e| e.to_string())
         .and_then(|text| viz::page_from_json(&text, "aclalloc run").map_err(|e| e.to_string()));
     match page {
-        Ok(page) => {
-            if let Err(e) = std::fs::write(to, page) {
-                eprintln!("aclalloc: cannot write {}: {e}", to.display());
-            }
-        }
+        Ok(page) => match std::fs::write(to, page) {
+            Ok(()) => eprintln!(
+                "aclalloc: wrote the memory page {} (open it in any browser; it needs no network)",
+                to.display()
+            ),
+            Err(e) => eprintln!("aclalloc: cannot write {}: {e}", to.display()),
+        },
         Err(e) => eprintln!("aclalloc: cannot draw the program's snapshot: {e}"),
     }
 }

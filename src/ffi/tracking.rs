@@ -75,8 +75,9 @@ pub unsafe extern "C" fn aclallocTrackingWriteReport(path: *const c_char) -> acl
 
 /// Writes a JSON snapshot of every live block (as `segments` with their
 /// `blocks`: address, size, requested_size, state, stream, in the shape of
-/// the pool's snapshot), each allocator's statistics and every fault event
-/// to the file `path`. `%p` in `path` becomes the process id.
+/// the pool's snapshot), each allocator's statistics, every fault event and
+/// the recorded history (`device_traces`, see
+/// `aclallocTrackingRecordHistory`) to the file `path`. `%p` in `path` becomes the process id.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
@@ -86,6 +87,26 @@ pub unsafe extern "C" fn aclallocTrackingWriteSnapshot(path: *const c_char) -> a
         // SAFETY: the caller's contract.
         let path = unsafe { args::c_str(path, "path") }?;
         write_file(path, &tracking::snapshot_json())
+    })
+}
+
+/// Records what the tracking layer sees, like PyTorch's
+/// `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
+/// now on the last `maxEntries` events (`alloc` when the runtime first asks
+/// a block's address, `free_requested` and `free_completed` when it frees
+/// the block, `oom` when the user's alloc returns NULL), each with address,
+/// size, stream, device and a monotonic time in microseconds, are kept in a
+/// ring and written as `device_traces` by `aclallocTrackingWriteSnapshot`
+/// (and `ACLALLOC_TRACK_JSON` at exit). Each call discards what was recorded
+/// before; 0 switches recording off. The ring's memory (48 bytes per event)
+/// is taken here, so recording never allocates; when it is not available:
+/// `ACL_ERROR_BAD_ALLOC`, nothing changes. Works whether tracking is on or
+/// not (only tracked allocations are recorded). `ACLALLOC_RECORD_HISTORY=N`
+/// does the same when tracking is first turned on.
+#[no_mangle]
+pub extern "C" fn aclallocTrackingRecordHistory(maxEntries: usize) -> aclError {
+    boundary("aclallocTrackingRecordHistory", || {
+        tracking::record_history(maxEntries)
     })
 }
 

@@ -67,17 +67,21 @@ pub struct RecordingInfo {
 }
 
 /// `device_traces`: one list per device index, up to the highest device
-/// among `histories` (PyTorch indexes the list by device).
+/// among `histories` and their events (PyTorch indexes the list by device);
+/// each event goes to its own device's list.
 pub fn device_traces(histories: &[&History]) -> Vec<Vec<TraceEntry>> {
+    let index = |device: i32| usize::try_from(device).unwrap_or(0);
     let devices = histories
         .iter()
-        .map(|h| usize::try_from(h.device).unwrap_or(0) + 1)
+        .flat_map(|h| std::iter::once(h.device).chain(h.events.iter().map(|e| e.device)))
+        .map(|d| index(d) + 1)
         .max()
         .unwrap_or(1);
     let mut out: Vec<Vec<TraceEntry>> = (0..devices).map(|_| Vec::new()).collect();
     for h in histories {
-        let d = usize::try_from(h.device).unwrap_or(0);
-        out[d].extend(h.events.iter().map(TraceEntry::from));
+        for e in &h.events {
+            out[index(e.device)].push(TraceEntry::from(e));
+        }
     }
     out
 }

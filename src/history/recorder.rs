@@ -24,7 +24,7 @@ pub struct Recorder {
 /// A copy of what a recorder holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {
-    /// The device the events are of.
+    /// The device the recorder was made for (each event names its own).
     pub device: i32,
     /// The events, oldest first.
     pub events: Vec<Event>,
@@ -86,8 +86,40 @@ impl Recorder {
     /// `free_completed`, under one lock and one reading of the clock.
     #[inline]
     pub fn record_free(&self, addr: usize, size: usize, block_size: usize, stream: usize) {
+        self.record_free_on(self.device, addr, size, block_size, stream);
+    }
+
+    /// [`Recorder::record`] for an event of `device`: for a recorder that
+    /// serves several devices (the tracking layer's, which sees the blocks
+    /// of every device through one set of callbacks).
+    #[inline]
+    pub fn record_on(
+        &self,
+        device: i32,
+        action: Action,
+        addr: usize,
+        size: usize,
+        block_size: usize,
+        stream: usize,
+    ) {
+        if self.is_on() {
+            self.push_all(device, &[action], addr, size, block_size, stream);
+        }
+    }
+
+    /// [`Recorder::record_free`] for a block of `device`.
+    #[inline]
+    pub fn record_free_on(
+        &self,
+        device: i32,
+        addr: usize,
+        size: usize,
+        block_size: usize,
+        stream: usize,
+    ) {
         if self.is_on() {
             self.push_all(
+                device,
                 &[Action::FreeRequested, Action::FreeCompleted],
                 addr,
                 size,
@@ -99,11 +131,13 @@ impl Recorder {
 
     #[inline(never)]
     fn push(&self, action: Action, addr: usize, size: usize, block_size: usize, stream: usize) {
-        self.push_all(&[action], addr, size, block_size, stream);
+        self.push_all(self.device, &[action], addr, size, block_size, stream);
     }
 
+    #[inline(never)]
     fn push_all(
         &self,
+        device: i32,
         actions: &[Action],
         addr: usize,
         size: usize,
@@ -118,7 +152,7 @@ impl Recorder {
         for &action in actions {
             ring.push(Event {
                 action,
-                device: self.device,
+                device,
                 addr,
                 size,
                 block_size,

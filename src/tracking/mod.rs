@@ -29,6 +29,13 @@
 //! two streams inside one allocator object at once, and blocks still live at
 //! unregister, at stream destruction and at exit.
 //!
+//! # History
+//! [`record_history`] (`aclallocTrackingRecordHistory`,
+//! `ACLALLOC_RECORD_HISTORY=N` when tracking is first turned on, `aclalloc
+//! run --history N`) keeps the last N allocations, frees and failed
+//! allocations in PyTorch's `device_traces` shape; the JSON snapshot carries
+//! them. See the `history` module for where each event is taken.
+//!
 //! # Reports
 //! [`report_text`] (also written at exit, to stderr or to the file named by
 //! `ACLALLOC_TRACK_REPORT`) and [`snapshot_json`] (written at exit to the file
@@ -40,6 +47,7 @@ mod churn;
 mod clock;
 pub mod events;
 mod exit;
+mod history;
 mod owner;
 mod ptr_map;
 mod report;
@@ -54,6 +62,7 @@ mod tracker;
 pub use events::{Event, Fault, LeakSeen};
 pub(crate) use exit::report_at_exit;
 pub use exit::{expand as expand_path, init_from_env, write_exit_reports};
+pub use history::{history, record_history};
 pub use report::report_text;
 pub use shim::{track_alloc, track_alloc_advise, track_free, track_get_addr};
 pub use snapshot::snapshot_json;
@@ -79,8 +88,9 @@ pub fn enabled() -> bool {
 
 /// Turns tracking on or off for lookups from now on.
 pub fn set_enabled(on: bool) {
-    if on {
-        EVER_ENABLED.store(true, Ordering::Relaxed);
+    if on && !EVER_ENABLED.swap(true, Ordering::Relaxed) {
+        // The first time: ACLALLOC_RECORD_HISTORY applies to the layer too.
+        history::init_from_env();
     }
     ENABLED.store(on, Ordering::Relaxed);
     crate::registry::observer::set_intercepting(on);

@@ -94,6 +94,7 @@ fn record_alloc(
         block as usize,
         size,
         stream,
+        t.device_for_history(),
         t.registration.callbacks.get_addr_from_block as usize,
     );
     drop(inside);

@@ -4,6 +4,11 @@
 //! (address, size, requested_size, state). The tracking layer
 //! only sees blocks, so every live block is its own segment of type `user`;
 //! `allocators` carries each allocator's statistics and `events` the faults.
+//! Each segment's `device` is its stream's device as the history learnt it
+//! (0 for a block allocated while the history was off).
+//! `device_traces` holds the recorded history (see `super::history`), one
+//! list per device in PyTorch's shape, and `history` its counters (enabled,
+//! max_entries, entries, dropped), as in the pool's snapshot.
 //! Handles and addresses are hex strings ("0x..."), as in the pool's
 //! snapshot and the text report: JavaScript's numbers cannot hold every
 //! 64-bit handle. `version` names the layout.
@@ -12,6 +17,7 @@ use super::events::{events, Fault};
 use super::owner::REPORT_PATIENCE;
 use super::report::leak_seen;
 use super::tracker::tracker;
+use crate::history::json::{device_traces, recording_info};
 use crate::history::Hex;
 use serde_json::{json, Map, Value};
 
@@ -48,6 +54,7 @@ pub fn snapshot_json() -> String {
                 "total_size": size,
                 "stream": Hex(rec.stream),
                 "segment_type": "user",
+                "device": rec.device,
                 "allocator": Hex(state.allocator),
                 "allocated_size": size,
                 "active_size": size,
@@ -63,6 +70,10 @@ pub fn snapshot_json() -> String {
             }));
         }
     }
+    // Read after the blocks: an allocation recorded meanwhile is in the
+    // history without its live block, which the page draws as live to the
+    // end anyway.
+    let history = super::history::history();
     let (events, dropped) = events();
     let events: Vec<Value> = events
         .iter()
@@ -84,6 +95,8 @@ pub fn snapshot_json() -> String {
         "allocators": allocators,
         "events": events,
         "events_dropped": dropped,
+        "device_traces": device_traces(&[&history]),
+        "history": recording_info(&history),
     });
     let mut out = serde_json::to_string(&snapshot).expect("the snapshot serializes");
     out.push('\n');

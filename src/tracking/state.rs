@@ -5,6 +5,7 @@
 
 use super::clock::now_ns;
 use super::events::{record, Fault, LeakSeen};
+use super::history;
 use super::ptr_map::PtrMap;
 use super::stats::AllocatorStats;
 use super::syncclock;
@@ -32,6 +33,8 @@ pub(crate) struct BlockRec {
     pub size: usize,
     /// The stream it was handed out on.
     pub stream: usize,
+    /// The device of that stream (for the history).
+    pub device: i32,
     /// When (coarse monotonic ns).
     pub time_ns: u64,
     /// Its device address, once getAddrFromBlock was called (0 before).
@@ -68,8 +71,9 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// alloc on `stream` returned `block` for `size` bytes. Inlined into
-    /// the tracking callbacks: this is the common path of every allocation.
+    /// alloc on `stream` (of `device`) returned `block` for `size` bytes.
+    /// Inlined into the tracking callbacks: this is the common path of every
+    /// allocation.
     #[inline(always)]
     pub(crate) fn on_alloc(
         &mut self,
@@ -77,10 +81,12 @@ impl Inner {
         block: usize,
         size: usize,
         stream: usize,
+        device: i32,
         get_addr: usize,
     ) {
         if block == 0 {
             self.stats.num_alloc_failures += 1;
+            history::alloc_failed(device, size, stream);
             return;
         }
         let time_ns = now_ns();
@@ -96,6 +102,7 @@ impl Inner {
                 let old = matches!(held.state, BlockState::Live { .. }).then_some(*held);
                 held.size = size;
                 held.stream = stream;
+                held.device = device;
                 held.time_ns = time_ns;
                 held.address = 0;
                 held.get_addr = get_addr;
@@ -109,6 +116,7 @@ impl Inner {
                 slot.insert(BlockRec {
                     size,
                     stream,
+                    device,
                     time_ns,
                     address: 0,
                     get_addr,
@@ -148,6 +156,7 @@ impl Inner {
         });
         if old.address != 0 {
             self.ranges.remove(&(old.address, block));
+            history::freed(old.device, old.address, old.size, old.stream);
         }
         self.stats.allocation.decrease(1);
         self.stats.allocated_bytes.decrease(old.size as i64);
@@ -208,8 +217,14 @@ impl Inner {
         rec.address = address;
         let rec = *rec;
         if old != 0 {
+            // The same live block at another address: the timeline sees the
+            // old range end.
+            history::freed(rec.device, old, rec.size, rec.stream);
             self.ranges.remove(&(old, block));
-        } else if self.reuse_own_range(allocator, block, &rec) {
+        }
+        // The block's memory begins here (see `history`: why not at alloc).
+        history::allocated(rec.device, address, rec.size, rec.stream);
+        if old == 0 && self.reuse_own_range(allocator, block, &rec) {
             return;
         }
         // Under C frames: a bug in the range walk must not unwind.
@@ -365,6 +380,7 @@ impl Inner {
         rec.state = BlockState::Freed { stream, generation };
         let (size, address) = (rec.size, rec.address);
         if address != 0 {
+            history::freed(rec.device, address, size, stream);
             if let Some(range) = self.ranges.get_mut(&(address, block)) {
                 range.freed = Some((stream, generation));
             }
@@ -470,7 +486,7 @@ mod tests {
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
         for _ in 0..3 {
-            g.on_alloc(a, 0x1000, 64, 0x10, 1);
+            g.on_alloc(a, 0x1000, 64, 0x10, 0, 1);
             g.on_get_addr(a, 0x1000, 0x9000);
             g.on_free(a, 0x1000, 0x10);
         }
@@ -485,7 +501,7 @@ mod tests {
         let a = 0xA110_0002;
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
-        g.on_alloc(a, 0x1000, 64, 0x10, 1);
+        g.on_alloc(a, 0x1000, 64, 0x10, 0, 1);
         g.on_free(a, 0x1000, 0x10);
         g.on_free(a, 0x1000, 0x20);
         g.on_free(a, 0x2000, 0x20);
@@ -514,11 +530,11 @@ mod tests {
         let a = 0xA110_0003;
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
-        g.on_alloc(a, 0x1, 100, 0x10, 1);
+        g.on_alloc(a, 0x1, 100, 0x10, 0, 1);
         g.on_get_addr(a, 0x1, 0x1000);
-        g.on_alloc(a, 0x2, 100, 0x10, 1);
+        g.on_alloc(a, 0x2, 100, 0x10, 0, 1);
         g.on_get_addr(a, 0x2, 0x1064); // adjacent: 0x1000 + 100
-        g.on_alloc(a, 0x3, 50, 0x10, 1);
+        g.on_alloc(a, 0x3, 50, 0x10, 0, 1);
         g.on_get_addr(a, 0x3, 0x1080); // inside block 2
         let faults = faults_of(a);
         assert_eq!(faults.len(), 1, "{faults:?}");
@@ -540,19 +556,19 @@ mod tests {
         let (s1, s2) = (0xA110_0400, 0xA110_0408);
         let state = AllocState::new(a);
         let mut g = state.enter(s1).unwrap();
-        g.on_alloc(a, 0x1, 256, s1, 1);
+        g.on_alloc(a, 0x1, 256, s1, 0, 1);
         g.on_get_addr(a, 0x1, 0x4000);
         g.on_free(a, 0x1, s1);
         // Same stream: stream order makes the reuse safe.
-        g.on_alloc(a, 0x1, 256, s1, 1);
+        g.on_alloc(a, 0x1, 256, s1, 0, 1);
         g.on_get_addr(a, 0x1, 0x4000);
         g.on_free(a, 0x1, s1);
         // Another stream, no synchronize: a fault, with the new stream and size.
-        g.on_alloc(a, 0x2, 128, s2, 1);
+        g.on_alloc(a, 0x2, 128, s2, 0, 1);
         g.on_get_addr(a, 0x2, 0x4000);
         g.on_free(a, 0x2, s2);
         syncclock::stream_synchronized(s2);
-        g.on_alloc(a, 0x3, 128, s1, 1);
+        g.on_alloc(a, 0x3, 128, s1, 0, 1);
         g.on_get_addr(a, 0x3, 0x4040);
         assert_eq!(
             faults_of(a),
@@ -573,9 +589,9 @@ mod tests {
         let a = 0xA110_0005;
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
-        g.on_alloc(a, 0x1, 32, 0x10, 1);
+        g.on_alloc(a, 0x1, 32, 0x10, 0, 1);
         g.on_get_addr(a, 0x1, 0);
-        g.on_alloc(a, 0x2, 48, 0x20, 1);
+        g.on_alloc(a, 0x2, 48, 0x20, 0, 1);
         g.report_leaks(a, Some(0x20), LeakSeen::Unregister);
         g.report_leaks(a, None, LeakSeen::Exit);
         let faults = faults_of(a);

@@ -14,13 +14,14 @@
 //! makes a stream per request thus keeps as many objects as it ever had
 //! streams alive at once, not one per stream it ever made.
 
+use super::history;
 use super::owner::AllocState;
 use super::shim;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The allocator object the tracking callbacks receive.
@@ -30,7 +31,14 @@ pub struct TrackObj {
     stream: AtomicUsize,
     pub(crate) registration: Registration,
     pub(crate) state: &'static AllocState,
+    /// The stream's device as the history records it; `UNKNOWN_DEVICE`
+    /// until the first allocation recorded (asking the runtime for it
+    /// earlier would be a call the program did not make, and in CANN an
+    /// error message when no device is set).
+    device: AtomicI32,
 }
+
+const UNKNOWN_DEVICE: i32 = -1;
 
 impl TrackObj {
     /// The stream this object serves.
@@ -55,6 +63,32 @@ impl TrackObj {
                 .map(|_| shim::track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
             get_addr_from_block: shim::track_get_addr,
         }
+    }
+
+    /// The device to record this allocation under: 0 while the history is
+    /// off (nothing is recorded then); otherwise the calling thread's
+    /// current device the first time (the runtime allocates for a stream on
+    /// a thread whose device is the stream's), remembered.
+    #[inline(always)]
+    pub(crate) fn device_for_history(&self) -> i32 {
+        if !history::is_recording() {
+            return 0;
+        }
+        match self.device.load(Ordering::Relaxed) {
+            UNKNOWN_DEVICE => self.learn_device(),
+            d => d,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn learn_device(&self) -> i32 {
+        let d = crate::core::device_port::port()
+            .current_device()
+            .filter(|&d| d >= 0)
+            .unwrap_or(0);
+        self.device.store(d, Ordering::Relaxed);
+        d
     }
 
     fn serves(&self, registration: &Registration) -> bool {
@@ -157,12 +191,15 @@ impl Tracker {
                 let t: &'static TrackObj = match reused {
                     Some(t) => {
                         t.stream.store(stream.get().get(), Ordering::Relaxed);
+                        // The new stream may be on another device.
+                        t.device.store(UNKNOWN_DEVICE, Ordering::Relaxed);
                         t
                     }
                     None => Box::leak(Box::new(TrackObj {
                         stream: AtomicUsize::new(stream.get().get()),
                         registration: *registration,
                         state,
+                        device: AtomicI32::new(UNKNOWN_DEVICE),
                     })),
                 };
                 slow.objects.insert(key, t);

@@ -483,7 +483,7 @@
         " older ones: allocations made before the first kept event are drawn from the start.", "warn"));
     } else if (!p.E) {
       sum.appendChild(el("div", "No history was recorded: only the state at the end is shown. Record with " +
-        "aclallocPoolRecordHistory(pool, N) or ACLALLOC_RECORD_HISTORY=N.", "warn"));
+        "aclallocPoolRecordHistory(pool, N), ACLALLOC_RECORD_HISTORY=N or aclalloc run --history N.", "warn"));
     }
     var legend = $("legend");
     legend.textContent = "";

@@ -123,15 +123,9 @@ def test_snapshot_segments_add_up(stats_session, tmp_path):
 
 
 def test_record_memory_history_checks_arguments_and_says_what_it_records(stats_session):
-    from aclalloc.npu import _history
-
-    if _history.recorder_available():
-        npu.memory._record_memory_history()
-    else:
-        with pytest.warns(RuntimeWarning, match="no allocation history"):
-            npu.memory._record_memory_history(max_entries=1000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        npu.memory._record_memory_history()
         npu.memory._record_memory_history(enabled=None)
     with pytest.raises(ValueError):
         npu.memory._record_memory_history(enabled="yes")
@@ -139,6 +133,83 @@ def test_record_memory_history_checks_arguments_and_says_what_it_records(stats_s
         npu.memory._record_memory_history(max_entries=0)
     with pytest.raises(TypeError):
         npu.memory._record_memory_history(max_entries="10")
+
+
+def _trace(device: int = 0) -> list:
+    return npu.memory._snapshot()["device_traces"][device]
+
+
+def test_history_records_the_default_pools_events_in_pytorchs_shape(stats_session, tmp_path):
+    npu.memory._record_memory_history(max_entries=10_000)
+    assert _trace() == [], "each call starts a fresh history"
+    before = npu.memory_stats()
+    sizes = [100, 70_000, 3 * MiB, 24 * MiB + 3]
+    ptrs = [npu.caching_allocator_alloc(n) for n in sizes]
+    for p in ptrs[:2]:
+        npu.caching_allocator_delete(p)
+    with pytest.raises(npu.OutOfMemoryError):
+        npu.caching_allocator_alloc(4 << 30)
+    after = npu.memory_stats()
+    snapshot = npu.memory._snapshot()
+    assert len(snapshot["device_traces"]) == 2 and snapshot["device_traces"][1] == []
+    trace = snapshot["device_traces"][0]
+    for e in trace:
+        assert set(e) == {"action", "addr", "size", "stream", "time_us", "frames"}, e
+        for key in ("addr", "size", "stream", "time_us"):
+            assert type(e[key]) is int, (key, e)
+        assert e["frames"] == []
+    times = [e["time_us"] for e in trace]
+    assert times == sorted(times)
+    allocs = [e for e in trace if e["action"] == "alloc"]
+    assert [(e["addr"], e["size"]) for e in allocs] == list(zip(ptrs, sizes))
+    requested = [e for e in trace if e["action"] == "free_requested"]
+    completed = [e for e in trace if e["action"] == "free_completed"]
+    assert [(e["addr"], e["size"]) for e in completed] == list(zip(ptrs[:2], sizes[:2]))
+    assert [e["addr"] for e in requested] == ptrs[:2]
+    for r, c in zip(requested, completed):
+        assert trace.index(r) < trace.index(c)
+    # The events add up to the statistics' changes over the same calls.
+    freed = sum(e["size"] for e in completed)
+    assert sum(e["size"] for e in allocs) - freed == (
+        after["requested_bytes.all.current"] - before["requested_bytes.all.current"]
+    )
+    segments = sum(e["size"] for e in trace if e["action"] == "segment_alloc") - sum(
+        e["size"] for e in trace if e["action"] == "segment_free"
+    )
+    assert segments == after["reserved_bytes.all.current"] - before["reserved_bytes.all.current"]
+    ooms = [e for e in trace if e["action"] == "oom"]
+    assert len(ooms) == 1 and ooms[0]["size"] == 4 << 30
+    assert after["num_ooms"] - before["num_ooms"] == 1
+    # Every segment's blocks tile it, with integer addresses.
+    for seg in snapshot["segments"]:
+        assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
+        assert type(seg["address"]) is int and type(seg["stream"]) is int
+    # The pickle is the same snapshot.
+    path = tmp_path / "history.pickle"
+    npu.memory._dump_snapshot(str(path))
+    with open(path, "rb") as f:
+        assert pickle.load(f) == snapshot
+    # Off: later calls are not recorded, and the trace is empty.
+    npu.memory._record_memory_history(enabled=None)
+    p = npu.caching_allocator_alloc(5000)
+    npu.caching_allocator_delete(p)
+    assert _trace() == []
+    for p in ptrs[2:]:
+        npu.caching_allocator_delete(p)
+
+
+def test_a_full_history_keeps_the_newest_events(stats_session):
+    npu.memory._record_memory_history(max_entries=4)
+    ptrs = [npu.caching_allocator_alloc(1000 + i) for i in range(6)]
+    trace = _trace()
+    assert [e["action"] for e in trace] == ["alloc"] * 4
+    assert [e["addr"] for e in trace] == ptrs[2:]
+    npu.memory._record_memory_history(enabled="state")
+    for p in ptrs:
+        npu.caching_allocator_delete(p)
+    assert _trace() == [], "'state' records no trace"
+    with pytest.raises(RuntimeError, match="fewer events"):
+        npu.memory._record_memory_history(max_entries=1 << 62)
 
 
 def test_each_device_has_its_own_pool(stats_session):

@@ -1,16 +1,18 @@
 """The allocation history of ``_record_memory_history`` / ``_snapshot()["device_traces"]``.
 
-Phase 1 (this version): the library records no history yet, so
-:func:`record` warns that traces will be empty, and :func:`device_traces`
-returns one empty list per device unless the pool's JSON snapshot carries
-``device_traces``.
+The default caching pool records it (``aclallocPoolRecordHistory(pool,
+maxEntries)`` of libaclalloc: a ring of the last ``maxEntries`` events,
+allocated when recording starts), and its JSON snapshot carries it as
+``device_traces``: one list per device of entries with ``action`` (``alloc``,
+``free_requested``, ``free_completed``, ``segment_alloc``, ``segment_free``,
+``oom``), ``addr``, ``size``, ``stream`` (hex strings, so that no 64-bit
+handle loses bits in JSON), ``block_size`` and ``time_us``. This module turns
+them into PyTorch's trace entries (integers, ``frames`` empty: no stacks are
+recorded).
 
-Phase 2 plugs in here and nowhere else: when libaclalloc exports its
-recorder (``aclallocPoolRecordHistory(pool, maxEntries)``), :func:`record`
-calls it on the default pool, and :func:`device_traces` converts the JSON's
-``device_traces`` entries (``action`` in ``alloc``, ``free_requested``,
-``free_completed``, ``segment_alloc``, ``segment_free``, ``oom``, with
-``addr``, ``size``, ``stream``, ``time_us``) to PyTorch's trace entries.
+The default pool is reached through the C API (``aclallocGetDefaultAllocator``
+gives the pool's handle), never by keeping a handle here: whatever pool is
+the default when the call is made is the one recorded.
 """
 
 from __future__ import annotations
@@ -19,47 +21,69 @@ import warnings
 from typing import Any, Dict, List, Optional
 
 from .._lib import lib
+from . import _default
 
 _ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom"}
-_settings: Dict[str, Any] = {"enabled": None, "max_entries": 0}
+
+DEFAULT_MAX_ENTRIES = 1_000_000
+"""The events kept when ``max_entries`` is not given (PyTorch's default,
+``sys.maxsize``, means unbounded; the library's ring is allocated up front,
+48 bytes per event, so the default is bounded: 48 MB)."""
 
 
-def recorder_available() -> bool:
-    """True when the loaded libaclalloc records allocation history."""
-    return hasattr(lib, "aclallocPoolRecordHistory")
-
-
-def record(enabled: Optional[str], max_entries: int) -> None:
-    """Turns recording on (``"state"``/``"all"``) or off (None)."""
-    _settings.update(enabled=enabled, max_entries=max_entries)
-    if enabled is None:
+def record(enabled: Optional[str], max_entries: Optional[int]) -> None:
+    """Turns the default pool's history on (``"all"``: every event, at most
+    ``max_entries``, :data:`DEFAULT_MAX_ENTRIES` when None) or off (None or
+    ``"state"``: PyTorch's "state" keeps stacks of live blocks only, and no
+    stacks are recorded here, so it records nothing). Builds the default
+    allocator if it is not built yet, as PyTorch's lazy init does. Each call
+    discards the events recorded before. Raises ``RuntimeError`` with the
+    library's message when the ring cannot be allocated."""
+    entries = 0
+    if enabled == "all":
+        entries = DEFAULT_MAX_ENTRIES if max_entries is None else max_entries
+    state = _default.built()
+    if state is None:
+        if entries == 0:
+            return  # nothing built, nothing recorded: nothing to switch off
+        state = _default.initialize()
+    if state.kind != "pool":
+        if entries:
+            warnings.warn(
+                f"the default allocator is {state.kind!r}, not the caching pool: only the "
+                "pool records allocation history, _snapshot()['device_traces'] stays empty",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return
-    if not recorder_available():
-        warnings.warn(
-            "this libaclalloc records no allocation history yet: _snapshot()['device_traces'] "
-            "stays empty (segments and blocks are exact)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    rc = lib.aclallocPoolRecordHistory(state.obj, entries)
+    if rc != 0:
+        raise _default.fail("aclallocPoolRecordHistory", rc)
+
+
+def integer(value: Any) -> int:
+    """A handle or address as the JSON has it ("0x..." or an int), as an int."""
+    if isinstance(value, str):
+        return int(value, 16) if value.lower().startswith("0x") else int(value)
+    return int(value or 0)
 
 
 def _entry(event: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "action": event["action"],
-        "addr": event["addr"],
-        "size": event["size"],
-        "stream": event.get("stream", 0),
-        "time_us": event.get("time_us", 0),
+        "addr": integer(event["addr"]),
+        "size": int(event["size"]),
+        "stream": integer(event.get("stream", 0)),
+        "time_us": int(event.get("time_us", 0)),
         "frames": [],
     }
 
 
-def device_traces(raw: Dict[str, Any], device_count: int, pool_device: int) -> List[List[Any]]:
-    """One list of trace entries per device; the pool's go to its device."""
-    traces: List[List[Any]] = [[] for _ in range(device_count)]
-    events = raw.get("device_traces")
-    if isinstance(events, list) and events and isinstance(events[0], list):
-        events = events[0]
-    if isinstance(events, list) and 0 <= pool_device < device_count:
-        traces[pool_device] = [_entry(e) for e in events if e.get("action") in _ACTIONS]
+def device_traces(raw: Dict[str, Any], device_count: int) -> List[List[Dict[str, Any]]]:
+    """One list of PyTorch trace entries per device (the JSON's list ``i`` is
+    device ``i``'s)."""
+    traces: List[List[Dict[str, Any]]] = [[] for _ in range(device_count)]
+    for device, events in enumerate(raw.get("device_traces") or []):
+        if device < device_count and isinstance(events, list):
+            traces[device] = [_entry(e) for e in events if e.get("action") in _ACTIONS]
     return traces

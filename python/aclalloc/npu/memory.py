@@ -384,12 +384,14 @@ def _pool_json(state: _default.Default) -> Dict[str, Any]:
 
 
 def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
-    """The library's JSON segments in PyTorch's snapshot shape."""
+    """The library's JSON segments in PyTorch's snapshot shape (addresses and
+    streams as integers: the JSON writes them as hex strings)."""
+    integer = _history.integer
     out = []
     for seg in raw.get("segments", []):
         blocks = [
             {
-                "address": b["address"],
+                "address": integer(b["address"]),
                 "size": b["size"],
                 "requested_size": b["requested_size"],
                 "state": b["state"],
@@ -399,16 +401,16 @@ def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
         ]
         out.append(
             {
-                "device": device,
-                "address": seg["address"],
+                "device": seg.get("device", device),
+                "address": integer(seg["address"]),
                 "total_size": seg["total_size"],
                 "allocated_size": seg["allocated_size"],
                 "active_size": seg["active_size"],
                 "requested_size": seg["requested_size"],
-                "stream": seg["stream"],
+                "stream": integer(seg["stream"]),
                 "segment_type": seg["segment_type"],
                 "segment_pool_id": (0, 0),
-                "is_expandable": False,
+                "is_expandable": bool(seg.get("is_expandable", False)),
                 "frames": [],
                 "blocks": blocks,
             }
@@ -418,10 +420,14 @@ def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
 
 def _snapshot(device: Device = None) -> Dict[str, Any]:
     """PyTorch's memory snapshot: ``{"segments": [...], "device_traces": [[...] per
-    device]}``. Segments are the default pool's (PyTorch's keys; ``frames``
-    empty: the library records no stacks). ``device_traces`` holds the
-    allocation history once :func:`_record_memory_history` is on and the
-    library records it; see :mod:`aclalloc.npu._history`."""
+    device]}``, with PyTorch's keys and integers for addresses and streams.
+    Segments are the default pool's (``frames`` empty: the library records no
+    stacks). ``device_traces`` holds the default pool's allocation history
+    while :func:`_record_memory_history` is on: ``alloc``, ``free_requested``,
+    ``free_completed``, ``segment_alloc``, ``segment_free`` and ``oom``
+    entries with ``addr``, ``size``, ``stream`` and ``time_us`` (microseconds
+    on the monotonic clock). ``device`` selects the segments of one device;
+    the traces are always one list per device, as PyTorch's."""
     count = _default.device_count()
     state = _default.built()
     raw: Dict[str, Any] = {}
@@ -437,10 +443,7 @@ def _snapshot(device: Device = None) -> Dict[str, Any]:
                 raw = pool_raw
     elif device is not None:
         _default.device_index(device)
-    return {
-        "segments": segments,
-        "device_traces": _history.device_traces(raw, count, state.device if state else 0),
-    }
+    return {"segments": segments, "device_traces": _history.device_traces(raw, count)}
 
 
 def memory_snapshot() -> List[Dict[str, Any]]:
@@ -452,22 +455,32 @@ def _record_memory_history(
     enabled: Optional[str] = "all",
     context: Optional[str] = "all",
     stacks: str = "all",
-    max_entries: int = sys.maxsize,
+    max_entries: Optional[int] = None,
     device: Device = None,
 ) -> None:
-    """Starts (``enabled="all"`` or ``"state"``) or stops (None) recording the
-    default pool's allocation history into ``_snapshot()["device_traces"]``,
-    keeping at most ``max_entries`` events. See :mod:`aclalloc.npu._history`."""
+    """Starts (``enabled="all"``) or stops (None) recording the default
+    pool's allocation history into ``_snapshot()["device_traces"]``, keeping
+    the last ``max_entries`` events (default: 1,000,000; the ring is
+    allocated now, 48 bytes per event). Each call discards what was recorded
+    before. ``"state"`` records no trace (PyTorch's "state" keeps only the
+    stacks of live blocks, and no stacks are recorded here). ``context`` and
+    ``stacks`` are checked and otherwise ignored (no stacks). Builds the
+    default allocator if needed, as PyTorch does; warns (``RuntimeWarning``)
+    when the default allocator is not the caching pool, which alone records.
+    See :mod:`aclalloc.npu._history`."""
     if enabled not in (None, "state", "all"):
         raise ValueError(f"enabled must be None, 'state' or 'all', not {enabled!r}")
     if context not in (None, "state", "alloc", "all"):
         raise ValueError(f"context must be None, 'state', 'alloc' or 'all', not {context!r}")
     if stacks not in ("python", "all"):
         raise ValueError(f"stacks must be 'python' or 'all', not {stacks!r}")
-    if isinstance(max_entries, bool) or not isinstance(max_entries, int):
-        raise TypeError("max_entries must be an int")
-    if max_entries <= 0:
-        raise ValueError(f"max_entries must be positive (got {max_entries})")
+    if max_entries is not None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+            raise TypeError("max_entries must be an int")
+        if max_entries <= 0:
+            raise ValueError(f"max_entries must be positive (got {max_entries})")
+        if max_entries == sys.maxsize:
+            max_entries = None  # PyTorch's "unbounded": the bounded default here
     _default.device_index(device)
     _history.record(enabled, max_entries)
 
