@@ -327,6 +327,17 @@ mod pair {
         run(bencher, &PoolAlloc::new());
     }
 
+    /// The host's own allocator, glibc `malloc` + `free` of the same size:
+    /// the anchor of a cached pair (a per-thread cache in front of arenas).
+    #[divan::bench]
+    fn glibc_malloc_free(bencher: divan::Bencher) {
+        extern "C" {
+            fn malloc(size: usize) -> *mut std::ffi::c_void;
+            fn free(ptr: *mut std::ffi::c_void);
+        }
+        bencher.bench_local(|| unsafe { free(black_box(malloc(black_box(4096)))) });
+    }
+
     /// Through the C ABI: the registered callbacks, handle lookup included,
     /// on a pool created by `aclallocPoolCreate`.
     #[divan::bench]
@@ -344,6 +355,7 @@ mod pair {
             memory_limit: 0,
             memory_fraction: 0.0,
             expandable_segments: 0,
+            roundup_power2_divisions: [0; 16],
         };
         assert_eq!(unsafe { aclallocPoolCreate(&cfg, &mut pool, &mut desc) }, 0);
         bencher.bench_local(|| aclallocPoolFree(pool, aclallocPoolAlloc(pool, black_box(4096))));

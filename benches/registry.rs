@@ -118,6 +118,70 @@ fn hit_aclalloc(bencher: Bencher, n: usize) {
 }
 
 /// The reference design: one global mutex over an ordered map.
+/// The Rust API as the C ABI answers: every field of the registration
+/// handed on (`black_box`), so that the difference to `hit_c_abi` is the C
+/// wrapper alone (call, checks, boundary, out-parameter writes). One thread.
+#[divan::bench(args = SIZES)]
+fn hit_aclalloc_all_fields(bencher: Bencher, n: usize) {
+    let api = AllocatorApi::new();
+    let r = registration(&api);
+    for i in 0..n {
+        api.streams().set(key(stream(i)), r);
+    }
+    let keys = walk(n);
+    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
+        for &k in next_batch(&keys) {
+            if let Ok(r) = api.get_by_stream(key(black_box(k))) {
+                let c = r.callbacks;
+                black_box((
+                    r.descriptor,
+                    c.obj,
+                    c.alloc,
+                    c.free,
+                    c.alloc_advise,
+                    c.get_addr_from_block,
+                ));
+            }
+        }
+    });
+}
+
+/// The C ABI with only the required out-parameter (`allocatorDesc`), the
+/// five others NULL: the wrapper without five of its six writes. One thread.
+#[divan::bench(args = SIZES)]
+fn hit_c_abi_desc_only(bencher: Bencher, n: usize) {
+    let d = aclrtAllocatorCreateDesc();
+    aclrtAllocatorSetObjToDesc(d, 0x1000 as *mut c_void);
+    aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc));
+    aclrtAllocatorSetFreeFuncToDesc(d, Some(free));
+    aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(get_addr));
+    for i in 0..n {
+        aclrtAllocatorRegister(stream(i) as aclrtStream, d);
+    }
+    let keys = walk(n);
+    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
+        for &k in next_batch(&keys) {
+            let mut desc = null_mut();
+            let rc = unsafe {
+                aclrtAllocatorGetByStream(
+                    black_box(k) as aclrtStream,
+                    &mut desc,
+                    null_mut(),
+                    null_mut(),
+                    null_mut(),
+                    null_mut(),
+                    null_mut(),
+                )
+            };
+            black_box((rc, desc));
+        }
+    });
+    for i in 0..n {
+        aclrtAllocatorUnregister(stream(i) as aclrtStream);
+    }
+    aclrtAllocatorDestroyDesc(d);
+}
+
 #[divan::bench(args = SIZES, threads = [1, 2])]
 fn hit_mutex_btreemap(bencher: Bencher, n: usize) {
     let api = AllocatorApi::new();

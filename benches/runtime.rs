@@ -12,7 +12,9 @@
 //! come from divan's `AllocProfiler`: a steady-state launch allocates nothing.
 
 use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
 use aclalloc::ffi::launch::aclallocLaunchKernel;
+use aclalloc::ffi::pool::{aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolFree};
 use aclalloc::ffi::runtime::*;
 use divan::counter::ItemsCount;
 use divan::{AllocProfiler, Bencher};
@@ -45,6 +47,12 @@ unsafe extern "C" fn empty(_: *mut c_void, _: usize, _: *mut c_void) {}
 struct Streams {
     registered: usize,
     unregistered: usize,
+    /// A stream with a caching pool registered (`aclallocPoolCreate`'s
+    /// descriptor, the library's defaults): the anchor of the default
+    /// allocator, which is such a pool.
+    pool_registered: usize,
+    /// That pool's handle.
+    pool: usize,
 }
 
 /// Streams on device 0, made once; `aclrtSetDevice` on the calling thread.
@@ -63,9 +71,19 @@ fn streams() -> &'static Streams {
         aclrtAllocatorSetFreeFuncToDesc(desc, Some(give_back));
         aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(identity));
         assert_eq!(aclrtAllocatorRegister(registered, desc), 0);
+        let mut pool_registered: *mut c_void = std::ptr::null_mut();
+        assert_eq!(aclrtCreateStream(&mut pool_registered), 0);
+        let (mut pool, mut pool_desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+        assert_eq!(
+            aclallocPoolCreate(std::ptr::null(), &mut pool, &mut pool_desc),
+            0
+        );
+        assert_eq!(aclrtAllocatorRegister(pool_registered, pool_desc), 0);
         Streams {
             registered: registered as usize,
             unregistered: unregistered as usize,
+            pool_registered: pool_registered as usize,
+            pool: pool as usize,
         }
     });
     // Warm the stream up, so the benchmark sees the steady state.
@@ -102,14 +120,45 @@ fn launch_no_workspace(bencher: Bencher) {
     unsafe { aclrtSynchronizeStream(s as *mut c_void) };
 }
 
-/// One launch with a 4 KiB workspace from the default device allocator (a
-/// fresh mapping per launch, given back by the worker): what a stream without
-/// a registered allocator costs today.
-#[divan::bench(sample_size = 100, sample_count = 100)]
+/// One launch with a 4 KiB workspace from the default allocator (no
+/// registration; the caching pool unless `ACLALLOC_DEFAULT_ALLOCATOR` says
+/// otherwise): what most programs do. Its anchor is the next benchmark.
+#[divan::bench(sample_size = 100, sample_count = 1000)]
 fn launch_default_allocator(bencher: Bencher) {
     let s = streams().unregistered;
     bencher.bench_local(|| launch(s, 4096));
     unsafe { aclrtSynchronizeStream(s as *mut c_void) };
+}
+
+/// One launch with a 4 KiB workspace from a registered caching pool (its
+/// C callbacks, as CANN's executor calls them): the anchor of the default
+/// allocator's launch.
+#[divan::bench(sample_size = 100, sample_count = 1000)]
+fn launch_registered_pool(bencher: Bencher) {
+    let s = streams().pool_registered;
+    bencher.bench_local(|| launch(s, 4096));
+    unsafe { aclrtSynchronizeStream(s as *mut c_void) };
+}
+
+/// `aclallocDefaultMalloc` + `aclallocDefaultFree` of 4 KiB (no stream):
+/// the default allocator's raw functions. Anchor: the next benchmark.
+#[divan::bench(sample_size = 1000, sample_count = 1000)]
+fn default_raw_malloc_free(bencher: Bencher) {
+    streams();
+    bencher.bench_local(|| unsafe {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        let rc = aclallocDefaultMalloc(&mut p, divan::black_box(4096), std::ptr::null_mut());
+        debug_assert_eq!(rc, 0);
+        divan::black_box(aclallocDefaultFree(p))
+    });
+}
+
+/// `aclallocPoolAlloc` + `aclallocPoolFree` of 4 KiB on a pool of the
+/// library's defaults: the pool's own pair through its C callbacks.
+#[divan::bench(sample_size = 1000, sample_count = 1000)]
+fn pool_c_callbacks_pair(bencher: Bencher) {
+    let pool = streams().pool as *mut c_void;
+    bencher.bench_local(|| aclallocPoolFree(pool, aclallocPoolAlloc(pool, divan::black_box(4096))));
 }
 
 /// 1000 launches with the registered allocator, then a synchronize.

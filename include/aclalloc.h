@@ -46,9 +46,9 @@
 #define ACLALLOC_SNAPSHOT_VERSION 2
 
 /**
- * Number of power-of-two intervals (1 MiB ... 64 GiB).
+ * Number of entries of `aclallocPoolConfig.roundup_power2_divisions`.
  */
-#define ROUNDUP_INTERVALS 16
+#define ACLALLOC_ROUNDUP_INTERVALS 16
 
 /**
  * The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
@@ -195,6 +195,14 @@ typedef struct {
    * segments.
    */
   int32_t expandable_segments;
+  /**
+   * PyTorch's `roundup_power2_divisions`, per power-of-two size interval:
+   * entry 0 for requests below 2 MiB, entry i for [2^i, 2^(i+1)) MiB, the
+   * last one for 32 GiB and up. 0 or 1: requests rounded to 512 bytes; a
+   * power of two n: rounded up to one of n equal steps of the interval
+   * (with 4, 1200 MiB becomes 1280 MiB). All 0 (the default): off.
+   */
+  size_t roundup_power2_divisions[16];
 } aclallocPoolConfig;
 
 /**
@@ -371,8 +379,9 @@ aclError aclallocDefaultMalloc(void **devPtr, size_t size, aclrtStream stream);
 /**
  * Frees memory from `aclallocDefaultMalloc`, like PyTorch's
  * `caching_allocator_delete`. Anything else, or a second free:
- * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
- * and the allocator is not called.
+ * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here";
+ * other allocators than the caching pool name a recent second free a
+ * double free), and the allocator is not called.
  */
 aclError aclallocDefaultFree(void *devPtr);
 
@@ -416,7 +425,10 @@ aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
 /**
  * Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
  * `aclallocDefaultFree`, and launch workspaces unless it is direct device
- * memory (whose workspaces the runtime's device accounting sees).
+ * memory (whose workspaces the runtime's device accounting sees). For the
+ * caching pool these are the pool's own counts of blocks and requested
+ * bytes (`aclallocPoolGetStats` on its handle; they reset with it), its
+ * out-of-memory count as failed allocations, and the frees refused here.
  *
  * # Safety
  * `stats` must be writable.
@@ -583,8 +595,10 @@ aclError aclallocPluggableSetMemoryFraction(aclallocPluggable allocator, double 
  * collection, no limit) and then the settings of the environment variable
  * `ACLALLOC_ALLOC_CONF`, e.g.
  * `max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9`
- * (keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb,
- * memory_fraction). A malformed variable: `ACL_ERROR_INVALID_PARAM`, nothing written.
+ * (keys include max_split_size_mb, garbage_collection_threshold,
+ * memory_limit_mb, memory_fraction, expandable_segments and
+ * roundup_power2_divisions; a `PYTORCH_NPU_ALLOC_CONF` string works
+ * unchanged). A malformed variable: `ACL_ERROR_INVALID_PARAM`, nothing written.
  *
  * # Safety
  * `config` must be NULL or point to writable memory for an `aclallocPoolConfig`.
@@ -801,8 +815,9 @@ aclError aclallocPoolEmptyCache(aclallocPool pool);
 aclError aclallocPoolEmptyVirtAddrCache(aclallocPool pool);
 
 /**
- * Returns wholly free cached segments, largest first, until at most
- * `keepBytes` stay reserved (or no free segment is left).
+ * Returns wholly free cached segments, largest first, then unmaps pages of
+ * expandable segments that hold no live block, until at most `keepBytes`
+ * stay reserved (or nothing more can go).
  */
 aclError aclallocPoolTrim(aclallocPool pool, size_t keepBytes);
 

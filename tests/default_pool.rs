@@ -16,6 +16,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 static RAN: AtomicUsize = AtomicUsize::new(0);
 
+/// Workspace addresses seen by `slow_recording`, in launch order.
+static SEEN: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+unsafe extern "C" fn slow_recording(workspace: *mut c_void, size: usize, _: *mut c_void) {
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    unsafe { std::ptr::write_bytes(workspace as *mut u8, 0x5C, size) };
+    SEEN.lock().unwrap().push(workspace as usize);
+}
+
 unsafe extern "C" fn kernel(workspace: *mut c_void, size: usize, _: *mut c_void) {
     unsafe { std::ptr::write_bytes(workspace as *mut u8, 0xA7, size) };
     RAN.fetch_add(1, Ordering::SeqCst);
@@ -114,6 +123,48 @@ fn the_pool_serves_unregistered_streams_by_default() {
     assert_eq!(stat(obj, c"allocation.all.current"), 1);
     assert_eq!(aclallocDefaultFree(p), ACL_SUCCESS);
     assert_eq!(stat(obj, c"allocation.all.current"), 0);
+
+    // The pool refuses what it did not hand out, and counts it.
+    let mut on_stack = 0u8;
+    assert_eq!(
+        aclallocDefaultFree(&mut on_stack as *mut u8 as *mut c_void),
+        ACL_ERROR_INVALID_PARAM
+    );
+    let msg = unsafe { CStr::from_ptr(aclGetRecentErrMsg()) };
+    assert_eq!(
+        msg.to_str().unwrap(),
+        "aclallocDefaultFree failed. Trying to free a pointer not allocated here."
+    );
+    assert_eq!(aclallocDefaultFree(p), ACL_ERROR_INVALID_PARAM, "twice");
+    let _ = aclGetRecentErrMsg();
+    assert_eq!(unsafe { aclallocDefaultGetStats(&mut st) }, ACL_SUCCESS);
+    assert_eq!(
+        (st.allocCount, st.freeCount, st.refusedFreeCount),
+        (n + 1, n + 1, 2)
+    );
+
+    // The pool reuses a block only for its own stream, so workspaces go back
+    // in stream order, as with a registered pool: the next launch on the
+    // same stream gets the same block while the first kernel still runs; a
+    // launch on another stream meanwhile gets a different one.
+    let (mut s1, mut s2) = (null_mut(), null_mut());
+    assert_eq!(unsafe { aclrtCreateStream(&mut s1) }, ACL_SUCCESS);
+    assert_eq!(unsafe { aclrtCreateStream(&mut s2) }, ACL_SUCCESS);
+    for s in [s1, s1, s2] {
+        let rc = unsafe { aclallocLaunchKernel(s, 8192, Some(slow_recording), null_mut()) };
+        assert_eq!(rc, ACL_SUCCESS);
+    }
+    assert_eq!(stat(obj, c"allocation.all.current"), 0, "all back already");
+    assert_eq!(aclrtSynchronizeDevice(), ACL_SUCCESS);
+    // In the order the kernels ran (the streams run side by side).
+    let mut seen = SEEN.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert!(
+        seen.len() == 3 && seen[0] != seen[2] && (seen[1] == seen[0] || seen[1] == seen[2]),
+        "{seen:x?}: stream 1's two launches share a block, stream 2 has its own"
+    );
+    assert_eq!(unsafe { aclrtDestroyStream(s1) }, ACL_SUCCESS);
+    assert_eq!(unsafe { aclrtDestroyStream(s2) }, ACL_SUCCESS);
     assert_eq!(aclrtResetDevice(0), ACL_SUCCESS);
     assert_eq!(aclFinalize(), ACL_SUCCESS);
 }

@@ -314,7 +314,7 @@ fn garbage_collection_releases_free_segments_before_growing_past_the_threshold()
         limit: Limit::Bytes(100 * MIB),
         garbage_collection_threshold: 0.5,
         max_split_size: 16 * MIB,
-        expandable_segments: false,
+        ..PoolConfig::default()
     };
     let (pool, _) = pool_with(config, 1 << 30);
     let a = pool.malloc(40 * MIB).unwrap().get();
@@ -543,4 +543,83 @@ fn a_closed_pool_refuses_everything() {
     assert_eq!(device.used(), 0);
     assert!(pool.malloc(1000).is_err());
     assert!(pool.free(a).is_err());
+}
+
+/// `roundup_power2_divisions` from a `PYTORCH_NPU_ALLOC_CONF` string:
+/// PyTorch's documented example (4 divisions: 1200 MiB becomes 1280 MiB),
+/// and requests of nearby sizes then share one cached block.
+#[test]
+fn roundup_power2_divisions_round_requests_as_pytorch() {
+    let config = PoolConfig::default()
+        .with_conf("roundup_power2_divisions:4")
+        .unwrap();
+    let (pool, _) = pool_with(config, 2 << 30);
+    let a = pool.malloc(1200 * MIB).unwrap().get();
+    let s = pool.stats();
+    assert_eq!(s.allocated_bytes[STAT_ALL].current, 1280 * MIB as i64);
+    assert_eq!(s.requested_bytes[STAT_ALL].current, 1200 * MIB as i64);
+    let block = pool
+        .segments()
+        .iter()
+        .flat_map(|seg| seg.blocks.clone())
+        .find(|b| b.address == a)
+        .unwrap();
+    assert_eq!(block.size, 1280 * MIB);
+    pool.free(a).unwrap();
+    // 1100 MiB rounds to 1280 MiB too: the cached block serves it.
+    let b = pool.malloc(1100 * MIB).unwrap().get();
+    assert_eq!(b, a);
+    assert_eq!(pool.stats().num_device_alloc, 1);
+    pool.free(b).unwrap();
+    // Without divisions the same two requests need two segments.
+    let (plain, _) = pool_with(PoolConfig::default(), 4 << 30);
+    let a = plain.malloc(1100 * MIB).unwrap().get();
+    plain.free(a).unwrap();
+    let b = plain.malloc(1200 * MIB).unwrap().get();
+    assert_ne!(a, b);
+    assert_eq!(plain.stats().num_device_alloc, 2);
+    plain.free(b).unwrap();
+
+    // Per interval: [256:1,512:2,1024:4,>:8] leaves small sizes at 512
+    // bytes and rounds 600 MiB to 768 MiB (2 divisions of [512, 1024)).
+    let config = PoolConfig::default()
+        .with_conf("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]")
+        .unwrap();
+    let (pool, _) = pool_with(config, 2 << 30);
+    let small = pool.malloc(3000).unwrap().get();
+    let big = pool.malloc(600 * MIB).unwrap().get();
+    let s = pool.stats();
+    assert_eq!(
+        s.allocated_bytes[STAT_ALL].current,
+        (3072 + 768 * MIB) as i64
+    );
+    pool.free(small).unwrap();
+    pool.free(big).unwrap();
+    assert_eq!(pool.check_invariants(), Ok(()));
+}
+
+/// `expandable_segments:True` in the configuration string chooses the
+/// expandable pool.
+#[test]
+fn the_conf_string_chooses_expandable_segments() {
+    for (conf, expandable) in [
+        ("expandable_segments:True", true),
+        ("expandable_segments:False", false),
+    ] {
+        let config = PoolConfig::default().with_conf(conf).unwrap();
+        let (pool, device) = pool_with(config, 256 * MIB);
+        assert_eq!(pool.config().expandable_segments, expandable);
+        let a = pool.malloc(3 * MIB).unwrap().get();
+        let segments = pool.segments();
+        assert!(
+            segments.iter().all(|s| s.is_expandable == expandable),
+            "{conf}"
+        );
+        // Expandable: only the pages under the block are mapped (2 MiB
+        // pages); fixed: a 20 MiB segment.
+        let reserved = if expandable { 4 * MIB } else { 20 * MIB };
+        assert_eq!(pool.memory_reserved(), reserved, "{conf}");
+        assert_eq!(device.used(), reserved, "{conf}");
+        pool.free(a).unwrap();
+    }
 }

@@ -24,6 +24,7 @@ fn config(limit: usize) -> aclallocPoolConfig {
         memory_limit: limit,
         memory_fraction: 0.0,
         expandable_segments: 0,
+        roundup_power2_divisions: [0; 16],
     }
 }
 
@@ -323,7 +324,7 @@ fn config_comes_from_the_environment() {
     );
     assert_eq!(
         message(),
-        "aclallocPoolConfigInit failed. Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: unknown key \"bogus\" in \"bogus:1\"; accepted keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb, memory_fraction."
+        "aclallocPoolConfigInit failed. Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: unknown key \"bogus\" in \"bogus:1\"; accepted keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb, memory_fraction, expandable_segments, roundup_power2_divisions, per_process_memory_fraction, pin_memory_expandable_segments, pinned_mem_register, pinned_use_background_threads, pinned_reserve_segment_size_mb, release_lock_on_npumalloc, multi_stream_lazy_reclaim, base_addr_aligned_kb, page_size, segment_size_mb, large_segment_size_mb, max_non_split_rounding_mb."
     );
     assert_eq!(cfg.max_split_size, before);
     // Two limits: refused, naming both, instead of the last one winning.
@@ -357,7 +358,120 @@ fn config_comes_from_the_environment() {
             && m.contains("max_split_size_mb is given more than once"),
         "{m}"
     );
+    torch_npu_conf_through_the_c_abi();
     std::env::remove_var("ACLALLOC_ALLOC_CONF");
+}
+
+/// A `PYTORCH_NPU_ALLOC_CONF` string, unchanged, through
+/// `aclallocPoolConfigInit` and `aclallocPoolCreate(NULL, ...)`; bad values
+/// refused with the key and what it accepts. Called from the one test that
+/// sets the environment.
+fn torch_npu_conf_through_the_c_abi() {
+    std::env::set_var(
+        "ACLALLOC_ALLOC_CONF",
+        "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.6,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    );
+    let mut cfg = config(0);
+    assert_eq!(unsafe { aclallocPoolConfigInit(&mut cfg) }, ACL_SUCCESS);
+    assert_eq!(cfg.expandable_segments, 1);
+    assert_eq!(cfg.max_split_size, 512 * MIB);
+    assert_eq!(cfg.garbage_collection_threshold, 0.6);
+    assert_eq!(
+        cfg.roundup_power2_divisions,
+        [1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8]
+    );
+    assert_eq!(
+        ACLALLOC_ROUNDUP_INTERVALS,
+        cfg.roundup_power2_divisions.len()
+    );
+
+    // aclallocPoolCreate(NULL): an expandable pool rounding with the divisions.
+    std::env::set_var(
+        "ACLALLOC_ALLOC_CONF",
+        "expandable_segments:True,roundup_power2_divisions:4",
+    );
+    device();
+    let (mut pool, mut desc) = (null_mut(), null_mut());
+    assert_eq!(
+        unsafe { aclallocPoolCreate(null(), &mut pool, &mut desc) },
+        ACL_SUCCESS,
+        "{}",
+        message()
+    );
+    // 5 MiB + 1 lies between 4 and 8 MiB: 4 steps of 1 MiB, so 6 MiB.
+    let block = aclallocPoolAlloc(pool, 5 * MIB + 1);
+    assert!(!block.is_null(), "{}", message());
+    let mut stats = PoolStats::default();
+    assert_eq!(
+        unsafe { aclallocPoolGetStats(pool, &mut stats) },
+        ACL_SUCCESS
+    );
+    assert_eq!(stats.allocated_bytes[0].current, 6 * MIB as i64);
+    assert_eq!(stats.requested_bytes[0].current, 5 * MIB as i64 + 1);
+    let mut len = 0;
+    assert_eq!(
+        unsafe { aclallocPoolSnapshot(pool, null_mut(), 0, &mut len) },
+        ACL_SUCCESS
+    );
+    let mut buf = vec![0 as std::ffi::c_char; len + 1];
+    assert_eq!(
+        unsafe { aclallocPoolSnapshot(pool, buf.as_mut_ptr(), buf.len(), null_mut()) },
+        ACL_SUCCESS
+    );
+    let json = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    assert!(json.contains("\"is_expandable\":true"), "{json}");
+    aclallocPoolFree(pool, block);
+    assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
+
+    // Bad values: the key, the value and what is accepted.
+    for (conf, expected) in [
+        (
+            "expandable_segments:Ture",
+            "the value \"Ture\" of expandable_segments is not accepted; accepted: a truth value: True, False, 1, 0, yes, no, on, off (any case)",
+        ),
+        (
+            "roundup_power2_divisions:[256:1,512:3]",
+            "the value \"[256:1,512:3]\" of roundup_power2_divisions is not accepted; accepted: a power of two (divisions for every size), or [MiB:divisions,...,>:divisions] with each MiB a power of two and each divisions 0 or a power of two, e.g. [256:1,512:2,1024:4,>:8]",
+        ),
+    ] {
+        std::env::set_var("ACLALLOC_ALLOC_CONF", conf);
+        let (mut p, mut d) = (null_mut(), null_mut());
+        assert_eq!(
+            unsafe { aclallocPoolCreate(null(), &mut p, &mut d) },
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert!(p.is_null() && d.is_null(), "nothing written on failure");
+        assert_eq!(
+            message(),
+            format!("aclallocPoolCreate failed. Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: {expected}.")
+        );
+    }
+}
+
+#[test]
+fn divisions_outside_powers_of_two_are_refused_naming_the_field() {
+    let mut bad = config(0);
+    bad.roundup_power2_divisions[3] = 3;
+    device();
+    let (mut p, mut d) = (null_mut(), null_mut());
+    assert_eq!(
+        unsafe { aclallocPoolCreate(&bad, &mut p, &mut d) },
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert!(p.is_null() && d.is_null(), "nothing written on failure");
+    let m = message();
+    assert!(
+        m.starts_with(
+            "aclallocPoolCreate failed. Parameter config->roundup_power2_divisions is invalid."
+        ) && m.contains("Each entry must be 0 or a power of two"),
+        "{m}"
+    );
+    let mut good = config(0);
+    good.roundup_power2_divisions = [0, 1, 2, 4, 8, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 << 20];
+    let (pool, desc) = create(&good);
+    assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
 }
 
 #[test]

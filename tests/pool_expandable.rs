@@ -5,10 +5,13 @@
 //! read-write, and not shared); the statistics equal the model and the
 //! pool's own recount; the mapped memory (`reserved_bytes`) is exactly what
 //! the device has handed out. After a release, the mapped pages are exactly
-//! the pages under live blocks. An allocation fails only when the device
-//! truly lacks the pages it needs.
+//! the pages under live blocks; `trim(keep)` unmaps free pages only down to
+//! `keep`; with garbage collection, an allocation that maps new pages leaves
+//! at most the threshold (plus the block's last page) mapped unless live
+//! blocks need more. An allocation fails only when the device truly lacks
+//! the pages it needs.
 
-use aclalloc::pool::{HostMemory, Pool, PoolConfig, STAT_ALL};
+use aclalloc::pool::{HostMemory, Limit, Pool, PoolConfig, STAT_ALL};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,6 +26,7 @@ enum Op {
     Free(usize),
     EmptyCache,
     EmptyVirtAddrCache,
+    Trim(usize),
 }
 
 fn size() -> impl Strategy<Value = usize> {
@@ -39,6 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => any::<usize>().prop_map(Op::Free),
         1 => Just(Op::EmptyCache),
         1 => Just(Op::EmptyVirtAddrCache),
+        1 => (0usize..64 * MIB).prop_map(Op::Trim),
     ]
 }
 
@@ -80,10 +85,20 @@ fn pages_under_live_blocks(pool: &Pool) -> BTreeSet<usize> {
     pages
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+/// Garbage collection's threshold in the `gc` runs: half the device.
+const GC_TARGET: usize = CAPACITY / 2;
+
+fn run(ops: Vec<Op>, gc: bool) -> Result<(), TestCaseError> {
     let device = Arc::new(HostMemory::new(CAPACITY));
     let config = PoolConfig {
         expandable_segments: true,
+        // The limit is the device: out of memory means the same either way.
+        limit: if gc {
+            Limit::Bytes(CAPACITY)
+        } else {
+            Limit::None
+        },
+        garbage_collection_threshold: if gc { 0.5 } else { 0.0 },
         ..PoolConfig::default()
     };
     let pool = Pool::new(config, Arc::clone(&device)).unwrap();
@@ -92,10 +107,20 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut requested = 0usize;
     let mut next_tag = 0u8;
     for op in ops {
+        let used_before = device.used();
         match op {
             Op::Alloc(stream, size) => match pool.malloc_on(stream + 1, size) {
                 Ok(addr) => {
                     let addr = addr.get();
+                    if gc && device.used() > used_before {
+                        let live_pages = pages_under_live_blocks(&pool).len() * PAGE;
+                        prop_assert!(
+                            device.used() <= (GC_TARGET + PAGE).max(live_pages),
+                            "{} bytes mapped, {} under live blocks",
+                            device.used(),
+                            live_pages
+                        );
+                    }
                     prop_assert_eq!(addr % 512, 0);
                     // No overlap with any live block.
                     if let Some((&a, l)) = live.range(..addr + size).next_back() {
@@ -155,6 +180,26 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .collect();
                 prop_assert!(streams_in_use.len() <= 3);
             }
+            Op::Trim(keep) => {
+                let before = pool.memory_reserved();
+                pool.trim(keep);
+                let after = pool.memory_reserved();
+                if before <= keep {
+                    prop_assert_eq!(after, before, "nothing to trim");
+                } else {
+                    // Down to `keep`, one page past it at most, or as far as
+                    // the live blocks allow.
+                    let live_pages = pages_under_live_blocks(&pool).len() * PAGE;
+                    prop_assert!(
+                        after <= keep || after == live_pages,
+                        "trim({}) left {} reserved, {} under live blocks",
+                        keep,
+                        after,
+                        live_pages
+                    );
+                    prop_assert!(after + PAGE > keep, "trim({}) went down to {}", keep, after);
+                }
+            }
         }
         for (&addr, l) in &live {
             prop_assert!(
@@ -190,7 +235,12 @@ proptest! {
 
     #[test]
     fn expandable_pool_matches_its_model(ops in prop::collection::vec(op(), 1..120)) {
-        run(ops)?;
+        run(ops, false)?;
+    }
+
+    #[test]
+    fn garbage_collection_unmaps_down_to_the_threshold(ops in prop::collection::vec(op(), 1..120)) {
+        run(ops, true)?;
     }
 }
 
@@ -333,4 +383,79 @@ fn threads_under_memory_pressure_keep_their_blocks() {
         ooms > 0,
         "the device was never short: the test did not test"
     );
+}
+
+/// `trim(keep)` unmaps pages holding no live block until `keep` bytes stay
+/// mapped, and never a page under a live block.
+#[test]
+fn trim_unmaps_free_pages_down_to_keep() {
+    let device = Arc::new(HostMemory::new(64 * MIB));
+    let config = PoolConfig {
+        expandable_segments: true,
+        ..PoolConfig::default()
+    };
+    let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+    let blocks: Vec<usize> = (0..4)
+        .map(|_| pool.malloc(8 * MIB).unwrap().get())
+        .collect();
+    for &b in &blocks[1..] {
+        pool.free(b).unwrap();
+    }
+    assert_eq!(pool.memory_reserved(), 32 * MIB, "freeing unmaps nothing");
+    assert_eq!(pool.trim(40 * MIB), 0, "already under keep");
+    assert_eq!(pool.trim(20 * MIB), 12 * MIB);
+    assert_eq!(pool.memory_reserved(), 20 * MIB);
+    assert_eq!(device.used(), 20 * MIB);
+    // Not below the live block's pages.
+    assert_eq!(pool.trim(0), 12 * MIB);
+    assert_eq!(pool.memory_reserved(), 8 * MIB);
+    // SAFETY: the live block has 8 MiB of mapped memory.
+    unsafe { ((blocks[0] + 8 * MIB - 1) as *mut u8).write(7) };
+    assert_eq!(pool.stats().num_device_free, 12);
+    assert_eq!(pool.check_invariants(), Ok(()));
+    pool.free(blocks[0]).unwrap();
+    assert_eq!(pool.trim(0), 8 * MIB);
+    assert_eq!(device.used(), 0);
+}
+
+/// With `garbage_collection_threshold`, mapping new pages past the
+/// threshold first unmaps pages holding no live block, in any stream.
+#[test]
+fn garbage_collection_unmaps_free_pages_before_mapping_past_the_threshold() {
+    for gc in [0.0, 0.5] {
+        let device = Arc::new(HostMemory::new(128 * MIB));
+        let config = PoolConfig {
+            expandable_segments: true,
+            limit: Limit::Bytes(64 * MIB),
+            garbage_collection_threshold: gc,
+            ..PoolConfig::default()
+        };
+        let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+        let a = pool.malloc_on(1, 24 * MIB).unwrap().get();
+        pool.free(a).unwrap();
+        assert_eq!(pool.memory_reserved(), 24 * MIB);
+        // Another stream: its own reservation, new pages.
+        let b = pool.malloc_on(2, 16 * MIB).unwrap().get();
+        let s = pool.stats();
+        if gc > 0.0 {
+            // 24 + 16 would pass 32 MiB: 8 MiB of stream 1's free pages go.
+            assert_eq!(s.reserved_bytes[STAT_ALL].current as usize, 32 * MIB);
+            assert_eq!(s.num_device_free, 4);
+        } else {
+            assert_eq!(s.reserved_bytes[STAT_ALL].current as usize, 40 * MIB);
+            assert_eq!(s.num_device_free, 0);
+        }
+        assert_eq!(
+            s.num_alloc_retries, 0,
+            "collection is not an out-of-memory retry"
+        );
+        assert_eq!(s.num_ooms, 0);
+        // A cached, mapped block is served without collecting.
+        let a = pool.malloc_on(1, 8 * MIB).unwrap().get();
+        assert_eq!(pool.stats().num_device_free, s.num_device_free);
+        assert_eq!(device.used(), pool.memory_reserved());
+        assert_eq!(pool.check_invariants(), Ok(()));
+        pool.free(a).unwrap();
+        pool.free(b).unwrap();
+    }
 }

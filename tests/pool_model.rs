@@ -57,6 +57,7 @@ fn config() -> impl Strategy<Value = PoolConfig> {
                 limit,
                 garbage_collection_threshold,
                 expandable_segments: false,
+                ..PoolConfig::default()
             },
         )
 }

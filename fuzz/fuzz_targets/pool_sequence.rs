@@ -290,6 +290,8 @@ impl Model {
             // Expandable segments on one config in three (a field of the
             // input would change the corpus format).
             expandable_segments: i32::from(c.limit_mib.is_multiple_of(3)),
+            // Off: the model rounds to 512 bytes.
+            roundup_power2_divisions: [0; 16],
         };
         let valid = !(config.max_split_size != 0 && config.max_split_size <= MIB)
             && config.garbage_collection_threshold < 1.0

@@ -23,6 +23,11 @@ pub fn install_pool_callbacks(callbacks: PoolCallbacks) {
     let _ = POOL_CALLBACKS.set(callbacks);
 }
 
+/// The pool's C callbacks for the pool handle `obj`, once installed.
+pub(super) fn pool_callbacks(obj: AllocatorObj) -> Option<Callbacks> {
+    POOL_CALLBACKS.get().map(|callbacks_of| callbacks_of(obj))
+}
+
 /// The allocator `choice` names, ready to serve.
 pub(super) fn build(choice: &Choice) -> Result<Source> {
     match choice {
@@ -47,8 +52,9 @@ fn pool() -> Result<Source> {
     })
 }
 
-/// The C callbacks of the pool whose handle is `obj`.
-pub(super) fn pool_callbacks(obj: AllocatorObj) -> Result<Callbacks> {
+/// The C callbacks of the pool whose handle is `obj`; an error when they
+/// were not installed.
+pub(super) fn installed_pool_callbacks(obj: AllocatorObj) -> Result<Callbacks> {
     let callbacks_of = *POOL_CALLBACKS.get().ok_or(Error::Internal {
         reason: "the pool's C callbacks were not installed (the library's wiring did not run)",
     })?;

@@ -26,12 +26,14 @@ use crate::core::error::{Error, Result};
 use crate::core::serving;
 use crate::plugin::context;
 use crate::plugin::live::{LiveBlock, LiveTable, Stats};
+use crate::pool::Pool;
 use crate::registry::api::global as api;
 use crate::registry::{DescriptorHandle, StreamKey};
 use choice::Choice;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// What kind of allocator the default one is.
@@ -83,6 +85,72 @@ impl Source {
     }
 }
 
+/// The allocator in use, frozen at the first allocation.
+#[derive(Clone, Copy)]
+pub struct InUse {
+    /// How consumers call it.
+    pub source: Source,
+    /// The caching pool itself when the allocator is a pool the library's
+    /// own callbacks serve (built from the environment, or swapped in with
+    /// the descriptor of a pool, not of a stream view): its fast path.
+    /// Workspaces and raw blocks then go to the pool's Rust API directly,
+    /// without the C callbacks, the published stream, or the table of raw
+    /// blocks: the pool keeps its own live blocks and refuses anything else,
+    /// and its statistics are the default allocator's.
+    pub pool: Option<&'static Pool>,
+    /// The default caching pool is one pool per device: the fast path
+    /// takes the calling thread's device's pool.
+    pub per_device: bool,
+}
+
+impl InUse {
+    /// The pool the fast path serves the calling thread from, if any.
+    #[inline]
+    pub fn fast_pool(&self) -> Option<&'static Pool> {
+        if self.per_device {
+            return per_device::current_pool().ok();
+        }
+        self.pool
+    }
+
+    /// The pool the fast path frees `addr` to, if any.
+    #[inline]
+    pub fn fast_pool_of(&self, addr: usize) -> Option<&'static Pool> {
+        if self.per_device {
+            // Held by no pool: the current device's refuses it (and counts it).
+            return per_device::holding(addr).or_else(|| per_device::current_pool().ok());
+        }
+        self.pool
+    }
+}
+
+impl InUse {
+    fn new(source: Source) -> InUse {
+        InUse {
+            source,
+            pool: fast_pool(&source),
+            per_device: source.kind == Kind::Pool && per_device::are_ours(&source.callbacks),
+        }
+    }
+}
+
+/// The pool behind `source` if calling its Rust API is the same as calling
+/// `source`'s callbacks: the library's pool callbacks on a pool handle.
+fn fast_pool(source: &Source) -> Option<&'static Pool> {
+    if source.kind != Kind::Pool {
+        return None;
+    }
+    let obj = source.callbacks.obj.as_ptr();
+    let (pool, bound) = crate::pool::handles::get_with_stream(obj).ok()?;
+    let ours = backends::pool_callbacks(source.callbacks.obj)?;
+    let c = &source.callbacks;
+    // Compared as addresses: the same functions, or a user's wrappers.
+    let same = c.alloc as usize == ours.alloc as usize
+        && c.free as usize == ours.free as usize
+        && c.get_addr_from_block as usize == ours.get_addr_from_block as usize;
+    (same && bound == 0).then_some(pool)
+}
+
 /// The default allocator. The C functions use [`global`]; tests may make
 /// their own.
 pub struct DefaultAllocator {
@@ -90,11 +158,13 @@ pub struct DefaultAllocator {
     /// A swapped-in allocator not yet in use.
     pending: Mutex<Option<Source>>,
     /// The allocator in use; set once, at the first allocation.
-    in_use: OnceLock<Source>,
+    in_use: OnceLock<InUse>,
     /// The device current on the thread that built it (the pool's device).
     built_on: OnceLock<i32>,
-    /// Pointers handed out by the raw functions.
+    /// Pointers handed out by the raw functions (not on the pool's fast path).
     raw: Mutex<LiveTable>,
+    /// Frees the pool's fast path refused.
+    pool_refused_frees: AtomicU64,
 }
 
 impl DefaultAllocator {
@@ -107,6 +177,7 @@ impl DefaultAllocator {
             in_use: OnceLock::new(),
             built_on: OnceLock::new(),
             raw: Mutex::new(LiveTable::default()),
+            pool_refused_frees: AtomicU64::new(0),
         }
     }
 
@@ -131,17 +202,25 @@ impl DefaultAllocator {
     /// launch on a stream without registration calls.
     #[inline]
     pub fn serving(&self) -> Result<Source> {
+        self.frozen().map(|in_use| in_use.source)
+    }
+
+    /// The allocator in use with its fast path, frozen from now on: after
+    /// the first call, one atomic load.
+    #[inline]
+    pub fn frozen(&self) -> Result<&InUse> {
         match self.in_use.get() {
-            Some(source) => Ok(*source),
+            Some(in_use) => Ok(in_use),
             None => self.freeze(),
         }
     }
 
     #[cold]
-    fn freeze(&self) -> Result<Source> {
+    #[inline(never)]
+    fn freeze(&self) -> Result<&InUse> {
         let mut pending = self.pending.lock();
-        if let Some(source) = self.in_use.get() {
-            return Ok(*source);
+        if let Some(in_use) = self.in_use.get() {
+            return Ok(in_use);
         }
         let source = match *pending {
             Some(source) => source,
@@ -150,8 +229,7 @@ impl DefaultAllocator {
         *pending = None;
         // Before `in_use`: whoever sees the allocator in use sees its device.
         let _ = self.built_on.set(context::current_device());
-        let _ = self.in_use.set(source);
-        Ok(source)
+        Ok(self.in_use.get_or_init(|| InUse::new(source)))
     }
 
     /// The device that was current on the thread that built the allocator in
@@ -164,13 +242,13 @@ impl DefaultAllocator {
 
     /// The allocator in use, if the default allocator has served memory.
     pub fn in_use(&self) -> Option<Source> {
-        self.in_use.get().copied()
+        self.in_use.get().map(|u| u.source)
     }
 
     /// What the default allocator is or, before its first use, will be.
     pub fn kind(&self) -> Result<Kind> {
         let pending = self.pending.lock();
-        if let Some(source) = self.in_use.get().copied().or(*pending) {
+        if let Some(source) = self.in_use().or(*pending) {
             return Ok(source.kind);
         }
         Ok(match (self.choose)()? {
@@ -184,7 +262,7 @@ impl DefaultAllocator {
     /// default allocator (so it must not be destroyed).
     pub fn uses(&self, obj: AllocatorObj) -> bool {
         let pending = self.pending.lock();
-        self.in_use.get().copied().or(*pending).is_some_and(|s| {
+        self.in_use().or(*pending).is_some_and(|s| {
             s.callbacks.obj == obj
                 || (s.kind == Kind::Pool
                     && per_device::pools()
@@ -196,7 +274,12 @@ impl DefaultAllocator {
     /// `caching_allocator_alloc`: `size` bytes from the default allocator for
     /// `stream` (passed on to it where it can take a stream).
     pub fn alloc(&self, size: usize, stream: Option<StreamKey>) -> Result<NonNull<c_void>> {
-        let c = self.serving()?.callbacks;
+        let in_use = self.frozen()?;
+        if let Some(pool) = in_use.fast_pool() {
+            let addr = pool.malloc_on(stream.map_or(0, |s| s.get().get()), size)?;
+            return Ok(NonNull::new(addr.get() as *mut c_void).expect("non-zero"));
+        }
+        let c = in_use.source.callbacks;
         let device = context::current_device();
         // SAFETY: the callbacks of a complete descriptor, called as CANN's
         // executor calls them.
@@ -241,6 +324,13 @@ impl DefaultAllocator {
     /// `caching_allocator_delete`: returns memory from [`DefaultAllocator::alloc`].
     /// Anything else, or a second free, is refused without reaching the allocator.
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
+        if let Some(pool) = self
+            .in_use
+            .get()
+            .and_then(|u| u.fast_pool_of(ptr.as_ptr() as usize))
+        {
+            return self.free_to_pool(pool, ptr);
+        }
         let block = self.raw.lock().remove(ptr.as_ptr() as usize)?;
         // Memory was handed out, so the allocator is frozen: it is the one
         // that served this pointer.
@@ -253,9 +343,54 @@ impl DefaultAllocator {
         Ok(())
     }
 
-    /// Statistics of the raw functions.
+    /// The pool's fast path of [`DefaultAllocator::free`]: the pool refuses
+    /// what is not one of its live blocks (it cannot tell a double free from
+    /// a foreign pointer).
+    #[inline]
+    fn free_to_pool(&self, pool: &Pool, ptr: NonNull<c_void>) -> Result<()> {
+        match pool.free(ptr.as_ptr() as usize) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.refused(e)),
+        }
+    }
+
+    #[cold]
+    fn refused(&self, e: Error) -> Error {
+        self.pool_refused_frees.fetch_add(1, Ordering::Relaxed);
+        match e {
+            Error::InvalidParam { param: "block", .. } => Error::ForeignPointer,
+            other => other,
+        }
+    }
+
+    /// Statistics of the blocks it handed out (the raw functions' and, when
+    /// workspaces come from it, the workspaces'). For the pool's fast path:
+    /// the pool's own exact counts of blocks and requested bytes (so they
+    /// also count blocks taken from the pool's handle directly, and reset
+    /// with its `reset_*` calls), its out-of-memory count as failures, and
+    /// the frees refused here.
     pub fn stats(&self) -> Stats {
-        self.raw.lock().stats()
+        match self.in_use.get().and_then(InUse::fast_pool) {
+            Some(pool) => {
+                let p = pool.stats();
+                let blocks = p.allocation[crate::pool::stats::STAT_ALL];
+                let bytes = p.requested_bytes[crate::pool::stats::STAT_ALL];
+                let n = |v: i64| u64::try_from(v).unwrap_or(0);
+                Stats {
+                    allocated_bytes_current: n(bytes.current),
+                    allocated_bytes_peak: n(bytes.peak),
+                    allocated_bytes_total: n(bytes.allocated),
+                    freed_bytes_total: n(bytes.freed),
+                    alloc_count: n(blocks.allocated),
+                    free_count: n(blocks.freed),
+                    active_count: n(blocks.current),
+                    active_peak: n(blocks.peak),
+                    failed_alloc_count: n(p.num_ooms),
+                    refused_free_count: self.pool_refused_frees.load(Ordering::Relaxed),
+                }
+            }
+            None => self.raw.lock().stats(),
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! to the pool that holds the block, whichever device is current (workspaces
 //! are freed on stream workers, which have no current device).
 
-use super::backends::pool_callbacks;
+use super::backends::installed_pool_callbacks;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::errlog;
 use crate::core::error::{Error, Result};
@@ -62,6 +62,25 @@ fn create(slot: usize) -> Result<usize> {
     Ok(handle)
 }
 
+/// The pool of the calling thread's current device, made now if needed.
+pub fn current_pool() -> Result<&'static Pool> {
+    pool_handles::get(current()? as *mut c_void)
+}
+
+/// The default pool that holds `addr`, if any.
+pub fn holding(addr: usize) -> Option<&'static Pool> {
+    pools()
+        .into_iter()
+        .filter_map(|(_, h)| pool_handles::get(h as *mut c_void).ok())
+        .find(|p| p.holds(addr))
+}
+
+/// True when `callbacks` are the per-device pools' own.
+pub(super) fn are_ours(callbacks: &Callbacks) -> bool {
+    callbacks.alloc as usize == alloc as *const () as usize
+        && callbacks.free as usize == free as *const () as usize
+}
+
 /// The pools made so far, as (device, handle).
 pub fn pools() -> Vec<(usize, usize)> {
     POOLS
@@ -89,7 +108,7 @@ pub(super) fn callbacks(obj: AllocatorObj) -> Callbacks {
 /// The C callbacks of the pool of the calling thread's device.
 fn current_callbacks() -> Result<Callbacks> {
     let handle = current()?;
-    pool_callbacks(
+    installed_pool_callbacks(
         AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
             reason: "a pool handle was zero",
         })?,
@@ -131,7 +150,9 @@ unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
         pool_handles::get(handle as *mut c_void).is_ok_and(|p| p.holds(block as usize))
     });
     let callbacks = holder.map(|(_, handle)| {
-        pool_callbacks(AllocatorObj::new(handle as *mut c_void).expect("pool handles are not 0"))
+        installed_pool_callbacks(
+            AllocatorObj::new(handle as *mut c_void).expect("pool handles are not 0"),
+        )
     });
     match callbacks {
         // SAFETY: the holding pool's own free callback with its own handle.

@@ -4,43 +4,58 @@
 use super::{global, Kind};
 use crate::core::errlog;
 use crate::core::error::Result;
-use crate::core::serving;
+use crate::registry::StreamKey;
 use crate::runtime::memory::DeviceHeap;
-use crate::runtime::workspace::{DirectDeviceMemory, WorkspaceAllocator};
+use crate::runtime::workspace::{DirectDeviceMemory, Workspace, WorkspaceAllocator};
 use std::ptr::NonNull;
 
 /// Serves workspaces from the default allocator. The first workspace fixes
 /// the default allocator (no swap after it).
 ///
-/// Blocks go back only once their kernel has run (not in stream order): the
-/// default allocator serves every stream, and an allocator that is not known
-/// to reuse blocks per stream must not see a block again while a kernel on
-/// another stream may still write to it.
+/// The caching pool (its fast path, [`super::InUse::pool`]) reuses a block
+/// freed by work on one stream only for that stream, so its workspaces go
+/// back in stream order, on the launching thread, as with a registered
+/// pool. Other allocators get their blocks back only once the kernel has run:
+/// the default allocator serves every stream, and an allocator that is not
+/// known to reuse blocks per stream must not see a block again while a
+/// kernel on another stream may still write to it.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DefaultWorkspaces;
 
 impl WorkspaceAllocator for DefaultWorkspaces {
-    fn alloc(&self, memory: &DeviceHeap, size: usize) -> Result<NonNull<u8>> {
+    #[inline]
+    fn alloc(&self, memory: &DeviceHeap, stream: StreamKey, size: usize) -> Result<Workspace> {
         let default = global();
-        if default.serving()?.kind == Kind::Device {
-            // The stream's own device memory, as the runtime always did.
-            return DirectDeviceMemory.alloc(memory, size);
+        let in_use = default.frozen()?;
+        if let Some(pool) = in_use.fast_pool() {
+            let addr = pool.malloc_on(stream.get().get(), size)?;
+            return Ok(Workspace {
+                ptr: NonNull::new(addr.get() as *mut u8).expect("non-zero"),
+                free_in_stream_order: true,
+            });
         }
-        default.alloc(size, serving::current()).map(NonNull::cast)
+        if in_use.source.kind == Kind::Device {
+            // The stream's own device memory, as the runtime always did.
+            return DirectDeviceMemory.alloc(memory, stream, size);
+        }
+        Ok(Workspace {
+            ptr: default.alloc(size, Some(stream))?.cast(),
+            free_in_stream_order: false,
+        })
     }
 
+    #[inline]
     fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>) {
         let default = global();
         // Frozen since `alloc`: the same allocator takes it back.
-        if default.serving().is_ok_and(|s| s.kind == Kind::Device) {
+        let direct = default
+            .frozen()
+            .is_ok_and(|u| u.pool.is_none() && !u.per_device && u.source.kind == Kind::Device);
+        if direct {
             return DirectDeviceMemory.free(memory, workspace);
         }
         if let Err(e) = default.free(workspace.cast()) {
             errlog::record("aclalloc default workspace free", e);
         }
-    }
-
-    fn frees_in_stream_order(&self) -> bool {
-        false
     }
 }

@@ -11,7 +11,7 @@ use super::args::{self, write_optional, Out};
 use super::boundary::boundary;
 use super::forward;
 use super::types::*;
-use crate::core::descriptor::{AllocatorObj, Descriptor};
+use crate::core::descriptor::{AllocatorObj, Callbacks, Descriptor};
 use crate::core::error::Result;
 use crate::interpose::Sym;
 use crate::registry::api::global;
@@ -196,20 +196,54 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
         let stream = args::stream(stream)?;
         let found = global().get_by_stream(stream)?;
-        let c = tracking::callbacks_for(stream, &found);
         desc_out.write(found.descriptor.as_ptr());
-        unsafe {
-            write_optional(Out::optional(allocator), c.obj.as_ptr());
-            write_optional(Out::optional(allocFunc), Some(c.alloc));
-            write_optional(Out::optional(freeFunc), Some(c.free));
-            write_optional(Out::optional(allocAdviseFunc), c.alloc_advise);
-            write_optional(
-                Out::optional(getAddrFromBlockFunc),
-                Some(c.get_addr_from_block),
-            );
+        // SAFETY: as above.
+        let outs = unsafe {
+            CallbackOuts {
+                allocator: Out::optional(allocator),
+                alloc: Out::optional(allocFunc),
+                free: Out::optional(freeFunc),
+                alloc_advise: Out::optional(allocAdviseFunc),
+                get_addr_from_block: Out::optional(getAddrFromBlockFunc),
+            }
+        };
+        // Two copies of the writes, so that the common one stores the
+        // registration straight from the registers it was read into (one
+        // shared copy made the compiler stage both sources on the stack).
+        if tracking::enabled() {
+            outs.write(&tracked(stream, &found));
+        } else {
+            outs.write(&found.callbacks);
         }
         Ok(())
     })
+}
+
+/// The optional out-parameters of `aclrtAllocatorGetByStream`.
+struct CallbackOuts {
+    allocator: Option<Out<aclrtAllocator>>,
+    alloc: Option<Out<aclrtAllocatorAllocFunc>>,
+    free: Option<Out<aclrtAllocatorFreeFunc>>,
+    alloc_advise: Option<Out<aclrtAllocatorAllocAdviseFunc>>,
+    get_addr_from_block: Option<Out<aclrtAllocatorGetAddrFromBlockFunc>>,
+}
+
+impl CallbackOuts {
+    #[inline(always)]
+    fn write(self, c: &Callbacks) {
+        write_optional(self.allocator, c.obj.as_ptr());
+        write_optional(self.alloc, Some(c.alloc));
+        write_optional(self.free, Some(c.free));
+        write_optional(self.alloc_advise, c.alloc_advise);
+        write_optional(self.get_addr_from_block, Some(c.get_addr_from_block));
+    }
+}
+
+/// The tracking layer's callbacks for a registration (tracking on: rare).
+#[cold]
+#[inline(never)]
+fn tracked(stream: crate::registry::StreamKey, found: &crate::registry::Registration) -> Callbacks {
+    tracking::tracked_callbacks(stream, found)
 }
 
 /// Drops the registration of `stream`; a stream with none is left as it is

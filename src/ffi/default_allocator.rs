@@ -48,8 +48,9 @@ pub unsafe extern "C" fn aclallocDefaultMalloc(
 
 /// Frees memory from `aclallocDefaultMalloc`, like PyTorch's
 /// `caching_allocator_delete`. Anything else, or a second free:
-/// `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here"),
-/// and the allocator is not called.
+/// `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here";
+/// other allocators than the caching pool name a recent second free a
+/// double free), and the allocator is not called.
 #[no_mangle]
 pub extern "C" fn aclallocDefaultFree(devPtr: *mut c_void) -> aclError {
     boundary("aclallocDefaultFree", || {
@@ -121,7 +122,10 @@ pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAlloca
 
 /// Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
 /// `aclallocDefaultFree`, and launch workspaces unless it is direct device
-/// memory (whose workspaces the runtime's device accounting sees).
+/// memory (whose workspaces the runtime's device accounting sees). For the
+/// caching pool these are the pool's own counts of blocks and requested
+/// bytes (`aclallocPoolGetStats` on its handle; they reset with it), its
+/// out-of-memory count as failed allocations, and the frees refused here.
 ///
 /// # Safety
 /// `stats` must be writable.

@@ -26,6 +26,7 @@ use super::types::*;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
 use crate::core::serving;
+use crate::pool::roundup::RoundupDivisions;
 use crate::pool::stats::{c_keys, PoolStats, KEY_COUNT};
 use crate::pool::{handles, Limit, Pool, PoolConfig};
 use crate::registry::api::global;
@@ -68,7 +69,17 @@ pub struct aclallocPoolConfig {
     /// memory freed anywhere can serve a request of any size. 0: fixed
     /// segments.
     pub expandable_segments: i32,
+    /// PyTorch's `roundup_power2_divisions`, per power-of-two size interval:
+    /// entry 0 for requests below 2 MiB, entry i for [2^i, 2^(i+1)) MiB, the
+    /// last one for 32 GiB and up. 0 or 1: requests rounded to 512 bytes; a
+    /// power of two n: rounded up to one of n equal steps of the interval
+    /// (with 4, 1200 MiB becomes 1280 MiB). All 0 (the default): off.
+    pub roundup_power2_divisions: [usize; 16],
 }
+
+/// Number of entries of `aclallocPoolConfig.roundup_power2_divisions`.
+pub const ACLALLOC_ROUNDUP_INTERVALS: usize = 16;
+const _: () = assert!(ACLALLOC_ROUNDUP_INTERVALS == crate::pool::roundup::ROUNDUP_INTERVALS);
 
 /// One statistic of `aclallocPoolGetStatsKeyValues`: a PyTorch key name such
 /// as `"allocated_bytes.all.peak"` (a static string) and its value.
@@ -98,6 +109,7 @@ impl From<PoolConfig> for aclallocPoolConfig {
             memory_limit,
             memory_fraction,
             expandable_segments: i32::from(c.expandable_segments),
+            roundup_power2_divisions: c.roundup_power2_divisions.0,
         }
     }
 }
@@ -128,7 +140,15 @@ impl TryFrom<aclallocPoolConfig> for PoolConfig {
         } else {
             Limit::None
         };
+        let divisions = c.roundup_power2_divisions;
+        if divisions.iter().any(|&d| d != 0 && !d.is_power_of_two()) {
+            return Err(invalid(
+                "config->roundup_power2_divisions",
+                "Each entry must be 0 or a power of two (the divisions of one power-of-two size interval)",
+            ));
+        }
         Ok(PoolConfig {
+            roundup_power2_divisions: RoundupDivisions(divisions),
             max_split_size: if c.max_split_size == 0 {
                 usize::MAX
             } else {
@@ -154,8 +174,10 @@ impl TryFrom<aclallocPoolConfig> for PoolConfig {
 /// collection, no limit) and then the settings of the environment variable
 /// `ACLALLOC_ALLOC_CONF`, e.g.
 /// `max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9`
-/// (keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb,
-/// memory_fraction). A malformed variable: `ACL_ERROR_INVALID_PARAM`, nothing written.
+/// (keys include max_split_size_mb, garbage_collection_threshold,
+/// memory_limit_mb, memory_fraction, expandable_segments and
+/// roundup_power2_divisions; a `PYTORCH_NPU_ALLOC_CONF` string works
+/// unchanged). A malformed variable: `ACL_ERROR_INVALID_PARAM`, nothing written.
 ///
 /// # Safety
 /// `config` must be NULL or point to writable memory for an `aclallocPoolConfig`.
@@ -663,8 +685,9 @@ pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError
     })
 }
 
-/// Returns wholly free cached segments, largest first, until at most
-/// `keepBytes` stay reserved (or no free segment is left).
+/// Returns wholly free cached segments, largest first, then unmaps pages of
+/// expandable segments that hold no live block, until at most `keepBytes`
+/// stay reserved (or nothing more can go).
 #[no_mangle]
 pub extern "C" fn aclallocPoolTrim(pool: aclallocPool, keepBytes: usize) -> aclError {
     boundary("aclallocPoolTrim", || {

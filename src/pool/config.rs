@@ -9,8 +9,31 @@
 //! | `garbage_collection_threshold` | 0 < t < 1 | before a new segment would push reserved memory over `t` x limit, whole free segments are returned to the device first (needs a limit) |
 //! | `memory_limit_mb` | MiB | the pool never reserves more than this |
 //! | `memory_fraction` | 0 < f <= 1 | the pool never reserves more than `f` x the device capacity (like `torch.npu.set_per_process_memory_fraction`) |
+//! | `per_process_memory_fraction` | 0 < f <= 1 | torch_npu's name for `memory_fraction` |
+//! | `expandable_segments` | a truth value (`True`, `False`, `1`, `off`, ...) | per stream one reservation of address space mapped page by page (see `src/pool/expandable.rs`) |
+//! | `roundup_power2_divisions` | `4`, or `[256:1,512:2,>:8]` | requests are rounded up to one of `n` steps between two powers of two (PyTorch's `round_size`; see `src/pool/roundup.rs`) |
 //!
-//! Example: `ACLALLOC_ALLOC_CONF="max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9"`.
+//! Keys torch_npu users paste that concern only pinned host memory or
+//! torch_npu's own threads and locks are accepted, their values checked,
+//! and have no effect here: `pin_memory_expandable_segments`,
+//! `pinned_mem_register`, `pinned_use_background_threads`,
+//! `pinned_reserve_segment_size_mb`, `release_lock_on_npumalloc`,
+//! `multi_stream_lazy_reclaim`, `base_addr_aligned_kb` (blocks here are
+//! 512-byte aligned) and `page_size` (pages here are the device's
+//! granularity). torch_npu's segment-sizing keys (`segment_size_mb`,
+//! `large_segment_size_mb`, `max_non_split_rounding_mb`) would change what
+//! the pool does and are not implemented: they are refused with that reason
+//! rather than silently ignored.
+//!
+//! Unlike torch_npu, `expandable_segments:True` may be combined with
+//! `max_split_size_mb` and `garbage_collection_threshold` (torch_npu refuses
+//! the combination): garbage collection then also unmaps pages that hold no
+//! live block.
+//!
+//! Example: `ACLALLOC_ALLOC_CONF="max_split_size_mb:128,garbage_collection_threshold:0.8,memory_fraction:0.9"`;
+//! a `PYTORCH_NPU_ALLOC_CONF` such as
+//! `expandable_segments:True,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]`
+//! works unchanged.
 //! The syntax is [`crate::core::env`]'s: keys in any case, unknown keys,
 //! malformed values, a key given twice and `memory_limit_mb` together with
 //! `memory_fraction` are errors naming them, never silently ignored.
@@ -18,6 +41,7 @@
 //! Adding a key is one line in `KEYS` (plus its setter when no existing
 //! one fits).
 
+use super::roundup::{self, RoundupDivisions};
 use crate::core::env::{self, Key, KeyList};
 use crate::core::error::{Error, Result};
 
@@ -75,6 +99,9 @@ pub struct PoolConfig {
     /// address space backed page by page (see `src/pool/expandable.rs`),
     /// when the device offers virtual memory; otherwise fixed segments.
     pub expandable_segments: bool,
+    /// PyTorch's `roundup_power2_divisions`: how requests are rounded
+    /// (all 0: to 512 bytes).
+    pub roundup_power2_divisions: RoundupDivisions,
 }
 
 impl Default for PoolConfig {
@@ -84,6 +111,7 @@ impl Default for PoolConfig {
             garbage_collection_threshold: 0.0,
             limit: Limit::None,
             expandable_segments: false,
+            roundup_power2_divisions: RoundupDivisions::default(),
         }
     }
 }
@@ -95,19 +123,49 @@ const KEYS: &[Key<PoolConfig>] = &[
     Key { name: "garbage_collection_threshold", accepted: "a number between 0 and 1, both excluded", set: set_garbage_collection_threshold },
     Key { name: "memory_limit_mb", accepted: "a number of MiB, 0 or more", set: set_memory_limit_mb },
     Key { name: "memory_fraction", accepted: "a number larger than 0 and at most 1", set: set_memory_fraction },
+    Key { name: "expandable_segments", accepted: TRUTH, set: set_expandable_segments },
+    Key { name: "roundup_power2_divisions", accepted: roundup::ACCEPTED, set: set_roundup_power2_divisions },
+    // torch_npu's keys.
+    Key { name: "per_process_memory_fraction", accepted: "a number larger than 0 and at most 1", set: set_memory_fraction },
+    // Accepted for torch_npu's strings; no effect here (see the module doc).
+    Key { name: "pin_memory_expandable_segments", accepted: TRUTH, set: check_truth },
+    Key { name: "pinned_mem_register", accepted: TRUTH, set: check_truth },
+    Key { name: "pinned_use_background_threads", accepted: TRUTH, set: check_truth },
+    Key { name: "pinned_reserve_segment_size_mb", accepted: "a whole number of MiB", set: check_whole },
+    Key { name: "release_lock_on_npumalloc", accepted: TRUTH, set: check_truth },
+    Key { name: "multi_stream_lazy_reclaim", accepted: TRUTH, set: check_truth },
+    Key { name: "base_addr_aligned_kb", accepted: "a whole number from 0 to 16", set: check_base_addr_aligned_kb },
+    Key { name: "page_size", accepted: "1g", set: check_page_size },
+    // torch_npu's sizing keys: known, not implemented, refused with why.
+    Key { name: "segment_size_mb", accepted: NOT_IMPLEMENTED, set: refuse },
+    Key { name: "large_segment_size_mb", accepted: NOT_IMPLEMENTED, set: refuse },
+    Key { name: "max_non_split_rounding_mb", accepted: NOT_IMPLEMENTED, set: refuse },
 ];
+
+const TRUTH: &str = "a truth value: True, False, 1, 0, yes, no, on, off (any case)";
+const NOT_IMPLEMENTED: &str = "no value: this torch_npu key is not implemented by aclalloc (its segments keep PyTorch's default sizes); remove it";
 
 const KEY_NAMES: [&str; KEYS.len()] = env::key_names(KEYS);
 
 const CONF: KeyList<PoolConfig> = KeyList {
     keys: KEYS,
     names: &KEY_NAMES,
-    exclusive: &[(
-        "memory_limit_mb",
-        "memory_fraction",
-        "both set the pool's limit; give one of them",
-    )],
+    exclusive: &[
+        ("memory_limit_mb", "memory_fraction", LIMIT_TWICE),
+        (
+            "memory_limit_mb",
+            "per_process_memory_fraction",
+            LIMIT_TWICE,
+        ),
+        (
+            "memory_fraction",
+            "per_process_memory_fraction",
+            LIMIT_TWICE,
+        ),
+    ],
 };
+
+const LIMIT_TWICE: &str = "both set the pool's limit; give one of them";
 
 fn mib(value: &str) -> Option<f64> {
     env::number(value).map(|mb| mb * MIB as f64)
@@ -131,6 +189,36 @@ fn set_memory_limit_mb(c: &mut PoolConfig, value: &str) -> Option<()> {
 fn set_memory_fraction(c: &mut PoolConfig, value: &str) -> Option<()> {
     c.limit = Limit::Fraction(env::number(value)?).validate().ok()?;
     Some(())
+}
+
+fn set_expandable_segments(c: &mut PoolConfig, value: &str) -> Option<()> {
+    c.expandable_segments = env::truth(value)?;
+    Some(())
+}
+
+fn set_roundup_power2_divisions(c: &mut PoolConfig, value: &str) -> Option<()> {
+    c.roundup_power2_divisions = RoundupDivisions::parse(value)?;
+    Some(())
+}
+
+fn check_truth(_: &mut PoolConfig, value: &str) -> Option<()> {
+    env::truth(value).map(drop)
+}
+
+fn check_whole(_: &mut PoolConfig, value: &str) -> Option<()> {
+    env::whole(value).map(drop)
+}
+
+fn check_base_addr_aligned_kb(_: &mut PoolConfig, value: &str) -> Option<()> {
+    env::whole(value).filter(|&kb| kb <= 16).map(drop)
+}
+
+fn check_page_size(_: &mut PoolConfig, value: &str) -> Option<()> {
+    value.eq_ignore_ascii_case("1g").then_some(())
+}
+
+fn refuse(_: &mut PoolConfig, _: &str) -> Option<()> {
+    None
 }
 
 impl PoolConfig {
@@ -192,7 +280,37 @@ mod tests {
     fn errors_name_the_key_the_value_and_what_is_accepted() {
         assert_eq!(
             refusal("max_split_sizemb:128"),
-            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: unknown key \"max_split_sizemb\" in \"max_split_sizemb:128\"; accepted keys: max_split_size_mb, garbage_collection_threshold, memory_limit_mb, memory_fraction"
+            format!("Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: unknown key \"max_split_sizemb\" in \"max_split_sizemb:128\"; accepted keys: {}", KEY_NAMES.join(", "))
+        );
+        assert_eq!(
+            &KEY_NAMES[..6],
+            [
+                "max_split_size_mb",
+                "garbage_collection_threshold",
+                "memory_limit_mb",
+                "memory_fraction",
+                "expandable_segments",
+                "roundup_power2_divisions"
+            ]
+        );
+        assert_eq!(
+            refusal("expandable_segments:maybe"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: the value \"maybe\" of expandable_segments is not accepted; accepted: a truth value: True, False, 1, 0, yes, no, on, off (any case)"
+        );
+        assert_eq!(
+            refusal("roundup_power2_divisions:3"),
+            format!("Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: the value \"3\" of roundup_power2_divisions is not accepted; accepted: {}", roundup::ACCEPTED)
+        );
+        assert!(roundup::ACCEPTED.starts_with(
+            "a power of two (divisions for every size), or [MiB:divisions,...,>:divisions]"
+        ));
+        assert_eq!(
+            refusal("large_segment_size_mb:64"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: the value \"64\" of large_segment_size_mb is not accepted; accepted: no value: this torch_npu key is not implemented by aclalloc (its segments keep PyTorch's default sizes); remove it"
+        );
+        assert_eq!(
+            refusal("memory_fraction:0.5,per_process_memory_fraction:0.5"),
+            "Environment variable ACLALLOC_ALLOC_CONF is invalid. Reason: memory_fraction and per_process_memory_fraction contradict each other: both set the pool's limit; give one of them"
         );
         assert_eq!(
             refusal("memory_fraction:2"),
@@ -220,11 +338,95 @@ mod tests {
             "memory_limit_mb:-3",
             "memory_limit_mb:inf",
             "garbage_collection_threshold:",
-            "expandable_segments:True",
+            "expandable_segments:",
+            "expandable_segments:2",
+            "expandable_segments:Truee",
+            "roundup_power2_divisions:0",
+            "roundup_power2_divisions:[256:1,512:3]",
+            "roundup_power2_divisions:[300:1]",
+            "roundup_power2_divisions:[256:1,512:2",
+            "per_process_memory_fraction:0",
+            "base_addr_aligned_kb:17",
+            "page_size:2m",
+            "pinned_mem_register:sometimes",
+            "segment_size_mb:64",
+            "max_non_split_rounding_mb:64",
+            "backend:native",
+            "expandable_segments:True,expandable_segments:False",
             "memory_fraction:0.5,memory_limit_mb:1",
             "memory_fraction:0.5,memory_fraction:0.5",
         ] {
             refusal(bad);
         }
+    }
+
+    #[test]
+    fn expandable_segments_takes_a_truth_value() {
+        for (value, expected) in [
+            ("True", true),
+            ("False", false),
+            ("true", true),
+            ("1", true),
+            ("off", false),
+        ] {
+            let c = PoolConfig::default()
+                .with_conf(&format!("expandable_segments:{value}"))
+                .unwrap();
+            assert_eq!(c.expandable_segments, expected, "{value}");
+        }
+    }
+
+    #[test]
+    fn roundup_power2_divisions_as_a_number_or_per_interval() {
+        let c = PoolConfig::default()
+            .with_conf("roundup_power2_divisions:4")
+            .unwrap();
+        assert_eq!(
+            c.roundup_power2_divisions,
+            RoundupDivisions::uniform(4).unwrap()
+        );
+        assert_eq!(
+            c.roundup_power2_divisions.round(1200 * MIB),
+            Some(1280 * MIB)
+        );
+        let c = PoolConfig::default()
+            .with_conf("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]")
+            .unwrap();
+        let d = c.roundup_power2_divisions;
+        assert_eq!(
+            [
+                d.for_size(MIB),
+                d.for_size(300 * MIB),
+                d.for_size(600 * MIB),
+                d.for_size(1200 * MIB),
+                d.for_size(4096 * MIB)
+            ],
+            [1, 1, 2, 4, 8]
+        );
+    }
+
+    #[test]
+    fn a_torch_npu_string_works_unchanged() {
+        let conf = "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.6,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]";
+        let c = PoolConfig::default().with_conf(conf).unwrap();
+        assert!(c.expandable_segments);
+        assert_eq!(c.max_split_size, 512 * MIB);
+        assert_eq!(c.garbage_collection_threshold, 0.6);
+        assert_eq!(
+            c.roundup_power2_divisions.round(1200 * MIB),
+            Some(1280 * MIB)
+        );
+        assert_eq!(c.limit, Limit::None);
+        // torch_npu's keys for pinned host memory, its threads and locks:
+        // accepted, checked, no effect.
+        let harmless = "pin_memory_expandable_segments:False,pinned_mem_register:True,pinned_use_background_threads:True,pinned_reserve_segment_size_mb:64,release_lock_on_npumalloc:True,multi_stream_lazy_reclaim:False,base_addr_aligned_kb:16,page_size:1g";
+        assert_eq!(
+            PoolConfig::default().with_conf(harmless).unwrap(),
+            PoolConfig::default()
+        );
+        let c = PoolConfig::default()
+            .with_conf("per_process_memory_fraction:0.75")
+            .unwrap();
+        assert_eq!(c.limit, Limit::Fraction(0.75));
     }
 }

@@ -12,9 +12,10 @@
 //! - handing out a block maps the pages under it that are not mapped yet
 //!   (each page its own physical allocation, as torch_npu does);
 //! - releasing (`empty_cache`, and the out-of-memory path before its retry)
-//!   unmaps every page that holds no live block, so physical memory follows
-//!   the live data and a free range anywhere can be reused, by mapping fresh
-//!   pages, for a request of any size: the pool never fails for want of
+//!   unmaps every page that holds no live block (`trim(keep)` and garbage
+//!   collection unmap such pages only down to their target), so physical
+//!   memory follows the live data and a free range anywhere can be reused,
+//!   by mapping fresh pages, for a request of any size: the pool never fails for want of
 //!   contiguous memory while enough physical memory is free;
 //! - `reserved_bytes` counts mapped pages (PyTorch's meaning); `segment`
 //!   counts reservations.
@@ -202,10 +203,26 @@ impl Core {
     /// Unmaps every page of this shard's expandable segments that holds no
     /// live block (after merging the bins). Returns the bytes unmapped.
     pub(crate) fn unmap_free_pages(&mut self, vm: &dyn VirtualMemory) -> usize {
+        self.unmap_free_pages_up_to(vm, usize::MAX)
+    }
+
+    /// `unmap_free_pages`, stopping once at least `want` bytes are
+    /// unmapped (`trim` and garbage collection ask only for what takes
+    /// reserved memory down to their target). Returns the bytes unmapped.
+    pub(crate) fn unmap_free_pages_up_to(&mut self, vm: &dyn VirtualMemory, want: usize) -> usize {
+        if want == 0 || self.pages.is_empty() {
+            return 0;
+        }
         self.flush_bins();
-        let segs: Vec<u32> = self.pages.keys().copied().collect();
+        let mut segs: Vec<u32> = self.pages.keys().copied().collect();
+        // Highest addresses first: blocks are carved from the front of a
+        // free range, so the pages kept are the ones the next request uses.
+        segs.sort_unstable_by_key(|&seg| std::cmp::Reverse(self.segments[seg].addr));
         let mut total = 0;
         for seg in segs {
+            if total >= want {
+                break;
+            }
             let s = self.segments[seg];
             let mut idx = s.first;
             let mut ranges = Vec::new();
@@ -219,12 +236,15 @@ impl Core {
             let pm = self.pages.get_mut(&seg).expect("page map");
             let page = pm.page;
             let mut pages = 0usize;
-            for (addr, size) in ranges {
+            'ranges: for (addr, size) in ranges.into_iter().rev() {
                 // Only pages wholly inside the free block: a page it shares
                 // with a live neighbour stays.
                 let first = (addr - s.addr).div_ceil(page);
                 let end = (addr + size - s.addr) / page;
-                for i in first..end {
+                for i in (first..end).rev() {
+                    if total + pages * page >= want {
+                        break 'ranges;
+                    }
                     if let Some(token) = pm.tokens[i].take() {
                         vm.unmap(s.addr + i * page, token);
                         pages += 1;

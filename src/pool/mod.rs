@@ -41,7 +41,7 @@ pub use self::engine::{
 pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
 
 use self::engine::counters::{self as counters, PARTS};
-use self::engine::{round_size, Core, Freed, CLOSED};
+use self::engine::{Core, Freed, CLOSED};
 use self::streams::{StreamTable, SHARDS};
 use crate::core::error::{Error, Result};
 use crate::history::{History, Recorder};
@@ -350,10 +350,16 @@ impl Pool {
         }
     }
 
-    /// Returns wholly free segments (largest first) until at most `keep`
-    /// bytes stay reserved or none is left. Returns the bytes released.
+    /// Returns wholly free segments (largest first), then unmaps pages of
+    /// expandable segments that hold no live block, until at most `keep`
+    /// bytes stay reserved or nothing more can go. Returns the bytes
+    /// released.
     pub fn trim(&self, keep: usize) -> usize {
-        self.exclusive(None, |ex| ex.release_free_segments(keep))
+        self.synchronize_for_unmap();
+        self.exclusive(None, |ex| {
+            let released = ex.release_free_segments(keep);
+            released + ex.unmap_free_pages_down_to(keep)
+        })
     }
 
     /// Sets the most the pool may reserve. Memory already reserved above a

@@ -3,7 +3,7 @@
 //! and settling a statistic that rose above its peak).
 
 use super::block::Kind;
-use super::engine::{kind_of, segment_size, Take};
+use super::engine::{kind_of, round_size, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
@@ -198,7 +198,7 @@ impl All<'_> {
         if self.global.closed {
             return Err(CLOSED);
         }
-        let Some(rounded) = round_size(size) else {
+        let Some(rounded) = round_size(size, &self.global.config.roundup_power2_divisions) else {
             self.shards[s].stats.num_ooms += 1;
             self.record_oom(s, size, stream);
             return Err(self.oom(size, "the size is too large"));
@@ -292,13 +292,34 @@ impl All<'_> {
         may_retry: bool,
     ) -> Result<Option<usize>> {
         let mut unmapped = false;
+        // Garbage collection (PyTorch's `garbage_collection_threshold`): new
+        // pages may first take reserved memory only up to the threshold;
+        // past it, pages holding no live block are unmapped down to the
+        // threshold (after the device is synchronized: the caller retries
+        // with no lock held), then the limit applies.
+        let (gc, limit) = (
+            self.global.config.garbage_collection_threshold,
+            self.global.limit,
+        );
+        let mut gc_target =
+            (gc > 0.0 && limit != usize::MAX).then_some((limit as f64 * gc) as usize);
         // Each pass either succeeds, adds a reservation that fits the
-        // request, or unmaps once: a few passes always settle.
-        for _ in 0..4 {
+        // request, collects once, or unmaps once: a few passes always settle.
+        for _ in 0..6 {
             let room = self.global.limit.saturating_sub(self.reserved());
-            let map = Some((vm, room));
+            let gc_room = gc_target.map(|t| t.saturating_sub(self.reserved()));
+            let map = Some((vm, gc_room.map_or(room, |g| g.min(room))));
             let cause = match self.shards[s].take_cached(size, rounded, stream, false, map) {
                 Take::Got(addr) => return Ok(Some(addr)),
+                Take::NoRoom | Take::NoMemory if gc_room.is_some_and(|g| g < room) => {
+                    if may_retry {
+                        return Ok(None);
+                    }
+                    let target = gc_target.take().unwrap_or(0);
+                    let need = round_up_to(rounded, vm.page_size());
+                    self.unmap_free_pages_down_to(target.saturating_sub(need));
+                    continue;
+                }
                 Take::Miss => {
                     let capacity = self.device.capacity();
                     let kind = kind_of(rounded);
@@ -349,6 +370,24 @@ impl All<'_> {
             .iter_mut()
             .map(|core| core.unmap_free_pages(vm))
             .sum()
+    }
+
+    /// Unmaps pages holding no live block in the expandable segments, shard
+    /// by shard, until at most `target` bytes stay reserved or none is left.
+    /// Returns the bytes unmapped.
+    pub(super) fn unmap_free_pages_down_to(&mut self, target: usize) -> usize {
+        let Some(vm) = self.device.device.virtual_memory() else {
+            return 0;
+        };
+        let mut unmapped = 0;
+        for s in 0..self.shards.len() {
+            let excess = self.reserved().saturating_sub(target);
+            if excess == 0 {
+                break;
+            }
+            unmapped += self.shards[s].unmap_free_pages_up_to(vm, excess);
+        }
+        unmapped
     }
 
     /// Releases every expandable segment that backs no block. Returns how

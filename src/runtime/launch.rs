@@ -83,11 +83,11 @@ impl HostRuntime {
             return enqueued;
         }
         let allocator = stream.workspace_allocator();
-        let workspace = allocator.alloc(stream.memory(), size)?;
-        let in_order = allocator.frees_in_stream_order();
-        let enqueued = stream.enqueue(task(workspace.as_ptr().cast(), !in_order));
+        let workspace = allocator.alloc(stream.memory(), key, size)?;
+        let in_order = workspace.free_in_stream_order;
+        let enqueued = stream.enqueue(task(workspace.ptr.as_ptr().cast(), !in_order));
         if in_order || enqueued.is_err() {
-            allocator.free(stream.memory(), workspace);
+            allocator.free(stream.memory(), workspace.ptr);
         }
         enqueued
     }

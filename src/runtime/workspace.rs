@@ -12,18 +12,29 @@
 
 use super::memory::DeviceHeap;
 use crate::core::error::Result;
+use crate::core::ids::StreamKey;
 use std::ptr::NonNull;
+
+/// A workspace an allocator handed out, and when it may be given back.
+#[derive(Clone, Copy, Debug)]
+pub struct Workspace {
+    /// Its address.
+    pub ptr: NonNull<u8>,
+    /// True when it may be freed as soon as its launch is enqueued, because
+    /// the allocator only reuses it for later work on the same stream;
+    /// otherwise the stream's worker frees it once the kernel has run.
+    /// Returned with the block (not asked separately) so that the launch
+    /// reads the allocator's state once.
+    pub free_in_stream_order: bool,
+}
 
 /// A device allocator that serves workspaces of launches on streams without a
 /// registered allocator.
 pub trait WorkspaceAllocator: Send + Sync {
-    /// A workspace of `size` (> 0) bytes in `memory`.
-    fn alloc(&self, memory: &DeviceHeap, size: usize) -> Result<NonNull<u8>>;
+    /// A workspace of `size` (> 0) bytes in `memory`, for a kernel on `stream`.
+    fn alloc(&self, memory: &DeviceHeap, stream: StreamKey, size: usize) -> Result<Workspace>;
     /// Gives back a workspace `alloc` returned.
     fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>);
-    /// True when a block may be freed as soon as its launch is enqueued,
-    /// because the allocator only reuses it for later work on the same stream.
-    fn frees_in_stream_order(&self) -> bool;
 }
 
 /// Takes every workspace straight from device memory and returns it once its
@@ -32,17 +43,16 @@ pub trait WorkspaceAllocator: Send + Sync {
 pub struct DirectDeviceMemory;
 
 impl WorkspaceAllocator for DirectDeviceMemory {
-    fn alloc(&self, memory: &DeviceHeap, size: usize) -> Result<NonNull<u8>> {
-        memory.alloc(size)
+    fn alloc(&self, memory: &DeviceHeap, _stream: StreamKey, size: usize) -> Result<Workspace> {
+        Ok(Workspace {
+            ptr: memory.alloc(size)?,
+            free_in_stream_order: false,
+        })
     }
 
     fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>) {
         // Only ever called with a pointer `alloc` returned, so it cannot fail.
         let _ = memory.free(workspace.as_ptr());
-    }
-
-    fn frees_in_stream_order(&self) -> bool {
-        false
     }
 }
 

@@ -32,6 +32,7 @@
 use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
 use super::device::DeviceMemory;
+use super::roundup::RoundupDivisions;
 use super::stats::STAT_ALL;
 use crate::core::error::{Error, Result};
 use crate::history::{Action, Recorder};
@@ -101,11 +102,11 @@ pub struct SegmentView {
     pub mapped_size: usize,
 }
 
-pub(crate) fn round_size(size: usize) -> Option<usize> {
-    let size = size.max(1);
-    size.checked_add(MIN_BLOCK_SIZE - 1)
-        .map(|s| s & !(MIN_BLOCK_SIZE - 1))
-        .filter(|&s| s <= isize::MAX as usize)
+/// PyTorch's `round_size`: to 512 bytes, or with `roundup_power2_divisions`
+/// to the next of its steps (see `src/pool/roundup.rs`). `None`: too large.
+#[inline]
+pub(crate) fn round_size(size: usize, divisions: &RoundupDivisions) -> Option<usize> {
+    divisions.round(size).filter(|&s| s <= isize::MAX as usize)
 }
 
 pub(crate) fn kind_of(rounded: usize) -> Kind {
@@ -196,7 +197,8 @@ impl Core {
     /// caller must take the pool-wide path (grow, error, or settle a peak).
     #[inline]
     pub(crate) fn malloc_local(&mut self, size: usize, stream: usize) -> Option<usize> {
-        let rounded = round_size(size).filter(|_| !self.closed)?;
+        let rounded =
+            round_size(size, &self.config.roundup_power2_divisions).filter(|_| !self.closed)?;
         match self.take_cached(size, rounded, stream, true, None) {
             Take::Got(addr) => Some(addr),
             Take::Miss | Take::NoRoom | Take::NoMemory => None,
@@ -299,7 +301,8 @@ impl Core {
     /// `allocAdvise`: the block at `addr` when that range is free in this
     /// shard, for work on `stream`.
     pub(crate) fn malloc_at(&mut self, size: usize, addr: usize, stream: usize) -> Option<usize> {
-        let rounded = round_size(size).filter(|_| !self.closed)?;
+        let rounded =
+            round_size(size, &self.config.roundup_power2_divisions).filter(|_| !self.closed)?;
         let idx = self.carve_at(addr, rounded, stream)?;
         Some(self.hand_out(idx, size))
     }
@@ -532,7 +535,8 @@ impl Core {
         // Binned under the size that was asked for, not the block's size: a
         // block larger than the request (a rest too small to split off) then
         // serves the next identical request from the bin.
-        let key = (b_stream, round_size(requested).unwrap_or(size));
+        let divisions = &self.config.roundup_power2_divisions;
+        let key = (b_stream, round_size(requested, divisions).unwrap_or(size));
         let bin = self.bins.entry(key).or_default();
         if !bin.listed {
             bin.listed = true;
