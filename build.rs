@@ -121,6 +121,13 @@ fn generate(crate_dir: &Path, config: cbindgen::Config, path: &Path) {
 fn link_as_system_library() {
     let major = env::var("CARGO_PKG_VERSION_MAJOR").expect("set by cargo");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libaclalloc.so.{major}");
+    // Stream worker threads run the library's code for as long as their
+    // streams live, and a plugin host may dlclose the library while one
+    // runs: unmapping it under them would crash the process. Joining them in
+    // a destructor instead would make dlclose wait for (or drop) work still
+    // queued and would deadlock when dlclose runs on a worker or under the
+    // loader's lock, so the library is never unloaded once loaded.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 }
 
 /// `ACLALLOC_VERSION_*` macros, so C code can check what it was built against.

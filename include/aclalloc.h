@@ -361,8 +361,8 @@ extern "C" {
  *
  * The default allocator is chosen at start-up by the environment variable
  * `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
- * `ACLALLOC_ALLOC_CONF`, on the device current on the thread that first
- * uses it), `device` (direct device memory, no caching), or
+ * `ACLALLOC_ALLOC_CONF`, one pool per device, each created when first used
+ * on its device), `device` (direct device memory, no caching), or
  * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
  * contain ':'). An invalid value fails the allocation
  * with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
@@ -410,8 +410,9 @@ const char *aclallocGetDefaultAllocatorName(void);
 
 /**
  * The default allocator's object, once it has served memory: for the
- * caching pool its `aclallocPool` handle (for `aclallocPoolGetStats`,
- * `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
+ * caching pool the `aclallocPool` handle of the calling thread's current
+ * device's pool (one pool per device, created on first use there; for
+ * `aclallocPoolGetStats`, `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
  * `aclallocPluggable` handle, for a swapped-in descriptor the object it
  * held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
  * allocator is built then), `*allocator` untouched.
@@ -453,10 +454,11 @@ aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 aclError aclallocDefaultInit(void);
 
 /**
- * The device that was current on the thread that built the default
- * allocator (at its first allocation or `aclallocDefaultInit`). For the
- * caching pool it is the device whose memory the pool takes, so the pool's
- * statistics are that device's. Before the default allocator is built:
+ * The device of the default allocator's object (`aclallocGetDefaultAllocator`):
+ * for the caching pool, one per device, the calling thread's current device
+ * (whose pool that object is, so its statistics are that device's); for
+ * others the device that was current on the thread that built the default
+ * allocator (at its first allocation or `aclallocDefaultInit`). Before the default allocator is built:
  * `ACL_ERROR_UNINITIALIZE`, `*deviceId` untouched.
  *
  * # Safety

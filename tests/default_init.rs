@@ -109,12 +109,20 @@ fn the_default_pool_is_built_on_the_calling_threads_device_and_then_frozen() {
     assert!(recent().contains("can't swap an already initialized allocator"));
     assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
 
-    // A thread on another device still reads where the pool lives.
-    std::thread::spawn(|| {
+    // One default pool per device: a thread on device 0 reads device 0, and
+    // its default allocator object is device 0's own pool.
+    let pool1 = pool as usize;
+    std::thread::spawn(move || {
         assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
         let mut d = -1;
         assert_eq!(unsafe { aclallocDefaultGetDevice(&mut d) }, ACL_SUCCESS);
-        assert_eq!(d, 1);
+        assert_eq!(d, 0);
+        let mut pool0 = std::ptr::null_mut();
+        assert_eq!(
+            unsafe { aclallocGetDefaultAllocator(&mut pool0) },
+            ACL_SUCCESS
+        );
+        assert!(!pool0.is_null() && pool0 as usize != pool1);
     })
     .join()
     .unwrap();

@@ -685,3 +685,18 @@ fn the_virtual_memory_calls_reach_the_runtime_behind_the_library() {
         "{out}"
     );
 }
+
+#[test]
+fn the_recent_message_is_the_most_recent_failures_whichever_side_failed() {
+    let out = under_aclalloc("errmsg", &["--no-track"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("aclalloc's call failed: yes"), "{stdout}");
+    assert!(
+        stdout.contains("runtime failed: 107001; recent message: fake: no such device"),
+        "an earlier unread aclalloc message hid the runtime's: {stdout}"
+    );
+    assert!(
+        stdout.contains("after both, recent message: aclallocDefaultFree failed"),
+        "{stdout}"
+    );
+}

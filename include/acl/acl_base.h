@@ -90,10 +90,12 @@ extern "C" {
  * when nothing failed since. The string stays valid until this thread calls
  * `aclGetRecentErrMsg` again.
  *
- * In front of a real runtime: this library's messages when it has any (for
- * the calls it answers itself), otherwise the real runtime's.
- * A real runtime's messages that this library did not consume are returned
- * by a later call, once this library has none.
+ * In front of a real runtime: the message of the most recent failure,
+ * whichever side it came from. This library's messages when it has any (a
+ * call forwarded to the real runtime that fails drops this library's older
+ * unread ones, so they never hide the runtime's newer message), otherwise
+ * the real runtime's. A real runtime's messages that this library did not
+ * consume are returned by a later call, once this library has none.
  */
 const char *aclGetRecentErrMsg(void);
 

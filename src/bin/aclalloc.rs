@@ -398,6 +398,7 @@ fn run(options: RunOptions) -> ExitCode {
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let pid = child.id();
+    forward_stop_signals(pid);
     let status = match child.wait() {
         Ok(s) => s,
         Err(e) => {
@@ -426,6 +427,35 @@ fn run(options: RunOptions) -> ExitCode {
         return ExitCode::from(options.error_exitcode);
     }
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// The program's process id, for [`forward`].
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// SIGTERM and SIGHUP sent to the launcher (a service manager stopping what
+/// it started, often the launcher alone) go to the program, which writes its
+/// report and ends; the launcher stays to deliver the report and passes the
+/// program's status on (128+N).
+fn forward_stop_signals(pid: u32) {
+    CHILD.store(pid as i32, std::sync::atomic::Ordering::SeqCst);
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: `forward` only loads an atomic and calls kill, both
+        // async-signal-safe.
+        unsafe {
+            libc::signal(
+                sig,
+                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
 }
 
 /// The files `prefix<pid><suffix>` in `dir`, the program's own first.
@@ -463,7 +493,12 @@ fn deliver_report(
         }
         text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
     }
-    if reports.is_empty() {
+    if reports.is_empty() && status.signal().is_some() {
+        text.push_str(&format!(
+            "==aclalloc== no report: the program was killed ({status}) before it could write \
+             one (SIGKILL cannot be caught; after a crash the report is a best effort)\n"
+        ));
+    } else if reports.is_empty() {
         text.push_str(&format!(
             "==aclalloc== no report: the program wrote none ({status}); was libaclalloc.so \
              loaded (a static or setuid program ignores LD_PRELOAD)?\n"

@@ -15,6 +15,10 @@ pub(crate) trait FfiReturn {
     type Ok;
     fn success(value: Self::Ok) -> Self;
     fn failure(code: aclError) -> Self;
+    /// True for a value that reports a failure (an error code).
+    fn is_failure(&self) -> bool {
+        false
+    }
 }
 
 /// `aclError` functions: `ACL_SUCCESS` or the error's code.
@@ -25,6 +29,9 @@ impl FfiReturn for aclError {
     }
     fn failure(code: aclError) -> Self {
         code
+    }
+    fn is_failure(&self) -> bool {
+        *self != ACL_SUCCESS
     }
 }
 
@@ -99,8 +106,17 @@ pub(crate) fn boundary<R: FfiReturn>(
 /// `ACL_ERROR_INTERNAL_ERROR`.
 #[inline]
 pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnce() -> R) -> R {
+    let recorded = errlog::recorded_count();
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(value) => value,
+        Ok(value) => {
+            if value.is_failure() && errlog::recorded_count() == recorded {
+                // The real runtime failed and left its own message: it is
+                // the most recent failure, so aclGetRecentErrMsg must give
+                // it, not an older unread message of this library's.
+                errlog::discard_unread();
+            }
+            value
+        }
         Err(_) => fail(
             function,
             Error::Internal {

@@ -26,6 +26,8 @@ struct Log {
     held: usize,
     /// Records overwritten since the last read.
     dropped: u64,
+    /// Records ever pushed on this thread.
+    pushed: u64,
 }
 
 impl Log {
@@ -35,10 +37,12 @@ impl Log {
             next: 0,
             held: 0,
             dropped: 0,
+            pushed: 0,
         }
     }
 
     fn push(&mut self, record: Record) {
+        self.pushed += 1;
         if self.held == CAPACITY {
             self.dropped += 1;
         } else {
@@ -102,6 +106,20 @@ pub fn take_recent() -> Option<String> {
     LOG.try_with(|log| log.try_borrow_mut().ok()?.drain_newest_first())
         .ok()
         .flatten()
+}
+
+/// How many failures this thread has recorded so far (to tell whether a
+/// call that failed left a message here).
+pub fn recorded_count() -> u64 {
+    LOG.try_with(|log| log.try_borrow().map_or(0, |l| l.pushed))
+        .unwrap_or(0)
+}
+
+/// Drops this thread's unread messages: a more recent failure left its
+/// message elsewhere (in the real runtime's log), and `aclGetRecentErrMsg`
+/// must return that one.
+pub fn discard_unread() {
+    let _ = take_recent();
 }
 
 /// The message one failure produces, as [`take_recent`] would show it.

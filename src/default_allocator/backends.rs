@@ -1,15 +1,12 @@
 //! Building the allocator a [`Choice`] names.
 
 use super::choice::Choice;
-use super::{Kind, Source};
+use super::{per_device, Kind, Source};
 use crate::core::boundary::boundary;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::device_port::port;
 use crate::core::error::{Error, Result};
 use crate::plugin::{published, PluggableAllocator, PluginSpec};
-use crate::pool::acl::AclMemory;
-use crate::pool::handles as pool_handles;
-use crate::pool::{Pool, PoolConfig};
 use std::ffi::{c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::OnceLock;
@@ -40,24 +37,28 @@ pub(super) fn build(choice: &Choice) -> Result<Source> {
     }
 }
 
-/// A caching pool with the defaults, `ACLALLOC_ALLOC_CONF` and
-/// `ACLALLOC_RECORD_HISTORY`, on the
-/// device current on the calling thread (as `aclallocPoolCreate(NULL, ...)`).
+/// Caching pools with the defaults, `ACLALLOC_ALLOC_CONF` and
+/// `ACLALLOC_RECORD_HISTORY`, one per device ([`per_device`]); the object is
+/// the pool of the device current on the calling thread (as
+/// `aclallocPoolCreate(NULL, ...)` there).
 fn pool() -> Result<Source> {
-    let callbacks_of = *POOL_CALLBACKS.get().ok_or(Error::Internal {
-        reason: "the pool's C callbacks were not installed (the library's wiring did not run)",
-    })?;
-    let config = PoolConfig::default().from_env()?;
-    let pool = Pool::new(config, AclMemory::current()?)?;
-    pool.record_history(crate::history::env::max_entries_from_env()?)?;
-    let handle = pool_handles::insert(pool)?;
-    let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
+    let handle = per_device::current()?;
+    let obj = AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
         reason: "a pool handle was zero",
     })?;
     Ok(Source {
         kind: Kind::Pool,
-        callbacks: callbacks_of(obj),
+        callbacks: per_device::callbacks(obj),
     })
+}
+
+/// The C callbacks of the pool whose handle is `obj`; an error when they
+/// were not installed.
+pub(super) fn installed_pool_callbacks(obj: AllocatorObj) -> Result<Callbacks> {
+    let callbacks_of = *POOL_CALLBACKS.get().ok_or(Error::Internal {
+        reason: "the pool's C callbacks were not installed (the library's wiring did not run)",
+    })?;
+    Ok(callbacks_of(obj))
 }
 
 fn plugin(path: &CStr, alloc: &CStr, free: &CStr) -> Result<Source> {

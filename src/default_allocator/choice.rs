@@ -2,7 +2,7 @@
 //!
 //! | value | default allocator |
 //! | --- | --- |
-//! | unset, empty, `pool` | the caching pool (its settings from `ACLALLOC_ALLOC_CONF`), on the device current on the thread that first uses it |
+//! | unset, empty, `pool` | the caching pool (its settings from `ACLALLOC_ALLOC_CONF`), one per device, each created when first used on its device |
 //! | `device` | direct device memory (`aclrtMalloc`), no caching |
 //! | `plugin:PATH:ALLOC:FREE` | a pluggable allocator loaded from the shared object PATH with the symbols ALLOC and FREE (PATH may contain ':') |
 //!

@@ -18,6 +18,7 @@
 mod backends;
 pub use backends::{install_pool_callbacks, PoolCallbacks};
 pub mod choice;
+pub mod per_device;
 pub mod workspace;
 
 use crate::core::descriptor::{AllocatorObj, Callbacks};
@@ -97,6 +98,30 @@ pub struct InUse {
     /// blocks: the pool keeps its own live blocks and refuses anything else,
     /// and its statistics are the default allocator's.
     pub pool: Option<&'static Pool>,
+    /// The default caching pool is one pool per device: the fast path
+    /// takes the calling thread's device's pool.
+    pub per_device: bool,
+}
+
+impl InUse {
+    /// The pool the fast path serves the calling thread from, if any.
+    #[inline]
+    pub fn fast_pool(&self) -> Option<&'static Pool> {
+        if self.per_device {
+            return per_device::current_pool().ok();
+        }
+        self.pool
+    }
+
+    /// The pool the fast path frees `addr` to, if any.
+    #[inline]
+    pub fn fast_pool_of(&self, addr: usize) -> Option<&'static Pool> {
+        if self.per_device {
+            // Held by no pool: the current device's refuses it (and counts it).
+            return per_device::holding(addr).or_else(|| per_device::current_pool().ok());
+        }
+        self.pool
+    }
 }
 
 impl InUse {
@@ -104,6 +129,7 @@ impl InUse {
         InUse {
             source,
             pool: fast_pool(&source),
+            per_device: source.kind == Kind::Pool && per_device::are_ours(&source.callbacks),
         }
     }
 }
@@ -236,16 +262,20 @@ impl DefaultAllocator {
     /// default allocator (so it must not be destroyed).
     pub fn uses(&self, obj: AllocatorObj) -> bool {
         let pending = self.pending.lock();
-        self.in_use()
-            .or(*pending)
-            .is_some_and(|s| s.callbacks.obj == obj)
+        self.in_use().or(*pending).is_some_and(|s| {
+            s.callbacks.obj == obj
+                || (s.kind == Kind::Pool
+                    && per_device::pools()
+                        .iter()
+                        .any(|&(_, pool)| pool == obj.as_ptr() as usize))
+        })
     }
 
     /// `caching_allocator_alloc`: `size` bytes from the default allocator for
     /// `stream` (passed on to it where it can take a stream).
     pub fn alloc(&self, size: usize, stream: Option<StreamKey>) -> Result<NonNull<c_void>> {
         let in_use = self.frozen()?;
-        if let Some(pool) = in_use.pool {
+        if let Some(pool) = in_use.fast_pool() {
             let addr = pool.malloc_on(stream.map_or(0, |s| s.get().get()), size)?;
             return Ok(NonNull::new(addr.get() as *mut c_void).expect("non-zero"));
         }
@@ -294,7 +324,11 @@ impl DefaultAllocator {
     /// `caching_allocator_delete`: returns memory from [`DefaultAllocator::alloc`].
     /// Anything else, or a second free, is refused without reaching the allocator.
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
-        if let Some(pool) = self.in_use.get().and_then(|u| u.pool) {
+        if let Some(pool) = self
+            .in_use
+            .get()
+            .and_then(|u| u.fast_pool_of(ptr.as_ptr() as usize))
+        {
             return self.free_to_pool(pool, ptr);
         }
         let block = self.raw.lock().remove(ptr.as_ptr() as usize)?;
@@ -336,7 +370,7 @@ impl DefaultAllocator {
     /// with its `reset_*` calls), its out-of-memory count as failures, and
     /// the frees refused here.
     pub fn stats(&self) -> Stats {
-        match self.in_use.get().and_then(|u| u.pool) {
+        match self.in_use.get().and_then(InUse::fast_pool) {
             Some(pool) => {
                 let p = pool.stats();
                 let blocks = p.allocation[crate::pool::stats::STAT_ALL];

@@ -27,7 +27,7 @@ impl WorkspaceAllocator for DefaultWorkspaces {
     fn alloc(&self, memory: &DeviceHeap, stream: StreamKey, size: usize) -> Result<Workspace> {
         let default = global();
         let in_use = default.frozen()?;
-        if let Some(pool) = in_use.pool {
+        if let Some(pool) = in_use.fast_pool() {
             let addr = pool.malloc_on(stream.get().get(), size)?;
             return Ok(Workspace {
                 ptr: NonNull::new(addr.get() as *mut u8).expect("non-zero"),
@@ -50,7 +50,7 @@ impl WorkspaceAllocator for DefaultWorkspaces {
         // Frozen since `alloc`: the same allocator takes it back.
         let direct = default
             .frozen()
-            .is_ok_and(|u| u.pool.is_none() && u.source.kind == Kind::Device);
+            .is_ok_and(|u| u.pool.is_none() && !u.per_device && u.source.kind == Kind::Device);
         if direct {
             return DirectDeviceMemory.free(memory, workspace);
         }

@@ -20,8 +20,8 @@ use std::ptr::NonNull;
 ///
 /// The default allocator is chosen at start-up by the environment variable
 /// `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
-/// `ACLALLOC_ALLOC_CONF`, on the device current on the thread that first
-/// uses it), `device` (direct device memory, no caching), or
+/// `ACLALLOC_ALLOC_CONF`, one pool per device, each created when first used
+/// on its device), `device` (direct device memory, no caching), or
 /// `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
 /// contain ':'). An invalid value fails the allocation
 /// with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
@@ -95,8 +95,9 @@ pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
 }
 
 /// The default allocator's object, once it has served memory: for the
-/// caching pool its `aclallocPool` handle (for `aclallocPoolGetStats`,
-/// `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
+/// caching pool the `aclallocPool` handle of the calling thread's current
+/// device's pool (one pool per device, created on first use there; for
+/// `aclallocPoolGetStats`, `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
 /// `aclallocPluggable` handle, for a swapped-in descriptor the object it
 /// held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
 /// allocator is built then), `*allocator` untouched.
@@ -109,7 +110,12 @@ pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAlloca
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(allocator, "allocator") }?;
         let source = global().in_use().ok_or(Error::DefaultNotInUse)?;
-        out.write(source.callbacks.obj.as_ptr());
+        let obj = match source.kind {
+            // One pool per device: the calling thread's device's.
+            Kind::Pool => crate::default_allocator::per_device::current()? as *mut c_void,
+            _ => source.callbacks.obj.as_ptr(),
+        };
+        out.write(obj);
         Ok(())
     })
 }

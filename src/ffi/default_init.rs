@@ -7,7 +7,7 @@ use super::args::Out;
 use super::boundary::boundary;
 use super::types::*;
 use crate::core::error::Error;
-use crate::default_allocator::global;
+use crate::default_allocator::{global, Kind};
 
 /// Builds the default allocator now, as its first allocation would (torch's
 /// lazy initialisation): the environment's choice, or the allocator swapped
@@ -28,10 +28,11 @@ pub extern "C" fn aclallocDefaultInit() -> aclError {
     boundary("aclallocDefaultInit", || global().serving().map(|_| ()))
 }
 
-/// The device that was current on the thread that built the default
-/// allocator (at its first allocation or `aclallocDefaultInit`). For the
-/// caching pool it is the device whose memory the pool takes, so the pool's
-/// statistics are that device's. Before the default allocator is built:
+/// The device of the default allocator's object (`aclallocGetDefaultAllocator`):
+/// for the caching pool, one per device, the calling thread's current device
+/// (whose pool that object is, so its statistics are that device's); for
+/// others the device that was current on the thread that built the default
+/// allocator (at its first allocation or `aclallocDefaultInit`). Before the default allocator is built:
 /// `ACL_ERROR_UNINITIALIZE`, `*deviceId` untouched.
 ///
 /// # Safety
@@ -41,7 +42,11 @@ pub unsafe extern "C" fn aclallocDefaultGetDevice(deviceId: *mut i32) -> aclErro
     boundary("aclallocDefaultGetDevice", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(deviceId, "deviceId") }?;
-        out.write(global().built_on().ok_or(Error::DefaultNotInUse)?);
+        let device = match global().in_use() {
+            Some(source) if source.kind == Kind::Pool => crate::plugin::context::current_device(),
+            _ => global().built_on().ok_or(Error::DefaultNotInUse)?,
+        };
+        out.write(device);
         Ok(())
     })
 }

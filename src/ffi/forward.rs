@@ -431,6 +431,7 @@ macro_rules! destroy {
                 if rc == ACL_SUCCESS {
                     if let Some(key) = StreamKey::from_ptr(stream) {
                         forget(key, LeakSeen::StreamDestroy);
+                        crate::pool::handles::forget_stream(key.get());
                     }
                 }
                 rc

@@ -24,10 +24,14 @@
 //! any of this.
 
 use super::dispatch::{self, Backend};
+use crate::core::descriptor::Callbacks;
 use crate::core::device_port::{self, DevicePort, VirtualMemoryCalls};
 use crate::core::error::{aclError, Error, Result, ACL_SUCCESS};
+use crate::core::ids::StreamKey;
 use crate::core::types::{aclrtMemAttr, aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE_FIRST};
 use crate::registry::api::global;
+use crate::registry::observer::StreamObserver;
+use crate::registry::Registration;
 use crate::runtime::config::Config;
 use crate::runtime::HostRuntime;
 use std::ffi::c_void;
@@ -113,8 +117,27 @@ pub fn host() -> &'static HostRuntime {
     HOST.get_or_init(|| {
         HostRuntime::new(Config::from_env(), global())
             .with_workspace_allocator(&crate::default_allocator::workspace::DefaultWorkspaces)
-            .with_observer(&crate::tracking::TrackingObserver)
+            .with_observer(&StreamEvents)
     })
+}
+
+/// What hears of the host runtime's stream events: the tracking layer, and
+/// on a stream's destruction every pool (what they cached for the stream
+/// can serve no one now, see `Pool::forget_stream`).
+struct StreamEvents;
+
+impl StreamObserver for StreamEvents {
+    #[inline]
+    fn callbacks_for(&self, stream: StreamKey, registration: &Registration) -> Callbacks {
+        crate::tracking::TrackingObserver.callbacks_for(stream, registration)
+    }
+    fn stream_synchronized(&self, stream: StreamKey) {
+        crate::tracking::TrackingObserver.stream_synchronized(stream)
+    }
+    fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
+        crate::tracking::TrackingObserver.stream_destroyed(stream, old);
+        crate::pool::handles::forget_stream(stream.get());
+    }
 }
 
 /// `aclrtMalloc`, `aclrtFree` and `aclrtGetMemInfo` as the application

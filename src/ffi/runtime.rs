@@ -371,7 +371,7 @@ pub(crate) mod host {
 
     pub(crate) unsafe extern "C" fn aclrtSynchronizeDevice() -> aclError {
         boundary("aclrtSynchronizeDevice", || {
-            host().synchronize_all();
+            host().synchronize_all()?;
             crate::tracking::device_synchronized();
             Ok(())
         })

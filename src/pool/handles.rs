@@ -126,6 +126,16 @@ pub fn is_view(handle: *mut std::ffi::c_void) -> Result<bool> {
     lookup(handle).map(|r| r.stream != 0)
 }
 
+/// Tells every live pool that `stream` was destroyed (see
+/// [`Pool::forget_stream`]): what they cached for it goes back to the device.
+pub fn forget_stream(stream: NonZeroUsize) {
+    for (_, target) in table().entries() {
+        if target.stream == 0 {
+            target.pool.forget_stream(stream.get());
+        }
+    }
+}
+
 /// Makes `handle` and every stream view of its pool dead (the pool must
 /// already be closed).
 pub fn remove(handle: *mut std::ffi::c_void) -> Result<()> {

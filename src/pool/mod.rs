@@ -50,6 +50,7 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+mod retire;
 mod sharded;
 mod streams;
 
@@ -387,6 +388,11 @@ impl Pool {
         let mut out: Vec<SegmentView> = all.shards.iter().flat_map(|c| c.segments_view()).collect();
         out.sort_unstable_by_key(|s| s.address);
         out
+    }
+
+    /// True when `addr` lies in memory this pool holds from the device.
+    pub fn holds(&self, addr: usize) -> bool {
+        self.shards.iter().any(|s| s.0.lock().holds(addr))
     }
 
     /// Records the pool's last `max_entries` events from now on (allocations,

@@ -449,6 +449,15 @@ impl All<'_> {
         released
     }
 
+    /// Every shard forgets destroyed `stream` (see `src/pool/retire.rs`).
+    pub(super) fn retire_stream(&mut self, stream: usize) -> usize {
+        let device = &self.device;
+        self.shards
+            .iter_mut()
+            .map(|c| c.retire_stream(device, stream))
+            .sum()
+    }
+
     pub(super) fn close(&mut self) -> usize {
         self.global.closed = true;
         let device = &self.device;

@@ -66,6 +66,7 @@ impl HostRuntime {
     /// for their pending work). A device's default context is released by
     /// `aclrtResetDevice`, not here.
     pub fn destroy_context(&self, ctx: usize) -> Result<()> {
+        super::waits::refuse_teardown_in_kernel()?;
         let is_default = self
             .with_context(ctx, |c| c.is_default)
             .ok_or(NOT_A_CONTEXT)?;

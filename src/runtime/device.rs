@@ -92,6 +92,7 @@ impl HostRuntime {
     /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). Resetting a
     /// device that is not set succeeds and does nothing.
     pub fn reset_device(&self, id: i32, force: bool) -> Result<()> {
+        super::waits::refuse_teardown_in_kernel()?;
         let device = self.device(id)?;
         let mut state = device.state.lock();
         if state.set_count == 0 && !force {

@@ -165,6 +165,7 @@ impl HostRuntime {
     /// `aclFinalize`: releases every context and stream (waiting for pending
     /// work), as a forced reset of every device would. Device memory stays.
     pub fn finalize(&self) -> Result<()> {
+        super::waits::refuse_teardown_in_kernel()?;
         let mut initialized = self.initialized.lock();
         if !*initialized {
             return Err(Error::RepeatFinalize);

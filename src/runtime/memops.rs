@@ -83,7 +83,7 @@ impl HostRuntime {
                 param: "devPtr",
                 reason: "It is not the start of live device memory (it was not returned by aclrtMalloc, or it was already freed)",
             })?;
-        self.synchronize_all();
+        self.synchronize_all()?;
         device.memory().free(ptr)
     }
 

@@ -16,6 +16,8 @@
 //! | [`stream_worker`] | one stream: the bounded queue and its worker thread |
 //! | [`stream_table`] | the live streams, the default stream, destroy semantics |
 //! | `launch_cache` | the per-thread cache that keeps launches off the stream table's lock |
+//! | `fork` | streams inherited through `fork()`: refused, never waited for |
+//! | `waits` | kernels that wait for streams: no two wait for each other |
 //! | [`memory`] | one device's memory: lazy mappings, the live-allocation table |
 //! | [`memops`] | malloc, free, memcpy, memset, meminfo |
 //! | [`launch`] | launches with workspaces from the stream's allocator |
@@ -37,6 +39,7 @@
 pub mod config;
 pub mod context;
 pub mod device;
+mod fork;
 pub mod host;
 pub mod launch;
 mod launch_cache;
@@ -46,6 +49,7 @@ pub mod stream_table;
 pub mod stream_worker;
 pub mod virtual_memory;
 mod virtual_memory_calls;
+mod waits;
 pub mod workspace;
 
 pub use host::HostRuntime;

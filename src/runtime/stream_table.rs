@@ -12,6 +12,7 @@
 use super::host::{HostRuntime, StreamEntry};
 use super::launch_cache;
 use super::stream_worker::Stream;
+use super::waits::DEADLOCK;
 use crate::core::error::{Error, Result};
 use crate::core::ids::StreamHandle;
 use crate::registry::StreamKey;
@@ -116,6 +117,17 @@ impl HostRuntime {
                 },
             };
             if let Some(s) = self.with_stream(handle, |e| Arc::clone(&e.stream)) {
+                if s.is_inherited() {
+                    // A child of fork(): the context's default stream is
+                    // the parent's; the child gets one of its own.
+                    self.with_context_mut(ctx, |c| {
+                        if c.default_stream == Some(handle) {
+                            c.default_stream = None;
+                        }
+                    });
+                    let _ = self.destroy_stream_handle(handle, true);
+                    continue;
+                }
                 return Ok((key(handle), s));
             }
         }
@@ -136,6 +148,11 @@ impl HostRuntime {
                 param: "stream",
                 reason: "It is a context's default stream, which is destroyed with its context",
             });
+        }
+        if let Some(entry) = self.with_stream(handle, |e| Arc::clone(&e.stream)) {
+            if entry.is_inherited() {
+                return Err(super::fork::INHERITED);
+            }
         }
         self.destroy_stream_handle(handle, force)
     }
@@ -176,12 +193,21 @@ impl HostRuntime {
     }
 
     /// Waits for the pending work of every stream, except the stream whose
-    /// kernel is calling.
-    pub(crate) fn synchronize_all(&self) {
+    /// kernel is calling and streams whose work can never run (inherited
+    /// through `fork()`, or whose worker died). Fails only when a kernel
+    /// calls it and waiting would deadlock with another kernel.
+    pub(crate) fn synchronize_all(&self) -> Result<()> {
         let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
         for stream in streams {
-            let _ = stream.synchronize();
+            if stream.is_inherited() {
+                continue;
+            }
+            // Its own stream, a dead one or one being destroyed: skipped.
+            if let Err(DEADLOCK) = stream.synchronize() {
+                return Err(DEADLOCK);
+            }
         }
+        Ok(())
     }
 
     /// The number of live streams (default streams included).

@@ -13,16 +13,19 @@
 //! worker reaches it, so no per-task completion counter is shared between
 //! the launching thread and the worker.
 
+use super::fork;
 use super::memory::DeviceHeap;
+use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::core::error::{Error, Result};
 use crossbeam_queue::ArrayQueue;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::{Condvar, Mutex as SleepMutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -42,6 +45,12 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 const DESTROYED: Error = Error::InvalidParam {
     param: "stream",
     reason: "The stream is being destroyed",
+};
+
+/// Why a call on a stream whose worker died fails.
+pub(crate) const DEAD: Error = Error::InvalidParam {
+    param: "stream",
+    reason: "The stream's worker thread died (a panic inside aclalloc while it ran the stream's work): the stream's pending work will never run. Destroy the stream and create a new one",
 };
 
 /// One unit of work on a stream.
@@ -81,6 +90,9 @@ pub enum Task {
     },
     /// Marks the point a synchronizer waits for.
     Fence(*const AtomicBool),
+    /// Makes the worker panic, as a bug inside the library would (tests).
+    #[cfg(test)]
+    Panic,
 }
 
 // SAFETY: the pointers in a task are the caller's, handed over with the
@@ -96,9 +108,17 @@ struct Shared {
     closed: AtomicBool,
     worker_asleep: AtomicBool,
     worker_exited: AtomicBool,
+    /// The worker died of a panic: nothing queued will run.
+    dead: AtomicBool,
+    /// The fork generation the stream (and its worker) was made in.
+    generation: u32,
     room_waiters: AtomicUsize,
-    /// Guards the sleeps below (the data itself is lock-free).
-    lock: Mutex<()>,
+    /// Guards the sleeps below (the data itself is lock-free). The standard
+    /// library's futex-based lock and condition variables, not parking_lot's:
+    /// parking_lot parks threads in one process-wide table, and a worker
+    /// caught parking by `fork()` would leave a bucket of it locked in the
+    /// child, hanging the child's own streams (see `fork.rs`).
+    lock: SleepMutex<()>,
     work: Condvar,
     room: Condvar,
     done: Condvar,
@@ -130,8 +150,10 @@ impl Stream {
             closed: AtomicBool::new(false),
             worker_asleep: AtomicBool::new(false),
             worker_exited: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
             done: Condvar::new(),
@@ -169,6 +191,7 @@ impl Stream {
     /// Appends `task`; waits while the queue is full. Fails once the stream
     /// is being destroyed.
     pub fn enqueue(&self, task: Task) -> Result<()> {
+        self.check_alive()?;
         let shared = &*self.shared;
         // Announce the push before checking `closed`, so that shutting down
         // can wait for every push that got past the check.
@@ -187,7 +210,7 @@ impl Stream {
             // the task, or this thread sees that the worker sleeps.
             fence(Ordering::SeqCst);
             if shared.worker_asleep.load(Ordering::Relaxed) {
-                let _guard = shared.lock.lock();
+                let _guard = shared.sleep_lock();
                 shared.work.notify_one();
             }
         }
@@ -206,16 +229,22 @@ impl Stream {
         }
         let shared = &*self.shared;
         shared.room_waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = shared.lock.lock();
+        let mut guard = shared.sleep_lock();
         let result = loop {
             if shared.closed.load(Ordering::SeqCst) {
                 break Err(DESTROYED);
+            }
+            if shared.dead.load(Ordering::SeqCst) {
+                break Err(DEAD);
             }
             match shared.queue.push(task) {
                 Ok(()) => break Ok(()),
                 Err(back) => task = back,
             }
-            shared.room.wait_for(&mut guard, ROOM_POLL);
+            guard = shared
+                .room
+                .wait_timeout(guard, ROOM_POLL)
+                .map_or_else(|e| e.into_inner().0, |(g, _)| g);
         };
         drop(guard);
         shared.room_waiters.fetch_sub(1, Ordering::SeqCst);
@@ -230,19 +259,36 @@ impl Stream {
                 reason: "A kernel cannot synchronize the stream it runs on",
             });
         }
+        self.check_alive()?;
         let shared = &*self.shared;
+        // A kernel waiting for another stream: refused if that stream's
+        // kernel is (through others) waiting for this one.
+        let worker = WORKER_OF.with(|w| w.get());
+        let _waiting = match worker {
+            0 => None,
+            me => Some(waits::begin(me, Arc::as_ptr(&self.shared) as usize)?),
+        };
         let reached = AtomicBool::new(false);
         match self.enqueue(Task::Fence(&reached)) {
             Ok(()) => {
-                let mut guard = shared.lock.lock();
+                let mut guard = shared.sleep_lock();
                 while !reached.load(Ordering::Acquire) {
-                    shared.done.wait(&mut guard);
+                    if shared.dead.load(Ordering::Acquire) {
+                        return Err(DEAD);
+                    }
+                    guard = shared
+                        .done
+                        .wait(guard)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
                 Ok(())
             }
+            Err(DEAD) => Err(DEAD),
             // Destroyed: its work is finished once the worker has exited.
             Err(_) => {
-                while !shared.worker_exited.load(Ordering::Acquire) {
+                while !shared.worker_exited.load(Ordering::Acquire)
+                    && !shared.dead.load(Ordering::Acquire)
+                {
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 Ok(())
@@ -267,6 +313,14 @@ impl Stream {
         }
         let shared = &*self.shared;
         shared.closed.store(true, Ordering::SeqCst);
+        if self.is_inherited() {
+            // Its worker is the parent's: there is nothing to join (joining
+            // a thread that does not exist fails), and its queue never runs.
+            if let Some(worker) = self.worker.lock().take() {
+                fork::keep_inherited(worker);
+            }
+            return Ok(());
+        }
         // Every push that passed the `closed` check is in the queue after this.
         while shared.entering.load(Ordering::SeqCst) != 0 {
             std::thread::yield_now();
@@ -277,14 +331,34 @@ impl Stream {
             }
         }
         {
-            let _guard = shared.lock.lock();
+            let _guard = shared.sleep_lock();
             shared.work.notify_all();
             shared.room.notify_all();
         }
         if let Some(worker) = self.worker.lock().take() {
+            // A worker that died has already exited: joining returns at once.
             let _ = worker.join();
         }
         Ok(())
+    }
+
+    /// Fails when the stream was inherited through `fork()` or its worker
+    /// died: work queued on it would never run.
+    #[inline]
+    pub fn check_alive(&self) -> Result<()> {
+        if self.is_inherited() {
+            return Err(fork::INHERITED);
+        }
+        if self.shared.dead.load(Ordering::Relaxed) {
+            return Err(DEAD);
+        }
+        Ok(())
+    }
+
+    /// True in a child process for a stream its parent made before `fork()`.
+    #[inline]
+    pub fn is_inherited(&self) -> bool {
+        self.shared.generation != fork::generation()
     }
 
     /// True once the stream has been shut down (it accepts no more work).
@@ -304,14 +378,39 @@ impl Drop for Stream {
     }
 }
 
+/// True on any stream's worker thread (inside a kernel).
+pub fn on_any_worker() -> bool {
+    WORKER_OF.with(|w| w.get()) != 0
+}
+
 impl Shared {
+    /// The sleep lock; a panic while it was held poisons nothing here (it
+    /// guards no data).
+    fn sleep_lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn run(&self) {
         WORKER_OF.with(|w| w.set(self as *const Shared as usize));
+        // A panic inside the library while running the stream's work must
+        // not leave synchronizers waiting forever for a thread that is gone:
+        // the stream is marked dead and everyone waiting is woken.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
+        if outcome.is_err() {
+            self.dead.store(true, Ordering::SeqCst);
+            self.worker_exited.store(true, Ordering::Release);
+            let _guard = self.sleep_lock();
+            self.done.notify_all();
+            self.room.notify_all();
+        }
+    }
+
+    fn serve(&self) {
         loop {
             while let Some(task) = self.queue.pop() {
                 self.execute(&task);
                 if self.room_waiters.load(Ordering::Relaxed) > 0 {
-                    let _guard = self.lock.lock();
+                    let _guard = self.sleep_lock();
                     self.room.notify_all();
                 }
             }
@@ -343,13 +442,17 @@ impl Shared {
     }
 
     fn sleep(&self) {
-        let mut guard = self.lock.lock();
+        let guard = self.sleep_lock();
         self.worker_asleep.store(true, Ordering::SeqCst);
         // Pairs with the fence in `Stream::enqueue`.
         fence(Ordering::SeqCst);
-        if self.queue.is_empty() && !self.closed.load(Ordering::SeqCst) {
-            self.work.wait(&mut guard);
-        }
+        let _guard = if self.queue.is_empty() && !self.closed.load(Ordering::SeqCst) {
+            self.work
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner)
+        } else {
+            guard
+        };
         self.worker_asleep.store(false, Ordering::Relaxed);
     }
 
@@ -371,6 +474,8 @@ impl Shared {
             Task::Copy { dst, src, count } => unsafe { std::ptr::copy(src, dst, count) },
             Task::Set { dst, value, count } => unsafe { dst.write_bytes(value, count) },
             Task::Fence(_) => {}
+            #[cfg(test)]
+            Task::Panic => panic!("a test made the worker panic"),
         }
         self.retire(task);
     }
@@ -392,7 +497,7 @@ impl Shared {
                 // SAFETY: the synchronizer keeps the flag alive until it is
                 // set; nothing touches it afterwards.
                 unsafe { &*reached }.store(true, Ordering::Release);
-                let _guard = self.lock.lock();
+                let _guard = self.sleep_lock();
                 self.done.notify_all();
             }
             _ => {}
@@ -533,6 +638,39 @@ mod tests {
     unsafe extern "C" fn slow_free(_: *mut c_void, _: usize, count: *mut c_void) {
         // SAFETY: the tests pass an AtomicUsize.
         unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_dead_worker_fails_every_later_call_and_is_never_waited_for() {
+        let s = stream();
+        let count = AtomicUsize::new(0);
+        let data = &count as *const _ as *const c_void;
+        s.enqueue(kernel(slow, 0, data)).unwrap();
+        s.enqueue(Task::Panic).unwrap();
+        s.enqueue(kernel(slow, 0, data)).unwrap();
+        // The fence behind the panic is never reached: synchronize returns.
+        assert_eq!(s.synchronize(), Err(DEAD));
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            1,
+            "work after the panic never runs"
+        );
+        assert_eq!(s.enqueue(kernel(slow, 0, data)), Err(DEAD));
+        assert_eq!(s.synchronize(), Err(DEAD));
+        assert_eq!(s.check_alive(), Err(DEAD));
+        // A synchronizer already waiting when the worker dies is woken too.
+        let gate = AtomicBool::new(true);
+        let s = stream();
+        s.enqueue(kernel(gated, 0, &gate as *const _ as *const c_void))
+            .unwrap();
+        s.enqueue(Task::Panic).unwrap();
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| s.synchronize());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            gate.store(false, Ordering::SeqCst);
+            assert_eq!(waiting.join().unwrap(), Err(DEAD));
+        });
+        s.shut_down(false).unwrap();
     }
 
     #[test]

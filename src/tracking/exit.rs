@@ -37,6 +37,8 @@ pub fn init_from_env() {
         set_enabled(true);
         FROM_ENV.store(true, Ordering::Release);
         report_at_exit();
+        // SIGTERM/SIGINT/SIGHUP end a process without `atexit`.
+        super::signals::install();
     }
 }
 
@@ -53,6 +55,15 @@ extern "C" fn at_exit() {
     // has had its say (typically its own aclallocTrackingWriteReport): a
     // second, unasked report at exit would only repeat it.
     if FROM_ENV.load(Ordering::Acquire) || super::enabled() {
+        write_reports_once();
+    }
+}
+
+/// [`write_exit_reports`] unless the reports were already written (at exit,
+/// or by the signal watcher while the program went on to exit).
+pub(crate) fn write_reports_once() {
+    static WRITTEN: AtomicBool = AtomicBool::new(false);
+    if !WRITTEN.swap(true, Ordering::AcqRel) {
         let _ = std::panic::catch_unwind(write_exit_reports);
     }
 }

@@ -43,6 +43,7 @@
 //! `aclallocTrackingWriteSnapshot`). In file names, `%p` becomes the process
 //! id.
 
+mod churn;
 mod clock;
 pub mod events;
 mod exit;
@@ -51,6 +52,7 @@ mod owner;
 mod ptr_map;
 mod report;
 mod shim;
+mod signals;
 mod snapshot;
 mod state;
 mod stats;
@@ -154,6 +156,8 @@ pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
     }
     syncclock::stream_destroyed(stream.get().get());
     registration_ended(stream, old, LeakSeen::StreamDestroy);
+    tracker().stream_destroyed(stream);
+    churn::bound_sync_records();
 }
 
 /// The statistics of one user allocator object, if it was ever tracked.

@@ -47,7 +47,10 @@ pub fn report_text() -> String {
             );
             continue;
         };
-        let streams: Vec<String> = inside.streams.iter().map(|s| format!("{s:#x}")).collect();
+        let mut streams: Vec<String> = inside.streams.iter().map(|s| format!("{s:#x}")).collect();
+        if inside.streams_destroyed > 0 {
+            streams.push(format!("{} more destroyed", inside.streams_destroyed));
+        }
         let _ = writeln!(
             out,
             "{P} allocator {:#x} on stream(s) {}",

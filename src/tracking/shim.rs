@@ -98,7 +98,7 @@ fn record_alloc(
     size: usize,
     user_alloc: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
-    let stream = t.stream.get().get();
+    let stream = t.stream().get().get();
     let Some(mut inside) = t.state.enter(stream) else {
         return user_alloc();
     };
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
     // SAFETY: the function's contract.
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
-    let stream = t.stream.get().get();
+    let stream = t.stream().get().get();
     let Some(mut inside) = t.state.enter(stream) else {
         // SAFETY: the user's function with the user's object.
         return unsafe { (user.free)(user.obj.as_ptr(), block) };

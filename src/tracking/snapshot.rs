@@ -39,6 +39,7 @@ pub fn snapshot_json() -> String {
         allocators.push(json!({
             "allocator": Hex(state.allocator),
             "streams": streams,
+            "streams_destroyed": inside.streams_destroyed,
             "stats": {
                 "allocation": stat(s.allocation),
                 "allocated_bytes": stat(s.allocated_bytes),

@@ -63,8 +63,11 @@ pub(crate) struct Inner {
     pub(crate) stats: AllocatorStats,
     freed: usize,
     /// Streams this allocator serves through the tracking layer, in the
-    /// order their tracking objects were made.
+    /// order their tracking objects were made: the live ones, and destroyed
+    /// ones while the list is short.
     pub(crate) streams: Vec<usize>,
+    /// Destroyed streams it served that are no longer listed.
+    pub(crate) streams_destroyed: u64,
 }
 
 impl Inner {
@@ -157,6 +160,19 @@ impl Inner {
         }
         self.stats.allocation.decrease(1);
         self.stats.allocated_bytes.decrease(old.size as i64);
+    }
+
+    /// `stream`, which this allocator served, was destroyed: it stays
+    /// listed while the list is short (a report names the streams of a
+    /// small program), otherwise it is only counted.
+    pub(crate) fn stream_ended(&mut self, stream: usize) {
+        const LISTED: usize = 16;
+        if self.streams.len() > LISTED {
+            if let Some(i) = self.streams.iter().position(|&s| s == stream) {
+                self.streams.remove(i);
+                self.streams_destroyed += 1;
+            }
+        }
     }
 
     /// `stream` now reaches this allocator through the tracking layer.
@@ -385,7 +401,7 @@ impl Inner {
     /// can no longer cause a cross-stream fault); when that is not enough,
     /// drops them all, giving up double-free detection on those blocks.
     #[cold]
-    fn prune_freed(&mut self) {
+    pub(crate) fn prune_freed(&mut self) {
         let keep_unsynced = self.freed / 2 < FREED_KEPT;
         self.blocks.retain(|_, b| match b.state {
             BlockState::Freed { stream, generation } => {

@@ -48,6 +48,26 @@ pub fn stream_destroyed(stream: usize) {
 }
 
 /// True when `stream` was synchronized after a free that recorded `freed_at`.
+/// How many streams have a synchronization recorded.
+pub(crate) fn recorded_streams() -> usize {
+    let map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+    map.as_ref().map_or(0, HashMap::len)
+}
+
+/// Forgets the synchronizations recorded at or before `generation`. Only
+/// for after every freed record older than `generation` that they could
+/// vouch for has been dropped (see `churn.rs`): for any other record, no
+/// entry or an older one gives the same answer.
+pub(crate) fn forget_up_to(generation: u64) {
+    let mut map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = map.as_mut() {
+        m.retain(|_, &mut g| g > generation);
+        if m.capacity() > 4 * m.len().max(64) {
+            m.shrink_to_fit();
+        }
+    }
+}
+
 pub(crate) fn synchronized_since(stream: usize, freed_at: u64) -> bool {
     if DEVICE_SYNCED.load(Ordering::Acquire) > freed_at {
         return true;

@@ -6,14 +6,20 @@
 //! user's callbacks it wraps, and the record of the user's allocator object.
 //! Tracking objects are interned by (stream, registration) and never freed:
 //! a runtime may keep the object pointer for as long as it likes, and
-//! re-registering the same allocator on the same stream finds the same one,
-//! so their number is bounded by the distinct registrations a process makes.
+//! re-registering the same allocator on the same stream finds the same one.
+//! When a stream is destroyed its objects become spares of their
+//! registration, and the next stream that registers the same allocator gets
+//! one back with only its stream word changed (one atomic store, so a late
+//! reader sees one stream or the other, never a torn object). A service that
+//! makes a stream per request thus keeps as many objects as it ever had
+//! streams alive at once, not one per stream it ever made.
 
 use super::history;
 use super::owner::AllocState;
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
@@ -24,7 +30,9 @@ pub(crate) static FALLBACK_GET_ADDR: std::sync::atomic::AtomicUsize =
 
 /// The allocator object the tracking callbacks receive.
 pub struct TrackObj {
-    pub(crate) stream: StreamKey,
+    /// The stream (a non-zero handle); changes only when a destroyed
+    /// stream's object is reused for a new stream.
+    stream: AtomicUsize,
     pub(crate) registration: Registration,
     pub(crate) state: &'static AllocState,
     /// The stream's device as the history records it; `UNKNOWN_DEVICE`
@@ -37,6 +45,13 @@ pub struct TrackObj {
 const UNKNOWN_DEVICE: i32 = -1;
 
 impl TrackObj {
+    /// The stream this object serves.
+    #[inline]
+    pub(crate) fn stream(&self) -> StreamKey {
+        StreamKey::from_ptr(self.stream.load(Ordering::Relaxed) as *mut c_void)
+            .expect("a tracking object's stream is never NULL")
+    }
+
     /// The device to record this allocation under: 0 while the history is
     /// off (nothing is recorded then); otherwise the calling thread's
     /// current device the first time (the runtime allocates for a stream on
@@ -87,7 +102,8 @@ unsafe impl Packed for TrackRef {
     }
 }
 
-// SAFETY: a `TrackObj` is immutable after creation; its state is Sync.
+// SAFETY: a `TrackObj` is immutable after creation but for its atomic
+// stream word; its state is Sync.
 unsafe impl Send for TrackRef {}
 
 type InternKey = (usize, [usize; VALUE_WORDS]);
@@ -95,6 +111,8 @@ type InternKey = (usize, [usize; VALUE_WORDS]);
 #[derive(Default)]
 struct Slow {
     objects: HashMap<InternKey, &'static TrackObj>,
+    /// Objects of destroyed streams, by registration, for reuse.
+    spare: HashMap<[usize; VALUE_WORDS], Vec<&'static TrackObj>>,
     states: HashMap<usize, &'static AllocState>,
     /// In order of creation, for reports.
     order: Vec<&'static AllocState>,
@@ -156,12 +174,21 @@ impl Tracker {
                 if let Some(mut inside) = state.enter(super::owner::NOT_A_STREAM) {
                     inside.note_stream(stream.get().get());
                 }
-                let t: &'static TrackObj = Box::leak(Box::new(TrackObj {
-                    stream,
-                    registration: *registration,
-                    state,
-                    device: AtomicI32::new(UNKNOWN_DEVICE),
-                }));
+                let reused = slow.spare.get_mut(&registration.pack()).and_then(Vec::pop);
+                let t: &'static TrackObj = match reused {
+                    Some(t) => {
+                        t.stream.store(stream.get().get(), Ordering::Relaxed);
+                        // The new stream may be on another device.
+                        t.device.store(UNKNOWN_DEVICE, Ordering::Relaxed);
+                        t
+                    }
+                    None => Box::leak(Box::new(TrackObj {
+                        stream: AtomicUsize::new(stream.get().get()),
+                        registration: *registration,
+                        state,
+                        device: AtomicI32::new(UNKNOWN_DEVICE),
+                    })),
+                };
                 slow.objects.insert(key, t);
                 FALLBACK_GET_ADDR.store(
                     registration.callbacks.get_addr_from_block as usize,
@@ -187,5 +214,27 @@ impl Tracker {
     /// Forgets which tracking object serves `stream` (its registration ended).
     pub(crate) fn forget_stream(&self, stream: StreamKey) {
         self.by_stream.remove(stream.get());
+    }
+
+    /// `stream` was destroyed: its objects become spares, and the allocator
+    /// records list it no more (they count it among destroyed streams).
+    pub(crate) fn stream_destroyed(&self, stream: StreamKey) {
+        self.by_stream.remove(stream.get());
+        let mut slow = self.slow();
+        let slow = &mut *slow;
+        let mut freed = Vec::new();
+        slow.objects.retain(|&(s, reg), t| {
+            let mine = s == stream.get().get();
+            if mine {
+                freed.push((reg, *t));
+            }
+            !mine
+        });
+        for (reg, t) in freed {
+            if let Some(mut inside) = t.state.enter(super::owner::NOT_A_STREAM) {
+                inside.stream_ended(stream.get().get());
+            }
+            slow.spare.entry(reg).or_default().push(t);
+        }
     }
 }

@@ -212,18 +212,23 @@ def test_a_full_history_keeps_the_newest_events(stats_session):
         npu.memory._record_memory_history(max_entries=1 << 62)
 
 
-def test_another_device_reads_zero(stats_session):
+def test_each_device_has_its_own_pool(stats_session):
     stats = npu.memory_stats(1)
     assert stats and all(v == 0 for k, v in stats.items() if k != "max_split_size")
     assert npu.memory_allocated("npu:1") == 0
-    assert "device 1" in npu.memory_summary(1)
+    assert "aclalloc caching pool" in npu.memory_summary(1)
     assert "aclalloc caching pool" in npu.memory_summary()
     free, total = npu.mem_get_info(1)
     assert total == 1 << 30 and 0 < free <= total
     free0, total0 = npu.mem_get_info()
     assert total0 == 1 << 30 and free0 <= total0 - npu.memory_reserved()
-    with pytest.raises(RuntimeError, match="lives on device 0"):
-        npu.caching_allocator_alloc(10, device=1)
+    on0 = npu.memory_allocated(0)
+    p = npu.caching_allocator_alloc(1 << 20, device=1)
+    assert npu.memory_allocated(1) == 1 << 20, "device 1's own pool"
+    assert npu.memory_allocated(0) == on0, "device 0's pool did not move"
+    assert npu.mem_get_info(1)[0] < free, "device 1's memory serves it"
+    npu.caching_allocator_delete(p)
+    assert npu.memory_allocated(1) == 0
 
 
 def test_bad_arguments_raise(stats_session):

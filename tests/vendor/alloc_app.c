@@ -304,6 +304,29 @@ int main(int argc, char **argv) {
         CHECK(aclrtDestroyStream(s3));
     }
 
+    if (strcmp(mode, "errmsg") == 0) {
+        /* aclGetRecentErrMsg returns the most recent failure's message,
+         * whichever side failed: first one of aclalloc's own functions (when
+         * it is there) fails and its message is left unread, then the
+         * runtime fails. */
+        typedef aclError (*default_free_fn)(void *);
+        default_free_fn own = (default_free_fn)dlsym(RTLD_DEFAULT, "aclallocDefaultFree");
+        if (own != NULL) {
+            printf("aclalloc's call failed: %s\n", own((void *)0x1000) != ACL_SUCCESS ? "yes" : "no");
+        }
+        aclError rc = aclrtSetDevice(5);
+        const char *m = aclGetRecentErrMsg();
+        printf("runtime failed: %d; recent message: %s\n", rc, m ? m : "(none)");
+        /* And the other way round: the runtime's message left unread, then
+         * aclalloc fails. */
+        if (own != NULL) {
+            (void)aclrtSetDevice(5);
+            (void)own((void *)0x1000);
+            m = aclGetRecentErrMsg();
+            printf("after both, recent message: %s\n", m ? m : "(none)");
+        }
+    }
+
     if (strcmp(mode, "stream-reuse") == 0) {
         /* A stream destroyed while registered, and a new one: does it inherit
          * the allocator? CANN keeps the stale entry; libaclalloc does not. */

@@ -53,6 +53,16 @@ def built() -> Optional[Default]:
     return Default(kind() or "descriptor", obj.value or 0, device.value)
 
 
+def built_for(device: int) -> Optional[Default]:
+    """The default allocator as it serves ``device``: for the caching pool
+    (one per device) that device's pool, made now if the device has none."""
+    state = built()
+    if state is None or state.kind != "pool" or state.device == device:
+        return state
+    with on_device(device):
+        return built()
+
+
 def initialize() -> Default:
     """Builds the default allocator now (torch's lazy init), on the current
     device (device 0 if this thread has none, as torch_npu's lazy init)."""

@@ -5,9 +5,8 @@ Names and meanings are PyTorch's. The default allocator is what serves
 ``caching_allocator_alloc`` and the workspaces of launches on streams
 without a registered allocator: the caching pool unless
 ``ACLALLOC_DEFAULT_ALLOCATOR`` or :func:`change_current_allocator` chose
-another. It is one per process and lives on the device that was current when
-it was built (its first allocation, or :func:`set_per_process_memory_fraction`);
-statistics of any other device are zero.
+another. The caching pool is one per device, each made when first used on
+its device; a device's statistics are its own pool's.
 
 Errors are raised: ``RuntimeError`` with the library's message
 (:class:`OutOfMemoryError` when memory ran out), ``TypeError``/``ValueError``
@@ -83,12 +82,6 @@ def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[i
     n = _default.size_argument("size", size)
     index = _default.device_index(device)
     s = _default.stream_argument(stream)
-    state = _default.built()
-    if state is not None and state.kind == "pool" and state.device != index:
-        raise RuntimeError(
-            f"caching_allocator_alloc: the default caching pool lives on device {state.device}, "
-            f"not {index}; use one pool per device (aclallocPoolCreate) for other devices."
-        )
     if device is None:
         _default.current_device(set_if_none=True)
     ptr = c_void_p()
@@ -152,14 +145,19 @@ def set_per_process_memory_fraction(fraction: float, device: Device = None) -> N
 
 
 def empty_cache() -> None:
-    """Returns every wholly free cached segment of the default pool to the
-    device (a pluggable default: its empty-cache function, if it has one).
-    Does nothing before the default allocator is built."""
+    """Returns every wholly free cached segment of the default pools (one per
+    device) to their devices (a pluggable default: its empty-cache function,
+    if it has one). Does nothing before the default allocator is built."""
     state = _default.built()
     if state is None:
         return
     if state.kind == "pool":
-        rc = lib.aclallocPoolEmptyCache(state.obj)
+        for index in range(_default.device_count()):
+            pool = _default.built_for(index)
+            rc = lib.aclallocPoolEmptyCache(pool.obj) if pool is not None else 0
+            if rc != 0:
+                raise fail("empty_cache", rc)
+        return
     elif state.kind == "plugin":
         rc = lib.aclallocPluggableEmptyCache(state.obj)
     else:
@@ -250,7 +248,7 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     allocator reports the counters the library keeps for it
     (``allocated_bytes.all.*``, ``allocation.all.*``, ``num_ooms``)."""
     index = _default.device_index(device)
-    state = _default.built()
+    state = _default.built_for(index)
     if state is None:
         return collections.OrderedDict()
     if state.kind != "pool":
@@ -276,8 +274,7 @@ def memory_stats_as_nested_dict(device: Device = None) -> Dict[str, Any]:
 
 def reset_peak_memory_stats(device: Device = None) -> None:
     """Sets every peak statistic of the default allocator to its current value."""
-    _default.device_index(device)
-    state = _default.built()
+    state = _default.built_for(_default.device_index(device))
     if state is None:
         return
     if state.kind == "pool":
@@ -294,8 +291,7 @@ def reset_peak_memory_stats(device: Device = None) -> None:
 def reset_accumulated_memory_stats(device: Device = None) -> None:
     """Zeroes the accumulated statistics (``allocated``/``freed`` totals,
     retries, OOMs, device calls) of the default pool."""
-    _default.device_index(device)
-    state = _default.built()
+    state = _default.built_for(_default.device_index(device))
     if state is None:
         return
     if state.kind != "pool":
@@ -370,7 +366,7 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     (the library's ``aclallocPoolSummary``). ``abbreviated`` is accepted for
     compatibility; the table is always the full one."""
     index = _default.device_index(device)
-    state = _default.built()
+    state = _default.built_for(index)
     if state is not None and state.kind == "pool" and state.device == index:
         return _default.c_string(lib.aclallocPoolSummary, state.obj)
     what = "not built yet" if state is None else f"{state.kind}, on device {state.device}"
@@ -435,12 +431,18 @@ def _snapshot(device: Device = None) -> Dict[str, Any]:
     count = _default.device_count()
     state = _default.built()
     raw: Dict[str, Any] = {}
+    segments: List[Dict[str, Any]] = []
     if state is not None and state.kind == "pool":
-        raw = _pool_json(state)
-    segments = _segments(raw, state.device) if state is not None else []
-    if device is not None:
-        index = _default.device_index(device)
-        segments = [s for s in segments if s["device"] == index]
+        # One pool per device: each device's segments from its own pool.
+        wanted = range(count) if device is None else [_default.device_index(device)]
+        for index in wanted:
+            pool = _default.built_for(index)
+            pool_raw = _pool_json(pool) if pool is not None else {}
+            segments += _segments(pool_raw, index)
+            if index == state.device:
+                raw = pool_raw
+    elif device is not None:
+        _default.device_index(device)
     return {"segments": segments, "device_traces": _history.device_traces(raw, count)}
 
 

@@ -4,6 +4,14 @@
 use super::*;
 
 impl Core {
+    /// True when `addr` lies in one of this shard's segments.
+    pub(crate) fn holds(&self, addr: usize) -> bool {
+        self.by_addr
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&start, &seg)| addr - start < self.segments[seg].size)
+    }
+
     pub(crate) fn live_blocks(&self) -> usize {
         self.live.len()
     }

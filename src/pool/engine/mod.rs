@@ -45,6 +45,7 @@ pub(crate) mod counters;
 #[path = "../expandable.rs"]
 mod expandable;
 mod introspect;
+mod retire;
 mod segments;
 
 pub(crate) use self::counters::ShardStats;

@@ -1,0 +1,168 @@
+//! The default caching pool is one pool per device, as torch_npu keeps one
+//! per device: a block freed while device 0 was current is never handed out
+//! while device 1 is, and each device's memory use is its own pool's.
+//!
+//! The pool of a device is created the first time the default allocator
+//! serves a thread whose current device it is (a pool grows with
+//! `aclrtMalloc` on the calling thread's current device, so it must only
+//! ever serve that device). The default allocator's object stays the first
+//! pool's handle (what `aclallocGetDefaultAllocator` handed out before);
+//! its callbacks pick the pool of the calling thread's device. A free goes
+//! to the pool that holds the block, whichever device is current (workspaces
+//! are freed on stream workers, which have no current device).
+
+use super::backends::installed_pool_callbacks;
+use crate::core::descriptor::{AllocatorObj, Callbacks};
+use crate::core::errlog;
+use crate::core::error::{Error, Result};
+use crate::plugin::context;
+use crate::pool::acl::AclMemory;
+use crate::pool::handles as pool_handles;
+use crate::pool::{Pool, PoolConfig};
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Devices with a pool of their own; a device id beyond is refused.
+pub const MAX_DEVICES: usize = 64;
+
+/// Pool handle per device (0: none yet), read without a lock.
+static POOLS: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
+/// Serialises creating pools.
+static CREATING: Mutex<()> = Mutex::new(());
+
+/// The pool of the calling thread's current device, created now if needed.
+pub fn current() -> Result<usize> {
+    let device = context::current_device();
+    let slot = usize::try_from(device)
+        .ok()
+        .filter(|&d| d < MAX_DEVICES)
+        .ok_or(Error::InvalidDevice {
+            device: i64::from(device),
+            count: MAX_DEVICES as u32,
+        })?;
+    match POOLS[slot].load(Ordering::Acquire) {
+        0 => create(slot),
+        handle => Ok(handle),
+    }
+}
+
+#[cold]
+fn create(slot: usize) -> Result<usize> {
+    let _creating = CREATING.lock();
+    let existing = POOLS[slot].load(Ordering::Acquire);
+    if existing != 0 {
+        return Ok(existing);
+    }
+    let config = PoolConfig::default().from_env()?;
+    let pool = Pool::new(config, AclMemory::current()?)?;
+    pool.record_history(crate::history::env::max_entries_from_env()?)?;
+    let handle = pool_handles::insert(pool)?.get();
+    POOLS[slot].store(handle, Ordering::Release);
+    Ok(handle)
+}
+
+/// The pool of the calling thread's current device, made now if needed.
+pub fn current_pool() -> Result<&'static Pool> {
+    pool_handles::get(current()? as *mut c_void)
+}
+
+/// The default pool that holds `addr`, if any.
+pub fn holding(addr: usize) -> Option<&'static Pool> {
+    pools()
+        .into_iter()
+        .filter_map(|(_, h)| pool_handles::get(h as *mut c_void).ok())
+        .find(|p| p.holds(addr))
+}
+
+/// True when `callbacks` are the per-device pools' own.
+pub(super) fn are_ours(callbacks: &Callbacks) -> bool {
+    callbacks.alloc as usize == alloc as *const () as usize
+        && callbacks.free as usize == free as *const () as usize
+}
+
+/// The pools made so far, as (device, handle).
+pub fn pools() -> Vec<(usize, usize)> {
+    POOLS
+        .iter()
+        .enumerate()
+        .filter_map(|(d, h)| match h.load(Ordering::Acquire) {
+            0 => None,
+            h => Some((d, h)),
+        })
+        .collect()
+}
+
+/// The default allocator's callbacks: `obj` (the first pool's handle) and
+/// functions that pick the calling thread's device's pool.
+pub(super) fn callbacks(obj: AllocatorObj) -> Callbacks {
+    Callbacks {
+        obj,
+        alloc,
+        free,
+        alloc_advise: Some(alloc_advise),
+        get_addr_from_block,
+    }
+}
+
+/// The C callbacks of the pool of the calling thread's device.
+fn current_callbacks() -> Result<Callbacks> {
+    let handle = current()?;
+    installed_pool_callbacks(
+        AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
+            reason: "a pool handle was zero",
+        })?,
+    )
+}
+
+unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
+    match current_callbacks() {
+        // SAFETY: the pool's own alloc callback with its own handle.
+        Ok(c) => unsafe { (c.alloc)(c.obj.as_ptr(), size) },
+        Err(e) => {
+            errlog::record("aclalloc default pool", e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn alloc_advise(
+    _obj: *mut c_void,
+    size: usize,
+    addr: *mut c_void,
+) -> *mut c_void {
+    match current_callbacks() {
+        // SAFETY: the pool's own allocAdvise callback with its own handle.
+        Ok(c) => match c.alloc_advise {
+            Some(advise) => unsafe { advise(c.obj.as_ptr(), size, addr) },
+            None => unsafe { (c.alloc)(c.obj.as_ptr(), size) },
+        },
+        Err(e) => {
+            errlog::record("aclalloc default pool", e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// A free goes to the pool that holds `block`, whichever device is current.
+unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
+    let holder = pools().into_iter().find(|&(_, handle)| {
+        pool_handles::get(handle as *mut c_void).is_ok_and(|p| p.holds(block as usize))
+    });
+    let callbacks = holder.map(|(_, handle)| {
+        installed_pool_callbacks(
+            AllocatorObj::new(handle as *mut c_void).expect("pool handles are not 0"),
+        )
+    });
+    match callbacks {
+        // SAFETY: the holding pool's own free callback with its own handle.
+        Some(Ok(c)) => unsafe { (c.free)(c.obj.as_ptr(), block) },
+        Some(Err(e)) => errlog::record("aclalloc default pool free", e),
+        None => errlog::record("aclalloc default pool free", Error::ForeignPointer),
+    }
+}
+
+unsafe extern "C" fn get_addr_from_block(block: *mut c_void) -> *mut c_void {
+    // A pool block is its device address (as `aclallocPoolGetAddrFromBlock`).
+    block
+}

@@ -1,0 +1,59 @@
+//! A destroyed stream's share of a shard: its wholly free segments go back
+//! to the device, and the segments it still has blocks handed out in (and
+//! its expandable segments, whose free pages `empty_cache` unmaps) are
+//! retired (no stream takes blocks from them; once wholly free they go back
+//! at the next retirement or release).
+
+use super::*;
+
+/// The stream tag of segments whose stream was destroyed.
+pub(crate) const RETIRED: usize = usize::MAX;
+
+impl Core {
+    /// Forgets `stream` (destroyed): releases its wholly free segments and
+    /// those retired earlier that have become wholly free, retires the rest
+    /// of its segments, and drops its bins. Returns the bytes released.
+    pub(crate) fn retire_stream(&mut self, dev: &dyn DeviceMemory, stream: usize) -> usize {
+        self.flush_bins();
+        self.bins.retain(|&(s, _), _| s != stream);
+        let mine: Vec<u32> = self
+            .by_addr
+            .values()
+            .copied()
+            .filter(|&seg| matches!(self.segments[seg].stream, s if s == stream || s == RETIRED))
+            .collect();
+        let mut released = 0;
+        for seg in mine {
+            let s = self.segments[seg];
+            let first = &self.blocks[s.first];
+            // An expandable segment is a reservation whose free pages are
+            // unmapped by empty_cache/trim, not released here: it is retired.
+            if !s.expandable && first.state == State::Free && first.next == NIL {
+                self.release_segment(dev, seg);
+                released += s.size;
+            } else if s.stream != RETIRED {
+                self.retag_segment(seg);
+            }
+        }
+        released
+    }
+
+    /// Moves every block of segment `seg` to [`RETIRED`]; free ones stay in
+    /// the best-fit set under their new key, handed-out ones are binned under
+    /// it when freed.
+    fn retag_segment(&mut self, seg: u32) {
+        self.segments[seg].stream = RETIRED;
+        let mut idx = self.segments[seg].first;
+        while idx != NIL {
+            let b = self.blocks[idx];
+            if b.state == State::Free {
+                self.free[b.kind.set()].remove(&(b.stream, b.size, b.addr, idx));
+                self.blocks[idx].stream = RETIRED;
+                self.insert_free(idx);
+            } else {
+                self.blocks[idx].stream = RETIRED;
+            }
+            idx = b.next;
+        }
+    }
+}
