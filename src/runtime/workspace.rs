@@ -5,7 +5,7 @@
 //! (a caching pool, a plug-in) without touching the launch path. The one
 //! contract that differs between implementations is *when* a block may be
 //! given back: an allocator that hands blocks out again only to later work on
-//! the same stream ([`WorkspaceAllocator::frees_in_stream_order`]) gets its
+//! the same stream (a [`Workspace`] with `free_in_stream_order`) gets its
 //! block back on the launching thread right after the launch is enqueued, as
 //! CANN does with registered allocators; any other allocator gets it back on
 //! the stream's worker once the kernel has finished.
