@@ -136,7 +136,11 @@ fn the_pool_serves_unregistered_streams_by_default() {
         "aclallocDefaultFree failed. Trying to free a pointer not allocated here."
     );
     assert_eq!(aclallocDefaultFree(p), ACL_ERROR_INVALID_PARAM, "twice");
-    let _ = aclGetRecentErrMsg();
+    let msg = unsafe { CStr::from_ptr(aclGetRecentErrMsg()) };
+    assert!(
+        msg.to_str().unwrap().contains("already freed: a double free"),
+        "a second free is told from a foreign pointer: {msg:?}"
+    );
     assert_eq!(unsafe { aclallocDefaultGetStats(&mut st) }, ACL_SUCCESS);
     assert_eq!(
         (st.allocCount, st.freeCount, st.refusedFreeCount),

@@ -344,8 +344,8 @@ impl DefaultAllocator {
     }
 
     /// The pool's fast path of [`DefaultAllocator::free`]: the pool refuses
-    /// what is not one of its live blocks (it cannot tell a double free from
-    /// a foreign pointer).
+    /// what is not one of its live blocks, and tells a second free of one of
+    /// its blocks from a foreign pointer.
     #[inline]
     fn free_to_pool(&self, pool: &Pool, ptr: NonNull<c_void>) -> Result<()> {
         match pool.free(ptr.as_ptr() as usize) {
@@ -358,6 +358,10 @@ impl DefaultAllocator {
     fn refused(&self, e: Error) -> Error {
         self.pool_refused_frees.fetch_add(1, Ordering::Relaxed);
         match e {
+            Error::InvalidParam {
+                param: "block",
+                reason,
+            } if reason == crate::pool::DOUBLE_FREE_REASON => Error::DoubleFree,
             Error::InvalidParam { param: "block", .. } => Error::ForeignPointer,
             other => other,
         }

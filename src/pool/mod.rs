@@ -116,6 +116,11 @@ thread_local! {
     static LAST_SHARD: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
+/// Why a free of a block this pool already took back is refused (callers
+/// such as the default allocator tell a double free from a foreign pointer
+/// by it).
+pub const DOUBLE_FREE_REASON: &str = "The block was already freed (double free)";
+
 const FOREIGN: Error = Error::InvalidParam {
     param: "block",
     reason: "It is not a block of this pool",

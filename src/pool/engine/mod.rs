@@ -559,7 +559,7 @@ impl Core {
             Some(i) => Freed::Bad(Error::InvalidParam {
                 param: "block",
                 reason: if self.blocks[i].addr == addr {
-                    "The block was already freed (double free)"
+                    super::DOUBLE_FREE_REASON
                 } else {
                     "It is not a block of this pool"
                 },
