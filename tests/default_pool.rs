@@ -138,7 +138,9 @@ fn the_pool_serves_unregistered_streams_by_default() {
     assert_eq!(aclallocDefaultFree(p), ACL_ERROR_INVALID_PARAM, "twice");
     let msg = unsafe { CStr::from_ptr(aclGetRecentErrMsg()) };
     assert!(
-        msg.to_str().unwrap().contains("already freed: a double free"),
+        msg.to_str()
+            .unwrap()
+            .contains("already freed: a double free"),
         "a second free is told from a foreign pointer: {msg:?}"
     );
     assert_eq!(unsafe { aclallocDefaultGetStats(&mut st) }, ACL_SUCCESS);
