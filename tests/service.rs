@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -27,15 +27,28 @@ fn stopped_program() -> &'static PathBuf {
 fn stop_with(sig: i32, to_launcher: bool) -> (Option<i32>, String) {
     let dir = common::scratch(&format!("service-sig{sig}-{to_launcher}"));
     let report = dir.join("report.txt");
-    let mut launcher = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_aclalloc"));
+    launcher
         .arg("run")
         .arg("--report")
         .arg(&report)
         .arg("--")
         .arg(stopped_program())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run aclalloc");
+        .stdout(Stdio::piped());
+    // A test runner started under nohup, or as a background job of a
+    // non-interactive shell, hands its children SIGHUP or SIGINT ignored,
+    // and the library (rightly) leaves an ignored signal alone: give the
+    // service the default actions a service manager would.
+    // SAFETY: only async-signal-safe calls (signal) between fork and exec.
+    unsafe {
+        launcher.pre_exec(|| {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let mut launcher = launcher.spawn().expect("run aclalloc");
     let mut line = String::new();
     BufReader::new(launcher.stdout.take().unwrap())
         .read_line(&mut line)
