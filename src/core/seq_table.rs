@@ -310,6 +310,15 @@ impl<V: Packed> SeqTable<V> {
         }
     }
 
+    /// The value for `key` when one attempt finds it; `None` when `key` is
+    /// missing or a writer got in the way (ask [`SeqTable::get`] then). For
+    /// a caller's fast path: a hit is the words as read, in registers, with
+    /// no retry loop for them to be merged with.
+    #[inline(always)]
+    pub fn get_uncontended(&self, key: NonZeroUsize) -> Option<V> {
+        self.try_get(key.get()).flatten()
+    }
+
     /// One attempt: `None` when a writer got in the way.
     #[inline]
     fn try_get(&self, key: usize) -> Option<Option<V>> {
@@ -562,6 +571,16 @@ mod tests {
         assert_eq!(table.remove(key(8)), None);
         assert_eq!(table.get(key(8)), None);
         assert!(table.is_empty());
+    }
+
+    #[test]
+    fn get_uncontended_answers_hits_and_leaves_misses_to_get() {
+        let table = SeqTable::<[usize; VALUE_WORDS]>::default();
+        table.insert(key(8), [3; 6]);
+        assert_eq!(table.get_uncontended(key(8)), Some([3; 6]));
+        assert_eq!(table.get_uncontended(key(16)), None);
+        table.remove(key(8));
+        assert_eq!(table.get_uncontended(key(8)), None);
     }
 
     #[test]
