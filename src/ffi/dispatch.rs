@@ -152,59 +152,49 @@ fn forward_fns() -> RuntimeFns {
     use crate::interpose::next::{address, real, Sym};
     let mut t = host_fns();
     t.backend = Backend::Forward;
+    // The functions used as they are: the `as_is` group of the one list.
     macro_rules! real_if_present {
-        ($($name:ident),* $(,)?) => {$(
+        (as_is: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
             // SAFETY: each field has the C type of the function of its name.
             if let Some(real) = unsafe { real(Sym::$name) } {
                 t.$name = real;
             }
         )*};
     }
-    real_if_present!(
-        aclInit,
-        aclFinalize,
-        aclrtSetDevice,
-        aclrtGetDevice,
-        aclrtGetDeviceCount,
-        aclrtCreateContext,
-        aclrtDestroyContext,
-        aclrtSetCurrentContext,
-        aclrtGetCurrentContext,
-        aclrtCreateStream,
-        aclrtCreateStreamWithConfig,
-        aclrtMalloc,
-        aclrtMallocAlign32,
-        aclrtFree,
-        aclrtMemcpy,
-        aclrtMemset,
-        aclrtMemcpyAsync,
-        aclrtMemsetAsync,
-        aclrtGetMemInfo,
-        aclallocLaunchKernel,
-        aclrtReserveMemAddress,
-        aclrtReleaseMemAddress,
-        aclrtMallocPhysical,
-        aclrtFreePhysical,
-        aclrtMapMem,
-        aclrtUnmapMem,
-        aclrtMemGetAllocationGranularity,
-    );
+    crate::interpose::next::symbol_groups!(real_if_present);
+    // The wrapped ones: the `wrapped` group, each with its wrapper (a name
+    // added to the group without one here does not compile).
+    macro_rules! wrapper_of {
+        (aclrtSynchronizeStream) => {
+            f::synchronize_stream
+        };
+        (aclrtSynchronizeStreamWithTimeout) => {
+            f::synchronize_stream_with_timeout
+        };
+        (aclrtSynchronizeDevice) => {
+            f::synchronize_device
+        };
+        (aclrtDestroyStream) => {
+            f::destroy_stream
+        };
+        (aclrtDestroyStreamForce) => {
+            f::destroy_stream_force
+        };
+        (aclrtResetDevice) => {
+            f::reset_device
+        };
+        (aclrtResetDeviceForce) => {
+            f::reset_device_force
+        };
+    }
     macro_rules! wrapped_if_present {
-        ($($name:ident => $wrapper:expr),* $(,)?) => {$(
+        (as_is: $as_is:tt, wrapped: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
             if address(Sym::$name).is_some() {
-                t.$name = $wrapper;
+                t.$name = wrapper_of!($name);
             }
         )*};
     }
-    wrapped_if_present!(
-        aclrtSynchronizeStream => f::synchronize_stream,
-        aclrtSynchronizeStreamWithTimeout => f::synchronize_stream_with_timeout,
-        aclrtSynchronizeDevice => f::synchronize_device,
-        aclrtDestroyStream => f::destroy_stream,
-        aclrtDestroyStreamForce => f::destroy_stream_force,
-        aclrtResetDevice => f::reset_device,
-        aclrtResetDeviceForce => f::reset_device_force,
-    );
+    crate::interpose::next::symbol_groups!(wrapped_if_present);
     t
 }
 
