@@ -331,46 +331,7 @@ fn hovering_and_clicking_the_timeline_work() {
 /// The demo of `scripts/demo-run.sh`: the stand-in vendor runtime
 /// (tests/vendor) and the application linked against it, built here.
 fn demo_application() -> PathBuf {
-    let dir = common::scratch("viz_browser_demo");
-    let vendor = common::root().join("tests/vendor");
-    let cc = |args: &[&std::ffi::OsStr]| {
-        let status = Command::new("cc")
-            .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
-            .arg("-I")
-            .arg(common::root().join("include"))
-            .arg("-I")
-            .arg(&vendor)
-            .args(args)
-            .status()
-            .expect("run cc");
-        assert!(status.success(), "cc failed: {args:?}");
-    };
-    let lib = dir.join("libfakeascendcl.so");
-    cc(&[
-        "-fPIC".as_ref(),
-        "-shared".as_ref(),
-        vendor.join("libfakeascendcl.c").as_os_str(),
-        "-o".as_ref(),
-        lib.as_os_str(),
-        "-ldl".as_ref(),
-        "-lpthread".as_ref(),
-    ]);
-    let app = dir.join("alloc_app");
-    let (libdir, rpath) = (
-        format!("-L{}", dir.display()),
-        format!("-Wl,-rpath,{}", dir.display()),
-    );
-    cc(&[
-        vendor.join("alloc_app.c").as_os_str(),
-        "-o".as_ref(),
-        app.as_os_str(),
-        libdir.as_ref(),
-        "-lfakeascendcl".as_ref(),
-        rpath.as_ref(),
-        "-ldl".as_ref(),
-        "-lpthread".as_ref(),
-    ]);
-    app
+    common::vendor::app_on_the_vendor_runtime(&common::scratch("viz_browser_demo"))
 }
 
 #[test]
