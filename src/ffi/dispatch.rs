@@ -81,24 +81,30 @@ pub struct RuntimeFns {
     pub aclrtGetMemInfo: unsafe extern "C" fn(aclrtMemAttr, *mut usize, *mut usize) -> aclError,
     pub aclallocLaunchKernel:
         unsafe extern "C" fn(aclrtStream, usize, aclallocKernelFunc, *mut c_void) -> aclError,
+    // The virtual-memory functions: the real runtime's, or `None` where the
+    // export itself is the implementation (`crate::ffi::virtual_memory`).
     pub aclrtReserveMemAddress:
-        unsafe extern "C" fn(*mut *mut c_void, usize, usize, *mut c_void, u64) -> aclError,
-    pub aclrtReleaseMemAddress: unsafe extern "C" fn(*mut c_void) -> aclError,
-    pub aclrtMallocPhysical: unsafe extern "C" fn(
-        *mut aclrtDrvMemHandle,
-        usize,
-        *const aclrtPhysicalMemProp,
-        u64,
-    ) -> aclError,
-    pub aclrtFreePhysical: unsafe extern "C" fn(aclrtDrvMemHandle) -> aclError,
+        Option<unsafe extern "C" fn(*mut *mut c_void, usize, usize, *mut c_void, u64) -> aclError>,
+    pub aclrtReleaseMemAddress: Option<unsafe extern "C" fn(*mut c_void) -> aclError>,
+    pub aclrtMallocPhysical: Option<
+        unsafe extern "C" fn(
+            *mut aclrtDrvMemHandle,
+            usize,
+            *const aclrtPhysicalMemProp,
+            u64,
+        ) -> aclError,
+    >,
+    pub aclrtFreePhysical: Option<unsafe extern "C" fn(aclrtDrvMemHandle) -> aclError>,
     pub aclrtMapMem:
-        unsafe extern "C" fn(*mut c_void, usize, usize, aclrtDrvMemHandle, u64) -> aclError,
-    pub aclrtUnmapMem: unsafe extern "C" fn(*mut c_void) -> aclError,
-    pub aclrtMemGetAllocationGranularity: unsafe extern "C" fn(
-        *mut aclrtPhysicalMemProp,
-        aclrtMemGranularityOptions,
-        *mut usize,
-    ) -> aclError,
+        Option<unsafe extern "C" fn(*mut c_void, usize, usize, aclrtDrvMemHandle, u64) -> aclError>,
+    pub aclrtUnmapMem: Option<unsafe extern "C" fn(*mut c_void) -> aclError>,
+    pub aclrtMemGetAllocationGranularity: Option<
+        unsafe extern "C" fn(
+            *mut aclrtPhysicalMemProp,
+            aclrtMemGranularityOptions,
+            *mut usize,
+        ) -> aclError,
+    >,
 }
 
 /// The host runtime's table.
@@ -106,7 +112,6 @@ fn host_fns() -> RuntimeFns {
     use crate::ffi::launch::host as l;
     use crate::ffi::memory::host as m;
     use crate::ffi::runtime::host as r;
-    use crate::ffi::virtual_memory::host as v;
     RuntimeFns {
         backend: Backend::Host,
         aclInit: r::aclInit,
@@ -136,13 +141,13 @@ fn host_fns() -> RuntimeFns {
         aclrtMemsetAsync: m::aclrtMemsetAsync,
         aclrtGetMemInfo: m::aclrtGetMemInfo,
         aclallocLaunchKernel: l::aclallocLaunchKernel,
-        aclrtReserveMemAddress: v::aclrtReserveMemAddress,
-        aclrtReleaseMemAddress: v::aclrtReleaseMemAddress,
-        aclrtMallocPhysical: v::aclrtMallocPhysical,
-        aclrtFreePhysical: v::aclrtFreePhysical,
-        aclrtMapMem: v::aclrtMapMem,
-        aclrtUnmapMem: v::aclrtUnmapMem,
-        aclrtMemGetAllocationGranularity: v::aclrtMemGetAllocationGranularity,
+        aclrtReserveMemAddress: None,
+        aclrtReleaseMemAddress: None,
+        aclrtMallocPhysical: None,
+        aclrtFreePhysical: None,
+        aclrtMapMem: None,
+        aclrtUnmapMem: None,
+        aclrtMemGetAllocationGranularity: None,
     }
 }
 
@@ -195,6 +200,15 @@ fn forward_fns() -> RuntimeFns {
         )*};
     }
     crate::interpose::next::symbol_groups!(wrapped_if_present);
+    // The real function or none (the export then serves the call itself):
+    // the `real_or_export` group.
+    macro_rules! real_or_none {
+        (as_is: $as_is:tt, wrapped: $wrapped:tt, real_or_export: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
+            // SAFETY: each field has the C type of the function of its name.
+            t.$name = unsafe { real(Sym::$name) };
+        )*};
+    }
+    crate::interpose::next::symbol_groups!(real_or_none);
     t
 }
 
