@@ -485,6 +485,12 @@ impl Shared {
                 unsafe {
                     foreign_call::kernel(kernel, workspace, size, user_data, self.memory.device())
                 };
+                if test_hook::panics_after(kernel) {
+                    panic!(
+                        "{} names this kernel: the worker panics (test hook)",
+                        test_hook::VAR
+                    );
+                }
             }
             // SAFETY (both): the ranges were checked against device memory,
             // or vouched for by the caller, when the task was enqueued.
@@ -519,6 +525,32 @@ impl Shared {
             }
             _ => {}
         }
+    }
+}
+
+/// A test-only way for a C program to make a stream's worker die, as a bug
+/// inside the library would: `ACLALLOC_TEST_WORKER_PANIC` set (before the
+/// first kernel runs) to the address of a kernel function, as C's `%p`
+/// prints it, makes the worker panic right after running that kernel
+/// (`c_examples/dead_worker.c`). Not for production: nothing else reads it,
+/// and unset (or unparsable) it never matches.
+mod test_hook {
+    use super::KernelFn;
+    use std::sync::OnceLock;
+
+    pub(super) const VAR: &str = "ACLALLOC_TEST_WORKER_PANIC";
+
+    /// True when the hook names `kernel`. Runs on the worker after each
+    /// kernel, never on the launch path.
+    pub(super) fn panics_after(kernel: KernelFn) -> bool {
+        static NAMED: OnceLock<usize> = OnceLock::new();
+        let named = *NAMED.get_or_init(|| {
+            std::env::var(VAR)
+                .ok()
+                .and_then(|v| usize::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok())
+                .unwrap_or(0)
+        });
+        named != 0 && named == kernel as usize
     }
 }
 
