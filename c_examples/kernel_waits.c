@@ -33,10 +33,8 @@ static void free_together(void *ws, size_t size, void *data) {
     struct freeing *f = data;
     atomic_fetch_add(&arrived, 1);
     /* Both kernels are running before either frees. The wait yields: under
-     * valgrind, which runs one thread at a time and hands the CPU back to a
-     * spinning thread before one that returns from a blocking call, a bare
-     * spin kept the other stream's worker from starting its kernel for
-     * seconds at a time (runs of 10 to 22 s against the 30 s alarm). */
+     * valgrind, which runs one thread at a time, a bare spin can keep the
+     * other stream's worker from starting its kernel for a long time. */
     while (atomic_load(&arrived) < 2) {
         sched_yield();
     }

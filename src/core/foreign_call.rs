@@ -44,14 +44,16 @@ pub(crate) enum Callback {
     Kernel { function: usize, device: u32 },
 }
 
-/// Armed around one callback call; see the module documentation.
-pub(crate) struct CallGuard(Callback);
+/// Armed around one callback call; see the module documentation. It holds
+/// a closure that names the callback, run only if the callback unwinds, so
+/// the normal path does not even gather the names.
+pub(crate) struct CallGuard<S: Fn() -> Callback>(S);
 
-impl CallGuard {
-    /// Arms a guard for a call of `callback`.
+impl<S: Fn() -> Callback> CallGuard<S> {
+    /// Arms a guard for a call of the callback `site` names.
     #[inline(always)]
-    pub(crate) fn arm(callback: Callback) -> Self {
-        CallGuard(callback)
+    pub(crate) fn arm(site: S) -> Self {
+        CallGuard(site)
     }
 
     /// The callback returned: nothing to report.
@@ -61,17 +63,23 @@ impl CallGuard {
     }
 }
 
-impl Drop for CallGuard {
+impl<S: Fn() -> Callback> Drop for CallGuard<S> {
     /// Runs only while the callback unwinds (the normal path forgets the
     /// guard).
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn drop(&mut self) {
-        let mut line = Line::default();
-        let _ = write_message(&mut line, self.0);
-        line.emit();
-        std::process::abort();
+        unwound((self.0)())
     }
+}
+
+/// Reports the callback that is unwinding through us and aborts.
+#[cold]
+#[inline(never)]
+fn unwound(callback: Callback) -> ! {
+    let mut line = Line::default();
+    let _ = write_message(&mut line, callback);
+    line.emit();
+    std::process::abort();
 }
 
 /// The message: which callback, for what, and what to do.
@@ -156,7 +164,7 @@ pub(crate) unsafe fn alloc(
     alloc: AllocFn,
     obj: *mut c_void,
     size: usize,
-    site: Callback,
+    site: impl Fn() -> Callback,
 ) -> *mut c_void {
     // SAFETY: same signature and call ABI; see the module documentation.
     let alloc = unsafe { std::mem::transmute::<AllocFn, AllocUnwind>(alloc) };
@@ -175,7 +183,7 @@ pub(crate) unsafe fn alloc(
 pub(crate) unsafe fn get_addr_from_block(
     get_addr: GetAddrFromBlockFn,
     block: *mut c_void,
-    site: Callback,
+    site: impl Fn() -> Callback,
 ) -> *mut c_void {
     // SAFETY: same signature and call ABI; see the module documentation.
     let get_addr = unsafe { std::mem::transmute::<GetAddrFromBlockFn, GetAddrUnwind>(get_addr) };
@@ -191,7 +199,12 @@ pub(crate) unsafe fn get_addr_from_block(
 /// # Safety
 /// As calling `free` directly.
 #[inline(always)]
-pub(crate) unsafe fn free(free: FreeFn, obj: *mut c_void, block: *mut c_void, site: Callback) {
+pub(crate) unsafe fn free(
+    free: FreeFn,
+    obj: *mut c_void,
+    block: *mut c_void,
+    site: impl Fn() -> Callback,
+) {
     // SAFETY: same signature and call ABI; see the module documentation.
     let free = unsafe { std::mem::transmute::<FreeFn, FreeUnwind>(free) };
     let guard = CallGuard::arm(site);
@@ -212,7 +225,7 @@ pub(crate) unsafe fn kernel(
     user_data: *mut c_void,
     device: u32,
 ) {
-    let site = Callback::Kernel {
+    let site = || Callback::Kernel {
         function: kernel as usize,
         device,
     };

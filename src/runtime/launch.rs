@@ -67,15 +67,10 @@ impl HostRuntime {
             // them; a callback that throws ends the process with its name
             // (`foreign_call`).
             let block = unsafe {
-                foreign_call::alloc(
-                    c.alloc,
-                    obj,
-                    size,
-                    Callback::Alloc {
-                        stream: stream_id,
-                        descriptor,
-                    },
-                )
+                foreign_call::alloc(c.alloc, obj, size, || Callback::Alloc {
+                    stream: stream_id,
+                    descriptor,
+                })
             };
             if block.is_null() {
                 return Err(Error::WorkspaceAlloc {
@@ -84,14 +79,12 @@ impl HostRuntime {
                 });
             }
             let addr = unsafe {
-                foreign_call::get_addr_from_block(
-                    c.get_addr_from_block,
-                    block,
+                foreign_call::get_addr_from_block(c.get_addr_from_block, block, || {
                     Callback::GetAddrFromBlock {
                         stream: stream_id,
                         descriptor,
-                    },
-                )
+                    }
+                })
             };
             let enqueued = if addr.is_null() {
                 Err(Error::WorkspaceAddr {
@@ -102,15 +95,10 @@ impl HostRuntime {
                 stream.enqueue(task(addr, false))
             };
             unsafe {
-                foreign_call::free(
-                    c.free,
-                    obj,
-                    block,
-                    Callback::Free {
-                        stream: stream_id,
-                        descriptor,
-                    },
-                )
+                foreign_call::free(c.free, obj, block, || Callback::Free {
+                    stream: stream_id,
+                    descriptor,
+                })
             };
             return enqueued;
         }
