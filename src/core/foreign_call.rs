@@ -99,9 +99,9 @@ fn write_message(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
             ("free callback (aclrtAllocatorFreeFunc)", stream, descriptor)
         }
         Callback::Kernel { function, device } => {
-            return write!(
+            return writeln!(
                 out,
-                "aclalloc: the kernel at {function:#x} (aclallocKernelFunc, on a stream of device {device}) did not return normally: a C++ exception was thrown through aclalloc. Kernels must return normally (no exception, no longjmp out of them): catch exceptions inside the kernel. Aborting the process (the stream's state cannot be recovered)\n"
+                "aclalloc: the kernel at {function:#x} (aclallocKernelFunc, on a stream of device {device}) did not return normally: a C++ exception was thrown through aclalloc. Kernels must return normally (no exception, no longjmp out of them): catch exceptions inside the kernel. Aborting the process (the stream's state cannot be recovered)"
             );
         }
     };
@@ -109,9 +109,9 @@ fn write_message(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
     if descriptor != 0 {
         write!(out, " registered with descriptor {descriptor:#x}")?;
     }
-    write!(
+    writeln!(
         out,
-        " for stream {stream:#x} did not return normally: a C++ exception was thrown through aclalloc. Allocator callbacks must return normally (no exception, no longjmp out of them): catch exceptions inside the callback and return NULL from alloc (include/aclalloc/ge_allocator.h does this for C++ allocators). Aborting the process (aclalloc's locks and bookkeeping for the allocator cannot be recovered)\n"
+        " for stream {stream:#x} did not return normally: a C++ exception was thrown through aclalloc. Allocator callbacks must return normally (no exception, no longjmp out of them): catch exceptions inside the callback and return NULL from alloc (include/aclalloc/ge_allocator.h does this for C++ allocators). Aborting the process (aclalloc's locks and bookkeeping for the allocator cannot be recovered)"
     )
 }
 
