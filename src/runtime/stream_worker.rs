@@ -301,9 +301,9 @@ impl Stream {
     /// is a stream's worker, is about to wait for this stream's work; fails
     /// when this stream's kernel already waits (through others) for the
     /// caller's stream. Every wait of a kernel for another stream goes
-    /// through here (synchronize, waiting for room), so the graph sees them
-    /// all.
-    fn wait_from_kernel(&self) -> Result<Option<waits::Waiting>> {
+    /// through here (synchronize, waiting for room, destroying it: see
+    /// `destroy_stream_handle`), so the graph sees them all.
+    pub(crate) fn wait_from_kernel(&self) -> Result<Option<waits::Waiting>> {
         match WORKER_OF.with(|w| w.get()) {
             0 => Ok(None),
             me => waits::begin(me, Arc::as_ptr(&self.shared) as usize).map(Some),
