@@ -49,15 +49,10 @@ if [ -n "$unwrapped" ]; then
   echo "$unwrapped" >&2
   exit 1
 fi
-# kernel_waits is left out under valgrind: valgrind's one-thread-at-a-time
-# scheduling reaches an interleaving in which two freeing kernels still hang
-# (an open defect of issue 16's wait-for graph, reproduced only there); it
-# runs in the plain and ASan+UBSan passes.
-ctest --test-dir "$memcheck" --output-on-failure -E '^kernel_waits$'
+ctest --test-dir "$memcheck" --output-on-failure
 
 echo "sanitize: $count examples clean under ASan+UBSan and under valgrind memcheck"
 # Every ctest above passed (a failure ends the script first): the tally in the
 # plain "N passed, N failed" form, the run's closing line.
 ran=$(( $(ctest --test-dir "$asan" -N | grep -c 'Test *#') + $(ctest --test-dir "$memcheck" -N | grep -c 'Test *#') ))
-ran=$((ran - 1)) # kernel_waits, left out under valgrind above
 echo "sanitize: $ran passed, 0 failed"

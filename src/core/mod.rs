@@ -9,6 +9,7 @@ pub mod device_port;
 pub mod env;
 pub mod errlog;
 pub mod error;
+pub(crate) mod foreign_call;
 pub mod handles;
 pub mod ids;
 pub mod seq_table;
