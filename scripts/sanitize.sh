@@ -36,9 +36,12 @@ UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   ctest --test-dir "$asan" --output-on-failure
 
 echo "== valgrind memcheck"
+# --fair-sched=yes: valgrind runs one thread at a time, and its default lock
+# lets a thread that spins (a kernel waiting for another stream's kernel)
+# take the CPU back again and again, starving the thread it waits for.
 memcheck=build/c_examples-valgrind
 cmake -S c_examples -B "$memcheck" -DCMAKE_BUILD_TYPE=Debug -DACLALLOC_CARGO_BUILD=OFF \
-  "-DACLALLOC_TEST_WRAPPER=valgrind;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite;--track-origins=yes" \
+  "-DACLALLOC_TEST_WRAPPER=valgrind;--fair-sched=yes;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite;--track-origins=yes" \
   >/dev/null
 cmake --build "$memcheck" -j 2 >/dev/null
 # A test added with a plain add_test would silently skip valgrind: refuse it.
