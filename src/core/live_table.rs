@@ -52,27 +52,83 @@ struct Slot {
     words: [AtomicUsize; ENTRY_WORDS],
 }
 
+/// One entry's slot, as its writer sees it ([`LiveTable::slot_of`]).
+pub struct SlotRef<'a> {
+    slot: &'a Slot,
+    seq: &'a AtomicUsize,
+}
+
+impl SlotRef<'_> {
+    /// Word `i` of the value.
+    #[inline(always)]
+    pub fn word(&self, i: usize) -> usize {
+        self.slot.words[i].load(Ordering::Relaxed)
+    }
+
+    /// The whole value.
+    #[inline(always)]
+    pub fn value<V: Words>(&self) -> V {
+        V::unpack(&std::array::from_fn(|i| self.word(i)))
+    }
+
+    /// Runs `change` (calls of [`SlotRef::set`]) with the table's sequence
+    /// counter odd, so that readers who overlap it retry.
+    #[inline(always)]
+    pub fn change<R>(&self, change: impl FnOnce(&Self) -> R) -> R {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        let result = change(self);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+        result
+    }
+
+    /// Sets word `i` (inside [`SlotRef::change`]); a word already equal is
+    /// not stored.
+    #[inline(always)]
+    pub fn set(&self, i: usize, word: usize) {
+        if self.word(i) != word {
+            self.slot.words[i].store(word, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One array of slots; kept until the table is dropped.
 struct Array {
-    mask: usize,
-    shift: u32,
-    slots: Box<[Slot]>,
+    view: View,
+    _slots: Box<[Slot]>,
 }
 
 impl Array {
     fn with_capacity(capacity: usize) -> Box<Array> {
         let capacity = capacity.next_power_of_two().max(4);
+        let slots: Box<[Slot]> = (0..capacity)
+            .map(|_| Slot {
+                key: AtomicUsize::new(EMPTY),
+                words: std::array::from_fn(|_| AtomicUsize::new(0)),
+            })
+            .collect();
         Box::new(Array {
-            mask: capacity - 1,
-            shift: usize::BITS - capacity.trailing_zeros(),
-            slots: (0..capacity)
-                .map(|_| Slot {
-                    key: AtomicUsize::new(EMPTY),
-                    words: std::array::from_fn(|_| AtomicUsize::new(0)),
-                })
-                .collect(),
+            view: View {
+                mask: capacity - 1,
+                shift: usize::BITS - capacity.trailing_zeros(),
+                base: slots.as_ptr(),
+            },
+            _slots: slots,
         })
     }
+}
 
+/// Where an array's slots are and how keys map to them: copied into the
+/// writer's side so that a write reaches its slot with one load less.
+#[derive(Clone, Copy)]
+struct View {
+    mask: usize,
+    shift: u32,
+    base: *const Slot,
+}
+
+impl View {
     #[inline(always)]
     fn home(&self, key: usize) -> usize {
         scramble(key) >> self.shift
@@ -80,8 +136,9 @@ impl Array {
 
     #[inline(always)]
     fn slot(&self, index: usize) -> &Slot {
-        // SAFETY: masked, so below the number of slots (a power of two).
-        unsafe { self.slots.get_unchecked(index & self.mask) }
+        // SAFETY: masked, so below the number of slots (a power of two) of
+        // an array the table keeps until drop.
+        unsafe { &*self.base.add(index & self.mask) }
     }
 
     /// The slot holding `key`, or the empty slot it would go to. The array
@@ -111,9 +168,24 @@ impl Array {
             to.store(w, Ordering::Relaxed);
         }
     }
+
+    /// Stores only the words that differ from `old`: a free changes four
+    /// words of ten, and every store still buffered when the caller's next
+    /// compare-exchange runs delays it.
+    #[inline(always)]
+    fn rewrite(&self, index: usize, old: &[usize; ENTRY_WORDS], words: &[usize; ENTRY_WORDS]) {
+        let slot = self.slot(index);
+        for ((to, &w), &was) in slot.words.iter().zip(words).zip(old) {
+            if w != was {
+                to.store(w, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 struct WriterSide {
+    /// The current array's view.
+    view: View,
     /// Every array ever current; the last one is current.
     #[allow(clippy::vec_box)]
     arrays: Vec<Box<Array>>,
@@ -129,7 +201,8 @@ pub struct LiveTable<V: Words> {
     _value: PhantomData<V>,
 }
 
-// SAFETY: readers only touch atomics and arrays kept until drop; the writer
+// SAFETY: readers only touch atomics and arrays kept until drop (a `View`'s
+// pointer names one of them); the writer
 // side is only reached by the one writer the callers of the `unsafe` methods
 // guarantee.
 unsafe impl<V: Words + Send> Send for LiveTable<V> {}
@@ -150,6 +223,7 @@ impl<V: Words> LiveTable<V> {
             seq: AtomicUsize::new(0),
             current: AtomicPtr::new(current),
             writer: UnsafeCell::new(WriterSide {
+                view: array.view,
                 arrays: vec![array],
                 len: 0,
             }),
@@ -166,7 +240,7 @@ impl<V: Words> LiveTable<V> {
             let seq = self.seq.load(Ordering::Acquire);
             if seq & 1 == 0 {
                 // SAFETY: `current` names an array the table keeps until drop.
-                let array = unsafe { &*self.current.load(Ordering::Acquire) };
+                let array = unsafe { &*self.current.load(Ordering::Acquire) }.view;
                 let words = array.locate(key).ok().map(|i| array.read(i));
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == seq {
@@ -191,10 +265,14 @@ impl<V: Words> LiveTable<V> {
         unsafe { &mut *self.writer.get() }
     }
 
+    /// The writer's view of the current array.
+    ///
+    /// # Safety
+    /// See [`LiveTable::side`]'s contract.
     #[inline(always)]
-    fn array(&self) -> &Array {
-        // SAFETY: `current` names an array the table keeps until drop.
-        unsafe { &*self.current.load(Ordering::Relaxed) }
+    unsafe fn array(&self) -> View {
+        // SAFETY: the caller's contract.
+        unsafe { self.side() }.view
     }
 
     /// Runs `change` with the sequence counter odd, so that readers who
@@ -209,30 +287,33 @@ impl<V: Words> LiveTable<V> {
         result
     }
 
+    /// The writer's handle on `key`'s slot, for word-level reads and
+    /// writes (the hot paths change a few words of ten: building whole
+    /// copies on the stack costs stores that the caller's next
+    /// compare-exchange waits for).
+    ///
+    /// # Safety
+    /// See [`LiveTable::side`]'s contract; the handle is used before any
+    /// other write to the table.
+    #[inline(always)]
+    pub unsafe fn slot_of(&self, key: usize) -> Option<SlotRef<'_>> {
+        let array = unsafe { self.array() };
+        let index = array.locate(key).ok()?;
+        Some(SlotRef {
+            // SAFETY: a slot of an array the table keeps until drop.
+            slot: unsafe { &*(array.slot(index) as *const Slot) },
+            seq: &self.seq,
+        })
+    }
+
     /// The writer's read of `key`.
     ///
     /// # Safety
     /// See [`LiveTable::side`]'s contract.
     #[inline(always)]
     pub unsafe fn get_owned(&self, key: usize) -> Option<V> {
-        let array = self.array();
+        let array = unsafe { self.array() };
         array.locate(key).ok().map(|i| V::unpack(&array.read(i)))
-    }
-
-    /// Changes the value of `key` in place (one probe), returning what
-    /// `change` returns; `None` when `key` is absent.
-    ///
-    /// # Safety
-    /// See [`LiveTable::side`]'s contract.
-    #[inline(always)]
-    pub unsafe fn modify<R>(&self, key: usize, change: impl FnOnce(&mut V) -> R) -> Option<R> {
-        let array = self.array();
-        let index = array.locate(key).ok()?;
-        let mut value = V::unpack(&array.read(index));
-        let result = change(&mut value);
-        let words = value.pack();
-        self.changing(|| array.write(index, &words));
-        Some(result)
     }
 
     /// Sets the value of `key` (non-zero), returning the one it replaces.
@@ -242,12 +323,12 @@ impl<V: Words> LiveTable<V> {
     #[inline(always)]
     pub unsafe fn put(&self, key: usize, value: &V) -> Option<V> {
         let words = value.pack();
-        let array = self.array();
+        let array = unsafe { self.array() };
         match array.locate(key) {
             Ok(index) => {
-                let old = V::unpack(&array.read(index));
-                self.changing(|| array.write(index, &words));
-                Some(old)
+                let old = array.read(index);
+                self.changing(|| array.rewrite(index, &old, &words));
+                Some(V::unpack(&old))
             }
             Err(index) => {
                 // SAFETY: the caller's contract.
@@ -255,11 +336,11 @@ impl<V: Words> LiveTable<V> {
                 if (side.len + 1) * 2 > array.mask + 1 {
                     // SAFETY: the caller's contract.
                     unsafe { self.grow() };
-                    let array = self.array();
+                    let array = unsafe { self.array() };
                     let index = array.locate(key).unwrap_or_else(|empty| empty);
-                    self.changing(|| fill(array, index, key, &words));
+                    self.changing(|| fill(&array, index, key, &words));
                 } else {
-                    self.changing(|| fill(array, index, key, &words));
+                    self.changing(|| fill(&array, index, key, &words));
                 }
                 // SAFETY: the caller's contract.
                 unsafe { self.side() }.len += 1;
@@ -274,10 +355,10 @@ impl<V: Words> LiveTable<V> {
     /// See [`LiveTable::side`]'s contract.
     #[inline]
     pub unsafe fn remove(&self, key: usize) -> Option<V> {
-        let array = self.array();
+        let array = unsafe { self.array() };
         let index = array.locate(key).ok()?;
         let old = V::unpack(&array.read(index));
-        self.changing(|| remove_at(array, index));
+        self.changing(|| remove_at(&array, index));
         // SAFETY: the caller's contract.
         unsafe { self.side() }.len -= 1;
         Some(old)
@@ -305,7 +386,7 @@ impl<V: Words> LiveTable<V> {
     /// # Safety
     /// See [`LiveTable::side`]'s contract.
     pub unsafe fn entries(&self) -> Vec<(usize, V)> {
-        let array = self.array();
+        let array = unsafe { self.array() };
         (0..=array.mask)
             .filter_map(|i| match array.slot(i).key.load(Ordering::Relaxed) {
                 EMPTY => None,
@@ -325,32 +406,35 @@ impl<V: Words> LiveTable<V> {
 
     #[cold]
     unsafe fn grow(&self) {
-        let old = self.array();
+        let old = unsafe { self.array() };
         let bigger = Array::with_capacity((old.mask + 1) * 2);
+        let old = &old;
         for i in 0..=old.mask {
             let key = old.slot(i).key.load(Ordering::Relaxed);
             if key != EMPTY {
-                let index = bigger.locate(key).unwrap_or_else(|empty| empty);
-                fill(&bigger, index, key, &old.read(i));
+                let index = bigger.view.locate(key).unwrap_or_else(|empty| empty);
+                fill(&bigger.view, index, key, &old.read(i));
             }
         }
         let pointer = &*bigger as *const Array as *mut Array;
         // SAFETY: the caller's contract.
-        unsafe { self.side() }.arrays.push(bigger);
+        let side = unsafe { self.side() };
+        side.view = bigger.view;
+        side.arrays.push(bigger);
         self.changing(|| self.current.store(pointer, Ordering::Release));
     }
 }
 
 /// Fills an empty slot.
 #[inline(always)]
-fn fill(array: &Array, index: usize, key: usize, words: &[usize; ENTRY_WORDS]) {
+fn fill(array: &View, index: usize, key: usize, words: &[usize; ENTRY_WORDS]) {
     array.write(index, words);
     array.slot(index).key.store(key, Ordering::Relaxed);
 }
 
 /// Backward-shift deletion: later members of the probe run move into the
 /// hole, so every key stays reachable from its home slot.
-fn remove_at(array: &Array, index: usize) {
+fn remove_at(array: &View, index: usize) {
     let mask = array.mask;
     let mut hole = index;
     let mut next = (index + 1) & mask;

@@ -78,6 +78,18 @@ impl<M> Block<M> {
     }
 }
 
+/// Where a block's fields sit among its words (see `Words for Block`).
+mod word {
+    pub(super) const SIZE: usize = 0;
+    pub(super) const OWNER: usize = 1;
+    /// 0 live, 1 freed.
+    pub(super) const FREED: usize = 2;
+    pub(super) const BY: usize = 3;
+    pub(super) const GENERATION: usize = 4;
+    pub(super) const SEQ: usize = 5;
+    pub(super) const META: usize = 6;
+}
+
 impl<M: Meta> Words for Block<M> {
     #[inline(always)]
     fn pack(&self) -> [usize; ENTRY_WORDS] {
@@ -93,14 +105,19 @@ impl<M: Meta> Words for Block<M> {
     #[inline(always)]
     fn unpack(w: &[usize; ENTRY_WORDS]) -> Self {
         Block {
-            size: w[0],
-            owner: w[1],
-            freed: (w[2] != 0).then_some(Freed {
-                by: w[3],
-                generation: w[4] as u64,
-                seq: w[5] as u64,
+            size: w[word::SIZE],
+            owner: w[word::OWNER],
+            freed: (w[word::FREED] != 0).then_some(Freed {
+                by: w[word::BY],
+                generation: w[word::GENERATION] as u64,
+                seq: w[word::SEQ] as u64,
             }),
-            meta: M::unpack(&[w[6], w[7], w[8], w[9]]),
+            meta: M::unpack(&[
+                w[word::META],
+                w[word::META + 1],
+                w[word::META + 2],
+                w[word::META + 3],
+            ]),
         }
     }
 }
@@ -263,21 +280,38 @@ impl<M: Meta, X> Guard<'_, M, X> {
         owner: usize,
         meta: M,
     ) -> Result<(), Block<M>> {
-        let block = Block {
-            size,
-            owner,
-            freed: None,
-            meta,
-        };
-        // SAFETY (every table write below): the guard holds the owner word,
+        // SAFETY (every table access below): the guard holds the owner word,
         // which serialises the table's writers.
-        if let Some(old) = unsafe { self.table().put(ptr, &block) } {
-            if old.is_live() {
-                // SAFETY: as above.
-                unsafe { self.table().put(ptr, &old) };
-                return Err(old);
+        let tracked = self.tracked;
+        match unsafe { tracked.table.slot_of(ptr) } {
+            Some(slot) => {
+                if slot.word(word::FREED) == 0 {
+                    return Err(slot.value());
+                }
+                // A freed block handed out again (what a caching allocator
+                // does on every call): only the words that change are
+                // written; the freed fields are ignored while it is live.
+                let m = meta.pack();
+                slot.change(|s| {
+                    s.set(word::SIZE, size);
+                    s.set(word::OWNER, owner);
+                    s.set(word::FREED, 0);
+                    for (i, &w) in m.iter().enumerate() {
+                        s.set(word::META + i, w);
+                    }
+                });
+                self.books().freed -= 1;
             }
-            self.books().freed -= 1;
+            None => {
+                let block = Block {
+                    size,
+                    owner,
+                    freed: None,
+                    meta,
+                };
+                // SAFETY: as above.
+                unsafe { self.table().put(ptr, &block) };
+            }
         }
         self.count_alloc(size);
         Ok(())
@@ -286,25 +320,37 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// Records a block just handed out, replacing a live record of the same
     /// pointer (a broken allocator handed it out twice): the old one counts
     /// as freed. Returns the replaced live record.
+    #[inline(always)]
     pub fn replace(&mut self, ptr: usize, size: usize, owner: usize, meta: M) -> Option<Block<M>> {
         match self.insert(ptr, size, owner, meta) {
             Ok(()) => None,
-            Err(old) => {
-                let block = Block {
-                    size,
-                    owner,
-                    freed: None,
-                    meta,
-                };
-                // SAFETY: the guard holds the owner word.
-                unsafe { self.table().put(ptr, &block) };
-                let c = &mut self.books().counters;
-                c.allocation.decrease(1);
-                c.allocated_bytes.decrease(old.size as i64);
-                self.count_alloc(size);
-                Some(old)
-            }
+            Err(old) => Some(self.replace_live(ptr, old, size, owner, meta)),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn replace_live(
+        &mut self,
+        ptr: usize,
+        old: Block<M>,
+        size: usize,
+        owner: usize,
+        meta: M,
+    ) -> Block<M> {
+        let block = Block {
+            size,
+            owner,
+            freed: None,
+            meta,
+        };
+        // SAFETY: the guard holds the owner word.
+        unsafe { self.table().put(ptr, &block) };
+        let c = &mut self.books().counters;
+        c.allocation.decrease(1);
+        c.allocated_bytes.decrease(old.size as i64);
+        self.count_alloc(size);
+        old
     }
 
     #[inline(always)]
@@ -319,44 +365,49 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// refused (and counted) with what is known.
     #[inline(always)]
     pub fn free(&mut self, ptr: usize, by: usize, generation: u64) -> Result<Block<M>, Refused<M>> {
-        let seq = self.books().frees + 1;
         // SAFETY: the guard holds the owner word.
-        let found = unsafe {
-            self.table().modify(ptr, |block| {
-                if block.is_live() {
-                    let live = *block;
-                    block.freed = Some(Freed {
-                        by,
-                        generation,
-                        seq,
-                    });
-                    Ok(live)
-                } else {
-                    Err(Refused::DoubleFree(*block))
-                }
-            })
+        let tracked = self.tracked;
+        let Some(slot) = (unsafe { tracked.table.slot_of(ptr) }) else {
+            return Err(self.refuse(Refused::Unknown));
+        };
+        if slot.word(word::FREED) != 0 {
+            let first = slot.value();
+            return Err(self.refuse(Refused::DoubleFree(first)));
+        }
+        // Read field by field: a whole copy would go through the stack.
+        let live = Block {
+            size: slot.word(word::SIZE),
+            owner: slot.word(word::OWNER),
+            freed: None,
+            meta: M::unpack(&[
+                slot.word(word::META),
+                slot.word(word::META + 1),
+                slot.word(word::META + 2),
+                slot.word(word::META + 3),
+            ]),
         };
         let books = self.books();
-        match found {
-            Some(Ok(live)) => {
-                books.frees = seq;
-                books.freed += 1;
-                books.counters.allocation.decrease(1);
-                books.counters.allocated_bytes.decrease(live.size as i64);
-                if books.recent.is_some_and(|limit| books.freed > limit) {
-                    self.forget_oldest();
-                }
-                Ok(live)
-            }
-            Some(Err(refused)) => {
-                books.counters.refused_frees += 1;
-                Err(refused)
-            }
-            None => {
-                books.counters.refused_frees += 1;
-                Err(Refused::Unknown)
-            }
+        let seq = books.frees + 1;
+        slot.change(|s| {
+            s.set(word::FREED, 1);
+            s.set(word::BY, by);
+            s.set(word::GENERATION, generation as usize);
+            s.set(word::SEQ, seq as usize);
+        });
+        books.frees = seq;
+        books.freed += 1;
+        books.counters.allocation.decrease(1);
+        books.counters.allocated_bytes.decrease(live.size as i64);
+        if books.recent.is_some_and(|limit| books.freed > limit) {
+            self.forget_oldest();
         }
+        Ok(live)
+    }
+
+    #[cold]
+    fn refuse(&mut self, refused: Refused<M>) -> Refused<M> {
+        self.books().counters.refused_frees += 1;
+        refused
     }
 
     /// More freed blocks are remembered than the history keeps: the older
