@@ -193,6 +193,9 @@ struct WriterSide {
 }
 
 /// Pointer → `V`, one writer at a time, lock-free readers.
+///
+/// The writer methods are `unsafe`: their caller must be the only writer
+/// while they run (the adaptor holds the allocator's owner word).
 pub struct LiveTable<V: Words> {
     /// Odd while a writer changes the table.
     seq: AtomicUsize,
@@ -259,6 +262,8 @@ impl<V: Words> LiveTable<V> {
     /// # Safety (every `unsafe` method below)
     /// The caller is the only writer for the duration of the call (it holds
     /// the lock that serialises writers of this table).
+    // The writer side is an `UnsafeCell` reached by one writer at a time.
+    #[allow(clippy::mut_from_ref)]
     #[inline(always)]
     unsafe fn side(&self) -> &mut WriterSide {
         // SAFETY: the caller's contract: one writer at a time.
@@ -268,7 +273,7 @@ impl<V: Words> LiveTable<V> {
     /// The writer's view of the current array.
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract.
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     #[inline(always)]
     unsafe fn array(&self) -> View {
         // SAFETY: the caller's contract.
@@ -293,7 +298,7 @@ impl<V: Words> LiveTable<V> {
     /// compare-exchange waits for).
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract; the handle is used before any
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]); the handle is used before any
     /// other write to the table.
     #[inline(always)]
     pub unsafe fn slot_of(&self, key: usize) -> Option<SlotRef<'_>> {
@@ -309,7 +314,7 @@ impl<V: Words> LiveTable<V> {
     /// The writer's read of `key`.
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract.
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     #[inline(always)]
     pub unsafe fn get_owned(&self, key: usize) -> Option<V> {
         let array = unsafe { self.array() };
@@ -319,7 +324,7 @@ impl<V: Words> LiveTable<V> {
     /// Sets the value of `key` (non-zero), returning the one it replaces.
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract.
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     #[inline(always)]
     pub unsafe fn put(&self, key: usize, value: &V) -> Option<V> {
         let words = value.pack();
@@ -352,7 +357,7 @@ impl<V: Words> LiveTable<V> {
     /// Removes `key`, returning its value.
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract.
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     #[inline]
     pub unsafe fn remove(&self, key: usize) -> Option<V> {
         let array = unsafe { self.array() };
@@ -367,7 +372,7 @@ impl<V: Words> LiveTable<V> {
     /// Keeps the entries for which `keep` is true; `keep` may change them.
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract.
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     pub unsafe fn retain(&self, mut keep: impl FnMut(usize, &mut V) -> bool) {
         // SAFETY: the caller's contract (each call below is a write).
         for (key, mut value) in unsafe { self.entries() } {
@@ -384,7 +389,7 @@ impl<V: Words> LiveTable<V> {
     /// Every entry, in table order.
     ///
     /// # Safety
-    /// See [`LiveTable::side`]'s contract.
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     pub unsafe fn entries(&self) -> Vec<(usize, V)> {
         let array = unsafe { self.array() };
         (0..=array.mask)
@@ -393,15 +398,6 @@ impl<V: Words> LiveTable<V> {
                 key => Some((key, V::unpack(&array.read(i)))),
             })
             .collect()
-    }
-
-    /// How many entries the table holds.
-    ///
-    /// # Safety
-    /// See [`LiveTable::side`]'s contract.
-    pub unsafe fn len(&self) -> usize {
-        // SAFETY: the caller's contract.
-        unsafe { self.side() }.len
     }
 
     #[cold]
@@ -486,7 +482,6 @@ mod tests {
                 assert_eq!(t.get(k), want, "key {k}");
                 assert_eq!(t.get_owned(k), want);
             }
-            assert_eq!(t.len(), 2000);
             assert_eq!(t.entries().len(), 2000);
             t.retain(|k, v| {
                 v.0 += 1;

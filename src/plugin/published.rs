@@ -8,7 +8,7 @@
 //!
 //! The callbacks are a hot path (one alloc and one free per launch), so they
 //! find the allocator without a lock or a reference count: a lock-free table
-//! from handle to allocator ([`callable`]), read under a per-thread pin
+//! from handle to allocator (`callable`), read under a per-thread pin
 //! ([`crate::core::pin`]); destroy removes the handle from that table, waits
 //! until no thread is pinned on it, and only then lets the allocator (and
 //! its shared object) go.
