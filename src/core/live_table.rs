@@ -65,12 +65,6 @@ impl SlotRef<'_> {
         self.slot.words[i].load(Ordering::Relaxed)
     }
 
-    /// The whole value.
-    #[inline(always)]
-    pub fn value<V: Words>(&self) -> V {
-        V::unpack(&std::array::from_fn(|i| self.word(i)))
-    }
-
     /// Runs `change` (calls of [`SlotRef::set`]) with the table's sequence
     /// counter odd, so that readers who overlap it retry.
     #[inline(always)]

@@ -19,7 +19,7 @@
 //! until the user prunes them (the tracking layer, which also needs them for
 //! its cross-stream checks).
 
-use super::live_table::{LiveTable, Words, ENTRY_WORDS};
+use super::live_table::{LiveTable, SlotRef, Words, ENTRY_WORDS};
 pub use super::owner_word::INSPECTOR;
 use super::owner_word::{Held, OwnerWord};
 use super::stats::Stat;
@@ -119,6 +119,27 @@ impl<M: Meta> Words for Block<M> {
                 w[word::META + 3],
             ]),
         }
+    }
+}
+
+/// A slot's block read word by word (a whole copy would go through the
+/// stack, and the hot paths read a few fields).
+#[inline(always)]
+fn read_block<M: Meta>(slot: &SlotRef<'_>) -> Block<M> {
+    Block {
+        size: slot.word(word::SIZE),
+        owner: slot.word(word::OWNER),
+        freed: (slot.word(word::FREED) != 0).then(|| Freed {
+            by: slot.word(word::BY),
+            generation: slot.word(word::GENERATION) as u64,
+            seq: slot.word(word::SEQ) as u64,
+        }),
+        meta: M::unpack(&[
+            slot.word(word::META),
+            slot.word(word::META + 1),
+            slot.word(word::META + 2),
+            slot.word(word::META + 3),
+        ]),
     }
 }
 
@@ -286,7 +307,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
         match unsafe { tracked.table.slot_of(ptr) } {
             Some(slot) => {
                 if slot.word(word::FREED) == 0 {
-                    return Err(slot.value());
+                    return Err(read_block(&slot));
                 }
                 // A freed block handed out again (what a caching allocator
                 // does on every call): only the words that change are
@@ -371,7 +392,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
             return Err(self.refuse(Refused::Unknown));
         };
         if slot.word(word::FREED) != 0 {
-            let first = slot.value();
+            let first = read_block(&slot);
             return Err(self.refuse(Refused::DoubleFree(first)));
         }
         // Read field by field: a whole copy would go through the stack.
@@ -433,20 +454,58 @@ impl<M: Meta, X> Guard<'_, M, X> {
     #[inline]
     pub fn get(&self, ptr: usize) -> Option<Block<M>> {
         // SAFETY: the guard holds the owner word.
-        unsafe { self.table().get_owned(ptr) }
+        let slot = unsafe { self.tracked.table.slot_of(ptr) }?;
+        Some(read_block(&slot))
     }
 
     /// Changes the user's metadata of `ptr` (live or freed); false when
-    /// there is no record.
+    /// there is no record. Only the words that change are written.
     #[inline]
     pub fn update_meta(&mut self, ptr: usize, change: impl FnOnce(&mut M)) -> bool {
-        let Some(mut block) = self.get(ptr) else {
+        // SAFETY: the guard holds the owner word.
+        let Some(slot) = (unsafe { self.tracked.table.slot_of(ptr) }) else {
             return false;
         };
-        change(&mut block.meta);
-        // SAFETY: the guard holds the owner word.
-        unsafe { self.table().put(ptr, &block) };
+        let old = [
+            slot.word(word::META),
+            slot.word(word::META + 1),
+            slot.word(word::META + 2),
+            slot.word(word::META + 3),
+        ];
+        let mut meta = M::unpack(&old);
+        change(&mut meta);
+        let new = meta.pack();
+        // No comparison of the two arrays here: they sit on the stack just
+        // stored word by word, and a vector compare of them stalls on store
+        // forwarding; `set` compares each word with the slot's instead.
+        slot.change(|s| {
+            for (i, &w) in new.iter().enumerate() {
+                s.set(word::META + i, w);
+            }
+        });
         true
+    }
+
+    /// Reads `ptr`'s record and, if `change` returns new metadata for it,
+    /// writes that (one probe for both). Returns the record as it was read.
+    #[inline]
+    pub fn read_and_update(
+        &mut self,
+        ptr: usize,
+        change: impl FnOnce(&Block<M>) -> Option<M>,
+    ) -> Option<Block<M>> {
+        // SAFETY: the guard holds the owner word.
+        let slot = unsafe { self.tracked.table.slot_of(ptr) }?;
+        let block = read_block(&slot);
+        if let Some(meta) = change(&block) {
+            let new = meta.pack();
+            slot.change(|s| {
+                for (i, &w) in new.iter().enumerate() {
+                    s.set(word::META + i, w);
+                }
+            });
+        }
+        Some(block)
     }
 
     /// Forgets a freed block (it can no longer be told from an unknown

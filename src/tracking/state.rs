@@ -204,7 +204,13 @@ impl Inside<'_> {
     /// block is checked against every other live and recently freed range.
     #[inline]
     pub(crate) fn on_get_addr(&mut self, allocator: usize, block: usize, address: usize) {
-        let Some(found) = self.g.get(block).filter(Block::is_live) else {
+        // One probe: the record is read, and its address set when the block
+        // is live and the address new and non-NULL.
+        let found = self.g.read_and_update(block, |b| {
+            (b.is_live() && address != 0 && b.meta.address != address)
+                .then_some(TrackMeta { address, ..b.meta })
+        });
+        let Some(found) = found.filter(Block::is_live) else {
             record(Fault::UnknownBlock { allocator, block });
             return;
         };
@@ -221,7 +227,6 @@ impl Inside<'_> {
         if old == address {
             return;
         }
-        self.g.update_meta(block, |m| m.address = address);
         let mut rec = BlockRec::from(found);
         rec.address = address;
         if old != 0 {
