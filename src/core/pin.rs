@@ -143,6 +143,15 @@ pub fn pinned<R>(value: usize, f: impl FnOnce() -> R) -> Option<R> {
     pinned_or(value, || Some(f()), || None)
 }
 
+/// True when the calling thread is inside [`pinned`]`(value, ..)` (its
+/// innermost pin): waiting for `value` from here would wait for itself.
+pub fn held_here(value: usize) -> bool {
+    MINE.try_with(Cell::get)
+        .ok()
+        .flatten()
+        .is_some_and(|slot| slot.value.load(Ordering::Relaxed) == value)
+}
+
 /// Waits until no thread is inside a [`pinned`]`(value, ..)` that may have
 /// seen the object before the caller made it unreachable. Call it after
 /// removing the object from every table the pinned code looks in.

@@ -159,6 +159,13 @@ pub fn destroy(
     handle: PluggableHandle,
     is_default: impl FnOnce(AllocatorObj) -> bool,
 ) -> Result<()> {
+    if pin::held_here(handle.get()) {
+        // Destroying it would unload the code this thread is running.
+        return Err(Error::StillInUse {
+            what: "One of its own callbacks is running on this thread (destroy it after the callback returns)",
+            count: 1,
+        });
+    }
     let allocator = get(handle)?;
     let live = allocator.live_blocks();
     if live > 0 {
@@ -217,4 +224,58 @@ unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
 /// `aclrtAllocatorGetAddrFromBlockFunc`: a block is its address.
 unsafe extern "C" fn desc_get_addr(block: *mut c_void) -> *mut c_void {
     block
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::PluginFunctions;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    static SELF: AtomicUsize = AtomicUsize::new(0);
+    static SEEN: Mutex<Option<Result<()>>> = Mutex::new(None);
+    static MEMORY: [u8; 64] = [0; 64];
+
+    unsafe extern "C" fn alloc_destroying_itself(
+        _size: isize,
+        _device: i32,
+        _stream: *mut c_void,
+    ) -> *mut c_void {
+        let handle = PluggableHandle::from_raw(SELF.load(Ordering::SeqCst)).unwrap();
+        *SEEN.lock().unwrap() = Some(destroy(handle, |_| false));
+        MEMORY.as_ptr() as *mut c_void
+    }
+    unsafe extern "C" fn free_nothing(_: *mut c_void, _: isize, _: i32, _: *mut c_void) {}
+
+    #[test]
+    fn a_callback_cannot_destroy_its_own_allocator_and_destroy_works_after() {
+        let (handle, descriptor) = publish(PluggableAllocator::from_functions(PluginFunctions {
+            alloc: alloc_destroying_itself,
+            free: free_nothing,
+            init: None,
+            empty_cache: None,
+            memory_fraction: None,
+        }))
+        .unwrap();
+        SELF.store(handle.get(), Ordering::SeqCst);
+        let c = global()
+            .descriptor(descriptor)
+            .unwrap()
+            .callbacks()
+            .unwrap();
+        // SAFETY: the descriptor's callbacks with its own object.
+        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
+        assert_eq!(block as usize, MEMORY.as_ptr() as usize);
+        assert!(matches!(
+            SEEN.lock().unwrap().take(),
+            Some(Err(Error::StillInUse { count: 1, .. }))
+        ));
+        // SAFETY: as above; the block it returned.
+        unsafe { (c.free)(c.obj.as_ptr(), block) };
+        assert_eq!(destroy(handle, |_| false), Ok(()));
+        // The callbacks of a destroyed allocator find nothing.
+        // SAFETY: as above.
+        assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
+    }
 }
