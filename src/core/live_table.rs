@@ -137,16 +137,20 @@ impl View {
 
     /// The slot holding `key`, or the empty slot it would go to. The array
     /// is never more than half full, so an empty slot ends every run.
+    ///
+    /// A reader racing a writer may see slots from different moments; the
+    /// bound keeps its walk finite (the sequence check then makes it retry).
     #[inline(always)]
     fn locate(&self, key: usize) -> Result<usize, usize> {
         let mut index = self.home(key);
-        loop {
+        for _ in 0..=self.mask {
             match self.slot(index).key.load(Ordering::Relaxed) {
                 EMPTY => return Err(index & self.mask),
                 found if found == key => return Ok(index & self.mask),
                 _ => index += 1,
             }
         }
+        Err(index & self.mask)
     }
 
     #[inline(always)]
