@@ -196,10 +196,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
 }
 
 fn find_state(block: usize) -> Option<&'static AllocState> {
-    tracker().states().into_iter().find(|s| {
-        s.enter(NOT_A_STREAM)
-            .is_some_and(|inside| inside.blocks.contains_key(&block))
-    })
+    // Lock-free: the adaptor's tables are read without entering any record.
+    tracker().states().into_iter().find(|s| s.knows(block))
 }
 
 #[cold]
