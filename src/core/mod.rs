@@ -5,6 +5,7 @@
 //! their blocks in. It imports no other module of the
 //! crate (tests/layers.rs checks it).
 
+pub(crate) mod barrier;
 pub(crate) mod boundary;
 pub mod descriptor;
 pub mod device_port;

@@ -7,33 +7,82 @@
 //! object up; the retirer removes the object from the table, then reads every
 //! pin. Each side needs a full fence between its store and its load. The
 //! retirer is rare (destroying an allocator) and the user is every call, so
-//! the fence is asymmetric: the user side is a compiler fence only, and the
-//! retirer issues `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which runs
-//! a full fence on every core running a thread of this process (the scheme
-//! of Linux's RCU and of folly's `asymmetricThreadFenceHeavy`). Where the
-//! kernel refuses membarrier (old kernels, seccomp), both sides use a full
-//! fence: correct, a few nanoseconds dearer per call.
+//! the fence is asymmetric ([`super::barrier`]): a compiler fence on the
+//! user's side, `membarrier` on the retirer's.
+//!
+//! Fork safety: the slots are a lock-free list of leaked slots, claimed with
+//! a compare-exchange, so no lock can be left held in a child by a thread
+//! that was registering at the moment of `fork()` (a `Mutex` here once could:
+//! the child's first pin then waited forever). A child inherits the slots of
+//! the parent's threads as they were; the pins of threads that do not exist
+//! in the child are never released (their thread-local destructors never
+//! run), so a child must not retire an object one of those threads had
+//! pinned at the moment of `fork()` (docs/HARDENING.md, "fork()").
 
+use super::barrier;
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// One thread's pin; leaked, reused by a later thread once its owner exits.
 struct PinSlot {
     value: AtomicUsize,
     taken: AtomicBool,
+    /// The slot made before this one (set once, before the slot is
+    /// published).
+    next: *const PinSlot,
 }
 
-/// Every slot ever made (grows to the most threads that pinned at once).
-static SLOTS: Mutex<Vec<&'static PinSlot>> = Mutex::new(Vec::new());
+// SAFETY: `next` is written before the slot is published and never again,
+// and points to another leaked (immortal) slot.
+unsafe impl Sync for PinSlot {}
 
-/// 0 not decided, 1 membarrier registered (asymmetric), 2 full fences.
-static MODE: AtomicU8 = AtomicU8::new(0);
-const ASYMMETRIC: u8 = 1;
-const SYMMETRIC: u8 = 2;
+/// The newest slot; every slot ever made is reachable from it through
+/// `next` (grows to the most threads that pinned at once). Only ever pushed
+/// to: slots are never removed, so a reader needs no lock and no epoch.
+static SLOTS: AtomicPtr<PinSlot> = AtomicPtr::new(ptr::null_mut());
 
-const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
-const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+/// Every slot ever made, newest first.
+fn slots() -> impl Iterator<Item = &'static PinSlot> {
+    let mut at = SLOTS.load(Ordering::Acquire).cast_const();
+    std::iter::from_fn(move || {
+        // SAFETY: slots are leaked, never freed; `next` was set before the
+        // slot was published with a release store.
+        let slot: &'static PinSlot = unsafe { at.as_ref()? };
+        at = slot.next;
+        Some(slot)
+    })
+}
+
+/// A free slot, claimed, or a new one, pushed.
+fn claim() -> &'static PinSlot {
+    if let Some(slot) = slots().find(|s| {
+        !s.taken.load(Ordering::Relaxed)
+            && s.taken
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }) {
+        return slot;
+    }
+    let slot: &'static mut PinSlot = Box::leak(Box::new(PinSlot {
+        value: AtomicUsize::new(0),
+        taken: AtomicBool::new(true),
+        next: ptr::null(),
+    }));
+    let mut head = SLOTS.load(Ordering::Acquire);
+    loop {
+        slot.next = head;
+        match SLOTS.compare_exchange_weak(
+            head,
+            slot as *mut PinSlot,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return slot,
+            Err(now) => head = now,
+        }
+    }
+}
 
 /// Gives the slot back when the thread exits.
 struct Owned(&'static PinSlot);
@@ -54,50 +103,20 @@ thread_local! {
     static OWNED: Cell<Option<Owned>> = const { Cell::new(None) };
 }
 
-fn decide_mode() -> u8 {
-    let mode = MODE.load(Ordering::Acquire);
-    if mode != 0 {
-        return mode;
-    }
-    // SAFETY: the membarrier system call takes two integers; registering is
-    // harmless if it was done already.
-    let registered = unsafe {
-        libc::syscall(
-            libc::SYS_membarrier,
-            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-            0,
-        )
-    } == 0;
-    let mode = if registered { ASYMMETRIC } else { SYMMETRIC };
-    // A racing thread decides the same; the first store wins either way.
-    let _ = MODE.compare_exchange(0, mode, Ordering::AcqRel, Ordering::Acquire);
-    MODE.load(Ordering::Acquire)
-}
-
 #[cold]
 #[inline(never)]
 fn my_slot_slow() -> Option<&'static PinSlot> {
-    decide_mode();
-    let mut slots = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
-    let slot = match slots.iter().find(|s| {
-        s.taken
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-    }) {
-        Some(&s) => s,
-        None => {
-            let s: &'static PinSlot = Box::leak(Box::new(PinSlot {
-                value: AtomicUsize::new(0),
-                taken: AtomicBool::new(true),
-            }));
-            slots.push(s);
-            s
-        }
-    };
-    drop(slots);
+    barrier::init();
     // A thread being torn down has no thread-locals left: it gets no slot,
-    // and the caller falls back to not pinning (see `pinned`).
-    OWNED.try_with(|o| o.set(Some(Owned(slot)))).ok()?;
+    // and the caller falls back to not pinning (see `pinned`). Checked
+    // before claiming, so that such a thread does not take a slot it could
+    // never give back.
+    OWNED.try_with(|_| ()).ok()?;
+    let slot = claim();
+    if OWNED.try_with(|o| o.set(Some(Owned(slot)))).is_err() {
+        slot.taken.store(false, Ordering::Release);
+        return None;
+    }
     MINE.try_with(|m| m.set(Some(slot))).ok()?;
     Some(slot)
 }
@@ -129,11 +148,7 @@ pub fn pinned_or<R>(value: usize, f: impl FnOnce() -> R, unpinned: impl FnOnce()
     };
     let _restore = Restore(slot, slot.value.load(Ordering::Relaxed));
     slot.value.store(value, Ordering::Relaxed);
-    if MODE.load(Ordering::Relaxed) == ASYMMETRIC {
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        fence(Ordering::SeqCst);
-    }
+    barrier::light();
     f()
 }
 
@@ -156,21 +171,8 @@ pub fn held_here(value: usize) -> bool {
 /// seen the object before the caller made it unreachable. Call it after
 /// removing the object from every table the pinned code looks in.
 pub fn wait_unpinned(value: usize) {
-    let heavy = decide_mode() == ASYMMETRIC
-        // SAFETY: the membarrier system call takes two integers.
-        && unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) } == 0;
-    if !heavy {
-        // Full fences on both sides (the users took them: membarrier was
-        // refused at registration). A registered process's membarrier does
-        // not fail; if it ever did, users switch to full fences from now on
-        // and this waits a scheduling period for pins set under the old mode.
-        if MODE.swap(SYMMETRIC, Ordering::AcqRel) == ASYMMETRIC {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        fence(Ordering::SeqCst);
-    }
-    let slots: Vec<&'static PinSlot> = SLOTS.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    for slot in slots {
+    barrier::heavy();
+    for slot in slots() {
         let mut spins = 0u32;
         while slot.value.load(Ordering::Acquire) == value {
             spins += 1;
@@ -223,6 +225,64 @@ mod tests {
         retirer.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
         wait_unpinned(0xACA6_0002); // nothing pinned: returns at once
+    }
+
+    /// fork() while other threads register and release slots: the child's
+    /// thread, which never pinned, registers, pins and retires, and exits 0
+    /// within the alarm (a lock left held by a registering parent thread
+    /// would hang it; the alarm's SIGALRM then kills it).
+    #[test]
+    fn a_child_forked_while_threads_register_can_pin() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let churners: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        // Each short-lived thread registers (claims a slot
+                        // or pushes a new one) and gives its slot back.
+                        std::thread::spawn(|| pinned(0xACA6_0F00, || ()).unwrap())
+                            .join()
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for round in 0..100 {
+            // A fresh thread forks, so that the child's only thread has no
+            // slot yet and its first pin registers.
+            let status = std::thread::spawn(|| {
+                // SAFETY: the child only pins, retires and _exits (no
+                // allocation beyond the slot, no locks of the test harness).
+                match unsafe { libc::fork() } {
+                    0 => {
+                        // SAFETY: alarm and _exit are async-signal-safe.
+                        unsafe { libc::alarm(10) };
+                        let ok = pinned(0xACA6_0F01, || held_here(0xACA6_0F01)) == Some(true);
+                        wait_unpinned(0xACA6_0F01);
+                        unsafe { libc::_exit(if ok { 0 } else { 3 }) }
+                    }
+                    pid => {
+                        assert!(pid > 0, "fork failed");
+                        let mut status = 0;
+                        // SAFETY: waits for our own child.
+                        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+                        status
+                    }
+                }
+            })
+            .join()
+            .unwrap();
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "round {round}: the child did not exit 0 (status {status:#x}; killed by signal {} means it hung until the alarm)",
+                if libc::WIFSIGNALED(status) { libc::WTERMSIG(status) } else { 0 }
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        for c in churners {
+            c.join().unwrap();
+        }
     }
 
     #[test]
