@@ -23,6 +23,7 @@ pub mod workspace;
 
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
+use crate::core::foreign_call::{self, Callback, Function};
 use crate::core::serving;
 use crate::plugin::context;
 use crate::plugin::live::{LiveBlock, LiveTable, Stats};
@@ -283,7 +284,18 @@ impl DefaultAllocator {
         let device = context::current_device();
         // SAFETY: the callbacks of a complete descriptor, called as CANN's
         // executor calls them.
-        let block = serving::serving(stream, || unsafe { (c.alloc)(c.obj.as_ptr(), size) });
+        // A callback that throws ends the process with its name
+        // (`foreign_call`).
+        let on = stream.map_or(0, |s| s.get().get());
+        let site = |function| {
+            move || Callback::Default {
+                function,
+                stream: on,
+            }
+        };
+        let block = serving::serving(stream, || unsafe {
+            foreign_call::alloc(c.alloc, c.obj.as_ptr(), size, site(Function::Alloc))
+        });
         let Some(block) = NonNull::new(block) else {
             self.raw.lock().count_failure();
             return Err(Error::AllocatorReturnedNull {
@@ -293,7 +305,13 @@ impl DefaultAllocator {
             });
         };
         // SAFETY: as above; `block` came from this allocator.
-        let addr = unsafe { (c.get_addr_from_block)(block.as_ptr()) };
+        let addr = unsafe {
+            foreign_call::get_addr_from_block(
+                c.get_addr_from_block,
+                block.as_ptr(),
+                site(Function::GetAddrFromBlock),
+            )
+        };
         let recorded = match NonNull::new(addr) {
             None => Err(Error::Internal {
                 reason: "the default allocator's getAddrFromBlock returned NULL",
@@ -315,7 +333,7 @@ impl DefaultAllocator {
         if recorded.is_err() {
             // SAFETY: as above; handing the block back is all that is left.
             serving::serving(stream, || unsafe {
-                (c.free)(c.obj.as_ptr(), block.as_ptr())
+                foreign_call::free(c.free, c.obj.as_ptr(), block.as_ptr(), site(Function::Free))
             });
         }
         recorded
@@ -337,8 +355,12 @@ impl DefaultAllocator {
         let c = self.serving()?.callbacks;
         let stream = StreamKey::from_ptr(block.stream_ptr());
         // SAFETY: as in `alloc`; the block is live and goes back once.
+        let site = || Callback::Default {
+            function: Function::Free,
+            stream: block.stream,
+        };
         serving::serving(stream, || unsafe {
-            (c.free)(c.obj.as_ptr(), block.block as *mut c_void)
+            foreign_call::free(c.free, c.obj.as_ptr(), block.block as *mut c_void, site)
         });
         Ok(())
     }

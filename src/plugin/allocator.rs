@@ -1,9 +1,13 @@
 //! A pluggable allocator: a plugin's functions, its live blocks and counters.
 
 use super::context;
-use super::library::{self, Loaded, PluginFunctions, PluginSpec};
+use super::library::{
+    self, Loaded, PluginAllocFn, PluginEmptyCacheFn, PluginFreeFn, PluginFunctions, PluginInitFn,
+    PluginMemoryFractionFn, PluginSpec,
+};
 use super::live::{self, Books, LiveBlock, Stats};
 use crate::core::error::{Error, Result};
+use crate::core::foreign_call::{self, Callback, Name, PluginFunction};
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -14,6 +18,9 @@ use std::sync::Arc;
 /// does not do: which pointers are live, and statistics.
 pub struct PluggableAllocator {
     functions: PluginFunctions,
+    /// The library and symbol names, for the message when a function throws
+    /// (`None`: functions linked into the process).
+    names: Option<Box<Names>>,
     /// The live blocks and the counters (the tracked-allocations adaptor).
     live: Books,
     // Last, so the object is unloaded after everything that points into it.
@@ -37,7 +44,9 @@ impl PluggableAllocator {
     /// The init hook is not called here: see [`PluggableAllocator::init`].
     pub fn load(spec: &PluginSpec<'_>) -> Result<Self> {
         let (functions, library) = library::load(spec)?;
-        Ok(Self::with_library(functions, Some(library)))
+        let mut allocator = Self::with_library(functions, Some(library));
+        allocator.names = Some(Box::new(Names::of(spec)));
+        Ok(allocator)
     }
 
     /// An allocator over functions that are already in the process (for
@@ -49,6 +58,7 @@ impl PluggableAllocator {
     fn with_library(functions: PluginFunctions, library: Option<Arc<Loaded>>) -> Self {
         PluggableAllocator {
             functions,
+            names: None,
             live: live::books(),
             _library: library,
         }
@@ -57,8 +67,13 @@ impl PluggableAllocator {
     /// Calls the plugin's init hook, if it has one, with the device count.
     pub fn init(&self) {
         if let Some(init) = self.functions.init {
+            // SAFETY: same signature and call ABI (`unwinding`).
+            let init = unsafe { std::mem::transmute::<PluginInitFn, InitUnwind>(init) };
+            let device_count = context::device_count();
             // SAFETY: the plugin's documented signature.
-            unsafe { init(context::device_count()) }
+            foreign_call::guarded(self.site(PluginFunction::Init), || unsafe {
+                init(device_count)
+            })
         }
     }
 
@@ -80,7 +95,13 @@ impl PluggableAllocator {
         };
         // SAFETY: the plugin's documented signature. The books are not
         // entered: a plugin may take its time or call back into this library.
-        let ptr = unsafe { (self.functions.alloc)(ssize, device, stream) };
+        // A plugin function that throws ends the process with its name
+        // (`foreign_call`).
+        let alloc =
+            unsafe { std::mem::transmute::<PluginAllocFn, AllocUnwind>(self.functions.alloc) };
+        let ptr = foreign_call::guarded(self.site(PluginFunction::Alloc), || unsafe {
+            alloc(ssize, device, stream)
+        });
         let Some(ptr) = NonNull::new(ptr) else {
             let _ = live::with(&self.live, |g| g.count_failure());
             return Err(Error::AllocatorReturnedNull {
@@ -107,14 +128,15 @@ impl PluggableAllocator {
         // SAFETY: the plugin's documented signature; `ptr` is live and is
         // passed back with what it was allocated with. Removed from the table
         // first, so a concurrent second free of it is refused.
-        unsafe {
-            (self.functions.free)(
+        let free = unsafe { std::mem::transmute::<PluginFreeFn, FreeUnwind>(self.functions.free) };
+        foreign_call::guarded(self.site(PluginFunction::Free), || unsafe {
+            free(
                 ptr.as_ptr(),
                 block.size as isize,
                 block.device,
                 block.stream_ptr(),
             )
-        };
+        });
         Ok(())
     }
 
@@ -122,8 +144,13 @@ impl PluggableAllocator {
     /// that this library knows of, and the call does nothing (as PyTorch's).
     pub fn empty_cache(&self) {
         if let Some(empty_cache) = self.functions.empty_cache {
+            // SAFETY: same signature and call ABI (`unwinding`).
+            let empty_cache =
+                unsafe { std::mem::transmute::<PluginEmptyCacheFn, EmptyCacheUnwind>(empty_cache) };
             // SAFETY: the plugin's documented signature.
-            unsafe { empty_cache() }
+            foreign_call::guarded(self.site(PluginFunction::EmptyCache), || unsafe {
+                empty_cache()
+            })
         }
     }
 
@@ -139,9 +166,36 @@ impl PluggableAllocator {
         let hook = self.functions.memory_fraction.ok_or(Error::NotSupported {
             what: "the plugin has no memory-fraction function (memoryFractionSymbol was not given)",
         })?;
+        // SAFETY: same signature and call ABI (`unwinding`).
+        let hook =
+            unsafe { std::mem::transmute::<PluginMemoryFractionFn, MemoryFractionUnwind>(hook) };
         // SAFETY: the plugin's documented signature.
-        unsafe { hook(fraction, device) };
+        foreign_call::guarded(self.site(PluginFunction::MemoryFraction), || unsafe {
+            hook(fraction, device)
+        });
         Ok(())
+    }
+
+    /// Names `function` for the message when it throws; run only then.
+    #[inline(always)]
+    fn site(&self, function: PluginFunction) -> impl Fn() -> Callback + '_ {
+        move || self.callback(function)
+    }
+
+    #[cold]
+    fn callback(&self, function: PluginFunction) -> Callback {
+        let (library, symbol) = match &self.names {
+            Some(names) => (names.library.as_bytes(), names.symbol(function).as_bytes()),
+            None => (
+                "the process (functions linked in)".as_bytes(),
+                "(unnamed)".as_bytes(),
+            ),
+        };
+        Callback::Plugin {
+            function,
+            library: Name::new(library),
+            symbol: Name::new(symbol),
+        }
     }
 
     /// The counters.
@@ -167,6 +221,54 @@ impl PluggableAllocator {
             .map(|b| live::live_block(&b))
     }
 }
+
+/// Where a loaded plugin's functions came from.
+struct Names {
+    library: String,
+    alloc: String,
+    free: String,
+    init: String,
+    empty_cache: String,
+    memory_fraction: String,
+}
+
+impl Names {
+    fn of(spec: &PluginSpec<'_>) -> Self {
+        let text = |s: Option<&std::ffi::CStr>| {
+            s.map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+        };
+        Names {
+            library: spec.path.to_string_lossy().into_owned(),
+            alloc: text(Some(spec.alloc)),
+            free: text(Some(spec.free)),
+            init: text(spec.init),
+            empty_cache: text(spec.empty_cache),
+            memory_fraction: text(spec.memory_fraction),
+        }
+    }
+
+    fn symbol(&self, function: PluginFunction) -> &str {
+        match function {
+            PluginFunction::Alloc => &self.alloc,
+            PluginFunction::Free => &self.free,
+            PluginFunction::Init => &self.init,
+            PluginFunction::EmptyCache => &self.empty_cache,
+            PluginFunction::MemoryFraction => &self.memory_fraction,
+        }
+    }
+}
+
+// Unwinding: the `"C-unwind"` views of the plugin's function types, so that
+// a C++ exception thrown by one unwinds into `foreign_call::guarded`, which
+// names the function and aborts (`crate::core::foreign_call`). Same
+// signatures and call ABI as the `"C"` types the library resolves.
+type AllocUnwind =
+    unsafe extern "C-unwind" fn(size: isize, device: i32, stream: *mut c_void) -> *mut c_void;
+type FreeUnwind =
+    unsafe extern "C-unwind" fn(ptr: *mut c_void, size: isize, device: i32, stream: *mut c_void);
+type InitUnwind = unsafe extern "C-unwind" fn(device_count: i32);
+type EmptyCacheUnwind = unsafe extern "C-unwind" fn();
+type MemoryFractionUnwind = unsafe extern "C-unwind" fn(fraction: f64, device: i32);
 
 #[cfg(test)]
 mod tests {

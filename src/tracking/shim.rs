@@ -94,8 +94,14 @@ pub unsafe extern "C" fn track_alloc_advise(
         // SAFETY: as track_alloc.
         return unsafe { track_alloc(obj, size) };
     };
-    // SAFETY: the user's function with the user's object.
-    record_alloc(t, size, || unsafe { advise(user.obj.as_ptr(), size, addr) })
+    let site = || Callback::AllocAdvise {
+        stream: t.stream().get().get(),
+        descriptor: t.registration.descriptor.get(),
+    };
+    // SAFETY: the user's function with the user's object (as in track_alloc).
+    record_alloc(t, size, || unsafe {
+        foreign_call::alloc_advise(advise, user.obj.as_ptr(), size, addr, site)
+    })
 }
 
 /// Runs `user_alloc` (the user's alloc or allocAdvise for `size` bytes) and
@@ -171,8 +177,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
         let state = unsafe { &*state };
         let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
             unsafe { std::mem::transmute(get_addr) };
-        // SAFETY: the user's function.
-        let address = unsafe { get_addr(block) };
+        // SAFETY: the user's function (guarded as in track_alloc).
+        let address = unsafe { guarded_get_addr(get_addr, block) };
         if let Some(mut inside) = state.enter(NOT_A_STREAM) {
             inside.on_get_addr(state.allocator, key, address as usize);
         }
@@ -185,14 +191,32 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
                 // was stored from a function pointer of this type.
                 let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
                     unsafe { std::mem::transmute(get_addr) };
-                // SAFETY: the user's function.
-                let address = unsafe { get_addr(block) };
+                // SAFETY: the user's function (guarded as in track_alloc).
+                let address = unsafe { guarded_get_addr(get_addr, block) };
                 inside.on_get_addr(state.allocator, key, address as usize);
                 return address;
             }
         }
     }
     unknown_block(block)
+}
+
+/// The user's getAddrFromBlock `get_addr` for `block`; one that throws ends
+/// the process with its name (`foreign_call`).
+///
+/// # Safety
+/// As calling `get_addr` directly.
+#[inline(always)]
+unsafe fn guarded_get_addr(
+    get_addr: crate::core::descriptor::GetAddrFromBlockFn,
+    block: *mut c_void,
+) -> *mut c_void {
+    let site = || Callback::TrackedGetAddr {
+        function: get_addr as usize,
+        block: block as usize,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { foreign_call::get_addr_from_block(get_addr, block, site) }
 }
 
 fn find_state(block: usize) -> Option<&'static AllocState> {
@@ -211,8 +235,8 @@ fn unknown_block(block: *mut c_void) -> *mut c_void {
         f => {
             // SAFETY: stored from a GetAddrFromBlockFn.
             let f: crate::core::descriptor::GetAddrFromBlockFn = unsafe { std::mem::transmute(f) };
-            // SAFETY: the user's function.
-            unsafe { f(block) }
+            // SAFETY: the user's function (guarded as in track_alloc).
+            unsafe { guarded_get_addr(f, block) }
         }
     }
 }
