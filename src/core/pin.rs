@@ -56,6 +56,8 @@ fn slots() -> impl Iterator<Item = &'static PinSlot> {
 
 /// A free slot, claimed, or a new one, pushed.
 fn claim() -> &'static PinSlot {
+    #[cfg(test)]
+    tests::registering();
     if let Some(slot) = slots().find(|s| {
         !s.taken.load(Ordering::Relaxed)
             && s.taken
@@ -227,20 +229,83 @@ mod tests {
         wait_unpinned(0xACA6_0002); // nothing pinned: returns at once
     }
 
-    /// fork() while other threads register and release slots: the child's
-    /// thread, which never pinned, registers, pins and retires, and exits 0
-    /// within the alarm (a lock left held by a registering parent thread
-    /// would hang it; the alarm's SIGALRM then kills it).
+    /// While armed, a thread that starts registering (`claim`) says so and
+    /// stays there until disarmed: a fork can then happen mid-registration.
+    static PAUSE_REGISTERING: AtomicBool = AtomicBool::new(false);
+    static REGISTERING: AtomicBool = AtomicBool::new(false);
+
+    pub(super) fn registering() {
+        if PAUSE_REGISTERING.load(Ordering::SeqCst) {
+            REGISTERING.store(true, Ordering::SeqCst);
+            while PAUSE_REGISTERING.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Forks from a fresh thread (one that never pinned); the child pins
+    /// (its first pin registers), retires and must exit 0 within a 10 s
+    /// alarm (a hang is killed by SIGALRM). Returns the child's status.
+    fn fork_a_child_that_pins() -> i32 {
+        std::thread::spawn(|| {
+            // SAFETY: the child only pins, retires and _exits (no lock of
+            // the test harness; a slot allocation at most).
+            match unsafe { libc::fork() } {
+                0 => {
+                    PAUSE_REGISTERING.store(false, Ordering::SeqCst);
+                    // SAFETY: alarm and _exit are async-signal-safe.
+                    unsafe { libc::alarm(10) };
+                    let ok = pinned(0xACA6_0F01, || held_here(0xACA6_0F01)) == Some(true);
+                    wait_unpinned(0xACA6_0F01);
+                    unsafe { libc::_exit(if ok { 0 } else { 3 }) }
+                }
+                pid => {
+                    assert!(pid > 0, "fork failed");
+                    let mut status = 0;
+                    // SAFETY: waits for our own child.
+                    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+                    status
+                }
+            }
+        })
+        .join()
+        .unwrap()
+    }
+
+    fn assert_exited_0(status: i32, what: &str) {
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{what}: the child did not exit 0 (status {status:#x}; signal {} is the alarm: it hung)",
+            if libc::WIFSIGNALED(status) {
+                libc::WTERMSIG(status)
+            } else {
+                0
+            }
+        );
+    }
+
+    /// fork() while another thread is registering its first pin: the
+    /// child's first pin must not wait for a thread that does not exist in
+    /// it. First with a thread held in the middle of registering, then
+    /// while two threads keep starting threads that pin once.
     #[test]
     fn a_child_forked_while_threads_register_can_pin() {
+        PAUSE_REGISTERING.store(true, Ordering::SeqCst);
+        let registering = std::thread::spawn(|| pinned(0xACA6_0F00, || ()).unwrap());
+        while !REGISTERING.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let status = fork_a_child_that_pins();
+        PAUSE_REGISTERING.store(false, Ordering::SeqCst);
+        registering.join().unwrap();
+        assert_exited_0(status, "forked mid-registration");
+
         let stop = Arc::new(AtomicBool::new(false));
         let churners: Vec<_> = (0..2)
             .map(|_| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        // Each short-lived thread registers (claims a slot
-                        // or pushes a new one) and gives its slot back.
                         std::thread::spawn(|| pinned(0xACA6_0F00, || ()).unwrap())
                             .join()
                             .unwrap();
@@ -248,38 +313,10 @@ mod tests {
                 })
             })
             .collect();
-        for round in 0..100 {
-            // A fresh thread forks, so that the child's only thread has no
-            // slot yet and its first pin registers.
-            let status = std::thread::spawn(|| {
-                // SAFETY: the child only pins, retires and _exits (no
-                // allocation beyond the slot, no locks of the test harness).
-                match unsafe { libc::fork() } {
-                    0 => {
-                        // SAFETY: alarm and _exit are async-signal-safe.
-                        unsafe { libc::alarm(10) };
-                        let ok = pinned(0xACA6_0F01, || held_here(0xACA6_0F01)) == Some(true);
-                        wait_unpinned(0xACA6_0F01);
-                        unsafe { libc::_exit(if ok { 0 } else { 3 }) }
-                    }
-                    pid => {
-                        assert!(pid > 0, "fork failed");
-                        let mut status = 0;
-                        // SAFETY: waits for our own child.
-                        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-                        status
-                    }
-                }
-            })
-            .join()
-            .unwrap();
-            assert!(
-                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-                "round {round}: the child did not exit 0 (status {status:#x}; killed by signal {} means it hung until the alarm)",
-                if libc::WIFSIGNALED(status) { libc::WTERMSIG(status) } else { 0 }
-            );
+        for round in 0..50 {
+            assert_exited_0(fork_a_child_that_pins(), &format!("round {round}"));
         }
-        stop.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::SeqCst);
         for c in churners {
             c.join().unwrap();
         }
