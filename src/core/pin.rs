@@ -7,7 +7,7 @@
 //! object up; the retirer removes the object from the table, then reads every
 //! pin. Each side needs a full fence between its store and its load. The
 //! retirer is rare (destroying an allocator) and the user is every call, so
-//! the fence is asymmetric ([`super::barrier`]): a compiler fence on the
+//! the fence is asymmetric (`core::barrier`): a compiler fence on the
 //! user's side, `membarrier` on the retirer's.
 //!
 //! Fork safety: the slots are a lock-free list of leaked slots, claimed with
