@@ -1,0 +1,425 @@
+//! Each thread's cache of recently freed blocks, per (pool, stream), in
+//! front of the shard locks (the shape of jemalloc's tcache and of
+//! PyTorch's per-stream pools, one level up).
+//!
+//! A block the shard hands out on a thread that has a cache for the
+//! (pool, stream) is *lent* to that cache (`src/pool/engine/lend.rs`): its
+//! statistics move with it. Freeing it on that thread parks it in the
+//! cache, and the next request of the same rounded size on the same stream
+//! and thread takes it back, both without the shard's lock: the cache's own
+//! statistics change with plain stores, within the headroom the cache holds
+//! (so peaks stay exact, as for a shard), under the cache's own flag
+//! ([`Slot::try_lock`]: one uncontended atomic swap), which only the pool's
+//! slow paths ever contend for.
+//!
+//! Stream safety is unchanged: a cache belongs to one stream, so a block
+//! parked by a stream's work is handed only to later work on that stream.
+//!
+//! The pool sees one consistent state: every pool-wide operation (reading
+//! statistics, snapshots, `empty_cache`, growing, out-of-memory retries,
+//! a stream's end, closing) locks every shard and then *drains* every
+//! cache (gives its blocks and statistics back to their shard), so it runs
+//! on exactly the state a pool without caches would have. A free on another
+//! thread of a block lent to a cache takes it back from that cache under the
+//! shard's lock. Bounds: [`PARKED`] parked and [`HANDED_OUT`] handed-out
+//! blocks per cache, [`CACHES_PER_THREAD`] caches per thread. A cache is
+//! given up when its thread exits (or drops it for a newer one) and is
+//! drained by the pool's next pool-wide operation, which every growth of the
+//! pool is: memory in a cache never makes the pool grow. A destroyed
+//! stream's caches are drained and dropped by [`Pool::forget_stream`].
+//! While the history recorder is on, the caches stand aside (every event is
+//! recorded under a shard's lock, in order).
+
+use super::engine::{round_size, CacheStats, Core, Loan};
+use super::roundup::RoundupDivisions;
+use super::Pool;
+use super::STAT_ALL;
+use parking_lot::Mutex;
+use std::cell::{RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Blocks one cache keeps parked.
+pub(crate) const PARKED: usize = 8;
+/// Blocks one cache has handed out and can take back without a lock.
+pub(crate) const HANDED_OUT: usize = 16;
+/// Caches one thread keeps; the least recently made one is given up.
+pub(crate) const CACHES_PER_THREAD: usize = 8;
+
+/// A pool's caches, for its slow paths to drain.
+pub(crate) struct Registry {
+    /// Unique for the life of the process (a pool's address is not: pools
+    /// move and are made again at the same place).
+    pub(crate) id: u64,
+    slots: Mutex<Vec<Arc<Slot>>>,
+}
+
+/// One thread's cache of one (pool, stream).
+#[repr(align(128))]
+pub(crate) struct Slot {
+    pool: u64,
+    stream: usize,
+    /// The shard of `stream`: the one whose blocks this cache keeps.
+    pub(crate) shard: usize,
+    divisions: RoundupDivisions,
+    /// Held by whoever reads or writes `state`.
+    busy: AtomicBool,
+    /// The pool dropped this cache (its stream ended, or the pool closed).
+    dead: AtomicBool,
+    /// The owning thread gave it up (exited, or made newer caches).
+    orphaned: AtomicBool,
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is only reached through `SlotGuard`, which holds `busy`.
+unsafe impl Sync for Slot {}
+unsafe impl Send for Slot {}
+
+#[derive(Default)]
+pub(crate) struct State {
+    parked: Vec<Loan>,
+    handed_out: Vec<Loan>,
+    stats: CacheStats,
+}
+
+/// `busy` held: the cache's state is ours.
+struct SlotGuard<'a>(&'a Slot);
+
+impl Drop for SlotGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+impl std::ops::Deref for SlotGuard<'_> {
+    type Target = State;
+    #[inline]
+    fn deref(&self) -> &State {
+        // SAFETY: `busy` is held.
+        unsafe { &*self.0.state.get() }
+    }
+}
+
+impl std::ops::DerefMut for SlotGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut State {
+        // SAFETY: `busy` is held, by this guard alone.
+        unsafe { &mut *self.0.state.get() }
+    }
+}
+
+impl Slot {
+    /// The owner's fast path: the cache if no slow path is in it.
+    #[inline]
+    fn try_lock(&self) -> Option<SlotGuard<'_>> {
+        // Not `then_some`: its argument is built (and its drop would
+        // release the holder's flag) even when the swap fails.
+        if self.busy.swap(true, Ordering::Acquire) {
+            None
+        } else {
+            Some(SlotGuard(self))
+        }
+    }
+
+    /// The slow paths: waits for the owner's fast path, which holds the
+    /// flag for a few dozen instructions and never waits while holding it.
+    fn lock(&self) -> SlotGuard<'_> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+impl State {
+    /// Gives every block and the statistics back to `core` (the slot's
+    /// shard, locked).
+    fn drain_into(&mut self, core: &mut Core) {
+        for loan in self.handed_out.drain(..) {
+            core.take_back_handed_out(loan, &mut self.stats);
+        }
+        for loan in self.parked.drain(..) {
+            core.take_back_parked(loan, &mut self.stats);
+        }
+        core.absorb(&mut self.stats);
+    }
+
+    /// Parks handed-out block `at` if the cache has the room and the
+    /// headroom for what parking raises.
+    #[inline]
+    fn park(&mut self, at: usize, divisions: &RoundupDivisions) -> bool {
+        let loan = self.handed_out[at];
+        let size = loan.size as i64;
+        let s = &mut self.stats;
+        let k = loan.kind;
+        if self.parked.len() >= PARKED
+            || (loan.split
+                && !(s.inactive_split[STAT_ALL].room(1)
+                    && s.inactive_split[k].room(1)
+                    && s.inactive_split_bytes[STAT_ALL].room(size)
+                    && s.inactive_split_bytes[k].room(size)))
+        {
+            return false;
+        }
+        let req = loan.size_key as i64;
+        for i in [STAT_ALL, k] {
+            s.allocation[i].decrease(1);
+            s.allocated_bytes[i].decrease(size);
+            s.requested_bytes[i].decrease(req);
+            if loan.split {
+                s.inactive_split[i].increase(1);
+                s.inactive_split_bytes[i].increase(size);
+            }
+        }
+        self.handed_out.swap_remove(at);
+        let key = round_size(loan.size_key, divisions).unwrap_or(loan.size);
+        self.parked.push(Loan {
+            size_key: key,
+            ..loan
+        });
+        true
+    }
+
+    /// Hands out the newest parked block for a request of `size` bytes
+    /// (`rounded`), if there is one and the headroom for it.
+    #[inline]
+    fn unpark(&mut self, size: usize, rounded: usize) -> Option<usize> {
+        if self.handed_out.len() >= HANDED_OUT {
+            return None;
+        }
+        let at = self.parked.iter().rposition(|l| l.size_key == rounded)?;
+        let loan = self.parked[at];
+        let (bytes, req) = (loan.size as i64, size as i64);
+        let s = &mut self.stats;
+        let k = loan.kind;
+        let room = [STAT_ALL, k].iter().all(|&i| {
+            s.allocation[i].room(1)
+                && s.allocated_bytes[i].room(bytes)
+                && s.requested_bytes[i].room(req)
+        });
+        if !room {
+            return None;
+        }
+        for i in [STAT_ALL, k] {
+            s.allocation[i].increase(1);
+            s.allocated_bytes[i].increase(bytes);
+            s.requested_bytes[i].increase(req);
+            if loan.split {
+                s.inactive_split[i].decrease(1);
+                s.inactive_split_bytes[i].decrease(bytes);
+            }
+        }
+        self.parked.remove(at);
+        self.handed_out.push(Loan {
+            size_key: size,
+            ..loan
+        });
+        Some(loan.addr)
+    }
+}
+
+/// This thread's caches, newest last.
+struct ThreadCaches(RefCell<Vec<Arc<Slot>>>);
+
+impl Drop for ThreadCaches {
+    fn drop(&mut self) {
+        for slot in self.0.get_mut().drain(..) {
+            slot.orphaned.store(true, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static CACHES: ThreadCaches = const { ThreadCaches(RefCell::new(Vec::new())) };
+}
+
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the fast free found.
+pub(crate) enum FastFree {
+    /// Parked.
+    Done,
+    /// Not a block this thread's caches handed out.
+    Miss,
+    /// Handed out by this thread's cache of `shard`, but it cannot park it
+    /// now: the slow path takes it back and frees it in the shard.
+    Slow { shard: usize },
+}
+
+impl Registry {
+    pub(crate) fn new() -> Self {
+        Registry {
+            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// This thread's cache of (`pool`, `stream`), if it has one.
+#[inline]
+fn find(caches: &[Arc<Slot>], pool: u64, stream: usize) -> Option<&Arc<Slot>> {
+    caches
+        .iter()
+        .rev()
+        .find(|s| s.pool == pool && s.stream == stream)
+}
+
+impl Pool {
+    /// The fast path of [`Pool::malloc_on`]: a block parked in this thread's
+    /// cache of the stream.
+    #[inline]
+    pub(super) fn cache_malloc(&self, stream: usize, size: usize) -> Option<usize> {
+        CACHES
+            .try_with(|c| {
+                let caches = c.0.try_borrow().ok()?;
+                let slot = find(&caches, self.caches.id, stream)?;
+                let rounded = round_size(size, &slot.divisions)?;
+                let mut g = slot.try_lock()?;
+                if g.parked.is_empty() || self.history.is_on() {
+                    return None;
+                }
+                g.unpark(size, rounded)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// The fast path of [`Pool::free`]: parks a block this thread's cache
+    /// handed out.
+    #[inline]
+    pub(super) fn cache_free(&self, addr: usize) -> FastFree {
+        CACHES
+            .try_with(|c| {
+                let Ok(caches) = c.0.try_borrow() else {
+                    return FastFree::Miss;
+                };
+                for slot in caches.iter().rev().filter(|s| s.pool == self.caches.id) {
+                    let Some(mut g) = slot.try_lock() else {
+                        // A slow path is in it: it may hold this block.
+                        return FastFree::Slow { shard: slot.shard };
+                    };
+                    let Some(at) = g.handed_out.iter().rposition(|l| l.addr == addr) else {
+                        continue;
+                    };
+                    if !self.history.is_on() && g.park(at, &slot.divisions) {
+                        return FastFree::Done;
+                    }
+                    return FastFree::Slow { shard: slot.shard };
+                }
+                FastFree::Miss
+            })
+            .unwrap_or(FastFree::Miss)
+    }
+
+    /// Under shard `shard`'s lock, right after `core` handed out `addr` for
+    /// `stream` on this thread: lends the block to this thread's cache of the
+    /// stream (made on first use), so that its free and the next request of
+    /// its size on this thread skip the lock.
+    pub(super) fn lend_to_cache(&self, core: &mut Core, shard: usize, stream: usize, addr: usize) {
+        if core.closed || self.history.is_on() {
+            return;
+        }
+        let _ = CACHES.try_with(|c| {
+            let Ok(mut caches) = c.0.try_borrow_mut() else {
+                return;
+            };
+            caches.retain(|s| !s.dead.load(Ordering::Relaxed));
+            let slot = match find(&caches, self.caches.id, stream) {
+                Some(slot) => slot.clone(),
+                None => {
+                    let slot = Arc::new(Slot {
+                        pool: self.caches.id,
+                        stream,
+                        shard,
+                        divisions: core.config.roundup_power2_divisions,
+                        busy: AtomicBool::new(false),
+                        dead: AtomicBool::new(false),
+                        orphaned: AtomicBool::new(false),
+                        state: UnsafeCell::new(State {
+                            parked: Vec::with_capacity(PARKED),
+                            handed_out: Vec::with_capacity(HANDED_OUT),
+                            stats: CacheStats::default(),
+                        }),
+                    });
+                    if caches.len() >= CACHES_PER_THREAD {
+                        let old = caches.remove(0);
+                        old.orphaned.store(true, Ordering::Release);
+                    }
+                    self.caches.slots.lock().push(slot.clone());
+                    caches.push(slot.clone());
+                    slot
+                }
+            };
+            let mut g = slot.lock();
+            if g.handed_out.len() < HANDED_OUT {
+                let State {
+                    handed_out, stats, ..
+                } = &mut *g;
+                if let Some(loan) = core.lend(addr, stats) {
+                    handed_out.push(loan);
+                }
+            }
+        });
+    }
+
+    /// Frees `addr`, lent to a cache of shard `shard`: takes it back from
+    /// that cache and frees it in the shard. `None`: no cache of the shard
+    /// has it handed out.
+    pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
+        let mut core = self.shards[shard].0.lock();
+        let slots = self.caches.slots.lock();
+        for slot in slots.iter().filter(|s| s.shard == shard) {
+            let mut g = slot.lock();
+            if let Some(at) = g.handed_out.iter().position(|l| l.addr == addr) {
+                let loan = g.handed_out.swap_remove(at);
+                core.take_back_handed_out(loan, &mut g.stats);
+                drop(g);
+                return Some(core.free(addr, true));
+            }
+        }
+        None
+    }
+
+    /// Drains every cache into its shard (all of them locked) and drops
+    /// the caches no thread uses any more, and those `retire` names.
+    pub(super) fn drain_caches(
+        &self,
+        shards: &mut [parking_lot::MutexGuard<'_, Core>],
+        retire: Retire,
+    ) {
+        let mut slots = self.caches.slots.lock();
+        slots.retain(|slot| {
+            let mut g = slot.lock();
+            g.drain_into(&mut shards[slot.shard]);
+            let gone = match retire {
+                Retire::None => false,
+                Retire::Stream(s) => slot.stream == s,
+                Retire::All => true,
+            };
+            if gone {
+                slot.dead.store(true, Ordering::Relaxed);
+            }
+            drop(g);
+            !gone && !slot.orphaned.load(Ordering::Acquire)
+        });
+    }
+}
+
+/// Which caches a drain also drops for good.
+#[derive(Clone, Copy)]
+pub(crate) enum Retire {
+    None,
+    /// Those of a destroyed stream.
+    Stream(usize),
+    /// All (the pool closes).
+    All,
+}
