@@ -51,6 +51,7 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+mod barrier;
 mod retire;
 mod sharded;
 mod streams;

@@ -30,10 +30,11 @@
 //! While the history recorder is on, the caches stand aside (every event is
 //! recorded under a shard's lock, in order).
 
+use super::barrier;
 use super::engine::{round_size, CacheStats, Core, Loan};
 use super::roundup::RoundupDivisions;
 use super::Pool;
-use super::STAT_ALL;
+use super::{MIN_BLOCK_SIZE, STAT_ALL};
 use parking_lot::Mutex;
 use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,8 +63,12 @@ pub(crate) struct Slot {
     /// The shard of `stream`: the one whose blocks this cache keeps.
     pub(crate) shard: usize,
     divisions: RoundupDivisions,
-    /// Held by whoever reads or writes `state`.
+    /// `divisions` round every size to 512 bytes only.
+    plain_rounding: bool,
+    /// The owner's fast path is in `state`.
     busy: AtomicBool,
+    /// A slow path is in `state`, or waits for the owner to leave it.
+    stop: AtomicBool,
     /// The pool dropped this cache (its stream ended, or the pool closed).
     dead: AtomicBool,
     /// The owning thread gave it up (exited, or made newer caches).
@@ -71,7 +76,8 @@ pub(crate) struct Slot {
     state: UnsafeCell<State>,
 }
 
-// SAFETY: `state` is only reached through `SlotGuard`, which holds `busy`.
+// SAFETY: `state` is reached by the owner's fast path (`SlotGuard`) or by a
+// slow path that excluded it (`Slot::state_mut`), never by both.
 unsafe impl Sync for Slot {}
 unsafe impl Send for Slot {}
 
@@ -82,7 +88,7 @@ pub(crate) struct State {
     stats: CacheStats,
 }
 
-/// `busy` held: the cache's state is ours.
+/// The owner's fast path is in the cache (`busy` set); dropping it leaves.
 struct SlotGuard<'a>(&'a Slot);
 
 impl Drop for SlotGuard<'_> {
@@ -96,7 +102,7 @@ impl std::ops::Deref for SlotGuard<'_> {
     type Target = State;
     #[inline]
     fn deref(&self) -> &State {
-        // SAFETY: `busy` is held.
+        // SAFETY: `busy` is set and `stop` was clear after it (see `enter`).
         unsafe { &*self.0.state.get() }
     }
 }
@@ -104,32 +110,55 @@ impl std::ops::Deref for SlotGuard<'_> {
 impl std::ops::DerefMut for SlotGuard<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut State {
-        // SAFETY: `busy` is held, by this guard alone.
+        // SAFETY: as in `deref`; the owner thread holds one guard at a time.
         unsafe { &mut *self.0.state.get() }
     }
 }
 
 impl Slot {
-    /// The owner's fast path: the cache if no slow path is in it.
+    /// The owner's fast path: the cache, unless a slow path is in it or
+    /// about to be. No locked instruction: a plain store of `busy`, a
+    /// compiler barrier and a load of `stop`, against the slow path's store
+    /// of `stop`, `membarrier` and load of `busy` (`src/pool/barrier.rs`):
+    /// either the owner sees `stop` and stands aside, or the slow path sees
+    /// `busy` and waits for the owner to leave.
     #[inline]
-    fn try_lock(&self) -> Option<SlotGuard<'_>> {
-        // Not `then_some`: its argument is built (and its drop would
-        // release the holder's flag) even when the swap fails.
-        if self.busy.swap(true, Ordering::Acquire) {
-            None
-        } else {
-            Some(SlotGuard(self))
+    fn enter(&self) -> Option<SlotGuard<'_>> {
+        self.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if self.stop.load(Ordering::Acquire) {
+            self.busy.store(false, Ordering::Release);
+            return None;
         }
+        Some(SlotGuard(self))
     }
 
-    /// The slow paths: waits for the owner's fast path, which holds the
-    /// flag for a few dozen instructions and never waits while holding it.
-    fn lock(&self) -> SlotGuard<'_> {
+    /// The state, for a slow path that holds the lock of the slot's shard
+    /// (which keeps every other slow path out) and has either stopped the
+    /// owner (`stop_owners`) or runs on the owner's thread outside its fast
+    /// path.
+    ///
+    /// # Safety
+    /// As above: no one else reaches the state while the result lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn state_mut(&self) -> &mut State {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.state.get() }
+    }
+}
+
+/// Keeps the owners of `slots` out of their fast paths: sets every `stop`,
+/// one heavy barrier, then waits for each owner to leave (a fast path never
+/// waits for anything, so this is short). Callers hold the shard locks of
+/// every slot, and call [`resume_owners`] when done.
+fn stop_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>> + Clone) {
+    for slot in slots.clone() {
+        slot.stop.store(true, Ordering::Relaxed);
+    }
+    barrier::heavy();
+    for slot in slots {
         let mut spins = 0u32;
-        loop {
-            if let Some(g) = self.try_lock() {
-                return g;
-            }
+        while slot.busy.load(Ordering::Acquire) {
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
@@ -137,6 +166,12 @@ impl Slot {
                 std::thread::yield_now();
             }
         }
+    }
+}
+
+fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
+    for slot in slots {
+        slot.stop.store(false, Ordering::Release);
     }
 }
 
@@ -218,7 +253,11 @@ impl State {
                 s.inactive_split_bytes[i].decrease(bytes);
             }
         }
-        self.parked.remove(at);
+        if at + 1 == self.parked.len() {
+            self.parked.pop();
+        } else {
+            self.parked.remove(at);
+        }
         self.handed_out.push(Loan {
             size_key: size,
             ..loan
@@ -257,6 +296,7 @@ pub(crate) enum FastFree {
 
 impl Registry {
     pub(crate) fn new() -> Self {
+        barrier::init();
         Registry {
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
             slots: Mutex::new(Vec::new()),
@@ -282,8 +322,15 @@ impl Pool {
             .try_with(|c| {
                 let caches = c.0.try_borrow().ok()?;
                 let slot = find(&caches, self.caches.id, stream)?;
-                let rounded = round_size(size, &slot.divisions)?;
-                let mut g = slot.try_lock()?;
+                let rounded = if slot.plain_rounding {
+                    // `round_size` without `roundup_power2_divisions`.
+                    size.max(1)
+                        .checked_next_multiple_of(MIN_BLOCK_SIZE)
+                        .filter(|&r| r <= isize::MAX as usize)?
+                } else {
+                    round_size(size, &slot.divisions)?
+                };
+                let mut g = slot.enter()?;
                 if g.parked.is_empty() || self.history.is_on() {
                     return None;
                 }
@@ -303,7 +350,7 @@ impl Pool {
                     return FastFree::Miss;
                 };
                 for slot in caches.iter().rev().filter(|s| s.pool == self.caches.id) {
-                    let Some(mut g) = slot.try_lock() else {
+                    let Some(mut g) = slot.enter() else {
                         // A slow path is in it: it may hold this block.
                         return FastFree::Slow { shard: slot.shard };
                     };
@@ -341,7 +388,10 @@ impl Pool {
                         stream,
                         shard,
                         divisions: core.config.roundup_power2_divisions,
+                        plain_rounding: core.config.roundup_power2_divisions
+                            == RoundupDivisions::default(),
                         busy: AtomicBool::new(false),
+                        stop: AtomicBool::new(false),
                         dead: AtomicBool::new(false),
                         orphaned: AtomicBool::new(false),
                         state: UnsafeCell::new(State {
@@ -359,11 +409,13 @@ impl Pool {
                     slot
                 }
             };
-            let mut g = slot.lock();
-            if g.handed_out.len() < HANDED_OUT {
+            // SAFETY: this thread owns the slot and is not in its fast path;
+            // the shard's lock keeps every slow path out.
+            let st = unsafe { slot.state_mut() };
+            if st.handed_out.len() < HANDED_OUT {
                 let State {
                     handed_out, stats, ..
-                } = &mut *g;
+                } = st;
                 if let Some(loan) = core.lend(addr, stats) {
                     handed_out.push(loan);
                 }
@@ -377,16 +429,21 @@ impl Pool {
     pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
         let mut core = self.shards[shard].0.lock();
         let slots = self.caches.slots.lock();
-        for slot in slots.iter().filter(|s| s.shard == shard) {
-            let mut g = slot.lock();
-            if let Some(at) = g.handed_out.iter().position(|l| l.addr == addr) {
-                let loan = g.handed_out.swap_remove(at);
-                core.take_back_handed_out(loan, &mut g.stats);
-                drop(g);
-                return Some(core.free(addr, true));
+        let mine = slots.iter().filter(|s| s.shard == shard);
+        stop_owners(mine.clone());
+        let mut found = None;
+        for slot in mine.clone() {
+            // SAFETY: its owner is stopped and this shard's lock is held.
+            let st = unsafe { slot.state_mut() };
+            if let Some(at) = st.handed_out.iter().position(|l| l.addr == addr) {
+                let loan = st.handed_out.swap_remove(at);
+                core.take_back_handed_out(loan, &mut st.stats);
+                found = Some(core.free(addr, true));
+                break;
             }
         }
-        None
+        resume_owners(mine);
+        found
     }
 
     /// Drains every cache into its shard (all of them locked) and drops
@@ -397,9 +454,16 @@ impl Pool {
         retire: Retire,
     ) {
         let mut slots = self.caches.slots.lock();
+        if slots.is_empty() {
+            return;
+        }
+        stop_owners(slots.iter());
+        for slot in slots.iter() {
+            // SAFETY: its owner is stopped and every shard's lock is held.
+            unsafe { slot.state_mut() }.drain_into(&mut shards[slot.shard]);
+        }
+        resume_owners(slots.iter());
         slots.retain(|slot| {
-            let mut g = slot.lock();
-            g.drain_into(&mut shards[slot.shard]);
             let gone = match retire {
                 Retire::None => false,
                 Retire::Stream(s) => slot.stream == s,
@@ -408,7 +472,6 @@ impl Pool {
             if gone {
                 slot.dead.store(true, Ordering::Relaxed);
             }
-            drop(g);
             !gone && !slot.orphaned.load(Ordering::Acquire)
         });
     }
