@@ -65,7 +65,10 @@ impl Totals {
 fn check_totals(pool: &Pool, t: &Totals) -> Result<(), TestCaseError> {
     let s = pool.stats();
     let (a, r) = (s.allocation[STAT_ALL], s.requested_bytes[STAT_ALL]);
-    prop_assert_eq!((a.allocated, a.freed, a.peak), (t.allocs, t.frees, t.peak_blocks));
+    prop_assert_eq!(
+        (a.allocated, a.freed, a.peak),
+        (t.allocs, t.frees, t.peak_blocks)
+    );
     prop_assert_eq!(
         (r.allocated, r.freed, r.peak),
         (t.requested_in, t.requested_out, t.peak_requested)

@@ -226,7 +226,10 @@ fn thread_caches_under_concurrent_drains_and_foreign_frees() {
                 }
                 drop(to_neighbour);
                 // Exits holding blocks (its cache is given up).
-                (held.into_iter().map(|h| h.0).collect::<Vec<_>>(), from_neighbour)
+                (
+                    held.into_iter().map(|h| h.0).collect::<Vec<_>>(),
+                    from_neighbour,
+                )
             })
         })
         .collect();

@@ -195,7 +195,7 @@ impl State {
         let loan = self.handed_out[at];
         let size = loan.size as i64;
         let s = &mut self.stats;
-        let k = loan.kind;
+        let k = loan.kind as usize;
         if self.parked.len() >= PARKED
             || (loan.split
                 && !(s.inactive_split[STAT_ALL].room(1)
@@ -235,7 +235,7 @@ impl State {
         let loan = self.parked[at];
         let (bytes, req) = (loan.size as i64, size as i64);
         let s = &mut self.stats;
-        let k = loan.kind;
+        let k = loan.kind as usize;
         let room = [STAT_ALL, k].iter().all(|&i| {
             s.allocation[i].room(1)
                 && s.allocated_bytes[i].room(bytes)

@@ -28,10 +28,10 @@ pub(crate) struct CacheStats {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Loan {
     pub addr: usize,
-    pub idx: u32,
     pub size: usize,
-    /// Statistics index of the block's kind.
-    pub kind: usize,
+    pub idx: u32,
+    /// Statistics index of the block's kind (1 or 2).
+    pub kind: u8,
     /// Counted in `inactive_split` while parked (it shares its segment).
     pub split: bool,
     /// Handed out: the bytes asked for. Parked: the request size rounded,
@@ -86,7 +86,7 @@ impl Core {
             addr,
             idx,
             size: b.size,
-            kind: b.kind.index(),
+            kind: b.kind.index() as u8,
             split,
             size_key: b.requested,
         })
@@ -101,7 +101,7 @@ impl Core {
         self.live.insert(loan.addr, loan.idx);
         let (size, req) = (loan.size as i64, loan.size_key as i64);
         let s = &mut self.stats;
-        for i in [STAT_ALL, loan.kind] {
+        for i in [STAT_ALL, loan.kind as usize] {
             shift(&mut from.allocation[i], &mut s.allocation[i], 1);
             shift(
                 &mut from.allocated_bytes[i],
@@ -122,7 +122,7 @@ impl Core {
         let stream = b.stream;
         if loan.split {
             let s = &mut self.stats;
-            for i in [STAT_ALL, loan.kind] {
+            for i in [STAT_ALL, loan.kind as usize] {
                 shift(&mut from.inactive_split[i], &mut s.inactive_split[i], 1);
                 let size = loan.size as i64;
                 shift(
