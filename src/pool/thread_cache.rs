@@ -486,3 +486,104 @@ pub(crate) enum Retire {
     /// All (the pool closes).
     All,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::pool::{HostMemory, Pool, PoolConfig, STAT_ALL};
+
+    fn pool() -> Pool {
+        Pool::new(PoolConfig::default(), HostMemory::new(1 << 30)).unwrap()
+    }
+
+    #[test]
+    fn a_pair_is_served_by_the_cache_and_counted_exactly() {
+        let pool = pool();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        let b = pool.malloc_on(7, 4000).unwrap().get();
+        // Parked by the free, handed out again without the shard.
+        assert_eq!(a, b);
+        let parked = pool.caches.slots.lock()[0].clone();
+        // SAFETY: single thread, not in a fast path; read only.
+        assert_eq!(unsafe { parked.state_mut() }.handed_out.len(), 1);
+        pool.free(b).unwrap();
+        let s = pool.stats(); // drains
+        assert_eq!(unsafe { parked.state_mut() }.parked.len(), 0);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 2);
+        assert_eq!(s.allocation[STAT_ALL].freed, 2);
+        assert_eq!(s.allocation[STAT_ALL].peak, 1);
+        assert_eq!(s.requested_bytes[STAT_ALL].allocated, 8000);
+        // The freed block and the rest of its segment, unmerged (binned).
+        assert_eq!(s.inactive_split[STAT_ALL].current, 2);
+        assert!(pool.free(b).is_err(), "a double free after a drain");
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_parked_block_is_a_double_free_and_a_foreign_thread_may_free_a_lent_one() {
+        let pool = pool();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap(); // parked
+        assert_eq!(pool.free(a), Err(crate::core::error::Error::PoolDoubleFree));
+        let b = pool.malloc_on(7, 4000).unwrap().get(); // lent to this thread
+        std::thread::scope(|s| {
+            s.spawn(|| pool.free(b).unwrap());
+        });
+        assert_eq!(pool.free(b), Err(crate::core::error::Error::PoolDoubleFree));
+        assert_eq!(pool.stats().allocation[STAT_ALL].current, 0);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn an_exited_threads_cache_and_a_destroyed_streams_cache_are_given_back() {
+        let pool = pool();
+        let stream = 0x1000;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let a = pool.malloc_on(stream, 4000).unwrap().get();
+                pool.free(a).unwrap();
+                let b = pool.malloc_on(stream, 4000).unwrap().get();
+                pool.free(b).unwrap(); // parked when the thread exits
+            });
+        });
+        assert!(pool.caches.slots.lock()[0]
+            .orphaned
+            .load(std::sync::atomic::Ordering::Acquire));
+        // The next pool-wide operation takes the block back and drops the
+        // cache; the stream's end gives its segment back.
+        assert_eq!(pool.forget_stream(stream), 2 << 20);
+        assert!(pool.caches.slots.lock().is_empty());
+        assert_eq!(pool.memory_reserved(), 0);
+
+        // This thread's cache of a stream that ends.
+        let a = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        let b = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(b).unwrap(); // parked
+        assert_eq!(pool.forget_stream(stream), 2 << 20);
+        assert!(pool.caches.slots.lock().is_empty(), "the cache is dropped");
+        // A new stream at the same handle starts afresh.
+        let c = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(c).unwrap();
+        pool.check_invariants().unwrap();
+        assert_eq!(pool.stats().allocation[STAT_ALL].freed, 5);
+    }
+
+    #[test]
+    fn with_the_recorder_on_every_event_is_recorded() {
+        let pool = pool();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        let b = pool.malloc_on(7, 4000).unwrap().get(); // lent
+        pool.record_history(100).unwrap();
+        pool.free(b).unwrap();
+        let c = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(c).unwrap();
+        use crate::history::Action::{Alloc, FreeCompleted, FreeRequested};
+        let actions: Vec<_> = pool.history().events.iter().map(|e| e.action).collect();
+        let free = [FreeRequested, FreeCompleted];
+        assert_eq!(actions, [&free[..], &[Alloc], &free[..]].concat());
+        pool.check_invariants().unwrap();
+    }
+}
