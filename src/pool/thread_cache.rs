@@ -116,6 +116,19 @@ impl std::ops::DerefMut for SlotGuard<'_> {
 }
 
 impl Slot {
+    /// The pool's `round_size`, inlined for the usual configuration.
+    #[inline]
+    fn round(&self, size: usize) -> Option<usize> {
+        if self.plain_rounding {
+            // `round_size` without `roundup_power2_divisions`.
+            size.max(1)
+                .checked_next_multiple_of(MIN_BLOCK_SIZE)
+                .filter(|&r| r <= isize::MAX as usize)
+        } else {
+            round_size(size, &self.divisions)
+        }
+    }
+
     /// The owner's fast path: the cache, unless a slow path is in it or
     /// about to be. No locked instruction: a plain store of `busy`, a
     /// compiler barrier and a load of `stop`, against the slow path's store
@@ -191,7 +204,7 @@ impl State {
     /// Parks handed-out block `at` if the cache has the room and the
     /// headroom for what parking raises.
     #[inline]
-    fn park(&mut self, at: usize, divisions: &RoundupDivisions) -> bool {
+    fn park(&mut self, at: usize, slot: &Slot) -> bool {
         let loan = self.handed_out[at];
         let size = loan.size as i64;
         let s = &mut self.stats;
@@ -216,7 +229,7 @@ impl State {
             }
         }
         self.handed_out.swap_remove(at);
-        let key = round_size(loan.size_key, divisions).unwrap_or(loan.size);
+        let key = slot.round(loan.size_key).unwrap_or(loan.size);
         self.parked.push(Loan {
             size_key: key,
             ..loan
@@ -322,14 +335,7 @@ impl Pool {
             .try_with(|c| {
                 let caches = c.0.try_borrow().ok()?;
                 let slot = find(&caches, self.caches.id, stream)?;
-                let rounded = if slot.plain_rounding {
-                    // `round_size` without `roundup_power2_divisions`.
-                    size.max(1)
-                        .checked_next_multiple_of(MIN_BLOCK_SIZE)
-                        .filter(|&r| r <= isize::MAX as usize)?
-                } else {
-                    round_size(size, &slot.divisions)?
-                };
+                let rounded = slot.round(size)?;
                 let mut g = slot.enter()?;
                 if g.parked.is_empty() || self.history.is_on() {
                     return None;
@@ -357,7 +363,7 @@ impl Pool {
                     let Some(at) = g.handed_out.iter().rposition(|l| l.addr == addr) else {
                         continue;
                     };
-                    if !self.history.is_on() && g.park(at, &slot.divisions) {
+                    if !self.history.is_on() && g.park(at, slot) {
                         return FastFree::Done;
                     }
                     return FastFree::Slow { shard: slot.shard };
