@@ -12,16 +12,55 @@
 use super::counters::Part;
 use super::*;
 
-/// The statistics a thread's cache changes on its own (the order of
-/// [`CacheStats::parts_mut`] matches the first five arrays of
-/// [`ShardStats::parts_mut`]).
+/// The statistics a thread's cache changes on its own.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CacheStats {
-    pub allocation: [Part; 3],
-    pub allocated_bytes: [Part; 3],
-    pub requested_bytes: [Part; 3],
-    pub inactive_split: [Part; 3],
-    pub inactive_split_bytes: [Part; 3],
+    pub allocation: [CachePart; 3],
+    pub allocated_bytes: [CachePart; 3],
+    pub requested_bytes: [CachePart; 3],
+    pub inactive_split: [CachePart; 3],
+    pub inactive_split_bytes: [CachePart; 3],
+}
+
+/// A cache's part of one statistic, kept so that each change on the fast
+/// path writes one field: the cache's `current` is what lent blocks brought
+/// in (`moved`) plus its increases (`allocated`) minus its decreases
+/// (`freed`), and its headroom is what the shard gave it (`given`) minus
+/// the same difference, exactly as a [`Part`] would hold them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CachePart {
+    pub moved: i64,
+    pub allocated: i64,
+    pub freed: i64,
+    pub given: i64,
+}
+
+impl CachePart {
+    #[inline]
+    pub(crate) fn increase(&mut self, amount: i64) {
+        self.allocated += amount;
+    }
+
+    #[inline]
+    pub(crate) fn decrease(&mut self, amount: i64) {
+        self.freed += amount;
+    }
+
+    /// True when `current` may rise by `amount` within the cache's headroom.
+    #[inline]
+    pub(crate) fn room(&self, amount: i64) -> bool {
+        self.headroom() >= amount
+    }
+
+    #[inline]
+    fn current(&self) -> i64 {
+        self.moved + self.allocated - self.freed
+    }
+
+    #[inline]
+    fn headroom(&self) -> i64 {
+        self.given - self.allocated + self.freed
+    }
 }
 
 /// One block kept by a thread's cache.
@@ -39,19 +78,26 @@ pub(crate) struct Loan {
     pub size_key: usize,
 }
 
-/// Moves `amount` of `current` from one part to another.
+/// Moves `amount` of `current` from a shard's part to a cache's.
 #[inline]
-fn shift(from: &mut Part, to: &mut Part, amount: i64) {
+fn shift_in(from: &mut Part, to: &mut CachePart, amount: i64) {
     from.current -= amount;
+    to.moved += amount;
+}
+
+/// Moves `amount` of `current` from a cache's part back to a shard's.
+#[inline]
+fn shift_out(from: &mut CachePart, to: &mut Part, amount: i64) {
+    from.moved -= amount;
     to.current += amount;
 }
 
 /// Gives `to` up to `want` headroom from `from`'s.
 #[inline]
-fn give_headroom(from: &mut Part, to: &mut Part, want: i64) {
-    let give = (want - to.headroom).clamp(0, from.headroom.max(0));
+fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
+    let give = (want - to.headroom()).clamp(0, from.headroom.max(0));
     from.headroom -= give;
-    to.headroom += give;
+    to.given += give;
 }
 
 impl Core {
@@ -70,9 +116,9 @@ impl Core {
         let split = b.is_split();
         let s = &mut self.stats;
         for i in [STAT_ALL, b.kind.index()] {
-            shift(&mut s.allocation[i], &mut to.allocation[i], 1);
-            shift(&mut s.allocated_bytes[i], &mut to.allocated_bytes[i], size);
-            shift(&mut s.requested_bytes[i], &mut to.requested_bytes[i], req);
+            shift_in(&mut s.allocation[i], &mut to.allocation[i], 1);
+            shift_in(&mut s.allocated_bytes[i], &mut to.allocated_bytes[i], size);
+            shift_in(&mut s.requested_bytes[i], &mut to.requested_bytes[i], req);
             if split {
                 give_headroom(&mut s.inactive_split[i], &mut to.inactive_split[i], 1);
                 give_headroom(
@@ -102,13 +148,13 @@ impl Core {
         let (size, req) = (loan.size as i64, loan.size_key as i64);
         let s = &mut self.stats;
         for i in [STAT_ALL, loan.kind as usize] {
-            shift(&mut from.allocation[i], &mut s.allocation[i], 1);
-            shift(
+            shift_out(&mut from.allocation[i], &mut s.allocation[i], 1);
+            shift_out(
                 &mut from.allocated_bytes[i],
                 &mut s.allocated_bytes[i],
                 size,
             );
-            shift(&mut from.requested_bytes[i], &mut s.requested_bytes[i], req);
+            shift_out(&mut from.requested_bytes[i], &mut s.requested_bytes[i], req);
         }
     }
 
@@ -123,9 +169,9 @@ impl Core {
         if loan.split {
             let s = &mut self.stats;
             for i in [STAT_ALL, loan.kind as usize] {
-                shift(&mut from.inactive_split[i], &mut s.inactive_split[i], 1);
+                shift_out(&mut from.inactive_split[i], &mut s.inactive_split[i], 1);
                 let size = loan.size as i64;
-                shift(
+                shift_out(
                     &mut from.inactive_split_bytes[i],
                     &mut s.inactive_split_bytes[i],
                     size,
@@ -148,12 +194,12 @@ impl Core {
         ];
         for (from, to) in pairs {
             for (f, t) in from.iter_mut().zip(to.iter_mut()) {
-                debug_assert_eq!(f.current, 0, "a drained cache still counts blocks");
-                t.current += f.current;
+                debug_assert_eq!(f.current(), 0, "a drained cache still counts blocks");
+                t.current += f.current();
                 t.allocated += f.allocated;
                 t.freed += f.freed;
-                t.headroom += f.headroom;
-                *f = Part::default();
+                t.headroom += f.headroom();
+                *f = CachePart::default();
             }
         }
     }
