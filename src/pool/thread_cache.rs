@@ -36,7 +36,7 @@ use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
 use parking_lot::Mutex;
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -279,19 +279,40 @@ impl State {
     }
 }
 
-/// This thread's caches, newest last.
-struct ThreadCaches(RefCell<Vec<Arc<Slot>>>);
+/// This thread's caches, newest last, and the one it used last.
+struct ThreadCaches {
+    slots: RefCell<Vec<Arc<Slot>>>,
+    /// Null, or one of `slots` (which keeps it alive): every change to
+    /// `slots` clears it first.
+    last: Cell<*const Slot>,
+}
+
+impl ThreadCaches {
+    /// The cache used last, if it is of pool `pool` (and `stream`, if given).
+    #[inline]
+    fn last(&self, pool: u64, stream: Option<usize>) -> Option<&Slot> {
+        // SAFETY: `last` is null or a slot that `slots` holds (see above).
+        unsafe { self.last.get().as_ref() }
+            .filter(|s| s.pool == pool && stream.is_none_or(|st| s.stream == st))
+    }
+}
 
 impl Drop for ThreadCaches {
     fn drop(&mut self) {
-        for slot in self.0.get_mut().drain(..) {
+        self.last.set(std::ptr::null());
+        for slot in self.slots.get_mut().drain(..) {
             slot.orphaned.store(true, Ordering::Release);
         }
     }
 }
 
 thread_local! {
-    static CACHES: ThreadCaches = const { ThreadCaches(RefCell::new(Vec::new())) };
+    static CACHES: ThreadCaches = const {
+        ThreadCaches {
+            slots: RefCell::new(Vec::new()),
+            last: Cell::new(std::ptr::null()),
+        }
+    };
 }
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
@@ -333,8 +354,17 @@ impl Pool {
     pub(super) fn cache_malloc(&self, stream: usize, size: usize) -> Option<usize> {
         CACHES
             .try_with(|c| {
-                let caches = c.0.try_borrow().ok()?;
-                let slot = find(&caches, self.caches.id, stream)?;
+                let slot = match c.last(self.caches.id, Some(stream)) {
+                    Some(slot) => slot,
+                    None => {
+                        let caches = c.slots.try_borrow().ok()?;
+                        let found = Arc::as_ptr(find(&caches, self.caches.id, stream)?);
+                        c.last.set(found);
+                        // SAFETY: held by `slots`, which nothing changes
+                        // until this call returns.
+                        unsafe { &*found }
+                    }
+                };
                 let rounded = slot.round(size)?;
                 let mut g = slot.enter()?;
                 if g.parked.is_empty() || self.history.is_on() {
@@ -350,25 +380,34 @@ impl Pool {
     /// handed out.
     #[inline]
     pub(super) fn cache_free(&self, addr: usize) -> FastFree {
+        // `None`: not a block `slot` handed out.
+        let try_slot = |slot: &Slot| -> Option<FastFree> {
+            let Some(mut g) = slot.enter() else {
+                // A slow path is in it: it may hold this block.
+                return Some(FastFree::Slow { shard: slot.shard });
+            };
+            let at = g.handed_out.iter().rposition(|l| l.addr == addr)?;
+            if !self.history.is_on() && g.park(at, slot) {
+                return Some(FastFree::Done);
+            }
+            Some(FastFree::Slow { shard: slot.shard })
+        };
         CACHES
             .try_with(|c| {
-                let Ok(caches) = c.0.try_borrow() else {
+                let last = c.last(self.caches.id, None);
+                if let Some(found) = last.and_then(try_slot) {
+                    return found;
+                }
+                let Ok(caches) = c.slots.try_borrow() else {
                     return FastFree::Miss;
                 };
-                for slot in caches.iter().rev().filter(|s| s.pool == self.caches.id) {
-                    let Some(mut g) = slot.enter() else {
-                        // A slow path is in it: it may hold this block.
-                        return FastFree::Slow { shard: slot.shard };
-                    };
-                    let Some(at) = g.handed_out.iter().rposition(|l| l.addr == addr) else {
-                        continue;
-                    };
-                    if !self.history.is_on() && g.park(at, slot) {
-                        return FastFree::Done;
-                    }
-                    return FastFree::Slow { shard: slot.shard };
-                }
-                FastFree::Miss
+                let last = last.map_or(std::ptr::null(), |s| s as *const Slot);
+                caches
+                    .iter()
+                    .rev()
+                    .filter(|s| s.pool == self.caches.id && !std::ptr::eq(Arc::as_ptr(s), last))
+                    .find_map(|s| try_slot(s))
+                    .unwrap_or(FastFree::Miss)
             })
             .unwrap_or(FastFree::Miss)
     }
@@ -382,9 +421,11 @@ impl Pool {
             return;
         }
         let _ = CACHES.try_with(|c| {
-            let Ok(mut caches) = c.0.try_borrow_mut() else {
+            let Ok(mut caches) = c.slots.try_borrow_mut() else {
                 return;
             };
+            // `slots` may change below.
+            c.last.set(std::ptr::null());
             caches.retain(|s| !s.dead.load(Ordering::Relaxed));
             let slot = match find(&caches, self.caches.id, stream) {
                 Some(slot) => slot.clone(),
