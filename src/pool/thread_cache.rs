@@ -6,11 +6,12 @@
 //! (pool, stream) is *lent* to that cache (`src/pool/engine/lend.rs`): its
 //! statistics move with it. Freeing it on that thread parks it in the
 //! cache, and the next request of the same rounded size on the same stream
-//! and thread takes it back, both without the shard's lock: the cache's own
-//! statistics change with plain stores, within the headroom the cache holds
-//! (so peaks stay exact, as for a shard), under the cache's own flag
-//! ([`Slot::try_lock`]: one uncontended atomic swap), which only the pool's
-//! slow paths ever contend for.
+//! and thread takes it back, both without the shard's lock and without any
+//! locked instruction: the cache's own statistics change with plain stores,
+//! within the headroom the cache holds (so peaks stay exact, as for a
+//! shard), while the owner's `busy` flag is set; a slow path that must
+//! reach the cache stops the owner first (`Slot::enter`, `stop_owners`: an
+//! asymmetric fence, `src/pool/barrier.rs`).
 //!
 //! Stream safety is unchanged: a cache belongs to one stream, so a block
 //! parked by a stream's work is handed only to later work on that stream.
