@@ -293,8 +293,13 @@ impl ThreadCaches {
     #[inline]
     fn last(&self, pool: u64, stream: Option<usize>) -> Option<&Slot> {
         // SAFETY: `last` is null or a slot that `slots` holds (see above).
-        unsafe { self.last.get().as_ref() }
-            .filter(|s| s.pool == pool && stream.is_none_or(|st| s.stream == st))
+        unsafe { self.last.get().as_ref() }.filter(|s| {
+            s.pool == pool
+                && match stream {
+                    Some(st) => s.stream == st,
+                    None => true,
+                }
+        })
     }
 }
 
