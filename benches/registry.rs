@@ -101,47 +101,106 @@ fn key(k: usize) -> StreamKey {
     StreamKey::from_ptr(k as *mut c_void).unwrap()
 }
 
-/// aclalloc's table through the safe Rust API.
-#[divan::bench(args = SIZES, threads = [1, 2])]
-fn hit_aclalloc(bencher: Bencher, n: usize) {
+/// One iteration: `lookup` on each key of this thread's next batch.
+fn bench_lookups(bencher: Bencher, keys: &[usize], lookup: impl Fn(usize) + Sync) {
+    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
+        for &k in next_batch(keys) {
+            lookup(black_box(k));
+        }
+    });
+}
+
+/// `n` streams registered through the safe Rust API.
+fn rust_api(n: usize) -> AllocatorApi {
     let api = AllocatorApi::new();
     let r = registration(&api);
     for i in 0..n {
         api.streams().set(key(stream(i)), r);
     }
-    let keys = walk(n);
-    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-        for &k in next_batch(&keys) {
-            black_box(api.get_by_stream(key(black_box(k))).is_ok());
+    api
+}
+
+/// The reference design holding `n` streams: one global mutex over an
+/// ordered map.
+fn mutex_btreemap(n: usize) -> Mutex<BTreeMap<usize, Registration>> {
+    let r = registration(&AllocatorApi::new());
+    Mutex::new((0..n).map(|i| (stream(i), r)).collect())
+}
+
+/// `n` streams registered through the C ABI with one descriptor;
+/// unregistered, and the descriptor destroyed, when dropped.
+struct CRegistered {
+    desc: aclrtAllocatorDesc,
+    streams: usize,
+}
+
+impl CRegistered {
+    fn new(streams: usize) -> Self {
+        let desc = aclrtAllocatorCreateDesc();
+        aclrtAllocatorSetObjToDesc(desc, 0x1000 as *mut c_void);
+        aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc));
+        aclrtAllocatorSetFreeFuncToDesc(desc, Some(free));
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(get_addr));
+        for i in 0..streams {
+            aclrtAllocatorRegister(stream(i) as aclrtStream, desc);
         }
+        CRegistered { desc, streams }
+    }
+}
+
+impl Drop for CRegistered {
+    fn drop(&mut self) {
+        for i in 0..self.streams {
+            aclrtAllocatorUnregister(stream(i) as aclrtStream);
+        }
+        aclrtAllocatorDestroyDesc(self.desc);
+    }
+}
+
+/// `aclrtAllocatorGetByStream` with only the required out-parameter.
+fn c_abi_desc_only(k: usize) -> (aclError, aclrtAllocatorDesc) {
+    let mut desc = null_mut();
+    // SAFETY: the one out-parameter is a local.
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            k as aclrtStream,
+            &mut desc,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        )
+    };
+    (rc, desc)
+}
+
+/// aclalloc's table through the safe Rust API.
+#[divan::bench(args = SIZES, threads = [1, 2])]
+fn hit_aclalloc(bencher: Bencher, n: usize) {
+    let api = rust_api(n);
+    bench_lookups(bencher, &walk(n), |k| {
+        black_box(api.get_by_stream(key(k)).is_ok());
     });
 }
 
-/// The reference design: one global mutex over an ordered map.
 /// The Rust API as the C ABI answers: every field of the registration
 /// handed on (`black_box`), so that the difference to `hit_c_abi` is the C
 /// wrapper alone (call, checks, boundary, out-parameter writes). One thread.
 #[divan::bench(args = SIZES)]
 fn hit_aclalloc_all_fields(bencher: Bencher, n: usize) {
-    let api = AllocatorApi::new();
-    let r = registration(&api);
-    for i in 0..n {
-        api.streams().set(key(stream(i)), r);
-    }
-    let keys = walk(n);
-    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-        for &k in next_batch(&keys) {
-            if let Ok(r) = api.get_by_stream(key(black_box(k))) {
-                let c = r.callbacks;
-                black_box((
-                    r.descriptor,
-                    c.obj,
-                    c.alloc,
-                    c.free,
-                    c.alloc_advise,
-                    c.get_addr_from_block,
-                ));
-            }
+    let api = rust_api(n);
+    bench_lookups(bencher, &walk(n), |k| {
+        if let Ok(r) = api.get_by_stream(key(k)) {
+            let c = r.callbacks;
+            black_box((
+                r.descriptor,
+                c.obj,
+                c.alloc,
+                c.free,
+                c.alloc_advise,
+                c.get_addr_from_block,
+            ));
         }
     });
 }
@@ -150,86 +209,42 @@ fn hit_aclalloc_all_fields(bencher: Bencher, n: usize) {
 /// five others NULL: the wrapper without five of its six writes. One thread.
 #[divan::bench(args = SIZES)]
 fn hit_c_abi_desc_only(bencher: Bencher, n: usize) {
-    let d = aclrtAllocatorCreateDesc();
-    aclrtAllocatorSetObjToDesc(d, 0x1000 as *mut c_void);
-    aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc));
-    aclrtAllocatorSetFreeFuncToDesc(d, Some(free));
-    aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(get_addr));
-    for i in 0..n {
-        aclrtAllocatorRegister(stream(i) as aclrtStream, d);
-    }
-    let keys = walk(n);
-    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-        for &k in next_batch(&keys) {
-            let mut desc = null_mut();
-            let rc = unsafe {
-                aclrtAllocatorGetByStream(
-                    black_box(k) as aclrtStream,
-                    &mut desc,
-                    null_mut(),
-                    null_mut(),
-                    null_mut(),
-                    null_mut(),
-                    null_mut(),
-                )
-            };
-            black_box((rc, desc));
-        }
+    let _registered = CRegistered::new(n);
+    bench_lookups(bencher, &walk(n), |k| {
+        black_box(c_abi_desc_only(k));
     });
-    for i in 0..n {
-        aclrtAllocatorUnregister(stream(i) as aclrtStream);
-    }
-    aclrtAllocatorDestroyDesc(d);
 }
 
+/// The reference design: one global mutex over an ordered map.
 #[divan::bench(args = SIZES, threads = [1, 2])]
 fn hit_mutex_btreemap(bencher: Bencher, n: usize) {
-    let api = AllocatorApi::new();
-    let r = registration(&api);
-    let map: Mutex<BTreeMap<usize, Registration>> =
-        Mutex::new((0..n).map(|i| (stream(i), r)).collect());
-    let keys = walk(n);
-    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-        for &k in next_batch(&keys) {
-            black_box(map.lock().unwrap().get(&black_box(k)).copied().is_some());
-        }
+    let map = mutex_btreemap(n);
+    bench_lookups(bencher, &walk(n), |k| {
+        black_box(map.lock().unwrap().get(&k).copied().is_some());
     });
 }
 
 /// aclalloc through the exported C function, all six outputs requested.
 #[divan::bench(args = SIZES, threads = [1, 2])]
 fn hit_c_abi(bencher: Bencher, n: usize) {
-    let d = aclrtAllocatorCreateDesc();
-    aclrtAllocatorSetObjToDesc(d, 0x1000 as *mut c_void);
-    aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc));
-    aclrtAllocatorSetFreeFuncToDesc(d, Some(free));
-    aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(get_addr));
-    for i in 0..n {
-        aclrtAllocatorRegister(stream(i) as aclrtStream, d);
-    }
-    let keys = walk(n);
-    bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-        for &k in next_batch(&keys) {
-            let (mut desc, mut obj) = (null_mut(), null_mut());
-            let (mut a, mut f, mut adv, mut g) = (None, None, None, None);
-            let rc = unsafe {
-                aclrtAllocatorGetByStream(
-                    black_box(k) as aclrtStream,
-                    &mut desc,
-                    &mut obj,
-                    &mut a,
-                    &mut f,
-                    &mut adv,
-                    &mut g,
-                )
-            };
-            black_box((rc, desc, obj, a, f, adv, g));
-        }
+    let _registered = CRegistered::new(n);
+    bench_lookups(bencher, &walk(n), |k| {
+        let (mut desc, mut obj) = (null_mut(), null_mut());
+        let (mut a, mut f, mut adv, mut g) = (None, None, None, None);
+        // SAFETY: every out-parameter is a local.
+        let rc = unsafe {
+            aclrtAllocatorGetByStream(
+                k as aclrtStream,
+                &mut desc,
+                &mut obj,
+                &mut a,
+                &mut f,
+                &mut adv,
+                &mut g,
+            )
+        };
+        black_box((rc, desc, obj, a, f, adv, g));
     });
-    for i in 0..n {
-        aclrtAllocatorUnregister(stream(i) as aclrtStream);
-    }
-    aclrtAllocatorDestroyDesc(d);
 }
 
 /// Misses with 10,000 streams registered: the safe API, the C ABI (which also
@@ -246,64 +261,25 @@ mod miss {
 
     #[divan::bench(threads = [1, 2])]
     fn aclalloc(bencher: Bencher) {
-        let api = AllocatorApi::new();
-        let r = registration(&api);
-        for i in 0..N {
-            api.streams().set(key(stream(i)), r);
-        }
-        let keys = absent();
-        bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-            for &k in next_batch(&keys) {
-                black_box(api.get_by_stream(key(black_box(k))).is_err());
-            }
+        let api = rust_api(N);
+        bench_lookups(bencher, &absent(), |k| {
+            black_box(api.get_by_stream(key(k)).is_err());
         });
     }
 
     #[divan::bench(threads = [1, 2])]
     fn c_abi(bencher: Bencher) {
-        let d = aclrtAllocatorCreateDesc();
-        aclrtAllocatorSetObjToDesc(d, 0x1000 as *mut c_void);
-        aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc));
-        aclrtAllocatorSetFreeFuncToDesc(d, Some(free));
-        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(get_addr));
-        for i in 0..N {
-            aclrtAllocatorRegister(stream(i) as aclrtStream, d);
-        }
-        let keys = absent();
-        bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-            for &k in next_batch(&keys) {
-                let mut desc = null_mut();
-                let rc = unsafe {
-                    aclrtAllocatorGetByStream(
-                        black_box(k) as aclrtStream,
-                        &mut desc,
-                        null_mut(),
-                        null_mut(),
-                        null_mut(),
-                        null_mut(),
-                        null_mut(),
-                    )
-                };
-                black_box(rc);
-            }
+        let _registered = CRegistered::new(N);
+        bench_lookups(bencher, &absent(), |k| {
+            black_box(c_abi_desc_only(k).0);
         });
-        for i in 0..N {
-            aclrtAllocatorUnregister(stream(i) as aclrtStream);
-        }
-        aclrtAllocatorDestroyDesc(d);
     }
 
     #[divan::bench(threads = [1, 2])]
     fn mutex_btreemap(bencher: Bencher) {
-        let api = AllocatorApi::new();
-        let r = registration(&api);
-        let map: Mutex<BTreeMap<usize, Registration>> =
-            Mutex::new((0..N).map(|i| (stream(i), r)).collect());
-        let keys = absent();
-        bencher.counter(ItemsCount::new(BATCH)).bench(|| {
-            for &k in next_batch(&keys) {
-                black_box(map.lock().unwrap().get(&black_box(k)).is_some());
-            }
+        let map = super::mutex_btreemap(N);
+        bench_lookups(bencher, &absent(), |k| {
+            black_box(map.lock().unwrap().get(&k).is_some());
         });
     }
 }

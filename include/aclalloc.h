@@ -56,16 +56,6 @@
 #define HOST_PAGE (2 << 20)
 
 /**
- * The granularity of physical allocations, mappings and reservations.
- */
-#define GRANULARITY (2 << 20)
-
-/**
- * Tag of physical memory handles.
- */
-#define PHYSICAL_TAG 44199
-
-/**
  * A choice made by name.
  */
 typedef struct Choice Choice;

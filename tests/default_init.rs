@@ -3,6 +3,8 @@
 //! and the swap refused afterwards. Its own process: the default allocator is
 //! process-wide.
 
+mod common;
+
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::default_allocator::*;
@@ -10,14 +12,8 @@ use aclalloc::ffi::default_init::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::*;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::ptr::null_mut;
-
-fn recent() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a failure leaves a message");
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
 
 unsafe extern "C" fn alloc(_: *mut c_void, _: usize) -> *mut c_void {
     null_mut()
@@ -40,17 +36,17 @@ fn the_default_pool_is_built_on_the_calling_threads_device_and_then_frozen() {
         ACL_ERROR_UNINITIALIZE
     );
     assert_eq!(device, -7);
-    assert!(recent().contains("aclallocDefaultGetDevice failed"));
+    assert!(common::message().contains("aclallocDefaultGetDevice failed"));
     assert_eq!(
         unsafe { aclallocDefaultGetDevice(std::ptr::null_mut()) },
         ACL_ERROR_INVALID_PARAM
     );
-    assert!(recent().contains("deviceId"));
+    assert!(common::message().contains("deviceId"));
 
     // The pool needs a current device: without one, the build fails and
     // leaves the default allocator open.
     assert_eq!(aclallocDefaultInit(), ACL_ERROR_RT_CONTEXT_NULL);
-    assert!(recent().contains("aclallocDefaultInit failed"));
+    assert!(common::message().contains("aclallocDefaultInit failed"));
     assert_eq!(
         unsafe { aclallocDefaultGetDevice(&mut device) },
         ACL_ERROR_UNINITIALIZE
@@ -85,28 +81,12 @@ fn the_default_pool_is_built_on_the_calling_threads_device_and_then_frozen() {
     assert_eq!(reserved, 0, "nothing was allocated");
 
     // Frozen: a swap is refused as after a first allocation.
-    let desc = aclrtAllocatorCreateDesc();
-    assert_eq!(
-        aclrtAllocatorSetObjToDesc(desc, 0x10 as *mut c_void),
-        ACL_SUCCESS
-    );
-    assert_eq!(
-        aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc)),
-        ACL_SUCCESS
-    );
-    assert_eq!(
-        aclrtAllocatorSetFreeFuncToDesc(desc, Some(free)),
-        ACL_SUCCESS
-    );
-    assert_eq!(
-        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(addr)),
-        ACL_SUCCESS
-    );
+    let desc = common::descriptor(0x10 as *mut c_void, Some(alloc), Some(free), Some(addr));
     assert_eq!(
         aclallocSetDefaultAllocator(desc),
         ACL_ERROR_REPEAT_INITIALIZE
     );
-    assert!(recent().contains("can't swap an already initialized allocator"));
+    assert!(common::message().contains("can't swap an already initialized allocator"));
     assert_eq!(aclrtAllocatorDestroyDesc(desc), ACL_SUCCESS);
 
     // One default pool per device: a thread on device 0 reads device 0, and

@@ -16,6 +16,7 @@
 
 mod common;
 
+use common::vendor::{self, behaviour, fault_lines, text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -35,39 +36,16 @@ struct Built {
     python: PathBuf,
 }
 
-fn cc(args: &[&std::ffi::OsStr]) {
-    let vendor = common::root().join("tests/vendor");
-    let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g"])
-        .arg("-I")
-        .arg(common::root().join("include"))
-        .arg("-I")
-        .arg(&vendor)
-        .args(args)
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "cc failed: {args:?}");
-}
-
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         let dir = common::scratch("dlopen_runtime");
-        let vendor = common::root().join("tests/vendor");
+        let vendor = vendor::dir();
         let runtime_dir = dir.join("runtime");
         std::fs::create_dir_all(&runtime_dir).unwrap();
         let runtime = |soname: &str| {
             let lib = runtime_dir.join(soname);
-            cc(&[
-                "-fPIC".as_ref(),
-                "-shared".as_ref(),
-                vendor.join("libfakeascendcl.c").as_os_str(),
-                "-o".as_ref(),
-                lib.as_os_str(),
-                format!("-Wl,-soname,{soname}").as_ref(),
-                "-ldl".as_ref(),
-                "-lpthread".as_ref(),
-            ]);
+            vendor::build_runtime(&lib, Some(soname));
             lib
         };
         let ascendcl = runtime("libascendcl.so");
@@ -76,25 +54,14 @@ fn built() -> &'static Built {
         let rpath = format!("-Wl,-rpath,{}", runtime_dir.display());
         let plugin = |name: &str, needs: &str| {
             let lib = dir.join(name);
-            cc(&[
-                "-fPIC".as_ref(),
-                "-shared".as_ref(),
-                "-DALLOC_APP_LIBRARY".as_ref(),
-                vendor.join("alloc_app.c").as_os_str(),
-                "-o".as_ref(),
-                lib.as_os_str(),
-                libdir.as_ref(),
-                needs.as_ref(),
-                rpath.as_ref(),
-                "-ldl".as_ref(),
-                "-lpthread".as_ref(),
-            ]);
+            let flags = ["-fPIC", "-shared", "-DALLOC_APP_LIBRARY"];
+            vendor::build_alloc_app(&lib, &runtime_dir, needs, &flags);
             lib
         };
         let plugin_ascendcl = plugin("libplugin_ascendcl.so", "-lascendcl");
         let plugin_fake = plugin("libplugin_fake.so", "-lfakeascendcl");
         let launcher = dir.join("dlopen_launcher");
-        cc(&[
+        vendor::cc(&[
             vendor.join("dlopen_launcher.c").as_os_str(),
             "-o".as_ref(),
             launcher.as_os_str(),
@@ -156,7 +123,7 @@ fn build_python_module(dir: &Path, vendor: &Path, libdir: &str, rpath: &str) {
         args.push(a.into());
     }
     let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    cc(&refs);
+    vendor::cc(&refs);
 }
 
 /// The ways a program gets the runtime by dlopen.
@@ -229,35 +196,11 @@ fn program(way: Way, mode: &str) -> Vec<std::ffi::OsString> {
 }
 
 fn direct(way: Way, mode: &str) -> Output {
-    let argv = program(way, mode);
-    Command::new(&argv[0])
-        .args(&argv[1..])
-        .env_remove("LD_PRELOAD")
-        .env_remove("ACLALLOC_TRACK")
-        .output()
-        .expect("run the program")
+    vendor::direct(&program(way, mode))
 }
 
 fn under_aclalloc(way: Way, mode: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aclalloc"))
-        .arg("run")
-        .arg("--")
-        .args(program(way, mode))
-        .output()
-        .expect("run aclalloc")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// stdout without the `#` lines (handles differ between runs).
-fn behaviour(out: &Output) -> String {
-    text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n")
+    vendor::under_aclalloc(&[], &program(way, mode))
 }
 
 fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
@@ -273,13 +216,6 @@ fn field(line: &str, name: &str) -> u64 {
         .find_map(|w| w.strip_prefix(&format!("{name}=")))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no {name}= in {line}"))
-}
-
-fn fault_lines(report: &str) -> Vec<&str> {
-    report
-        .lines()
-        .filter(|l| l.starts_with("==aclalloc== fault "))
-        .collect()
 }
 
 /// The fixtures work: each way runs the inference loop on the stand-in

@@ -1,6 +1,8 @@
 //! `aclallocEmptyKernel`: a valid kernel for `aclallocLaunchKernel` that
 //! does nothing; the workspace is still taken and given back.
 
+mod common;
+
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::empty_kernel::aclallocEmptyKernel;
@@ -31,23 +33,7 @@ fn the_empty_kernel_launches_and_the_workspace_goes_back() {
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
     let mut stream = std::ptr::null_mut();
     assert_eq!(unsafe { aclrtCreateStream(&mut stream) }, ACL_SUCCESS);
-    let desc = aclrtAllocatorCreateDesc();
-    assert_eq!(
-        aclrtAllocatorSetObjToDesc(desc, 0x10 as *mut c_void),
-        ACL_SUCCESS
-    );
-    assert_eq!(
-        aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc)),
-        ACL_SUCCESS
-    );
-    assert_eq!(
-        aclrtAllocatorSetFreeFuncToDesc(desc, Some(free)),
-        ACL_SUCCESS
-    );
-    assert_eq!(
-        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(addr)),
-        ACL_SUCCESS
-    );
+    let desc = common::descriptor(0x10 as *mut c_void, Some(alloc), Some(free), Some(addr));
     assert_eq!(aclrtAllocatorRegister(stream, desc), ACL_SUCCESS);
     for _ in 0..100 {
         let rc = unsafe {

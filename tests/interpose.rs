@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use common::vendor::{behaviour, fault_lines, text};
+
 struct Built {
     /// Linked against the stand-in vendor runtime.
     app: PathBuf,
@@ -25,56 +27,9 @@ fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         let dir = common::scratch("interpose");
-        let vendor = common::root().join("tests/vendor");
-        let include = common::root().join("include");
-        let cc = |args: &[&std::ffi::OsStr]| {
-            let status = Command::new("cc")
-                .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g"])
-                .arg("-I")
-                .arg(&include)
-                .arg("-I")
-                .arg(&vendor)
-                .args(args)
-                .status()
-                .expect("run cc");
-            assert!(status.success(), "cc failed: {args:?}");
-        };
-        let lib = dir.join("libfakeascendcl.so");
-        cc(&[
-            "-fPIC".as_ref(),
-            "-shared".as_ref(),
-            vendor.join("libfakeascendcl.c").as_os_str(),
-            "-o".as_ref(),
-            lib.as_os_str(),
-            "-ldl".as_ref(),
-            "-lpthread".as_ref(),
-        ]);
-        let app = dir.join("alloc_app");
-        let rpath = format!("-Wl,-rpath,{}", dir.display());
-        let libdir = format!("-L{}", dir.display());
-        cc(&[
-            vendor.join("alloc_app.c").as_os_str(),
-            "-o".as_ref(),
-            app.as_os_str(),
-            libdir.as_ref(),
-            "-lfakeascendcl".as_ref(),
-            rpath.as_ref(),
-            "-ldl".as_ref(),
-            "-lpthread".as_ref(),
-        ]);
+        let app = common::vendor::app_on_the_vendor_runtime(&dir);
         let alone = dir.join("alloc_app_alone");
-        let aclalloc_dir = format!("-L{}", common::lib_dir().display());
-        let aclalloc_rpath = format!("-Wl,-rpath,{}", common::lib_dir().display());
-        cc(&[
-            vendor.join("alloc_app.c").as_os_str(),
-            "-o".as_ref(),
-            alone.as_os_str(),
-            aclalloc_dir.as_ref(),
-            "-laclalloc".as_ref(),
-            aclalloc_rpath.as_ref(),
-            "-ldl".as_ref(),
-            "-lpthread".as_ref(),
-        ]);
+        common::vendor::build_alloc_app(&alone, &common::lib_dir(), "-laclalloc", &[]);
         Built { app, alone, dir }
     })
 }
@@ -88,12 +43,7 @@ fn direct(mode: &str) -> Output {
 }
 
 fn direct_run(app: &std::path::Path, mode: &str) -> Output {
-    Command::new(app)
-        .arg(mode)
-        .env_remove("LD_PRELOAD")
-        .env_remove("ACLALLOC_TRACK")
-        .output()
-        .expect("run the application")
+    common::vendor::direct(&[app.as_os_str(), mode.as_ref()])
 }
 
 fn under_aclalloc(mode: &str, options: &[&str]) -> Output {
@@ -101,27 +51,7 @@ fn under_aclalloc(mode: &str, options: &[&str]) -> Output {
 }
 
 fn run_under_aclalloc(app: &std::path::Path, mode: &str, options: &[&str]) -> Output {
-    aclalloc()
-        .arg("run")
-        .args(options)
-        .arg("--")
-        .arg(app)
-        .arg(mode)
-        .output()
-        .expect("run aclalloc")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// stdout without the `#` lines (handles, which differ between runs).
-fn behaviour(out: &Output) -> String {
-    text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n")
+    common::vendor::under_aclalloc(options, &[app.as_os_str(), mode.as_ref()])
 }
 
 /// The `# stream1=.. stream2=.. allocator=..` line.
@@ -138,14 +68,6 @@ fn handles(out: &Output) -> (String, String, String) {
             .to_string()
     };
     (field("stream1="), field("stream2="), field("allocator="))
-}
-
-fn fault_lines(report: &str) -> Vec<String> {
-    report
-        .lines()
-        .filter(|l| l.starts_with("==aclalloc== fault "))
-        .map(str::to_string)
-        .collect()
 }
 
 fn vendor_counters(out: &Output) -> String {

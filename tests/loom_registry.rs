@@ -139,8 +139,9 @@ fn growth_vs_lookup() {
         table.insert(nz(b), value(b, 1));
         let writer = {
             let table = table.clone();
-            // The third key makes the 4-slot table more than half full: it
-            // grows to 8 slots while the reader may be walking the old one.
+            // The table grows when more than a quarter full: the second key
+            // made it 8 slots, the third grows it to 16 while the reader may
+            // be walking the old one.
             thread::spawn(move || table.insert(nz(c), value(c, 1)))
         };
         assert_eq!(whole(a, table.get(nz(a)).expect("kept across growth")), 1);

@@ -145,7 +145,8 @@ fn the_library_is_marked_never_to_be_unloaded() {
 }
 
 /// A C++ exception thrown by an allocator callback ends the process at once
-/// (SIGABRT, with Rust's message) instead of crossing the library and
+/// (SIGABRT, with one line naming the callback, its stream and descriptor)
+/// instead of crossing the library and
 /// leaving its state half-updated; with tracking on, the best-effort report
 /// after the abort shows the allocator still busy (its lock was never
 /// released: carrying on would have deadlocked the next launch).
@@ -172,7 +173,33 @@ fn a_callback_that_throws_aborts_the_process_and_never_returns_through_the_libra
             !stdout.contains("caught after") && !stdout.contains("returned"),
             "{stdout}"
         );
-        assert!(stderr.contains("foreign exceptions"), "{stderr}");
+        // The line names the callback that threw, its stream and
+        // descriptor, and what to do; Rust's anonymous abort is not reached.
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("alloc callback (aclrtAllocatorAllocFunc)"))
+            .unwrap_or_else(|| panic!("no line naming the callback (tracking {track}):\n{stderr}"));
+        let named = |label: &str| {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(label))
+                .unwrap_or_else(|| panic!("no {label} in:\n{stdout}"))
+                .trim()
+                .to_string()
+        };
+        assert!(
+            line.contains(&format!("for stream {}", named("stream "))),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("descriptor {}", named("descriptor "))),
+            "{line}"
+        );
+        assert!(
+            line.contains("catch exceptions inside the callback"),
+            "{line}"
+        );
+        assert!(!stderr.contains("foreign exceptions"), "{stderr}");
         if track == "1" {
             assert!(
                 stderr.contains("busy (a thread stayed inside it)"),

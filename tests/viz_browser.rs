@@ -291,6 +291,66 @@ fn an_aclalloc_run_snapshot_renders_its_live_blocks_and_faults() {
     }
 }
 
+/// The reserved line, its legend and the peak reserved are shown when the
+/// session has segments and hidden when it has none (tracking alone, every
+/// block freed by the end): there is no reserved memory to speak of.
+fn assert_reserved_shown(r: &Rendered, shown: bool) {
+    assert_eq!(
+        attribute(&r.dom, "timeline", "data-reserved-line").as_deref(),
+        Some(if shown { "1" } else { "0" }),
+        "the reserved line"
+    );
+    assert_eq!(
+        r.dom.contains("id=\"legend-reserved\""),
+        shown,
+        "the reserved legend"
+    );
+    let summary = r.dom.split("id=\"summary\"").nth(1).expect("the summary");
+    let summary = &summary[..summary.find('<').unwrap_or(summary.len())];
+    assert_eq!(
+        summary.contains("peak reserved"),
+        shown,
+        "the peak reserved in {summary}"
+    );
+}
+
+#[test]
+fn a_session_without_segments_shows_no_reserved_line() {
+    let Some(chrome) = chromium() else { return };
+    // 'aclalloc run --json' after a run that freed every block: no segment,
+    // a fault as the only event.
+    let snapshot = serde_json::json!({
+        "version": 2, "pid": 4242, "segments": [], "allocators": [],
+        "events": [
+            {"kind": "double-free", "time_ns": 5, "count": 1, "stream": "0x5581aa000010",
+             "allocator": "0x5a5a0010", "block": "0x7f0000300000", "size": 4096,
+             "first_freed_on": "0x5581aa000010"}
+        ],
+        "events_dropped": 0
+    });
+    let r = render(
+        &chrome,
+        &aclalloc::viz::page(&snapshot, "empty-run").unwrap(),
+        "empty-run",
+    );
+    assert!(!r.dom.contains("id=\"js-error\""), "a script error");
+    assert!(r.dom.contains("data-rendered=\"1\""), "the script finished");
+    assert_reserved_shown(&r, false);
+    // The same page with one live block (its own segment) shows it.
+    let mut with_block = snapshot.clone();
+    with_block["segments"] = serde_json::json!([{"address": "0x7f0000100000", "total_size": 3000,
+        "stream": "0x5581aa000010", "segment_type": "user", "allocator": "0x5a5a0010",
+        "allocated_size": 3000, "active_size": 3000, "requested_size": 3000,
+        "blocks": [{"address": "0x7f0000100000", "size": 3000, "requested_size": 3000,
+            "state": "active_allocated", "block": "0x7f0000100000", "time_ns": 12}]}]);
+    let r = render(
+        &chrome,
+        &aclalloc::viz::page(&with_block, "one-block-run").unwrap(),
+        "one-block-run",
+    );
+    assert_reserved_shown(&r, true);
+}
+
 #[test]
 fn hovering_and_clicking_the_timeline_work() {
     let Some(chrome) = chromium() else { return };
@@ -331,46 +391,7 @@ fn hovering_and_clicking_the_timeline_work() {
 /// The demo of `scripts/demo-run.sh`: the stand-in vendor runtime
 /// (tests/vendor) and the application linked against it, built here.
 fn demo_application() -> PathBuf {
-    let dir = common::scratch("viz_browser_demo");
-    let vendor = common::root().join("tests/vendor");
-    let cc = |args: &[&std::ffi::OsStr]| {
-        let status = Command::new("cc")
-            .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
-            .arg("-I")
-            .arg(common::root().join("include"))
-            .arg("-I")
-            .arg(&vendor)
-            .args(args)
-            .status()
-            .expect("run cc");
-        assert!(status.success(), "cc failed: {args:?}");
-    };
-    let lib = dir.join("libfakeascendcl.so");
-    cc(&[
-        "-fPIC".as_ref(),
-        "-shared".as_ref(),
-        vendor.join("libfakeascendcl.c").as_os_str(),
-        "-o".as_ref(),
-        lib.as_os_str(),
-        "-ldl".as_ref(),
-        "-lpthread".as_ref(),
-    ]);
-    let app = dir.join("alloc_app");
-    let (libdir, rpath) = (
-        format!("-L{}", dir.display()),
-        format!("-Wl,-rpath,{}", dir.display()),
-    );
-    cc(&[
-        vendor.join("alloc_app.c").as_os_str(),
-        "-o".as_ref(),
-        app.as_os_str(),
-        libdir.as_ref(),
-        "-lfakeascendcl".as_ref(),
-        rpath.as_ref(),
-        "-ldl".as_ref(),
-        "-lpthread".as_ref(),
-    ]);
-    app
+    common::vendor::app_on_the_vendor_runtime(&common::scratch("viz_browser_demo"))
 }
 
 #[test]

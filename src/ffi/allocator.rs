@@ -17,7 +17,9 @@ use crate::core::descriptor::{AllocatorObj, Callbacks, Descriptor};
 use crate::core::error::Result;
 use crate::interpose::Sym;
 use crate::registry::api::global;
+use crate::registry::StreamKey;
 use crate::tracking::{self, LeakSeen};
+use std::ptr::NonNull;
 
 /// Creates an empty allocator descriptor: no object, no callbacks.
 /// Returns NULL on failure.
@@ -194,32 +196,91 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    boundary("aclrtAllocatorGetByStream", || {
-        // SAFETY: the caller's contract for each out-parameter.
-        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-        let stream = args::stream(stream)?;
-        let found = global().get_by_stream(stream)?;
-        desc_out.write(found.descriptor.as_ptr());
-        // SAFETY: as above.
-        let outs = unsafe {
-            CallbackOuts {
-                allocator: Out::optional(allocator),
-                alloc: Out::optional(allocFunc),
-                free: Out::optional(freeFunc),
-                alloc_advise: Out::optional(allocAdviseFunc),
-                get_addr_from_block: Out::optional(getAddrFromBlockFunc),
+    boundary("aclrtAllocatorGetByStream", move || {
+        // The lookup on every launch: tracking off, valid arguments, a
+        // registration found at the first attempt. Everything is taken by
+        // value (`move`) and the registration goes from the registers it was
+        // read into to the caller's memory; anything else (a NULL, a miss, a
+        // writer in the way, tracking on) is the cold path below, which takes
+        // the arguments by value again, so that nothing of it is spilled or
+        // staged here. `boundary`'s `catch_unwind` is inlined and costs a
+        // landing pad outside this path.
+        if !tracking::enabled() {
+            if let (Some(desc_out), Some(key)) =
+                (NonNull::new(allocatorDesc), StreamKey::from_ptr(stream))
+            {
+                if let Some(found) = global().streams().get_uncontended(key) {
+                    // SAFETY: the caller's contract for each out-parameter.
+                    unsafe {
+                        desc_out.write(found.descriptor.as_ptr());
+                        CallbackOuts::new(
+                            allocator,
+                            allocFunc,
+                            freeFunc,
+                            allocAdviseFunc,
+                            getAddrFromBlockFunc,
+                        )
+                        .write(&found.callbacks);
+                    }
+                    return Ok(());
+                }
             }
-        };
-        // Two copies of the writes, so that the common one stores the
-        // registration straight from the registers it was read into (one
-        // shared copy made the compiler stage both sources on the stack).
-        if tracking::enabled() {
-            outs.write(&tracked(stream, &found));
-        } else {
-            outs.write(&found.callbacks);
         }
-        Ok(())
+        // SAFETY: the caller's contract, handed on.
+        unsafe {
+            get_by_stream_slow(
+                stream,
+                allocatorDesc,
+                allocator,
+                allocFunc,
+                freeFunc,
+                allocAdviseFunc,
+                getAddrFromBlockFunc,
+            )
+        }
     })
+}
+
+/// `aclrtAllocatorGetByStream` off its fast path: the argument checks that
+/// name the failing parameter, a lookup that waits out a writer, a miss, and
+/// tracking on (the user's descriptor with the tracking layer's object and
+/// callbacks).
+///
+/// # Safety
+/// As for `aclrtAllocatorGetByStream`.
+#[cold]
+#[inline(never)]
+unsafe fn get_by_stream_slow(
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+    allocator: *mut aclrtAllocator,
+    allocFunc: *mut aclrtAllocatorAllocFunc,
+    freeFunc: *mut aclrtAllocatorFreeFunc,
+    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
+    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+    let stream = args::stream(stream)?;
+    let found = global().get_by_stream(stream)?;
+    let callbacks = if tracking::enabled() {
+        tracking::tracked_callbacks(stream, &found)
+    } else {
+        found.callbacks
+    };
+    desc_out.write(found.descriptor.as_ptr());
+    // SAFETY: the caller's contract.
+    unsafe {
+        CallbackOuts::new(
+            allocator,
+            allocFunc,
+            freeFunc,
+            allocAdviseFunc,
+            getAddrFromBlockFunc,
+        )
+    }
+    .write(&callbacks);
+    Ok(())
 }
 
 /// The optional out-parameters of `aclrtAllocatorGetByStream`.
@@ -232,6 +293,28 @@ struct CallbackOuts {
 }
 
 impl CallbackOuts {
+    /// # Safety
+    /// Each non-NULL pointer must be valid for a write of its type.
+    #[inline(always)]
+    unsafe fn new(
+        allocator: *mut aclrtAllocator,
+        alloc: *mut aclrtAllocatorAllocFunc,
+        free: *mut aclrtAllocatorFreeFunc,
+        alloc_advise: *mut aclrtAllocatorAllocAdviseFunc,
+        get_addr_from_block: *mut aclrtAllocatorGetAddrFromBlockFunc,
+    ) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe {
+            CallbackOuts {
+                allocator: Out::optional(allocator),
+                alloc: Out::optional(alloc),
+                free: Out::optional(free),
+                alloc_advise: Out::optional(alloc_advise),
+                get_addr_from_block: Out::optional(get_addr_from_block),
+            }
+        }
+    }
+
     #[inline(always)]
     fn write(self, c: &Callbacks) {
         write_optional(self.allocator, c.obj.as_ptr());
@@ -240,13 +323,6 @@ impl CallbackOuts {
         write_optional(self.alloc_advise, c.alloc_advise);
         write_optional(self.get_addr_from_block, Some(c.get_addr_from_block));
     }
-}
-
-/// The tracking layer's callbacks for a registration (tracking on: rare).
-#[cold]
-#[inline(never)]
-fn tracked(stream: crate::registry::StreamKey, found: &crate::registry::Registration) -> Callbacks {
-    tracking::tracked_callbacks(stream, found)
 }
 
 /// Drops the registration of `stream`; a stream with none is left as it is

@@ -81,24 +81,30 @@ pub struct RuntimeFns {
     pub aclrtGetMemInfo: unsafe extern "C" fn(aclrtMemAttr, *mut usize, *mut usize) -> aclError,
     pub aclallocLaunchKernel:
         unsafe extern "C" fn(aclrtStream, usize, aclallocKernelFunc, *mut c_void) -> aclError,
+    // The virtual-memory functions: the real runtime's, or `None` where the
+    // export itself is the implementation (`crate::ffi::virtual_memory`).
     pub aclrtReserveMemAddress:
-        unsafe extern "C" fn(*mut *mut c_void, usize, usize, *mut c_void, u64) -> aclError,
-    pub aclrtReleaseMemAddress: unsafe extern "C" fn(*mut c_void) -> aclError,
-    pub aclrtMallocPhysical: unsafe extern "C" fn(
-        *mut aclrtDrvMemHandle,
-        usize,
-        *const aclrtPhysicalMemProp,
-        u64,
-    ) -> aclError,
-    pub aclrtFreePhysical: unsafe extern "C" fn(aclrtDrvMemHandle) -> aclError,
+        Option<unsafe extern "C" fn(*mut *mut c_void, usize, usize, *mut c_void, u64) -> aclError>,
+    pub aclrtReleaseMemAddress: Option<unsafe extern "C" fn(*mut c_void) -> aclError>,
+    pub aclrtMallocPhysical: Option<
+        unsafe extern "C" fn(
+            *mut aclrtDrvMemHandle,
+            usize,
+            *const aclrtPhysicalMemProp,
+            u64,
+        ) -> aclError,
+    >,
+    pub aclrtFreePhysical: Option<unsafe extern "C" fn(aclrtDrvMemHandle) -> aclError>,
     pub aclrtMapMem:
-        unsafe extern "C" fn(*mut c_void, usize, usize, aclrtDrvMemHandle, u64) -> aclError,
-    pub aclrtUnmapMem: unsafe extern "C" fn(*mut c_void) -> aclError,
-    pub aclrtMemGetAllocationGranularity: unsafe extern "C" fn(
-        *mut aclrtPhysicalMemProp,
-        aclrtMemGranularityOptions,
-        *mut usize,
-    ) -> aclError,
+        Option<unsafe extern "C" fn(*mut c_void, usize, usize, aclrtDrvMemHandle, u64) -> aclError>,
+    pub aclrtUnmapMem: Option<unsafe extern "C" fn(*mut c_void) -> aclError>,
+    pub aclrtMemGetAllocationGranularity: Option<
+        unsafe extern "C" fn(
+            *mut aclrtPhysicalMemProp,
+            aclrtMemGranularityOptions,
+            *mut usize,
+        ) -> aclError,
+    >,
 }
 
 /// The host runtime's table.
@@ -106,7 +112,6 @@ fn host_fns() -> RuntimeFns {
     use crate::ffi::launch::host as l;
     use crate::ffi::memory::host as m;
     use crate::ffi::runtime::host as r;
-    use crate::ffi::virtual_memory::host as v;
     RuntimeFns {
         backend: Backend::Host,
         aclInit: r::aclInit,
@@ -136,13 +141,13 @@ fn host_fns() -> RuntimeFns {
         aclrtMemsetAsync: m::aclrtMemsetAsync,
         aclrtGetMemInfo: m::aclrtGetMemInfo,
         aclallocLaunchKernel: l::aclallocLaunchKernel,
-        aclrtReserveMemAddress: v::aclrtReserveMemAddress,
-        aclrtReleaseMemAddress: v::aclrtReleaseMemAddress,
-        aclrtMallocPhysical: v::aclrtMallocPhysical,
-        aclrtFreePhysical: v::aclrtFreePhysical,
-        aclrtMapMem: v::aclrtMapMem,
-        aclrtUnmapMem: v::aclrtUnmapMem,
-        aclrtMemGetAllocationGranularity: v::aclrtMemGetAllocationGranularity,
+        aclrtReserveMemAddress: None,
+        aclrtReleaseMemAddress: None,
+        aclrtMallocPhysical: None,
+        aclrtFreePhysical: None,
+        aclrtMapMem: None,
+        aclrtUnmapMem: None,
+        aclrtMemGetAllocationGranularity: None,
     }
 }
 
@@ -152,59 +157,58 @@ fn forward_fns() -> RuntimeFns {
     use crate::interpose::next::{address, real, Sym};
     let mut t = host_fns();
     t.backend = Backend::Forward;
+    // The functions used as they are: the `as_is` group of the one list.
     macro_rules! real_if_present {
-        ($($name:ident),* $(,)?) => {$(
+        (as_is: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
             // SAFETY: each field has the C type of the function of its name.
             if let Some(real) = unsafe { real(Sym::$name) } {
                 t.$name = real;
             }
         )*};
     }
-    real_if_present!(
-        aclInit,
-        aclFinalize,
-        aclrtSetDevice,
-        aclrtGetDevice,
-        aclrtGetDeviceCount,
-        aclrtCreateContext,
-        aclrtDestroyContext,
-        aclrtSetCurrentContext,
-        aclrtGetCurrentContext,
-        aclrtCreateStream,
-        aclrtCreateStreamWithConfig,
-        aclrtMalloc,
-        aclrtMallocAlign32,
-        aclrtFree,
-        aclrtMemcpy,
-        aclrtMemset,
-        aclrtMemcpyAsync,
-        aclrtMemsetAsync,
-        aclrtGetMemInfo,
-        aclallocLaunchKernel,
-        aclrtReserveMemAddress,
-        aclrtReleaseMemAddress,
-        aclrtMallocPhysical,
-        aclrtFreePhysical,
-        aclrtMapMem,
-        aclrtUnmapMem,
-        aclrtMemGetAllocationGranularity,
-    );
+    crate::interpose::next::symbol_groups!(real_if_present);
+    // The wrapped ones: the `wrapped` group, each with its wrapper (a name
+    // added to the group without one here does not compile).
+    macro_rules! wrapper_of {
+        (aclrtSynchronizeStream) => {
+            f::synchronize_stream
+        };
+        (aclrtSynchronizeStreamWithTimeout) => {
+            f::synchronize_stream_with_timeout
+        };
+        (aclrtSynchronizeDevice) => {
+            f::synchronize_device
+        };
+        (aclrtDestroyStream) => {
+            f::destroy_stream
+        };
+        (aclrtDestroyStreamForce) => {
+            f::destroy_stream_force
+        };
+        (aclrtResetDevice) => {
+            f::reset_device
+        };
+        (aclrtResetDeviceForce) => {
+            f::reset_device_force
+        };
+    }
     macro_rules! wrapped_if_present {
-        ($($name:ident => $wrapper:expr),* $(,)?) => {$(
+        (as_is: $as_is:tt, wrapped: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
             if address(Sym::$name).is_some() {
-                t.$name = $wrapper;
+                t.$name = wrapper_of!($name);
             }
         )*};
     }
-    wrapped_if_present!(
-        aclrtSynchronizeStream => f::synchronize_stream,
-        aclrtSynchronizeStreamWithTimeout => f::synchronize_stream_with_timeout,
-        aclrtSynchronizeDevice => f::synchronize_device,
-        aclrtDestroyStream => f::destroy_stream,
-        aclrtDestroyStreamForce => f::destroy_stream_force,
-        aclrtResetDevice => f::reset_device,
-        aclrtResetDeviceForce => f::reset_device_force,
-    );
+    crate::interpose::next::symbol_groups!(wrapped_if_present);
+    // The real function or none (the export then serves the call itself):
+    // the `real_or_export` group.
+    macro_rules! real_or_none {
+        (as_is: $as_is:tt, wrapped: $wrapped:tt, real_or_export: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
+            // SAFETY: each field has the C type of the function of its name.
+            t.$name = unsafe { real(Sym::$name) };
+        )*};
+    }
+    crate::interpose::next::symbol_groups!(real_or_none);
     t
 }
 

@@ -157,17 +157,27 @@ fn acl_mem_info(attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclE
     unsafe { (dispatch::active().aclrtGetMemInfo)(attr, free, total) }
 }
 
-/// The virtual-memory calls of the dispatch table.
+/// The virtual-memory calls of the dispatch table: the real runtime's, or
+/// the exports, which serve them here when the table has none.
 fn virtual_memory_calls() -> VirtualMemoryCalls {
+    use super::virtual_memory as exports;
     let fns = dispatch::active();
     VirtualMemoryCalls {
-        reserve: fns.aclrtReserveMemAddress,
-        release: fns.aclrtReleaseMemAddress,
-        malloc_physical: fns.aclrtMallocPhysical,
-        free_physical: fns.aclrtFreePhysical,
-        map: fns.aclrtMapMem,
-        unmap: fns.aclrtUnmapMem,
-        granularity: fns.aclrtMemGetAllocationGranularity,
+        reserve: fns
+            .aclrtReserveMemAddress
+            .unwrap_or(exports::aclrtReserveMemAddress),
+        release: fns
+            .aclrtReleaseMemAddress
+            .unwrap_or(exports::aclrtReleaseMemAddress),
+        malloc_physical: fns
+            .aclrtMallocPhysical
+            .unwrap_or(exports::aclrtMallocPhysical),
+        free_physical: fns.aclrtFreePhysical.unwrap_or(exports::aclrtFreePhysical),
+        map: fns.aclrtMapMem.unwrap_or(exports::aclrtMapMem),
+        unmap: fns.aclrtUnmapMem.unwrap_or(exports::aclrtUnmapMem),
+        granularity: fns
+            .aclrtMemGetAllocationGranularity
+            .unwrap_or(exports::aclrtMemGetAllocationGranularity),
         synchronize_device: fns.aclrtSynchronizeDevice,
     }
 }

@@ -2,12 +2,35 @@
 //! physical memory, map it into a reservation, and undo each step. On the
 //! host runtime they are served by `crate::runtime::virtual_memory`; in
 //! front of a real CANN, by CANN.
+//!
+//! Each export is written once: its body, `real_or_host!`, calls the real
+//! runtime's function when the dispatch table ([`super::dispatch`]) holds
+//! one, and otherwise runs the host implementation written inside it. (The
+//! table's entry is `None` for "the export serves it": the export itself
+//! stays a plain function that cbindgen puts in the header.)
 #![allow(non_snake_case)]
 
-use super::boundary::passthrough;
+use super::args::{self, Out};
+use super::boundary::{boundary, passthrough};
 use super::dispatch::active;
+use super::process::host;
 use super::types::*;
+use crate::runtime::virtual_memory::virtual_memory;
 use std::ffi::c_void;
+
+/// The body of a virtual-memory export `$name($args)`: the real runtime's
+/// function, passed through, when the dispatch table has one; else `$host`,
+/// this library's implementation, in the boundary.
+macro_rules! real_or_host {
+    ($name:ident($($arg:ident),*) $host:block) => {
+        match active().$name {
+            // SAFETY: the arguments are forwarded unchanged to a function
+            // with the same contract.
+            Some(real) => passthrough(stringify!($name), || unsafe { real($($arg),*) }),
+            None => boundary(stringify!($name), || $host),
+        }
+    };
+}
 
 /// Reserves `size` bytes of device address space without memory behind it
 /// (rounded up to the granularity, 2 MiB on the host). `alignment`: 0 or a
@@ -24,10 +47,12 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     expectPtr: *mut c_void,
     flags: u64,
 ) -> aclError {
-    // SAFETY (every export): the arguments are forwarded unchanged to a
-    // function with the same contract.
-    passthrough("aclrtReserveMemAddress", || unsafe {
-        (active().aclrtReserveMemAddress)(virPtr, size, alignment, expectPtr, flags)
+    real_or_host!(aclrtReserveMemAddress(virPtr, size, alignment, expectPtr, flags) {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(virPtr, "virPtr") }?;
+        let addr = virtual_memory().reserve(size, alignment, expectPtr as usize, flags)?;
+        out.write(addr as *mut c_void);
+        Ok(())
     })
 }
 
@@ -38,8 +63,9 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
 /// None: the address is looked up among the live reservations.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtReleaseMemAddress(virPtr: *mut c_void) -> aclError {
-    passthrough("aclrtReleaseMemAddress", || unsafe {
-        (active().aclrtReleaseMemAddress)(virPtr)
+    real_or_host!(aclrtReleaseMemAddress(virPtr) {
+        let addr = args::address(virPtr, "virPtr")?;
+        virtual_memory().release(addr.as_ptr() as usize)
     })
 }
 
@@ -56,8 +82,14 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
     prop: *const aclrtPhysicalMemProp,
     flags: u64,
 ) -> aclError {
-    passthrough("aclrtMallocPhysical", || unsafe {
-        (active().aclrtMallocPhysical)(handle, size, prop, flags)
+    real_or_host!(aclrtMallocPhysical(handle, size, prop, flags) {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(handle, "handle") }?;
+        // SAFETY: the caller's contract.
+        let prop = unsafe { args::input(prop, "prop") }?;
+        let h = host().malloc_physical(size, prop, flags)?;
+        out.write(h as aclrtDrvMemHandle);
+        Ok(())
     })
 }
 
@@ -68,8 +100,9 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
 /// None: the handle is looked up among the live ones.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFreePhysical(handle: aclrtDrvMemHandle) -> aclError {
-    passthrough("aclrtFreePhysical", || unsafe {
-        (active().aclrtFreePhysical)(handle)
+    real_or_host!(aclrtFreePhysical(handle) {
+        let h = args::address(handle, "handle")?;
+        host().free_physical(h.as_ptr() as usize)
     })
 }
 
@@ -87,8 +120,16 @@ pub unsafe extern "C" fn aclrtMapMem(
     handle: aclrtDrvMemHandle,
     flags: u64,
 ) -> aclError {
-    passthrough("aclrtMapMem", || unsafe {
-        (active().aclrtMapMem)(virPtr, size, offset, handle, flags)
+    real_or_host!(aclrtMapMem(virPtr, size, offset, handle, flags) {
+        let addr = args::address(virPtr, "virPtr")?;
+        let h = args::address(handle, "handle")?;
+        virtual_memory().map(
+            addr.as_ptr() as usize,
+            size,
+            offset,
+            h.as_ptr() as usize,
+            flags,
+        )
     })
 }
 
@@ -100,8 +141,9 @@ pub unsafe extern "C" fn aclrtMapMem(
 /// No queued work may use the range afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtUnmapMem(virPtr: *mut c_void) -> aclError {
-    passthrough("aclrtUnmapMem", || unsafe {
-        (active().aclrtUnmapMem)(virPtr)
+    real_or_host!(aclrtUnmapMem(virPtr) {
+        let addr = args::address(virPtr, "virPtr")?;
+        host().unmap_mem(addr.as_ptr() as usize)
     })
 }
 
@@ -116,105 +158,12 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
     option: aclrtMemGranularityOptions,
     granularity: *mut usize,
 ) -> aclError {
-    passthrough("aclrtMemGetAllocationGranularity", || unsafe {
-        (active().aclrtMemGetAllocationGranularity)(prop, option, granularity)
+    real_or_host!(aclrtMemGetAllocationGranularity(prop, option, granularity) {
+        // SAFETY: the caller's contract.
+        let prop = unsafe { args::input(prop.cast_const(), "prop") }?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(granularity, "granularity") }?;
+        out.write(host().allocation_granularity(prop, option)?);
+        Ok(())
     })
-}
-
-/// The host backend's implementations.
-pub(crate) mod host {
-    use super::super::args::{self, Out};
-    use super::super::boundary::boundary;
-    use super::*;
-    use crate::ffi::process::host;
-    use crate::runtime::virtual_memory::virtual_memory;
-
-    pub(crate) unsafe extern "C" fn aclrtReserveMemAddress(
-        virPtr: *mut *mut c_void,
-        size: usize,
-        alignment: usize,
-        expectPtr: *mut c_void,
-        flags: u64,
-    ) -> aclError {
-        boundary("aclrtReserveMemAddress", || {
-            // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(virPtr, "virPtr") }?;
-            let addr = virtual_memory().reserve(size, alignment, expectPtr as usize, flags)?;
-            out.write(addr as *mut c_void);
-            Ok(())
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtReleaseMemAddress(virPtr: *mut c_void) -> aclError {
-        boundary("aclrtReleaseMemAddress", || {
-            let addr = args::address(virPtr, "virPtr")?;
-            virtual_memory().release(addr.as_ptr() as usize)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMallocPhysical(
-        handle: *mut aclrtDrvMemHandle,
-        size: usize,
-        prop: *const aclrtPhysicalMemProp,
-        flags: u64,
-    ) -> aclError {
-        boundary("aclrtMallocPhysical", || {
-            // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(handle, "handle") }?;
-            // SAFETY: the caller's contract.
-            let prop = unsafe { args::input(prop, "prop") }?;
-            let h = host().malloc_physical(size, prop, flags)?;
-            out.write(h as aclrtDrvMemHandle);
-            Ok(())
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtFreePhysical(handle: aclrtDrvMemHandle) -> aclError {
-        boundary("aclrtFreePhysical", || {
-            let h = args::address(handle, "handle")?;
-            host().free_physical(h.as_ptr() as usize)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMapMem(
-        virPtr: *mut c_void,
-        size: usize,
-        offset: usize,
-        handle: aclrtDrvMemHandle,
-        flags: u64,
-    ) -> aclError {
-        boundary("aclrtMapMem", || {
-            let addr = args::address(virPtr, "virPtr")?;
-            let h = args::address(handle, "handle")?;
-            virtual_memory().map(
-                addr.as_ptr() as usize,
-                size,
-                offset,
-                h.as_ptr() as usize,
-                flags,
-            )
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtUnmapMem(virPtr: *mut c_void) -> aclError {
-        boundary("aclrtUnmapMem", || {
-            let addr = args::address(virPtr, "virPtr")?;
-            host().unmap_mem(addr.as_ptr() as usize)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMemGetAllocationGranularity(
-        prop: *mut aclrtPhysicalMemProp,
-        option: aclrtMemGranularityOptions,
-        granularity: *mut usize,
-    ) -> aclError {
-        boundary("aclrtMemGetAllocationGranularity", || {
-            // SAFETY: the caller's contract.
-            let prop = unsafe { args::input(prop.cast_const(), "prop") }?;
-            // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(granularity, "granularity") }?;
-            out.write(host().allocation_granularity(prop, option)?);
-            Ok(())
-        })
-    }
 }

@@ -43,80 +43,105 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+/// The one list of the ACL functions this library exports that a real
+/// runtime may also provide, in three groups by what the dispatch table
+/// (`crate::ffi::dispatch`) does with them in front of a real runtime:
+/// `as_is`: the real function is used directly; `wrapped`: a wrapper calls
+/// it and mirrors its effect here; `not_dispatched`: the allocator API and
+/// the error message, which the exports forward themselves.
+///
+/// It hands the groups to the macro named `$then`: [`Sym`] is built from
+/// them here, and the dispatch table's forwarding from them there, so a
+/// function is added to one list.
+macro_rules! symbol_groups {
+    ($then:ident) => {
+        $then! {
+            as_is: [
+                aclInit,
+                aclFinalize,
+                aclrtSetDevice,
+                aclrtGetDevice,
+                aclrtGetDeviceCount,
+                aclrtCreateContext,
+                aclrtDestroyContext,
+                aclrtSetCurrentContext,
+                aclrtGetCurrentContext,
+                aclrtCreateStream,
+                aclrtCreateStreamWithConfig,
+                aclrtMalloc,
+                aclrtMallocAlign32,
+                aclrtFree,
+                aclrtMemcpy,
+                aclrtMemset,
+                aclrtMemcpyAsync,
+                aclrtMemsetAsync,
+                aclrtGetMemInfo,
+                aclallocLaunchKernel,
+            ],
+            wrapped: [
+                aclrtResetDevice,
+                aclrtResetDeviceForce,
+                aclrtSynchronizeStream,
+                aclrtSynchronizeStreamWithTimeout,
+                aclrtSynchronizeDevice,
+                aclrtDestroyStream,
+                aclrtDestroyStreamForce,
+            ],
+            real_or_export: [
+                aclrtReserveMemAddress,
+                aclrtReleaseMemAddress,
+                aclrtMallocPhysical,
+                aclrtFreePhysical,
+                aclrtMapMem,
+                aclrtUnmapMem,
+                aclrtMemGetAllocationGranularity,
+            ],
+            not_dispatched: [
+                aclrtAllocatorCreateDesc,
+                aclrtAllocatorDestroyDesc,
+                aclrtAllocatorSetObjToDesc,
+                aclrtAllocatorSetAllocFuncToDesc,
+                aclrtAllocatorSetFreeFuncToDesc,
+                aclrtAllocatorSetAllocAdviseFuncToDesc,
+                aclrtAllocatorSetGetAddrFromBlockFuncToDesc,
+                aclrtAllocatorRegister,
+                aclrtAllocatorGetByStream,
+                aclrtAllocatorUnregister,
+                aclGetRecentErrMsg,
+            ],
+        }
+    };
+}
+pub(crate) use symbol_groups;
+
 macro_rules! symbols {
-    ($($name:ident),* $(,)?) => {
+    ($($group:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
         /// Every ACL function this library exports that a real runtime may
         /// also provide.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum Sym { $($name),* }
+        pub enum Sym { $($($name),*),* }
 
         impl Sym {
             /// All of them, in declaration order.
-            pub const ALL: &'static [Sym] = &[$(Sym::$name),*];
+            pub const ALL: &'static [Sym] = &[$($(Sym::$name),*),*];
 
             /// The C name.
             pub const fn c_name(self) -> &'static CStr {
                 match self {
-                    $(Sym::$name => match CStr::from_bytes_with_nul(
+                    $($(Sym::$name => match CStr::from_bytes_with_nul(
                         concat!(stringify!($name), "\0").as_bytes(),
                     ) {
                         Ok(name) => name,
                         Err(_) => panic!("a symbol name with a NUL inside"),
-                    }),*
+                    }),*),*
                 }
             }
         }
     };
 }
 
-symbols! {
-    aclInit,
-    aclFinalize,
-    aclrtSetDevice,
-    aclrtResetDevice,
-    aclrtResetDeviceForce,
-    aclrtGetDevice,
-    aclrtGetDeviceCount,
-    aclrtCreateContext,
-    aclrtDestroyContext,
-    aclrtSetCurrentContext,
-    aclrtGetCurrentContext,
-    aclrtCreateStream,
-    aclrtCreateStreamWithConfig,
-    aclrtMalloc,
-    aclrtMallocAlign32,
-    aclrtFree,
-    aclrtMemcpy,
-    aclrtMemset,
-    aclrtMemcpyAsync,
-    aclrtMemsetAsync,
-    aclrtGetMemInfo,
-    aclallocLaunchKernel,
-    aclrtAllocatorCreateDesc,
-    aclrtAllocatorDestroyDesc,
-    aclrtAllocatorSetObjToDesc,
-    aclrtAllocatorSetAllocFuncToDesc,
-    aclrtAllocatorSetFreeFuncToDesc,
-    aclrtAllocatorSetAllocAdviseFuncToDesc,
-    aclrtAllocatorSetGetAddrFromBlockFuncToDesc,
-    aclrtAllocatorRegister,
-    aclrtAllocatorGetByStream,
-    aclrtAllocatorUnregister,
-    aclGetRecentErrMsg,
-    aclrtSynchronizeStream,
-    aclrtSynchronizeStreamWithTimeout,
-    aclrtSynchronizeDevice,
-    aclrtDestroyStream,
-    aclrtDestroyStreamForce,
-    aclrtReserveMemAddress,
-    aclrtReleaseMemAddress,
-    aclrtMallocPhysical,
-    aclrtFreePhysical,
-    aclrtMapMem,
-    aclrtUnmapMem,
-    aclrtMemGetAllocationGranularity,
-}
+symbol_groups!(symbols);
 
 const COUNT: usize = Sym::ALL.len();
 

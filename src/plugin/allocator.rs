@@ -2,10 +2,9 @@
 
 use super::context;
 use super::library::{self, Loaded, PluginFunctions, PluginSpec};
-use super::live::{LiveBlock, LiveTable, Stats};
+use super::live::{self, Books, LiveBlock, Stats};
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
-use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -15,7 +14,8 @@ use std::sync::Arc;
 /// does not do: which pointers are live, and statistics.
 pub struct PluggableAllocator {
     functions: PluginFunctions,
-    live: Mutex<LiveTable>,
+    /// The live blocks and the counters (the tracked-allocations adaptor).
+    live: Books,
     // Last, so the object is unloaded after everything that points into it.
     _library: Option<Arc<Loaded>>,
 }
@@ -49,7 +49,7 @@ impl PluggableAllocator {
     fn with_library(functions: PluginFunctions, library: Option<Arc<Loaded>>) -> Self {
         PluggableAllocator {
             functions,
-            live: Mutex::new(LiveTable::default()),
+            live: live::books(),
             _library: library,
         }
     }
@@ -78,12 +78,11 @@ impl PluggableAllocator {
                 reason: "It is larger than ssize_t can hold",
             });
         };
-        // SAFETY: the plugin's documented signature. The lock is not held:
-        // a plugin may take its time or call back into this library.
+        // SAFETY: the plugin's documented signature. The books are not
+        // entered: a plugin may take its time or call back into this library.
         let ptr = unsafe { (self.functions.alloc)(ssize, device, stream) };
-        let mut live = self.live.lock();
         let Some(ptr) = NonNull::new(ptr) else {
-            live.count_failure();
+            let _ = live::with(&self.live, |g| g.count_failure());
             return Err(Error::AllocatorReturnedNull {
                 allocator: "pluggable",
                 size,
@@ -96,7 +95,7 @@ impl PluggableAllocator {
             device,
             stream: stream as usize,
         };
-        live.insert(ptr.as_ptr() as usize, block)?;
+        live::insert(&self.live, ptr.as_ptr() as usize, block)?;
         Ok(ptr)
     }
 
@@ -104,7 +103,7 @@ impl PluggableAllocator {
     /// device and stream it was allocated with. Any other pointer, or one
     /// freed already, is refused without calling the plugin.
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
-        let block = self.live.lock().remove(ptr.as_ptr() as usize)?;
+        let block = live::remove(&self.live, ptr.as_ptr() as usize)?;
         // SAFETY: the plugin's documented signature; `ptr` is live and is
         // passed back with what it was allocated with. Removed from the table
         // first, so a concurrent second free of it is refused.
@@ -147,22 +146,25 @@ impl PluggableAllocator {
 
     /// The counters.
     pub fn stats(&self) -> Stats {
-        self.live.lock().stats()
+        live::with(&self.live, |g| g.counters()).map_or_else(|_| Stats::default(), Stats::from)
     }
 
     /// Restarts the peaks from the current values.
     pub fn reset_peak_stats(&self) {
-        self.live.lock().reset_peaks();
+        let _ = live::with(&self.live, |g| g.counters_mut().reset_peaks());
     }
 
     /// Blocks handed out and not yet freed.
     pub fn live_blocks(&self) -> usize {
-        self.live.lock().live()
+        live::with(&self.live, |g| g.live_count()).unwrap_or(0)
     }
 
-    /// What was recorded for a live pointer.
+    /// What was recorded for a live pointer (a lock-free lookup).
     pub fn block(&self, ptr: NonNull<c_void>) -> Option<LiveBlock> {
-        self.live.lock().get(ptr.as_ptr() as usize)
+        self.live
+            .lookup(ptr.as_ptr() as usize)
+            .filter(|b| b.is_live())
+            .map(|b| live::live_block(&b))
     }
 }
 

@@ -1,14 +1,15 @@
 //! The blocks an allocator has handed out (a pluggable one, or the default
-//! allocator's raw functions), and its statistics.
+//! allocator's raw functions), and its statistics, kept in the one
+//! tracked-allocations adaptor ([`crate::core::tracked`]).
 //!
 //! Every pointer the plugin returns is recorded with the size, device and
 //! stream it was allocated for, so that free can pass them back (torch_npu's
 //! free takes all four) and so that a pointer the plugin never returned is
-//! refused before it reaches the plugin. A bounded memory of recently freed
-//! pointers tells a double free from a foreign pointer in the message.
+//! refused before it reaches the plugin. The most recent frees are
+//! remembered to tell a double free from a foreign pointer in the message.
 
 use crate::core::error::{Error, Result};
-use std::collections::{HashMap, VecDeque};
+use crate::core::tracked::{Block, Counters, Guard, History, Meta, Refused, Tracked, META_WORDS};
 use std::ffi::c_void;
 
 /// What was passed to the plugin's alloc for one live block.
@@ -58,100 +59,164 @@ pub struct Stats {
     pub refused_free_count: u64,
 }
 
-/// How many freed pointers are remembered to name double frees.
-const RECENTLY_FREED: usize = 1024;
+impl From<Counters> for Stats {
+    /// The flat C view of the adaptor's counters.
+    fn from(c: Counters) -> Self {
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Stats {
+            allocated_bytes_current: n(c.allocated_bytes.current),
+            allocated_bytes_peak: n(c.allocated_bytes.peak),
+            allocated_bytes_total: n(c.allocated_bytes.allocated),
+            freed_bytes_total: n(c.allocated_bytes.freed),
+            alloc_count: n(c.allocation.allocated),
+            free_count: n(c.allocation.freed),
+            active_count: n(c.allocation.current),
+            active_peak: n(c.allocation.peak),
+            failed_alloc_count: c.failed_allocs,
+            refused_free_count: c.refused_frees,
+        }
+    }
+}
 
-/// The live blocks and the counters, kept under one lock so they always agree.
-#[derive(Default)]
+/// How many freed pointers are remembered to name double frees.
+pub(crate) const RECENTLY_FREED: usize = 1024;
+
+/// What the adaptor keeps per block beside its size and stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PluginMeta {
+    block: usize,
+    device: i32,
+}
+
+impl Meta for PluginMeta {
+    #[inline(always)]
+    fn pack(&self) -> [usize; META_WORDS] {
+        [self.block, self.device as u32 as usize, 0, 0]
+    }
+    #[inline(always)]
+    fn unpack(w: &[usize; META_WORDS]) -> Self {
+        PluginMeta {
+            block: w[0],
+            device: w[1] as u32 as i32,
+        }
+    }
+}
+
+/// The adaptor as a pluggable allocator keeps it.
+pub(crate) type Books = Tracked<PluginMeta>;
+
+/// New books remembering the most recent frees.
+pub(crate) fn books() -> Books {
+    Tracked::new(History::Recent(RECENTLY_FREED), ())
+}
+
+/// The owner a pluggable allocator enters its books as: it has no stream
+/// rule, so every caller is the same owner (they take turns, nothing is
+/// reported).
+pub(crate) const ANY_CALLER: usize = 1;
+
+/// The live block of an adaptor record.
+#[inline(always)]
+pub(crate) fn live_block(b: &Block<PluginMeta>) -> LiveBlock {
+    LiveBlock {
+        block: b.meta.block,
+        size: b.size,
+        device: b.meta.device,
+        stream: b.owner,
+    }
+}
+
+/// Records `block` for `ptr`; a pointer still live is an internal error.
+#[inline(always)]
+pub(crate) fn insert(books: &Books, ptr: usize, block: LiveBlock) -> Result<()> {
+    let meta = PluginMeta {
+        block: block.block,
+        device: block.device,
+    };
+    let mut g = books.enter(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
+    g.insert(ptr, block.size, block.stream, meta)
+        .map_err(|_| Error::Internal {
+            reason: "the plugin's alloc returned a pointer that is still allocated",
+        })
+}
+
+/// Takes `ptr`'s block out for freeing; a pointer not live is refused.
+#[inline(always)]
+pub(crate) fn remove(books: &Books, ptr: usize) -> Result<LiveBlock> {
+    let mut g = books.enter(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
+    match g.free(ptr, 0, 0) {
+        Ok(b) => Ok(live_block(&b)),
+        Err(Refused::DoubleFree(_)) => Err(Error::DoubleFree),
+        Err(Refused::Unknown) => Err(Error::ForeignPointer),
+    }
+}
+
+/// The books are entered from inside themselves: only a callback that
+/// calls back into the allocator while its books are being changed could.
+const REENTERED: Error = Error::Internal {
+    reason: "the allocator's books were entered again from inside an update",
+};
+
+/// Runs `f` on the books (statistics, peak resets, counts).
+pub(crate) fn with<R>(
+    books: &Books,
+    f: impl FnOnce(&mut Guard<'_, PluginMeta, ()>) -> R,
+) -> Result<R> {
+    let mut g = books
+        .enter_with_patience(std::time::Duration::from_secs(3600))
+        .ok_or(REENTERED)?;
+    Ok(f(&mut g))
+}
+
+/// The live blocks and the counters of an allocator whose callers serialise
+/// themselves (the default allocator's raw functions, under its own lock).
 pub struct LiveTable {
-    blocks: HashMap<usize, LiveBlock>,
-    /// Freed pointers, oldest first, each with the sequence number of its free.
-    freed_order: VecDeque<(usize, u64)>,
-    /// Freed pointers not handed out since, with the sequence of their last free.
-    freed: HashMap<usize, u64>,
-    frees: u64,
-    stats: Stats,
+    books: Books,
+}
+
+impl Default for LiveTable {
+    fn default() -> Self {
+        LiveTable { books: books() }
+    }
 }
 
 impl LiveTable {
     /// Records a block the plugin has just returned.
     pub fn insert(&mut self, ptr: usize, block: LiveBlock) -> Result<()> {
-        self.blocks.try_reserve(1).map_err(|_| Error::BadAlloc {
-            what: "the table of live blocks",
-        })?;
-        if self.blocks.contains_key(&ptr) {
-            return Err(Error::Internal {
-                reason: "the plugin's alloc returned a pointer that is still allocated",
-            });
-        }
-        self.blocks.insert(ptr, block);
-        // Its entry in `freed_order` stays and expires on its own (the
-        // sequence number no longer matches): no scan on the alloc path.
-        self.freed.remove(&ptr);
-        let s = &mut self.stats;
-        let size = block.size as u64;
-        s.alloc_count += 1;
-        s.active_count += 1;
-        s.active_peak = s.active_peak.max(s.active_count);
-        s.allocated_bytes_total += size;
-        s.allocated_bytes_current += size;
-        s.allocated_bytes_peak = s.allocated_bytes_peak.max(s.allocated_bytes_current);
-        Ok(())
+        insert(&self.books, ptr, block)
     }
 
     /// Takes a block out for freeing; a pointer not live here is refused.
     pub fn remove(&mut self, ptr: usize) -> Result<LiveBlock> {
-        let Some(block) = self.blocks.remove(&ptr) else {
-            self.stats.refused_free_count += 1;
-            return Err(if self.freed.contains_key(&ptr) {
-                Error::DoubleFree
-            } else {
-                Error::ForeignPointer
-            });
-        };
-        if self.freed_order.len() == RECENTLY_FREED {
-            if let Some((oldest, seq)) = self.freed_order.pop_front() {
-                if self.freed.get(&oldest) == Some(&seq) {
-                    self.freed.remove(&oldest);
-                }
-            }
-        }
-        self.frees += 1;
-        self.freed_order.push_back((ptr, self.frees));
-        self.freed.insert(ptr, self.frees);
-        let s = &mut self.stats;
-        let size = block.size as u64;
-        s.free_count += 1;
-        s.active_count -= 1;
-        s.freed_bytes_total += size;
-        s.allocated_bytes_current -= size;
-        Ok(block)
+        remove(&self.books, ptr)
     }
 
     /// Counts an allocation the plugin failed.
     pub fn count_failure(&mut self) {
-        self.stats.failed_alloc_count += 1;
+        let _ = with(&self.books, |g| g.count_failure());
     }
 
-    /// The block recorded for `ptr`, if it is live.
+    /// The block recorded for `ptr`, if it is live (lock-free).
     pub fn get(&self, ptr: usize) -> Option<LiveBlock> {
-        self.blocks.get(&ptr).copied()
+        self.books
+            .lookup(ptr)
+            .filter(Block::is_live)
+            .map(|b| live_block(&b))
     }
 
     /// The counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        with(&self.books, |g| g.counters()).map_or_else(|_| Stats::default(), Stats::from)
     }
 
     /// Peaks restart from the current values.
     pub fn reset_peaks(&mut self) {
-        self.stats.allocated_bytes_peak = self.stats.allocated_bytes_current;
-        self.stats.active_peak = self.stats.active_count;
+        let _ = with(&self.books, |g| g.counters_mut().reset_peaks());
     }
 
     /// Live blocks now.
     pub fn live(&self) -> usize {
-        self.blocks.len()
+        with(&self.books, |g| g.live_count()).unwrap_or(0)
     }
 }
 
@@ -225,7 +290,11 @@ mod tests {
             t.insert(i * 16, block(1)).unwrap();
             t.remove(i * 16).unwrap();
         }
-        assert_eq!(t.freed.len(), RECENTLY_FREED);
+        let kept = with(&t.books, |g| g.freed_count()).unwrap();
+        assert!(
+            (RECENTLY_FREED / 2..=RECENTLY_FREED).contains(&kept),
+            "{kept}"
+        );
         assert_eq!(t.remove(16), Err(Error::ForeignPointer), "forgotten");
         assert_eq!(t.remove((RECENTLY_FREED + 10) * 16), Err(Error::DoubleFree));
     }

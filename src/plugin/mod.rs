@@ -5,7 +5,8 @@
 //! - [`library`]: `dlopen`/`dlsym` with the loader's own text in errors;
 //! - [`live`]: pointer -> (size, device, stream) of every live block, so free
 //!   passes the right size and foreign or doubly freed pointers never reach
-//!   the plugin; statistics;
+//!   the plugin; statistics (both kept in the shared tracked-allocations
+//!   adaptor, `core::tracked`);
 //! - [`allocator`]: the allocator itself, safe Rust;
 //! - [`published`]: the live pluggable allocators handed to C (handles,
 //!   descriptors) and their descriptor callbacks;

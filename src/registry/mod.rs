@@ -76,6 +76,14 @@ impl StreamRegistry {
         self.table.get(stream.get())
     }
 
+    /// The registration of `stream` when one attempt finds it: `None` when
+    /// it has none or a writer got in the way, then [`StreamRegistry::get`]
+    /// answers. The C export's fast path.
+    #[inline(always)]
+    pub fn get_uncontended(&self, stream: StreamKey) -> Option<Registration> {
+        self.table.get_uncontended(stream.get())
+    }
+
     /// Makes `registration` the one in force for `stream`, returning the one it replaces.
     pub fn set(&self, stream: StreamKey, registration: Registration) -> Option<Registration> {
         self.table.insert(stream.get(), registration)

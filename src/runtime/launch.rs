@@ -20,6 +20,7 @@
 use super::host::HostRuntime;
 use super::stream_worker::{KernelFn, Task};
 use crate::core::error::{Error, Result};
+use crate::core::foreign_call::{self, Callback};
 use crate::core::serving::Serving;
 use crate::registry::StreamKey;
 use std::ffi::c_void;
@@ -60,17 +61,31 @@ impl HostRuntime {
             };
             let obj = c.obj.as_ptr();
             let stream_id = key.get().get();
+            let descriptor = registration.descriptor.get();
             // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object
             // were registered for this stream, and are called as CANN calls
-            // them.
-            let block = unsafe { (c.alloc)(obj, size) };
+            // them; a callback that throws ends the process with its name
+            // (`foreign_call`).
+            let block = unsafe {
+                foreign_call::alloc(c.alloc, obj, size, || Callback::Alloc {
+                    stream: stream_id,
+                    descriptor,
+                })
+            };
             if block.is_null() {
                 return Err(Error::WorkspaceAlloc {
                     stream: stream_id,
                     size,
                 });
             }
-            let addr = unsafe { (c.get_addr_from_block)(block) };
+            let addr = unsafe {
+                foreign_call::get_addr_from_block(c.get_addr_from_block, block, || {
+                    Callback::GetAddrFromBlock {
+                        stream: stream_id,
+                        descriptor,
+                    }
+                })
+            };
             let enqueued = if addr.is_null() {
                 Err(Error::WorkspaceAddr {
                     stream: stream_id,
@@ -79,7 +94,12 @@ impl HostRuntime {
             } else {
                 stream.enqueue(task(addr, false))
             };
-            unsafe { (c.free)(obj, block) };
+            unsafe {
+                foreign_call::free(c.free, obj, block, || Callback::Free {
+                    stream: stream_id,
+                    descriptor,
+                })
+            };
             return enqueued;
         }
         let allocator = stream.workspace_allocator();

@@ -167,6 +167,11 @@ impl HostRuntime {
                 reason: "A kernel cannot destroy the stream it runs on",
             });
         }
+        // A kernel destroying another stream waits for that stream's work
+        // and worker: recorded in the wait-for graph like a synchronize, and
+        // refused before anything is torn down if that stream's kernel is
+        // (through others) waiting for the caller's stream.
+        let _waiting = entry.stream.wait_from_kernel()?;
         // Unlisting first stops new launches from finding the stream.
         let entry = StreamHandle::from_raw(handle)
             .and_then(|h| self.streams.remove(h))

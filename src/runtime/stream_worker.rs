@@ -18,6 +18,7 @@ use super::memory::DeviceHeap;
 use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::core::error::{Error, Result};
+use crate::core::foreign_call;
 use crossbeam_queue::ArrayQueue;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -227,6 +228,10 @@ impl Stream {
                     "A kernel cannot enqueue onto its own stream when the stream's queue is full",
             });
         }
+        // A kernel waiting for room here waits for this stream's kernels, as
+        // a synchronize does: recorded in the wait-for graph, and refused
+        // if this stream's kernel is (through others) waiting for it.
+        let _waiting = self.wait_from_kernel()?;
         let shared = &*self.shared;
         shared.room_waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = shared.sleep_lock();
@@ -263,11 +268,7 @@ impl Stream {
         let shared = &*self.shared;
         // A kernel waiting for another stream: refused if that stream's
         // kernel is (through others) waiting for this one.
-        let worker = WORKER_OF.with(|w| w.get());
-        let _waiting = match worker {
-            0 => None,
-            me => Some(waits::begin(me, Arc::as_ptr(&self.shared) as usize)?),
-        };
+        let _waiting = self.wait_from_kernel()?;
         let reached = AtomicBool::new(false);
         match self.enqueue(Task::Fence(&reached)) {
             Ok(()) => {
@@ -293,6 +294,19 @@ impl Stream {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Records in the wait-for graph that the calling kernel, if the caller
+    /// is a stream's worker, is about to wait for this stream's work; fails
+    /// when this stream's kernel already waits (through others) for the
+    /// caller's stream. Every wait of a kernel for another stream goes
+    /// through here (synchronize, waiting for room, destroying it: see
+    /// `destroy_stream_handle`), so the graph sees them all.
+    pub(crate) fn wait_from_kernel(&self) -> Result<Option<waits::Waiting>> {
+        match WORKER_OF.with(|w| w.get()) {
+            0 => Ok(None),
+            me => waits::begin(me, Arc::as_ptr(&self.shared) as usize).map(Some),
         }
     }
 
@@ -466,8 +480,17 @@ impl Shared {
                 ..
             } => {
                 // SAFETY: the launcher's contract: a kernel callable with its
-                // workspace and argument.
-                unsafe { kernel(workspace, size, user_data) };
+                // workspace and argument. One that throws ends the process
+                // with its name (`foreign_call`).
+                unsafe {
+                    foreign_call::kernel(kernel, workspace, size, user_data, self.memory.device())
+                };
+                if test_hook::panics_after(kernel) {
+                    panic!(
+                        "{} names this kernel: the worker panics (test hook)",
+                        test_hook::VAR
+                    );
+                }
             }
             // SAFETY (both): the ranges were checked against device memory,
             // or vouched for by the caller, when the task was enqueued.
@@ -502,6 +525,32 @@ impl Shared {
             }
             _ => {}
         }
+    }
+}
+
+/// A test-only way for a C program to make a stream's worker die, as a bug
+/// inside the library would: `ACLALLOC_TEST_WORKER_PANIC` set (before the
+/// first kernel runs) to the address of a kernel function, as C's `%p`
+/// prints it, makes the worker panic right after running that kernel
+/// (`c_examples/dead_worker.c`). Not for production: nothing else reads it,
+/// and unset (or unparsable) it never matches.
+mod test_hook {
+    use super::KernelFn;
+    use std::sync::OnceLock;
+
+    pub(super) const VAR: &str = "ACLALLOC_TEST_WORKER_PANIC";
+
+    /// True when the hook names `kernel`. Runs on the worker after each
+    /// kernel, never on the launch path.
+    pub(super) fn panics_after(kernel: KernelFn) -> bool {
+        static NAMED: OnceLock<usize> = OnceLock::new();
+        let named = *NAMED.get_or_init(|| {
+            std::env::var(VAR)
+                .ok()
+                .and_then(|v| usize::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok())
+                .unwrap_or(0)
+        });
+        named != 0 && named == kernel as usize
     }
 }
 
@@ -671,6 +720,85 @@ mod tests {
             assert_eq!(waiting.join().unwrap(), Err(DEAD));
         });
         s.shut_down(false).unwrap();
+    }
+
+    unsafe extern "C" fn noop(_: *mut c_void, _: usize, _: *mut c_void) {}
+
+    /// Two streams whose kernels wait for each other: A's for room on B,
+    /// B's by synchronizing A.
+    struct RoomCycle {
+        a: Stream,
+        b: Stream,
+        b_started: AtomicBool,
+        a_result: Mutex<Option<Result<()>>>,
+        b_result: Mutex<Option<Result<()>>>,
+    }
+
+    /// On A: enqueues onto B, whose queue is full.
+    unsafe extern "C" fn enqueue_onto_full_b(_: *mut c_void, _: usize, cycle: *mut c_void) {
+        // SAFETY: the test passes a leaked RoomCycle.
+        let cycle = unsafe { &*(cycle as *const RoomCycle) };
+        let result = cycle.b.enqueue(kernel(noop, 0, std::ptr::null()));
+        *cycle.a_result.lock() = Some(result);
+    }
+
+    /// On B: once A's kernel waits for room on B, synchronizes A.
+    unsafe extern "C" fn synchronize_a_once_it_waits(_: *mut c_void, _: usize, cycle: *mut c_void) {
+        // SAFETY: the test passes a leaked RoomCycle.
+        let cycle = unsafe { &*(cycle as *const RoomCycle) };
+        cycle.b_started.store(true, Ordering::SeqCst);
+        while cycle.b.shared.room_waiters.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        // Give A's kernel the moment between counting itself as a room
+        // waiter and sleeping (the order of the two does not matter to
+        // the graph, which records the wait before either).
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        *cycle.b_result.lock() = Some(cycle.a.synchronize());
+    }
+
+    #[test]
+    fn a_kernel_waiting_for_room_is_in_the_wait_for_graph() {
+        // Before the room wait was recorded, B's synchronize was allowed
+        // and both workers waited for each other forever.
+        let cycle: &'static RoomCycle = Box::leak(Box::new(RoomCycle {
+            a: stream(),
+            b: stream(),
+            b_started: AtomicBool::new(false),
+            a_result: Mutex::new(None),
+            b_result: Mutex::new(None),
+        }));
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let data = cycle as *const RoomCycle as *const c_void;
+            cycle
+                .b
+                .enqueue(kernel(synchronize_a_once_it_waits, 0, data))
+                .unwrap();
+            while !cycle.b_started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // B's worker is inside its kernel: fill its queue to the brim.
+            while cycle
+                .b
+                .shared
+                .queue
+                .push(kernel(noop, 0, std::ptr::null()))
+                .is_ok()
+            {}
+            cycle
+                .a
+                .enqueue(kernel(enqueue_onto_full_b, 0, data))
+                .unwrap();
+            cycle.b.synchronize().unwrap();
+            cycle.a.synchronize().unwrap();
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the two kernels deadlocked: the room wait was not in the wait-for graph");
+        assert_eq!(*cycle.b_result.lock(), Some(Err(waits::DEADLOCK)));
+        assert_eq!(*cycle.a_result.lock(), Some(Ok(())));
     }
 
     #[test]

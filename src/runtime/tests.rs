@@ -565,3 +565,82 @@ fn launchers_on_their_own_streams_race_destroys_cleanly() {
     );
     assert_eq!(rt.live_streams(), 0);
 }
+
+/// Two streams' kernels: A's destroys stream B, B's synchronizes A.
+struct DestroyCycle {
+    rt: HostRuntime,
+    a: StreamKey,
+    b: StreamKey,
+    a_destroying: AtomicBool,
+    a_result: parking_lot::Mutex<Option<Result<(), Error>>>,
+    b_result: parking_lot::Mutex<Option<Result<(), Error>>>,
+}
+
+unsafe extern "C" fn destroy_b(_: *mut c_void, _: usize, cycle: *mut c_void) {
+    // SAFETY: the test passes a leaked DestroyCycle.
+    let cycle = unsafe { &*(cycle as *const DestroyCycle) };
+    cycle.a_destroying.store(true, Ordering::SeqCst);
+    *cycle.a_result.lock() = Some(cycle.rt.destroy_stream(cycle.b, false));
+}
+
+unsafe extern "C" fn synchronize_a_while_destroyed(_: *mut c_void, _: usize, cycle: *mut c_void) {
+    // SAFETY: the test passes a leaked DestroyCycle.
+    let cycle = unsafe { &*(cycle as *const DestroyCycle) };
+    while !cycle.a_destroying.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    // A's kernel is inside (or about to be inside) the destroy, waiting for
+    // this kernel's stream to finish.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    *cycle.b_result.lock() = Some(cycle.rt.synchronize_stream(Some(cycle.a)));
+}
+
+#[test]
+fn a_kernel_destroying_a_stream_is_in_the_wait_for_graph() {
+    // Before the destroy was recorded, B's synchronize was allowed: A's
+    // kernel waited for B's worker to finish, B's kernel for A's.
+    let rt = runtime(1, 1 << 20);
+    rt.set_device(0).unwrap();
+    let (a, b) = (
+        rt.create_stream(0, 0).unwrap(),
+        rt.create_stream(0, 0).unwrap(),
+    );
+    let cycle: &'static DestroyCycle = Box::leak(Box::new(DestroyCycle {
+        rt,
+        a,
+        b,
+        a_destroying: AtomicBool::new(false),
+        a_result: parking_lot::Mutex::new(None),
+        b_result: parking_lot::Mutex::new(None),
+    }));
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let data = cycle as *const DestroyCycle as *mut c_void;
+        let rt = &cycle.rt;
+        rt.launch(Some(b), 0, synchronize_a_while_destroyed, data)
+            .unwrap();
+        rt.launch(Some(a), 0, destroy_b, data).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the two kernels deadlocked: the destroy was not in the wait-for graph");
+    let b_result = *cycle.b_result.lock();
+    let a_result = *cycle.a_result.lock();
+    // Whichever wait came second is refused; the other goes through.
+    match (a_result, b_result) {
+        (Some(Ok(())), Some(Err(e))) | (Some(Err(e)), Some(Ok(()))) => {
+            assert_eq!(e, super::waits::DEADLOCK)
+        }
+        other => panic!("expected exactly one refusal, got {other:?}"),
+    }
+    if a_result == Some(Ok(())) {
+        assert_eq!(cycle.rt.live_streams(), 1, "B was destroyed");
+    } else {
+        // Refused before anything was torn down: B still works.
+        cycle.rt.synchronize_stream(Some(b)).unwrap();
+        cycle.rt.destroy_stream(b, false).unwrap();
+    }
+    cycle.rt.destroy_stream(a, false).unwrap();
+}

@@ -35,12 +35,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// The granularity of physical allocations, mappings and reservations.
-pub const GRANULARITY: usize = 2 << 20;
-// Spelled out because the generated header has carried it as a number;
-// core's tag list is the truth, the assertion keeps the two equal.
-/// Tag of physical memory handles.
-pub const PHYSICAL_TAG: u16 = 0xACA7;
-const _: () = assert!(PHYSICAL_TAG == PhysicalHandle::TAG);
+/// (Crate-visible only: a `pub` constant would be a `#define` without the
+/// library's prefix in the generated header; C callers ask
+/// `aclrtMemGetAllocationGranularity`.)
+pub(crate) const GRANULARITY: usize = 2 << 20;
+/// Tag of physical memory handles: core's tag list is the truth. Private, so
+/// that it is not in the generated header (it was, unprefixed, as
+/// `PHYSICAL_TAG`); a handle's tag is no part of the C API.
+const PHYSICAL_TAG: u16 = PhysicalHandle::TAG;
 const TAG_SHIFT: u32 = 48;
 
 /// What a virtual-memory lookup found (as [`super::memory::Lookup`]).

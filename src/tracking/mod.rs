@@ -49,7 +49,6 @@ pub mod events;
 mod exit;
 mod history;
 mod owner;
-mod ptr_map;
 mod report;
 mod shim;
 mod signals;
@@ -163,8 +162,8 @@ pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
 /// The statistics of one user allocator object, if it was ever tracked.
 pub fn allocator_stats(allocator: *mut std::ffi::c_void) -> Option<AllocatorStats> {
     let state = tracker().state_of(allocator as usize)?;
-    let inside = state.enter_for_report(owner::REPORT_PATIENCE)?;
-    Some(inside.stats)
+    let mut inside = state.enter_for_report(owner::REPORT_PATIENCE)?;
+    Some(inside.stats())
 }
 
 /// Every event so far (the first [`events::EVENT_CAPACITY`]), oldest first,

@@ -39,7 +39,7 @@ pub fn report_text() -> String {
         let _ = writeln!(out, "{P} no allocator was used through the tracking layer");
     }
     for state in states {
-        let Some(inside) = state.enter_for_report(REPORT_PATIENCE) else {
+        let Some(mut inside) = state.enter_for_report(REPORT_PATIENCE) else {
             let _ = writeln!(
                 out,
                 "{P} allocator {:#x}: busy (a thread stayed inside it), not read",
@@ -61,7 +61,7 @@ pub fn report_text() -> String {
                 streams.join(", ")
             }
         );
-        let s = inside.stats;
+        let s = inside.stats();
         let _ = writeln!(
             out,
             "{P}   {:<16} {:>12} {:>12} {:>14} {:>14}",

@@ -21,6 +21,7 @@ use super::events::{record, Fault};
 use super::owner::{AllocState, NOT_A_STREAM};
 use super::tracker::{tracker, TrackObj, FALLBACK_GET_ADDR};
 use crate::core::descriptor::{AllocatorObj, Callbacks};
+use crate::core::foreign_call::{self, Callback};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -65,8 +66,16 @@ pub unsafe extern "C" fn track_alloc(obj: *mut c_void, size: usize) -> *mut c_vo
     // SAFETY: the function's contract.
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
-    // SAFETY: the user's function with the user's object.
-    record_alloc(t, size, || unsafe { (user.alloc)(user.obj.as_ptr(), size) })
+    let site = || Callback::Alloc {
+        stream: t.stream().get().get(),
+        descriptor: t.registration.descriptor.get(),
+    };
+    // SAFETY: the user's function with the user's object; one that throws
+    // ends the process with its name (`foreign_call`), before the unwinding
+    // could leave the allocator's record owned.
+    record_alloc(t, size, || unsafe {
+        foreign_call::alloc(user.alloc, user.obj.as_ptr(), size, site)
+    })
 }
 
 /// The tracking allocAdvise; handed out only when the user has one.
@@ -131,12 +140,16 @@ pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
     let stream = t.stream().get().get();
+    let site = || Callback::Free {
+        stream,
+        descriptor: t.registration.descriptor.get(),
+    };
     let Some(mut inside) = t.state.enter(stream) else {
         // SAFETY: the user's function with the user's object.
-        return unsafe { (user.free)(user.obj.as_ptr(), block) };
+        return unsafe { foreign_call::free(user.free, user.obj.as_ptr(), block, site) };
     };
-    // SAFETY: the user's function with the user's object.
-    unsafe { (user.free)(user.obj.as_ptr(), block) };
+    // SAFETY: the user's function with the user's object (as in track_alloc).
+    unsafe { foreign_call::free(user.free, user.obj.as_ptr(), block, site) };
     inside.on_free(t.state.allocator, block as usize, stream);
 }
 
@@ -183,10 +196,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
 }
 
 fn find_state(block: usize) -> Option<&'static AllocState> {
-    tracker().states().into_iter().find(|s| {
-        s.enter(NOT_A_STREAM)
-            .is_some_and(|inside| inside.blocks.contains_key(&block))
-    })
+    // Lock-free: the adaptor's tables are read without entering any record.
+    tracker().states().into_iter().find(|s| s.knows(block))
 }
 
 #[cold]

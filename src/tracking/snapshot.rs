@@ -30,10 +30,10 @@ pub fn snapshot_json() -> String {
     let mut segments = Vec::new();
     let mut allocators = Vec::new();
     for state in tracker().states() {
-        let Some(inside) = state.enter_for_report(REPORT_PATIENCE) else {
+        let Some(mut inside) = state.enter_for_report(REPORT_PATIENCE) else {
             continue;
         };
-        let s = inside.stats;
+        let s = inside.stats();
         let stat = |x: super::stats::Stat| json!({"current": x.current, "peak": x.peak, "allocated": x.allocated, "freed": x.freed});
         let streams: Vec<Hex> = inside.streams.iter().map(|&s| Hex(s)).collect();
         allocators.push(json!({

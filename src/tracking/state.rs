@@ -1,32 +1,56 @@
-//! What the tracking layer knows about one allocator object: its blocks, the
-//! address ranges they cover, its statistics, and the fault rules applied
-//! to each alloc and free. The record is guarded by the owner word of
-//! [`super::owner::AllocState`].
+//! What the tracking layer knows about one allocator object: its blocks
+//! (in the shared tracked-allocations adaptor, with the tracking layer's
+//! metadata), the address ranges they cover, its statistics, and the fault
+//! rules applied to each alloc and free. The record is guarded by the owner
+//! word of [`super::owner::AllocState`].
 
 use super::clock::now_ns;
 use super::events::{record, Fault, LeakSeen};
 use super::history;
-use super::ptr_map::PtrMap;
+use super::owner::Inside;
 use super::stats::AllocatorStats;
 use super::syncclock;
-use std::collections::hash_map::Entry;
+use crate::core::tracked::{Block, Meta, Refused, META_WORDS};
 use std::collections::BTreeMap;
 
 /// How many freed blocks are remembered (for double-free and cross-stream
 /// checks) before the ones whose stream has been synchronized are dropped.
 const FREED_KEPT: usize = 1 << 14;
 
-/// Whether a block is in use.
+/// What the tracking layer keeps per block beside the adaptor's size,
+/// stream and freed state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BlockState {
-    /// Handed out and not freed. `leak_reported` is set once it was reported
-    /// as a leak, so it is never reported twice.
-    Live { leak_reported: bool },
-    /// Freed on `stream` at sync generation `generation`.
-    Freed { stream: usize, generation: u64 },
+pub(crate) struct TrackMeta {
+    device: i32,
+    leak_reported: bool,
+    time_ns: u64,
+    address: usize,
+    get_addr: usize,
 }
 
-/// One block the allocator handed out.
+impl Meta for TrackMeta {
+    #[inline(always)]
+    fn pack(&self) -> [usize; META_WORDS] {
+        [
+            self.device as u32 as usize | (self.leak_reported as usize) << 32,
+            self.time_ns as usize,
+            self.address,
+            self.get_addr,
+        ]
+    }
+    #[inline(always)]
+    fn unpack(w: &[usize; META_WORDS]) -> Self {
+        TrackMeta {
+            device: w[0] as u32 as i32,
+            leak_reported: w[0] >> 32 != 0,
+            time_ns: w[1] as u64,
+            address: w[2],
+            get_addr: w[3],
+        }
+    }
+}
+
+/// One block the allocator handed out, as reports read it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockRec {
     /// The size requested from alloc.
@@ -39,9 +63,19 @@ pub(crate) struct BlockRec {
     pub time_ns: u64,
     /// Its device address, once getAddrFromBlock was called (0 before).
     pub address: usize,
-    /// The user's getAddrFromBlock that serves it.
-    pub get_addr: usize,
-    pub state: BlockState,
+}
+
+impl From<Block<TrackMeta>> for BlockRec {
+    #[inline(always)]
+    fn from(b: Block<TrackMeta>) -> Self {
+        BlockRec {
+            size: b.size,
+            stream: b.owner,
+            device: b.meta.device,
+            time_ns: b.meta.time_ns,
+            address: b.meta.address,
+        }
+    }
 }
 
 /// An address range in use or recently freed.
@@ -53,15 +87,13 @@ struct Range {
     freed: Option<(usize, u64)>,
 }
 
-/// The guarded part of an [`AllocState`].
+/// What the tracking layer keeps per allocator beside its blocks, under the
+/// same owner word.
 #[derive(Default)]
 pub(crate) struct Inner {
-    pub(crate) blocks: PtrMap<BlockRec>,
     /// Keyed by (start address, block) so that two blocks starting at the
     /// same address (a broken allocator) both have an entry.
     ranges: BTreeMap<(usize, usize), Range>,
-    pub(crate) stats: AllocatorStats,
-    freed: usize,
     /// Streams this allocator serves through the tracking layer, in the
     /// order their tracking objects were made: the live ones, and destroyed
     /// ones while the list is short.
@@ -71,6 +103,38 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// `stream`, which this allocator served, was destroyed: it stays
+    /// listed while the list is short (a report names the streams of a
+    /// small program), otherwise it is only counted.
+    pub(crate) fn stream_ended(&mut self, stream: usize) {
+        const LISTED: usize = 16;
+        if self.streams.len() > LISTED {
+            if let Some(i) = self.streams.iter().position(|&s| s == stream) {
+                self.streams.remove(i);
+                self.streams_destroyed += 1;
+            }
+        }
+    }
+
+    /// `stream` now reaches this allocator through the tracking layer.
+    pub(crate) fn note_stream(&mut self, stream: usize) {
+        if !self.streams.contains(&stream) {
+            self.streams.push(stream);
+        }
+    }
+}
+
+impl Inside<'_> {
+    /// The statistics, from the adaptor's exact counters.
+    pub(crate) fn stats(&mut self) -> AllocatorStats {
+        let c = self.g.counters();
+        AllocatorStats {
+            allocation: c.allocation,
+            allocated_bytes: c.allocated_bytes,
+            num_alloc_failures: c.failed_allocs,
+        }
+    }
+
     /// alloc on `stream` (of `device`) returned `block` for `size` bytes.
     /// Inlined into the tracking callbacks: this is the common path of every
     /// allocation.
@@ -85,55 +149,25 @@ impl Inner {
         get_addr: usize,
     ) {
         if block == 0 {
-            self.stats.num_alloc_failures += 1;
+            self.g.count_failure();
             history::alloc_failed(device, size, stream);
             return;
         }
-        let time_ns = now_ns();
-        let fresh = BlockState::Live {
+        let meta = TrackMeta {
+            device,
             leak_reported: false,
+            time_ns: now_ns(),
+            address: 0,
+            get_addr,
         };
-        // Updated field by field in place (no record built on the stack and
-        // copied, which stalls on store forwarding): in a launch loop the
-        // block is usually one this allocator handed out and got back before.
-        let twice = match self.blocks.entry(block) {
-            Entry::Occupied(mut slot) => {
-                let held = slot.get_mut();
-                let old = matches!(held.state, BlockState::Live { .. }).then_some(*held);
-                held.size = size;
-                held.stream = stream;
-                held.device = device;
-                held.time_ns = time_ns;
-                held.address = 0;
-                held.get_addr = get_addr;
-                held.state = fresh;
-                if old.is_none() {
-                    self.freed -= 1;
-                }
-                old
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(BlockRec {
-                    size,
-                    stream,
-                    device,
-                    time_ns,
-                    address: 0,
-                    get_addr,
-                    state: fresh,
-                });
-                None
-            }
-        };
-        if let Some(old) = twice {
-            self.handed_out_twice(allocator, block, &old, stream, size);
+        // A live record of the same block is replaced (and counted as
+        // freed by the adaptor): it overlaps itself.
+        if let Some(old) = self.g.replace(block, size, stream, meta) {
+            self.handed_out_twice(allocator, block, &old.into(), stream, size);
         }
-        self.stats.allocation.increase(1);
-        self.stats.allocated_bytes.increase(size as i64);
     }
 
-    /// The same live block came back from alloc: it overlaps itself. The old
-    /// record is replaced, so it is counted as freed.
+    /// The same live block came back from alloc: it overlaps itself.
     #[cold]
     fn handed_out_twice(
         &mut self,
@@ -158,64 +192,43 @@ impl Inner {
             self.ranges.remove(&(old.address, block));
             history::freed(old.device, old.address, old.size, old.stream);
         }
-        self.stats.allocation.decrease(1);
-        self.stats.allocated_bytes.decrease(old.size as i64);
-    }
-
-    /// `stream`, which this allocator served, was destroyed: it stays
-    /// listed while the list is short (a report names the streams of a
-    /// small program), otherwise it is only counted.
-    pub(crate) fn stream_ended(&mut self, stream: usize) {
-        const LISTED: usize = 16;
-        if self.streams.len() > LISTED {
-            if let Some(i) = self.streams.iter().position(|&s| s == stream) {
-                self.streams.remove(i);
-                self.streams_destroyed += 1;
-            }
-        }
-    }
-
-    /// `stream` now reaches this allocator through the tracking layer.
-    pub(crate) fn note_stream(&mut self, stream: usize) {
-        if !self.streams.contains(&stream) {
-            self.streams.push(stream);
-        }
     }
 
     /// The user's getAddrFromBlock function that serves `block`, if it is known.
     #[inline]
     pub(crate) fn get_addr_of(&self, block: usize) -> Option<usize> {
-        self.blocks.get(&block).map(|b| b.get_addr)
+        self.g.get(block).map(|b| b.meta.get_addr)
     }
 
     /// getAddrFromBlock(`block`) returned `address`. The first address of a
     /// block is checked against every other live and recently freed range.
     #[inline]
     pub(crate) fn on_get_addr(&mut self, allocator: usize, block: usize, address: usize) {
-        let Some(rec) = self.blocks.get_mut(&block) else {
+        // One probe: the record is read, and its address set when the block
+        // is live and the address new and non-NULL.
+        let found = self.g.read_and_update(block, |b| {
+            (b.is_live() && address != 0 && b.meta.address != address)
+                .then_some(TrackMeta { address, ..b.meta })
+        });
+        let Some(found) = found.filter(Block::is_live) else {
             record(Fault::UnknownBlock { allocator, block });
             return;
         };
-        if !matches!(rec.state, BlockState::Live { .. }) {
-            record(Fault::UnknownBlock { allocator, block });
-            return;
-        }
         if address == 0 {
-            let (stream, size) = (rec.stream, rec.size);
             record(Fault::NullAddress {
-                stream,
+                stream: found.owner,
                 allocator,
                 block,
-                size,
+                size: found.size,
             });
             return;
         }
-        if rec.address == address {
+        let old = found.meta.address;
+        if old == address {
             return;
         }
-        let old = rec.address;
+        let mut rec = BlockRec::from(found);
         rec.address = address;
-        let rec = *rec;
         if old != 0 {
             // The same live block at another address: the timeline sees the
             // old range end.
@@ -294,7 +307,7 @@ impl Inner {
                 }
                 match range.freed {
                     None if first_pass => {
-                        let other = self.blocks.get(&range.block);
+                        let other = self.g.get(range.block).map(BlockRec::from);
                         record(Fault::Overlap {
                             stream: rec.stream,
                             allocator,
@@ -342,53 +355,25 @@ impl Inner {
     }
 
     fn forget_freed(&mut self, block: usize) {
-        if let Some(rec) = self.blocks.get(&block) {
-            if matches!(rec.state, BlockState::Freed { .. }) {
-                self.blocks.remove(&block);
-                self.freed -= 1;
-            }
-        }
+        self.g.forget_freed(block);
     }
 
     /// free(`block`) on `stream`. Inlined into the tracking callbacks.
     #[inline(always)]
     pub(crate) fn on_free(&mut self, allocator: usize, block: usize, stream: usize) {
-        let Some(rec) = self.blocks.get_mut(&block) else {
-            record(Fault::UnknownFree {
-                stream,
-                allocator,
-                block,
-            });
-            return;
-        };
-        if let BlockState::Freed {
-            stream: first_freed_on,
-            ..
-        } = rec.state
-        {
-            let size = rec.size;
-            record(Fault::DoubleFree {
-                stream,
-                allocator,
-                block,
-                size,
-                first_freed_on,
-            });
-            return;
-        }
         let generation = syncclock::generation();
-        rec.state = BlockState::Freed { stream, generation };
-        let (size, address) = (rec.size, rec.address);
+        let live = match self.g.free(block, stream, generation) {
+            Ok(live) => live,
+            Err(refused) => return refused_free(refused, allocator, block, stream),
+        };
+        let (size, address) = (live.size, live.meta.address);
         if address != 0 {
-            history::freed(rec.device, address, size, stream);
+            history::freed(live.meta.device, address, size, stream);
             if let Some(range) = self.ranges.get_mut(&(address, block)) {
                 range.freed = Some((stream, generation));
             }
         }
-        self.stats.allocation.decrease(1);
-        self.stats.allocated_bytes.decrease(size as i64);
-        self.freed += 1;
-        if self.freed > FREED_KEPT {
+        if self.g.freed_count() > FREED_KEPT {
             let this = std::panic::AssertUnwindSafe(&mut *self);
             let _ = std::panic::catch_unwind(move || {
                 let this = this;
@@ -402,41 +387,32 @@ impl Inner {
     /// drops them all, giving up double-free detection on those blocks.
     #[cold]
     pub(crate) fn prune_freed(&mut self) {
-        let keep_unsynced = self.freed / 2 < FREED_KEPT;
-        self.blocks.retain(|_, b| match b.state {
-            BlockState::Freed { stream, generation } => {
-                keep_unsynced && !syncclock::synchronized_since(stream, generation)
-            }
-            BlockState::Live { .. } => true,
+        let keep_unsynced = self.g.freed_count() / 2 < FREED_KEPT;
+        self.g.retain(|_, b| match b.freed {
+            Some(f) => keep_unsynced && !syncclock::synchronized_since(f.by, f.generation),
+            None => true,
         });
-        let blocks = &self.blocks;
-        self.ranges
-            .retain(|_, r| r.freed.is_none() || blocks.contains_key(&r.block));
-        self.freed = self
-            .blocks
-            .values()
-            .filter(|b| matches!(b.state, BlockState::Freed { .. }))
-            .count();
+        let mut ranges = std::mem::take(&mut self.ranges);
+        ranges.retain(|_, r| r.freed.is_none() || self.g.get(r.block).is_some());
+        self.ranges = ranges;
     }
 
     /// Reports every live block allocated on `stream` (every stream when
     /// `None`) that was not reported yet.
     pub(crate) fn report_leaks(&mut self, allocator: usize, stream: Option<usize>, seen: LeakSeen) {
         let now = now_ns();
-        for (&block, rec) in self.blocks.iter_mut() {
-            if let BlockState::Live { leak_reported } = &mut rec.state {
-                if !*leak_reported && stream.map_or(true, |s| s == rec.stream) {
-                    *leak_reported = true;
-                    record(Fault::Leak {
-                        stream: rec.stream,
-                        allocator,
-                        block,
-                        address: rec.address,
-                        size: rec.size,
-                        age_ns: now.saturating_sub(rec.time_ns),
-                        seen,
-                    });
-                }
+        for (block, rec) in self.g.live() {
+            if !rec.meta.leak_reported && stream.map_or(true, |s| s == rec.owner) {
+                self.g.update_meta(block, |m| m.leak_reported = true);
+                record(Fault::Leak {
+                    stream: rec.owner,
+                    allocator,
+                    block,
+                    address: rec.meta.address,
+                    size: rec.size,
+                    age_ns: now.saturating_sub(rec.meta.time_ns),
+                    seen,
+                });
             }
         }
     }
@@ -444,13 +420,32 @@ impl Inner {
     /// Live blocks, ordered by address then block.
     pub(crate) fn live_blocks(&self) -> Vec<(usize, BlockRec)> {
         let mut live: Vec<(usize, BlockRec)> = self
-            .blocks
-            .iter()
-            .filter(|(_, b)| matches!(b.state, BlockState::Live { .. }))
-            .map(|(&k, b)| (k, *b))
+            .g
+            .live()
+            .into_iter()
+            .map(|(k, b)| (k, BlockRec::from(b)))
             .collect();
         live.sort_by_key(|(k, b)| (b.address, *k));
         live
+    }
+}
+
+/// A free the adaptor refused: reported with what is known.
+#[cold]
+fn refused_free(refused: Refused<TrackMeta>, allocator: usize, block: usize, stream: usize) {
+    match refused {
+        Refused::Unknown => record(Fault::UnknownFree {
+            stream,
+            allocator,
+            block,
+        }),
+        Refused::DoubleFree(first) => record(Fault::DoubleFree {
+            stream,
+            allocator,
+            block,
+            size: first.size,
+            first_freed_on: first.freed.map_or(0, |f| f.by),
+        }),
     }
 }
 
@@ -490,9 +485,9 @@ mod tests {
             g.on_get_addr(a, 0x1000, 0x9000);
             g.on_free(a, 0x1000, 0x10);
         }
-        assert_eq!(g.stats.allocation.allocated, 3);
-        assert_eq!(g.stats.allocation.current, 0);
-        assert_eq!(g.stats.allocated_bytes.peak, 64);
+        assert_eq!(g.stats().allocation.allocated, 3);
+        assert_eq!(g.stats().allocation.current, 0);
+        assert_eq!(g.stats().allocated_bytes.peak, 64);
         assert!(faults_of(a).is_empty(), "{:?}", faults_of(a));
     }
 
@@ -522,7 +517,11 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(g.stats.allocation.freed, 1, "faulty frees are not counted");
+        assert_eq!(
+            g.stats().allocation.freed,
+            1,
+            "faulty frees are not counted"
+        );
     }
 
     #[test]
@@ -632,8 +631,8 @@ mod tests {
         let other = {
             let state = state.clone();
             std::thread::spawn(move || {
-                let g = state.enter(0x20).unwrap();
-                g.stats.allocation.current
+                let mut g = state.enter(0x20).unwrap();
+                g.stats().allocation.current
             })
         };
         while faults_of(a).is_empty() {

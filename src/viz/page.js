@@ -48,6 +48,9 @@
   function prepare(dev) {
     var a = dev.allocs, s = dev.segs, E = dev.t.length, N = a.size.length;
     var p = { dev: dev, E: E, N: N, a: a, s: s };
+    // A session with no segments at all (tracking alone records allocations,
+    // not the memory reserved behind them) has no reserved line to show.
+    p.hasSegments = s.size.length > 0;
     p.evStart = new Int32Array(E).fill(-1);
     p.evEnd = new Int32Array(E).fill(-1);
     p.segStart = new Int32Array(E).fill(-1);
@@ -214,13 +217,15 @@
         ctx.fillRect(MARGIN.left + c, y1, 1, Math.max(0.5, y0 - y1));
       }
     }
-    // The reserved total.
-    ctx.strokeStyle = "#1d232b"; ctx.lineWidth = 1.5; ctx.beginPath();
-    for (c = 0; c < PW; c++) {
-      var ry = yOf(resLine[c]);
-      if (c === 0) ctx.moveTo(MARGIN.left, ry); else ctx.lineTo(MARGIN.left + c, ry);
+    // The reserved total (none without segments).
+    if (p.hasSegments) {
+      ctx.strokeStyle = "#1d232b"; ctx.lineWidth = 1.5; ctx.beginPath();
+      for (c = 0; c < PW; c++) {
+        var ry = yOf(resLine[c]);
+        if (c === 0) ctx.moveTo(MARGIN.left, ry); else ctx.lineTo(MARGIN.left + c, ry);
+      }
+      ctx.stroke();
     }
-    ctx.stroke();
     // The peak.
     var pc = p.peakAt >= 0 ? evCol[p.peakAt] : 0;
     var px = MARGIN.left + pc + 0.5, py = yOf(p.peak);
@@ -239,6 +244,7 @@
 
     var tl = $("timeline");
     tl.setAttribute("data-peak-bytes", String(p.peak));
+    tl.setAttribute("data-reserved-line", p.hasSegments ? "1" : "0");
     tl.setAttribute("data-events", String(E));
     tl.setAttribute("data-allocations", String(N));
     tl.setAttribute("data-columns", String(PW));
@@ -304,7 +310,8 @@
     drawOverlay(hit.col);
     var p = D, text;
     var at = hit.state >= 0 ? "after event " + hit.state + " (" + timeOf(p, hit.state) + ")" : "before the first event";
-    var totals = "allocated " + fmtBytes(hit.state >= 0 ? p.alloc[hit.state] : p.base) + ", reserved " + fmtBytes(hit.state >= 0 ? p.res[hit.state] : p.baseRes) + "\n" + at;
+    var totals = "allocated " + fmtBytes(hit.state >= 0 ? p.alloc[hit.state] : p.base) +
+      (p.hasSegments ? ", reserved " + fmtBytes(hit.state >= 0 ? p.res[hit.state] : p.baseRes) : "") + "\n" + at;
     if (hit.id === null) text = totals;
     else if (hit.id >= 0) text = allocText(p, hit.id) + "\n\n" + totals;
     else {
@@ -474,7 +481,8 @@
   function drawHeader() {
     var p = D, h = DATA.history || {};
     var parts = [p.E.toLocaleString("en-US") + " events", p.N.toLocaleString("en-US") + " allocations",
-      "peak allocated " + fmtExact(p.peak), "peak reserved " + fmtBytes(p.maxRes)];
+      "peak allocated " + fmtExact(p.peak)];
+    if (p.hasSegments) parts.push("peak reserved " + fmtBytes(p.maxRes));
     if (p.E) parts.push("trace length " + fmtTime(p.t1 - p.t0));
     var sum = $("summary");
     sum.textContent = parts.join(" · ");
@@ -493,10 +501,13 @@
       k.appendChild(sw); k.appendChild(document.createTextNode("stream " + s));
       legend.appendChild(k);
     });
-    var k2 = el("span", undefined, "key"), line = el("i");
-    line.style.background = "#1d232b"; line.style.height = "2px"; line.style.verticalAlign = "3px";
-    k2.appendChild(line); k2.appendChild(document.createTextNode("reserved"));
-    legend.appendChild(k2);
+    if (p.hasSegments) {
+      var k2 = el("span", undefined, "key"), line = el("i");
+      k2.id = "legend-reserved";
+      line.style.background = "#1d232b"; line.style.height = "2px"; line.style.verticalAlign = "3px";
+      k2.appendChild(line); k2.appendChild(document.createTextNode("reserved"));
+      legend.appendChild(k2);
+    }
   }
 
   function render() {

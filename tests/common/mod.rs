@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: the message the last call left,
-//! and building C code against the library.
+//! building C code against the library, descriptors made through the C ABI,
+//! and (`vendor`) the stand-in vendor runtime and its programs.
 #![allow(dead_code)]
+
+pub mod vendor;
 
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
@@ -78,4 +81,26 @@ pub fn compile(compiler: &str, std: &str, sources: &[&Path], output: &Path, extr
         .status()
         .unwrap_or_else(|e| panic!("could not run {compiler}: {e}"));
     assert!(status.success(), "{compiler} failed on {sources:?}");
+}
+
+/// A descriptor made through the C ABI with the object and the three required
+/// functions set; every call must succeed.
+pub fn descriptor(
+    obj: *mut std::ffi::c_void,
+    alloc: aclalloc::ffi::types::aclrtAllocatorAllocFunc,
+    free: aclalloc::ffi::types::aclrtAllocatorFreeFunc,
+    get_addr: aclalloc::ffi::types::aclrtAllocatorGetAddrFromBlockFunc,
+) -> aclalloc::ffi::types::aclrtAllocatorDesc {
+    use aclalloc::core::error::ACL_SUCCESS;
+    use aclalloc::ffi::allocator::*;
+    let desc = aclrtAllocatorCreateDesc();
+    assert!(!desc.is_null(), "aclrtAllocatorCreateDesc");
+    assert_eq!(aclrtAllocatorSetObjToDesc(desc, obj), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorSetAllocFuncToDesc(desc, alloc), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorSetFreeFuncToDesc(desc, free), ACL_SUCCESS);
+    assert_eq!(
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, get_addr),
+        ACL_SUCCESS
+    );
+    desc
 }

@@ -1,7 +1,7 @@
 // A C++ allocator callback that throws through a launch (callbacks must not
 // throw: docs/HARDENING.md). The process must end at once with SIGABRT and
-// a message, never carry on with the library's state half-updated (a lock
-// held, the next launch deadlocked).
+// a message naming the callback (tests/service.rs), never carry on with the
+// library's state half-updated (a lock held, the next launch deadlocked).
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -24,6 +24,7 @@ int main() {
     aclrtAllocatorSetFreeFuncToDesc(desc, plain_free);
     aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, same_addr);
     if (aclrtAllocatorRegister(stream, desc) != ACL_SUCCESS) return 1;
+    std::printf("stream %p\ndescriptor %p\n", stream, desc);
     std::printf("launching\n");
     std::fflush(stdout);
     try {

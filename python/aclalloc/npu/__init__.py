@@ -8,53 +8,10 @@ PyTorch's names and meanings; also reachable as ``npu.memory.*`` (like
 """
 
 from . import memory
-from .memory import (
-    NPUPluggableAllocator,
-    OutOfMemoryError,
-    caching_allocator_alloc,
-    caching_allocator_delete,
-    change_current_allocator,
-    empty_cache,
-    max_memory_allocated,
-    max_memory_cached,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_cached,
-    memory_reserved,
-    memory_snapshot,
-    memory_stats,
-    memory_stats_as_nested_dict,
-    memory_summary,
-    reset_accumulated_memory_stats,
-    reset_max_memory_allocated,
-    reset_max_memory_cached,
-    reset_peak_memory_stats,
-    set_per_process_memory_fraction,
-)
 
-__all__ = [
-    "NPUPluggableAllocator",
-    "OutOfMemoryError",
-    "caching_allocator_alloc",
-    "caching_allocator_delete",
-    "change_current_allocator",
-    "empty_cache",
-    "max_memory_allocated",
-    "max_memory_cached",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory",
-    "memory_allocated",
-    "memory_cached",
-    "memory_reserved",
-    "memory_snapshot",
-    "memory_stats",
-    "memory_stats_as_nested_dict",
-    "memory_summary",
-    "reset_accumulated_memory_stats",
-    "reset_max_memory_allocated",
-    "reset_max_memory_cached",
-    "reset_peak_memory_stats",
-    "set_per_process_memory_fraction",
-]
+# npu.memory's __all__ is the one list of the public API; this package
+# re-exports it, plus the module itself.
+from .memory import *  # noqa: F403
+from .memory import __all__ as _memory_all
+
+__all__ = ["memory", *_memory_all]

@@ -1,0 +1,257 @@
+//! The tracked-allocations adaptor (`core::tracked`, the table the pluggable
+//! allocators and the tracking layer keep their blocks in):
+//!
+//! - a property test against a model (a `HashMap`): random inserts, frees,
+//!   double and unknown frees, replacements, forgets and prunes give the
+//!   same answers, the same records and exact counters (current, peak,
+//!   allocated, freed, refusals);
+//! - a stress test: threads insert and free their own pointers through the
+//!   owner word while reader threads look pointers up without it; at the
+//!   end no entry is lost or invented, the counters equal the sum of what
+//!   the threads did, and no reader ever saw a torn record.
+
+use aclalloc::core::tracked::{Block, History, Meta, Refused, Tracked, META_WORDS};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Metadata whose words all derive from one number, so a torn read shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tag(usize);
+
+impl Meta for Tag {
+    fn pack(&self) -> [usize; META_WORDS] {
+        [self.0, !self.0, self.0.rotate_left(7), self.0 ^ 0x5555]
+    }
+    fn unpack(w: &[usize; META_WORDS]) -> Self {
+        assert_eq!(w[1], !w[0], "torn record");
+        assert_eq!(w[2], w[0].rotate_left(7), "torn record");
+        assert_eq!(w[3], w[0] ^ 0x5555, "torn record");
+        Tag(w[0])
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(usize, usize),
+    Free(usize),
+    Replace(usize, usize),
+    Forget(usize),
+    DropFreed,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // A few pointers, so that reuse, double frees and collisions are common.
+    let ptr = (1usize..40).prop_map(|p| p * 512);
+    prop_oneof![
+        4 => (ptr.clone(), 0usize..5000).prop_map(|(p, s)| Op::Insert(p, s)),
+        4 => ptr.clone().prop_map(Op::Free),
+        1 => (ptr.clone(), 0usize..5000).prop_map(|(p, s)| Op::Replace(p, s)),
+        1 => ptr.prop_map(Op::Forget),
+        1 => Just(Op::DropFreed),
+    ]
+}
+
+/// The model: pointer -> (size, live).
+#[derive(Default)]
+struct Model {
+    blocks: HashMap<usize, (usize, bool)>,
+    count: [i64; 4],
+    bytes: [i64; 4],
+    refused: u64,
+}
+
+impl Model {
+    fn up(&mut self, size: usize) {
+        for (s, a) in [(&mut self.count, 1), (&mut self.bytes, size as i64)] {
+            s[0] += a;
+            s[2] += a;
+            s[1] = s[1].max(s[0]);
+        }
+    }
+    fn down(&mut self, size: usize) {
+        for (s, a) in [(&mut self.count, 1), (&mut self.bytes, size as i64)] {
+            s[0] -= a;
+            s[3] += a;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn the_adaptor_agrees_with_a_model(ops in proptest::collection::vec(op(), 1..300)) {
+        let t: Tracked<Tag> = Tracked::new(History::UntilForgotten, ());
+        let mut m = Model::default();
+        let mut g = t.enter(1, |_| {}).unwrap();
+        for op in ops {
+            match op {
+                Op::Insert(p, s) => {
+                    let got = g.insert(p, s, 7, Tag(s));
+                    match m.blocks.get(&p) {
+                        Some(&(old, true)) => prop_assert_eq!(got.map_err(|b| b.size), Err(old)),
+                        _ => {
+                            prop_assert!(got.is_ok());
+                            m.blocks.insert(p, (s, true));
+                            m.up(s);
+                        }
+                    }
+                }
+                Op::Free(p) => {
+                    let got = g.free(p, 3, 9);
+                    match m.blocks.get(&p).copied() {
+                        Some((s, true)) => {
+                            prop_assert_eq!(got.map(|b| (b.size, b.meta)), Ok((s, Tag(s))));
+                            m.blocks.insert(p, (s, false));
+                            m.down(s);
+                        }
+                        Some((s, false)) => {
+                            m.refused += 1;
+                            match got {
+                                Err(Refused::DoubleFree(b)) => {
+                                    prop_assert_eq!(b.size, s);
+                                    prop_assert_eq!(b.freed.map(|f| (f.by, f.generation)), Some((3, 9)));
+                                }
+                                other => prop_assert!(false, "{:?}", other),
+                            }
+                        }
+                        None => {
+                            m.refused += 1;
+                            prop_assert_eq!(got, Err(Refused::Unknown));
+                        }
+                    }
+                }
+                Op::Replace(p, s) => {
+                    let got = g.replace(p, s, 7, Tag(s)).map(|b| b.size);
+                    match m.blocks.get(&p).copied() {
+                        Some((old, true)) => {
+                            prop_assert_eq!(got, Some(old));
+                            m.down(old);
+                        }
+                        _ => prop_assert_eq!(got, None),
+                    }
+                    m.blocks.insert(p, (s, true));
+                    m.up(s);
+                }
+                Op::Forget(p) => {
+                    let freed = m.blocks.get(&p).is_some_and(|&(_, live)| !live);
+                    prop_assert_eq!(g.forget_freed(p), freed);
+                    if freed {
+                        m.blocks.remove(&p);
+                    }
+                }
+                Op::DropFreed => {
+                    g.retain(|_, b| b.is_live());
+                    m.blocks.retain(|_, &mut (_, live)| live);
+                }
+            }
+            let c = g.counters();
+            let a = c.allocation;
+            let b = c.allocated_bytes;
+            prop_assert_eq!([a.current, a.peak, a.allocated, a.freed], m.count);
+            prop_assert_eq!([b.current, b.peak, b.allocated, b.freed], m.bytes);
+            prop_assert_eq!(c.refused_frees, m.refused);
+            prop_assert_eq!(g.freed_count(), m.blocks.values().filter(|&&(_, l)| !l).count());
+        }
+        let mut records: Vec<(usize, usize, bool)> =
+            g.records().into_iter().map(|(p, b)| (p, b.size, b.is_live())).collect();
+        records.sort_unstable();
+        let mut want: Vec<(usize, usize, bool)> =
+            m.blocks.iter().map(|(&p, &(s, l))| (p, s, l)).collect();
+        want.sort_unstable();
+        prop_assert_eq!(records, want);
+        drop(g);
+        for (p, &(s, live)) in &m.blocks {
+            let b: Option<Block<Tag>> = t.lookup(*p);
+            prop_assert_eq!(b.map(|b| (b.size, b.is_live())), Some((s, live)));
+        }
+    }
+}
+
+#[test]
+fn concurrent_writers_and_lock_free_readers_lose_and_invent_nothing() {
+    const WRITERS: usize = 3;
+    const ROUNDS: usize = 20_000;
+    const PER_THREAD: usize = 64;
+    let t: Arc<Tracked<Tag>> = Arc::new(Tracked::new(History::Recent(256), ()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    // Readers: every record they find is whole (Tag::unpack checks) and
+    // belongs to a pointer some writer owns.
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t, stop, reads) = (t.clone(), stop.clone(), reads.clone());
+            std::thread::spawn(move || {
+                let mut i = r;
+                while !stop.load(Ordering::Relaxed) {
+                    let p = ((i % (WRITERS * PER_THREAD)) + 1) * 4096;
+                    if let Some(b) = t.lookup(p) {
+                        assert_eq!(b.meta.0 % 4096, 0, "a record of another pointer");
+                        assert_eq!(b.size, b.meta.0 / 4096);
+                    }
+                    i += 7;
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Writers: each owns its own pointers, allocates and frees them in a
+    // pattern, and counts what it did; a second free is always refused.
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut live = vec![false; PER_THREAD];
+                let (mut allocs, mut frees, mut bytes) = (0i64, 0i64, 0i64);
+                for round in 0..ROUNDS {
+                    let k = (round * 31 + w) % PER_THREAD;
+                    let p = (w * PER_THREAD + k + 1) * 4096;
+                    let size = p / 4096;
+                    let mut g = t.enter(1, |_| {}).unwrap();
+                    if live[k] {
+                        assert_eq!(g.free(p, w, 0).unwrap().size, size);
+                        assert!(matches!(g.free(p, w, 0), Err(Refused::DoubleFree(_))));
+                        frees += 1;
+                        bytes -= size as i64;
+                    } else {
+                        g.insert(p, size, w, Tag(p)).unwrap();
+                        allocs += 1;
+                        bytes += size as i64;
+                    }
+                    drop(g);
+                    live[k] = !live[k];
+                }
+                (live, allocs, frees, bytes)
+            })
+        })
+        .collect();
+    let mut total = (0i64, 0i64, 0i64);
+    let mut expected_live = Vec::new();
+    for (w, h) in writers.into_iter().enumerate() {
+        let (live, a, f, b) = h.join().unwrap();
+        total = (total.0 + a, total.1 + f, total.2 + b);
+        for (k, l) in live.into_iter().enumerate() {
+            if l {
+                expected_live.push((w * PER_THREAD + k + 1) * 4096);
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert!(reads.load(Ordering::Relaxed) > 0);
+    let mut g = t.enter(1, |_| {}).unwrap();
+    let c = g.counters();
+    assert_eq!(c.allocation.allocated, total.0);
+    assert_eq!(c.allocation.freed, total.1);
+    assert_eq!(c.allocation.current, total.0 - total.1);
+    assert_eq!(c.allocated_bytes.current, total.2);
+    assert_eq!(c.refused_frees as i64, total.1, "every second free refused");
+    let mut live: Vec<usize> = g.live().into_iter().map(|(p, _)| p).collect();
+    live.sort_unstable();
+    expected_live.sort_unstable();
+    assert_eq!(live, expected_live, "no lost or phantom live entries");
+    assert!(g.freed_count() <= 256, "the history stays bounded");
+}
