@@ -158,7 +158,7 @@ unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
         // SAFETY: the holding pool's own free callback with its own handle.
         Some(Ok(c)) => unsafe { (c.free)(c.obj.as_ptr(), block) },
         Some(Err(e)) => errlog::record("aclalloc default pool free", e),
-        None => errlog::record("aclalloc default pool free", Error::ForeignPointer),
+        None => errlog::record("aclalloc default pool free", super::pool_refusal(None)),
     }
 }
 
