@@ -51,7 +51,6 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-mod barrier;
 mod retire;
 mod sharded;
 mod streams;

@@ -11,7 +11,7 @@
 //! within the headroom the cache holds (so peaks stay exact, as for a
 //! shard), while the owner's `busy` flag is set; a slow path that must
 //! reach the cache stops the owner first (`Slot::enter`, `stop_owners`: an
-//! asymmetric fence, `src/pool/barrier.rs`).
+//! asymmetric fence, `src/core/barrier.rs`).
 //!
 //! Stream safety is unchanged: a cache belongs to one stream, so a block
 //! parked by a stream's work is handed only to later work on that stream.
@@ -31,11 +31,11 @@
 //! While the history recorder is on, the caches stand aside (every event is
 //! recorded under a shard's lock, in order).
 
-use super::barrier;
 use super::engine::{round_size, CacheStats, Core, Loan};
 use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
+use crate::core::barrier;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -133,7 +133,7 @@ impl Slot {
     /// The owner's fast path: the cache, unless a slow path is in it or
     /// about to be. No locked instruction: a plain store of `busy`, a
     /// compiler barrier and a load of `stop`, against the slow path's store
-    /// of `stop`, `membarrier` and load of `busy` (`src/pool/barrier.rs`):
+    /// of `stop`, `membarrier` and load of `busy` (`src/core/barrier.rs`):
     /// either the owner sees `stop` and stands aside, or the slow path sees
     /// `busy` and waits for the owner to leave.
     #[inline]
@@ -593,12 +593,17 @@ mod tests {
         let pool = pool();
         let stream = 0x1000;
         std::thread::scope(|s| {
+            // Joined explicitly: the end of a scope waits for the closure
+            // only, not for the thread's thread-local destructors (which
+            // orphan its caches); `join` waits for the thread to be gone.
             s.spawn(|| {
                 let a = pool.malloc_on(stream, 4000).unwrap().get();
                 pool.free(a).unwrap();
                 let b = pool.malloc_on(stream, 4000).unwrap().get();
                 pool.free(b).unwrap(); // parked when the thread exits
-            });
+            })
+            .join()
+            .unwrap();
         });
         assert!(pool.caches.slots.lock()[0]
             .orphaned
