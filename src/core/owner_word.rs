@@ -7,7 +7,9 @@
 //! so the lock doubles as that detector: the caller passes what to do when
 //! it sees another owner inside. A thread that already holds the word and
 //! asks again (a user callback calling back into the same allocator) gets
-//! `None` rather than a deadlock.
+//! `None` rather than a deadlock. A holder that runs none of the user's
+//! code while inside cannot ask again, and takes the brief form
+//! ([`OwnerWord::enter_brief`]), which does not note its thread.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
