@@ -537,3 +537,70 @@ mod history {
         run(bencher, 100_000);
     }
 }
+
+// ---- (6) blocks freed on another thread than the one that allocated them -----
+
+/// A service's request thread allocates and a completion thread frees: 16
+/// blocks of 4 KiB allocated on a helper thread (not timed) and freed on the
+/// benchmark's thread (timed, per batch of 16). Anchor: glibc `malloc` on
+/// the helper thread and `free` here, the same pattern.
+#[divan::bench_group(sample_size = 100, sample_count = 500)]
+mod free_on_other_thread {
+    use super::*;
+    use std::sync::mpsc;
+
+    const BATCH: usize = 16;
+
+    fn run(bencher: divan::Bencher, alloc: fn(usize) -> usize, free: fn(usize)) {
+        let (ask, asked) = mpsc::channel::<()>();
+        let (give, given) = mpsc::channel::<Vec<usize>>();
+        let helper = std::thread::spawn(move || {
+            for () in asked {
+                let batch = (0..BATCH).map(|_| alloc(4096)).collect();
+                if give.send(batch).is_err() {
+                    break;
+                }
+            }
+        });
+        bencher
+            .with_inputs(|| {
+                ask.send(()).unwrap();
+                given.recv().unwrap()
+            })
+            .bench_local_values(|batch: Vec<usize>| {
+                for &addr in &batch {
+                    free(black_box(addr));
+                }
+                batch
+            });
+        drop(ask);
+        helper.join().unwrap();
+    }
+
+    fn pool() -> &'static Pool {
+        static POOL: OnceLock<Pool> = OnceLock::new();
+        POOL.get_or_init(|| Pool::new(PoolConfig::default(), device()).unwrap())
+    }
+
+    #[divan::bench]
+    fn pool_freed_here(bencher: divan::Bencher) {
+        run(
+            bencher,
+            |size| pool().malloc(size).unwrap().get(),
+            |addr| pool().free(addr).unwrap(),
+        );
+    }
+
+    #[divan::bench]
+    fn glibc_freed_here(bencher: divan::Bencher) {
+        extern "C" {
+            fn malloc(size: usize) -> *mut std::ffi::c_void;
+            fn free(ptr: *mut std::ffi::c_void);
+        }
+        run(
+            bencher,
+            |size| unsafe { malloc(size) as usize },
+            |addr| unsafe { free(addr as *mut std::ffi::c_void) },
+        );
+    }
+}

@@ -27,6 +27,9 @@ enum Op {
     EmptyCache,
     EmptyVirtAddrCache,
     Trim(usize),
+    /// `n` allocations of one size on a stream, all freed, then `n` again
+    /// with no read in between: the thread's cache parks and serves them.
+    Churn(usize, usize, usize),
 }
 
 fn size() -> impl Strategy<Value = usize> {
@@ -44,6 +47,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::EmptyCache),
         1 => Just(Op::EmptyVirtAddrCache),
         1 => (0usize..64 * MIB).prop_map(Op::Trim),
+        // Small sizes: larger ones in runs like this can make a stream need a
+        // third reservation, which the bound at the end does not allow.
+        3 => (0usize..3, 1usize..=MIB, 1usize..12).prop_map(|(st, s, n)| Op::Churn(st, s, n)),
     ]
 }
 
@@ -164,6 +170,38 @@ fn run(ops: Vec<Op>, gc: bool) -> Result<(), TestCaseError> {
                 pool.free(addr).unwrap();
                 prop_assert!(pool.free(addr).is_err(), "double free refused");
                 requested -= l.size;
+            }
+            Op::Churn(stream, size, n) => {
+                let stream = stream + 1; // as `Alloc`'s streams
+                let got: Vec<usize> = (0..n)
+                    .map_while(|_| pool.malloc_on(stream, size).ok())
+                    .map(|a| a.get())
+                    .collect();
+                for &a in &got {
+                    pool.free(a).unwrap();
+                }
+                for _ in 0..got.len() {
+                    let a = pool.malloc_on(stream, size);
+                    prop_assert!(
+                        a.is_ok(),
+                        "memory freed just before is not served again: {:?}",
+                        a
+                    );
+                    let addr = a.unwrap().get();
+                    if let Some((&b, l)) = live.range(..addr + size).next_back() {
+                        prop_assert!(b + l.size <= addr, "overlap at {:#x}", addr);
+                    }
+                    next_tag = next_tag.wrapping_add(2);
+                    pattern(addr, size, next_tag);
+                    live.insert(
+                        addr,
+                        Live {
+                            size,
+                            tag: next_tag,
+                        },
+                    );
+                    requested += size;
+                }
             }
             Op::EmptyCache => {
                 pool.empty_cache();

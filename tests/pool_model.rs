@@ -4,6 +4,11 @@
 //! statistics always equal what the model and the block lists say, failures
 //! are real out-of-memory conditions, and freeing everything then
 //! `empty_cache` leaves nothing reserved.
+//!
+//! Runs of frees and allocations without a read in between, frees on
+//! another thread and threads that exit holding blocks exercise the
+//! threads' caches (src/pool/thread_cache.rs); the totals and peaks of the
+//! counts and requested bytes must stay exactly the model's.
 
 use aclalloc::pool::{
     HostMemory, Limit, Pool, PoolConfig, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL,
@@ -20,6 +25,57 @@ enum Op {
     AllocAt(usize, usize, usize),
     EmptyCache,
     Trim(usize),
+    /// `n` allocations of one size on a stream, all freed, then `n` again
+    /// (from this thread's cache), with no read in between.
+    Churn(usize, usize, usize),
+    /// A live block freed on another thread.
+    FreeElsewhere(usize),
+    /// A thread allocates `n` blocks on a stream, frees every other one
+    /// and exits; the rest stay live.
+    ThreadLeaves(usize, usize, usize),
+}
+
+/// What the model counts of every allocation and free.
+#[derive(Default)]
+struct Totals {
+    allocs: i64,
+    frees: i64,
+    peak_blocks: i64,
+    requested_in: i64,
+    requested_out: i64,
+    peak_requested: i64,
+}
+
+impl Totals {
+    fn alloc(&mut self, requested: usize) {
+        self.allocs += 1;
+        self.requested_in += requested as i64;
+        self.peak_blocks = self.peak_blocks.max(self.allocs - self.frees);
+        self.peak_requested = self
+            .peak_requested
+            .max(self.requested_in - self.requested_out);
+    }
+    fn free(&mut self, requested: usize) {
+        self.frees += 1;
+        self.requested_out += requested as i64;
+    }
+}
+
+/// The totals and peaks are exactly the model's.
+fn check_totals(pool: &Pool, t: &Totals) -> Result<(), TestCaseError> {
+    let s = pool.stats();
+    let (a, r) = (s.allocation[STAT_ALL], s.requested_bytes[STAT_ALL]);
+    prop_assert_eq!(
+        (a.allocated, a.freed, a.peak),
+        (t.allocs, t.frees, t.peak_blocks)
+    );
+    prop_assert_eq!(
+        (r.allocated, r.freed, r.peak),
+        (t.requested_in, t.requested_out, t.peak_requested)
+    );
+    prop_assert_eq!(s.active, s.allocation);
+    prop_assert_eq!(s.active_bytes, s.allocated_bytes);
+    Ok(())
 }
 
 fn size() -> impl Strategy<Value = usize> {
@@ -38,6 +94,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0usize..3, size(), any::<usize>()).prop_map(|(st, s, i)| Op::AllocAt(st, s, i)),
         1 => Just(Op::EmptyCache),
         1 => (0usize..64 * MIB).prop_map(Op::Trim),
+        3 => (0usize..3, size(), 1usize..24).prop_map(|(st, s, n)| Op::Churn(st, s, n)),
+        2 => any::<usize>().prop_map(Op::FreeElsewhere),
+        1 => (0usize..3, size(), 1usize..12).prop_map(|(st, s, n)| Op::ThreadLeaves(st, s, n)),
     ]
 }
 
@@ -232,6 +291,7 @@ proptest! {
         let pool = Pool::new(config, device.clone()).unwrap();
         let mut live: Vec<Live> = Vec::new();
         let mut tag = 0u64;
+        let mut totals = Totals::default();
         for op in ops {
             match op {
                 Op::Alloc(stream, size) | Op::AllocAt(stream, size, _) => {
@@ -249,6 +309,7 @@ proptest! {
                             let l = Live { addr: addr.get(), requested: size, tag, stream };
                             stamp(&l);
                             live.push(l);
+                            totals.alloc(size);
                         }
                         Err(e) => {
                             let text = e.to_string();
@@ -261,9 +322,78 @@ proptest! {
                     let l = live.swap_remove(i % live.len());
                     prop_assert!(stamp_ok(&l));
                     pool.free(l.addr).unwrap();
+                    totals.free(l.requested);
                     prop_assert!(pool.free(l.addr).is_err(), "a double free was accepted");
                 }
                 Op::Free(_) => {}
+                Op::Churn(stream, size, n) => {
+                    let mut got = Vec::new();
+                    for _ in 0..n {
+                        if let Ok(a) = pool.malloc_on(stream, size) {
+                            totals.alloc(size);
+                            got.push(a.get());
+                        }
+                    }
+                    for &a in &got {
+                        pool.free(a).unwrap();
+                        totals.free(size);
+                    }
+                    prop_assert!(pool.free(got.first().copied().unwrap_or(1)).is_err(), "a double free was accepted");
+                    for _ in 0..got.len() {
+                        let a = pool.malloc_on(stream, size);
+                        prop_assert!(a.is_ok(), "memory freed just before is not served again: {a:?}");
+                        tag += 1;
+                        let l = Live { addr: a.unwrap().get(), requested: size, tag, stream };
+                        stamp(&l);
+                        live.push(l);
+                        totals.alloc(size);
+                    }
+                }
+                Op::FreeElsewhere(i) if !live.is_empty() => {
+                    let l = live.swap_remove(i % live.len());
+                    prop_assert!(stamp_ok(&l));
+                    let pool = &pool;
+                    let addr = l.addr;
+                    std::thread::scope(|s| {
+                        s.spawn(move || {
+                            pool.free(addr).unwrap();
+                            assert!(pool.free(addr).is_err(), "a double free was accepted");
+                        });
+                    });
+                    totals.free(l.requested);
+                    prop_assert!(pool.free(l.addr).is_err(), "a double free was accepted");
+                }
+                Op::FreeElsewhere(_) => {}
+                Op::ThreadLeaves(stream, size, n) => {
+                    let pool = &pool;
+                    let (made, kept): (usize, Vec<usize>) = std::thread::scope(|s| {
+                        s.spawn(move || {
+                            let got: Vec<usize> = (0..n)
+                                .filter_map(|_| pool.malloc_on(stream, size).ok())
+                                .map(|a| a.get())
+                                .collect();
+                            for &a in got.iter().step_by(2) {
+                                pool.free(a).unwrap();
+                            }
+                            (got.len(), got.into_iter().skip(1).step_by(2).collect())
+                        })
+                        .join()
+                        .unwrap()
+                    });
+                    // All allocated first, then every other one freed.
+                    for _ in 0..made {
+                        totals.alloc(size);
+                    }
+                    for _ in 0..made - kept.len() {
+                        totals.free(size);
+                    }
+                    for a in kept {
+                        tag += 1;
+                        let l = Live { addr: a, requested: size, tag, stream };
+                        stamp(&l);
+                        live.push(l);
+                    }
+                }
                 Op::EmptyCache => {
                     pool.empty_cache();
                     for s in pool.segments() {
@@ -277,11 +407,14 @@ proptest! {
                 }
             }
             check(&pool, &device, &live)?;
+            check_totals(&pool, &totals)?;
         }
         for l in live.drain(..) {
             pool.free(l.addr).unwrap();
+            totals.free(l.requested);
         }
         check(&pool, &device, &live)?;
+        check_totals(&pool, &totals)?;
         pool.empty_cache();
         prop_assert_eq!(pool.memory_reserved(), 0);
         prop_assert_eq!(device.used(), 0);

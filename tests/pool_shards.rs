@@ -146,3 +146,114 @@ fn threads_on_different_streams_with_a_concurrent_reader() {
     pool.empty_cache();
     assert_eq!(pool.memory_reserved(), 0);
 }
+
+/// Stress of the threads' caches (src/pool/thread_cache.rs) and their
+/// lock-free fast path: threads on their own streams churn blocks of a few
+/// sizes (parked and handed out by their caches), hand some to a neighbour
+/// who frees them (taken back from the owner's cache while the owner runs),
+/// and exit holding blocks, while a reader drains every cache through
+/// `stats`, `empty_cache` and `reset_peak_stats` the whole time. Every
+/// total is exact at the end and every block is served once.
+#[test]
+fn thread_caches_under_concurrent_drains_and_foreign_frees() {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    use std::sync::mpsc;
+    let pool = Arc::new(Pool::new(PoolConfig::default(), HostMemory::new(1 << 32)).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let allocs = Arc::new(AtomicI64::new(0));
+    let reader = {
+        let (pool, stop) = (pool.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let s = pool.stats();
+                for (key, current, peak) in currents_and_peaks(&s) {
+                    assert!(current <= peak, "{key}: {current} > {peak}");
+                }
+                assert!(s.allocated_bytes[0].current <= s.reserved_bytes[0].current);
+                assert_eq!(
+                    s.allocation[0].allocated - s.allocation[0].freed,
+                    s.allocation[0].current
+                );
+                match reads % 16 {
+                    0 => {
+                        pool.empty_cache();
+                    }
+                    1 => pool.reset_peak_stats(),
+                    _ => {}
+                }
+                reads += 1;
+            }
+            reads
+        })
+    };
+    const THREADS: usize = 4;
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        (0..THREADS).map(|_| mpsc::channel::<usize>()).unzip();
+    let workers: Vec<_> = receivers
+        .into_iter()
+        .enumerate()
+        .map(|(t, from_neighbour)| {
+            let (pool, allocs) = (pool.clone(), allocs.clone());
+            let to_neighbour = senders[(t + 1) % THREADS].clone();
+            std::thread::spawn(move || {
+                let stream = (t + 1) * 0x1000;
+                let mut held: Vec<(usize, u64)> = Vec::new();
+                for i in 0..30_000usize {
+                    let size = 4096 * (1 + (i + t) % 3);
+                    let addr = pool.malloc_on(stream, size).unwrap().get();
+                    allocs.fetch_add(1, Ordering::Relaxed);
+                    let tag = ((t as u64) << 32) | i as u64;
+                    // SAFETY: host memory of at least `size` bytes, ours now.
+                    unsafe { (addr as *mut u64).write(tag) };
+                    held.push((addr, tag));
+                    if i % 7 == 0 {
+                        let (addr, tag) = held.swap_remove(0);
+                        assert_eq!(unsafe { (addr as *const u64).read() }, tag);
+                        to_neighbour.send(addr).unwrap();
+                    }
+                    while held.len() > 4 {
+                        let (addr, tag) = held.swap_remove(i % held.len());
+                        // A block served twice would have been overwritten.
+                        assert_eq!(unsafe { (addr as *const u64).read() }, tag);
+                        pool.free(addr).unwrap();
+                    }
+                    while let Ok(addr) = from_neighbour.try_recv() {
+                        // (No second free here: the owner may already have
+                        // the block again; tests/pool_model.rs checks those.)
+                        pool.free(addr).unwrap();
+                    }
+                }
+                drop(to_neighbour);
+                // Exits holding blocks (its cache is given up).
+                (
+                    held.into_iter().map(|h| h.0).collect::<Vec<_>>(),
+                    from_neighbour,
+                )
+            })
+        })
+        .collect();
+    drop(senders);
+    // Every worker joined before any receiver is dropped.
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut leftovers = Vec::new();
+    for (held, rx) in results {
+        leftovers.extend(held);
+        leftovers.extend(rx.try_iter());
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    assert_eq!(s.allocation[0].current as usize, leftovers.len());
+    for b in leftovers {
+        pool.free(b).unwrap();
+    }
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    let n = allocs.load(Ordering::Relaxed);
+    assert_eq!(s.allocation[0].current, 0);
+    assert_eq!((s.allocation[0].allocated, s.allocation[0].freed), (n, n));
+    pool.empty_cache();
+    assert_eq!(pool.memory_reserved(), 0);
+}

@@ -71,6 +71,12 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// A pool was given back one of its blocks that it already took back.
+    #[error("Parameter block is invalid. Reason: The block was already freed (double free)")]
+    PoolDoubleFree,
+    /// A pool was given an address that is not one of its blocks.
+    #[error("Parameter block is invalid. Reason: It is not a block of this pool")]
+    PoolForeignBlock,
     /// `aclrtAllocatorGetByStream` on a stream that has no allocator.
     #[error(
         "Parameter stream is invalid. Reason: The stream is not registered with any allocator"
@@ -236,9 +242,11 @@ impl Error {
     /// The ACL error code a C caller receives for this error.
     pub const fn code(&self) -> aclError {
         match self {
-            Error::NullPointer { .. } | Error::InvalidParam { .. } | Error::StreamNotRegistered => {
-                ACL_ERROR_INVALID_PARAM
-            }
+            Error::NullPointer { .. }
+            | Error::InvalidParam { .. }
+            | Error::PoolDoubleFree
+            | Error::PoolForeignBlock
+            | Error::StreamNotRegistered => ACL_ERROR_INVALID_PARAM,
             Error::ForeignPointer | Error::DoubleFree => ACL_ERROR_INVALID_PARAM,
             Error::LibraryLoad { .. } => ACL_ERROR_INVALID_FILE,
             Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,

@@ -357,14 +357,7 @@ impl DefaultAllocator {
     #[cold]
     fn refused(&self, e: Error) -> Error {
         self.pool_refused_frees.fetch_add(1, Ordering::Relaxed);
-        match e {
-            Error::InvalidParam {
-                param: "block",
-                reason,
-            } if reason == crate::pool::DOUBLE_FREE_REASON => Error::DoubleFree,
-            Error::InvalidParam { param: "block", .. } => Error::ForeignPointer,
-            other => other,
-        }
+        pool_refusal(Some(e))
     }
 
     /// Statistics of the blocks it handed out (the raw functions' and, when
@@ -402,6 +395,18 @@ impl DefaultAllocator {
 pub fn global() -> &'static DefaultAllocator {
     static GLOBAL: OnceLock<DefaultAllocator> = OnceLock::new();
     GLOBAL.get_or_init(|| DefaultAllocator::new(Choice::from_env))
+}
+
+/// The default allocator's error for a free of `ptr` that its pool refused
+/// (`None`: no pool of the default allocator holds the pointer at all): a
+/// double free or a foreign pointer in the allocators' terms; anything else
+/// (a closed pool) as the pool said.
+pub(crate) fn pool_refusal(pool_error: Option<Error>) -> Error {
+    match pool_error {
+        Some(Error::PoolDoubleFree) => Error::DoubleFree,
+        Some(Error::PoolForeignBlock) | None => Error::ForeignPointer,
+        Some(other) => other,
+    }
 }
 
 #[cfg(test)]

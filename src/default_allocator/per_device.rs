@@ -21,26 +21,40 @@ use crate::pool::handles as pool_handles;
 use crate::pool::{Pool, PoolConfig};
 use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Devices with a pool of their own; a device id beyond is refused.
 pub const MAX_DEVICES: usize = 64;
 
 /// Pool handle per device (0: none yet), read without a lock.
 static POOLS: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
+/// The same pools, for the fast paths: pools are never freed (their
+/// handles' table leaks them), so a pool found here stays valid.
+static REFS: [AtomicPtr<Pool>; MAX_DEVICES] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVICES];
+/// The one pool while only one device has one (a free then needs no search);
+/// null before the first pool and once a second exists.
+static ONLY: AtomicPtr<Pool> = AtomicPtr::new(ptr::null_mut());
 /// Serialises creating pools.
 static CREATING: Mutex<()> = Mutex::new(());
 
-/// The pool of the calling thread's current device, created now if needed.
-pub fn current() -> Result<usize> {
+/// The device slot of the calling thread's current device.
+#[inline]
+fn current_slot() -> Result<usize> {
     let device = context::current_device();
-    let slot = usize::try_from(device)
+    usize::try_from(device)
         .ok()
         .filter(|&d| d < MAX_DEVICES)
         .ok_or(Error::InvalidDevice {
             device: i64::from(device),
             count: MAX_DEVICES as u32,
-        })?;
+        })
+}
+
+/// The pool of the calling thread's current device, created now if needed.
+pub fn current() -> Result<usize> {
+    let slot = current_slot()?;
     match POOLS[slot].load(Ordering::Acquire) {
         0 => create(slot),
         handle => Ok(handle),
@@ -58,21 +72,60 @@ fn create(slot: usize) -> Result<usize> {
     let pool = Pool::new(config, AclMemory::current()?)?;
     pool.record_history(crate::history::env::max_entries_from_env()?)?;
     let handle = pool_handles::insert(pool)?.get();
+    let pool: *const Pool = pool_handles::get(handle as *mut c_void)?;
+    let first = POOLS.iter().all(|h| h.load(Ordering::Acquire) == 0);
+    ONLY.store(
+        if first {
+            pool.cast_mut()
+        } else {
+            ptr::null_mut()
+        },
+        Ordering::Release,
+    );
+    REFS[slot].store(pool.cast_mut(), Ordering::Release);
     POOLS[slot].store(handle, Ordering::Release);
     Ok(handle)
 }
 
 /// The pool of the calling thread's current device, made now if needed.
+#[inline]
 pub fn current_pool() -> Result<&'static Pool> {
-    pool_handles::get(current()? as *mut c_void)
+    let slot = current_slot()?;
+    match REFS[slot].load(Ordering::Acquire) {
+        // SAFETY: a leaked, never-freed pool (see `REFS`).
+        pool if !pool.is_null() => Ok(unsafe { &*pool }),
+        _ => pool_handles::get(create(slot)? as *mut c_void),
+    }
 }
 
-/// The default pool that holds `addr`, if any.
+/// The default pool that holds `addr`, if any; with a single pool (one
+/// device used: the common case), that pool, which refuses and counts a
+/// block it does not hold itself. Runs on every free of the default
+/// allocator, so it allocates nothing and, with one pool, locks nothing.
+#[inline]
 pub fn holding(addr: usize) -> Option<&'static Pool> {
-    pools()
+    let only = ONLY.load(Ordering::Acquire);
+    if !only.is_null() {
+        // SAFETY: a leaked, never-freed pool (see `REFS`).
+        return Some(unsafe { &*only });
+    }
+    pool_handles::get(holding_handle(addr)? as *mut c_void).ok()
+}
+
+/// The handle of the pool [`holding`] returns.
+fn holding_handle(addr: usize) -> Option<usize> {
+    let mut made = POOLS
+        .iter()
+        .map(|h| h.load(Ordering::Acquire))
+        .filter(|&h| h != 0);
+    let first = made.next()?;
+    let Some(second) = made.next() else {
+        return Some(first);
+    };
+    [first, second]
         .into_iter()
-        .filter_map(|(_, h)| pool_handles::get(h as *mut c_void).ok())
-        .find(|p| p.holds(addr))
+        .chain(made)
+        .find(|&h| pool_handles::get(h as *mut c_void).is_ok_and(|p| p.holds(addr)))
 }
 
 /// True when `callbacks` are the per-device pools' own.
@@ -146,10 +199,7 @@ unsafe extern "C" fn alloc_advise(
 
 /// A free goes to the pool that holds `block`, whichever device is current.
 unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
-    let holder = pools().into_iter().find(|&(_, handle)| {
-        pool_handles::get(handle as *mut c_void).is_ok_and(|p| p.holds(block as usize))
-    });
-    let callbacks = holder.map(|(_, handle)| {
+    let callbacks = holding_handle(block as usize).map(|handle| {
         installed_pool_callbacks(
             AllocatorObj::new(handle as *mut c_void).expect("pool handles are not 0"),
         )
@@ -158,7 +208,7 @@ unsafe extern "C" fn free(_obj: *mut c_void, block: *mut c_void) {
         // SAFETY: the holding pool's own free callback with its own handle.
         Some(Ok(c)) => unsafe { (c.free)(c.obj.as_ptr(), block) },
         Some(Err(e)) => errlog::record("aclalloc default pool free", e),
-        None => errlog::record("aclalloc default pool free", Error::ForeignPointer),
+        None => errlog::record("aclalloc default pool free", super::pool_refusal(None)),
     }
 }
 

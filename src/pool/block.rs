@@ -34,6 +34,9 @@ pub(crate) enum State {
     Cached,
     /// Free, merged with its free neighbours, in the best-fit set.
     Free,
+    /// Kept by a thread's cache (`src/pool/thread_cache.rs`): handed out
+    /// from it or parked in it; its statistics are the cache's.
+    Lent,
 }
 
 /// A piece of a segment.

@@ -297,7 +297,8 @@ impl Core {
                     State::Allocated => {
                         self.live.remove(&b.addr);
                     }
-                    State::Cached => {}
+                    // Caches are drained before anything is released.
+                    State::Cached | State::Lent => {}
                 }
                 self.blocks.remove(idx);
                 idx = b.next;

@@ -43,6 +43,7 @@ pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POO
 use self::engine::counters::{self as counters, PARTS};
 use self::engine::{Core, Freed, CLOSED};
 use self::streams::{StreamTable, SHARDS};
+use self::thread_cache::{FastFree, Registry, Retire};
 use crate::core::error::{Error, Result};
 use crate::history::{History, Recorder};
 use parking_lot::{Mutex, MutexGuard};
@@ -50,9 +51,11 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+mod barrier;
 mod retire;
 mod sharded;
 mod streams;
+mod thread_cache;
 
 /// A thread-safe caching allocator over a [`DeviceMemory`].
 ///
@@ -92,6 +95,8 @@ pub struct Pool {
     pending_frees: Mutex<Vec<(NonZeroUsize, usize)>>,
     /// The allocation history, shared with every shard (off by default).
     history: Arc<Recorder>,
+    /// The threads' caches of this pool (`src/pool/thread_cache.rs`).
+    caches: Registry,
 }
 
 /// What only the pool-wide lock guards.
@@ -116,15 +121,7 @@ thread_local! {
     static LAST_SHARD: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
-/// Why a free of a block this pool already took back is refused (callers
-/// such as the default allocator tell a double free from a foreign pointer
-/// by it).
-pub const DOUBLE_FREE_REASON: &str = "The block was already freed (double free)";
-
-const FOREIGN: Error = Error::InvalidParam {
-    param: "block",
-    reason: "It is not a block of this pool",
-};
+const FOREIGN: Error = Error::PoolForeignBlock;
 
 impl Pool {
     /// A pool taking its segments from `device`.
@@ -155,6 +152,7 @@ impl Pool {
             device,
             pending_frees: Mutex::new(Vec::new()),
             history,
+            caches: Registry::new(),
         })
     }
 
@@ -172,9 +170,26 @@ impl Pool {
     /// queued on its stream, so another stream must not get it.
     #[inline]
     pub fn malloc_on(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
+        if let Some(addr) = self.cache_malloc(stream, size) {
+            return Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"));
+        }
+        self.malloc_shard(stream, size)
+    }
+
+    /// [`Pool::malloc_on`] past this thread's cache: from the stream's
+    /// shard (the block is lent to the cache), or the pool-wide path.
+    #[inline(never)]
+    fn malloc_shard(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
         let shard = self.shard_of(stream);
         LAST_SHARD.with(|c| c.set((self as *const Pool as usize, shard)));
-        let local = self.shards[shard].0.lock().malloc_local(size, stream);
+        let local = {
+            let mut core = self.shards[shard].0.lock();
+            let local = core.malloc_local(size, stream);
+            if let Some(addr) = local {
+                self.lend_to_cache(&mut core, shard, stream, addr);
+            }
+            local
+        };
         let addr = match local {
             Some(addr) => addr,
             None => self.malloc_slow(shard, stream, size)?,
@@ -221,6 +236,19 @@ impl Pool {
     /// Returns the block at `addr` to the cache.
     #[inline]
     pub fn free(&self, addr: usize) -> Result<()> {
+        match self.cache_free(addr) {
+            FastFree::Done => Ok(()),
+            FastFree::Slow { shard } => match self.free_lent(shard, addr) {
+                Some(answer) => self.free_slow(shard, addr, answer),
+                None => self.free_shard(addr),
+            },
+            FastFree::Miss => self.free_shard(addr),
+        }
+    }
+
+    /// [`Pool::free`] of a block no cache of this thread handed out.
+    #[inline(never)]
+    fn free_shard(&self, addr: usize) -> Result<()> {
         let (pool, last) = LAST_SHARD.with(Cell::get);
         let first = if pool == self as *const Pool as usize {
             last
@@ -243,12 +271,14 @@ impl Pool {
             Freed::Done => Ok(()),
             Freed::Bad(e) => Err(e),
             Freed::NoRoom => self.free_exclusive(tried, addr),
+            Freed::Lent => self.free_lent_elsewhere(tried, addr),
             Freed::NotHere => {
                 for shard in (0..SHARDS).filter(|&s| s != tried) {
                     let answer = self.shards[shard].0.lock().free(addr, true);
                     match answer {
                         Freed::NotHere => continue,
                         Freed::NoRoom => return self.free_exclusive(shard, addr),
+                        Freed::Lent => return self.free_lent_elsewhere(shard, addr),
                         Freed::Done => return Ok(()),
                         Freed::Bad(e) => return Err(e),
                     }
@@ -262,6 +292,20 @@ impl Pool {
         }
     }
 
+    /// A free of a block of shard `shard` lent to a thread's cache (handed
+    /// out on another thread, or given up by its thread): taken back from
+    /// the cache, then freed in the shard. Parked in a cache: a double free.
+    #[cold]
+    #[inline(never)]
+    fn free_lent_elsewhere(&self, shard: usize, addr: usize) -> Result<()> {
+        match self.free_lent(shard, addr) {
+            Some(answer @ (Freed::Done | Freed::NoRoom | Freed::Bad(_))) => {
+                self.free_slow(shard, addr, answer)
+            }
+            Some(Freed::Lent | Freed::NotHere) | None => Err(Error::PoolDoubleFree),
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn free_exclusive(&self, shard: usize, addr: usize) -> Result<()> {
@@ -269,7 +313,7 @@ impl Pool {
             Freed::Done => Ok(()),
             Freed::Bad(e) => Err(e),
             // Freed meanwhile by another thread: now a double free.
-            Freed::NotHere | Freed::NoRoom => Err(FOREIGN),
+            Freed::NotHere | Freed::NoRoom | Freed::Lent => Err(FOREIGN),
         })
     }
 
@@ -425,7 +469,10 @@ impl Pool {
     /// Frees all device memory, including blocks still handed out, and makes
     /// every later call fail. Returns how many blocks were still handed out.
     pub fn close(&self) -> usize {
-        self.exclusive(None, |ex| ex.close())
+        self.exclusive(None, |ex| {
+            self.drain_caches(&mut ex.shards[..], Retire::All);
+            ex.close()
+        })
     }
 
     /// Like [`Pool::close`], but only when no block is handed out; otherwise
@@ -433,6 +480,7 @@ impl Pool {
     pub fn close_if_idle(&self) -> std::result::Result<(), usize> {
         self.exclusive(None, |ex| match ex.live_blocks() {
             0 => {
+                self.drain_caches(&mut ex.shards[..], Retire::All);
                 ex.close();
                 Ok(())
             }

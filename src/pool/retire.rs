@@ -15,7 +15,10 @@ impl Pool {
         if stream == 0 {
             return 0;
         }
-        self.exclusive(None, |ex| ex.retire_stream(stream))
+        self.exclusive(None, |ex| {
+            self.drain_caches(&mut ex.shards[..], super::Retire::Stream(stream));
+            ex.retire_stream(stream)
+        })
     }
 }
 

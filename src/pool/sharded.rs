@@ -69,14 +69,18 @@ impl Drop for All<'_> {
 impl Pool {
     pub(super) fn lock_all(&self) -> All<'_> {
         let global = self.global.lock();
-        All {
+        let mut all = All {
             global: ManuallyDrop::new(global),
             shards: ManuallyDrop::new(std::array::from_fn(|i| self.shards[i].0.lock())),
             device: DeferredFree {
                 device: &*self.device,
                 pending: &self.pending_frees,
             },
-        }
+        };
+        // Everything pool-wide runs on the state a pool without thread
+        // caches would have (src/pool/thread_cache.rs).
+        self.drain_caches(&mut all.shards[..], super::Retire::None);
+        all
     }
 
     /// Runs `f` with everything locked, then settles the statistics that

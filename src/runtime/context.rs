@@ -11,6 +11,7 @@ use super::host::HostRuntime;
 use crate::core::error::{Error, Result};
 use crate::core::ids::ContextHandle;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One context.
 pub struct Context {
@@ -41,7 +42,17 @@ pub(crate) const NOT_A_CONTEXT: Error = Error::InvalidParam {
 thread_local! {
     /// (runtime instance, context handle) current on this thread.
     static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The device of the last context this thread resolved, as (instance,
+    /// context, `RELEASED` when it was looked up, device): the default
+    /// allocator asks for the current device on every allocation, and a
+    /// context's device never changes, so the table lookup is needed only
+    /// after some context was released (handles are never reused).
+    static RESOLVED: Cell<(usize, usize, usize, u32)> = const { Cell::new((0, 0, usize::MAX, 0)) };
 }
+
+/// Contexts released so far, in every runtime instance: a change makes every
+/// thread's `RESOLVED` look its context up again.
+static RELEASED: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn set_current(rt: &HostRuntime, ctx: usize) {
     CURRENT.with(|c| c.set((rt.instance(), ctx)));
@@ -90,8 +101,19 @@ impl HostRuntime {
     /// This thread's current context and its device.
     pub fn current_context(&self) -> Result<(usize, u32)> {
         let ctx = current_handle(self).ok_or(Error::NoContext)?;
-        self.with_context(ctx, |c| (ctx, c.device))
-            .ok_or(Error::NoContext)
+        let instance = self.instance();
+        // Read before the lookup: a release after it changes the count, so
+        // the cached answer is never newer than the count it is kept with.
+        let released = RELEASED.load(Ordering::Acquire);
+        let (i, c, r, device) = RESOLVED.with(Cell::get);
+        if (i, c, r) == (instance, ctx, released) {
+            return Ok((ctx, device));
+        }
+        let device = self
+            .with_context(ctx, |c| c.device)
+            .ok_or(Error::NoContext)?;
+        RESOLVED.with(|cell| cell.set((instance, ctx, released, device)));
+        Ok((ctx, device))
     }
 
     /// The contexts of `device`.
@@ -106,6 +128,8 @@ impl HostRuntime {
         else {
             return;
         };
+        // Every thread's cached context (`RESOLVED`) is checked again.
+        RELEASED.fetch_add(1, Ordering::AcqRel);
         for stream in context.streams {
             let _ = self.destroy_stream_handle(stream, false);
         }

@@ -196,6 +196,25 @@ fn devices_are_counted_and_the_current_context_is_per_thread() {
 }
 
 #[test]
+fn a_current_context_destroyed_by_another_thread_is_no_longer_current() {
+    // The thread's cached device (`context::RESOLVED`) must not outlive the
+    // context: the default allocator picks its pool by it.
+    let rt = Arc::new(runtime(2, 1 << 20));
+    rt.set_device(0).unwrap();
+    let ctx = rt.create_context(1).unwrap();
+    assert_eq!(rt.current_device(), Ok(1));
+    assert_eq!(rt.current_device(), Ok(1), "served from the thread's cache");
+    let other = Arc::clone(&rt);
+    std::thread::spawn(move || other.destroy_context(ctx).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(rt.current_device(), Err(Error::NoContext));
+    let again = rt.create_context(0).unwrap();
+    assert_ne!(again, ctx);
+    assert_eq!(rt.current_device(), Ok(0));
+}
+
+#[test]
 fn contexts_own_their_streams_and_a_forced_reset_releases_them() {
     let rt = runtime(1, 1 << 20);
     let ctx = rt.create_context(0).unwrap();

@@ -111,6 +111,10 @@ impl Core {
                         }
                     }
                     State::Cached => binned += 1,
+                    // Checked with every thread's cache drained.
+                    State::Lent => {
+                        return Err(format!("block {:#x} is still lent to a cache", b.addr));
+                    }
                 }
                 if b.state != State::Allocated && b.is_split() {
                     for i in [0, k] {

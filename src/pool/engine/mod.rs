@@ -45,10 +45,12 @@ pub(crate) mod counters;
 #[path = "../expandable.rs"]
 mod expandable;
 mod introspect;
+mod lend;
 mod retire;
 mod segments;
 
 pub(crate) use self::counters::ShardStats;
+pub(crate) use self::lend::{CacheStats, Loan};
 
 /// Every block size is a multiple of this.
 pub const MIN_BLOCK_SIZE: usize = 512;
@@ -537,6 +539,13 @@ impl Core {
         // serves the next identical request from the bin.
         let divisions = &self.config.roundup_power2_divisions;
         let key = (b_stream, round_size(requested, divisions).unwrap_or(size));
+        self.bin(idx, key);
+        Freed::Done
+    }
+
+    /// Parks cached block `idx` in the bin of `key` (stream, size).
+    #[inline]
+    fn bin(&mut self, idx: u32, key: (usize, usize)) {
         let bin = self.bins.entry(key).or_default();
         if !bin.listed {
             bin.listed = true;
@@ -544,7 +553,6 @@ impl Core {
         }
         bin.blocks.push(idx);
         self.binned += 1;
-        Freed::Done
     }
 
     /// Why `addr` is not a live block here: not in this shard at all, or
@@ -556,14 +564,9 @@ impl Core {
         }
         match self.block_containing(addr) {
             None => Freed::NotHere,
-            Some(i) => Freed::Bad(Error::InvalidParam {
-                param: "block",
-                reason: if self.blocks[i].addr == addr {
-                    super::DOUBLE_FREE_REASON
-                } else {
-                    "It is not a block of this pool"
-                },
-            }),
+            Some(i) if self.blocks[i].addr != addr => Freed::Bad(Error::PoolForeignBlock),
+            Some(i) if self.blocks[i].state == State::Lent => Freed::Lent,
+            Some(_) => Freed::Bad(Error::PoolDoubleFree),
         }
     }
 }
@@ -588,6 +591,9 @@ pub(crate) enum Freed {
     NotHere,
     /// The statistics lack the headroom (pool-wide path).
     NoRoom,
+    /// The block is lent to a thread's cache (`src/pool/thread_cache.rs`),
+    /// which frees it.
+    Lent,
     Bad(Error),
 }
 

@@ -1,0 +1,206 @@
+//! Lending blocks to a thread's cache (`src/pool/thread_cache.rs`) and
+//! taking them back, under the shard's lock.
+//!
+//! A lent block stays in its segment (state `Lent`: never merged, split or
+//! released) but leaves the live map, and its share of the statistics moves
+//! with it: the shard's `current` falls by what the block contributes and
+//! the cache's rises by as much. Moving `current` between two parts keeps
+//! every pool-wide sum (`current`, and `current + headroom`, which is the
+//! peak) unchanged; the cache then changes its own parts on its own, within
+//! its own headroom, exactly as a shard does under its lock.
+
+use super::counters::Part;
+use super::*;
+
+/// The statistics a thread's cache changes on its own.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CacheStats {
+    pub allocation: [CachePart; 3],
+    pub allocated_bytes: [CachePart; 3],
+    pub requested_bytes: [CachePart; 3],
+    pub inactive_split: [CachePart; 3],
+    pub inactive_split_bytes: [CachePart; 3],
+}
+
+/// A cache's part of one statistic, kept so that each change on the fast
+/// path writes one field: the cache's `current` is what lent blocks brought
+/// in (`moved`) plus its increases (`allocated`) minus its decreases
+/// (`freed`), and its headroom is what the shard gave it (`given`) minus
+/// the same difference, exactly as a [`Part`] would hold them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CachePart {
+    pub moved: i64,
+    pub allocated: i64,
+    pub freed: i64,
+    pub given: i64,
+}
+
+impl CachePart {
+    #[inline]
+    pub(crate) fn increase(&mut self, amount: i64) {
+        self.allocated += amount;
+    }
+
+    #[inline]
+    pub(crate) fn decrease(&mut self, amount: i64) {
+        self.freed += amount;
+    }
+
+    /// True when `current` may rise by `amount` within the cache's headroom.
+    #[inline]
+    pub(crate) fn room(&self, amount: i64) -> bool {
+        self.headroom() >= amount
+    }
+
+    #[inline]
+    fn current(&self) -> i64 {
+        self.moved + self.allocated - self.freed
+    }
+
+    #[inline]
+    fn headroom(&self) -> i64 {
+        self.given - self.allocated + self.freed
+    }
+}
+
+/// One block kept by a thread's cache.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Loan {
+    pub addr: usize,
+    pub size: usize,
+    pub idx: u32,
+    /// Statistics index of the block's kind (1 or 2).
+    pub kind: u8,
+    /// Counted in `inactive_split` while parked (it shares its segment).
+    pub split: bool,
+    /// Handed out: the bytes asked for. Parked: the request size rounded,
+    /// which the next request must round to (the bin's key in a shard).
+    pub size_key: usize,
+}
+
+/// Moves `amount` of `current` from a shard's part to a cache's.
+#[inline]
+fn shift_in(from: &mut Part, to: &mut CachePart, amount: i64) {
+    from.current -= amount;
+    to.moved += amount;
+}
+
+/// Moves `amount` of `current` from a cache's part back to a shard's.
+#[inline]
+fn shift_out(from: &mut CachePart, to: &mut Part, amount: i64) {
+    from.moved -= amount;
+    to.current += amount;
+}
+
+/// Gives `to` up to `want` headroom from `from`'s.
+#[inline]
+fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
+    let give = (want - to.headroom()).clamp(0, from.headroom.max(0));
+    from.headroom -= give;
+    to.given += give;
+}
+
+impl Core {
+    /// Lends the block just handed out at `addr` to a cache, with its
+    /// statistics and the headroom its first parking needs. `None`: not
+    /// lendable (an oversize block, whose count the cache does not keep).
+    pub(crate) fn lend(&mut self, addr: usize, to: &mut CacheStats) -> Option<Loan> {
+        let &idx = self.live.get(&addr)?;
+        let b = self.blocks[idx];
+        if b.size >= self.config.max_split_size {
+            return None;
+        }
+        self.live.remove(&addr);
+        self.blocks[idx].state = State::Lent;
+        let (size, req) = (b.size as i64, b.requested as i64);
+        let split = b.is_split();
+        let s = &mut self.stats;
+        for i in [STAT_ALL, b.kind.index()] {
+            shift_in(&mut s.allocation[i], &mut to.allocation[i], 1);
+            shift_in(&mut s.allocated_bytes[i], &mut to.allocated_bytes[i], size);
+            shift_in(&mut s.requested_bytes[i], &mut to.requested_bytes[i], req);
+            if split {
+                give_headroom(&mut s.inactive_split[i], &mut to.inactive_split[i], 1);
+                give_headroom(
+                    &mut s.inactive_split_bytes[i],
+                    &mut to.inactive_split_bytes[i],
+                    size,
+                );
+            }
+        }
+        Some(Loan {
+            addr,
+            idx,
+            size: b.size,
+            kind: b.kind.index() as u8,
+            split,
+            size_key: b.requested,
+        })
+    }
+
+    /// Takes back a block the cache handed out: it is live here again.
+    pub(crate) fn take_back_handed_out(&mut self, loan: Loan, from: &mut CacheStats) {
+        let b = &mut self.blocks[loan.idx];
+        debug_assert!(b.state == State::Lent && b.addr == loan.addr);
+        b.state = State::Allocated;
+        b.requested = loan.size_key;
+        self.live.insert(loan.addr, loan.idx);
+        let (size, req) = (loan.size as i64, loan.size_key as i64);
+        let s = &mut self.stats;
+        for i in [STAT_ALL, loan.kind as usize] {
+            shift_out(&mut from.allocation[i], &mut s.allocation[i], 1);
+            shift_out(
+                &mut from.allocated_bytes[i],
+                &mut s.allocated_bytes[i],
+                size,
+            );
+            shift_out(&mut from.requested_bytes[i], &mut s.requested_bytes[i], req);
+        }
+    }
+
+    /// Takes back a block parked in the cache: it goes to its bin here.
+    pub(crate) fn take_back_parked(&mut self, loan: Loan, from: &mut CacheStats) {
+        let b = &mut self.blocks[loan.idx];
+        debug_assert!(b.state == State::Lent && b.addr == loan.addr);
+        b.state = State::Cached;
+        b.requested = 0;
+        b.counted_split = loan.split;
+        let stream = b.stream;
+        if loan.split {
+            let s = &mut self.stats;
+            for i in [STAT_ALL, loan.kind as usize] {
+                shift_out(&mut from.inactive_split[i], &mut s.inactive_split[i], 1);
+                let size = loan.size as i64;
+                shift_out(
+                    &mut from.inactive_split_bytes[i],
+                    &mut s.inactive_split_bytes[i],
+                    size,
+                );
+            }
+        }
+        self.bin(loan.idx, (stream, loan.size_key));
+    }
+
+    /// Adds what is left of a drained cache's statistics (its totals and
+    /// headroom; its `current` is zero once every block is taken back).
+    pub(crate) fn absorb(&mut self, from: &mut CacheStats) {
+        let s = &mut self.stats;
+        let pairs = [
+            (&mut from.allocation, &mut s.allocation),
+            (&mut from.allocated_bytes, &mut s.allocated_bytes),
+            (&mut from.requested_bytes, &mut s.requested_bytes),
+            (&mut from.inactive_split, &mut s.inactive_split),
+            (&mut from.inactive_split_bytes, &mut s.inactive_split_bytes),
+        ];
+        for (from, to) in pairs {
+            for (f, t) in from.iter_mut().zip(to.iter_mut()) {
+                debug_assert_eq!(f.current(), 0, "a drained cache still counts blocks");
+                t.current += f.current();
+                t.allocated += f.allocated;
+                t.freed += f.freed;
+                t.headroom += f.headroom();
+                *f = CachePart::default();
+            }
+        }
+    }
+}

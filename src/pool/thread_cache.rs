@@ -1,0 +1,642 @@
+//! Each thread's cache of recently freed blocks, per (pool, stream), in
+//! front of the shard locks (the shape of jemalloc's tcache and of
+//! PyTorch's per-stream pools, one level up).
+//!
+//! A block the shard hands out on a thread that has a cache for the
+//! (pool, stream) is *lent* to that cache (`src/pool/engine/lend.rs`): its
+//! statistics move with it. Freeing it on that thread parks it in the
+//! cache, and the next request of the same rounded size on the same stream
+//! and thread takes it back, both without the shard's lock and without any
+//! locked instruction: the cache's own statistics change with plain stores,
+//! within the headroom the cache holds (so peaks stay exact, as for a
+//! shard), while the owner's `busy` flag is set; a slow path that must
+//! reach the cache stops the owner first (`Slot::enter`, `stop_owners`: an
+//! asymmetric fence, `src/pool/barrier.rs`).
+//!
+//! Stream safety is unchanged: a cache belongs to one stream, so a block
+//! parked by a stream's work is handed only to later work on that stream.
+//!
+//! The pool sees one consistent state: every pool-wide operation (reading
+//! statistics, snapshots, `empty_cache`, growing, out-of-memory retries,
+//! a stream's end, closing) locks every shard and then *drains* every
+//! cache (gives its blocks and statistics back to their shard), so it runs
+//! on exactly the state a pool without caches would have. A free on another
+//! thread of a block lent to a cache takes it back from that cache under the
+//! shard's lock. Bounds: [`PARKED`] parked and [`HANDED_OUT`] handed-out
+//! blocks per cache, [`CACHES_PER_THREAD`] caches per thread. A cache is
+//! given up when its thread exits (or drops it for a newer one) and is
+//! drained by the pool's next pool-wide operation, which every growth of the
+//! pool is: memory in a cache never makes the pool grow. A destroyed
+//! stream's caches are drained and dropped by [`Pool::forget_stream`].
+//! While the history recorder is on, the caches stand aside (every event is
+//! recorded under a shard's lock, in order).
+
+use super::barrier;
+use super::engine::{round_size, CacheStats, Core, Loan};
+use super::roundup::RoundupDivisions;
+use super::Pool;
+use super::{MIN_BLOCK_SIZE, STAT_ALL};
+use parking_lot::Mutex;
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Blocks one cache keeps parked.
+pub(crate) const PARKED: usize = 8;
+/// Blocks one cache has handed out and can take back without a lock.
+pub(crate) const HANDED_OUT: usize = 16;
+/// Caches one thread keeps; the least recently made one is given up.
+pub(crate) const CACHES_PER_THREAD: usize = 8;
+
+/// A pool's caches, for its slow paths to drain.
+pub(crate) struct Registry {
+    /// Unique for the life of the process (a pool's address is not: pools
+    /// move and are made again at the same place).
+    pub(crate) id: u64,
+    slots: Mutex<Vec<Arc<Slot>>>,
+}
+
+/// One thread's cache of one (pool, stream).
+#[repr(align(128))]
+pub(crate) struct Slot {
+    pool: u64,
+    stream: usize,
+    /// The shard of `stream`: the one whose blocks this cache keeps.
+    pub(crate) shard: usize,
+    divisions: RoundupDivisions,
+    /// `divisions` round every size to 512 bytes only.
+    plain_rounding: bool,
+    /// The owner's fast path is in `state`.
+    busy: AtomicBool,
+    /// A slow path is in `state`, or waits for the owner to leave it.
+    stop: AtomicBool,
+    /// The pool dropped this cache (its stream ended, or the pool closed).
+    dead: AtomicBool,
+    /// The owning thread gave it up (exited, or made newer caches).
+    orphaned: AtomicBool,
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is reached by the owner's fast path (`SlotGuard`) or by a
+// slow path that excluded it (`Slot::state_mut`), never by both.
+unsafe impl Sync for Slot {}
+unsafe impl Send for Slot {}
+
+#[derive(Default)]
+pub(crate) struct State {
+    parked: Vec<Loan>,
+    handed_out: Vec<Loan>,
+    stats: CacheStats,
+}
+
+/// The owner's fast path is in the cache (`busy` set); dropping it leaves.
+struct SlotGuard<'a>(&'a Slot);
+
+impl Drop for SlotGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+impl std::ops::Deref for SlotGuard<'_> {
+    type Target = State;
+    #[inline]
+    fn deref(&self) -> &State {
+        // SAFETY: `busy` is set and `stop` was clear after it (see `enter`).
+        unsafe { &*self.0.state.get() }
+    }
+}
+
+impl std::ops::DerefMut for SlotGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut State {
+        // SAFETY: as in `deref`; the owner thread holds one guard at a time.
+        unsafe { &mut *self.0.state.get() }
+    }
+}
+
+impl Slot {
+    /// The pool's `round_size`, inlined for the usual configuration.
+    #[inline]
+    fn round(&self, size: usize) -> Option<usize> {
+        if self.plain_rounding {
+            // `round_size` without `roundup_power2_divisions`.
+            size.max(1)
+                .checked_next_multiple_of(MIN_BLOCK_SIZE)
+                .filter(|&r| r <= isize::MAX as usize)
+        } else {
+            round_size(size, &self.divisions)
+        }
+    }
+
+    /// The owner's fast path: the cache, unless a slow path is in it or
+    /// about to be. No locked instruction: a plain store of `busy`, a
+    /// compiler barrier and a load of `stop`, against the slow path's store
+    /// of `stop`, `membarrier` and load of `busy` (`src/pool/barrier.rs`):
+    /// either the owner sees `stop` and stands aside, or the slow path sees
+    /// `busy` and waits for the owner to leave.
+    #[inline]
+    fn enter(&self) -> Option<SlotGuard<'_>> {
+        self.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if self.stop.load(Ordering::Acquire) {
+            self.busy.store(false, Ordering::Release);
+            return None;
+        }
+        Some(SlotGuard(self))
+    }
+
+    /// The state, for a slow path that holds the lock of the slot's shard
+    /// (which keeps every other slow path out) and has either stopped the
+    /// owner (`stop_owners`) or runs on the owner's thread outside its fast
+    /// path.
+    ///
+    /// # Safety
+    /// As above: no one else reaches the state while the result lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn state_mut(&self) -> &mut State {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.state.get() }
+    }
+}
+
+/// Keeps the owners of `slots` out of their fast paths: sets every `stop`,
+/// one heavy barrier, then waits for each owner to leave (a fast path never
+/// waits for anything, so this is short). Callers hold the shard locks of
+/// every slot, and call [`resume_owners`] when done.
+fn stop_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>> + Clone) {
+    for slot in slots.clone() {
+        slot.stop.store(true, Ordering::Relaxed);
+    }
+    barrier::heavy();
+    for slot in slots {
+        let mut spins = 0u32;
+        while slot.busy.load(Ordering::Acquire) {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
+    for slot in slots {
+        slot.stop.store(false, Ordering::Release);
+    }
+}
+
+impl State {
+    /// Gives every block and the statistics back to `core` (the slot's
+    /// shard, locked).
+    fn drain_into(&mut self, core: &mut Core) {
+        for loan in self.handed_out.drain(..) {
+            core.take_back_handed_out(loan, &mut self.stats);
+        }
+        for loan in self.parked.drain(..) {
+            core.take_back_parked(loan, &mut self.stats);
+        }
+        core.absorb(&mut self.stats);
+    }
+
+    /// Parks handed-out block `at` if the cache has the room and the
+    /// headroom for what parking raises.
+    #[inline]
+    fn park(&mut self, at: usize, slot: &Slot) -> bool {
+        let loan = self.handed_out[at];
+        let size = loan.size as i64;
+        let s = &mut self.stats;
+        let k = loan.kind as usize;
+        if self.parked.len() >= PARKED
+            || (loan.split
+                && !(s.inactive_split[STAT_ALL].room(1)
+                    && s.inactive_split[k].room(1)
+                    && s.inactive_split_bytes[STAT_ALL].room(size)
+                    && s.inactive_split_bytes[k].room(size)))
+        {
+            return false;
+        }
+        let req = loan.size_key as i64;
+        for i in [STAT_ALL, k] {
+            s.allocation[i].decrease(1);
+            s.allocated_bytes[i].decrease(size);
+            s.requested_bytes[i].decrease(req);
+            if loan.split {
+                s.inactive_split[i].increase(1);
+                s.inactive_split_bytes[i].increase(size);
+            }
+        }
+        self.handed_out.swap_remove(at);
+        let key = slot.round(loan.size_key).unwrap_or(loan.size);
+        self.parked.push(Loan {
+            size_key: key,
+            ..loan
+        });
+        true
+    }
+
+    /// Hands out the newest parked block for a request of `size` bytes
+    /// (`rounded`), if there is one and the headroom for it.
+    #[inline]
+    fn unpark(&mut self, size: usize, rounded: usize) -> Option<usize> {
+        if self.handed_out.len() >= HANDED_OUT {
+            return None;
+        }
+        let at = self.parked.iter().rposition(|l| l.size_key == rounded)?;
+        let loan = self.parked[at];
+        let (bytes, req) = (loan.size as i64, size as i64);
+        let s = &mut self.stats;
+        let k = loan.kind as usize;
+        let room = [STAT_ALL, k].iter().all(|&i| {
+            s.allocation[i].room(1)
+                && s.allocated_bytes[i].room(bytes)
+                && s.requested_bytes[i].room(req)
+        });
+        if !room {
+            return None;
+        }
+        for i in [STAT_ALL, k] {
+            s.allocation[i].increase(1);
+            s.allocated_bytes[i].increase(bytes);
+            s.requested_bytes[i].increase(req);
+            if loan.split {
+                s.inactive_split[i].decrease(1);
+                s.inactive_split_bytes[i].decrease(bytes);
+            }
+        }
+        if at + 1 == self.parked.len() {
+            self.parked.pop();
+        } else {
+            self.parked.remove(at);
+        }
+        self.handed_out.push(Loan {
+            size_key: size,
+            ..loan
+        });
+        Some(loan.addr)
+    }
+}
+
+/// This thread's caches, newest last, and the one it used last.
+struct ThreadCaches {
+    slots: RefCell<Vec<Arc<Slot>>>,
+    /// Null, or one of `slots` (which keeps it alive): every change to
+    /// `slots` clears it first.
+    last: Cell<*const Slot>,
+}
+
+impl ThreadCaches {
+    /// The cache used last, if it is of pool `pool` (and `stream`, if given).
+    #[inline]
+    fn last(&self, pool: u64, stream: Option<usize>) -> Option<&Slot> {
+        // SAFETY: `last` is null or a slot that `slots` holds (see above).
+        unsafe { self.last.get().as_ref() }.filter(|s| {
+            s.pool == pool
+                && match stream {
+                    Some(st) => s.stream == st,
+                    None => true,
+                }
+        })
+    }
+}
+
+impl Drop for ThreadCaches {
+    fn drop(&mut self) {
+        self.last.set(std::ptr::null());
+        for slot in self.slots.get_mut().drain(..) {
+            slot.orphaned.store(true, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static CACHES: ThreadCaches = const {
+        ThreadCaches {
+            slots: RefCell::new(Vec::new()),
+            last: Cell::new(std::ptr::null()),
+        }
+    };
+}
+
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the fast free found.
+pub(crate) enum FastFree {
+    /// Parked.
+    Done,
+    /// Not a block this thread's caches handed out.
+    Miss,
+    /// Handed out by this thread's cache of `shard`, but it cannot park it
+    /// now: the slow path takes it back and frees it in the shard.
+    Slow { shard: usize },
+}
+
+impl Registry {
+    pub(crate) fn new() -> Self {
+        barrier::init();
+        Registry {
+            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// This thread's cache of (`pool`, `stream`), if it has one.
+#[inline]
+fn find(caches: &[Arc<Slot>], pool: u64, stream: usize) -> Option<&Arc<Slot>> {
+    caches
+        .iter()
+        .rev()
+        .find(|s| s.pool == pool && s.stream == stream)
+}
+
+impl Pool {
+    /// The fast path of [`Pool::malloc_on`]: a block parked in this thread's
+    /// cache of the stream.
+    #[inline]
+    pub(super) fn cache_malloc(&self, stream: usize, size: usize) -> Option<usize> {
+        CACHES
+            .try_with(|c| {
+                let slot = match c.last(self.caches.id, Some(stream)) {
+                    Some(slot) => slot,
+                    None => {
+                        let caches = c.slots.try_borrow().ok()?;
+                        let found = Arc::as_ptr(find(&caches, self.caches.id, stream)?);
+                        c.last.set(found);
+                        // SAFETY: held by `slots`, which nothing changes
+                        // until this call returns.
+                        unsafe { &*found }
+                    }
+                };
+                let rounded = slot.round(size)?;
+                let mut g = slot.enter()?;
+                if g.parked.is_empty() || self.history.is_on() {
+                    return None;
+                }
+                g.unpark(size, rounded)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// The fast path of [`Pool::free`]: parks a block this thread's cache
+    /// handed out.
+    #[inline]
+    pub(super) fn cache_free(&self, addr: usize) -> FastFree {
+        // `None`: not a block `slot` handed out.
+        let try_slot = |slot: &Slot| -> Option<FastFree> {
+            let Some(mut g) = slot.enter() else {
+                // A slow path is in it: it may hold this block.
+                return Some(FastFree::Slow { shard: slot.shard });
+            };
+            let at = g.handed_out.iter().rposition(|l| l.addr == addr)?;
+            if !self.history.is_on() && g.park(at, slot) {
+                return Some(FastFree::Done);
+            }
+            Some(FastFree::Slow { shard: slot.shard })
+        };
+        CACHES
+            .try_with(|c| {
+                let last = c.last(self.caches.id, None);
+                if let Some(found) = last.and_then(try_slot) {
+                    return found;
+                }
+                let Ok(caches) = c.slots.try_borrow() else {
+                    return FastFree::Miss;
+                };
+                let last = last.map_or(std::ptr::null(), |s| s as *const Slot);
+                caches
+                    .iter()
+                    .rev()
+                    .filter(|s| s.pool == self.caches.id && !std::ptr::eq(Arc::as_ptr(s), last))
+                    .find_map(|s| try_slot(s))
+                    .unwrap_or(FastFree::Miss)
+            })
+            .unwrap_or(FastFree::Miss)
+    }
+
+    /// Under shard `shard`'s lock, right after `core` handed out `addr` for
+    /// `stream` on this thread: lends the block to this thread's cache of the
+    /// stream (made on first use), so that its free and the next request of
+    /// its size on this thread skip the lock.
+    pub(super) fn lend_to_cache(&self, core: &mut Core, shard: usize, stream: usize, addr: usize) {
+        if core.closed || self.history.is_on() {
+            return;
+        }
+        let _ = CACHES.try_with(|c| {
+            let Ok(mut caches) = c.slots.try_borrow_mut() else {
+                return;
+            };
+            // `slots` may change below.
+            c.last.set(std::ptr::null());
+            caches.retain(|s| !s.dead.load(Ordering::Relaxed));
+            let slot = match find(&caches, self.caches.id, stream) {
+                Some(slot) => slot.clone(),
+                None => {
+                    let slot = Arc::new(Slot {
+                        pool: self.caches.id,
+                        stream,
+                        shard,
+                        divisions: core.config.roundup_power2_divisions,
+                        plain_rounding: core.config.roundup_power2_divisions
+                            == RoundupDivisions::default(),
+                        busy: AtomicBool::new(false),
+                        stop: AtomicBool::new(false),
+                        dead: AtomicBool::new(false),
+                        orphaned: AtomicBool::new(false),
+                        state: UnsafeCell::new(State {
+                            parked: Vec::with_capacity(PARKED),
+                            handed_out: Vec::with_capacity(HANDED_OUT),
+                            stats: CacheStats::default(),
+                        }),
+                    });
+                    if caches.len() >= CACHES_PER_THREAD {
+                        let old = caches.remove(0);
+                        old.orphaned.store(true, Ordering::Release);
+                    }
+                    self.caches.slots.lock().push(slot.clone());
+                    caches.push(slot.clone());
+                    slot
+                }
+            };
+            // SAFETY: this thread owns the slot and is not in its fast path;
+            // the shard's lock keeps every slow path out.
+            let st = unsafe { slot.state_mut() };
+            if st.handed_out.len() < HANDED_OUT {
+                let State {
+                    handed_out, stats, ..
+                } = st;
+                if let Some(loan) = core.lend(addr, stats) {
+                    handed_out.push(loan);
+                }
+            }
+        });
+    }
+
+    /// Frees `addr`, lent to a cache of shard `shard`: takes it back from
+    /// that cache and frees it in the shard. `None`: no cache of the shard
+    /// has it handed out.
+    pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
+        let mut core = self.shards[shard].0.lock();
+        let slots = self.caches.slots.lock();
+        let mine = slots.iter().filter(|s| s.shard == shard);
+        stop_owners(mine.clone());
+        let mut found = None;
+        for slot in mine.clone() {
+            // SAFETY: its owner is stopped and this shard's lock is held.
+            let st = unsafe { slot.state_mut() };
+            if let Some(at) = st.handed_out.iter().position(|l| l.addr == addr) {
+                let loan = st.handed_out.swap_remove(at);
+                core.take_back_handed_out(loan, &mut st.stats);
+                found = Some(core.free(addr, true));
+                break;
+            }
+        }
+        resume_owners(mine);
+        found
+    }
+
+    /// Drains every cache into its shard (all of them locked) and drops
+    /// the caches no thread uses any more, and those `retire` names.
+    pub(super) fn drain_caches(
+        &self,
+        shards: &mut [parking_lot::MutexGuard<'_, Core>],
+        retire: Retire,
+    ) {
+        let mut slots = self.caches.slots.lock();
+        if slots.is_empty() {
+            return;
+        }
+        stop_owners(slots.iter());
+        for slot in slots.iter() {
+            // SAFETY: its owner is stopped and every shard's lock is held.
+            unsafe { slot.state_mut() }.drain_into(&mut shards[slot.shard]);
+        }
+        resume_owners(slots.iter());
+        slots.retain(|slot| {
+            let gone = match retire {
+                Retire::None => false,
+                Retire::Stream(s) => slot.stream == s,
+                Retire::All => true,
+            };
+            if gone {
+                slot.dead.store(true, Ordering::Relaxed);
+            }
+            !gone && !slot.orphaned.load(Ordering::Acquire)
+        });
+    }
+}
+
+/// Which caches a drain also drops for good.
+#[derive(Clone, Copy)]
+pub(crate) enum Retire {
+    None,
+    /// Those of a destroyed stream.
+    Stream(usize),
+    /// All (the pool closes).
+    All,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pool::{HostMemory, Pool, PoolConfig, STAT_ALL};
+
+    fn pool() -> Pool {
+        Pool::new(PoolConfig::default(), HostMemory::new(1 << 30)).unwrap()
+    }
+
+    #[test]
+    fn a_pair_is_served_by_the_cache_and_counted_exactly() {
+        let pool = pool();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        let b = pool.malloc_on(7, 4000).unwrap().get();
+        // Parked by the free, handed out again without the shard.
+        assert_eq!(a, b);
+        let parked = pool.caches.slots.lock()[0].clone();
+        // SAFETY: single thread, not in a fast path; read only.
+        assert_eq!(unsafe { parked.state_mut() }.handed_out.len(), 1);
+        pool.free(b).unwrap();
+        let s = pool.stats(); // drains
+        assert_eq!(unsafe { parked.state_mut() }.parked.len(), 0);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 2);
+        assert_eq!(s.allocation[STAT_ALL].freed, 2);
+        assert_eq!(s.allocation[STAT_ALL].peak, 1);
+        assert_eq!(s.requested_bytes[STAT_ALL].allocated, 8000);
+        // The freed block and the rest of its segment, unmerged (binned).
+        assert_eq!(s.inactive_split[STAT_ALL].current, 2);
+        assert!(pool.free(b).is_err(), "a double free after a drain");
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_parked_block_is_a_double_free_and_a_foreign_thread_may_free_a_lent_one() {
+        let pool = pool();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap(); // parked
+        assert_eq!(pool.free(a), Err(crate::core::error::Error::PoolDoubleFree));
+        let b = pool.malloc_on(7, 4000).unwrap().get(); // lent to this thread
+        std::thread::scope(|s| {
+            s.spawn(|| pool.free(b).unwrap());
+        });
+        assert_eq!(pool.free(b), Err(crate::core::error::Error::PoolDoubleFree));
+        assert_eq!(pool.stats().allocation[STAT_ALL].current, 0);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn an_exited_threads_cache_and_a_destroyed_streams_cache_are_given_back() {
+        let pool = pool();
+        let stream = 0x1000;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let a = pool.malloc_on(stream, 4000).unwrap().get();
+                pool.free(a).unwrap();
+                let b = pool.malloc_on(stream, 4000).unwrap().get();
+                pool.free(b).unwrap(); // parked when the thread exits
+            });
+        });
+        assert!(pool.caches.slots.lock()[0]
+            .orphaned
+            .load(std::sync::atomic::Ordering::Acquire));
+        // The next pool-wide operation takes the block back and drops the
+        // cache; the stream's end gives its segment back.
+        assert_eq!(pool.forget_stream(stream), 2 << 20);
+        assert!(pool.caches.slots.lock().is_empty());
+        assert_eq!(pool.memory_reserved(), 0);
+
+        // This thread's cache of a stream that ends.
+        let a = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        let b = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(b).unwrap(); // parked
+        assert_eq!(pool.forget_stream(stream), 2 << 20);
+        assert!(pool.caches.slots.lock().is_empty(), "the cache is dropped");
+        // A new stream at the same handle starts afresh.
+        let c = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(c).unwrap();
+        pool.check_invariants().unwrap();
+        assert_eq!(pool.stats().allocation[STAT_ALL].freed, 5);
+    }
+
+    #[test]
+    fn with_the_recorder_on_every_event_is_recorded() {
+        let pool = pool();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        let b = pool.malloc_on(7, 4000).unwrap().get(); // lent
+        pool.record_history(100).unwrap();
+        pool.free(b).unwrap();
+        let c = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(c).unwrap();
+        use crate::history::Action::{Alloc, FreeCompleted, FreeRequested};
+        let actions: Vec<_> = pool.history().events.iter().map(|e| e.action).collect();
+        let free = [FreeRequested, FreeCompleted];
+        assert_eq!(actions, [&free[..], &[Alloc], &free[..]].concat());
+        pool.check_invariants().unwrap();
+    }
+}
