@@ -7,7 +7,9 @@
 //! so the lock doubles as that detector: the caller passes what to do when
 //! it sees another owner inside. A thread that already holds the word and
 //! asks again (a user callback calling back into the same allocator) gets
-//! `None` rather than a deadlock.
+//! `None` rather than a deadlock. A holder that runs none of the user's
+//! code while inside cannot ask again, and takes the brief form
+//! ([`OwnerWord::enter_brief`]), which does not note its thread.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -39,12 +41,17 @@ fn this_thread() -> usize {
 /// back.
 pub struct Held<'a> {
     word: &'a OwnerWord,
+    /// Taken by [`OwnerWord::enter_brief`]: the holder's thread was not
+    /// written, so there is nothing to clear.
+    brief: bool,
 }
 
 impl Drop for Held<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.word.owner_thread.store(0, Ordering::Relaxed);
+        if !self.brief {
+            self.word.owner_thread.store(0, Ordering::Relaxed);
+        }
         self.word.owner.store(0, Ordering::Release);
     }
 }
@@ -72,9 +79,40 @@ impl OwnerWord {
             .is_ok()
         {
             self.owner_thread.store(this_thread(), Ordering::Relaxed);
-            return Some(Held { word: self });
+            return Some(Held {
+                word: self,
+                brief: false,
+            });
         }
         self.enter_contended(owner, other_inside)
+    }
+
+    /// [`OwnerWord::enter`] for a holder that runs none of the user's code
+    /// while it holds the word (a table update, an address record), so it
+    /// can never ask for the word again while holding it: the holder's
+    /// thread is not written, which saves two stores per hold that the next
+    /// compare-exchange would wait for. It still waits for (and reports)
+    /// other owners; the word it holds is told from a re-entry by other
+    /// threads exactly as before (`owner_thread` stays 0, never theirs).
+    #[inline(always)]
+    pub fn enter_brief(&self, owner: usize, other_inside: impl FnOnce(usize)) -> Option<Held<'_>> {
+        debug_assert_ne!(owner, 0);
+        if self
+            .owner
+            .compare_exchange(0, owner, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Some(Held {
+                word: self,
+                brief: true,
+            });
+        }
+        let mut held = self.enter_contended(owner, other_inside)?;
+        // Taken after a wait: the slow path wrote the thread; clear it now
+        // so that the drop's brief form leaves nothing behind.
+        self.owner_thread.store(0, Ordering::Relaxed);
+        held.brief = true;
+        Some(held)
     }
 
     #[cold]
@@ -95,7 +133,10 @@ impl OwnerWord {
                     .is_ok()
                 {
                     self.owner_thread.store(me, Ordering::Relaxed);
-                    return Some(Held { word: self });
+                    return Some(Held {
+                        word: self,
+                        brief: false,
+                    });
                 }
                 continue;
             }
@@ -129,7 +170,10 @@ impl OwnerWord {
                 .is_ok()
             {
                 self.owner_thread.store(me, Ordering::Relaxed);
-                return Some(Held { word: self });
+                return Some(Held {
+                    word: self,
+                    brief: false,
+                });
             }
             if Instant::now() >= deadline {
                 return None;

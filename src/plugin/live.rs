@@ -133,7 +133,7 @@ pub(crate) fn insert(books: &Books, ptr: usize, block: LiveBlock) -> Result<()> 
         block: block.block,
         device: block.device,
     };
-    let mut g = books.enter(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
+    let mut g = books.enter_brief(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
     g.insert(ptr, block.size, block.stream, meta)
         .map_err(|_| Error::Internal {
             reason: "the plugin's alloc returned a pointer that is still allocated",
@@ -143,7 +143,7 @@ pub(crate) fn insert(books: &Books, ptr: usize, block: LiveBlock) -> Result<()> 
 /// Takes `ptr`'s block out for freeing; a pointer not live is refused.
 #[inline(always)]
 pub(crate) fn remove(books: &Books, ptr: usize) -> Result<LiveBlock> {
-    let mut g = books.enter(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
+    let mut g = books.enter_brief(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
     match g.free(ptr, 0, 0) {
         Ok(b) => Ok(live_block(&b)),
         Err(Refused::DoubleFree(_)) => Err(Error::DoubleFree),

@@ -179,7 +179,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
             unsafe { std::mem::transmute(get_addr) };
         // SAFETY: the user's function (guarded as in track_alloc).
         let address = unsafe { guarded_get_addr(get_addr, block) };
-        if let Some(mut inside) = state.enter(NOT_A_STREAM) {
+        // Only the record is touched inside: the brief form.
+        if let Some(mut inside) = state.enter_brief() {
             inside.on_get_addr(state.allocator, key, address as usize);
         }
         return address;
