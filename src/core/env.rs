@@ -23,6 +23,7 @@
 //!
 //! The bottom layer: nothing here knows which module owns which variable.
 
+use super::fixed_line::Line;
 use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt as _;
@@ -382,36 +383,6 @@ fn or_default_to<T>(
             let _ = out.write_all(line.as_bytes());
             default
         }
-    }
-}
-
-/// A line formatted without allocating; what does not fit is dropped.
-struct Line {
-    bytes: [u8; 1024],
-    len: usize,
-}
-
-impl Default for Line {
-    fn default() -> Self {
-        Line {
-            bytes: [0; 1024],
-            len: 0,
-        }
-    }
-}
-
-impl Line {
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-impl fmt::Write for Line {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.bytes.len() - self.len);
-        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
     }
 }
 

@@ -26,6 +26,7 @@
 //! path (measured: docs/BENCHMARKS.md, "Callback guard").
 
 use super::descriptor::{AllocAdviseFn, AllocFn, FreeFn, GetAddrFromBlockFn};
+use super::fixed_line::Line;
 use std::ffi::c_void;
 use std::fmt::Write;
 
@@ -256,40 +257,6 @@ fn write_message(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
         write!(out, " registered with descriptor {descriptor:#x}")?;
     }
     writeln!(out, " for stream {stream:#x} {ALLOCATOR_ADVICE}")
-}
-
-/// A fixed buffer for the message: nothing is allocated while a foreign
-/// exception is in flight.
-struct Line {
-    bytes: [u8; 1024],
-    len: usize,
-}
-
-impl Default for Line {
-    fn default() -> Self {
-        Line {
-            bytes: [0; 1024],
-            len: 0,
-        }
-    }
-}
-
-impl Write for Line {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let room = self.bytes.len() - self.len;
-        let take = s.len().min(room);
-        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
-        self.len += take;
-        Ok(())
-    }
-}
-
-impl Line {
-    fn emit(&self) {
-        // SAFETY: writes our own buffer to stderr; a short or failed write
-        // only shortens the message.
-        unsafe { libc::write(2, self.bytes.as_ptr().cast(), self.len) };
-    }
 }
 
 /// The `"C-unwind"` view of each callback type (see the module documentation).
@@ -547,8 +514,9 @@ mod tests {
         for callback in callbacks {
             let mut line = Line::default();
             write_message(&mut line, callback).unwrap();
-            assert!(line.len < line.bytes.len(), "{} bytes", line.len);
-            assert_eq!(line.bytes[line.len - 1], b'\n');
+            let text = line.as_bytes();
+            assert!(text.len() < 1024, "{} bytes", text.len());
+            assert_eq!(text.last(), Some(&b'\n'));
         }
     }
 }
