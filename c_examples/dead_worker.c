@@ -20,14 +20,8 @@
 #include "aclalloc.h"
 #include "common/check.h"
 #include "common/expect.h"
+#include "common/hang_guard.h"
 
-static int ran;
-static void count(void *ws, size_t size, void *data) {
-    (void)ws;
-    (void)size;
-    (void)data;
-    ran++;
-}
 
 /* The kernel the hook names: the worker dies right after it. */
 static void last_words(void *ws, size_t size, void *data) {
@@ -37,18 +31,10 @@ static void last_words(void *ws, size_t size, void *data) {
     ran++;
 }
 
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char text[] = "dead_worker: hung (a synchronize waited for a dead worker)\n";
-    (void)!write(2, text, sizeof text - 1);
-    _exit(3);
-}
-
 #define DEAD "worker thread died"
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
-    alarm(30);
+    hang_guard("dead_worker: hung (a synchronize waited for a dead worker)\n", 30);
     char hook[32];
     snprintf(hook, sizeof hook, "%p", (void *)(size_t)last_words);
     setenv("ACLALLOC_TEST_WORKER_PANIC", hook, 1);
@@ -60,20 +46,20 @@ int main(void) {
     void *dev = NULL;
     CHECK(aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
 
-    CHECK(aclallocLaunchKernel(dying, 0, count, NULL));
+    CHECK(aclallocLaunchKernel(dying, 0, count_kernel, NULL));
     CHECK(aclallocLaunchKernel(dying, 0, last_words, NULL));
     /* Queued behind the panic: accepted (the worker may not have died yet)
      * or refused, but never run. */
-    aclError queued = aclallocLaunchKernel(dying, 0, count, NULL);
+    aclError queued = aclallocLaunchKernel(dying, 0, count_kernel, NULL);
     EXPECT(queued == ACL_SUCCESS || queued == ACL_ERROR_INVALID_PARAM);
 
     expect("aclrtSynchronizeStream(dead stream)", aclrtSynchronizeStream(dying),
            ACL_ERROR_INVALID_PARAM, DEAD);
     EXPECT(ran == 2);
-    expect("aclallocLaunchKernel(dead stream)", aclallocLaunchKernel(dying, 0, count, NULL),
+    expect("aclallocLaunchKernel(dead stream)", aclallocLaunchKernel(dying, 0, count_kernel, NULL),
            ACL_ERROR_INVALID_PARAM, DEAD);
     expect("aclallocLaunchKernel(dead stream, 4 KiB workspace)",
-           aclallocLaunchKernel(dying, 4096, count, NULL), ACL_ERROR_INVALID_PARAM, DEAD);
+           aclallocLaunchKernel(dying, 4096, count_kernel, NULL), ACL_ERROR_INVALID_PARAM, DEAD);
     expect("aclrtMemsetAsync(dead stream)", aclrtMemsetAsync(dev, 4096, 1, 4096, dying),
            ACL_ERROR_INVALID_PARAM, DEAD);
     expect("aclrtSynchronizeStream(dead stream), again", aclrtSynchronizeStream(dying),
@@ -81,14 +67,14 @@ int main(void) {
     EXPECT(ran == 2);
 
     /* What waits for every stream skips the dead one; the others work. */
-    CHECK(aclallocLaunchKernel(healthy, 0, count, NULL));
+    CHECK(aclallocLaunchKernel(healthy, 0, count_kernel, NULL));
     CHECK(aclrtSynchronizeDevice());
     EXPECT(ran == 3);
     CHECK(aclrtFree(dev));
     CHECK(aclrtDestroyStream(dying));
     aclrtStream fresh;
     CHECK(aclrtCreateStream(&fresh));
-    CHECK(aclallocLaunchKernel(fresh, 4096, count, NULL));
+    CHECK(aclallocLaunchKernel(fresh, 4096, count_kernel, NULL));
     CHECK(aclrtSynchronizeStream(fresh));
     EXPECT(ran == 4);
 

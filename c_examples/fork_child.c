@@ -17,14 +17,8 @@
 #include "aclalloc.h"
 #include "common/check.h"
 #include "common/expect.h"
+#include "common/hang_guard.h"
 
-static int ran;
-static void count(void *ws, size_t size, void *data) {
-    (void)ws;
-    (void)size;
-    (void)data;
-    ran++;
-}
 
 static void expect_inherited(const char *what, aclError rc) {
     const char *m = aclGetRecentErrMsg();
@@ -34,9 +28,9 @@ static void expect_inherited(const char *what, aclError rc) {
 }
 
 static int child(aclrtStream inherited, void *inherited_ptr) {
-    alarm(20);
+    hang_guard("fork_child: the child hung\n", 20);
     /* Inherited streams: refused, never waited for. */
-    expect_inherited("aclallocLaunchKernel", aclallocLaunchKernel(inherited, 4096, count, NULL));
+    expect_inherited("aclallocLaunchKernel", aclallocLaunchKernel(inherited, 4096, count_kernel, NULL));
     expect_inherited("aclrtSynchronizeStream", aclrtSynchronizeStream(inherited));
     expect_inherited("aclrtMemsetAsync", aclrtMemsetAsync(inherited_ptr, 64, 0, 64, inherited));
     expect_inherited("aclrtDestroyStream", aclrtDestroyStream(inherited));
@@ -44,7 +38,7 @@ static int child(aclrtStream inherited, void *inherited_ptr) {
     CHECK(aclrtSynchronizeDevice());
     CHECK(aclrtFree(inherited_ptr));
     /* The context's default stream (NULL) is the child's own: made anew. */
-    CHECK(aclallocLaunchKernel(NULL, 4096, count, NULL));
+    CHECK(aclallocLaunchKernel(NULL, 4096, count_kernel, NULL));
     CHECK(aclrtSynchronizeStream(NULL));
     EXPECT(ran == 1);
 
@@ -55,7 +49,7 @@ static int child(aclrtStream inherited, void *inherited_ptr) {
     CHECK(aclrtMalloc(&p, 1 << 20, ACL_MEM_MALLOC_HUGE_FIRST));
     CHECK(aclrtMemsetAsync(p, 1 << 20, 7, 1 << 20, mine));
     for (int i = 0; i < 100; i++) {
-        CHECK(aclallocLaunchKernel(mine, 4096, count, NULL));
+        CHECK(aclallocLaunchKernel(mine, 4096, count_kernel, NULL));
     }
     CHECK(aclrtSynchronizeStream(mine));
     EXPECT(ran == 101);
@@ -70,7 +64,7 @@ static int child(aclrtStream inherited, void *inherited_ptr) {
     /* And the runtime starts again in the child. */
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
-    CHECK(aclallocLaunchKernel(NULL, 0, count, NULL));
+    CHECK(aclallocLaunchKernel(NULL, 0, count_kernel, NULL));
     CHECK(aclrtSynchronizeDevice());
     EXPECT(ran == 102);
     CHECK(aclrtResetDevice(0));
@@ -86,8 +80,8 @@ int main(void) {
     CHECK(aclrtCreateStream(&stream));
     void *p = NULL;
     CHECK(aclrtMalloc(&p, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
-    CHECK(aclallocLaunchKernel(stream, 4096, count, NULL));
-    CHECK(aclallocLaunchKernel(NULL, 4096, count, NULL));
+    CHECK(aclallocLaunchKernel(stream, 4096, count_kernel, NULL));
+    CHECK(aclallocLaunchKernel(NULL, 4096, count_kernel, NULL));
     CHECK(aclrtSynchronizeDevice());
     EXPECT(ran == 2);
     fflush(stdout);
@@ -119,7 +113,7 @@ int main(void) {
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     /* The parent's streams are its own still. */
-    CHECK(aclallocLaunchKernel(stream, 4096, count, NULL));
+    CHECK(aclallocLaunchKernel(stream, 4096, count_kernel, NULL));
     CHECK(aclrtSynchronizeStream(stream));
     EXPECT(ran == 3);
     CHECK(aclrtFree(p));

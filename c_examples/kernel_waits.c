@@ -18,6 +18,7 @@
 #include "aclalloc.h"
 #include "common/check.h"
 #include "common/expect.h"
+#include "common/hang_guard.h"
 
 static atomic_int arrived;
 
@@ -59,24 +60,9 @@ static void teardown_from_kernel(void *ws, size_t size, void *data) {
     t->reset_rc = aclrtResetDevice(0);
 }
 
-static int ran;
-static void count(void *ws, size_t size, void *data) {
-    (void)ws;
-    (void)size;
-    (void)data;
-    ran++;
-}
-
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char text[] = "kernel_waits: hung (deadlock between kernels)\n";
-    (void)!write(2, text, sizeof text - 1);
-    _exit(3);
-}
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
-    alarm(30);
+    hang_guard("kernel_waits: hung (deadlock between kernels)\n", 30);
     setenv("ACLALLOC_DEVICE_MEMORY", "256MiB", 1);
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
@@ -122,8 +108,8 @@ int main(void) {
     EXPECT(t.finalize_rc == ACL_ERROR_FAILURE);
     EXPECT(strstr(t.msg, "kernel") != NULL);
     EXPECT(t.reset_rc == ACL_ERROR_FAILURE);
-    CHECK(aclallocLaunchKernel(a, 0, count, NULL));
-    CHECK(aclallocLaunchKernel(NULL, 0, count, NULL));
+    CHECK(aclallocLaunchKernel(a, 0, count_kernel, NULL));
+    CHECK(aclallocLaunchKernel(NULL, 0, count_kernel, NULL));
     CHECK(aclrtSynchronizeStream(a));
     CHECK(aclrtSynchronizeStream(NULL));
     EXPECT(ran == 2);
