@@ -51,11 +51,6 @@
 #define ACLALLOC_STAT_KEY_COUNT 121
 
 /**
- * The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
- */
-#define HOST_PAGE (2 << 20)
-
-/**
  * A choice made by name.
  */
 typedef struct Choice Choice;

@@ -34,15 +34,12 @@ fn checked_in_headers_are_fresh() {
 /// includes the header.
 #[test]
 fn aclalloc_header_defines_only_prefixed_macros() {
-    // HOST_PAGE (src/pool/virtual_memory.rs) is still exported unprefixed:
-    // the one known exception, to be made crate-visible by the pool's owner.
-    const KNOWN: [&str; 1] = ["HOST_PAGE"];
     let header = std::fs::read_to_string(common::root().join("include/aclalloc.h")).unwrap();
     let unprefixed: Vec<&str> = header
         .lines()
         .filter_map(|l| l.strip_prefix("#define "))
         .filter_map(|rest| rest.split_whitespace().next())
-        .filter(|name| !name.starts_with("ACLALLOC_") && !KNOWN.contains(name))
+        .filter(|name| !name.starts_with("ACLALLOC_"))
         .collect();
     assert!(
         unprefixed.is_empty(),

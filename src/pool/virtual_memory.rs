@@ -132,7 +132,7 @@ impl VirtualMemory for AclMemory {
 // ---- host memory ----------------------------------------------------------
 
 /// The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
-pub const HOST_PAGE: usize = 2 << 20;
+pub(crate) const HOST_PAGE: usize = 2 << 20;
 
 impl VirtualMemory for HostMemory {
     fn page_size(&self) -> usize {
