@@ -51,6 +51,7 @@
 // is not on yet: 55 blocks, most in the runtime exports of `ffi`, share one
 // comment for several blocks; see docs/ARCHITECTURE.md.)
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod core;
 pub mod default_allocator;

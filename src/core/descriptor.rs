@@ -27,6 +27,7 @@ pub struct AllocatorObj(NonNull<c_void>);
 // whether the object behind it may be used from several threads is the
 // allocator's own contract, as in CANN.
 unsafe impl Send for AllocatorObj {}
+// SAFETY: sharing `&AllocatorObj` only copies the token (as for `Send`).
 unsafe impl Sync for AllocatorObj {}
 
 impl AllocatorObj {

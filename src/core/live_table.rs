@@ -207,6 +207,8 @@ pub struct LiveTable<V: Words> {
 // side is only reached by the one writer the callers of the `unsafe` methods
 // guarantee.
 unsafe impl<V: Words + Send> Send for LiveTable<V> {}
+// SAFETY: as for `Send`: shared readers only touch atomics; writes need the
+// one writer the `unsafe` methods' callers guarantee.
 unsafe impl<V: Words + Send> Sync for LiveTable<V> {}
 
 impl<V: Words> Default for LiveTable<V> {
@@ -300,6 +302,8 @@ impl<V: Words> LiveTable<V> {
     /// other write to the table.
     #[inline(always)]
     pub unsafe fn slot_of(&self, key: usize) -> Option<SlotRef<'_>> {
+        // SAFETY: this function's contract (the caller is the only writer) is what `array`
+        // requires.
         let array = unsafe { self.array() };
         let index = array.locate(key).ok()?;
         Some(SlotRef {
@@ -315,6 +319,8 @@ impl<V: Words> LiveTable<V> {
     /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     #[inline(always)]
     pub unsafe fn get_owned(&self, key: usize) -> Option<V> {
+        // SAFETY: this function's contract (the caller is the only writer) is what `array`
+        // requires.
         let array = unsafe { self.array() };
         array.locate(key).ok().map(|i| V::unpack(&array.read(i)))
     }
@@ -326,6 +332,8 @@ impl<V: Words> LiveTable<V> {
     #[inline(always)]
     pub unsafe fn put(&self, key: usize, value: &V) -> Option<V> {
         let words = value.pack();
+        // SAFETY: this function's contract (the caller is the only writer) is what `array`
+        // requires.
         let array = unsafe { self.array() };
         match array.locate(key) {
             Ok(index) => {
@@ -339,6 +347,8 @@ impl<V: Words> LiveTable<V> {
                 if (side.len + 1) * 2 > array.mask + 1 {
                     // SAFETY: the caller's contract.
                     unsafe { self.grow() };
+                    // SAFETY: the caller is still the only writer; `grow` just published the
+                    // bigger array, read it anew.
                     let array = unsafe { self.array() };
                     let index = array.locate(key).unwrap_or_else(|empty| empty);
                     self.changing(|| fill(&array, index, key, &words));
@@ -358,6 +368,8 @@ impl<V: Words> LiveTable<V> {
     /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     #[inline]
     pub unsafe fn remove(&self, key: usize) -> Option<V> {
+        // SAFETY: this function's contract (the caller is the only writer) is what `array`
+        // requires.
         let array = unsafe { self.array() };
         let index = array.locate(key).ok()?;
         let old = V::unpack(&array.read(index));
@@ -389,6 +401,8 @@ impl<V: Words> LiveTable<V> {
     /// # Safety
     /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
     pub unsafe fn entries(&self) -> Vec<(usize, V)> {
+        // SAFETY: this function's contract (the caller is the only writer) is what `array`
+        // requires.
         let array = unsafe { self.array() };
         (0..=array.mask)
             .filter_map(|i| match array.slot(i).key.load(Ordering::Relaxed) {
@@ -400,6 +414,7 @@ impl<V: Words> LiveTable<V> {
 
     #[cold]
     unsafe fn grow(&self) {
+        // SAFETY: `grow` is called only from `put`, whose caller is the only writer.
         let old = unsafe { self.array() };
         let bigger = Array::with_capacity((old.mask + 1) * 2);
         let old = &old;
@@ -468,6 +483,7 @@ mod tests {
     fn growth_and_backward_shift_keep_every_key_reachable() {
         let t = LiveTable::<V>::with_capacity(4);
         let keys: Vec<usize> = (1..=3000).map(|i| i * 512).collect();
+        // SAFETY: this test's thread is the table's only user, so the only writer.
         unsafe {
             for &k in &keys {
                 assert_eq!(t.put(k, &V(k)), None);

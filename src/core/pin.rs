@@ -257,6 +257,8 @@ mod tests {
                     unsafe { libc::alarm(10) };
                     let ok = pinned(0xACA6_0F01, || held_here(0xACA6_0F01)) == Some(true);
                     wait_unpinned(0xACA6_0F01);
+                    // SAFETY: the forked child ends here without running the parent's atexit
+                    // handlers; `_exit` is async-signal-safe.
                     unsafe { libc::_exit(if ok { 0 } else { 3 }) }
                 }
                 pid => {

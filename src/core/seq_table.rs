@@ -271,6 +271,8 @@ pub struct SeqTable<V> {
 // SAFETY: values cross threads only as copies of their words; `V: Send`
 // makes handing those copies to another thread sound.
 unsafe impl<V: Packed + Send> Send for SeqTable<V> {}
+// SAFETY: a shared reader copies words out of atomics (the read side);
+// the write side is behind its `Mutex`.
 unsafe impl<V: Packed + Send> Sync for SeqTable<V> {}
 
 impl<V: Packed> Default for SeqTable<V> {

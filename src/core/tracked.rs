@@ -205,6 +205,8 @@ pub struct Tracked<M: Meta, X = ()> {
 // `Guard`, and at most one guard exists at a time (the owner word); readers
 // of the table are lock-free by design.
 unsafe impl<M: Meta + Send, X: Send> Sync for Tracked<M, X> {}
+// SAFETY: moving a `Tracked` moves its table and books, both `Send` given
+// `M: Send` and `X: Send`; no thread-bound state.
 unsafe impl<M: Meta + Send, X: Send> Send for Tracked<M, X> {}
 
 impl<M: Meta, X> Tracked<M, X> {
@@ -317,9 +319,9 @@ impl<M: Meta, X> Guard<'_, M, X> {
         owner: usize,
         meta: M,
     ) -> Result<(), Block<M>> {
-        // SAFETY (every table access below): the guard holds the owner word,
-        // which serialises the table's writers.
         let tracked = self.tracked;
+        // SAFETY: the guard holds the owner word, which serialises the
+        // table's writers (so for every table access below).
         match unsafe { tracked.table.slot_of(ptr) } {
             Some(slot) => {
                 if slot.word(word::FREED) == 0 {
@@ -402,8 +404,9 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// refused (and counted) with what is known.
     #[inline(always)]
     pub fn free(&mut self, ptr: usize, by: usize, generation: u64) -> Result<Block<M>, Refused<M>> {
-        // SAFETY: the guard holds the owner word.
         let tracked = self.tracked;
+        // SAFETY: the guard holds the owner word, which serialises the
+        // table's writers.
         let Some(slot) = (unsafe { tracked.table.slot_of(ptr) }) else {
             return Err(self.refuse(Refused::Unknown));
         };

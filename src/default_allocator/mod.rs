@@ -293,6 +293,8 @@ impl DefaultAllocator {
                 stream: on,
             }
         };
+        // SAFETY: `c` is the complete descriptor's callbacks and object,
+        // called as CANN's executor calls `alloc`.
         let block = serving::serving(stream, || unsafe {
             foreign_call::alloc(c.alloc, c.obj.as_ptr(), size, site(Function::Alloc))
         });
@@ -354,11 +356,11 @@ impl DefaultAllocator {
         // that served this pointer.
         let c = self.serving()?.callbacks;
         let stream = StreamKey::from_ptr(block.stream_ptr());
-        // SAFETY: as in `alloc`; the block is live and goes back once.
         let site = || Callback::Default {
             function: Function::Free,
             stream: block.stream,
         };
+        // SAFETY: as in `alloc`; the block is live and goes back once.
         serving::serving(stream, || unsafe {
             foreign_call::free(c.free, c.obj.as_ptr(), block.block as *mut c_void, site)
         });
@@ -455,10 +457,13 @@ mod tests {
         }
         ALLOCS.fetch_add(1, Ordering::SeqCst);
         LAST_STREAM.set(serving::current().map_or(0, |s| s.get().get()));
+        // SAFETY: test allocator: `malloc` with a non-zero size; NULL is a valid answer.
         unsafe { malloc(size.max(1)) }
     }
     unsafe extern "C" fn free(_: *mut c_void, block: *mut c_void) {
         FREES.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: test allocator: `block` came from this allocator's `malloc` and is freed
+        // once.
         unsafe { c_free(block) }
     }
     unsafe extern "C" fn addr(block: *mut c_void) -> *mut c_void {

@@ -185,10 +185,15 @@ unsafe extern "C" fn alloc_advise(
     addr: *mut c_void,
 ) -> *mut c_void {
     match current_callbacks() {
-        // SAFETY: the pool's own allocAdvise callback with its own handle.
         Ok(c) => match c.alloc_advise {
-            Some(advise) => unsafe { advise(c.obj.as_ptr(), size, addr) },
-            None => unsafe { (c.alloc)(c.obj.as_ptr(), size) },
+            Some(advise) => {
+                // SAFETY: the pool's own allocAdvise callback with its own handle.
+                unsafe { advise(c.obj.as_ptr(), size, addr) }
+            }
+            None => {
+                // SAFETY: the pool's own alloc callback with its own handle.
+                unsafe { (c.alloc)(c.obj.as_ptr(), size) }
+            }
         },
         Err(e) => {
             errlog::record("aclalloc default pool", e);

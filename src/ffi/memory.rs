@@ -23,8 +23,9 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    // SAFETY (every export): the arguments are forwarded unchanged to a
-    // function with the same contract.
+    // SAFETY: `active()` holds `aclrtMalloc` of the chosen backend, with acl_rt.h's signature;
+    // `devPtr` is NULL or writable (this export's contract); the host backend refuses NULL, the
+    // real runtime gets it unchanged.
     passthrough("aclrtMalloc", || unsafe {
         (active().aclrtMalloc)(devPtr, size, policy)
     })
@@ -41,6 +42,9 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtMallocAlign32` of the chosen backend, with acl_rt.h's
+    // signature; `devPtr` is NULL or writable (this export's contract); the host backend
+    // refuses NULL, the real runtime gets it unchanged.
     passthrough("aclrtMallocAlign32", || unsafe {
         (active().aclrtMallocAlign32)(devPtr, size, policy)
     })
@@ -55,6 +59,8 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
+    // SAFETY: `active()` holds `aclrtFree` of the chosen backend, with acl_rt.h's signature;
+    // `devPtr` is passed unchanged; the host backend refuses an address that is not live.
     passthrough("aclrtFree", || unsafe { (active().aclrtFree)(devPtr) })
 }
 
@@ -72,6 +78,9 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: aclrtMemcpyKind,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtMemcpy` of the chosen backend, with acl_rt.h's signature;
+    // the ranges are the caller's (this export's contract), passed unchanged; the host backend
+    // checks device ranges.
     passthrough("aclrtMemcpy", || unsafe {
         (active().aclrtMemcpy)(dst, destMax, src, count, kind)
     })
@@ -89,6 +98,9 @@ pub unsafe extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtMemset` of the chosen backend, with acl_rt.h's signature;
+    // `devPtr` and `maxCount` are passed unchanged; the host backend checks the range against
+    // device memory.
     passthrough("aclrtMemset", || unsafe {
         (active().aclrtMemset)(devPtr, maxCount, value, count)
     })
@@ -107,6 +119,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: aclrtMemcpyKind,
     stream: aclrtStream,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtMemcpyAsync` of the chosen backend, with acl_rt.h's
+    // signature; ranges and `stream` are passed unchanged; the host backend checks them before
+    // enqueuing.
     passthrough("aclrtMemcpyAsync", || unsafe {
         (active().aclrtMemcpyAsync)(dst, destMax, src, count, kind, stream)
     })
@@ -125,6 +140,9 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: aclrtStream,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtMemsetAsync` of the chosen backend, with acl_rt.h's
+    // signature; range and `stream` are passed unchanged; the host backend checks them before
+    // enqueuing.
     passthrough("aclrtMemsetAsync", || unsafe {
         (active().aclrtMemsetAsync)(devPtr, maxCount, value, count, stream)
     })
@@ -141,6 +159,9 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
     free: *mut usize,
     total: *mut usize,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtGetMemInfo` of the chosen backend, with acl_rt.h's
+    // signature; `free` and `total` are NULL or writable (this export's contract); the host
+    // backend refuses NULL, the real runtime gets them unchanged.
     passthrough("aclrtGetMemInfo", || unsafe {
         (active().aclrtGetMemInfo)(attr, free, total)
     })
@@ -167,6 +188,8 @@ pub(crate) mod host {
         size: usize,
         _policy: aclrtMemMallocPolicy,
     ) -> aclError {
+        // SAFETY: `devPtr` is NULL or writable: this function's contract is `malloc`'s, which
+        // checks for NULL before writing.
         unsafe { malloc("aclrtMalloc", devPtr, size) }
     }
 
@@ -175,6 +198,8 @@ pub(crate) mod host {
         size: usize,
         _policy: aclrtMemMallocPolicy,
     ) -> aclError {
+        // SAFETY: `devPtr` is NULL or writable: this function's contract is `malloc`'s, which
+        // checks for NULL before writing.
         unsafe { malloc("aclrtMallocAlign32", devPtr, size) }
     }
 
@@ -248,6 +273,8 @@ pub(crate) mod host {
         boundary("aclrtGetMemInfo", || {
             // SAFETY: the caller's contract.
             let free_out = unsafe { Out::required(free, "free") }?;
+            // SAFETY: `total` is NULL or writable (the caller's contract); `Out::required`
+            // refuses NULL.
             let total_out = unsafe { Out::required(total, "total") }?;
             let (f, t) = host().mem_info(attr)?;
             free_out.write(f);

@@ -118,17 +118,34 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
     allocatorDesc: *mut aclrtAllocatorDesc,
 ) -> aclError {
     boundary("aclallocPluggableCreate", || {
-        // SAFETY (all): the caller's contract.
+        // SAFETY: `config` is NULL or a readable `aclallocPluggableConfig` (the caller's
+        // contract); `args::input` refuses NULL.
         let config = unsafe { args::input(config, "config") }?;
+        // SAFETY: `allocator` is NULL or writable (the caller's contract); `Out::required`
+        // refuses NULL.
         let allocator_out = unsafe { Out::required(allocator, "allocator") }?;
+        // SAFETY: `allocatorDesc` is NULL or writable (the caller's contract); `Out::required`
+        // refuses NULL.
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        // SAFETY: `config->path` is NULL or NUL-terminated (the caller's contract); `c_bytes`
+        // refuses NULL.
         let path = unsafe { args::c_bytes(config.path, "config->path") }?;
         let spec = PluginSpec {
             path: OsStr::from_bytes(path.to_bytes()),
+            // SAFETY: `config->allocSymbol` is NULL or NUL-terminated (the caller's contract);
+            // `c_bytes` refuses NULL.
             alloc: unsafe { args::c_bytes(config.allocSymbol, "config->allocSymbol") }?,
+            // SAFETY: `config->freeSymbol` is NULL or NUL-terminated (the caller's contract);
+            // `c_bytes` refuses NULL.
             free: unsafe { args::c_bytes(config.freeSymbol, "config->freeSymbol") }?,
+            // SAFETY: `config->initSymbol` is NULL (absent) or NUL-terminated (the caller's
+            // contract).
             init: unsafe { args::optional_c_bytes(config.initSymbol) },
+            // SAFETY: `config->emptyCacheSymbol` is NULL (absent) or NUL-terminated (the
+            // caller's contract).
             empty_cache: unsafe { args::optional_c_bytes(config.emptyCacheSymbol) },
+            // SAFETY: `config->memoryFractionSymbol` is NULL (absent) or NUL-terminated (the
+            // caller's contract).
             memory_fraction: unsafe { args::optional_c_bytes(config.memoryFractionSymbol) },
         };
         if path.is_empty() {

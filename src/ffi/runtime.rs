@@ -20,8 +20,9 @@ use std::ffi::c_char;
 /// `configPath` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
-    // SAFETY (every export): the arguments are forwarded unchanged to a
-    // function with the same contract.
+    // SAFETY: `active()` holds `aclInit` of the chosen backend (the host's or the real CANN
+    // symbol), with acl_rt.h's signature; `configPath` is passed unchanged under this export's
+    // own contract (NULL or NUL-terminated).
     passthrough("aclInit", || unsafe { (active().aclInit)(configPath) })
 }
 
@@ -29,6 +30,8 @@ pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
 /// first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> aclError {
+    // SAFETY: `active()` holds `aclFinalize` of the chosen backend (the host's or the real CANN
+    // symbol), with acl_rt.h's signature; no pointer arguments.
     passthrough("aclFinalize", || unsafe { (active().aclFinalize)() })
 }
 
@@ -37,6 +40,8 @@ pub extern "C" fn aclFinalize() -> aclError {
 /// `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
 #[no_mangle]
 pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
+    // SAFETY: `active()` holds `aclrtSetDevice` of the chosen backend (the host's or the real
+    // CANN symbol), with acl_rt.h's signature; no pointer arguments.
     passthrough("aclrtSetDevice", || unsafe {
         (active().aclrtSetDevice)(deviceId)
     })
@@ -47,6 +52,8 @@ pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
 /// set is left as it is. Device memory is not freed.
 #[no_mangle]
 pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
+    // SAFETY: `active()` holds `aclrtResetDevice` of the chosen backend (the host's or the real
+    // CANN symbol), with acl_rt.h's signature; no pointer arguments.
     passthrough("aclrtResetDevice", || unsafe {
         (active().aclrtResetDevice)(deviceId)
     })
@@ -56,6 +63,8 @@ pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
 /// every context on it (its own and those from `aclrtCreateContext`).
 #[no_mangle]
 pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
+    // SAFETY: `active()` holds `aclrtResetDeviceForce` of the chosen backend (the host's or the
+    // real CANN symbol), with acl_rt.h's signature; no pointer arguments.
     passthrough("aclrtResetDeviceForce", || unsafe {
         (active().aclrtResetDeviceForce)(deviceId)
     })
@@ -68,6 +77,10 @@ pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
 /// `deviceId` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
+    // SAFETY: `active()` holds `aclrtGetDevice` of the chosen backend (the host's or the real
+    // CANN symbol), with acl_rt.h's signature; `deviceId` is NULL or writable (this export's
+    // contract), the host backend refuses NULL, the real runtime gets it as it would without
+    // this library.
     passthrough("aclrtGetDevice", || unsafe {
         (active().aclrtGetDevice)(deviceId)
     })
@@ -79,6 +92,10 @@ pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
 /// `count` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
+    // SAFETY: `active()` holds `aclrtGetDeviceCount` of the chosen backend (the host's or the
+    // real CANN symbol), with acl_rt.h's signature; `count` is NULL or writable (this export's
+    // contract), the host backend refuses NULL, the real runtime gets it as it would without
+    // this library.
     passthrough("aclrtGetDeviceCount", || unsafe {
         (active().aclrtGetDeviceCount)(count)
     })
@@ -90,6 +107,10 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId: i32) -> aclError {
+    // SAFETY: `active()` holds `aclrtCreateContext` of the chosen backend (the host's or the
+    // real CANN symbol), with acl_rt.h's signature; `context` is NULL or writable (this
+    // export's contract), the host backend refuses NULL, the real runtime gets it as it would
+    // without this library.
     passthrough("aclrtCreateContext", || unsafe {
         (active().aclrtCreateContext)(context, deviceId)
     })
@@ -103,6 +124,10 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
+    // SAFETY: `active()` holds `aclrtDestroyContext` of the chosen backend (the host's or the
+    // real CANN symbol), with acl_rt.h's signature; `context` is passed unchanged: the host
+    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
+    // it.
     passthrough("aclrtDestroyContext", || unsafe {
         (active().aclrtDestroyContext)(context)
     })
@@ -115,6 +140,10 @@ pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError 
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
+    // SAFETY: `active()` holds `aclrtSetCurrentContext` of the chosen backend (the host's or
+    // the real CANN symbol), with acl_rt.h's signature; `context` is passed unchanged: the host
+    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
+    // it.
     passthrough("aclrtSetCurrentContext", || unsafe {
         (active().aclrtSetCurrentContext)(context)
     })
@@ -126,6 +155,10 @@ pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclErr
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
+    // SAFETY: `active()` holds `aclrtGetCurrentContext` of the chosen backend (the host's or
+    // the real CANN symbol), with acl_rt.h's signature; `context` is NULL or writable (this
+    // export's contract), the host backend refuses NULL, the real runtime gets it as it would
+    // without this library.
     passthrough("aclrtGetCurrentContext", || unsafe {
         (active().aclrtGetCurrentContext)(context)
     })
@@ -138,6 +171,10 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> a
 /// `stream` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
+    // SAFETY: `active()` holds `aclrtCreateStream` of the chosen backend (the host's or the
+    // real CANN symbol), with acl_rt.h's signature; `stream` is NULL or writable (this export's
+    // contract), the host backend refuses NULL, the real runtime gets it as it would without
+    // this library.
     passthrough("aclrtCreateStream", || unsafe {
         (active().aclrtCreateStream)(stream)
     })
@@ -154,6 +191,10 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
     priority: u32,
     flag: u32,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtCreateStreamWithConfig` of the chosen backend (the host's
+    // or the real CANN symbol), with acl_rt.h's signature; `stream` is NULL or writable (this
+    // export's contract), the host backend refuses NULL, the real runtime gets it as it would
+    // without this library.
     passthrough("aclrtCreateStreamWithConfig", || unsafe {
         (active().aclrtCreateStreamWithConfig)(stream, priority, flag)
     })
@@ -167,6 +208,10 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
+    // SAFETY: `active()` holds `aclrtDestroyStream` of the chosen backend (the host's or the
+    // real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged: the host
+    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
+    // it.
     passthrough("aclrtDestroyStream", || unsafe {
         (active().aclrtDestroyStream)(stream)
     })
@@ -180,6 +225,10 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
+    // SAFETY: `active()` holds `aclrtDestroyStreamForce` of the chosen backend (the host's or
+    // the real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged: the host
+    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
+    // it.
     passthrough("aclrtDestroyStreamForce", || unsafe {
         (active().aclrtDestroyStreamForce)(stream)
     })
@@ -193,6 +242,10 @@ pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclErro
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
+    // SAFETY: `active()` holds `aclrtSynchronizeStream` of the chosen backend (the host's or
+    // the real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged: the host
+    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
+    // it.
     passthrough("aclrtSynchronizeStream", || unsafe {
         (active().aclrtSynchronizeStream)(stream)
     })
@@ -209,6 +262,10 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
     stream: aclrtStream,
     timeout: i32,
 ) -> aclError {
+    // SAFETY: `active()` holds `aclrtSynchronizeStreamWithTimeout` of the chosen backend (the
+    // host's or the real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged:
+    // the host backend looks it up in its live-handle table, the real runtime gets what the
+    // caller gave it.
     passthrough("aclrtSynchronizeStreamWithTimeout", || unsafe {
         (active().aclrtSynchronizeStreamWithTimeout)(stream, timeout)
     })
@@ -217,6 +274,8 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
 /// Waits until all work enqueued on every stream has run.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
+    // SAFETY: `active()` holds `aclrtSynchronizeDevice` of the chosen backend (the host's or
+    // the real CANN symbol), with acl_rt.h's signature; no pointer arguments.
     passthrough("aclrtSynchronizeDevice", || unsafe {
         (active().aclrtSynchronizeDevice)()
     })

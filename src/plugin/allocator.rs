@@ -99,6 +99,8 @@ impl PluggableAllocator {
         // (`foreign_call`).
         let alloc =
             unsafe { std::mem::transmute::<PluginAllocFn, AllocUnwind>(self.functions.alloc) };
+        // SAFETY: `alloc` is the plugin's function with its documented signature, called with
+        // plain values; a throw ends the process (`guarded`).
         let ptr = foreign_call::guarded(self.site(PluginFunction::Alloc), || unsafe {
             alloc(ssize, device, stream)
         });
@@ -129,6 +131,8 @@ impl PluggableAllocator {
         // passed back with what it was allocated with. Removed from the table
         // first, so a concurrent second free of it is refused.
         let free = unsafe { std::mem::transmute::<PluginFreeFn, FreeUnwind>(self.functions.free) };
+        // SAFETY: `free` is the plugin's function; `ptr` was live (just removed from the table)
+        // and goes back with its own size, device and stream.
         foreign_call::guarded(self.site(PluginFunction::Free), || unsafe {
             free(
                 ptr.as_ptr(),
@@ -287,6 +291,7 @@ mod tests {
         if size > 1 << 20 {
             return std::ptr::null_mut();
         }
+        // SAFETY: test plugin: `malloc` with a non-zero size; NULL is a valid answer.
         unsafe { libc_malloc(size.max(1) as usize) }
     }
     unsafe extern "C" fn test_free(
@@ -298,6 +303,8 @@ mod tests {
         LAST_FREE_STREAM.store(stream as usize, Ordering::SeqCst);
         FREED.fetch_add(1, Ordering::SeqCst);
         LAST_FREE_SIZE.store(size as usize, Ordering::SeqCst);
+        // SAFETY: test plugin: `ptr` came from `test_alloc`'s malloc and the allocator frees it
+        // once.
         unsafe { libc_free(ptr) }
     }
     extern "C" {

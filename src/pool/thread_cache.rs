@@ -80,6 +80,8 @@ pub(crate) struct Slot {
 // SAFETY: `state` is reached by the owner's fast path (`SlotGuard`) or by a
 // slow path that excluded it (`Slot::state_mut`), never by both.
 unsafe impl Sync for Slot {}
+// SAFETY: a `Slot` holds no thread-bound state; moving it moves `state`,
+// which the same owner/slow-path rule then guards.
 unsafe impl Send for Slot {}
 
 #[derive(Default)]
@@ -560,7 +562,9 @@ mod tests {
         // SAFETY: single thread, not in a fast path; read only.
         assert_eq!(unsafe { parked.state_mut() }.handed_out.len(), 1);
         pool.free(b).unwrap();
-        let s = pool.stats(); // drains
+        // Drains the thread caches.
+        let s = pool.stats();
+        // SAFETY: single thread, not in a fast path; read only (as above).
         assert_eq!(unsafe { parked.state_mut() }.parked.len(), 0);
         assert_eq!(s.allocation[STAT_ALL].current, 0);
         assert_eq!(s.allocation[STAT_ALL].allocated, 2);

@@ -62,10 +62,9 @@ impl HostRuntime {
             let obj = c.obj.as_ptr();
             let stream_id = key.get().get();
             let descriptor = registration.descriptor.get();
-            // SAFETY (alloc, getAddrFromBlock, free): the callbacks and object
-            // were registered for this stream, and are called as CANN calls
-            // them; a callback that throws ends the process with its name
-            // (`foreign_call`).
+            // SAFETY: `alloc` and its object were registered for this stream,
+            // and are called as CANN calls them; a callback that throws ends
+            // the process with its name (`foreign_call`).
             let block = unsafe {
                 foreign_call::alloc(c.alloc, obj, size, || Callback::Alloc {
                     stream: stream_id,
@@ -78,6 +77,8 @@ impl HostRuntime {
                     size,
                 });
             }
+            // SAFETY: `getAddrFromBlock` registered for this stream, called as CANN calls it
+            // with the block its `alloc` just returned.
             let addr = unsafe {
                 foreign_call::get_addr_from_block(c.get_addr_from_block, block, || {
                     Callback::GetAddrFromBlock {
@@ -94,6 +95,8 @@ impl HostRuntime {
             } else {
                 stream.enqueue(task(addr, false))
             };
+            // SAFETY: `free` registered for this stream, called as CANN calls it, once, with
+            // the block its `alloc` returned.
             unsafe {
                 foreign_call::free(c.free, obj, block, || Callback::Free {
                     stream: stream_id,

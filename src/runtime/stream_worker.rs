@@ -492,10 +492,16 @@ impl Shared {
                     );
                 }
             }
-            // SAFETY (both): the ranges were checked against device memory,
-            // or vouched for by the caller, when the task was enqueued.
-            Task::Copy { dst, src, count } => unsafe { std::ptr::copy(src, dst, count) },
-            Task::Set { dst, value, count } => unsafe { dst.write_bytes(value, count) },
+            Task::Copy { dst, src, count } => {
+                // SAFETY: both ranges were checked against device memory, or
+                // vouched for by the caller, when the task was enqueued.
+                unsafe { std::ptr::copy(src, dst, count) }
+            }
+            Task::Set { dst, value, count } => {
+                // SAFETY: the range was checked against device memory, or
+                // vouched for by the caller, when the task was enqueued.
+                unsafe { dst.write_bytes(value, count) }
+            }
             Task::Fence(_) => {}
             #[cfg(test)]
             Task::Panic => panic!("a test made the worker panic"),

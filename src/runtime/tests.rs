@@ -65,9 +65,9 @@ unsafe extern "C" fn counting_free(obj: *mut c_void, block: *mut c_void) {
     // SAFETY: registered with a `Counting`; blocks come from counting_alloc.
     let c = unsafe { &*(obj as *const Counting) };
     c.frees.fetch_add(1, Ordering::SeqCst);
-    c.retired
-        .lock()
-        .push(*unsafe { Box::from_raw(block as *mut Block) });
+    // SAFETY: `block` came from counting_alloc's `Box::into_raw` and is freed once.
+    let block = unsafe { Box::from_raw(block as *mut Block) };
+    c.retired.lock().push(*block);
 }
 
 unsafe extern "C" fn counting_addr(block: *mut c_void) -> *mut c_void {
@@ -396,7 +396,7 @@ fn copies_check_device_ranges_by_kind() {
     let dev = rt.malloc(64).unwrap();
     let mut host = [1u8; 64];
     let h = std::ptr::NonNull::new(host.as_mut_ptr()).unwrap();
-    // SAFETY (all): host ranges are 64 bytes of `host`.
+    // SAFETY: host ranges are 64 bytes of `host`; device ranges are checked by the runtime.
     unsafe {
         rt.memcpy(dev, 64, h, 64, 1).unwrap();
         assert!(rt.memcpy(h, 64, h, 64, 1).is_err(), "H2D needs device dst");

@@ -175,6 +175,7 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
         // are known without a lookup. SAFETY: records are never freed, and
         // `get_addr` was stored from the user's function pointer.
         let state = unsafe { &*state };
+        // SAFETY: `get_addr` was stored from the user's GetAddrFromBlockFn.
         let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
             unsafe { std::mem::transmute(get_addr) };
         // SAFETY: the user's function (guarded as in track_alloc).

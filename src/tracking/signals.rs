@@ -98,9 +98,8 @@ fn handle_if_default(sig: libc::c_int) {
 
 /// Async-signal-safe: atomics, getpid, write, nanosleep, signal, raise.
 extern "C" fn on_signal(sig: libc::c_int) {
-    // SAFETY (all calls below): async-signal-safe functions with valid
-    // arguments.
     let fd = WAKE.load(Ordering::SeqCst);
+    // SAFETY: `getpid` is async-signal-safe and takes no arguments.
     let mine = unsafe { libc::getpid() } == WATCHER_PID.load(Ordering::SeqCst);
     let first = CAUGHT
         .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
@@ -108,12 +107,16 @@ extern "C" fn on_signal(sig: libc::c_int) {
     if fd < 0 || !mine || !first {
         // No watcher here (a forked child), or another signal is already
         // being reported: the default action now.
+        // SAFETY: `signal` and `raise` are async-signal-safe; `sig` is the signal being
+        // handled.
         unsafe {
             libc::signal(sig, libc::SIG_DFL);
             libc::raise(sig);
         }
         return;
     }
+    // SAFETY: `write` is async-signal-safe; `fd` is the wake pipe's write end (checked
+    // non-negative) and the buffer one byte on the stack.
     unsafe { libc::write(fd, [0u8].as_ptr().cast(), 1) };
     if CRASHING.contains(&sig) {
         // Wait (bounded) for the report, then let the fault happen again
@@ -127,12 +130,16 @@ extern "C" fn on_signal(sig: libc::c_int) {
             if WRITTEN.load(Ordering::SeqCst) {
                 break;
             }
+            // SAFETY: `nanosleep` is async-signal-safe; `step` is a valid timespec on the
+            // stack.
             unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
         }
+        // SAFETY: `signal` is async-signal-safe; `sig` is the signal being handled.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
         if sig == libc::SIGABRT {
             // abort() raises again itself; a raise here is only for a
             // SIGABRT that came from elsewhere (kill).
+            // SAFETY: `raise` is async-signal-safe; `sig` is the signal being handled.
             unsafe { libc::raise(sig) };
         }
     }

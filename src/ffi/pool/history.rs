@@ -26,6 +26,7 @@ unsafe fn text(
     boundary(function, || {
         // SAFETY: the caller's contract.
         let buffer = unsafe { OutSlice::new(buffer, size, "buffer") }?;
+        // SAFETY: `length` is NULL or writable (the caller's contract); NULL means not wanted.
         let length = unsafe { Out::optional(length) };
         let text = make(handles::get(pool)?);
         args::write_optional(length, text.len());
@@ -48,6 +49,8 @@ pub unsafe extern "C" fn aclallocPoolSummary(
     size: usize,
     length: *mut usize,
 ) -> aclError {
+    // SAFETY: `buffer` is NULL or `size` writable bytes and `length` NULL or writable (this
+    // export's contract, `text`'s too); `pool` is looked up in the live-handle table.
     unsafe {
         text(
             "aclallocPoolSummary",
@@ -84,6 +87,8 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
     size: usize,
     length: *mut usize,
 ) -> aclError {
+    // SAFETY: `buffer` is NULL or `size` writable bytes and `length` NULL or writable (this
+    // export's contract, `text`'s too); `pool` is looked up in the live-handle table.
     unsafe {
         text(
             "aclallocPoolSnapshot",

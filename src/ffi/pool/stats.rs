@@ -67,6 +67,8 @@ pub unsafe extern "C" fn aclallocPoolGetStatsKeyValues(
     boundary("aclallocPoolGetStatsKeyValues", || {
         // SAFETY: the caller's contract.
         let count = unsafe { Out::required(count, "count") }?;
+        // SAFETY: `entries` is NULL or `capacity` writable entries (the caller's contract);
+        // `OutSlice::new` refuses NULL with a non-zero capacity.
         let entries = unsafe { OutSlice::new(entries, capacity, "entries") }?;
         let kv = handles::get(pool)?.stats().key_values();
         count.write(kv.len());
@@ -97,6 +99,8 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
     boundary("aclallocPoolGetStat", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(value, "value") }?;
+        // SAFETY: `key` is NULL or NUL-terminated (the caller's contract); `c_str` refuses
+        // NULL.
         let key = unsafe { args::c_str(key, "key") }?;
         let v = handles::get(pool)?
             .stats()
@@ -152,6 +156,8 @@ pub unsafe extern "C" fn aclallocPoolMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
+    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
+    // looked up in the live-handle table.
     unsafe {
         shortcut(
             "aclallocPoolMemoryAllocated",
@@ -171,6 +177,8 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
+    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
+    // looked up in the live-handle table.
     unsafe {
         shortcut(
             "aclallocPoolMaxMemoryAllocated",
@@ -190,6 +198,8 @@ pub unsafe extern "C" fn aclallocPoolMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
+    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
+    // looked up in the live-handle table.
     unsafe {
         shortcut(
             "aclallocPoolMemoryReserved",
@@ -209,6 +219,8 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
+    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
+    // looked up in the live-handle table.
     unsafe {
         shortcut(
             "aclallocPoolMaxMemoryReserved",
