@@ -82,7 +82,7 @@ const INITIAL_CAPACITY: usize = 64;
 /// average, this finalizer 1.2, as for every stride the test
 /// `probe_runs_stay_short_for_handles_at_any_stride` tries.
 #[inline(always)]
-fn scramble(key: usize) -> usize {
+pub(crate) fn scramble(key: usize) -> usize {
     let mut h = key as u64;
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);

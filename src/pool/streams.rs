@@ -9,6 +9,7 @@
 //! map to a shard by hash; a shard serving several streams keeps their blocks
 //! apart all the same (its bins and free sets are keyed by stream).
 
+use crate::core::seq_table::scramble;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How many shards a pool has.
@@ -23,14 +24,9 @@ pub(crate) struct StreamTable {
 }
 
 fn slot(stream: usize) -> usize {
-    // MurmurHash3's finalizer: stream handles are pointers with equal low bits.
-    let mut h = stream as u64;
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    h as usize
+    // Stream handles are pointers with equal low bits: spread them as the
+    // handle tables do.
+    scramble(stream)
 }
 
 impl StreamTable {
