@@ -203,6 +203,24 @@ fn under_aclalloc(way: Way, mode: &str) -> Output {
     vendor::under_aclalloc(&[], &program(way, mode))
 }
 
+/// The launcher in `mode` under `aclalloc run`, loading the vendor runtime
+/// and the plugin that needs it: its output, stdout and stderr.
+fn launcher_under_aclalloc(mode: &str) -> (Output, String, String) {
+    let b = built();
+    let out = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
+        .arg("run")
+        .arg("--")
+        .arg(&b.launcher)
+        .arg(mode)
+        .arg(&b.ascendcl)
+        .arg(&b.plugin_ascendcl)
+        .arg("clean")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    (out, stdout, stderr)
+}
+
 fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
     stdout
         .lines()
@@ -304,19 +322,7 @@ fn under_aclalloc_every_way_reports_an_injected_leak_with_its_size() {
 /// host runtime, no crash, no mixing of the two worlds.
 #[test]
 fn a_runtime_arriving_after_aclalloc_served_is_named_once_and_not_used() {
-    let b = built();
-    let out = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
-        .arg("run")
-        .arg("--")
-        .arg(&b.launcher)
-        .arg("served")
-        .arg(&b.ascendcl)
-        .arg(&b.plugin_ascendcl)
-        .arg("clean")
-        .output()
-        .unwrap();
-    let stdout = text(&out.stdout);
-    let stderr = text(&out.stderr);
+    let (out, stdout, stderr) = launcher_under_aclalloc("served");
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("result: ok"), "{stdout}");
     // The host runtime ran the launches the program made through the ACL
@@ -333,7 +339,7 @@ fn a_runtime_arriving_after_aclalloc_served_is_named_once_and_not_used() {
     );
     // Said once on stderr when seen (the plugin's aclInit; its other cold
     // calls and the check at exit stay silent), and once in the report.
-    let runtime = b.ascendcl.to_str().unwrap();
+    let runtime = built().ascendcl.to_str().unwrap();
     let warnings: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("was loaded after libaclalloc began serving"))
@@ -363,19 +369,7 @@ fn a_runtime_arriving_after_aclalloc_served_is_named_once_and_not_used() {
 /// allocator through that copy (and through the tracking layer).
 #[test]
 fn a_descriptor_made_before_the_runtime_is_loaded_does_not_keep_it_out() {
-    let b = built();
-    let out = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
-        .arg("run")
-        .arg("--")
-        .arg(&b.launcher)
-        .arg("descfirst")
-        .arg(&b.ascendcl)
-        .arg(&b.plugin_ascendcl)
-        .arg("clean")
-        .output()
-        .unwrap();
-    let stdout = text(&out.stdout);
-    let stderr = text(&out.stderr);
+    let (out, stdout, stderr) = launcher_under_aclalloc("descfirst");
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains("vendor executor: internal=20 exported=20 allocs=40 frees=40"),
