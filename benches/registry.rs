@@ -175,6 +175,16 @@ fn c_abi_desc_only(k: usize) -> (aclError, aclrtAllocatorDesc) {
     (rc, desc)
 }
 
+/// The harness alone: the same walk, batches and `black_box` of the key and
+/// of a result as every `hit_` row, with no lookup. What each row pays per
+/// lookup besides the lookup itself. One thread.
+#[divan::bench(args = SIZES)]
+fn hit_harness_only(bencher: Bencher, n: usize) {
+    bench_lookups(bencher, &walk(n), |k| {
+        black_box(k);
+    });
+}
+
 /// aclalloc's table through the safe Rust API.
 #[divan::bench(args = SIZES, threads = [1, 2])]
 fn hit_aclalloc(bencher: Bencher, n: usize) {
