@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: the message the last call left,
 //! building C code against the library, descriptors made through the C ABI,
-//! and (`vendor`) the stand-in vendor runtime and its programs.
+//! (`pool`) reading a pool through the C API, and (`vendor`) the stand-in
+//! vendor runtime and its programs.
 #![allow(dead_code)]
 
+pub mod pool;
 pub mod vendor;
 
 use std::ffi::CStr;
