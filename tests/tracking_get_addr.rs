@@ -100,6 +100,23 @@ fn unknown_block_faults(block: usize) -> Vec<Fault> {
         .collect()
 }
 
+/// On this thread: `x` allocated through `a`, its address (A's function),
+/// and freed: this thread's last allocation is now `x` through A.
+fn allocated_here_and_freed(a: &Callbacks, x: usize) {
+    assert_eq!(alloc(a), x);
+    assert_eq!(address(a, x), x + OFFSET_A, "A's function serves A's block");
+    free(a, x);
+}
+
+/// On this thread, after `x` went to `c` elsewhere: getAddrFromBlock runs
+/// the function that serves the block now (C's), the layer knows the block
+/// as live, and it is freed.
+fn served_by_c_here(c: &Callbacks, x: usize, why: &str) {
+    assert_eq!(address(c, x), x + OFFSET_C, "{why}");
+    assert_eq!(unknown_block_faults(x), vec![], "the live block is known");
+    free(c, x);
+}
+
 #[test]
 fn the_block_freed_here_and_handed_out_by_another_allocator_elsewhere_gets_that_allocators_address()
 {
@@ -108,23 +125,9 @@ fn the_block_freed_here_and_handed_out_by_another_allocator_elsewhere_gets_that_
     let a = tracked(0x61_0001, user_object(x), get_addr_a);
     let c = Sendable(tracked(0x61_0002, user_object(x), get_addr_c));
 
-    assert_eq!(alloc(&a), x);
-    assert_eq!(
-        address(&a, x),
-        x + OFFSET_A,
-        "A's function serves A's block"
-    );
-    free(&a, x);
-
+    allocated_here_and_freed(&a, x);
     on_other_thread(move || assert_eq!(alloc(&{ c }.0), x));
-
-    assert_eq!(
-        address(&c.0, x),
-        x + OFFSET_C,
-        "getAddrFromBlock ran A's function on the block C holds now"
-    );
-    assert_eq!(unknown_block_faults(x), vec![], "C's live block is known");
-    free(&c.0, x);
+    served_by_c_here(&c.0, x, "A's function ran on the block C holds now");
 }
 
 #[test]
@@ -141,13 +144,7 @@ fn the_block_freed_on_another_thread_and_handed_out_by_another_allocator_gets_th
         assert_eq!(alloc(&c), x);
     });
 
-    assert_eq!(
-        address(&a.0, x),
-        x + OFFSET_C,
-        "getAddrFromBlock ran A's function on the block C holds now"
-    );
-    assert_eq!(unknown_block_faults(x), vec![], "C's live block is known");
-    free(&c.0, x);
+    served_by_c_here(&c.0, x, "A's function ran on the block C holds now");
 }
 
 #[test]
@@ -157,19 +154,13 @@ fn the_same_allocator_registered_again_with_another_get_addr_serves_its_block_wi
     let first = tracked(0x63_0001, object, get_addr_a);
     let second = Sendable(tracked(0x63_0002, object, get_addr_c));
 
-    assert_eq!(alloc(&first), x);
-    assert_eq!(address(&first, x), x + OFFSET_A);
-    free(&first, x);
-
+    allocated_here_and_freed(&first, x);
     on_other_thread(move || assert_eq!(alloc(&{ second }.0), x));
-
-    assert_eq!(
-        address(&second.0, x),
-        x + OFFSET_C,
-        "the block came from the second registration: its function serves it"
+    served_by_c_here(
+        &second.0,
+        x,
+        "the block came from the second registration: its function serves it",
     );
-    assert_eq!(unknown_block_faults(x), vec![]);
-    free(&second.0, x);
 }
 
 #[test]
