@@ -185,3 +185,20 @@ fn the_block_this_thread_just_allocated_still_gets_its_allocators_address() {
     assert_eq!(unknown_block_faults(x), vec![]);
     assert_eq!(unknown_block_faults(y), vec![]);
 }
+
+const OFFSET_FAILING: usize = 0x300;
+
+unsafe extern "C" fn get_addr_failing(block: *mut c_void) -> *mut c_void {
+    (block as usize + OFFSET_FAILING) as *mut c_void
+}
+
+#[test]
+fn null_after_a_failed_alloc_goes_to_the_function_of_the_allocator_that_failed() {
+    // NULL belongs to no allocator's records: passed through, it goes to
+    // the function of the allocator this thread just asked, not to the
+    // newest registration's (here C's, registered after).
+    let failing = tracked(0x65_0001, user_object(0), get_addr_failing);
+    let _newer = tracked(0x65_0002, user_object(fresh_block()), get_addr_c);
+    assert_eq!(alloc(&failing), 0, "this allocator hands out nothing");
+    assert_eq!(address(&failing, 0), OFFSET_FAILING);
+}

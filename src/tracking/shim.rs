@@ -182,8 +182,10 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
         // alloc it may have been freed (on any thread) and the address
         // handed out by another allocator or registration, whose function
         // must serve it. One lock-free probe; a free racing with this call
-        // is the caller's use-after-free, as without tracking.
-        if state.serves(key, get_addr) {
+        // is the caller's use-after-free, as without tracking. NULL (after
+        // a failed alloc) is in no record and cannot have moved: it goes
+        // to the function of the allocator that just failed.
+        if key == 0 || state.serves(key, get_addr) {
             // SAFETY: `get_addr` was stored from the user's GetAddrFromBlockFn.
             let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
                 unsafe { std::mem::transmute(get_addr) };
