@@ -8,11 +8,11 @@
 //! Both user allocators below hand out one and the same block; their
 //! getAddrFromBlock functions are told apart by the offset they add.
 
-use aclalloc::core::error::ACL_SUCCESS;
-use aclalloc::ffi::runtime::aclInit;
-use aclalloc::registry::DescriptorHandle;
+mod common;
+
 use aclalloc::tracking::{self, Fault};
-use aclalloc::{AllocatorObj, Callbacks, Registration, StreamKey};
+use aclalloc::{AllocatorObj, Callbacks};
+use common::tracking::tracked_callbacks;
 use std::ffi::c_void;
 
 /// The user's allocator: always hands out the same block.
@@ -50,21 +50,14 @@ fn user_object(block: usize) -> usize {
 /// The tracking callbacks for `object` registered on `stream` with
 /// `get_addr`, as a runtime gets them from `aclrtAllocatorGetByStream`.
 fn tracked(stream: usize, object: usize, get_addr: GetAddr) -> Callbacks {
-    static INIT: std::sync::Once = std::sync::Once::new();
-    INIT.call_once(|| assert_eq!(unsafe { aclInit(std::ptr::null()) }, ACL_SUCCESS));
-    tracking::set_enabled(true);
-    let registration = Registration {
-        descriptor: DescriptorHandle::from_ptr(stream as *mut c_void).unwrap(),
-        callbacks: Callbacks {
-            obj: AllocatorObj::new(object as *mut c_void).unwrap(),
-            alloc: same_alloc,
-            free: same_free,
-            alloc_advise: None,
-            get_addr_from_block: get_addr,
-        },
+    let callbacks = Callbacks {
+        obj: AllocatorObj::new(object as *mut c_void).unwrap(),
+        alloc: same_alloc,
+        free: same_free,
+        alloc_advise: None,
+        get_addr_from_block: get_addr,
     };
-    let stream = StreamKey::from_ptr(stream as *mut c_void).unwrap();
-    tracking::callbacks_for(stream, &registration)
+    tracked_callbacks(stream, callbacks)
 }
 
 /// The callbacks are plain values; a thread gets its own copy.
