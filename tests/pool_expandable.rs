@@ -91,11 +91,48 @@ fn pages_under_live_blocks(pool: &Pool) -> BTreeSet<usize> {
     pages
 }
 
+/// A pool configured by `config` on a host "device" of `capacity` bytes,
+/// and the device (to see what is mapped).
+fn pool_on(capacity: usize, config: PoolConfig) -> (Pool, Arc<HostMemory>) {
+    let device = Arc::new(HostMemory::new(capacity));
+    (Pool::new(config, Arc::clone(&device)).unwrap(), device)
+}
+
+/// The defaults with expandable segments.
+fn expandable() -> PoolConfig {
+    PoolConfig {
+        expandable_segments: true,
+        ..PoolConfig::default()
+    }
+}
+
+/// A block the pool just handed out enters the model: it overlaps no live
+/// block, and is marked with the next tag.
+fn take_in(
+    live: &mut BTreeMap<usize, Live>,
+    next_tag: &mut u8,
+    addr: usize,
+    size: usize,
+) -> Result<(), TestCaseError> {
+    if let Some((&a, l)) = live.range(..addr + size).next_back() {
+        prop_assert!(a + l.size <= addr, "overlap at {:#x}", addr);
+    }
+    *next_tag = next_tag.wrapping_add(2);
+    pattern(addr, size, *next_tag);
+    live.insert(
+        addr,
+        Live {
+            size,
+            tag: *next_tag,
+        },
+    );
+    Ok(())
+}
+
 /// Garbage collection's threshold in the `gc` runs: half the device.
 const GC_TARGET: usize = CAPACITY / 2;
 
 fn run(ops: Vec<Op>, gc: bool) -> Result<(), TestCaseError> {
-    let device = Arc::new(HostMemory::new(CAPACITY));
     let config = PoolConfig {
         expandable_segments: true,
         // The limit is the device: out of memory means the same either way.
@@ -107,7 +144,7 @@ fn run(ops: Vec<Op>, gc: bool) -> Result<(), TestCaseError> {
         garbage_collection_threshold: if gc { 0.5 } else { 0.0 },
         ..PoolConfig::default()
     };
-    let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+    let (pool, device) = pool_on(CAPACITY, config);
     prop_assert!(pool.config().expandable_segments);
     let mut live: BTreeMap<usize, Live> = BTreeMap::new();
     let mut requested = 0usize;
@@ -128,19 +165,7 @@ fn run(ops: Vec<Op>, gc: bool) -> Result<(), TestCaseError> {
                         );
                     }
                     prop_assert_eq!(addr % 512, 0);
-                    // No overlap with any live block.
-                    if let Some((&a, l)) = live.range(..addr + size).next_back() {
-                        prop_assert!(a + l.size <= addr, "overlap at {:#x}", addr);
-                    }
-                    next_tag = next_tag.wrapping_add(2);
-                    pattern(addr, size, next_tag);
-                    live.insert(
-                        addr,
-                        Live {
-                            size,
-                            tag: next_tag,
-                        },
-                    );
+                    take_in(&mut live, &mut next_tag, addr, size)?;
                     requested += size;
                 }
                 Err(e) => {
@@ -188,18 +213,7 @@ fn run(ops: Vec<Op>, gc: bool) -> Result<(), TestCaseError> {
                         a
                     );
                     let addr = a.unwrap().get();
-                    if let Some((&b, l)) = live.range(..addr + size).next_back() {
-                        prop_assert!(b + l.size <= addr, "overlap at {:#x}", addr);
-                    }
-                    next_tag = next_tag.wrapping_add(2);
-                    pattern(addr, size, next_tag);
-                    live.insert(
-                        addr,
-                        Live {
-                            size,
-                            tag: next_tag,
-                        },
-                    );
+                    take_in(&mut live, &mut next_tag, addr, size)?;
                     requested += size;
                 }
             }
@@ -287,12 +301,11 @@ proptest! {
 #[test]
 fn freed_ranges_are_reused_for_larger_requests() {
     for expandable in [false, true] {
-        let device = Arc::new(HostMemory::new(64 * MIB));
         let config = PoolConfig {
             expandable_segments: expandable,
             ..PoolConfig::default()
         };
-        let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+        let (pool, _device) = pool_on(64 * MIB, config);
         // Twelve 4.5 MiB blocks, then free every other one: 27 MiB free in
         // 4.5 MiB holes.
         let blocks: Vec<usize> = (0..12)
@@ -315,12 +328,7 @@ fn freed_ranges_are_reused_for_larger_requests() {
 /// Snapshot and statistics show the mapped and unmapped parts.
 #[test]
 fn snapshot_shows_mapped_and_unmapped_parts() {
-    let device = Arc::new(HostMemory::new(64 * MIB));
-    let config = PoolConfig {
-        expandable_segments: true,
-        ..PoolConfig::default()
-    };
-    let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+    let (pool, device) = pool_on(64 * MIB, expandable());
     let a = pool.malloc(3 * MIB).unwrap().get();
     let json = pool.snapshot_json();
     assert!(
@@ -360,12 +368,8 @@ fn snapshot_shows_mapped_and_unmapped_parts() {
 fn threads_under_memory_pressure_keep_their_blocks() {
     // Four threads keep up to six blocks of up to 8 MiB each: about 80 MiB
     // live on average, more than the device holds.
-    let device = Arc::new(HostMemory::new(64 * MIB));
-    let config = PoolConfig {
-        expandable_segments: true,
-        ..PoolConfig::default()
-    };
-    let pool = Arc::new(Pool::new(config, Arc::clone(&device)).unwrap());
+    let (pool, device) = pool_on(64 * MIB, expandable());
+    let pool = Arc::new(pool);
     let ooms: usize = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4u64)
             .map(|t| {
@@ -427,12 +431,7 @@ fn threads_under_memory_pressure_keep_their_blocks() {
 /// mapped, and never a page under a live block.
 #[test]
 fn trim_unmaps_free_pages_down_to_keep() {
-    let device = Arc::new(HostMemory::new(64 * MIB));
-    let config = PoolConfig {
-        expandable_segments: true,
-        ..PoolConfig::default()
-    };
-    let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+    let (pool, device) = pool_on(64 * MIB, expandable());
     let blocks: Vec<usize> = (0..4)
         .map(|_| pool.malloc(8 * MIB).unwrap().get())
         .collect();
@@ -461,14 +460,12 @@ fn trim_unmaps_free_pages_down_to_keep() {
 #[test]
 fn garbage_collection_unmaps_free_pages_before_mapping_past_the_threshold() {
     for gc in [0.0, 0.5] {
-        let device = Arc::new(HostMemory::new(128 * MIB));
         let config = PoolConfig {
-            expandable_segments: true,
             limit: Limit::Bytes(64 * MIB),
             garbage_collection_threshold: gc,
-            ..PoolConfig::default()
+            ..expandable()
         };
-        let pool = Pool::new(config, Arc::clone(&device)).unwrap();
+        let (pool, device) = pool_on(128 * MIB, config);
         let a = pool.malloc_on(1, 24 * MIB).unwrap().get();
         pool.free(a).unwrap();
         assert_eq!(pool.memory_reserved(), 24 * MIB);
