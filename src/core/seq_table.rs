@@ -81,8 +81,9 @@ const INITIAL_CAPACITY: usize = 64;
 /// apart in 32,768 slots, Fibonacci hashing gives probe runs of 12.2 slots on
 /// average, this finalizer 1.2, as for every stride the test
 /// `probe_runs_stay_short_for_handles_at_any_stride` tries.
+#[doc(hidden)] // public for benches/registry.rs's floor
 #[inline(always)]
-pub(crate) fn scramble(key: usize) -> usize {
+pub fn scramble(key: usize) -> usize {
     let mut h = key as u64;
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -127,6 +128,7 @@ impl Slot {
 /// power of two). Lets tests and models pick keys that collide, to exercise
 /// probe runs, wrap-around and backward-shift removal.
 #[doc(hidden)]
+#[inline]
 pub fn home_slot(key: NonZeroUsize, capacity: usize) -> usize {
     // Table::home's arithmetic, without building a table (under loom every
     // table is model state); a unit test keeps the two equal.
