@@ -257,8 +257,9 @@ impl Record {
 /// initialisation, found by tests/loom_registry.rs). Tables only grow, and
 /// indices stay valid in bigger tables, so every mix a reader can see is in
 /// bounds: a `shift` implies `slots` at least that new, and `slots` implies
-/// `records` at least that new. Which mix it saw does not matter beyond that: the swap happens
-/// with `layout` odd, so the reader's final check throws the result away.
+/// `records` at least that new. Which mix it saw does not matter beyond
+/// that: the swap happens with `layout` odd, so the reader's final check
+/// throws the result away.
 #[repr(align(64))]
 struct ReadSide {
     /// Odd while a writer moves slots or swaps tables.
