@@ -706,6 +706,36 @@ mod tests {
     }
 
     #[test]
+    fn get_at_home_answers_only_home_slots_and_get_uncontended_the_rest() {
+        let table = SeqTable::<[usize; VALUE_WORDS]>::with_capacity(64);
+        let home = home_slot(key(8), 64);
+        let same_home: Vec<usize> = (1..100_000)
+            .map(|i| i * 8)
+            .filter(|&k| home_slot(key(k), 64) == home)
+            .take(3)
+            .collect();
+        for &k in &same_home {
+            table.insert(key(k), [k; 6]);
+        }
+        // The first is in the home slot, the two others further along.
+        assert_eq!(
+            table.get_at_home(key(same_home[0])),
+            Some([same_home[0]; 6])
+        );
+        for &k in &same_home[1..] {
+            assert_eq!(table.get_at_home(key(k)), None);
+            assert_eq!(table.get_uncontended(key(k)), Some([k; 6]));
+        }
+        // Removing the first shifts the second back into the home slot.
+        table.remove(key(same_home[0]));
+        assert_eq!(table.get_at_home(key(same_home[0])), None);
+        assert_eq!(
+            table.get_at_home(key(same_home[1])),
+            Some([same_home[1]; 6])
+        );
+    }
+
+    #[test]
     fn home_slot_is_where_probes_start() {
         for capacity in [2, 4, 8, 64, 1024] {
             let table = Table::with_capacity(capacity);
