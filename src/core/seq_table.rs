@@ -264,15 +264,17 @@ impl Record {
     #[inline(always)]
     fn load_words(&self) -> [usize; VALUE_WORDS] {
         use std::arch::x86_64::__m128i;
+        const _: () = assert!(std::mem::offset_of!(Record, words) == 8);
         let (a, b, c): (__m128i, __m128i, __m128i);
-        // SAFETY: reads the 48 bytes of `self.words`, which are live and
-        // aligned to 8; writes nothing but the three output registers.
+        // SAFETY: reads the 48 bytes of `self.words` (offset 8 in the
+        // record, checked above), which are live and aligned to 8; writes
+        // nothing but the three output registers.
         unsafe {
             std::arch::asm!(
-                "movdqu {a}, xmmword ptr [{p}]",
-                "movdqu {b}, xmmword ptr [{p} + 16]",
-                "movdqu {c}, xmmword ptr [{p} + 32]",
-                p = in(reg) self.words.as_ptr(),
+                "movdqu {a}, xmmword ptr [{p} + 8]",
+                "movdqu {b}, xmmword ptr [{p} + 24]",
+                "movdqu {c}, xmmword ptr [{p} + 40]",
+                p = in(reg) self as *const Record,
                 a = out(xmm_reg) a,
                 b = out(xmm_reg) b,
                 c = out(xmm_reg) c,
