@@ -25,7 +25,7 @@
 //!   or 0) and `owner_thread` the thread of a full slow-path holder, for
 //!   re-entry, as before biasing.
 //! - `bias` is the biased thread's mark, 0 when none, or the mark with
-//!   [`REVOKED`] set once another thread has revoked it.
+//!   `REVOKED` set once another thread has revoked it.
 //! - `fast_inside` is written only by the thread whose mark is in `bias`:
 //!   its owner while it is inside on the fast path (or trying to enter), 0
 //!   otherwise.
@@ -40,7 +40,7 @@
 //! Slow path: the compare-exchange of `word` (waiting, and reporting the
 //! owner found inside, as before). Holding `word`, it reads `bias`, which
 //! only holders of `word` change: if another thread's mark is there,
-//! unrevoked, it sets [`REVOKED`], runs the heavy fence and then, as for a
+//! unrevoked, it sets `REVOKED`, runs the heavy fence and then, as for a
 //! mark revoked earlier, waits until `fast_inside` is 0 (reporting the owner
 //! found there, once). The two sides form an asymmetric Dekker pair (fast:
 //! store `fast_inside`, light fence, load `word` and `bias`; slow:
@@ -61,8 +61,8 @@
 //!
 //! **Who gets the bias.** A thread that takes `word` a number of times in a
 //! row (no other thread in between) gets the bias; the number starts at
-//! [`FIRST_BIAS_AFTER`] and doubles at each revocation, up to
-//! [`MOST_BIAS_AFTER`], so that threads taking turns, or a monitoring
+//! 8 (`FIRST_BIAS_AFTER`) and doubles at each revocation, up to 2^20
+//! (`MOST_BIAS_AFTER`), so that threads taking turns, or a monitoring
 //! thread reading statistics now and then, cannot make revocations (a
 //! membarrier each) a steady cost. Inspector entries on another thread
 //! (reports, statistics) revoke like any other. The counting fields are
@@ -125,13 +125,13 @@ pub const INSPECTOR: usize = usize::MAX;
 
 /// Set in `bias` beside the mark of a thread whose bias was revoked and
 /// that has not yet seen it (thread marks are even).
-pub const REVOKED: usize = 1;
+pub(crate) const REVOKED: usize = 1;
 
 /// Entries in a row by one thread before it first gets the bias.
-pub const FIRST_BIAS_AFTER: usize = 8;
+pub(crate) const FIRST_BIAS_AFTER: usize = 8;
 
 /// The most entries in a row needed, however often the bias was revoked.
-pub const MOST_BIAS_AFTER: usize = 1 << 20;
+pub(crate) const MOST_BIAS_AFTER: usize = 1 << 20;
 
 /// One owner word (see the module documentation).
 pub struct OwnerWord {
@@ -139,7 +139,7 @@ pub struct OwnerWord {
     word: AtomicUsize,
     /// The thread of a full (not brief) slow-path holder, or 0.
     owner_thread: AtomicUsize,
-    /// The biased thread's mark (with [`REVOKED`] once revoked), or 0.
+    /// The biased thread's mark (with `REVOKED` once revoked), or 0.
     /// Changed only by a holder of `word`.
     bias: AtomicUsize,
     /// Written only by the thread marked in `bias`: its owner while inside
@@ -306,7 +306,7 @@ impl OwnerWord {
     }
 
     /// A free word that grants its first bias after `entries` (at least 1)
-    /// entries in a row by one thread instead of [`FIRST_BIAS_AFTER`]: for
+    /// entries in a row by one thread instead of `FIRST_BIAS_AFTER`: for
     /// tests and models that must reach a bias in a few steps.
     pub fn with_first_bias_after(entries: usize) -> Self {
         OwnerWord {
