@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The loom models: the registration table (tests/loom_registry.rs) and the
 # owner word's biased ownership (tests/loom_owner_word.rs), bounded so that
-# together they finish in about a minute on 2 cores.
+# together they run in about a minute and a half on 2 cores once built
+# (the owner word's model about ten seconds of it).
 # Its own target directory keeps the --cfg loom build from evicting the
 # normal one.
 set -euo pipefail

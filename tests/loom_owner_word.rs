@@ -4,9 +4,10 @@
 //! thread seeing it, a re-bias to another thread and a re-entry while a
 //! revoker waits.
 //!
-//! Run (`scripts/loom.sh` does exactly this):
+//! Run (`scripts/loom.sh` runs it with the registration table's model;
+//! about ten seconds once built):
 //!
-//!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
 //!         cargo test --release --test loom_owner_word
 //!
 //! Mutual exclusion is checked by a `loom::cell::UnsafeCell` counter that
