@@ -199,10 +199,11 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     // The lookup on every launch: tracking off, valid arguments, a
     // registration found in its home slot at the first attempt, answered
     // inside the boundary by a body that makes no call, so that its
-    // `catch_unwind` compiles to nothing (no landing pad) and the path fits
-    // in the registers a function may use without saving any: no frame, no
-    // push or pop. Anything else goes on by a tail call (`jmp`, the same
-    // arguments) to the probing path, and from there to the cold path.
+    // `catch_unwind` compiles to nothing (no landing pad, no stack frame;
+    // three callee-saved registers remain, where six were: see
+    // docs/BENCHMARKS.md, row 3, fourth pass). Anything else goes on by a
+    // tail call (`jmp`, the same arguments) to the probing path, and from
+    // there to the cold path.
     let answered = boundary::<Answered>("aclrtAllocatorGetByStream", move || {
         // SAFETY: the caller's contract for each out-parameter.
         Ok(unsafe {
@@ -304,10 +305,13 @@ impl FfiReturn for Answered {
 }
 
 /// The hit of `aclrtAllocatorGetByStream` (with `HOME_ONLY`, in the key's
-/// home slot only): `true` when the outputs were written. Nothing in it can panic or unwind: it makes no call (all of it
-/// is inlined; the registry is reached by `OnceLock::get`, one load, not
-/// `get_or_init`), indexes nothing and unwraps nothing; the table's
-/// unchecked reads are justified in `SeqTable::get_uncontended`.
+/// home slot only): `true` when the outputs were written. Nothing in it can
+/// panic or unwind: it makes no call (all of it is inlined; the registry is
+/// reached by `OnceLock::get`, one load, not `get_or_init`), indexes
+/// nothing and unwraps nothing; the table's unchecked reads are justified
+/// in `SeqTable::try_get`. If that stopped holding, a panic would still be
+/// caught by the boundary around it (which would then cost a landing pad
+/// again, visible in the disassembly, not in behaviour).
 ///
 /// # Safety
 /// As for `aclrtAllocatorGetByStream`.
