@@ -215,3 +215,85 @@ fn the_rust_api_and_the_c_abi_share_one_registry() {
     let _ = recent_message();
     aclrtAllocatorDestroyDesc(d);
 }
+
+/// Thousands of streams: about one key in eleven is not in its home slot
+/// and is answered by the export's probing path rather than its first test;
+/// every one must read back its own registration, all six outputs, and an
+/// unregistered neighbour must still miss.
+#[test]
+fn every_stream_of_thousands_reads_back_its_own_registration() {
+    const STREAMS: usize = 3000;
+    let (mut live_a, mut live_b): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let da = complete_desc(&mut live_a);
+    let db = complete_desc(&mut live_b);
+    assert_eq!(
+        aclrtAllocatorSetAllocAdviseFuncToDesc(db, Some(advise)),
+        ACL_SUCCESS
+    );
+    let pick = |i: usize| if i % 2 == 0 { da } else { db };
+    for i in 0..STREAMS {
+        assert_eq!(aclrtAllocatorRegister(stream(6, i), pick(i)), ACL_SUCCESS);
+    }
+    for i in 0..STREAMS {
+        let mut desc = null_mut();
+        let mut obj = null_mut();
+        let mut a: aclrtAllocatorAllocFunc = None;
+        let mut f: aclrtAllocatorFreeFunc = None;
+        let mut adv: aclrtAllocatorAllocAdviseFunc = None;
+        let mut g: aclrtAllocatorGetAddrFromBlockFunc = None;
+        let rc = unsafe {
+            aclrtAllocatorGetByStream(
+                stream(6, i),
+                &mut desc,
+                &mut obj,
+                &mut a,
+                &mut f,
+                &mut adv,
+                &mut g,
+            )
+        };
+        assert_eq!(rc, ACL_SUCCESS, "stream {i}");
+        assert_eq!(desc, pick(i), "stream {i}");
+        let want_obj = if i % 2 == 0 {
+            &mut live_a as *mut Vec<usize>
+        } else {
+            &mut live_b as *mut Vec<usize>
+        };
+        assert_eq!(obj, want_obj as *mut c_void, "stream {i}");
+        assert_eq!(
+            a.map(|p| p as usize),
+            Some(alloc as *const () as usize),
+            "stream {i}"
+        );
+        assert_eq!(
+            f.map(|p| p as usize),
+            Some(free as *const () as usize),
+            "stream {i}"
+        );
+        assert_eq!(adv.is_some(), i % 2 == 1, "stream {i}");
+        assert_eq!(
+            g.map(|p| p as usize),
+            Some(get_addr as *const () as usize),
+            "stream {i}"
+        );
+    }
+    let mut desc = null_mut();
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            stream(6, STREAMS),
+            &mut desc,
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
+    assert!(desc.is_null(), "nothing written on a miss");
+    for i in 0..STREAMS {
+        assert_eq!(aclrtAllocatorUnregister(stream(6, i)), ACL_SUCCESS);
+    }
+    assert_eq!(aclrtAllocatorDestroyDesc(da), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(db), ACL_SUCCESS);
+}

@@ -16,7 +16,7 @@ use super::types::*;
 use crate::core::descriptor::{AllocatorObj, Callbacks, Descriptor};
 use crate::core::error::{Result, ACL_SUCCESS};
 use crate::interpose::Sym;
-use crate::registry::api::global;
+use crate::registry::api::{global, initialised};
 use crate::registry::StreamKey;
 use crate::tracking::{self, LeakSeen};
 use std::ptr::NonNull;
@@ -196,39 +196,18 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    let answered = boundary::<Decided>("aclrtAllocatorGetByStream", move || {
-        // The lookup on every launch: tracking off, valid arguments, a
-        // registration found at the first attempt. Everything is taken by
-        // value (`move`) and the registration goes from the registers it was
-        // read into to the caller's memory; anything else (a NULL, a miss, a
-        // writer in the way, tracking on) is the cold path below, which takes
-        // the arguments by value again, so that nothing of it is spilled or
-        // staged here. `boundary`'s `catch_unwind` is inlined and costs a
-        // landing pad outside this path.
-        if !tracking::enabled() {
-            if let (Some(desc_out), Some(key)) =
-                (NonNull::new(allocatorDesc), StreamKey::from_ptr(stream))
-            {
-                if let Some(found) = global().streams().get_uncontended(key) {
-                    // SAFETY: the caller's contract for each out-parameter.
-                    unsafe {
-                        desc_out.write(found.descriptor.as_ptr());
-                        CallbackOuts::new(
-                            allocator,
-                            allocFunc,
-                            freeFunc,
-                            allocAdviseFunc,
-                            getAddrFromBlockFunc,
-                        )
-                        .write(&found.callbacks);
-                    }
-                    return Ok(ACL_SUCCESS);
-                }
-            }
-        }
-        // SAFETY: the caller's contract, handed on.
+    // The lookup on every launch: tracking off, valid arguments, a
+    // registration found in its home slot at the first attempt, answered
+    // inside the boundary by a body that makes no call, so that its
+    // `catch_unwind` compiles to nothing (no landing pad, no stack frame;
+    // three callee-saved registers remain, where six were: see
+    // docs/BENCHMARKS.md, row 3, fourth pass). Anything else goes on by a
+    // tail call (`jmp`, the same arguments) to the probing path, and from
+    // there to the cold path.
+    let answered = boundary::<Answered>("aclrtAllocatorGetByStream", move || {
+        // SAFETY: the caller's contract for each out-parameter.
         Ok(unsafe {
-            get_by_stream_slow(
+            get_by_stream_fast::<true>(
                 stream,
                 allocatorDesc,
                 allocator,
@@ -239,28 +218,145 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
             )
         })
     });
-    answered.0
+    if answered.0 {
+        return ACL_SUCCESS;
+    }
+    // SAFETY: the caller's contract, handed on.
+    unsafe {
+        get_by_stream_probing(
+            stream,
+            allocatorDesc,
+            allocator,
+            allocFunc,
+            freeFunc,
+            allocAdviseFunc,
+            getAddrFromBlockFunc,
+        )
+    }
 }
 
-/// An export's return code decided inside its body: the cold path of
-/// `aclrtAllocatorGetByStream` runs its own [`boundary`], which records a
-/// failure for `aclGetRecentErrMsg`, and hands back only the code. So the
-/// fast path and the cold one meet in one register, where a shared
-/// `Result<(), Error>` (56 bytes, returned through memory) made the fast
-/// path copy the cold path's result slot on every call.
-struct Decided(aclError);
+/// `aclrtAllocatorGetByStream` for a key not in its home slot (about one
+/// in eleven at 10,000 streams): the same fast path with the probe loop,
+/// which needs a frame. Anything else (a NULL, a miss, a writer in the way,
+/// tracking on, the registry not built yet) goes on by a tail call to the
+/// cold path, which runs its own boundary, names the failing parameter and
+/// records the message. `extern "C"`, the export's own signature, so that
+/// both calls to and from it are tail calls.
+///
+/// # Safety
+/// As for `aclrtAllocatorGetByStream`.
+#[inline(never)]
+unsafe extern "C" fn get_by_stream_probing(
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+    allocator: *mut aclrtAllocator,
+    allocFunc: *mut aclrtAllocatorAllocFunc,
+    freeFunc: *mut aclrtAllocatorFreeFunc,
+    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
+    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
+) -> aclError {
+    let answered = boundary::<Answered>("aclrtAllocatorGetByStream", move || {
+        // SAFETY: the caller's contract for each out-parameter.
+        Ok(unsafe {
+            get_by_stream_fast::<false>(
+                stream,
+                allocatorDesc,
+                allocator,
+                allocFunc,
+                freeFunc,
+                allocAdviseFunc,
+                getAddrFromBlockFunc,
+            )
+        })
+    });
+    if answered.0 {
+        return ACL_SUCCESS;
+    }
+    // SAFETY: the caller's contract, handed on.
+    unsafe {
+        get_by_stream_slow(
+            stream,
+            allocatorDesc,
+            allocator,
+            allocFunc,
+            freeFunc,
+            allocAdviseFunc,
+            getAddrFromBlockFunc,
+        )
+    }
+}
 
-impl FfiReturn for Decided {
-    type Ok = aclError;
-    fn success(code: aclError) -> Self {
-        Decided(code)
+/// Whether `aclrtAllocatorGetByStream`'s fast path answered (`true`: every
+/// output written, `ACL_SUCCESS`) or left the call to the cold path
+/// (`false`: nothing written). A failure of the fast path's boundary, which
+/// cannot happen (its body returns no error and makes no call that could
+/// panic), would also leave the call to the cold path, which answers it
+/// under its own boundary.
+struct Answered(bool);
+
+impl FfiReturn for Answered {
+    type Ok = bool;
+    fn success(answered: bool) -> Self {
+        Answered(answered)
     }
-    fn failure(code: aclError) -> Self {
-        Decided(code)
+    fn failure(_: aclError) -> Self {
+        Answered(false)
     }
-    fn is_failure(&self) -> bool {
-        self.0 != ACL_SUCCESS
+}
+
+/// The hit of `aclrtAllocatorGetByStream` (with `HOME_ONLY`, in the key's
+/// home slot only): `true` when the outputs were written. Nothing in it can
+/// panic or unwind: it makes no call (all of it is inlined; the registry is
+/// reached by `OnceLock::get`, one load, not `get_or_init`), indexes
+/// nothing and unwraps nothing; the table's unchecked reads are justified
+/// in `SeqTable::try_get`. If that stopped holding, a panic would still be
+/// caught by the boundary around it (which would then cost a landing pad
+/// again, visible in the disassembly, not in behaviour).
+///
+/// # Safety
+/// As for `aclrtAllocatorGetByStream`.
+#[inline(always)]
+unsafe fn get_by_stream_fast<const HOME_ONLY: bool>(
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+    allocator: *mut aclrtAllocator,
+    allocFunc: *mut aclrtAllocatorAllocFunc,
+    freeFunc: *mut aclrtAllocatorFreeFunc,
+    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
+    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
+) -> bool {
+    if tracking::enabled() {
+        return false;
     }
+    let (Some(desc_out), Some(key), Some(api)) = (
+        NonNull::new(allocatorDesc),
+        StreamKey::from_ptr(stream),
+        initialised(),
+    ) else {
+        return false;
+    };
+    let streams = api.streams();
+    let found = if HOME_ONLY {
+        streams.get_at_home(key)
+    } else {
+        streams.get_uncontended(key)
+    };
+    let Some(found) = found else {
+        return false;
+    };
+    // SAFETY: the caller's contract for each out-parameter.
+    unsafe {
+        desc_out.write(found.descriptor.as_ptr());
+        CallbackOuts::new(
+            allocator,
+            allocFunc,
+            freeFunc,
+            allocAdviseFunc,
+            getAddrFromBlockFunc,
+        )
+        .write(&found.callbacks);
+    }
+    true
 }
 
 /// `aclrtAllocatorGetByStream` off its fast path: the argument checks that
@@ -271,9 +367,12 @@ impl FfiReturn for Decided {
 ///
 /// # Safety
 /// As for `aclrtAllocatorGetByStream`.
+///
+/// `extern "C"`, the export's own signature: so that the export's call to
+/// it is a tail call (`jmp`), leaving the export's fast path no frame.
 #[cold]
 #[inline(never)]
-unsafe fn get_by_stream_slow(
+unsafe extern "C" fn get_by_stream_slow(
     stream: aclrtStream,
     allocatorDesc: *mut aclrtAllocatorDesc,
     allocator: *mut aclrtAllocator,

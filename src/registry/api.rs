@@ -133,10 +133,20 @@ impl AllocatorApi {
     }
 }
 
+static GLOBAL: OnceLock<AllocatorApi> = OnceLock::new();
+
 /// The process-wide instance behind the C functions.
 pub fn global() -> &'static AllocatorApi {
-    static GLOBAL: OnceLock<AllocatorApi> = OnceLock::new();
     GLOBAL.get_or_init(AllocatorApi::new)
+}
+
+/// The process-wide instance if it is built: one load and no call, for a
+/// fast path that must not call (`aclrtAllocatorGetByStream`'s); `None`
+/// sends it to its cold path, which builds it with [`global`]. Once built
+/// it stays, so after the first call of any export this is `Some`.
+#[inline(always)]
+pub(crate) fn initialised() -> Option<&'static AllocatorApi> {
+    GLOBAL.get()
 }
 
 #[cfg(test)]

@@ -84,6 +84,14 @@ impl StreamRegistry {
         self.table.get_uncontended(stream.get())
     }
 
+    /// The registration of `stream` when one attempt finds it in its home
+    /// slot; `None` otherwise (then [`StreamRegistry::get_uncontended`] or
+    /// [`StreamRegistry::get`]). The C export's first, frame-free test.
+    #[inline(always)]
+    pub fn get_at_home(&self, stream: StreamKey) -> Option<Registration> {
+        self.table.get_at_home(stream.get())
+    }
+
     /// Makes `registration` the one in force for `stream`, returning the one it replaces.
     pub fn set(&self, stream: StreamKey, registration: Registration) -> Option<Registration> {
         self.table.insert(stream.get(), registration)
