@@ -194,9 +194,11 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     boundary("aclallocPluggableMalloc", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
-        let a = published::get(handle(allocator)?)?;
         let stream = StreamKey::from_ptr(stream);
-        out.write(a.alloc(size, context::current_device(), stream)?.as_ptr());
+        let ptr = published::with_allocator(handle(allocator)?, |a| {
+            a.alloc(size, context::current_device(), stream)
+        })?;
+        out.write(ptr.as_ptr());
         Ok(())
     })
 }
@@ -211,8 +213,9 @@ pub extern "C" fn aclallocPluggableFree(
     devPtr: *mut c_void,
 ) -> aclError {
     boundary("aclallocPluggableFree", || {
-        let a = published::get(handle(allocator)?)?;
-        a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
+        published::with_allocator(handle(allocator)?, |a| {
+            a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
+        })
     })
 }
 
