@@ -168,7 +168,9 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 /// caching plugin can give back the memory it holds while its code is still
 /// loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
 /// are live or a stream is registered with it; a refused destroy calls
-/// nothing.
+/// nothing. A call of this allocator running on another thread is waited
+/// for (a block it leaves makes destroy refuse as well); from inside one of
+/// the allocator's own functions, destroy is refused.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {
@@ -231,7 +233,8 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
     boundary("aclallocPluggableGetStats", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(stats, "stats") }?;
-        out.write(published::get(handle(allocator)?)?.stats().into());
+        let stats = published::with_allocator(handle(allocator)?, |a| Ok(a.stats()))?;
+        out.write(stats.into());
         Ok(())
     })
 }
@@ -240,8 +243,10 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
 #[no_mangle]
 pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableResetPeakStats", || {
-        published::get(handle(allocator)?)?.reset_peak_stats();
-        Ok(())
+        published::with_allocator(handle(allocator)?, |a| {
+            a.reset_peak_stats();
+            Ok(())
+        })
     })
 }
 
@@ -250,8 +255,10 @@ pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) 
 #[no_mangle]
 pub extern "C" fn aclallocPluggableEmptyCache(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableEmptyCache", || {
-        published::get(handle(allocator)?)?.empty_cache();
-        Ok(())
+        published::with_allocator(handle(allocator)?, |a| {
+            a.empty_cache();
+            Ok(())
+        })
     })
 }
 
@@ -265,6 +272,8 @@ pub extern "C" fn aclallocPluggableSetMemoryFraction(
     deviceId: i32,
 ) -> aclError {
     boundary("aclallocPluggableSetMemoryFraction", || {
-        published::get(handle(allocator)?)?.set_memory_fraction(fraction, deviceId)
+        published::with_allocator(handle(allocator)?, |a| {
+            a.set_memory_fraction(fraction, deviceId)
+        })
     })
 }

@@ -585,4 +585,42 @@ mod tests {
         destroy(h, |_| false).unwrap();
         assert!(with_allocator(h, |_| Ok(())).is_err());
     }
+
+    static EMPTYING: AtomicUsize = AtomicUsize::new(0);
+    static EMPTY_SEEN: Mutex<Vec<Result<()>>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn empty_cache_destroying_itself() {
+        if let Some(handle) = PluggableHandle::from_raw(EMPTYING.load(Ordering::SeqCst)) {
+            EMPTY_SEEN.lock().unwrap().push(destroy(handle, |_| false));
+        }
+    }
+
+    #[test]
+    fn a_hook_called_through_the_handle_cannot_destroy_its_own_allocator() {
+        let (h, _) = publish(PluggableAllocator::from_functions(PluginFunctions {
+            alloc: alloc_address,
+            free: free_nothing,
+            init: None,
+            empty_cache: Some(empty_cache_destroying_itself),
+            memory_fraction: None,
+        }))
+        .unwrap();
+        EMPTYING.store(h.get(), Ordering::SeqCst);
+        // What aclallocPluggableEmptyCache does.
+        with_allocator(h, |a| {
+            a.empty_cache();
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(
+            EMPTY_SEEN.lock().unwrap().pop(),
+            Some(Err(Error::StillInUse { count: 1, .. }))
+        ));
+        assert!(with_allocator(h, |_| Ok(())).is_ok(), "still live");
+        // Destroyed from outside; the hook runs once more before the unload
+        // (its destroy then finds nothing to destroy).
+        destroy(h, |_| false).unwrap();
+        assert_eq!(EMPTY_SEEN.lock().unwrap().pop(), Some(Err(NOT_A_PLUGGABLE)));
+        EMPTYING.store(0, Ordering::SeqCst);
+    }
 }
