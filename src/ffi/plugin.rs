@@ -169,8 +169,10 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 /// loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
 /// are live or a stream is registered with it; a refused destroy calls
 /// nothing. A call of this allocator running on another thread is waited
-/// for (a block it leaves makes destroy refuse as well); from inside one of
-/// the allocator's own functions, destroy is refused.
+/// for (a block it leaves makes destroy refuse as well), and allocations
+/// that start while destroy decides are refused (`ACL_ERROR_INVALID_PARAM`,
+/// "being destroyed"; frees go on); from inside one of the allocator's own
+/// functions, destroy is refused.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {
@@ -198,6 +200,7 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
         let stream = StreamKey::from_ptr(stream);
         let ptr = published::with_allocator(handle(allocator)?, |a| {
+            published::refuse_if_closing(a)?;
             a.alloc(size, context::current_device(), stream)
         })?;
         out.write(ptr.as_ptr());

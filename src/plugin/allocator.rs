@@ -11,6 +11,7 @@ use crate::core::foreign_call::{self, Callback, Name, PluginFunction};
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// An allocator whose memory comes from a plugin's alloc and free functions
@@ -23,6 +24,11 @@ pub struct PluggableAllocator {
     names: Option<Box<Names>>,
     /// The live blocks and the counters (the tracked-allocations adaptor).
     live: Books,
+    /// Set while a destroy decides whether it may go ahead: the callbacks
+    /// and the C functions refuse new allocations meanwhile (frees go on),
+    /// so that no block can appear after destroy found none
+    /// (`super::published::destroy`).
+    pub(crate) closing: AtomicBool,
     // Last, so the object is unloaded after everything that points into it.
     _library: Option<Arc<Loaded>>,
 }
@@ -60,6 +66,7 @@ impl PluggableAllocator {
             functions,
             names: None,
             live: live::books(),
+            closing: AtomicBool::new(false),
             _library: library,
         }
     }

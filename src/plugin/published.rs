@@ -174,6 +174,22 @@ struct Entry {
     descriptor: DescriptorHandle,
 }
 
+const BEING_DESTROYED: Error = Error::InvalidParam {
+    param: "allocator",
+    reason: "It is being destroyed (aclallocPluggableDestroy is running on another thread)",
+};
+
+/// Refuses a new allocation from an allocator a destroy is deciding about
+/// (see [`destroy`]). Call it pinned, after finding the allocator: the pin
+/// and the flag form a Dekker pair with destroy's flag and wait.
+#[inline(always)]
+pub fn refuse_if_closing(allocator: &PluggableAllocator) -> Result<()> {
+    if allocator.closing.load(Ordering::Relaxed) {
+        return Err(BEING_DESTROYED);
+    }
+    Ok(())
+}
+
 const NOT_A_PLUGGABLE: Error = Error::InvalidParam {
     param: "allocator",
     reason: "It is not a live pluggable allocator (it was destroyed, or was never returned by aclallocPluggableCreate)",
@@ -285,34 +301,38 @@ pub fn destroy(
             count: 1,
         });
     }
-    // The callbacks stop finding it, and the ones already inside finish,
-    // before the allocator can be dropped (and its object unloaded). Taking
-    // it out of `callable` is also the claim: of two destroys of one handle
-    // at once, the one that finds nothing there stops here.
-    if callable().remove(handle.value()).is_none() {
-        return Err(NOT_A_PLUGGABLE);
+    // New allocations are refused from here on (frees go on), and the ones
+    // already inside finish; then no block can appear any more, and the
+    // count of live blocks is final. Setting the flag is also the claim:
+    // of two destroys at once, one goes ahead.
+    if allocator
+        .closing
+        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return Err(BEING_DESTROYED);
     }
+    pin::wait_unpinned(handle.get());
+    let live = allocator.live_blocks();
+    if live > 0 {
+        // An allocation that was inside when the checks above ran left a
+        // block: refused, as if the block had been live at the check.
+        allocator.closing.store(false, Ordering::Relaxed);
+        return Err(Error::StillInUse {
+            what: "Blocks it handed out that were not freed",
+            count: live,
+        });
+    }
+    // The callbacks stop finding it, and the ones already inside (frees
+    // finishing in the plugin) return, before the allocator can be dropped
+    // (and its object unloaded).
+    callable().remove(handle.value());
     let slot = direct(handle.get());
     let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
     if in_direct_slot {
         slot.handle.store(0, Ordering::Relaxed);
     }
     pin::wait_unpinned(handle.get());
-    // A call that was inside when the checks above ran (an alloc on another
-    // thread) has finished now, and no new call can find the allocator: if
-    // one of them left a block, the allocator is put back and refused, as if
-    // the block had been live at the check, rather than unloaded under it.
-    let live = allocator.live_blocks();
-    if live > 0 {
-        callable().insert(handle.value(), Callable(Arc::as_ptr(&allocator)));
-        if in_direct_slot {
-            slot.handle.store(handle.get(), Ordering::Release);
-        }
-        return Err(Error::StillInUse {
-            what: "Blocks it handed out that were not freed",
-            count: live,
-        });
-    }
     if in_direct_slot {
         // No caller can be using it through the slot any more: free it.
         slot.allocator
@@ -328,6 +348,7 @@ pub fn destroy(
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
     boundary("aclallocPluggable alloc callback", || {
         with_callable(obj, |allocator| {
+            refuse_if_closing(allocator)?;
             allocator
                 .alloc(size, context::current_device(), serving::current())
                 .map(NonNull::as_ptr)
@@ -539,7 +560,7 @@ mod tests {
     }
 
     #[test]
-    fn destroy_waits_for_a_call_inside_and_refuses_if_it_left_a_block() {
+    fn destroy_waits_for_a_call_inside_refuses_new_ones_and_refuses_if_a_block_was_left() {
         let (h, _) = publish(PluggableAllocator::from_functions(PluginFunctions {
             alloc: alloc_held,
             free: free_nothing,
@@ -568,6 +589,13 @@ mod tests {
         };
         std::thread::sleep(std::time::Duration::from_millis(30));
         assert_eq!(done.load(Ordering::SeqCst), 0, "destroy waits for the call");
+        // Meanwhile a new allocation is refused (no block may appear after
+        // destroy has counted them).
+        let refused = with_allocator(h, |a| {
+            refuse_if_closing(a)?;
+            a.alloc(16, 0, None)
+        });
+        assert_eq!(refused, Err(BEING_DESTROYED));
         HOLD_ALLOC.store(0, Ordering::SeqCst);
         let block = user.join().unwrap();
         assert_eq!(
@@ -622,5 +650,155 @@ mod tests {
         destroy(h, |_| false).unwrap();
         assert_eq!(EMPTY_SEEN.lock().unwrap().pop(), Some(Err(NOT_A_PLUGGABLE)));
         EMPTYING.store(0, Ordering::SeqCst);
+    }
+
+    /// Four plugins whose addresses carry their number in bits 40..42, so
+    /// that a call that reaches the wrong allocator is seen.
+    static TAGGED_NEXT: AtomicUsize = AtomicUsize::new(0x1000);
+    fn tagged(tag: usize) -> *mut c_void {
+        ((tag << 40) | TAGGED_NEXT.fetch_add(64, Ordering::Relaxed)) as *mut c_void
+    }
+    unsafe extern "C" fn alloc_tag0(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(0)
+    }
+    unsafe extern "C" fn alloc_tag1(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(1)
+    }
+    unsafe extern "C" fn alloc_tag2(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(2)
+    }
+    unsafe extern "C" fn alloc_tag3(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(3)
+    }
+
+    /// Threads call the callbacks of live and destroyed allocators while
+    /// another publishes and destroys allocators (their direct slots are
+    /// reused all the time): a call through a handle destroyed before it
+    /// began fails cleanly, every other call reaches its own allocator.
+    #[test]
+    fn callbacks_racing_publish_and_destroy_reach_their_own_allocator_or_nothing() {
+        const ALLOCS: [crate::plugin::library::PluginAllocFn; 4] =
+            [alloc_tag0, alloc_tag1, alloc_tag2, alloc_tag3];
+        struct Published {
+            handle: PluggableHandle,
+            callbacks: crate::core::descriptor::Callbacks,
+            tag: usize,
+            destroyed: std::sync::atomic::AtomicBool,
+        }
+        let all: Arc<Mutex<Vec<Arc<Published>>>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let publish_one = |i: usize| {
+            let (handle, descriptor) =
+                publish(PluggableAllocator::from_functions(PluginFunctions {
+                    alloc: ALLOCS[i % 4],
+                    free: free_nothing,
+                    init: None,
+                    empty_cache: None,
+                    memory_fraction: None,
+                }))
+                .unwrap();
+            Arc::new(Published {
+                handle,
+                callbacks: callbacks(descriptor),
+                tag: i % 4,
+                destroyed: std::sync::atomic::AtomicBool::new(false),
+            })
+        };
+        for i in 0..8 {
+            all.lock().unwrap().push(publish_one(i));
+        }
+        let callers: Vec<_> = (0..3)
+            .map(|t| {
+                let (all, stop) = (all.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let (mut served, mut refused, mut at) = (0u64, 0u64, t * 7usize);
+                    while !stop.load(Ordering::Relaxed) {
+                        let target = {
+                            let all = all.lock().unwrap();
+                            at = at.wrapping_mul(31).wrapping_add(17);
+                            all[at % all.len()].clone()
+                        };
+                        let was_destroyed = target.destroyed.load(Ordering::SeqCst);
+                        let c = &target.callbacks;
+                        // SAFETY: an allocator's callbacks with its own
+                        // object, the allocator live or destroyed.
+                        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 64) };
+                        if block.is_null() {
+                            refused += 1;
+                            continue;
+                        }
+                        assert!(!was_destroyed, "a destroyed allocator served a call");
+                        assert_eq!(
+                            block as usize >> 40,
+                            target.tag,
+                            "another allocator served it"
+                        );
+                        // SAFETY: as above; the block it returned.
+                        unsafe { (c.free)(c.obj.as_ptr(), block) };
+                        served += 1;
+                    }
+                    (served, refused)
+                })
+            })
+            .collect();
+        let mut next = 8;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(400);
+        let give_up = deadline + std::time::Duration::from_secs(20);
+        let mut stuck = None;
+        'churn: while std::time::Instant::now() < deadline {
+            let victim = {
+                let all = all.lock().unwrap();
+                all.iter()
+                    .find(|p| !p.destroyed.load(Ordering::SeqCst))
+                    .cloned()
+            };
+            if let Some(victim) = victim {
+                // A caller's block may be live for a moment: retry.
+                while let Err(e) = destroy(victim.handle, |_| false) {
+                    // A caller that failed (its panic is reported below) or
+                    // a destroy that never succeeds ends the churn.
+                    if callers.iter().any(|c| c.is_finished())
+                        || std::time::Instant::now() > give_up
+                    {
+                        stuck = Some(e);
+                        break 'churn;
+                    }
+                    std::thread::yield_now();
+                }
+                victim.destroyed.store(true, Ordering::SeqCst);
+            }
+            let fresh = publish_one(next);
+            next += 1;
+            let mut all = all.lock().unwrap();
+            all.push(fresh);
+            if all.len() > 4 * DIRECT_SLOTS {
+                // The destroyed ones go. Until then they stay to be called
+                // while allocators published after them (64 handles on)
+                // take their direct slots.
+                all.retain(|p| !p.destroyed.load(Ordering::SeqCst));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let (mut served, mut refused) = (0, 0);
+        for c in callers {
+            let (s, r) = c.join().unwrap();
+            served += s;
+            refused += r;
+        }
+        assert_eq!(stuck, None, "a destroy never succeeded");
+        assert!(
+            served > 0 && refused > 0,
+            "served {served}, refused {refused}"
+        );
+        for p in all.lock().unwrap().iter() {
+            if !p.destroyed.load(Ordering::SeqCst) {
+                let s = get(p.handle).unwrap().stats();
+                assert_eq!(
+                    (s.alloc_count, s.free_count),
+                    (s.alloc_count, s.alloc_count)
+                );
+                destroy(p.handle, |_| false).unwrap();
+            }
+        }
     }
 }
