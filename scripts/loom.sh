@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The loom model of the registration table (tests/loom_registry.rs), bounded
-# so that it finishes in about a minute on 2 cores.
+# The loom models: the registration table (tests/loom_registry.rs) and the
+# owner word's biased ownership (tests/loom_owner_word.rs), bounded so that
+# together they run in about a minute and a half on 2 cores once built
+# (the owner word's model about ten seconds of it).
 # Its own target directory keeps the --cfg loom build from evicting the
 # normal one.
 set -euo pipefail
@@ -8,4 +10,4 @@ cd "$(dirname "$0")/.."
 
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
   CARGO_TARGET_DIR=target/loom \
-  cargo test --release --test loom_registry -- --nocapture
+  cargo test --release --test loom_registry --test loom_owner_word -- --nocapture

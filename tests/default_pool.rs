@@ -2,14 +2,16 @@
 //! of launches on streams without a registration from two threads, and the
 //! raw functions. Its own process: the default allocator is process-wide.
 
+mod common;
+
 use aclalloc::core::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::default_allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::plugin::aclallocAllocatorStats;
-use aclalloc::ffi::pool::aclallocPoolGetStat;
 use aclalloc::ffi::runtime::*;
+use common::pool::stat;
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,15 +30,6 @@ unsafe extern "C" fn slow_recording(workspace: *mut c_void, size: usize, _: *mut
 unsafe extern "C" fn kernel(workspace: *mut c_void, size: usize, _: *mut c_void) {
     unsafe { std::ptr::write_bytes(workspace as *mut u8, 0xA7, size) };
     RAN.fetch_add(1, Ordering::SeqCst);
-}
-
-fn stat(pool: *mut c_void, key: &CStr) -> i64 {
-    let mut v = -1;
-    assert_eq!(
-        unsafe { aclallocPoolGetStat(pool, key.as_ptr(), &mut v) },
-        ACL_SUCCESS
-    );
-    v
 }
 
 #[test]

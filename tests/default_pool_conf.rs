@@ -3,23 +3,15 @@
 //! `roundup_power2_divisions`. Its own process: the default allocator is
 //! process-wide and reads the variable once.
 
+mod common;
+
 use aclalloc::core::error::*;
 use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::pool::{aclallocPoolGetStat, aclallocPoolSnapshot};
 use aclalloc::ffi::runtime::*;
-use std::ffi::{c_char, c_void, CStr};
+use common::pool::{snapshot_text, stat};
 use std::ptr::null_mut;
 
 const MIB: usize = 1 << 20;
-
-fn stat(pool: *mut c_void, key: &CStr) -> i64 {
-    let mut v = -1;
-    assert_eq!(
-        unsafe { aclallocPoolGetStat(pool, key.as_ptr(), &mut v) },
-        ACL_SUCCESS
-    );
-    v
-}
 
 #[test]
 fn the_default_pool_takes_a_torch_npu_string_unchanged() {
@@ -60,17 +52,7 @@ fn the_default_pool_takes_a_torch_npu_string_unchanged() {
         stat(pool, c"allocated_bytes.all.current"),
         (11 * MIB / 2 + MIB + MIB / 4) as i64
     );
-    let mut len = 0;
-    assert_eq!(
-        unsafe { aclallocPoolSnapshot(pool, null_mut(), 0, &mut len) },
-        ACL_SUCCESS
-    );
-    let mut buf = vec![0 as c_char; len + 1];
-    assert_eq!(
-        unsafe { aclallocPoolSnapshot(pool, buf.as_mut_ptr(), buf.len(), null_mut()) },
-        ACL_SUCCESS
-    );
-    let json = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    let json = snapshot_text(pool);
     assert!(json.contains("\"is_expandable\":true"), "{json}");
     assert!(!json.contains("\"is_expandable\":false"), "{json}");
     assert_eq!(aclallocDefaultFree(p), ACL_SUCCESS);

@@ -155,6 +155,39 @@ fn growth_vs_lookup() {
     });
 }
 
+/// Two growths while a reader walks: the reader loads the table's shape,
+/// slots and records as separate words (the read side has no table
+/// pointer), so it may see the shape of one table with the slots or records
+/// of a later one; every such mix must stay in bounds and either answer
+/// whole values or retry.
+#[test]
+fn two_growths_vs_lookup() {
+    model("two_growths_vs_lookup", || {
+        let table = Arc::new(SeqTable::<Value>::with_capacity(4));
+        let (a, b, c) = (64, 128, 192);
+        table.insert(nz(a), value(a, 1));
+        let writer = {
+            let table = table.clone();
+            // 4 slots hold one key: the second grows the table to 8 slots,
+            // the third to 16.
+            thread::spawn(move || {
+                table.insert(nz(b), value(b, 1));
+                table.insert(nz(c), value(c, 1));
+            })
+        };
+        assert_eq!(whole(a, table.get(nz(a)).expect("kept across growth")), 1);
+        for k in [b, c] {
+            if let Some(read) = table.get(nz(k)) {
+                assert_eq!(whole(k, read), 1);
+            }
+        }
+        writer.join().unwrap();
+        for k in [a, b, c] {
+            assert_eq!(table.get(nz(k)), Some(value(k, 1)));
+        }
+    });
+}
+
 #[test]
 fn register_and_unregister_race_with_lookup() {
     model("register_and_unregister_race_with_lookup", || {

@@ -12,6 +12,7 @@ use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::ffi::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
 use aclalloc::pool::PoolStats;
 use common::message;
+use common::pool::snapshot_text;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 
@@ -408,17 +409,7 @@ fn torch_npu_conf_through_the_c_abi() {
     );
     assert_eq!(stats.allocated_bytes[0].current, 6 * MIB as i64);
     assert_eq!(stats.requested_bytes[0].current, 5 * MIB as i64 + 1);
-    let mut len = 0;
-    assert_eq!(
-        unsafe { aclallocPoolSnapshot(pool, null_mut(), 0, &mut len) },
-        ACL_SUCCESS
-    );
-    let mut buf = vec![0 as std::ffi::c_char; len + 1];
-    assert_eq!(
-        unsafe { aclallocPoolSnapshot(pool, buf.as_mut_ptr(), buf.len(), null_mut()) },
-        ACL_SUCCESS
-    );
-    let json = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    let json = snapshot_text(pool);
     assert!(json.contains("\"is_expandable\":true"), "{json}");
     aclallocPoolFree(pool, block);
     assert_eq!(aclallocPoolDestroy(pool), ACL_SUCCESS);
@@ -516,20 +507,7 @@ fn launches_on_two_streams_keep_their_blocks_apart() {
         a.is_disjoint(&b),
         "a block freed by one stream never went to the other"
     );
-    let mut len = 0;
-    assert_eq!(
-        unsafe { aclallocPoolSnapshot(pool, null_mut(), 0, &mut len) },
-        ACL_SUCCESS
-    );
-    let mut buf = vec![0 as std::ffi::c_char; len + 1];
-    assert_eq!(
-        unsafe { aclallocPoolSnapshot(pool, buf.as_mut_ptr(), buf.len(), null_mut()) },
-        ACL_SUCCESS
-    );
-    let json = unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let json = snapshot_text(pool);
     for s in streams {
         assert!(
             json.contains(&format!("\"stream\":\"{:#x}\",", s as usize)),

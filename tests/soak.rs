@@ -8,14 +8,16 @@
 //! 10-minute soak. Its own process: the runtime and tracking are
 //! process-wide.
 
+mod common;
+
 use aclalloc::core::error::ACL_SUCCESS;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::memory::aclrtGetMemInfo;
-use aclalloc::ffi::pool::aclallocPoolCreate;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
+use common::long_run::{rss_bytes, tracked_pool};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::time::{Duration, Instant};
@@ -24,12 +26,6 @@ unsafe extern "C" fn touch(ws: *mut c_void, size: usize, _: *mut c_void) {
     if size > 0 {
         unsafe { *(ws as *mut u8).add(size - 1) = 1 };
     }
-}
-
-fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
 }
 
 fn device_used() -> usize {
@@ -77,14 +73,7 @@ fn memory_stays_flat_through_stream_churn_registrations_and_launches() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     std::env::set_var("ACLALLOC_DEVICE_MEMORY", "1GiB");
-    assert_eq!(unsafe { aclInit(std::ptr::null()) }, ACL_SUCCESS);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    assert_eq!(aclallocTrackingSetEnabled(1), ACL_SUCCESS);
-    let (mut pool, mut desc) = (null_mut(), null_mut());
-    assert_eq!(
-        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
-        ACL_SUCCESS
-    );
+    let (_pool, desc) = tracked_pool();
     let desc = desc as usize;
     let mut ctx = null_mut();
     assert_eq!(unsafe { aclrtGetCurrentContext(&mut ctx) }, ACL_SUCCESS);

@@ -3,22 +3,17 @@
 //! stream ever made), and its report groups destroyed streams instead of
 //! listing each. Its own process: tracking is process-wide.
 
+mod common;
+
 use aclalloc::core::error::ACL_SUCCESS;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::pool::aclallocPoolCreate;
 use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
+use common::long_run::{rss_bytes, tracked_pool};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 
 unsafe extern "C" fn nothing(_: *mut c_void, _: usize, _: *mut c_void) {}
-
-fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
 
 /// `n` streams, each with the pool registered, a launch with a workspace,
 /// a synchronize, and the destroy.
@@ -38,14 +33,7 @@ fn churn(desc: *mut c_void, n: usize) {
 
 #[test]
 fn tracking_memory_stays_bounded_across_stream_churn_and_the_report_groups_streams() {
-    assert_eq!(unsafe { aclInit(std::ptr::null()) }, ACL_SUCCESS);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    assert_eq!(aclallocTrackingSetEnabled(1), ACL_SUCCESS);
-    let (mut pool, mut desc) = (null_mut(), null_mut());
-    assert_eq!(
-        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
-        ACL_SUCCESS
-    );
+    let (pool, desc) = tracked_pool();
     churn(desc, 3_000); // warm-up: tables and caches reach their size
     let before = rss_bytes();
     const CYCLES: usize = 20_000;

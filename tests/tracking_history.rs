@@ -7,11 +7,13 @@
 //!
 //! The recorder is process-wide: the tests take turns (`TURN`).
 
+mod common;
+
 use aclalloc::core::error::{ACL_ERROR_BAD_ALLOC, ACL_SUCCESS};
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::runtime::aclrtSetDevice;
 use aclalloc::ffi::tracking::{aclallocTrackingRecordHistory, aclallocTrackingWriteSnapshot};
-use aclalloc::registry::DescriptorHandle;
-use aclalloc::{tracking, AllocatorObj, Callbacks, Registration, StreamKey};
+use aclalloc::{tracking, AllocatorObj, Callbacks};
+use common::tracking::tracked_callbacks;
 use serde_json::Value;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -51,25 +53,18 @@ unsafe extern "C" fn bump_get_addr(block: *mut c_void) -> *mut c_void {
 /// A tracked allocator on `stream`, as a runtime gets it from
 /// `aclrtAllocatorGetByStream` with tracking on; and the user's object.
 fn tracked(stream: usize, base: usize) -> (Callbacks, &'static Bump) {
-    static INIT: std::sync::Once = std::sync::Once::new();
-    INIT.call_once(|| assert_eq!(unsafe { aclInit(std::ptr::null()) }, ACL_SUCCESS));
-    tracking::set_enabled(true);
     let user: &'static Bump = Box::leak(Box::new(Bump {
         next: AtomicUsize::new(base),
         failing: AtomicBool::new(false),
     }));
-    let registration = Registration {
-        descriptor: DescriptorHandle::from_ptr(stream as *mut c_void).unwrap(),
-        callbacks: Callbacks {
-            obj: AllocatorObj::new(user as *const Bump as *mut c_void).unwrap(),
-            alloc: bump_alloc,
-            free: bump_free,
-            alloc_advise: None,
-            get_addr_from_block: bump_get_addr,
-        },
+    let callbacks = Callbacks {
+        obj: AllocatorObj::new(user as *const Bump as *mut c_void).unwrap(),
+        alloc: bump_alloc,
+        free: bump_free,
+        alloc_advise: None,
+        get_addr_from_block: bump_get_addr,
     };
-    let stream = StreamKey::from_ptr(stream as *mut c_void).unwrap();
-    (tracking::callbacks_for(stream, &registration), user)
+    (tracked_callbacks(stream, callbacks), user)
 }
 
 fn alloc(c: &Callbacks, size: usize) -> *mut c_void {

@@ -81,8 +81,9 @@ const INITIAL_CAPACITY: usize = 64;
 /// apart in 32,768 slots, Fibonacci hashing gives probe runs of 12.2 slots on
 /// average, this finalizer 1.2, as for every stride the test
 /// `probe_runs_stay_short_for_handles_at_any_stride` tries.
+#[doc(hidden)] // public for benches/registry.rs's floor
 #[inline(always)]
-pub(crate) fn scramble(key: usize) -> usize {
+pub fn scramble(key: usize) -> usize {
     let mut h = key as u64;
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -127,6 +128,7 @@ impl Slot {
 /// power of two). Lets tests and models pick keys that collide, to exercise
 /// probe runs, wrap-around and backward-shift removal.
 #[doc(hidden)]
+#[inline]
 pub fn home_slot(key: NonZeroUsize, capacity: usize) -> usize {
     // Table::home's arithmetic, without building a table (under loom every
     // table is model state); a unit test keeps the two equal.
@@ -144,6 +146,32 @@ struct Table {
 enum Probe {
     Found(RecordRef),
     Missing,
+}
+
+/// A reader's walk of the probe run of `key`, from `index` (its home slot)
+/// over the `mask + 1` slots at `slots`. The first slot is tested before any
+/// index arithmetic, since a key is nearly always in its home slot.
+#[inline(always)]
+fn probe(slots: *const Slot, mask: usize, mut index: usize, key: usize) -> Probe {
+    // The table is never full (it grows at a quarter), so an empty slot ends
+    // every probe run; the bound only guards against a broken invariant.
+    let mut left = mask;
+    loop {
+        // SAFETY: `index <= mask`, and `slots` holds at least `mask + 1`
+        // slots of a table that lives as long as the map (`ReadSide`).
+        let slot = unsafe { &*slots.add(index) };
+        match slot.key.load(Ordering::Acquire) {
+            EMPTY => return Probe::Missing,
+            found if found == key => {
+                return Probe::Found(RecordRef(slot.value.load(Ordering::Acquire)))
+            }
+            _ if left == 0 => return Probe::Missing,
+            _ => {
+                left -= 1;
+                index = (index + 1) & mask;
+            }
+        }
+    }
 }
 
 impl Table {
@@ -168,27 +196,6 @@ impl Table {
     #[inline]
     fn home(&self, key: usize) -> usize {
         scramble(key) >> self.shift
-    }
-
-    #[inline]
-    fn probe(&self, key: usize) -> Probe {
-        let mut index = self.home(key);
-        // The table is never full (it grows at a quarter), so an empty slot ends
-        // every probe run; the bound only guards against a broken invariant.
-        let mut left = self.capacity();
-        while left != 0 {
-            // SAFETY: `index & mask` is below the number of slots.
-            let slot = unsafe { self.slots.get_unchecked(index & self.mask) };
-            match slot.key.load(Ordering::Acquire) {
-                EMPTY => return Probe::Missing,
-                found if found == key => {
-                    return Probe::Found(RecordRef(slot.value.load(Ordering::Acquire)))
-                }
-                _ => index += 1,
-            }
-            left -= 1;
-        }
-        Probe::Missing
     }
 
     /// Writer only: the slot holding `key`, or the empty slot it would go to.
@@ -238,11 +245,31 @@ impl Record {
     }
 }
 
+/// What a reader loads before its probe, in one cache line: the layout
+/// counter and the current table's shape and arrays, each its own word, so
+/// that no load waits for another (a pointer to the table would put one
+/// more dependent load in front of every lookup).
+///
+/// A table swap (`grow`) stores `records`, then `slots`, then `shift`, each
+/// with release, and readers load them in the opposite order, each with
+/// acquire (a pointer must also carry the construction of what it names: a
+/// relaxed load of `records` was a data race with the new records'
+/// initialisation, found by tests/loom_registry.rs). Tables only grow, and
+/// indices stay valid in bigger tables, so every mix a reader can see is in
+/// bounds: a `shift` implies `slots` at least that new, and `slots` implies
+/// `records` at least that new. Which mix it saw does not matter beyond
+/// that: the swap happens with `layout` odd, so the reader's final check
+/// throws the result away.
 #[repr(align(64))]
 struct ReadSide {
     /// Odd while a writer moves slots or swaps tables.
     layout: AtomicUsize,
-    current: AtomicPtr<Table>,
+    /// `usize::BITS - log2(capacity)` of the current table.
+    shift: AtomicUsize,
+    /// The current table's slots.
+    slots: AtomicPtr<Slot>,
+    /// The current table's records.
+    records: AtomicPtr<Record>,
 }
 
 /// What only writers touch, under the mutex.
@@ -285,12 +312,13 @@ impl<V: Packed> SeqTable<V> {
     /// An empty map with room for `capacity` slots before it first grows
     /// (it grows when a quarter full).
     pub fn with_capacity(capacity: usize) -> Self {
-        let mut table = Table::with_capacity(capacity);
-        let current: *mut Table = &mut *table;
+        let table = Table::with_capacity(capacity);
         SeqTable {
             read: ReadSide {
                 layout: AtomicUsize::new(0),
-                current: AtomicPtr::new(current),
+                shift: AtomicUsize::new(table.shift as usize),
+                slots: AtomicPtr::new(table.slots.as_ptr() as *mut Slot),
+                records: AtomicPtr::new(table.records.as_ptr() as *mut Record),
             },
             write: Mutex::new(WriteSide {
                 tables: vec![table],
@@ -332,13 +360,24 @@ impl<V: Packed> SeqTable<V> {
         if layout & 1 == 1 {
             return None;
         }
-        // SAFETY: `current` always points at a table in `tables`, and tables
-        // are only freed when `self` is dropped.
-        let table = unsafe { &*self.read.current.load(Ordering::Acquire) };
-        let words = match table.probe(key) {
+        // In this order: see `ReadSide`.
+        let shift = self.read.shift.load(Ordering::Acquire) as u32;
+        let slots = self.read.slots.load(Ordering::Acquire);
+        let records = self.read.records.load(Ordering::Acquire);
+        let mask = usize::MAX >> shift;
+        let words = match probe(slots, mask, scramble(key) >> shift, key) {
             Probe::Missing => None,
             Probe::Found(reference) => {
-                let record = table.records.get(reference.index() as usize)?;
+                // SAFETY: `records` belongs to a table at least as new as the
+                // one `slots` belongs to (`ReadSide`), and tables are only
+                // freed when `self` is dropped. Every value word a table's
+                // slots ever hold names one of that table's records: writers
+                // fill and move slots of the current table only, with
+                // references taken from its records (`acquire_record`) or
+                // copied from a smaller table (`grow`), and a slot's initial
+                // word names record 0; a bigger table has at least the same
+                // records. So no bounds check on this path.
+                let record = unsafe { &*records.add(reference.index() as usize) };
                 if record.seq.load(Ordering::Acquire) as u32 != reference.generation() {
                     return None;
                 }
@@ -529,9 +568,17 @@ impl<V: Packed> SeqTable<V> {
                 b.store(owned_load(a), Ordering::Relaxed);
             }
         }
-        let pointer = &*bigger as *const Table as *mut Table;
+        let shift = bigger.shift as usize;
+        let slots = bigger.slots.as_ptr() as *mut Slot;
+        let records = bigger.records.as_ptr() as *mut Record;
+        // The boxed arrays stay where they are when the box moves.
         write.tables.push(bigger);
-        self.change_layout(|| self.read.current.store(pointer, Ordering::Release));
+        // In this order: see `ReadSide`.
+        self.change_layout(|| {
+            self.read.records.store(records, Ordering::Release);
+            self.read.slots.store(slots, Ordering::Release);
+            self.read.shift.store(shift, Ordering::Release);
+        });
     }
 
     /// Runs `moves` with the layout counter odd, so that readers who overlap

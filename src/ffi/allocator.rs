@@ -10,11 +10,11 @@
 //! unregistering, which take a stream, force it.
 
 use super::args::{self, write_optional, Out};
-use super::boundary::boundary;
+use super::boundary::{boundary, FfiReturn};
 use super::forward;
 use super::types::*;
 use crate::core::descriptor::{AllocatorObj, Callbacks, Descriptor};
-use crate::core::error::Result;
+use crate::core::error::{Result, ACL_SUCCESS};
 use crate::interpose::Sym;
 use crate::registry::api::global;
 use crate::registry::StreamKey;
@@ -196,7 +196,7 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    boundary("aclrtAllocatorGetByStream", move || {
+    let answered = boundary::<Decided>("aclrtAllocatorGetByStream", move || {
         // The lookup on every launch: tracking off, valid arguments, a
         // registration found at the first attempt. Everything is taken by
         // value (`move`) and the registration goes from the registers it was
@@ -222,12 +222,12 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
                         )
                         .write(&found.callbacks);
                     }
-                    return Ok(());
+                    return Ok(ACL_SUCCESS);
                 }
             }
         }
         // SAFETY: the caller's contract, handed on.
-        unsafe {
+        Ok(unsafe {
             get_by_stream_slow(
                 stream,
                 allocatorDesc,
@@ -237,14 +237,37 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
                 allocAdviseFunc,
                 getAddrFromBlockFunc,
             )
-        }
-    })
+        })
+    });
+    answered.0
+}
+
+/// An export's return code decided inside its body: the cold path of
+/// `aclrtAllocatorGetByStream` runs its own [`boundary`], which records a
+/// failure for `aclGetRecentErrMsg`, and hands back only the code. So the
+/// fast path and the cold one meet in one register, where a shared
+/// `Result<(), Error>` (56 bytes, returned through memory) made the fast
+/// path copy the cold path's result slot on every call.
+struct Decided(aclError);
+
+impl FfiReturn for Decided {
+    type Ok = aclError;
+    fn success(code: aclError) -> Self {
+        Decided(code)
+    }
+    fn failure(code: aclError) -> Self {
+        Decided(code)
+    }
+    fn is_failure(&self) -> bool {
+        self.0 != ACL_SUCCESS
+    }
 }
 
 /// `aclrtAllocatorGetByStream` off its fast path: the argument checks that
 /// name the failing parameter, a lookup that waits out a writer, a miss, and
 /// tracking on (the user's descriptor with the tracking layer's object and
-/// callbacks).
+/// callbacks). Runs its own boundary, so that a failure is recorded here and
+/// only the code goes back.
 ///
 /// # Safety
 /// As for `aclrtAllocatorGetByStream`.
@@ -258,29 +281,31 @@ unsafe fn get_by_stream_slow(
     freeFunc: *mut aclrtAllocatorFreeFunc,
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
-) -> Result<()> {
-    // SAFETY: the caller's contract.
-    let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-    let stream = args::stream(stream)?;
-    let found = global().get_by_stream(stream)?;
-    let callbacks = if tracking::enabled() {
-        tracking::tracked_callbacks(stream, &found)
-    } else {
-        found.callbacks
-    };
-    desc_out.write(found.descriptor.as_ptr());
-    // SAFETY: the caller's contract.
-    unsafe {
-        CallbackOuts::new(
-            allocator,
-            allocFunc,
-            freeFunc,
-            allocAdviseFunc,
-            getAddrFromBlockFunc,
-        )
-    }
-    .write(&callbacks);
-    Ok(())
+) -> aclError {
+    boundary("aclrtAllocatorGetByStream", move || -> Result<()> {
+        // SAFETY: the caller's contract.
+        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        let stream = args::stream(stream)?;
+        let found = global().get_by_stream(stream)?;
+        let callbacks = if tracking::enabled() {
+            tracking::tracked_callbacks(stream, &found)
+        } else {
+            found.callbacks
+        };
+        desc_out.write(found.descriptor.as_ptr());
+        // SAFETY: the caller's contract.
+        unsafe {
+            CallbackOuts::new(
+                allocator,
+                allocFunc,
+                freeFunc,
+                allocAdviseFunc,
+                getAddrFromBlockFunc,
+            )
+        }
+        .write(&callbacks);
+        Ok(())
+    })
 }
 
 /// The optional out-parameters of `aclrtAllocatorGetByStream`.

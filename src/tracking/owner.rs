@@ -102,4 +102,19 @@ impl AllocState {
     pub(crate) fn knows(&self, block: usize) -> bool {
         self.books.lookup(block).is_some()
     }
+
+    /// True when `block` is live here and was handed out through a
+    /// registration whose getAddrFromBlock is `get_addr`: lock-free.
+    #[inline(always)]
+    pub(crate) fn serves(&self, block: usize, get_addr: usize) -> bool {
+        self.books
+            .lookup(block)
+            .is_some_and(|b| b.is_live() && b.meta.get_addr() == get_addr)
+    }
+
+    /// True when `block` is live here: lock-free.
+    #[inline]
+    pub(crate) fn holds(&self, block: usize) -> bool {
+        self.books.lookup(block).is_some_and(|b| b.is_live())
+    }
 }

@@ -15,7 +15,9 @@
 //! getAddrFromBlock has no allocator argument, so it finds the block's record
 //! through the calling thread's last allocation (the runtime asks for the
 //! address right after alloc, on the same thread), and otherwise by looking
-//! the block up in every allocator record.
+//! the block up in every allocator record. The thread's last allocation is
+//! only a hint, checked before use: the block may have been freed since and
+//! its address handed out by another allocator.
 
 use super::events::{record, Fault};
 use super::owner::{AllocState, NOT_A_STREAM};
@@ -28,7 +30,9 @@ use std::sync::atomic::Ordering;
 
 thread_local! {
     /// The block this thread allocated last, the record it is in, and the
-    /// user's getAddrFromBlock that serves it.
+    /// user's getAddrFromBlock that served it then. Not cleared on free
+    /// (the free may happen on any thread): `track_get_addr` checks that
+    /// the record still holds the block with that function.
     static LAST: Cell<(usize, *const AllocState, usize)> =
         const { Cell::new((0, std::ptr::null(), 0)) };
 }
@@ -171,20 +175,28 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
         .ok()
         .filter(|&(b, s, _)| b == key && !s.is_null());
     if let Some((_, state, get_addr)) = cached {
-        // The block this thread just allocated: its allocator and function
-        // are known without a lookup. SAFETY: records are never freed, and
-        // `get_addr` was stored from the user's function pointer.
+        // SAFETY: records are never freed.
         let state = unsafe { &*state };
-        // SAFETY: `get_addr` was stored from the user's GetAddrFromBlockFn.
-        let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
-            unsafe { std::mem::transmute(get_addr) };
-        // SAFETY: the user's function (guarded as in track_alloc).
-        let address = unsafe { guarded_get_addr(get_addr, block) };
-        // Only the record is touched inside: the brief form.
-        if let Some(mut inside) = state.enter_brief() {
-            inside.on_get_addr(state.allocator, key, address as usize);
+        // The block this thread allocated last, if its record still holds
+        // it live from a registration with the same function: since the
+        // alloc it may have been freed (on any thread) and the address
+        // handed out by another allocator or registration, whose function
+        // must serve it. One lock-free probe; a free racing with this call
+        // is the caller's use-after-free, as without tracking. NULL (after
+        // a failed alloc) is in no record and cannot have moved: it goes
+        // to the function of the allocator that just failed.
+        if key == 0 || state.serves(key, get_addr) {
+            // SAFETY: `get_addr` was stored from the user's GetAddrFromBlockFn.
+            let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
+                unsafe { std::mem::transmute(get_addr) };
+            // SAFETY: the user's function (guarded as in track_alloc).
+            let address = unsafe { guarded_get_addr(get_addr, block) };
+            // Only the record is touched inside: the brief form.
+            if let Some(mut inside) = state.enter_brief() {
+                inside.on_get_addr(state.allocator, key, address as usize);
+            }
+            return address;
         }
-        return address;
     }
     if let Some(state) = find_state(key) {
         if let Some(mut inside) = state.enter(NOT_A_STREAM) {
@@ -221,9 +233,17 @@ unsafe fn guarded_get_addr(
     unsafe { foreign_call::get_addr_from_block(get_addr, block, site) }
 }
 
+/// The record whose allocator holds `block` live; else one that remembers
+/// it freed (getAddrFromBlock after free is passed to that allocator's
+/// function and reported). A record that remembers the block freed must not
+/// win over the one that handed the address out again.
 fn find_state(block: usize) -> Option<&'static AllocState> {
-    // Lock-free: the adaptor's tables are read without entering any record.
-    tracker().states().into_iter().find(|s| s.knows(block))
+    // The adaptor's tables are read without entering any record.
+    let states = tracker().states();
+    let holder = states.iter().find(|s| s.holds(block));
+    holder
+        .or_else(|| states.iter().find(|s| s.knows(block)))
+        .copied()
 }
 
 #[cold]

@@ -50,6 +50,14 @@ impl Meta for TrackMeta {
     }
 }
 
+impl TrackMeta {
+    /// The user's getAddrFromBlock of the registration the block came from.
+    #[inline(always)]
+    pub(crate) fn get_addr(&self) -> usize {
+        self.get_addr
+    }
+}
+
 /// One block the allocator handed out, as reports read it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockRec {

@@ -1,8 +1,13 @@
 //! Helpers shared by the integration tests: the message the last call left,
 //! building C code against the library, descriptors made through the C ABI,
-//! and (`vendor`) the stand-in vendor runtime and its programs.
+//! (`pool`) reading a pool through the C API, (`long_run`) the setup of the
+//! long-running service tests, (`tracking`) the tracking callbacks a runtime
+//! gets, and (`vendor`) the stand-in vendor runtime and its programs.
 #![allow(dead_code)]
 
+pub mod long_run;
+pub mod pool;
+pub mod tracking;
 pub mod vendor;
 
 use std::ffi::CStr;
