@@ -1,8 +1,10 @@
 //! The bookkeeping cost of a pluggable allocator: one alloc+free pair through
 //! the plugin's own functions (the anchor), through `PluggableAllocator`
-//! (live-block table and statistics), through the descriptor callbacks a
-//! launch calls (plus the handle lookup), and through the default
-//! allocator's raw functions with the plugin swapped in.
+//! (live-block table and statistics), through the C functions
+//! `aclallocPluggableMalloc` / `aclallocPluggableFree` (plus the boundary and
+//! the handle lookup), through the descriptor callbacks a launch calls (plus
+//! the handle lookup), and through the default allocator's raw functions with
+//! the plugin swapped in.
 //!
 //!     cargo bench --bench plugin
 //!
@@ -64,6 +66,20 @@ fn pluggable_allocator(b: Bencher) {
     b.bench(|| {
         let p = a.alloc(black_box(SIZE), 0, None).unwrap();
         a.free(black_box(p)).unwrap();
+    });
+}
+
+#[divan::bench(threads = [1, 2])]
+fn c_functions(b: Bencher) {
+    use aclalloc::ffi::plugin::{aclallocPluggableFree, aclallocPluggableMalloc};
+    let (handle, _) = published::publish(PluggableAllocator::from_functions(functions())).unwrap();
+    let h = handle.get();
+    b.bench(|| unsafe {
+        let h = h as *mut c_void;
+        let mut p = std::ptr::null_mut();
+        let rc = aclallocPluggableMalloc(h, &mut p, black_box(SIZE), std::ptr::null_mut());
+        assert_eq!(rc, 0);
+        assert_eq!(aclallocPluggableFree(h, black_box(p)), 0);
     });
 }
 

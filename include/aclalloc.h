@@ -527,7 +527,11 @@ aclError aclallocPluggableCreate(const aclallocPluggableConfig *config, aclalloc
  * caching plugin can give back the memory it holds while its code is still
  * loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
  * are live or a stream is registered with it; a refused destroy calls
- * nothing.
+ * nothing. A call of this allocator running on another thread is waited
+ * for (a block it leaves makes destroy refuse as well), and allocations
+ * that start while destroy decides are refused (`ACL_ERROR_INVALID_PARAM`,
+ * "being destroyed"; frees go on); from inside one of the allocator's own
+ * functions, destroy is refused.
  */
 aclError aclallocPluggableDestroy(aclallocPluggable allocator);
 

@@ -132,26 +132,46 @@ fn my_slot() -> Option<&'static PinSlot> {
     }
 }
 
-/// Runs `f` with this thread's pin set to `value` (non-zero): a
-/// [`wait_unpinned`]`(value)` that starts after `f` has looked up its object
-/// waits for `f` to return. A thread that has no pin (it is being torn
-/// down) runs `unpinned` instead, which must not use retirable objects.
-#[inline(always)]
-pub fn pinned_or<R>(value: usize, f: impl FnOnce() -> R, unpinned: impl FnOnce() -> R) -> R {
-    struct Restore(&'static PinSlot, usize);
-    impl Drop for Restore {
-        #[inline(always)]
-        fn drop(&mut self) {
-            self.0.value.store(self.1, Ordering::Release);
-        }
+/// This thread's pin, set to a value until dropped (then the value it had
+/// before comes back: pins nest). See [`enter`].
+#[must_use = "the pin is cleared when this is dropped"]
+pub struct Pin {
+    slot: &'static PinSlot,
+    outer: usize,
+}
+
+impl Drop for Pin {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.slot.value.store(self.outer, Ordering::Release);
     }
-    let Some(slot) = my_slot() else {
-        return unpinned();
-    };
-    let _restore = Restore(slot, slot.value.load(Ordering::Relaxed));
+}
+
+/// Sets this thread's pin to `value` (non-zero) until the returned [`Pin`]
+/// drops: a [`wait_unpinned`]`(value)` that starts after the caller has
+/// looked up its object waits for the drop. `None` for a thread that has no
+/// pin (it is being torn down), which must then not use retirable objects.
+///
+/// The hot path: one thread-local load (this thread's slot), one load and
+/// one store of the slot, the light half of the fence (a compiler fence
+/// once membarrier is registered).
+#[inline(always)]
+pub fn enter(value: usize) -> Option<Pin> {
+    let slot = my_slot()?;
+    let outer = slot.value.load(Ordering::Relaxed);
     slot.value.store(value, Ordering::Relaxed);
     barrier::light();
-    f()
+    Some(Pin { slot, outer })
+}
+
+/// Runs `f` with this thread's pin set to `value` (non-zero), as [`enter`];
+/// a thread that has no pin runs `unpinned` instead.
+#[inline(always)]
+pub fn pinned_or<R>(value: usize, f: impl FnOnce() -> R, unpinned: impl FnOnce() -> R) -> R {
+    match enter(value) {
+        Some(_pin) => f(),
+        None => unpinned(),
+    }
 }
 
 /// [`pinned_or`] with `None` for a thread that has no pin.

@@ -168,7 +168,11 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 /// caching plugin can give back the memory it holds while its code is still
 /// loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
 /// are live or a stream is registered with it; a refused destroy calls
-/// nothing.
+/// nothing. A call of this allocator running on another thread is waited
+/// for (a block it leaves makes destroy refuse as well), and allocations
+/// that start while destroy decides are refused (`ACL_ERROR_INVALID_PARAM`,
+/// "being destroyed"; frees go on); from inside one of the allocator's own
+/// functions, destroy is refused.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {
@@ -194,9 +198,12 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     boundary("aclallocPluggableMalloc", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
-        let a = published::get(handle(allocator)?)?;
         let stream = StreamKey::from_ptr(stream);
-        out.write(a.alloc(size, context::current_device(), stream)?.as_ptr());
+        let ptr = published::with_allocator(handle(allocator)?, |a| {
+            published::refuse_if_closing(a)?;
+            a.alloc(size, context::current_device(), stream)
+        })?;
+        out.write(ptr.as_ptr());
         Ok(())
     })
 }
@@ -211,8 +218,9 @@ pub extern "C" fn aclallocPluggableFree(
     devPtr: *mut c_void,
 ) -> aclError {
     boundary("aclallocPluggableFree", || {
-        let a = published::get(handle(allocator)?)?;
-        a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
+        published::with_allocator(handle(allocator)?, |a| {
+            a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
+        })
     })
 }
 
@@ -228,7 +236,8 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
     boundary("aclallocPluggableGetStats", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(stats, "stats") }?;
-        out.write(published::get(handle(allocator)?)?.stats().into());
+        let stats = published::with_allocator(handle(allocator)?, |a| Ok(a.stats()))?;
+        out.write(stats.into());
         Ok(())
     })
 }
@@ -237,8 +246,10 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
 #[no_mangle]
 pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableResetPeakStats", || {
-        published::get(handle(allocator)?)?.reset_peak_stats();
-        Ok(())
+        published::with_allocator(handle(allocator)?, |a| {
+            a.reset_peak_stats();
+            Ok(())
+        })
     })
 }
 
@@ -247,8 +258,10 @@ pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) 
 #[no_mangle]
 pub extern "C" fn aclallocPluggableEmptyCache(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableEmptyCache", || {
-        published::get(handle(allocator)?)?.empty_cache();
-        Ok(())
+        published::with_allocator(handle(allocator)?, |a| {
+            a.empty_cache();
+            Ok(())
+        })
     })
 }
 
@@ -262,6 +275,8 @@ pub extern "C" fn aclallocPluggableSetMemoryFraction(
     deviceId: i32,
 ) -> aclError {
     boundary("aclallocPluggableSetMemoryFraction", || {
-        published::get(handle(allocator)?)?.set_memory_fraction(fraction, deviceId)
+        published::with_allocator(handle(allocator)?, |a| {
+            a.set_memory_fraction(fraction, deviceId)
+        })
     })
 }

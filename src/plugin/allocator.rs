@@ -11,6 +11,7 @@ use crate::core::foreign_call::{self, Callback, Name, PluginFunction};
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// An allocator whose memory comes from a plugin's alloc and free functions
@@ -23,6 +24,11 @@ pub struct PluggableAllocator {
     names: Option<Box<Names>>,
     /// The live blocks and the counters (the tracked-allocations adaptor).
     live: Books,
+    /// Set while a destroy decides whether it may go ahead: the callbacks
+    /// and the C functions refuse new allocations meanwhile (frees go on),
+    /// so that no block can appear after destroy found none
+    /// (`super::published::destroy`).
+    pub(crate) closing: AtomicBool,
     // Last, so the object is unloaded after everything that points into it.
     _library: Option<Arc<Loaded>>,
 }
@@ -60,6 +66,7 @@ impl PluggableAllocator {
             functions,
             names: None,
             live: live::books(),
+            closing: AtomicBool::new(false),
             _library: library,
         }
     }
@@ -80,6 +87,11 @@ impl PluggableAllocator {
     /// Allocates `size` bytes on `device` for `stream` (`None`: any stream,
     /// NULL to the plugin). NULL from the plugin is an error and nothing is
     /// recorded.
+    ///
+    /// Inlined (as [`PluggableAllocator::free`]) into the descriptor
+    /// callbacks and the C functions, so the result does not go through
+    /// memory; the failures are out of line.
+    #[inline(always)]
     pub fn alloc(
         &self,
         size: usize,
@@ -88,10 +100,7 @@ impl PluggableAllocator {
     ) -> Result<NonNull<c_void>> {
         let stream = stream.map_or(std::ptr::null_mut(), StreamKey::as_ptr);
         let Ok(ssize) = isize::try_from(size) else {
-            return Err(Error::InvalidParam {
-                param: "size",
-                reason: "It is larger than ssize_t can hold",
-            });
+            return Err(too_large());
         };
         // SAFETY: the plugin's documented signature. The books are not
         // entered: a plugin may take its time or call back into this library.
@@ -105,12 +114,7 @@ impl PluggableAllocator {
             alloc(ssize, device, stream)
         });
         let Some(ptr) = NonNull::new(ptr) else {
-            let _ = live::with(&self.live, |g| g.count_failure());
-            return Err(Error::AllocatorReturnedNull {
-                allocator: "pluggable",
-                size,
-                device,
-            });
+            return Err(self.failed(size, device));
         };
         let block = LiveBlock {
             block: ptr.as_ptr() as usize,
@@ -122,9 +126,22 @@ impl PluggableAllocator {
         Ok(ptr)
     }
 
+    /// Counts an allocation the plugin answered with NULL.
+    #[cold]
+    #[inline(never)]
+    fn failed(&self, size: usize, device: i32) -> Error {
+        let _ = live::with(&self.live, |g| g.count_failure());
+        Error::AllocatorReturnedNull {
+            allocator: "pluggable",
+            size,
+            device,
+        }
+    }
+
     /// Frees a pointer this allocator returned, passing the plugin the size,
     /// device and stream it was allocated with. Any other pointer, or one
     /// freed already, is refused without calling the plugin.
+    #[inline(always)]
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
         let block = live::remove(&self.live, ptr.as_ptr() as usize)?;
         // SAFETY: the plugin's documented signature; `ptr` is live and is
@@ -223,6 +240,14 @@ impl PluggableAllocator {
             .lookup(ptr.as_ptr() as usize)
             .filter(|b| b.is_live())
             .map(|b| live::live_block(&b))
+    }
+}
+
+#[cold]
+fn too_large() -> Error {
+    Error::InvalidParam {
+        param: "size",
+        reason: "It is larger than ssize_t can hold",
     }
 }
 

@@ -6,12 +6,16 @@
 //! stale copy of the descriptor finds nothing and fails cleanly instead of
 //! touching a destroyed allocator. A block is the device pointer itself.
 //!
-//! The callbacks are a hot path (one alloc and one free per launch), so they
-//! find the allocator without a lock or a reference count: a lock-free table
-//! from handle to allocator (`callable`), read under a per-thread pin
-//! ([`crate::core::pin`]); destroy removes the handle from that table, waits
-//! until no thread is pinned on it, and only then lets the allocator (and
-//! its shared object) go.
+//! The callbacks are a hot path (one alloc and one free per launch), and so
+//! are `aclallocPluggableMalloc` / `aclallocPluggableFree`, so they find the
+//! allocator without a lock or a reference count, under a per-thread pin
+//! ([`crate::core::pin`]): first in a small direct-mapped table indexed by
+//! the handle's low bits (`direct`: one load and one compare for the
+//! handle, one load for the allocator), then, for a handle that shares its
+//! slot with an older live one, in a lock-free hash table of every live
+//! handle (`callable`). Destroy removes the handle from both, waits until no
+//! thread is pinned on it, and only then lets the allocator (and its shared
+//! object) go and its direct slot be reused.
 
 use super::allocator::PluggableAllocator;
 use super::context;
@@ -27,6 +31,7 @@ use crate::registry::api::global;
 use crate::registry::DescriptorHandle;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Every live pluggable allocator.
@@ -63,35 +68,126 @@ unsafe impl Packed for Callable {
 // SAFETY: a `PluggableAllocator` is `Sync`; the address is shared, not owned.
 unsafe impl Send for Callable {}
 
+/// How many handles the direct table holds (a power of two): a process
+/// rarely has more pluggable allocators alive at once, and handles are
+/// numbered in sequence, so live ones rarely share a slot.
+const DIRECT_SLOTS: usize = 64;
+
+/// One slot of the direct table. The protocol (every write is in
+/// [`publish`] or [`destroy`], lock-free):
+/// - a slot is free when `allocator` is null; `publish` claims it with a
+///   compare-exchange of `allocator` from null, then stores `handle`
+///   (release), so a reader that sees the handle sees its allocator;
+/// - `destroy` stores 0 in `handle` before it waits for the pinned callers,
+///   and nulls `allocator` (freeing the slot) only after that wait. So while
+///   a pinned caller that read its handle here runs, the slot cannot be
+///   claimed for another allocator: `allocator` is read once, no re-check.
+struct DirectSlot {
+    handle: AtomicUsize,
+    allocator: AtomicPtr<PluggableAllocator>,
+}
+
+#[allow(clippy::declare_interior_mutable_const)] // Only as the array's initialiser.
+const FREE_SLOT: DirectSlot = DirectSlot {
+    handle: AtomicUsize::new(0),
+    allocator: AtomicPtr::new(std::ptr::null_mut()),
+};
+
+static DIRECT: [DirectSlot; DIRECT_SLOTS] = [FREE_SLOT; DIRECT_SLOTS];
+
+/// The direct slot `handle` would sit in.
+#[inline(always)]
+fn direct(handle: usize) -> &'static DirectSlot {
+    &DIRECT[handle & (DIRECT_SLOTS - 1)]
+}
+
 /// Runs `f` on the allocator whose handle is `obj`, found lock-free and
 /// used under a pin on the handle (so destroy waits for `f`).
+///
+/// `f` is called from one place only, so that it is inlined here.
 #[inline(always)]
-fn with_callable<R>(obj: *mut c_void, f: impl Fn(&PluggableAllocator) -> Result<R>) -> Result<R> {
+fn with_callable<R>(
+    obj: *mut c_void,
+    f: impl FnOnce(&PluggableAllocator) -> Result<R>,
+) -> Result<R> {
     let key = obj as usize;
     if !PluggableHandle::could_be(key) {
         return Err(NOT_A_PLUGGABLE);
     }
-    let Some(key_nz) = std::num::NonZeroUsize::new(key) else {
-        return Err(NOT_A_PLUGGABLE);
-    };
-    pin::pinned_or(
-        key,
-        || {
-            let Callable(allocator) = callable().get(key_nz).ok_or(NOT_A_PLUGGABLE)?;
-            // SAFETY: the handle was in `callable` after this thread's pin
-            // was set, so destroy has not passed `wait_unpinned` for it: the
-            // allocator's `Arc` is alive until this closure returns.
-            f(unsafe { &*allocator })
-        },
+    let counted: Arc<PluggableAllocator>;
+    let pin = pin::enter(key);
+    let allocator: &PluggableAllocator = if pin.is_some() {
+        let slot = direct(key);
+        if slot.handle.load(Ordering::Acquire) == key {
+            // SAFETY: this thread pinned `key` before it read the handle in
+            // the slot, so `destroy` had not stored 0 there when it began
+            // to wait for the pins: it waits until `pin` drops, and until
+            // then neither frees the slot (so `allocator` is still this
+            // handle's) nor drops the allocator.
+            unsafe { &*slot.allocator.load(Ordering::Relaxed) }
+        } else {
+            // SAFETY: pinned on `key` (`shared_slot`'s contract); `pin`
+            // drops after `f` returns.
+            unsafe { &*shared_slot(key)? }
+        }
+    } else {
         // A thread being torn down has no pin: the counted lookup.
-        || f(&*lookup(obj).ok_or(NOT_A_PLUGGABLE)?),
-    )
+        counted = lookup(obj).ok_or(NOT_A_PLUGGABLE)?;
+        &counted
+    };
+    let result = f(allocator);
+    drop(pin);
+    result
+}
+
+/// The allocator of a handle that is not in its direct slot: one that
+/// shares it with an older live handle, or one that is not live.
+///
+/// # Safety
+/// The caller is pinned on `key` from before this call until it no longer
+/// uses the allocator.
+#[cold]
+#[inline(never)]
+unsafe fn shared_slot(key: usize) -> Result<*const PluggableAllocator> {
+    let key = std::num::NonZeroUsize::new(key).ok_or(NOT_A_PLUGGABLE)?;
+    // The handle was in `callable` after the caller's pin was set, so
+    // destroy has not passed `wait_unpinned` for it: the allocator's `Arc`
+    // is alive while the caller stays pinned.
+    let Callable(allocator) = callable().get(key).ok_or(NOT_A_PLUGGABLE)?;
+    Ok(allocator)
+}
+
+/// Runs `f` on the live pluggable allocator `handle`, without a lock or a
+/// reference count (as the descriptor callbacks find theirs): destroy waits
+/// until `f` returns, and refuses from inside `f` on this thread.
+#[inline]
+pub fn with_allocator<R>(
+    handle: PluggableHandle,
+    f: impl FnOnce(&PluggableAllocator) -> Result<R>,
+) -> Result<R> {
+    with_callable(handle.as_ptr(), f)
 }
 
 struct Entry {
     allocator: Arc<PluggableAllocator>,
     /// The descriptor made for it; destroyed with it if the caller has not.
     descriptor: DescriptorHandle,
+}
+
+const BEING_DESTROYED: Error = Error::InvalidParam {
+    param: "allocator",
+    reason: "It is being destroyed (aclallocPluggableDestroy is running on another thread)",
+};
+
+/// Refuses a new allocation from an allocator a destroy is deciding about
+/// (see [`destroy`]). Call it pinned, after finding the allocator: the pin
+/// and the flag form a Dekker pair with destroy's flag and wait.
+#[inline(always)]
+pub fn refuse_if_closing(allocator: &PluggableAllocator) -> Result<()> {
+    if allocator.closing.load(Ordering::Relaxed) {
+        return Err(BEING_DESTROYED);
+    }
+    Ok(())
 }
 
 const NOT_A_PLUGGABLE: Error = Error::InvalidParam {
@@ -129,6 +225,19 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
         return Err(e);
     }
     callable().insert(handle.value(), Callable(Arc::as_ptr(&allocator)));
+    let slot = direct(handle.get());
+    let claimed = slot
+        .allocator
+        .compare_exchange(
+            std::ptr::null_mut(),
+            Arc::as_ptr(&allocator).cast_mut(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .is_ok();
+    if claimed {
+        slot.handle.store(handle.get(), Ordering::Release);
+    }
     allocator.init();
     Ok((handle, descriptor))
 }
@@ -192,10 +301,43 @@ pub fn destroy(
             count: 1,
         });
     }
-    // The callbacks stop finding it, and the ones already inside finish,
-    // before the allocator can be dropped (and its object unloaded).
-    callable().remove(handle.value());
+    // New allocations are refused from here on (frees go on), and the ones
+    // already inside finish; then no block can appear any more, and the
+    // count of live blocks is final. Setting the flag is also the claim:
+    // of two destroys at once, one goes ahead.
+    if allocator
+        .closing
+        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return Err(BEING_DESTROYED);
+    }
     pin::wait_unpinned(handle.get());
+    let live = allocator.live_blocks();
+    if live > 0 {
+        // An allocation that was inside when the checks above ran left a
+        // block: refused, as if the block had been live at the check.
+        allocator.closing.store(false, Ordering::Relaxed);
+        return Err(Error::StillInUse {
+            what: "Blocks it handed out that were not freed",
+            count: live,
+        });
+    }
+    // The callbacks stop finding it, and the ones already inside (frees
+    // finishing in the plugin) return, before the allocator can be dropped
+    // (and its object unloaded).
+    callable().remove(handle.value());
+    let slot = direct(handle.get());
+    let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
+    if in_direct_slot {
+        slot.handle.store(0, Ordering::Relaxed);
+    }
+    pin::wait_unpinned(handle.get());
+    if in_direct_slot {
+        // No caller can be using it through the slot any more: free it.
+        slot.allocator
+            .store(std::ptr::null_mut(), Ordering::Release);
+    }
     let entry = plugins().remove(handle).ok_or(NOT_A_PLUGGABLE)?;
     // The caller may have destroyed it already; either way it is gone now.
     let _ = global().destroy_descriptor(entry.descriptor);
@@ -206,6 +348,7 @@ pub fn destroy(
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
     boundary("aclallocPluggable alloc callback", || {
         with_callable(obj, |allocator| {
+            refuse_if_closing(allocator)?;
             allocator
                 .alloc(size, context::current_device(), serving::current())
                 .map(NonNull::as_ptr)
@@ -277,5 +420,385 @@ mod tests {
         // The callbacks of a destroyed allocator find nothing.
         // SAFETY: as above.
         assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
+    }
+
+    /// Addresses never dereferenced: a plugin that only counts.
+    static NEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0x5EED_0000);
+    unsafe extern "C" fn alloc_address(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        NEXT_ADDRESS.fetch_add(64, Ordering::Relaxed) as *mut c_void
+    }
+
+    fn counting() -> PluggableAllocator {
+        PluggableAllocator::from_functions(PluginFunctions {
+            alloc: alloc_address,
+            free: free_nothing,
+            init: None,
+            empty_cache: None,
+            memory_fraction: None,
+        })
+    }
+
+    fn callbacks(descriptor: DescriptorHandle) -> crate::core::descriptor::Callbacks {
+        global()
+            .descriptor(descriptor)
+            .unwrap()
+            .callbacks()
+            .unwrap()
+    }
+
+    /// True when `handle` is the one its direct slot serves.
+    fn in_direct_slot(handle: PluggableHandle) -> bool {
+        direct(handle.get()).handle.load(Ordering::SeqCst) == handle.get()
+    }
+
+    /// Publishes counting allocators (destroying the others) until one's
+    /// handle maps to the direct slot of `like`; `claimed`: whether it must
+    /// also be the one that slot serves.
+    fn publish_in_slot_of(
+        like: PluggableHandle,
+        claimed: bool,
+    ) -> (PluggableHandle, DescriptorHandle) {
+        // Other tests may hold the slot for a while: try for some time.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            let (h, d) = publish(counting()).unwrap();
+            if std::ptr::eq(direct(h.get()), direct(like.get())) && in_direct_slot(h) == claimed {
+                return (h, d);
+            }
+            destroy(h, |_| false).unwrap();
+        }
+        let s = direct(like.get());
+        panic!(
+            "no handle landed in the slot of {like:?}: it serves {:#x} ({:?})",
+            s.handle.load(Ordering::SeqCst),
+            s.allocator.load(Ordering::SeqCst)
+        );
+    }
+
+    #[test]
+    fn a_stale_callback_is_refused_after_its_direct_slot_serves_another_allocator() {
+        let (a, da) = publish_in_slot_of(
+            PluggableHandle::from_raw(0xACA6_0000_0000_0001).unwrap(),
+            true,
+        );
+        let stale = callbacks(da);
+        destroy(a, |_| false).unwrap();
+        let (b, db) = publish_in_slot_of(a, true);
+        assert_ne!(a, b);
+
+        // SAFETY: a copy of the destroyed allocator's callbacks, with its
+        // object: what a caller holding a stale descriptor does.
+        assert!(unsafe { (stale.alloc)(stale.obj.as_ptr(), 16) }.is_null());
+        // SAFETY: as above; the pointer is refused before anything uses it.
+        unsafe { (stale.free)(stale.obj.as_ptr(), 0x5EED_0040 as *mut c_void) };
+        assert_eq!(
+            with_allocator(a, |x| Ok(x.stats())).unwrap_err(),
+            NOT_A_PLUGGABLE
+        );
+        let s = get(b).unwrap().stats();
+        assert_eq!(
+            (s.alloc_count, s.refused_free_count),
+            (0, 0),
+            "nothing reached the allocator now in the slot"
+        );
+
+        let c = callbacks(db);
+        // SAFETY: the live allocator's own callbacks and object.
+        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
+        assert!(!block.is_null());
+        assert_eq!(get(b).unwrap().stats().alloc_count, 1);
+        // SAFETY: as above; the block it returned.
+        unsafe { (c.free)(c.obj.as_ptr(), block) };
+        assert_eq!(get(b).unwrap().stats().free_count, 1);
+        destroy(b, |_| false).unwrap();
+        // SAFETY: as above, now stale too.
+        assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
+    }
+
+    #[test]
+    fn handles_that_share_a_direct_slot_are_each_served_by_their_own_allocator() {
+        let (a, da) = publish_in_slot_of(
+            PluggableHandle::from_raw(0xACA6_0000_0000_0002).unwrap(),
+            true,
+        );
+        let (b, db) = publish_in_slot_of(a, false);
+        assert!(in_direct_slot(a) && !in_direct_slot(b));
+        for (handle, descriptor, rounds) in [(a, da, 1u64), (b, db, 2)] {
+            let c = callbacks(descriptor);
+            for _ in 0..rounds {
+                // SAFETY: each allocator's own callbacks and object.
+                let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
+                assert!(!block.is_null());
+                // SAFETY: as above; the block it returned.
+                unsafe { (c.free)(c.obj.as_ptr(), block) };
+                let p = with_allocator(handle, |x| x.alloc(8, 0, None)).unwrap();
+                with_allocator(handle, |x| x.free(p)).unwrap();
+            }
+        }
+        let count = |h| get(h).unwrap().stats().alloc_count;
+        assert_eq!((count(a), count(b)), (2, 4), "each call reached its own");
+        destroy(a, |_| false).unwrap();
+        let p = with_allocator(b, |x| x.alloc(8, 0, None)).unwrap();
+        with_allocator(b, |x| x.free(p)).unwrap();
+        assert_eq!(count(b), 5);
+        destroy(b, |_| false).unwrap();
+        assert!(with_allocator(a, |_| Ok(())).is_err());
+        assert!(with_allocator(b, |_| Ok(())).is_err());
+    }
+
+    static HOLD_ALLOC: AtomicUsize = AtomicUsize::new(0);
+    static INSIDE_ALLOC: AtomicUsize = AtomicUsize::new(0);
+
+    /// Waits while `HOLD_ALLOC` is set, saying so in `INSIDE_ALLOC`.
+    unsafe extern "C" fn alloc_held(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        INSIDE_ALLOC.store(1, Ordering::SeqCst);
+        while HOLD_ALLOC.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        INSIDE_ALLOC.store(0, Ordering::SeqCst);
+        NEXT_ADDRESS.fetch_add(64, Ordering::Relaxed) as *mut c_void
+    }
+
+    #[test]
+    fn destroy_waits_for_a_call_inside_refuses_new_ones_and_refuses_if_a_block_was_left() {
+        let (h, _) = publish(PluggableAllocator::from_functions(PluginFunctions {
+            alloc: alloc_held,
+            free: free_nothing,
+            init: None,
+            empty_cache: None,
+            memory_fraction: None,
+        }))
+        .unwrap();
+        HOLD_ALLOC.store(1, Ordering::SeqCst);
+        let user = std::thread::spawn(move || {
+            with_allocator(h, |a| a.alloc(16, 0, None))
+                .unwrap()
+                .as_ptr() as usize
+        });
+        while INSIDE_ALLOC.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        let done = Arc::new(AtomicUsize::new(0));
+        let destroyer = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let result = destroy(h, |_| false);
+                done.store(1, Ordering::SeqCst);
+                result
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_eq!(done.load(Ordering::SeqCst), 0, "destroy waits for the call");
+        // Meanwhile a new allocation is refused (no block may appear after
+        // destroy has counted them).
+        let refused = with_allocator(h, |a| {
+            refuse_if_closing(a)?;
+            a.alloc(16, 0, None)
+        });
+        assert_eq!(refused, Err(BEING_DESTROYED));
+        HOLD_ALLOC.store(0, Ordering::SeqCst);
+        let block = user.join().unwrap();
+        assert_eq!(
+            destroyer.join().unwrap(),
+            Err(Error::StillInUse {
+                what: "Blocks it handed out that were not freed",
+                count: 1
+            }),
+            "the block the call left makes destroy refuse"
+        );
+        // Still served, through its direct slot or the shared table.
+        let p = NonNull::new(block as *mut c_void).unwrap();
+        with_allocator(h, |a| a.free(p)).unwrap();
+        assert_eq!(get(h).unwrap().stats().free_count, 1);
+        destroy(h, |_| false).unwrap();
+        assert!(with_allocator(h, |_| Ok(())).is_err());
+    }
+
+    static EMPTYING: AtomicUsize = AtomicUsize::new(0);
+    static EMPTY_SEEN: Mutex<Vec<Result<()>>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn empty_cache_destroying_itself() {
+        if let Some(handle) = PluggableHandle::from_raw(EMPTYING.load(Ordering::SeqCst)) {
+            EMPTY_SEEN.lock().unwrap().push(destroy(handle, |_| false));
+        }
+    }
+
+    #[test]
+    fn a_hook_called_through_the_handle_cannot_destroy_its_own_allocator() {
+        let (h, _) = publish(PluggableAllocator::from_functions(PluginFunctions {
+            alloc: alloc_address,
+            free: free_nothing,
+            init: None,
+            empty_cache: Some(empty_cache_destroying_itself),
+            memory_fraction: None,
+        }))
+        .unwrap();
+        EMPTYING.store(h.get(), Ordering::SeqCst);
+        // What aclallocPluggableEmptyCache does.
+        with_allocator(h, |a| {
+            a.empty_cache();
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(
+            EMPTY_SEEN.lock().unwrap().pop(),
+            Some(Err(Error::StillInUse { count: 1, .. }))
+        ));
+        assert!(with_allocator(h, |_| Ok(())).is_ok(), "still live");
+        // Destroyed from outside; the hook runs once more before the unload
+        // (its destroy then finds nothing to destroy).
+        destroy(h, |_| false).unwrap();
+        assert_eq!(EMPTY_SEEN.lock().unwrap().pop(), Some(Err(NOT_A_PLUGGABLE)));
+        EMPTYING.store(0, Ordering::SeqCst);
+    }
+
+    /// Four plugins whose addresses carry their number in bits 40..42, so
+    /// that a call that reaches the wrong allocator is seen.
+    static TAGGED_NEXT: AtomicUsize = AtomicUsize::new(0x1000);
+    fn tagged(tag: usize) -> *mut c_void {
+        ((tag << 40) | TAGGED_NEXT.fetch_add(64, Ordering::Relaxed)) as *mut c_void
+    }
+    unsafe extern "C" fn alloc_tag0(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(0)
+    }
+    unsafe extern "C" fn alloc_tag1(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(1)
+    }
+    unsafe extern "C" fn alloc_tag2(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(2)
+    }
+    unsafe extern "C" fn alloc_tag3(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        tagged(3)
+    }
+
+    /// Threads call the callbacks of live and destroyed allocators while
+    /// another publishes and destroys allocators (their direct slots are
+    /// reused all the time): a call through a handle destroyed before it
+    /// began fails cleanly, every other call reaches its own allocator.
+    #[test]
+    fn callbacks_racing_publish_and_destroy_reach_their_own_allocator_or_nothing() {
+        const ALLOCS: [crate::plugin::library::PluginAllocFn; 4] =
+            [alloc_tag0, alloc_tag1, alloc_tag2, alloc_tag3];
+        struct Published {
+            handle: PluggableHandle,
+            callbacks: crate::core::descriptor::Callbacks,
+            tag: usize,
+            destroyed: std::sync::atomic::AtomicBool,
+        }
+        let all: Arc<Mutex<Vec<Arc<Published>>>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let publish_one = |i: usize| {
+            let (handle, descriptor) =
+                publish(PluggableAllocator::from_functions(PluginFunctions {
+                    alloc: ALLOCS[i % 4],
+                    free: free_nothing,
+                    init: None,
+                    empty_cache: None,
+                    memory_fraction: None,
+                }))
+                .unwrap();
+            Arc::new(Published {
+                handle,
+                callbacks: callbacks(descriptor),
+                tag: i % 4,
+                destroyed: std::sync::atomic::AtomicBool::new(false),
+            })
+        };
+        for i in 0..8 {
+            all.lock().unwrap().push(publish_one(i));
+        }
+        let callers: Vec<_> = (0..3)
+            .map(|t| {
+                let (all, stop) = (all.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let (mut served, mut refused, mut at) = (0u64, 0u64, t * 7usize);
+                    while !stop.load(Ordering::Relaxed) {
+                        let target = {
+                            let all = all.lock().unwrap();
+                            at = at.wrapping_mul(31).wrapping_add(17);
+                            all[at % all.len()].clone()
+                        };
+                        let was_destroyed = target.destroyed.load(Ordering::SeqCst);
+                        let c = &target.callbacks;
+                        // SAFETY: an allocator's callbacks with its own
+                        // object, the allocator live or destroyed.
+                        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 64) };
+                        if block.is_null() {
+                            refused += 1;
+                            continue;
+                        }
+                        assert!(!was_destroyed, "a destroyed allocator served a call");
+                        assert_eq!(
+                            block as usize >> 40,
+                            target.tag,
+                            "another allocator served it"
+                        );
+                        // SAFETY: as above; the block it returned.
+                        unsafe { (c.free)(c.obj.as_ptr(), block) };
+                        served += 1;
+                    }
+                    (served, refused)
+                })
+            })
+            .collect();
+        let mut next = 8;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(400);
+        let give_up = deadline + std::time::Duration::from_secs(20);
+        let mut stuck = None;
+        'churn: while std::time::Instant::now() < deadline {
+            let victim = {
+                let all = all.lock().unwrap();
+                all.iter()
+                    .find(|p| !p.destroyed.load(Ordering::SeqCst))
+                    .cloned()
+            };
+            if let Some(victim) = victim {
+                // A caller's block may be live for a moment: retry.
+                while let Err(e) = destroy(victim.handle, |_| false) {
+                    // A caller that failed (its panic is reported below) or
+                    // a destroy that never succeeds ends the churn.
+                    if callers.iter().any(|c| c.is_finished())
+                        || std::time::Instant::now() > give_up
+                    {
+                        stuck = Some(e);
+                        break 'churn;
+                    }
+                    std::thread::yield_now();
+                }
+                victim.destroyed.store(true, Ordering::SeqCst);
+            }
+            let fresh = publish_one(next);
+            next += 1;
+            let mut all = all.lock().unwrap();
+            all.push(fresh);
+            if all.len() > 4 * DIRECT_SLOTS {
+                // The destroyed ones go. Until then they stay to be called
+                // while allocators published after them (64 handles on)
+                // take their direct slots.
+                all.retain(|p| !p.destroyed.load(Ordering::SeqCst));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let (mut served, mut refused) = (0, 0);
+        for c in callers {
+            let (s, r) = c.join().unwrap();
+            served += s;
+            refused += r;
+        }
+        assert_eq!(stuck, None, "a destroy never succeeded");
+        assert!(
+            served > 0 && refused > 0,
+            "served {served}, refused {refused}"
+        );
+        for p in all.lock().unwrap().iter() {
+            if !p.destroyed.load(Ordering::SeqCst) {
+                let s = get(p.handle).unwrap().stats();
+                assert_eq!(
+                    (s.alloc_count, s.free_count),
+                    (s.alloc_count, s.alloc_count)
+                );
+                destroy(p.handle, |_| false).unwrap();
+            }
+        }
     }
 }
