@@ -13,8 +13,10 @@ use crate::core::types::{
     aclrtDrvMemHandle, aclrtMemAttr, aclrtMemGranularityOptions, aclrtMemMallocPolicy,
     aclrtPhysicalMemProp,
 };
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Device memory and device identity, as the process's runtime provides
@@ -48,6 +50,67 @@ pub trait DevicePort: Sync {
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
         None
     }
+    /// True when [`current_device`](DevicePort::current_device) changes
+    /// only through calls that report it ([`current_device_changed_here`],
+    /// [`current_device_changed_everywhere`]), so [`current_device`] may keep
+    /// its answer per thread. False (the default) for a runtime this library
+    /// does not see every change of (a real CANN behind it).
+    fn reports_device_changes(&self) -> bool {
+        false
+    }
+}
+
+thread_local! {
+    /// This thread's last answer of the port's `current_device`, with the
+    /// [`DEVICE_STAMP`] it was read under (0: none kept).
+    static DEVICE: Cell<(usize, Option<i32>)> = const { Cell::new((0, None)) };
+}
+
+/// Changes whenever some thread's current device may have changed under
+/// another thread (a context released): every thread's [`DEVICE`] is then
+/// asked again. Starts at 1, so the initial 0 of [`DEVICE`] never matches.
+static DEVICE_STAMP: AtomicUsize = AtomicUsize::new(1);
+
+/// The device current on the calling thread, as the port says, kept per
+/// thread when the port reports its changes: a hit is two loads and a
+/// compare, with no call through the port. A plugin is told this device on
+/// every allocation, so this is on the pluggable hot paths.
+#[inline]
+pub fn current_device() -> Option<i32> {
+    // Read before the port is asked (in the miss): a change after the read
+    // moves the stamp, so an answer is never kept under a newer stamp than
+    // the one it was read under.
+    let stamp = DEVICE_STAMP.load(Ordering::Acquire);
+    let (kept_stamp, device) = DEVICE.with(Cell::get);
+    if kept_stamp == stamp {
+        return device;
+    }
+    current_device_miss(stamp)
+}
+
+#[cold]
+#[inline(never)]
+fn current_device_miss(stamp: usize) -> Option<i32> {
+    let port = port();
+    let device = port.current_device();
+    if port.reports_device_changes() {
+        DEVICE.with(|d| d.set((stamp, device)));
+    }
+    device
+}
+
+/// The calling thread's current device may have changed (it set a device
+/// or a context): its kept answer is dropped.
+#[inline]
+pub fn current_device_changed_here() {
+    DEVICE.with(|d| d.set((0, None)));
+}
+
+/// Any thread's current device may have changed (a context was released,
+/// which may have been current on another thread): every kept answer is
+/// dropped. Call it after the change is visible to the port.
+pub fn current_device_changed_everywhere() {
+    DEVICE_STAMP.fetch_add(1, Ordering::AcqRel);
 }
 
 /// CANN's virtual-memory functions (`acl_rt.h`) of the process's runtime,

@@ -22,12 +22,17 @@
 use super::barrier;
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// One thread's pin; leaked, reused by a later thread once its owner exits.
 struct PinSlot {
     value: AtomicUsize,
     taken: AtomicBool,
+    /// `barrier::light` is a compiler fence in this process (set by the
+    /// owner when it claims the slot, after `barrier::init` decided; the
+    /// decision never changes): kept beside `value`, which [`enter`] reads
+    /// anyway, instead of a load of the barrier's mode through the GOT.
+    light_is_compiler_fence: AtomicBool,
     /// The slot made before this one (set once, before the slot is
     /// published).
     next: *const PinSlot,
@@ -54,21 +59,25 @@ fn slots() -> impl Iterator<Item = &'static PinSlot> {
     })
 }
 
-/// A free slot, claimed, or a new one, pushed.
+/// A free slot, claimed, or a new one, pushed. Call after `barrier::init`.
 fn claim() -> &'static PinSlot {
     #[cfg(test)]
     tests::registering();
+    let compiler_fence_only = barrier::is_asymmetric();
     if let Some(slot) = slots().find(|s| {
         !s.taken.load(Ordering::Relaxed)
             && s.taken
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
     }) {
+        slot.light_is_compiler_fence
+            .store(compiler_fence_only, Ordering::Relaxed);
         return slot;
     }
     let slot: &'static mut PinSlot = Box::leak(Box::new(PinSlot {
         value: AtomicUsize::new(0),
         taken: AtomicBool::new(true),
+        light_is_compiler_fence: AtomicBool::new(compiler_fence_only),
         next: ptr::null(),
     }));
     let mut head = SLOTS.load(Ordering::Acquire);
@@ -152,15 +161,20 @@ impl Drop for Pin {
 /// looked up its object waits for the drop. `None` for a thread that has no
 /// pin (it is being torn down), which must then not use retirable objects.
 ///
-/// The hot path: one thread-local load (this thread's slot), one load and
+/// The hot path: one thread-local load (this thread's slot), two loads and
 /// one store of the slot, the light half of the fence (a compiler fence
-/// once membarrier is registered).
+/// once membarrier is registered, as the slot says; a full fence where the
+/// kernel refused it).
 #[inline(always)]
 pub fn enter(value: usize) -> Option<Pin> {
     let slot = my_slot()?;
     let outer = slot.value.load(Ordering::Relaxed);
     slot.value.store(value, Ordering::Relaxed);
-    barrier::light();
+    if slot.light_is_compiler_fence.load(Ordering::Relaxed) {
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        fence(Ordering::SeqCst);
+    }
     Some(Pin { slot, outer })
 }
 

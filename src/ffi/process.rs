@@ -232,6 +232,12 @@ impl DevicePort for HostPort {
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
         Some(virtual_memory_calls())
     }
+
+    /// The current device changes only in `runtime::context` (a context
+    /// made current, or released), which reports it.
+    fn reports_device_changes(&self) -> bool {
+        true
+    }
 }
 
 /// The device port in front of a real runtime: its functions.

@@ -12,12 +12,13 @@
 //!
 //! Free always passes what alloc passed: the table of live blocks keeps it.
 
-use crate::core::device_port::port;
+use crate::core::device_port::{self, port};
 
 /// The device current on the calling thread (0 when it has none), as the
-/// plugin receives it.
+/// plugin receives it (kept per thread by the port when it can be).
+#[inline]
 pub fn current_device() -> i32 {
-    port().current_device().unwrap_or(0)
+    device_port::current_device().unwrap_or(0)
 }
 
 /// How many devices the plugin's init hook is told about (at least 1).

@@ -56,6 +56,7 @@ static RELEASED: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn set_current(rt: &HostRuntime, ctx: usize) {
     CURRENT.with(|c| c.set((rt.instance(), ctx)));
+    crate::core::device_port::current_device_changed_here();
 }
 
 fn current_handle(rt: &HostRuntime) -> Option<usize> {
@@ -130,6 +131,8 @@ impl HostRuntime {
         };
         // Every thread's cached context (`RESOLVED`) is checked again.
         RELEASED.fetch_add(1, Ordering::AcqRel);
+        // And the device the port keeps per thread.
+        crate::core::device_port::current_device_changed_everywhere();
         for stream in context.streams {
             let _ = self.destroy_stream_handle(stream, false);
         }
