@@ -77,6 +77,21 @@ impl SlotRef<'_> {
         result
     }
 
+    /// Sets word `i` when it is the only word of the value that changes,
+    /// without touching the sequence counter: the value before and the
+    /// value after are both whole, and a reader copies one or the other.
+    /// Two stores fewer than [`SlotRef::change`].
+    ///
+    /// The store is a release: a reader that copies the new word and then
+    /// runs its acquire fence also sees the counter as every earlier change
+    /// left it, so one that started before an earlier change still retries.
+    /// A reader that copies the old word copies the value before. The
+    /// caller must know that no other word changes (it compared them).
+    #[inline(always)]
+    pub fn set_alone(&self, i: usize, word: usize) {
+        self.slot.words[i].store(word, Ordering::Release);
+    }
+
     /// Sets word `i` (inside [`SlotRef::change`]); a word already equal is
     /// not stored.
     #[inline(always)]
@@ -311,6 +326,16 @@ impl<V: Words> LiveTable<V> {
             slot: unsafe { &*(array.slot(index) as *const Slot) },
             seq: &self.seq,
         })
+    }
+
+    /// The number of entries.
+    ///
+    /// # Safety
+    /// The caller is the table's only writer for the duration of the call (it holds what serialises the writers, see [`LiveTable`]).
+    #[inline(always)]
+    pub unsafe fn entry_count(&self) -> usize {
+        // SAFETY: the caller's contract.
+        unsafe { self.side() }.len
     }
 
     /// The writer's read of `key`.

@@ -187,7 +187,6 @@ pub enum Refused<M> {
 struct Books<X> {
     counters: Counters,
     frees: u64,
-    freed: usize,
     /// For `History::Recent(n)`: `n`.
     recent: Option<usize>,
     extra: X,
@@ -222,7 +221,6 @@ impl<M: Meta, X> Tracked<M, X> {
             books: UnsafeCell::new(Books {
                 counters: Counters::default(),
                 frees: 0,
-                freed: 0,
                 recent,
                 extra,
             }),
@@ -330,16 +328,28 @@ impl<M: Meta, X> Guard<'_, M, X> {
                 // A freed block handed out again (what a caching allocator
                 // does on every call): only the words that change are
                 // written; the freed fields are ignored while it is live.
+                // When only the mark changes (the same size, owner and
+                // metadata: a caching allocator's usual case), that one
+                // word goes alone, without the sequence counter's stores.
                 let m = meta.pack();
-                slot.change(|s| {
-                    s.set(word::SIZE, size);
-                    s.set(word::OWNER, owner);
-                    s.set(word::FREED, 0);
-                    for (i, &w) in m.iter().enumerate() {
-                        s.set(word::META + i, w);
-                    }
-                });
-                self.books().freed -= 1;
+                let same = (slot.word(word::SIZE) == size)
+                    & (slot.word(word::OWNER) == owner)
+                    & (slot.word(word::META) == m[0])
+                    & (slot.word(word::META + 1) == m[1])
+                    & (slot.word(word::META + 2) == m[2])
+                    & (slot.word(word::META + 3) == m[3]);
+                if same {
+                    slot.set_alone(word::FREED, 0);
+                } else {
+                    slot.change(|s| {
+                        s.set(word::SIZE, size);
+                        s.set(word::OWNER, owner);
+                        s.set(word::FREED, 0);
+                        for (i, &w) in m.iter().enumerate() {
+                            s.set(word::META + i, w);
+                        }
+                    });
+                }
             }
             None => {
                 let block = Block {
@@ -431,22 +441,34 @@ impl<M: Meta, X> Guard<'_, M, X> {
         // the oldest); a history kept until forgotten skips the store.
         let recent = books.recent.is_some();
         let seq = books.frees + 1;
-        slot.change(|s| {
-            s.set(word::FREED, 1);
-            s.set(word::BY, by);
-            s.set(word::GENERATION, generation as usize);
-            if recent {
-                s.set(word::SEQ, seq as usize);
-            }
-        });
+        // The freed fields keep the last free's values while the block is
+        // live; when this free leaves them as they are (the same stream,
+        // no synchronization since, no bounded history), only the mark
+        // changes and goes alone, without the sequence counter's stores.
+        let same = !recent
+            & (slot.word(word::BY) == by)
+            & (slot.word(word::GENERATION) == generation as usize);
+        if same {
+            slot.set_alone(word::FREED, 1);
+        } else {
+            slot.change(|s| {
+                s.set(word::FREED, 1);
+                s.set(word::BY, by);
+                s.set(word::GENERATION, generation as usize);
+                if recent {
+                    s.set(word::SEQ, seq as usize);
+                }
+            });
+        }
         if recent {
             books.frees = seq;
         }
-        books.freed += 1;
         books.counters.allocation.decrease(1);
         books.counters.allocated_bytes.decrease(live.size as i64);
-        if books.recent.is_some_and(|limit| books.freed > limit) {
-            self.forget_oldest();
+        if let Some(limit) = books.recent {
+            if self.freed_count() > limit {
+                self.forget_oldest();
+            }
         }
         Ok(live)
     }
@@ -540,7 +562,6 @@ impl<M: Meta, X> Guard<'_, M, X> {
         if self.get(ptr).is_some_and(|b| !b.is_live()) {
             // SAFETY: the guard holds the owner word.
             unsafe { self.table().remove(ptr) };
-            self.books().freed -= 1;
             return true;
         }
         false
@@ -550,7 +571,6 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// metadata). Dropping a live record is not allowed: live blocks always
     /// stay, whatever `keep` says, so the counters stay exact.
     pub fn retain(&mut self, mut keep: impl FnMut(usize, &mut Block<M>) -> bool) {
-        let mut freed = 0;
         // SAFETY: the guard holds the owner word.
         unsafe {
             self.table().retain(|ptr, block| {
@@ -558,13 +578,9 @@ impl<M: Meta, X> Guard<'_, M, X> {
                 let kept = keep(ptr, block) || live;
                 // The callback may not turn a record live or freed.
                 block.freed = if live { None } else { block.freed };
-                if kept && !live {
-                    freed += 1;
-                }
                 kept
             })
         };
-        self.books().freed = freed;
     }
 
     /// Every record (live and freed), in no particular order.
@@ -583,7 +599,11 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// Freed blocks remembered.
     #[inline]
     pub fn freed_count(&mut self) -> usize {
-        self.books().freed
+        // Every record is live or freed, and the live ones are counted:
+        // no count of its own to keep on every alloc and free.
+        // SAFETY: the guard holds the owner word.
+        let records = unsafe { self.table().entry_count() };
+        records.saturating_sub(self.books().counters.allocation.current as usize)
     }
 
     /// Live blocks now.
@@ -598,7 +618,9 @@ impl<M: Meta, X> Guard<'_, M, X> {
         self.books().counters
     }
 
-    /// The counters, to change (peak resets).
+    /// The counters, to change (peak resets). `allocation.current` must
+    /// stay as it is: it is the books' count of live records (the freed
+    /// count is derived from it).
     #[inline]
     pub fn counters_mut(&mut self) -> &mut Counters {
         &mut self.books().counters

@@ -138,7 +138,14 @@ fn record_alloc(
 #[inline(always)]
 fn remember(block: *mut c_void, t: &TrackObj) {
     let get_addr = t.registration.callbacks.get_addr_from_block as usize;
-    let _ = LAST.try_with(|last| last.set((block as usize, t.state, get_addr)));
+    let now = (block as usize, t.state as *const AllocState, get_addr);
+    // A caching allocator hands the same block out again and again: the
+    // three words are stored only when they change.
+    let _ = LAST.try_with(|last| {
+        if last.get() != now {
+            last.set(now);
+        }
+    });
 }
 
 /// The tracking free: the user's free, then the block is marked freed.
