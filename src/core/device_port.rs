@@ -113,6 +113,16 @@ pub fn current_device_changed_everywhere() {
     DEVICE_STAMP.fetch_add(1, Ordering::AcqRel);
 }
 
+/// The count [`current_device_changed_everywhere`] moves, for a runtime
+/// that keeps answers of its own per thread that the same changes make
+/// stale (the host runtime's resolved context): one count, one increment
+/// per change, for both. Read it before the lookup whose answer is kept
+/// with it.
+#[inline]
+pub fn device_stamp() -> usize {
+    DEVICE_STAMP.load(Ordering::Acquire)
+}
+
 /// CANN's virtual-memory functions (`acl_rt.h`) of the process's runtime,
 /// with `aclrtSynchronizeDevice`, which an expandable pool calls before it
 /// unmaps pages that queued work might still use.

@@ -11,7 +11,6 @@ use super::host::HostRuntime;
 use crate::core::error::{Error, Result};
 use crate::core::ids::ContextHandle;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One context.
 pub struct Context {
@@ -43,16 +42,12 @@ thread_local! {
     /// (runtime instance, context handle) current on this thread.
     static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
     /// The device of the last context this thread resolved, as (instance,
-    /// context, `RELEASED` when it was looked up, device): the default
-    /// allocator asks for the current device on every allocation, and a
-    /// context's device never changes, so the table lookup is needed only
-    /// after some context was released (handles are never reused).
+    /// context, the port's device stamp when it was looked up, device): the
+    /// default allocator asks for the current device on every allocation,
+    /// and a context's device never changes, so the table lookup is needed
+    /// only after some context was released (handles are never reused).
     static RESOLVED: Cell<(usize, usize, usize, u32)> = const { Cell::new((0, 0, usize::MAX, 0)) };
 }
-
-/// Contexts released so far, in every runtime instance: a change makes every
-/// thread's `RESOLVED` look its context up again.
-static RELEASED: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn set_current(rt: &HostRuntime, ctx: usize) {
     CURRENT.with(|c| c.set((rt.instance(), ctx)));
@@ -105,7 +100,7 @@ impl HostRuntime {
         let instance = self.instance();
         // Read before the lookup: a release after it changes the count, so
         // the cached answer is never newer than the count it is kept with.
-        let released = RELEASED.load(Ordering::Acquire);
+        let released = crate::core::device_port::device_stamp();
         let (i, c, r, device) = RESOLVED.with(Cell::get);
         if (i, c, r) == (instance, ctx, released) {
             return Ok((ctx, device));
@@ -129,9 +124,8 @@ impl HostRuntime {
         else {
             return;
         };
-        // Every thread's cached context (`RESOLVED`) is checked again.
-        RELEASED.fetch_add(1, Ordering::AcqRel);
-        // And the device the port keeps per thread.
+        // Every thread's resolved context (`RESOLVED`) and the device the
+        // port keeps per thread are checked again: one count for both.
         crate::core::device_port::current_device_changed_everywhere();
         for stream in context.streams {
             let _ = self.destroy_stream_handle(stream, false);
