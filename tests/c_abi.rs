@@ -66,15 +66,17 @@ fn the_callbacks_handed_back_serve_a_workspace() {
     let s = stream(1, 0);
     assert_eq!(aclrtAllocatorRegister(s, d), ACL_SUCCESS);
 
-    let mut desc = null_mut();
-    let mut obj = null_mut();
-    let mut a: aclrtAllocatorAllocFunc = None;
-    let mut f: aclrtAllocatorFreeFunc = None;
-    let mut adv: aclrtAllocatorAllocAdviseFunc = None;
-    let mut g: aclrtAllocatorGetAddrFromBlockFunc = None;
-    let rc = unsafe {
-        aclrtAllocatorGetByStream(s, &mut desc, &mut obj, &mut a, &mut f, &mut adv, &mut g)
-    };
+    let (
+        rc,
+        Outputs {
+            desc,
+            obj,
+            a,
+            f,
+            adv,
+            g,
+        },
+    ) = all_outputs(s);
     assert_eq!(rc, ACL_SUCCESS);
     assert_eq!(desc, d);
     assert_eq!(obj, &mut live as *mut Vec<usize> as *mut c_void);
@@ -199,18 +201,7 @@ fn the_rust_api_and_the_c_abi_share_one_registry() {
     let found = aclalloc::global().get_by_stream(key).unwrap();
     assert_eq!(found.descriptor.as_ptr(), d);
     aclalloc::global().unregister(key).unwrap();
-    let mut desc = null_mut();
-    let rc = unsafe {
-        aclrtAllocatorGetByStream(
-            s,
-            &mut desc,
-            null_mut(),
-            null_mut(),
-            null_mut(),
-            null_mut(),
-            null_mut(),
-        )
-    };
+    let (rc, _) = desc_only(s);
     assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
     let _ = recent_message();
     aclrtAllocatorDestroyDesc(d);
@@ -235,23 +226,17 @@ fn every_stream_of_thousands_reads_back_its_own_registration() {
         assert_eq!(aclrtAllocatorRegister(stream(6, i), pick(i)), ACL_SUCCESS);
     }
     for i in 0..STREAMS {
-        let mut desc = null_mut();
-        let mut obj = null_mut();
-        let mut a: aclrtAllocatorAllocFunc = None;
-        let mut f: aclrtAllocatorFreeFunc = None;
-        let mut adv: aclrtAllocatorAllocAdviseFunc = None;
-        let mut g: aclrtAllocatorGetAddrFromBlockFunc = None;
-        let rc = unsafe {
-            aclrtAllocatorGetByStream(
-                stream(6, i),
-                &mut desc,
-                &mut obj,
-                &mut a,
-                &mut f,
-                &mut adv,
-                &mut g,
-            )
-        };
+        let (
+            rc,
+            Outputs {
+                desc,
+                obj,
+                a,
+                f,
+                adv,
+                g,
+            },
+        ) = all_outputs(stream(6, i));
         assert_eq!(rc, ACL_SUCCESS, "stream {i}");
         assert_eq!(desc, pick(i), "stream {i}");
         let want_obj = if i % 2 == 0 {
@@ -277,10 +262,59 @@ fn every_stream_of_thousands_reads_back_its_own_registration() {
             "stream {i}"
         );
     }
-    let mut desc = null_mut();
+    let (rc, desc) = desc_only(stream(6, STREAMS));
+    assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
+    assert!(desc.is_null(), "nothing written on a miss");
+    for i in 0..STREAMS {
+        assert_eq!(aclrtAllocatorUnregister(stream(6, i)), ACL_SUCCESS);
+    }
+    assert_eq!(aclrtAllocatorDestroyDesc(da), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(db), ACL_SUCCESS);
+}
+
+/// Every output of `aclrtAllocatorGetByStream`, each NULL/None before the
+/// call.
+struct Outputs {
+    desc: aclrtAllocatorDesc,
+    obj: aclrtAllocator,
+    a: aclrtAllocatorAllocFunc,
+    f: aclrtAllocatorFreeFunc,
+    adv: aclrtAllocatorAllocAdviseFunc,
+    g: aclrtAllocatorGetAddrFromBlockFunc,
+}
+
+/// `aclrtAllocatorGetByStream(s)` asking for all six outputs.
+fn all_outputs(s: aclrtStream) -> (aclError, Outputs) {
+    let mut o = Outputs {
+        desc: null_mut(),
+        obj: null_mut(),
+        a: None,
+        f: None,
+        adv: None,
+        g: None,
+    };
+    // SAFETY: every out-parameter is a field of a local.
     let rc = unsafe {
         aclrtAllocatorGetByStream(
-            stream(6, STREAMS),
+            s,
+            &mut o.desc,
+            &mut o.obj,
+            &mut o.a,
+            &mut o.f,
+            &mut o.adv,
+            &mut o.g,
+        )
+    };
+    (rc, o)
+}
+
+/// `aclrtAllocatorGetByStream(s)` asking for the required output only.
+fn desc_only(s: aclrtStream) -> (aclError, aclrtAllocatorDesc) {
+    let mut desc = null_mut();
+    // SAFETY: the one out-parameter is a local.
+    let rc = unsafe {
+        aclrtAllocatorGetByStream(
+            s,
             &mut desc,
             null_mut(),
             null_mut(),
@@ -289,11 +323,5 @@ fn every_stream_of_thousands_reads_back_its_own_registration() {
             null_mut(),
         )
     };
-    assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
-    assert!(desc.is_null(), "nothing written on a miss");
-    for i in 0..STREAMS {
-        assert_eq!(aclrtAllocatorUnregister(stream(6, i)), ACL_SUCCESS);
-    }
-    assert_eq!(aclrtAllocatorDestroyDesc(da), ACL_SUCCESS);
-    assert_eq!(aclrtAllocatorDestroyDesc(db), ACL_SUCCESS);
+    (rc, desc)
 }
