@@ -33,6 +33,8 @@
 //! compare-exchange of `word`.
 #![cfg(loom)]
 
+mod loom_support;
+
 use aclalloc::core::owner_word::{OwnerWord, INSPECTOR};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -98,15 +100,7 @@ fn model(name: &str, most_preemptions: usize, f: impl Fn() + Sync + Send + 'stat
     // Spin loops (a slow path waiting for the word or for the biased
     // thread) take a branch per round while they wait.
     builder.max_branches = 10_000;
-    let runs = std::sync::Arc::new(Tally::new(0));
-    let counter = runs.clone();
-    builder.check(move || {
-        counter.fetch_add(1, Ordering::Relaxed);
-        f()
-    });
-    let runs = runs.load(Ordering::Relaxed);
-    println!("{name}: {runs} interleavings");
-    assert!(runs > 1, "{name}: loom explored no concurrency");
+    loom_support::check(name, builder, f);
 }
 
 /// The main thread holds the bias and enters on the fast path while another

@@ -13,6 +13,8 @@
 //! entry) fails the check in [`whole`].
 #![cfg(loom)]
 
+mod loom_support;
+
 use aclalloc::core::seq_table::home_slot;
 use aclalloc::registry::{SeqTable, VALUE_WORDS};
 use loom::sync::Arc;
@@ -59,21 +61,12 @@ fn colliding_keys(capacity: usize, n: usize) -> Vec<usize> {
 /// Checks `f` under every interleaving up to the preemption bound and prints
 /// how many it explored (a model that explores one has no concurrency in it).
 fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let mut builder = loom::model::Builder::new();
     // Builder::new reads LOOM_MAX_PREEMPTIONS; without it, stay bounded.
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(2);
     }
-    let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    builder.check(move || {
-        counter.fetch_add(1, Ordering::Relaxed);
-        f()
-    });
-    let runs = runs.load(Ordering::Relaxed);
-    println!("{name}: {runs} interleavings");
-    assert!(runs > 1, "{name}: loom explored no concurrency");
+    loom_support::check(name, builder, f);
 }
 
 #[test]
