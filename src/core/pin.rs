@@ -167,7 +167,21 @@ impl Drop for Pin {
 /// kernel refused it).
 #[inline(always)]
 pub fn enter(value: usize) -> Option<Pin> {
-    let slot = my_slot()?;
+    Some(enter_slot(my_slot()?, value))
+}
+
+/// [`enter`] for a thread that has its slot already (every call after its
+/// first pin): `None`, having set nothing, for one that has not, without
+/// claiming a slot. For a hot path that must make no call (nothing in it
+/// may unwind): its slow path calls [`enter`], which claims the slot.
+#[inline(always)]
+pub fn enter_claimed(value: usize) -> Option<Pin> {
+    let slot = MINE.try_with(Cell::get).ok().flatten()?;
+    Some(enter_slot(slot, value))
+}
+
+#[inline(always)]
+fn enter_slot(slot: &'static PinSlot, value: usize) -> Pin {
     let outer = slot.value.load(Ordering::Relaxed);
     slot.value.store(value, Ordering::Relaxed);
     if slot.light_is_compiler_fence.load(Ordering::Relaxed) {
@@ -175,7 +189,7 @@ pub fn enter(value: usize) -> Option<Pin> {
     } else {
         fence(Ordering::SeqCst);
     }
-    Some(Pin { slot, outer })
+    Pin { slot, outer }
 }
 
 /// Runs `f` with this thread's pin set to `value` (non-zero), as [`enter`];

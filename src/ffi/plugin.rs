@@ -9,7 +9,8 @@
 use super::args::{self, Out};
 use super::boundary::boundary;
 use super::types::*;
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, Result, ACL_SUCCESS};
+use crate::plugin::published::Hit;
 use crate::plugin::{context, published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, OsStr};
@@ -195,7 +196,56 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     size: usize,
     stream: aclrtStream,
 ) -> aclError {
-    boundary("aclallocPluggableMalloc", || {
+    // The hit (valid arguments, the allocator in its direct slot and not
+    // closing, this thread's pin slot claimed) is answered inside the
+    // boundary by a body whose only call that can unwind is the plugin's
+    // own (its guard aborts) and whose failures are recorded out of line,
+    // so the frame keeps only what lives across the plugin's call (see
+    // docs/BENCHMARKS.md, row 5a, plugc16). Anything else goes on by a tail
+    // call to `pluggable_malloc_slow`, the same signature, which checks and
+    // names everything under its own boundary.
+    let hit = boundary::<Hit<aclError>>(MALLOC, || {
+        if devPtr.is_null() {
+            return Ok(Hit(None));
+        }
+        let stream = StreamKey::from_ptr(stream);
+        let allocated = published::with_direct(allocator as usize, |a| {
+            published::alloc_pinned(MALLOC, a, size, stream)
+        });
+        Ok(Hit(allocated.flatten().map(|r| match r {
+            Ok(block) => {
+                // SAFETY: the caller's contract; checked non-NULL above.
+                unsafe { devPtr.write(block.as_ptr()) };
+                ACL_SUCCESS
+            }
+            Err(code) => code,
+        })))
+    });
+    match hit.0 {
+        Some(code) => code,
+        // SAFETY: the caller's contract, handed on.
+        None => unsafe { pluggable_malloc_slow(allocator, devPtr, size, stream) },
+    }
+}
+
+const MALLOC: &str = "aclallocPluggableMalloc";
+const FREE: &str = "aclallocPluggableFree";
+
+/// `aclallocPluggableMalloc` when the hit does not answer: NULL
+/// arguments, a handle that is not live or shares its direct slot, a
+/// closing allocator, a thread's first pin.
+///
+/// # Safety
+/// As for `aclallocPluggableMalloc`.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn pluggable_malloc_slow(
+    allocator: aclallocPluggable,
+    devPtr: *mut *mut c_void,
+    size: usize,
+    stream: aclrtStream,
+) -> aclError {
+    boundary(MALLOC, || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
         let stream = StreamKey::from_ptr(stream);
@@ -217,7 +267,25 @@ pub extern "C" fn aclallocPluggableFree(
     allocator: aclallocPluggable,
     devPtr: *mut c_void,
 ) -> aclError {
-    boundary("aclallocPluggableFree", || {
+    // The hit as in `aclallocPluggableMalloc`; the rest by a tail call.
+    let hit = boundary::<Hit<aclError>>(FREE, || {
+        Ok(Hit(NonNull::new(devPtr).and_then(|block| {
+            published::with_direct(allocator as usize, |a| {
+                published::free_pinned(FREE, a, block).map_or_else(|code| code, |()| ACL_SUCCESS)
+            })
+        })))
+    });
+    match hit.0 {
+        Some(code) => code,
+        None => pluggable_free_slow(allocator, devPtr),
+    }
+}
+
+/// `aclallocPluggableFree` when the hit does not answer.
+#[cold]
+#[inline(never)]
+extern "C" fn pluggable_free_slow(allocator: aclallocPluggable, devPtr: *mut c_void) -> aclError {
+    boundary(FREE, || {
         published::with_allocator(handle(allocator)?, |a| {
             a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
         })

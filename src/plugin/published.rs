@@ -19,16 +19,17 @@
 
 use super::allocator::PluggableAllocator;
 use super::context;
-use crate::core::boundary::boundary;
+use crate::core::boundary::{boundary, FfiReturn};
 use crate::core::descriptor::AllocatorObj;
-use crate::core::error::{Error, Result};
+use crate::core::errlog;
+use crate::core::error::{aclError, Error, Result};
 use crate::core::handles::{Handle, HandleTable};
 pub use crate::core::ids::PluggableHandle;
 use crate::core::pin;
 use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
 use crate::core::serving;
 use crate::registry::api::global;
-use crate::registry::DescriptorHandle;
+use crate::registry::{DescriptorHandle, StreamKey};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -166,6 +167,98 @@ pub fn with_allocator<R>(
     f: impl FnOnce(&PluggableAllocator) -> Result<R>,
 ) -> Result<R> {
     with_callable(handle.as_ptr(), f)
+}
+
+/// The hit of the hot paths (the descriptor callbacks,
+/// `aclallocPluggableMalloc` / `aclallocPluggableFree`): `f` on the
+/// allocator of `key`, pinned on `key`, when `key` sits in its direct slot
+/// and this thread has its pin slot already. `None`, having done nothing,
+/// otherwise: the caller then goes on by its slow path ([`with_allocator`],
+/// which finds any live allocator and names what is wrong). Makes no call
+/// of its own, so that a caller whose `f` makes none that can unwind has a
+/// boundary that compiles to nothing.
+#[inline(always)]
+pub(crate) fn with_direct<R>(key: usize, f: impl FnOnce(&PluggableAllocator) -> R) -> Option<R> {
+    if key == 0 {
+        // A free direct slot holds handle 0.
+        return None;
+    }
+    let pin = pin::enter_claimed(key)?;
+    let slot = direct(key);
+    if slot.handle.load(Ordering::Acquire) != key {
+        return None;
+    }
+    // SAFETY: as in `with_callable`: pinned on `key` before its handle was
+    // read in the slot, so destroy neither frees the slot nor drops the
+    // allocator until `pin` drops, after `f` returns.
+    let allocator = unsafe { &*slot.allocator.load(Ordering::Relaxed) };
+    let result = f(allocator);
+    drop(pin);
+    Some(result)
+}
+
+/// The answer of a hot path's boundary: `Some` C value (a caught panic is
+/// answered too, with the failure value, its message recorded), or `None`:
+/// not answered, nothing done; the caller goes on by its slow path, after
+/// the boundary, so that the call is a tail call.
+pub(crate) struct Hit<T>(pub(crate) Option<T>);
+
+impl<T: FfiReturn> FfiReturn for Hit<T> {
+    type Ok = Hit<T>;
+    fn success(value: Hit<T>) -> Self {
+        value
+    }
+    fn failure(code: aclError) -> Self {
+        Hit(Some(T::failure(code)))
+    }
+}
+
+/// Records a hot path's failure for `aclGetRecentErrMsg` under `function`
+/// (what the boundary does with an `Err`), out of line, so that no `Error`
+/// is built in the hot function's frame: the C code.
+#[cold]
+#[inline(never)]
+pub(crate) fn failed(function: &'static str, error: Error) -> aclError {
+    errlog::record(function, error);
+    error.code()
+}
+
+/// The allocation of the hot paths, pinned on the allocator's handle
+/// (inside [`with_direct`]): `None`, having done nothing, while a destroy
+/// decides (the slow path refuses it with the message) or for a size
+/// `ssize_t` cannot hold; otherwise the block, or the failure's code with
+/// its message recorded under `function` (the plugin was called).
+#[inline(always)]
+pub(crate) fn alloc_pinned(
+    function: &'static str,
+    allocator: &PluggableAllocator,
+    size: usize,
+    stream: Option<StreamKey>,
+) -> Option<std::result::Result<NonNull<c_void>, aclError>> {
+    if allocator.closing.load(Ordering::Relaxed) || isize::try_from(size).is_err() {
+        return None;
+    }
+    Some(
+        match allocator.alloc(size, context::current_device(), stream) {
+            Ok(block) => Ok(block),
+            Err(error) => Err(failed(function, error)),
+        },
+    )
+}
+
+/// The free of the hot paths, pinned on the allocator's handle (inside
+/// [`with_direct`]): `Err` with the failure's code and its message recorded
+/// under `function`.
+#[inline(always)]
+pub(crate) fn free_pinned(
+    function: &'static str,
+    allocator: &PluggableAllocator,
+    block: NonNull<c_void>,
+) -> std::result::Result<(), aclError> {
+    match allocator.free(block) {
+        Ok(()) => Ok(()),
+        Err(error) => Err(failed(function, error)),
+    }
 }
 
 struct Entry {
@@ -344,9 +437,38 @@ pub fn destroy(
     Ok(())
 }
 
+const ALLOC_CALLBACK: &str = "aclallocPluggable alloc callback";
+const FREE_CALLBACK: &str = "aclallocPluggable free callback";
+
 /// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor.
+///
+/// The hit (the allocator in its direct slot, not closing, this thread's
+/// pin slot claimed) is answered inside the boundary by a body whose only
+/// call that can unwind is the plugin's own (its guard aborts, so nothing
+/// unwinds out of it) and whose failures are recorded out of line; anything
+/// else goes on by a tail call to [`desc_alloc_slow`], the same signature,
+/// which runs its own boundary.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
-    boundary("aclallocPluggable alloc callback", || {
+    let hit = boundary::<Hit<*mut c_void>>(ALLOC_CALLBACK, || {
+        Ok(Hit(with_direct(obj as usize, |allocator| {
+            alloc_pinned(ALLOC_CALLBACK, allocator, size, serving::current())
+        })
+        .flatten()
+        .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr))))
+    });
+    match hit.0 {
+        Some(block) => block,
+        // SAFETY: the caller's contract, handed on.
+        None => unsafe { desc_alloc_slow(obj, size) },
+    }
+}
+
+/// [`desc_alloc`] when the hit does not answer: any live allocator, the
+/// closing check, the failure named.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn desc_alloc_slow(obj: *mut c_void, size: usize) -> *mut c_void {
+    boundary(ALLOC_CALLBACK, || {
         with_callable(obj, |allocator| {
             refuse_if_closing(allocator)?;
             allocator
@@ -356,9 +478,27 @@ unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
     })
 }
 
-/// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor.
+/// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor: the hit
+/// as in [`desc_alloc`], the rest by a tail call to [`desc_free_slow`].
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
-    boundary("aclallocPluggable free callback", || {
+    let hit = boundary::<Hit<()>>(FREE_CALLBACK, || {
+        Ok(Hit(NonNull::new(block).and_then(|block| {
+            with_direct(obj as usize, |allocator| {
+                let _ = free_pinned(FREE_CALLBACK, allocator, block);
+            })
+        })))
+    });
+    if hit.0.is_none() {
+        // SAFETY: the caller's contract, handed on.
+        unsafe { desc_free_slow(obj, block) }
+    }
+}
+
+/// [`desc_free`] when the hit does not answer.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn desc_free_slow(obj: *mut c_void, block: *mut c_void) {
+    boundary(FREE_CALLBACK, || {
         let block = NonNull::new(block).ok_or(Error::NullPointer { param: "block" })?;
         with_callable(obj, |allocator| allocator.free(block))
     })
