@@ -184,12 +184,22 @@ pub fn enter_claimed(value: usize) -> Option<Pin> {
 fn enter_slot(slot: &'static PinSlot, value: usize) -> Pin {
     let outer = slot.value.load(Ordering::Relaxed);
     slot.value.store(value, Ordering::Relaxed);
-    if slot.light_is_compiler_fence.load(Ordering::Relaxed) {
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        fence(Ordering::SeqCst);
+    if !slot.light_is_compiler_fence.load(Ordering::Relaxed) {
+        // Out of line, so that the usual case falls through (no taken jump
+        // over the fence on every pin).
+        full_fence();
     }
+    compiler_fence(Ordering::SeqCst);
     Pin { slot, outer }
+}
+
+/// The full fence of a process whose kernel refused membarrier. `extern
+/// "C"`: a call that cannot unwind, so it adds no landing pad to the hot
+/// paths that pin.
+#[cold]
+#[inline(never)]
+extern "C" fn full_fence() {
+    fence(Ordering::SeqCst);
 }
 
 /// Runs `f` with this thread's pin set to `value` (non-zero), as [`enter`];

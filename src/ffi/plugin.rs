@@ -197,35 +197,38 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     stream: aclrtStream,
 ) -> aclError {
     // The hit (valid arguments, the allocator in its direct slot and not
-    // closing, this thread's pin slot claimed) is answered inside the
-    // boundary by a body whose only call that can unwind is the plugin's
-    // own (its guard aborts) and whose failures are recorded out of line,
-    // so the frame keeps only what lives across the plugin's call (see
-    // docs/BENCHMARKS.md, row 5a, plugc16). Anything else goes on by a tail
-    // call to `pluggable_malloc_slow`, the same signature, which checks and
-    // names everything under its own boundary.
-    let hit = boundary::<Hit<aclError>>(MALLOC, || {
-        if devPtr.is_null() {
-            return Ok(Hit(None));
-        }
-        let stream = StreamKey::from_ptr(stream);
-        let allocated = published::with_direct(allocator as usize, |a| {
-            published::alloc_pinned(MALLOC, a, size, stream)
-        });
-        Ok(Hit(allocated.flatten().map(|r| match r {
-            Ok(block) => {
-                // SAFETY: the caller's contract; checked non-NULL above.
-                unsafe { devPtr.write(block.as_ptr()) };
-                ACL_SUCCESS
-            }
-            Err(code) => code,
-        })))
-    });
-    match hit.0 {
-        Some(code) => code,
-        // SAFETY: the caller's contract, handed on.
-        None => unsafe { pluggable_malloc_slow(allocator, devPtr, size, stream) },
-    }
+    // closing, this thread's pin slot claimed) is answered by a body whose
+    // failures are recorded out of line (no `Error` in this frame), so the
+    // frame keeps little more than what lives across the plugin's call (see
+    // docs/BENCHMARKS.md, row 5a, plugc16). Anything else goes to
+    // `pluggable_malloc_slow`, which checks and names everything under its
+    // own boundary.
+    boundary::<Hit<aclError>>(MALLOC, || {
+        let stream_key = StreamKey::from_ptr(stream);
+        let hit = match NonNull::new(devPtr) {
+            None => None,
+            Some(out) => published::with_direct(allocator as usize, |a| {
+                published::alloc_pinned(MALLOC, a, size, stream_key)
+            })
+            .flatten()
+            .map(|r| match r {
+                Ok(block) => {
+                    // SAFETY: the caller's contract; not NULL.
+                    unsafe { out.write(block.as_ptr()) };
+                    ACL_SUCCESS
+                }
+                Err(code) => code,
+            }),
+        };
+        // The slow path is called from here, unpinned, before the plugin
+        // was: so the arguments it takes need not live across the plugin's
+        // call (a call after the boundary would keep them in registers).
+        Ok(Hit(Some(hit.unwrap_or_else(|| {
+            // SAFETY: the caller's contract, handed on.
+            unsafe { pluggable_malloc_slow(allocator, devPtr, size, stream) }
+        }))))
+    })
+    .answer()
 }
 
 const MALLOC: &str = "aclallocPluggableMalloc";
@@ -267,18 +270,18 @@ pub extern "C" fn aclallocPluggableFree(
     allocator: aclallocPluggable,
     devPtr: *mut c_void,
 ) -> aclError {
-    // The hit as in `aclallocPluggableMalloc`; the rest by a tail call.
-    let hit = boundary::<Hit<aclError>>(FREE, || {
-        Ok(Hit(NonNull::new(devPtr).and_then(|block| {
+    // The hit as in `aclallocPluggableMalloc`; the rest by the slow path.
+    boundary::<Hit<aclError>>(FREE, || {
+        let hit = NonNull::new(devPtr).and_then(|block| {
             published::with_direct(allocator as usize, |a| {
                 published::free_pinned(FREE, a, block).map_or_else(|code| code, |()| ACL_SUCCESS)
             })
-        })))
-    });
-    match hit.0 {
-        Some(code) => code,
-        None => pluggable_free_slow(allocator, devPtr),
-    }
+        });
+        Ok(Hit(Some(
+            hit.unwrap_or_else(|| pluggable_free_slow(allocator, devPtr)),
+        )))
+    })
+    .answer()
 }
 
 /// `aclallocPluggableFree` when the hit does not answer.

@@ -198,10 +198,19 @@ pub(crate) fn with_direct<R>(key: usize, f: impl FnOnce(&PluggableAllocator) -> 
 }
 
 /// The answer of a hot path's boundary: `Some` C value (a caught panic is
-/// answered too, with the failure value, its message recorded), or `None`:
-/// not answered, nothing done; the caller goes on by its slow path, after
-/// the boundary, so that the call is a tail call.
+/// answered too, with the failure value, its message recorded). The hot
+/// paths call their slow paths inside the boundary and always answer; the
+/// `Option` lets a body produce the value without an `Error` in its frame.
 pub(crate) struct Hit<T>(pub(crate) Option<T>);
+
+impl<T: FfiReturn> Hit<T> {
+    /// The C value (the failure value if there is none).
+    #[inline(always)]
+    pub(crate) fn answer(self) -> T {
+        self.0
+            .unwrap_or_else(|| T::failure(crate::core::error::ACL_ERROR_INTERNAL_ERROR))
+    }
+}
 
 impl<T: FfiReturn> FfiReturn for Hit<T> {
     type Ok = Hit<T>;
@@ -443,24 +452,23 @@ const FREE_CALLBACK: &str = "aclallocPluggable free callback";
 /// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor.
 ///
 /// The hit (the allocator in its direct slot, not closing, this thread's
-/// pin slot claimed) is answered inside the boundary by a body whose only
-/// call that can unwind is the plugin's own (its guard aborts, so nothing
-/// unwinds out of it) and whose failures are recorded out of line; anything
-/// else goes on by a tail call to [`desc_alloc_slow`], the same signature,
-/// which runs its own boundary.
+/// pin slot claimed) is answered by a body whose failures are recorded out
+/// of line (no `Error` in its frame); anything else goes, unpinned and
+/// before the plugin is called, to [`desc_alloc_slow`], which runs its own
+/// boundary.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
-    let hit = boundary::<Hit<*mut c_void>>(ALLOC_CALLBACK, || {
-        Ok(Hit(with_direct(obj as usize, |allocator| {
+    boundary::<Hit<*mut c_void>>(ALLOC_CALLBACK, || {
+        let hit = with_direct(obj as usize, |allocator| {
             alloc_pinned(ALLOC_CALLBACK, allocator, size, serving::current())
         })
         .flatten()
-        .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr))))
-    });
-    match hit.0 {
-        Some(block) => block,
-        // SAFETY: the caller's contract, handed on.
-        None => unsafe { desc_alloc_slow(obj, size) },
-    }
+        .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr));
+        // SAFETY (the slow path): the caller's contract, handed on.
+        Ok(Hit(Some(hit.unwrap_or_else(|| unsafe {
+            desc_alloc_slow(obj, size)
+        }))))
+    })
+    .answer()
 }
 
 /// [`desc_alloc`] when the hit does not answer: any live allocator, the
@@ -479,19 +487,21 @@ unsafe extern "C" fn desc_alloc_slow(obj: *mut c_void, size: usize) -> *mut c_vo
 }
 
 /// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor: the hit
-/// as in [`desc_alloc`], the rest by a tail call to [`desc_free_slow`].
+/// as in [`desc_alloc`], the rest by [`desc_free_slow`].
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
-    let hit = boundary::<Hit<()>>(FREE_CALLBACK, || {
-        Ok(Hit(NonNull::new(block).and_then(|block| {
+    boundary::<Hit<()>>(FREE_CALLBACK, || {
+        let hit = NonNull::new(block).and_then(|block| {
             with_direct(obj as usize, |allocator| {
                 let _ = free_pinned(FREE_CALLBACK, allocator, block);
             })
-        })))
-    });
-    if hit.0.is_none() {
-        // SAFETY: the caller's contract, handed on.
-        unsafe { desc_free_slow(obj, block) }
-    }
+        });
+        if hit.is_none() {
+            // SAFETY: the caller's contract, handed on.
+            unsafe { desc_free_slow(obj, block) }
+        }
+        Ok(Hit(Some(())))
+    })
+    .answer()
 }
 
 /// [`desc_free`] when the hit does not answer.
