@@ -463,9 +463,9 @@ unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
         })
         .flatten()
         .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr));
-        // SAFETY (the slow path): the caller's contract, handed on.
-        Ok(Hit(Some(hit.unwrap_or_else(|| unsafe {
-            desc_alloc_slow(obj, size)
+        Ok(Hit(Some(hit.unwrap_or_else(|| {
+            // SAFETY: the caller's contract, handed on.
+            unsafe { desc_alloc_slow(obj, size) }
         }))))
     })
     .answer()
@@ -694,6 +694,77 @@ mod tests {
         destroy(b, |_| false).unwrap();
         assert!(with_allocator(a, |_| Ok(())).is_err());
         assert!(with_allocator(b, |_| Ok(())).is_err());
+    }
+
+    /// A callback's answer on a new thread, twice: the thread's first pin
+    /// (which the hot path leaves to the slow path), then the hot path.
+    /// Each with the message it left.
+    fn first_and_hot<T: Send>(call: impl Fn() -> T + Send + Sync) -> [(T, Option<String>); 2] {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                [0, 1].map(|_| {
+                    let _ = errlog::take_recent();
+                    let answer = call();
+                    (answer, errlog::take_recent())
+                })
+            })
+            .join()
+            .unwrap()
+        })
+    }
+
+    #[test]
+    fn the_callbacks_hot_path_and_a_threads_first_call_answer_the_same() {
+        let (h, d) = publish(counting()).unwrap();
+        let c = callbacks(d);
+        let obj = c.obj.as_ptr() as usize;
+        let (alloc_fn, free_fn) = (c.alloc, c.free);
+        // SAFETY: the allocator's own callbacks with its object (live or
+        // destroyed); every pointer passed is refused before it is used, or
+        // is a block alloc returned, freed once.
+        let alloc = move |size: usize| unsafe { alloc_fn(obj as *mut c_void, size) } as usize;
+        // SAFETY: as for `alloc`.
+        let free = move |block: usize| unsafe { free_fn(obj as *mut c_void, block as *mut c_void) };
+        for (block, message) in first_and_hot(|| {
+            let block = alloc(16);
+            free(block);
+            block
+        }) {
+            assert!(block != 0 && message.is_none(), "{message:?}");
+        }
+        assert_eq!(get(h).unwrap().stats().free_count, 2);
+        let refused = |text: &str, answers: [(usize, Option<String>); 2]| {
+            for (i, (answer, message)) in answers.into_iter().enumerate() {
+                assert_eq!(answer, 0, "call {i}");
+                let message = message.unwrap_or_else(|| panic!("call {i}: no message"));
+                assert!(message.contains(text), "call {i}: {message}");
+            }
+        };
+        let free_refused = |block: usize| {
+            free(block);
+            0
+        };
+        refused(
+            "not allocated here",
+            first_and_hot(|| free_refused(0x5EED_0001)),
+        );
+        refused("block", first_and_hot(|| free_refused(0)));
+        refused("larger than ssize_t", first_and_hot(|| alloc(usize::MAX)));
+        let allocator = get(h).unwrap();
+        allocator.closing.store(true, Ordering::SeqCst);
+        refused("being destroyed", first_and_hot(|| alloc(16)));
+        assert_eq!(allocator.stats().alloc_count, 2, "the plugin was not asked");
+        allocator.closing.store(false, Ordering::SeqCst);
+        drop(allocator);
+        destroy(h, |_| false).unwrap();
+        refused(
+            "not a live pluggable allocator",
+            first_and_hot(|| alloc(16)),
+        );
+        refused(
+            "not a live pluggable allocator",
+            first_and_hot(|| free_refused(0x5EED_0001)),
+        );
     }
 
     static HOLD_ALLOC: AtomicUsize = AtomicUsize::new(0);
