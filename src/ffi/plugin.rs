@@ -10,7 +10,7 @@ use super::args::{self, Out};
 use super::boundary::boundary;
 use super::types::*;
 use crate::core::error::{Error, Result, ACL_SUCCESS};
-use crate::plugin::published::Hit;
+use crate::plugin::published::Answer;
 use crate::plugin::{context, published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, OsStr};
@@ -203,7 +203,7 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     // docs/BENCHMARKS.md, row 5a, plugc16). Anything else goes to
     // `pluggable_malloc_slow`, which checks and names everything under its
     // own boundary.
-    boundary::<Hit<aclError>>(MALLOC, || {
+    boundary::<Answer<aclError>>(MALLOC, || {
         let stream_key = StreamKey::from_ptr(stream);
         let hit = match NonNull::new(devPtr) {
             None => None,
@@ -223,12 +223,12 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
         // The slow path is called from here, unpinned, before the plugin
         // was: so the arguments it takes need not live across the plugin's
         // call (a call after the boundary would keep them in registers).
-        Ok(Hit(Some(hit.unwrap_or_else(|| {
+        Ok(Answer(hit.unwrap_or_else(|| {
             // SAFETY: the caller's contract, handed on.
             unsafe { pluggable_malloc_slow(allocator, devPtr, size, stream) }
-        }))))
+        })))
     })
-    .answer()
+    .0
 }
 
 const MALLOC: &str = "aclallocPluggableMalloc";
@@ -271,17 +271,17 @@ pub extern "C" fn aclallocPluggableFree(
     devPtr: *mut c_void,
 ) -> aclError {
     // The hit as in `aclallocPluggableMalloc`; the rest by the slow path.
-    boundary::<Hit<aclError>>(FREE, || {
+    boundary::<Answer<aclError>>(FREE, || {
         let hit = NonNull::new(devPtr).and_then(|block| {
             published::with_direct(allocator as usize, |a| {
                 published::free_pinned(FREE, a, block).map_or_else(|code| code, |()| ACL_SUCCESS)
             })
         });
-        Ok(Hit(Some(hit.unwrap_or_else(|| {
-            pluggable_free_slow(allocator, devPtr)
-        }))))
+        Ok(Answer(
+            hit.unwrap_or_else(|| pluggable_free_slow(allocator, devPtr)),
+        ))
     })
-    .answer()
+    .0
 }
 
 /// `aclallocPluggableFree` when the hit does not answer.

@@ -197,28 +197,19 @@ pub(crate) fn with_direct<R>(key: usize, f: impl FnOnce(&PluggableAllocator) -> 
     Some(result)
 }
 
-/// The answer of a hot path's boundary: `Some` C value (a caught panic is
-/// answered too, with the failure value, its message recorded). The hot
-/// paths call their slow paths inside the boundary and always answer; the
-/// `Option` lets a body produce the value without an `Error` in its frame.
-pub(crate) struct Hit<T>(pub(crate) Option<T>);
+/// The C value a hot path's body answers with, as the boundary's success:
+/// the body returns the value itself (its failures recorded out of line,
+/// [`failed`]), not an `Error`, so none is built in its frame; a caught
+/// panic is answered with the failure value, its message recorded.
+pub(crate) struct Answer<T>(pub(crate) T);
 
-impl<T: FfiReturn> Hit<T> {
-    /// The C value (the failure value if there is none).
-    #[inline(always)]
-    pub(crate) fn answer(self) -> T {
-        self.0
-            .unwrap_or_else(|| T::failure(crate::core::error::ACL_ERROR_INTERNAL_ERROR))
-    }
-}
-
-impl<T: FfiReturn> FfiReturn for Hit<T> {
-    type Ok = Hit<T>;
-    fn success(value: Hit<T>) -> Self {
+impl<T: FfiReturn> FfiReturn for Answer<T> {
+    type Ok = Answer<T>;
+    fn success(value: Answer<T>) -> Self {
         value
     }
     fn failure(code: aclError) -> Self {
-        Hit(Some(T::failure(code)))
+        Answer(T::failure(code))
     }
 }
 
@@ -457,18 +448,18 @@ const FREE_CALLBACK: &str = "aclallocPluggable free callback";
 /// before the plugin is called, to [`desc_alloc_slow`], which runs its own
 /// boundary.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
-    boundary::<Hit<*mut c_void>>(ALLOC_CALLBACK, || {
+    boundary::<Answer<*mut c_void>>(ALLOC_CALLBACK, || {
         let hit = with_direct(obj as usize, |allocator| {
             alloc_pinned(ALLOC_CALLBACK, allocator, size, serving::current())
         })
         .flatten()
         .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr));
-        Ok(Hit(Some(hit.unwrap_or_else(|| {
+        Ok(Answer(hit.unwrap_or_else(|| {
             // SAFETY: the caller's contract, handed on.
             unsafe { desc_alloc_slow(obj, size) }
-        }))))
+        })))
     })
-    .answer()
+    .0
 }
 
 /// [`desc_alloc`] when the hit does not answer: any live allocator, the
@@ -489,7 +480,7 @@ unsafe extern "C" fn desc_alloc_slow(obj: *mut c_void, size: usize) -> *mut c_vo
 /// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor: the hit
 /// as in [`desc_alloc`], the rest by [`desc_free_slow`].
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
-    boundary::<Hit<()>>(FREE_CALLBACK, || {
+    boundary::<Answer<()>>(FREE_CALLBACK, || {
         let hit = NonNull::new(block).and_then(|block| {
             with_direct(obj as usize, |allocator| {
                 let _ = free_pinned(FREE_CALLBACK, allocator, block);
@@ -499,9 +490,9 @@ unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
             // SAFETY: the caller's contract, handed on.
             unsafe { desc_free_slow(obj, block) }
         }
-        Ok(Hit(Some(())))
+        Ok(Answer(()))
     })
-    .answer()
+    .0
 }
 
 /// [`desc_free`] when the hit does not answer.
