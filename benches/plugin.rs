@@ -119,7 +119,7 @@ fn default_allocator_raw(b: Bencher) {
 // library), find the allocator in a direct-mapped slot (one load and
 // compare of the handle, one load of the allocator, as the library), call
 // the plugin, write the block out, unpin. `floor_pin_plugin` calls the
-// plugin's functions through their pointers and nothing else;
+// plugin's functions through pointers loaded from memory and nothing else;
 // `floor_pin_books` calls `PluggableAllocator::alloc`/`free` instead (the
 // books of live blocks and the counters, and the plugin under its unwind
 // guard: the Rust API) and tells the plugin the thread's current device.
@@ -148,8 +148,18 @@ static FLOOR_SLOTS: [FloorSlot; 64] = [FLOOR_FREE; 64];
 /// A handle with the library's shape (tag in the top bits, id below).
 const FLOOR_HANDLE: usize = 0xF100_0000_0000_0007;
 
+/// The plugin's functions as `floor_pin_plugin` finds them: loaded, then
+/// called through the pointer (as the library calls a loaded plugin).
+static FLOOR_ALLOC: AtomicUsize = AtomicUsize::new(0);
+static FLOOR_FREE_FN: AtomicUsize = AtomicUsize::new(0);
+
+type StubAlloc = unsafe extern "C" fn(isize, i32, *mut c_void) -> *mut c_void;
+type StubFree = unsafe extern "C" fn(*mut c_void, isize, i32, *mut c_void);
+
 /// Puts a leaked allocator over the stub plugin in its floor slot.
 fn floor_allocator() -> *mut c_void {
+    FLOOR_ALLOC.store(stub_alloc as StubAlloc as usize, Ordering::Relaxed);
+    FLOOR_FREE_FN.store(stub_free as StubFree as usize, Ordering::Relaxed);
     let slot = &FLOOR_SLOTS[FLOOR_HANDLE & 63];
     if slot.handle.load(Ordering::Acquire) != FLOOR_HANDLE {
         let a = Box::leak(Box::new(PluggableAllocator::from_functions(functions())));
@@ -185,7 +195,8 @@ unsafe extern "C" fn floor_plugin_malloc(
     stream: *mut c_void,
 ) -> i32 {
     floor_pinned(h, |_| {
-        let p = unsafe { stub_alloc(size as isize, 0, stream) };
+        let alloc: StubAlloc = unsafe { std::mem::transmute(FLOOR_ALLOC.load(Ordering::Relaxed)) };
+        let p = unsafe { alloc(size as isize, 0, stream) };
         unsafe { out.write(p) };
         0
     })
@@ -195,7 +206,8 @@ unsafe extern "C" fn floor_plugin_malloc(
 #[inline(never)]
 unsafe extern "C" fn floor_plugin_free(h: *mut c_void, p: *mut c_void) -> i32 {
     floor_pinned(h, |_| {
-        unsafe { stub_free(p, SIZE as isize, 0, std::ptr::null_mut()) };
+        let free: StubFree = unsafe { std::mem::transmute(FLOOR_FREE_FN.load(Ordering::Relaxed)) };
+        unsafe { free(p, SIZE as isize, 0, std::ptr::null_mut()) };
         0
     })
     .unwrap_or(1)
