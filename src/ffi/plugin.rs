@@ -513,10 +513,13 @@ mod tests {
         let a = publish_one();
         let ha = a as usize;
         let handle = PluggableHandle::from_ptr(a).unwrap();
+        let free = |p: *mut c_void| aclallocPluggableFree(ha as aclallocPluggable, p);
         let mut block = std::ptr::null_mut();
         assert_eq!(malloc(ha, &mut block, 64), ACL_SUCCESS);
         let allocator = published::get(handle).unwrap();
-        allocator.closing.store(true, Ordering::SeqCst);
+        // What a destroy does while it decides.
+        let in_direct_slot = published::close(handle, &allocator).unwrap();
+        assert_eq!(published::close(handle, &allocator), None, "one claim");
         let calls = allocator.stats().alloc_count + allocator.stats().failed_alloc_count;
         both_fail(
             first_and_hot(|out| malloc(ha, out, 64)),
@@ -529,10 +532,21 @@ mod tests {
             calls,
             "the plugin was not asked"
         );
-        // A free goes on (on this thread, whose pin is claimed: the hot path).
-        assert_eq!(aclallocPluggableFree(a, block), ACL_SUCCESS);
+        // A free goes on.
+        assert_eq!(free(block), ACL_SUCCESS);
         assert_eq!(allocator.stats().free_count, 1);
-        allocator.closing.store(false, Ordering::SeqCst);
+        // A destroy that refuses opens it again, through the hot path too.
+        published::reopen(handle, &allocator, in_direct_slot);
+        let reopened = first_and_hot(|out| {
+            let code = malloc(ha, out, 64);
+            // SAFETY: `out` is the caller's local, written on success.
+            let block = unsafe { *out };
+            assert_eq!(free(block), ACL_SUCCESS);
+            code
+        });
+        for (code, m, _) in reopened {
+            assert_eq!((code, m), (ACL_SUCCESS, None));
+        }
         drop(allocator);
         assert_eq!(aclallocPluggableDestroy(a), ACL_SUCCESS);
     }

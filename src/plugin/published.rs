@@ -79,10 +79,13 @@ const DIRECT_SLOTS: usize = 64;
 /// - a slot is free when `allocator` is null; `publish` claims it with a
 ///   compare-exchange of `allocator` from null, then stores `handle`
 ///   (release), so a reader that sees the handle sees its allocator;
-/// - `destroy` stores 0 in `handle` before it waits for the pinned callers,
-///   and nulls `allocator` (freeing the slot) only after that wait. So while
-///   a pinned caller that read its handle here runs, the slot cannot be
-///   claimed for another allocator: `allocator` is read once, no re-check.
+/// - `destroy` stores 0 in `handle` when it starts to decide ([`close`]:
+///   from then on the hot paths miss and the slow paths refuse new
+///   allocations), before it waits for the pinned callers, and nulls
+///   `allocator` (freeing the slot) only after its last wait; a destroy
+///   that refuses stores the handle back ([`reopen`]). So while a pinned
+///   caller that read its handle here runs, the slot cannot be claimed for
+///   another allocator: `allocator` is read once, no re-check.
 struct DirectSlot {
     handle: AtomicUsize,
     allocator: AtomicPtr<PluggableAllocator>,
@@ -224,8 +227,7 @@ pub(crate) fn failed(function: &'static str, error: Error) -> aclError {
 }
 
 /// The allocation of the hot paths, pinned on the allocator's handle
-/// (inside [`with_direct`]): `None`, having done nothing, while a destroy
-/// decides (the slow path refuses it with the message) or for a size
+/// (inside [`with_direct`]): `None`, having done nothing, for a size
 /// `ssize_t` cannot hold; otherwise the block, or the failure's code with
 /// its message recorded under `function` (the plugin was called).
 #[inline(always)]
@@ -235,7 +237,9 @@ pub(crate) fn alloc_pinned(
     size: usize,
     stream: Option<StreamKey>,
 ) -> Option<std::result::Result<NonNull<c_void>, aclError>> {
-    if allocator.closing.load(Ordering::Relaxed) || isize::try_from(size).is_err() {
+    // No closing check: a destroy that decides has taken the handle out of
+    // its direct slot (`close`), so a hit is not closing.
+    if isize::try_from(size).is_err() {
         return None;
     }
     Some(
@@ -352,6 +356,45 @@ pub fn from_obj(obj: AllocatorObj) -> Option<Arc<PluggableAllocator>> {
     lookup(obj.as_ptr())
 }
 
+/// Starts a destroy's decision on `allocator` (the allocator of `handle`):
+/// sets its closing flag, which the slow paths check, and takes the handle
+/// out of its direct slot, so that the hot paths, which do not read the
+/// flag (one load fewer on their chain), go to the slow paths. The slot
+/// keeps its allocator, so no other handle can claim it meanwhile. `None`
+/// when another destroy has the claim; otherwise whether the handle was
+/// in its direct slot (for [`reopen`] and the final release of the slot).
+///
+/// The hot path pins, then reads the slot's handle; this stores the
+/// handle, and the caller then waits the pins out (`pin::wait_unpinned`):
+/// an allocation that saw the handle is waited for, and its block counted.
+pub(crate) fn close(handle: PluggableHandle, allocator: &PluggableAllocator) -> Option<bool> {
+    allocator
+        .closing
+        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+        .ok()?;
+    let slot = direct(handle.get());
+    let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
+    if in_direct_slot {
+        slot.handle.store(0, Ordering::Relaxed);
+    }
+    Some(in_direct_slot)
+}
+
+/// Ends a destroy's decision that refused: the allocator serves new
+/// allocations again, through its direct slot if it had it.
+pub(crate) fn reopen(
+    handle: PluggableHandle,
+    allocator: &PluggableAllocator,
+    in_direct_slot: bool,
+) {
+    if in_direct_slot {
+        direct(handle.get())
+            .handle
+            .store(handle.get(), Ordering::Release);
+    }
+    allocator.closing.store(false, Ordering::Relaxed);
+}
+
 /// Destroys a pluggable allocator and the descriptor made for it. Refused
 /// while blocks are live, a stream is still registered with it, or
 /// `is_default` says it serves as the default allocator, since any of them
@@ -396,21 +439,17 @@ pub fn destroy(
     }
     // New allocations are refused from here on (frees go on), and the ones
     // already inside finish; then no block can appear any more, and the
-    // count of live blocks is final. Setting the flag is also the claim:
-    // of two destroys at once, one goes ahead.
-    if allocator
-        .closing
-        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
-        .is_err()
-    {
+    // count of live blocks is final. Closing is also the claim: of two
+    // destroys at once, one goes ahead.
+    let Some(in_direct_slot) = close(handle, &allocator) else {
         return Err(BEING_DESTROYED);
-    }
+    };
     pin::wait_unpinned(handle.get());
     let live = allocator.live_blocks();
     if live > 0 {
         // An allocation that was inside when the checks above ran left a
         // block: refused, as if the block had been live at the check.
-        allocator.closing.store(false, Ordering::Relaxed);
+        reopen(handle, &allocator, in_direct_slot);
         return Err(Error::StillInUse {
             what: "Blocks it handed out that were not freed",
             count: live,
@@ -418,13 +457,10 @@ pub fn destroy(
     }
     // The callbacks stop finding it, and the ones already inside (frees
     // finishing in the plugin) return, before the allocator can be dropped
-    // (and its object unloaded).
+    // (and its object unloaded). (The direct slot stopped serving it at
+    // `close`.)
     callable().remove(handle.value());
     let slot = direct(handle.get());
-    let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
-    if in_direct_slot {
-        slot.handle.store(0, Ordering::Relaxed);
-    }
     pin::wait_unpinned(handle.get());
     if in_direct_slot {
         // No caller can be using it through the slot any more: free it.
@@ -742,10 +778,15 @@ mod tests {
         refused("block", first_and_hot(|| free_refused(0)));
         refused("larger than ssize_t", first_and_hot(|| alloc(usize::MAX)));
         let allocator = get(h).unwrap();
-        allocator.closing.store(true, Ordering::SeqCst);
+        let was_direct = in_direct_slot(h);
+        // What a destroy does while it decides.
+        let closed_in_slot = close(h, &allocator).unwrap();
+        assert_eq!(closed_in_slot, was_direct);
         refused("being destroyed", first_and_hot(|| alloc(16)));
         assert_eq!(allocator.stats().alloc_count, 2, "the plugin was not asked");
-        allocator.closing.store(false, Ordering::SeqCst);
+        assert!(!in_direct_slot(h), "the hot paths no longer find it");
+        reopen(h, &allocator, closed_in_slot);
+        assert_eq!(in_direct_slot(h), was_direct, "back in its slot");
         drop(allocator);
         destroy(h, |_| false).unwrap();
         refused(
@@ -781,6 +822,7 @@ mod tests {
             memory_fraction: None,
         }))
         .unwrap();
+        let was_direct = in_direct_slot(h);
         HOLD_ALLOC.store(1, Ordering::SeqCst);
         let user = std::thread::spawn(move || {
             with_allocator(h, |a| a.alloc(16, 0, None))
@@ -817,6 +859,11 @@ mod tests {
                 count: 1
             }),
             "the block the call left makes destroy refuse"
+        );
+        assert_eq!(
+            in_direct_slot(h),
+            was_direct,
+            "served by its direct slot again"
         );
         // Still served, through its direct slot or the shared table.
         let p = NonNull::new(block as *mut c_void).unwrap();
