@@ -68,7 +68,9 @@ impl AllocState {
     #[inline(always)]
     pub(crate) fn enter(&self, stream: usize) -> Option<Inside<'_>> {
         let allocator = self.allocator;
-        let g = self.books.enter(stream, |current| {
+        // `move`: a closure of references would make the caller store the
+        // two words on its stack on every entry, for a report that is rare.
+        let g = self.books.enter(stream, move |current| {
             record(Fault::ConcurrentUse {
                 allocator,
                 stream,

@@ -70,7 +70,7 @@ pub unsafe extern "C" fn track_alloc(obj: *mut c_void, size: usize) -> *mut c_vo
     // SAFETY: the function's contract.
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
-    let site = || Callback::Alloc {
+    let site = move || Callback::Alloc {
         stream: t.stream().get().get(),
         descriptor: t.registration.descriptor.get(),
     };
@@ -157,7 +157,7 @@ pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
     let stream = t.stream().get().get();
-    let site = || Callback::Free {
+    let site = move || Callback::Free {
         stream,
         descriptor: t.registration.descriptor.get(),
     };
