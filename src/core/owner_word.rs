@@ -54,12 +54,10 @@
 //! biased thread out.
 //!
 //! The fences are `core::barrier`'s: `light` is a compiler fence
-//! once `barrier::init` has found membarrier, `heavy` is
-//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, a few microseconds. The
-//! slow path calls `init` before it grants a bias, and grants none where
-//! membarrier is refused (every entry then takes the compare-exchange), so
-//! a biased thread takes the compiler fence directly, without loading the
-//! barrier's mode.
+//! once `barrier::init` has found membarrier (a full fence before that,
+//! always correct), `heavy` is `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`,
+//! a few microseconds. The slow path calls `init` before it first grants a
+//! bias, so a biased thread's fences are cheap.
 //!
 //! **Who gets the bias.** A thread that takes `word` a number of times in a
 //! row (no other thread in between) gets the bias; the number starts at
@@ -162,19 +160,7 @@ impl Default for OwnerWord {
 }
 
 #[cfg(not(loom))]
-use crate::core::barrier::{heavy, init as barrier_init, is_asymmetric};
-
-/// The biased thread's fence between its store to `fast_inside` and its
-/// loads of `word` and `bias`: `barrier::light`, which is a compiler fence
-/// once membarrier is registered. A bias is granted only then (`grant`),
-/// and the barrier's choice never changes, so a biased thread can take the
-/// compiler fence without loading the barrier's mode (two loads and a
-/// branch per entry).
-#[cfg(not(loom))]
-#[inline(always)]
-fn biased_fence() {
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
-}
+use crate::core::barrier::{heavy, init as barrier_init, light};
 
 /// Under loom, membarrier cannot be modelled; both sides are SeqCst fences
 /// (see tests/loom_owner_word.rs for why that is the faithful abstraction).
@@ -188,14 +174,6 @@ fn heavy() {
 }
 #[cfg(loom)]
 fn barrier_init() {}
-#[cfg(loom)]
-fn is_asymmetric() -> bool {
-    true
-}
-#[cfg(loom)]
-fn biased_fence() {
-    light();
-}
 
 /// This thread's mark: non-zero, even, unique among live threads.
 #[cfg(all(not(loom), target_arch = "x86_64"))]
@@ -408,7 +386,7 @@ impl OwnerWord {
             return Fast::Again;
         }
         self.fast_inside.store(owner, Ordering::Relaxed);
-        biased_fence();
+        light();
         // Acquire: a slow-path holder that left gave its books' changes
         // with its release of `word`.
         if self.word.load(Ordering::Acquire) == 0 && self.bias.load(Ordering::Relaxed) == me {
@@ -521,10 +499,8 @@ impl OwnerWord {
             self.bias.store(bias | REVOKED, Ordering::Relaxed);
             heavy();
             let after = owned_load(&self.bias_after);
-            self.bias_after.store(
-                after.saturating_mul(2).min(MOST_BIAS_AFTER),
-                Ordering::Relaxed,
-            );
+            self.bias_after
+                .store((after * 2).min(MOST_BIAS_AFTER), Ordering::Relaxed);
         }
         // Wait the biased thread out (acquire: its books' changes come with
         // its release of `fast_inside`).
@@ -565,14 +541,9 @@ impl OwnerWord {
     #[cold]
     #[inline(never)]
     fn grant(&self, me: usize) {
-        // The biased thread's fence is a compiler fence (`biased_fence`):
-        // a bias needs membarrier on the revoking side. Without it no bias
-        // is granted, and the count is set so that it never asks again.
+        // The biased thread's light fences are compiler fences only once
+        // the barrier has decided (full fences before: correct, dearer).
         barrier_init();
-        if !is_asymmetric() {
-            self.bias_after.store(usize::MAX, Ordering::Relaxed);
-            return;
-        }
         self.bias.store(me, Ordering::Relaxed);
     }
 
