@@ -184,6 +184,30 @@ mod tests {
     }
 
     #[test]
+    fn a_forked_child_reads_the_clock_until_it_starts_its_own_thread() {
+        ensure_ticker();
+        assert_ne!(NOW.0.load(Ordering::Relaxed), 0, "the parent's thread runs");
+        // SAFETY: the child only loads atomics and calls `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let cleared =
+                NOW.0.load(Ordering::Relaxed) == 0 && TICKER.load(Ordering::Relaxed) == NOT_STARTED;
+            // SAFETY: ends the child without running the parent's atexit
+            // handlers or the test harness.
+            unsafe { libc::_exit(if cleared { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked; `status` is a valid
+        // out-pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child's word was not cleared (status {status})"
+        );
+    }
+
+    #[test]
     fn the_period_is_between_one_and_ten_milliseconds() {
         let p = period();
         assert!(p >= Duration::from_millis(1) && p <= Duration::from_millis(10));
