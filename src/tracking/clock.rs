@@ -121,15 +121,13 @@ pub(crate) fn ensure_ticker() {
     register_fork_handler();
     let period = period();
     NOW.0.store(now_ns(), Ordering::Relaxed);
-    let started = std::thread::Builder::new()
-        .name("aclalloc-clock".into())
-        .spawn(move || loop {
-            std::thread::sleep(period);
-            if TICKER.load(Ordering::Relaxed) != RUNNING {
-                return;
-            }
-            NOW.0.store(now_ns(), Ordering::Relaxed);
-        });
+    let started = crate::core::threads::spawn("aclalloc-clock".into(), move || loop {
+        std::thread::sleep(period);
+        if TICKER.load(Ordering::Relaxed) != RUNNING {
+            return;
+        }
+        NOW.0.store(now_ns(), Ordering::Relaxed);
+    });
     if started.is_err() {
         // No thread: stamps read the clock, as before the clock thread.
         NOW.0.store(0, Ordering::Relaxed);
