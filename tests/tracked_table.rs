@@ -367,10 +367,15 @@ fn one_word_changes_and_whole_changes_mixed_never_show_a_torn_record() {
         .collect();
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
-            let t = t.clone();
+            let (t, seen) = (t.clone(), seen.clone());
             std::thread::spawn(move || {
                 let mut live = [false; PER_THREAD];
-                for round in 0..ROUNDS {
+                // Past ROUNDS until the readers have copied both live and
+                // freed records: on a loaded machine they may not have run
+                // at all while the writers did their rounds.
+                let seen_both = || seen.iter().all(|s| s.load(Ordering::Relaxed) > 0);
+                let mut round = 0;
+                while round < ROUNDS || !seen_both() {
                     let k = round % PER_THREAD;
                     let p = (w * PER_THREAD + k + 1) * 4096;
                     // The fields change every few rounds only, so most
@@ -386,6 +391,7 @@ fn one_word_changes_and_whole_changes_mixed_never_show_a_torn_record() {
                     }
                     drop(g);
                     live[k] = !live[k];
+                    round += 1;
                 }
                 live.iter().filter(|&&l| l).count()
             })

@@ -195,3 +195,48 @@ fn null_after_a_failed_alloc_goes_to_the_function_of_the_allocator_that_failed()
     assert_eq!(alloc(&failing), 0, "this allocator hands out nothing");
     assert_eq!(address(&failing, 0), OFFSET_FAILING);
 }
+
+/// A launch with two workspaces asks for the first one's address after the
+/// second alloc: the first block is not the thread's last allocation, and
+/// the search of the records (lock-free) finds the allocator that holds it,
+/// with that registration's function, whether the thread's last
+/// allocation came from another allocator or from the same record.
+#[test]
+fn the_first_of_two_workspaces_gets_its_own_allocators_address() {
+    let (x, y) = (fresh_block(), fresh_block());
+    let a = tracked(0x63_0001, user_object(x), get_addr_a);
+    let c = tracked(0x63_0002, user_object(y), get_addr_c);
+
+    // Another allocator's block is the last allocation.
+    assert_eq!(alloc(&a), x);
+    assert_eq!(alloc(&c), y);
+    assert_eq!(
+        address(&a, x),
+        x + OFFSET_A,
+        "found past the last allocation"
+    );
+    assert_eq!(address(&c, y), y + OFFSET_C);
+    assert_eq!(unknown_block_faults(x), vec![]);
+    free(&c, y);
+    free(&a, x);
+
+    // The same allocator object serves both (two registrations of it with
+    // different functions): its record holds both blocks.
+    let object = Box::leak(Box::new(SameBlock { block: x })) as *mut SameBlock;
+    let first = tracked(0x63_0003, object as usize, get_addr_a);
+    let second = tracked(0x63_0004, object as usize, get_addr_c);
+    assert_eq!(alloc(&first), x);
+    // SAFETY: only this thread uses the object.
+    unsafe { (*object).block = y };
+    assert_eq!(alloc(&second), y);
+    assert_eq!(
+        address(&first, x),
+        x + OFFSET_A,
+        "the function that served x"
+    );
+    assert_eq!(address(&second, y), y + OFFSET_C);
+    assert_eq!(unknown_block_faults(x), vec![]);
+    assert_eq!(unknown_block_faults(y), vec![]);
+    free(&second, y);
+    free(&first, x);
+}

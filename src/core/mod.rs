@@ -23,5 +23,6 @@ pub mod seq_table;
 pub mod serving;
 pub mod stats;
 pub(crate) mod sync;
+pub mod threads;
 pub mod tracked;
 pub mod types;

@@ -167,15 +167,39 @@ impl Drop for Pin {
 /// kernel refused it).
 #[inline(always)]
 pub fn enter(value: usize) -> Option<Pin> {
-    let slot = my_slot()?;
+    Some(enter_slot(my_slot()?, value))
+}
+
+/// [`enter`] for a thread that has its slot already (every call after its
+/// first pin): `None`, having set nothing, for one that has not, without
+/// claiming a slot. For a hot path that must make no call (nothing in it
+/// may unwind): its slow path calls [`enter`], which claims the slot.
+#[inline(always)]
+pub fn enter_claimed(value: usize) -> Option<Pin> {
+    let slot = MINE.try_with(Cell::get).ok().flatten()?;
+    Some(enter_slot(slot, value))
+}
+
+#[inline(always)]
+fn enter_slot(slot: &'static PinSlot, value: usize) -> Pin {
     let outer = slot.value.load(Ordering::Relaxed);
     slot.value.store(value, Ordering::Relaxed);
-    if slot.light_is_compiler_fence.load(Ordering::Relaxed) {
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        fence(Ordering::SeqCst);
+    if !slot.light_is_compiler_fence.load(Ordering::Relaxed) {
+        // Out of line, so that the usual case falls through (no taken jump
+        // over the fence on every pin).
+        full_fence();
     }
-    Some(Pin { slot, outer })
+    compiler_fence(Ordering::SeqCst);
+    Pin { slot, outer }
+}
+
+/// The full fence of a process whose kernel refused membarrier. `extern
+/// "C"`: a call that cannot unwind, so it adds no landing pad to the hot
+/// paths that pin.
+#[cold]
+#[inline(never)]
+extern "C" fn full_fence() {
+    fence(Ordering::SeqCst);
 }
 
 /// Runs `f` with this thread's pin set to `value` (non-zero), as [`enter`];

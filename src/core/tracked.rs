@@ -373,25 +373,36 @@ impl<M: Meta, X> Guard<'_, M, X> {
     pub fn replace(&mut self, ptr: usize, size: usize, owner: usize, meta: M) -> Option<Block<M>> {
         match self.insert(ptr, size, owner, meta) {
             Ok(()) => None,
-            Err(old) => Some(self.replace_live(ptr, old, size, owner, meta)),
+            Err(old) => {
+                // The metadata goes as words in registers: a value of `M`
+                // passed to an out-of-line function is passed by address,
+                // and the caller would store it on its stack on every call
+                // to have an address ready for this rare one.
+                let [m0, m1, m2, m3] = meta.pack();
+                Some(self.replace_live(ptr, old, size, owner, m0, m1, m2, m3))
+            }
         }
     }
 
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn replace_live(
         &mut self,
         ptr: usize,
         old: Block<M>,
         size: usize,
         owner: usize,
-        meta: M,
+        m0: usize,
+        m1: usize,
+        m2: usize,
+        m3: usize,
     ) -> Block<M> {
         let block = Block {
             size,
             owner,
             freed: None,
-            meta,
+            meta: M::unpack(&[m0, m1, m2, m3]),
         };
         // SAFETY: the guard holds the owner word.
         unsafe { self.table().put(ptr, &block) };

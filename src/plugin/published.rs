@@ -19,16 +19,17 @@
 
 use super::allocator::PluggableAllocator;
 use super::context;
-use crate::core::boundary::boundary;
+use crate::core::boundary::{boundary, FfiReturn};
 use crate::core::descriptor::AllocatorObj;
-use crate::core::error::{Error, Result};
+use crate::core::errlog;
+use crate::core::error::{aclError, Error, Result};
 use crate::core::handles::{Handle, HandleTable};
 pub use crate::core::ids::PluggableHandle;
 use crate::core::pin;
 use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
 use crate::core::serving;
 use crate::registry::api::global;
-use crate::registry::DescriptorHandle;
+use crate::registry::{DescriptorHandle, StreamKey};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -78,10 +79,13 @@ const DIRECT_SLOTS: usize = 64;
 /// - a slot is free when `allocator` is null; `publish` claims it with a
 ///   compare-exchange of `allocator` from null, then stores `handle`
 ///   (release), so a reader that sees the handle sees its allocator;
-/// - `destroy` stores 0 in `handle` before it waits for the pinned callers,
-///   and nulls `allocator` (freeing the slot) only after that wait. So while
-///   a pinned caller that read its handle here runs, the slot cannot be
-///   claimed for another allocator: `allocator` is read once, no re-check.
+/// - `destroy` stores 0 in `handle` when it starts to decide ([`close`]:
+///   from then on the hot paths miss and the slow paths refuse new
+///   allocations), before it waits for the pinned callers, and nulls
+///   `allocator` (freeing the slot) only after its last wait; a destroy
+///   that refuses stores the handle back ([`reopen`]). So while a pinned
+///   caller that read its handle here runs, the slot cannot be claimed for
+///   another allocator: `allocator` is read once, no re-check.
 struct DirectSlot {
     handle: AtomicUsize,
     allocator: AtomicPtr<PluggableAllocator>,
@@ -166,6 +170,99 @@ pub fn with_allocator<R>(
     f: impl FnOnce(&PluggableAllocator) -> Result<R>,
 ) -> Result<R> {
     with_callable(handle.as_ptr(), f)
+}
+
+/// The hit of the hot paths (the descriptor callbacks,
+/// `aclallocPluggableMalloc` / `aclallocPluggableFree`): `f` on the
+/// allocator of `key`, pinned on `key`, when `key` sits in its direct slot
+/// and this thread has its pin slot already. `None`, having done nothing,
+/// otherwise: the caller then goes on by its slow path ([`with_allocator`],
+/// which finds any live allocator and names what is wrong). Makes no call
+/// of its own, so that a caller whose `f` makes none that can unwind has a
+/// boundary that compiles to nothing.
+#[inline(always)]
+pub(crate) fn with_direct<R>(key: usize, f: impl FnOnce(&PluggableAllocator) -> R) -> Option<R> {
+    if key == 0 {
+        // A free direct slot holds handle 0.
+        return None;
+    }
+    let pin = pin::enter_claimed(key)?;
+    let slot = direct(key);
+    if slot.handle.load(Ordering::Acquire) != key {
+        return None;
+    }
+    // SAFETY: as in `with_callable`: pinned on `key` before its handle was
+    // read in the slot, so destroy neither frees the slot nor drops the
+    // allocator until `pin` drops, after `f` returns.
+    let allocator = unsafe { &*slot.allocator.load(Ordering::Relaxed) };
+    let result = f(allocator);
+    drop(pin);
+    Some(result)
+}
+
+/// The C value a hot path's body answers with, as the boundary's success:
+/// the body returns the value itself (its failures recorded out of line,
+/// [`failed`]), not an `Error`, so none is built in its frame; a caught
+/// panic is answered with the failure value, its message recorded.
+pub(crate) struct Answer<T>(pub(crate) T);
+
+impl<T: FfiReturn> FfiReturn for Answer<T> {
+    type Ok = Answer<T>;
+    fn success(value: Answer<T>) -> Self {
+        value
+    }
+    fn failure(code: aclError) -> Self {
+        Answer(T::failure(code))
+    }
+}
+
+/// Records a hot path's failure for `aclGetRecentErrMsg` under `function`
+/// (what the boundary does with an `Err`), out of line, so that no `Error`
+/// is built in the hot function's frame: the C code.
+#[cold]
+#[inline(never)]
+pub(crate) fn failed(function: &'static str, error: Error) -> aclError {
+    errlog::record(function, error);
+    error.code()
+}
+
+/// The allocation of the hot paths, pinned on the allocator's handle
+/// (inside [`with_direct`]): `None`, having done nothing, for a size
+/// `ssize_t` cannot hold; otherwise the block, or the failure's code with
+/// its message recorded under `function` (the plugin was called).
+#[inline(always)]
+pub(crate) fn alloc_pinned(
+    function: &'static str,
+    allocator: &PluggableAllocator,
+    size: usize,
+    stream: Option<StreamKey>,
+) -> Option<std::result::Result<NonNull<c_void>, aclError>> {
+    // No closing check: a destroy that decides has taken the handle out of
+    // its direct slot (`close`), so a hit is not closing.
+    if isize::try_from(size).is_err() {
+        return None;
+    }
+    Some(
+        match allocator.alloc(size, context::current_device(), stream) {
+            Ok(block) => Ok(block),
+            Err(error) => Err(failed(function, error)),
+        },
+    )
+}
+
+/// The free of the hot paths, pinned on the allocator's handle (inside
+/// [`with_direct`]): `Err` with the failure's code and its message recorded
+/// under `function`.
+#[inline(always)]
+pub(crate) fn free_pinned(
+    function: &'static str,
+    allocator: &PluggableAllocator,
+    block: NonNull<c_void>,
+) -> std::result::Result<(), aclError> {
+    match allocator.free(block) {
+        Ok(()) => Ok(()),
+        Err(error) => Err(failed(function, error)),
+    }
 }
 
 struct Entry {
@@ -259,6 +356,45 @@ pub fn from_obj(obj: AllocatorObj) -> Option<Arc<PluggableAllocator>> {
     lookup(obj.as_ptr())
 }
 
+/// Starts a destroy's decision on `allocator` (the allocator of `handle`):
+/// sets its closing flag, which the slow paths check, and takes the handle
+/// out of its direct slot, so that the hot paths, which do not read the
+/// flag (one load fewer on their chain), go to the slow paths. The slot
+/// keeps its allocator, so no other handle can claim it meanwhile. `None`
+/// when another destroy has the claim; otherwise whether the handle was
+/// in its direct slot (for [`reopen`] and the final release of the slot).
+///
+/// The hot path pins, then reads the slot's handle; this stores the
+/// handle, and the caller then waits the pins out (`pin::wait_unpinned`):
+/// an allocation that saw the handle is waited for, and its block counted.
+pub(crate) fn close(handle: PluggableHandle, allocator: &PluggableAllocator) -> Option<bool> {
+    allocator
+        .closing
+        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+        .ok()?;
+    let slot = direct(handle.get());
+    let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
+    if in_direct_slot {
+        slot.handle.store(0, Ordering::Relaxed);
+    }
+    Some(in_direct_slot)
+}
+
+/// Ends a destroy's decision that refused: the allocator serves new
+/// allocations again, through its direct slot if it had it.
+pub(crate) fn reopen(
+    handle: PluggableHandle,
+    allocator: &PluggableAllocator,
+    in_direct_slot: bool,
+) {
+    if in_direct_slot {
+        direct(handle.get())
+            .handle
+            .store(handle.get(), Ordering::Release);
+    }
+    allocator.closing.store(false, Ordering::Relaxed);
+}
+
 /// Destroys a pluggable allocator and the descriptor made for it. Refused
 /// while blocks are live, a stream is still registered with it, or
 /// `is_default` says it serves as the default allocator, since any of them
@@ -303,21 +439,17 @@ pub fn destroy(
     }
     // New allocations are refused from here on (frees go on), and the ones
     // already inside finish; then no block can appear any more, and the
-    // count of live blocks is final. Setting the flag is also the claim:
-    // of two destroys at once, one goes ahead.
-    if allocator
-        .closing
-        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
-        .is_err()
-    {
+    // count of live blocks is final. Closing is also the claim: of two
+    // destroys at once, one goes ahead.
+    let Some(in_direct_slot) = close(handle, &allocator) else {
         return Err(BEING_DESTROYED);
-    }
+    };
     pin::wait_unpinned(handle.get());
     let live = allocator.live_blocks();
     if live > 0 {
         // An allocation that was inside when the checks above ran left a
         // block: refused, as if the block had been live at the check.
-        allocator.closing.store(false, Ordering::Relaxed);
+        reopen(handle, &allocator, in_direct_slot);
         return Err(Error::StillInUse {
             what: "Blocks it handed out that were not freed",
             count: live,
@@ -325,13 +457,10 @@ pub fn destroy(
     }
     // The callbacks stop finding it, and the ones already inside (frees
     // finishing in the plugin) return, before the allocator can be dropped
-    // (and its object unloaded).
+    // (and its object unloaded). (The direct slot stopped serving it at
+    // `close`.)
     callable().remove(handle.value());
     let slot = direct(handle.get());
-    let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
-    if in_direct_slot {
-        slot.handle.store(0, Ordering::Relaxed);
-    }
     pin::wait_unpinned(handle.get());
     if in_direct_slot {
         // No caller can be using it through the slot any more: free it.
@@ -344,9 +473,37 @@ pub fn destroy(
     Ok(())
 }
 
+const ALLOC_CALLBACK: &str = "aclallocPluggable alloc callback";
+const FREE_CALLBACK: &str = "aclallocPluggable free callback";
+
 /// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor.
+///
+/// The hit (the allocator in its direct slot, not closing, this thread's
+/// pin slot claimed) is answered by a body whose failures are recorded out
+/// of line (no `Error` in its frame); anything else goes, unpinned and
+/// before the plugin is called, to [`desc_alloc_slow`], which runs its own
+/// boundary.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
-    boundary("aclallocPluggable alloc callback", || {
+    boundary::<Answer<*mut c_void>>(ALLOC_CALLBACK, || {
+        let hit = with_direct(obj as usize, |allocator| {
+            alloc_pinned(ALLOC_CALLBACK, allocator, size, serving::current())
+        })
+        .flatten()
+        .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr));
+        Ok(Answer(hit.unwrap_or_else(|| {
+            // SAFETY: the caller's contract, handed on.
+            unsafe { desc_alloc_slow(obj, size) }
+        })))
+    })
+    .0
+}
+
+/// [`desc_alloc`] when the hit does not answer: any live allocator, the
+/// closing check, the failure named.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn desc_alloc_slow(obj: *mut c_void, size: usize) -> *mut c_void {
+    boundary(ALLOC_CALLBACK, || {
         with_callable(obj, |allocator| {
             refuse_if_closing(allocator)?;
             allocator
@@ -356,9 +513,29 @@ unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
     })
 }
 
-/// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor.
+/// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor: the hit
+/// as in [`desc_alloc`], the rest by [`desc_free_slow`].
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
-    boundary("aclallocPluggable free callback", || {
+    boundary::<Answer<()>>(FREE_CALLBACK, || {
+        let hit = NonNull::new(block).and_then(|block| {
+            with_direct(obj as usize, |allocator| {
+                let _ = free_pinned(FREE_CALLBACK, allocator, block);
+            })
+        });
+        if hit.is_none() {
+            // SAFETY: the caller's contract, handed on.
+            unsafe { desc_free_slow(obj, block) }
+        }
+        Ok(Answer(()))
+    })
+    .0
+}
+
+/// [`desc_free`] when the hit does not answer.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn desc_free_slow(obj: *mut c_void, block: *mut c_void) {
+    boundary(FREE_CALLBACK, || {
         let block = NonNull::new(block).ok_or(Error::NullPointer { param: "block" })?;
         with_callable(obj, |allocator| allocator.free(block))
     })
@@ -546,6 +723,82 @@ mod tests {
         assert!(with_allocator(b, |_| Ok(())).is_err());
     }
 
+    /// A callback's answer on a new thread, twice: the thread's first pin
+    /// (which the hot path leaves to the slow path), then the hot path.
+    /// Each with the message it left.
+    fn first_and_hot<T: Send>(call: impl Fn() -> T + Send + Sync) -> [(T, Option<String>); 2] {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                [0, 1].map(|_| {
+                    let _ = errlog::take_recent();
+                    let answer = call();
+                    (answer, errlog::take_recent())
+                })
+            })
+            .join()
+            .unwrap()
+        })
+    }
+
+    #[test]
+    fn the_callbacks_hot_path_and_a_threads_first_call_answer_the_same() {
+        let (h, d) = publish(counting()).unwrap();
+        let c = callbacks(d);
+        let obj = c.obj.as_ptr() as usize;
+        let (alloc_fn, free_fn) = (c.alloc, c.free);
+        // SAFETY: the allocator's own callbacks with its object (live or
+        // destroyed); every pointer passed is refused before it is used, or
+        // is a block alloc returned, freed once.
+        let alloc = move |size: usize| unsafe { alloc_fn(obj as *mut c_void, size) } as usize;
+        // SAFETY: as for `alloc`.
+        let free = move |block: usize| unsafe { free_fn(obj as *mut c_void, block as *mut c_void) };
+        for (block, message) in first_and_hot(|| {
+            let block = alloc(16);
+            free(block);
+            block
+        }) {
+            assert!(block != 0 && message.is_none(), "{message:?}");
+        }
+        assert_eq!(get(h).unwrap().stats().free_count, 2);
+        let refused = |text: &str, answers: [(usize, Option<String>); 2]| {
+            for (i, (answer, message)) in answers.into_iter().enumerate() {
+                assert_eq!(answer, 0, "call {i}");
+                let message = message.unwrap_or_else(|| panic!("call {i}: no message"));
+                assert!(message.contains(text), "call {i}: {message}");
+            }
+        };
+        let free_refused = |block: usize| {
+            free(block);
+            0
+        };
+        refused(
+            "not allocated here",
+            first_and_hot(|| free_refused(0x5EED_0001)),
+        );
+        refused("block", first_and_hot(|| free_refused(0)));
+        refused("larger than ssize_t", first_and_hot(|| alloc(usize::MAX)));
+        let allocator = get(h).unwrap();
+        let was_direct = in_direct_slot(h);
+        // What a destroy does while it decides.
+        let closed_in_slot = close(h, &allocator).unwrap();
+        assert_eq!(closed_in_slot, was_direct);
+        refused("being destroyed", first_and_hot(|| alloc(16)));
+        assert_eq!(allocator.stats().alloc_count, 2, "the plugin was not asked");
+        assert!(!in_direct_slot(h), "the hot paths no longer find it");
+        reopen(h, &allocator, closed_in_slot);
+        assert_eq!(in_direct_slot(h), was_direct, "back in its slot");
+        drop(allocator);
+        destroy(h, |_| false).unwrap();
+        refused(
+            "not a live pluggable allocator",
+            first_and_hot(|| alloc(16)),
+        );
+        refused(
+            "not a live pluggable allocator",
+            first_and_hot(|| free_refused(0x5EED_0001)),
+        );
+    }
+
     static HOLD_ALLOC: AtomicUsize = AtomicUsize::new(0);
     static INSIDE_ALLOC: AtomicUsize = AtomicUsize::new(0);
 
@@ -569,6 +822,7 @@ mod tests {
             memory_fraction: None,
         }))
         .unwrap();
+        let was_direct = in_direct_slot(h);
         HOLD_ALLOC.store(1, Ordering::SeqCst);
         let user = std::thread::spawn(move || {
             with_allocator(h, |a| a.alloc(16, 0, None))
@@ -605,6 +859,11 @@ mod tests {
                 count: 1
             }),
             "the block the call left makes destroy refuse"
+        );
+        assert_eq!(
+            in_direct_slot(h),
+            was_direct,
+            "served by its direct slot again"
         );
         // Still served, through its direct slot or the shared table.
         let p = NonNull::new(block as *mut c_void).unwrap();

@@ -162,12 +162,13 @@ impl Stream {
             workspaces,
         });
         let for_worker = Arc::clone(&shared);
-        let worker = std::thread::Builder::new()
-            .name(format!("aclalloc-stream-d{}", shared.memory.device()))
-            .spawn(move || for_worker.run())
-            .map_err(|_| Error::BadAlloc {
-                what: "a stream's worker thread",
-            })?;
+        let worker = crate::core::threads::spawn(
+            format!("aclalloc-stream-d{}", shared.memory.device()),
+            move || for_worker.run(),
+        )
+        .map_err(|_| Error::BadAlloc {
+            what: "a stream's worker thread",
+        })?;
         Ok(Stream {
             shared,
             worker: Mutex::new(Some(worker)),

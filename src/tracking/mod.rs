@@ -58,6 +58,7 @@ mod stats;
 mod syncclock;
 mod tracker;
 
+pub use clock::STAMP_BOUND as LEAK_AGE_BOUND;
 pub use events::{Event, Fault, LeakSeen};
 pub(crate) use exit::report_at_exit;
 pub use exit::{before_exit_report, expand as expand_path, init_from_env, write_exit_reports};

@@ -10,7 +10,7 @@
 //! so the lock doubles as the detector. The user's callback runs while the
 //! word is held, which is the window in which CANN's allocator contract
 //! forbids a second stream. Looking a block up needs no word: the
-//! adaptor's table is read lock-free ([`AllocState::knows`]).
+//! adaptor's table is read lock-free ([`AllocState::record_get_addr`]).
 
 use super::events::{record, Fault};
 use super::state::{Inner, TrackMeta};
@@ -68,7 +68,9 @@ impl AllocState {
     #[inline(always)]
     pub(crate) fn enter(&self, stream: usize) -> Option<Inside<'_>> {
         let allocator = self.allocator;
-        let g = self.books.enter(stream, |current| {
+        // `move`: a closure of references would make the caller store the
+        // two words on its stack on every entry, for a report that is rare.
+        let g = self.books.enter(stream, move |current| {
             record(Fault::ConcurrentUse {
                 allocator,
                 stream,
@@ -96,13 +98,6 @@ impl AllocState {
         })
     }
 
-    /// True when `block` has a record here (live or recently freed):
-    /// lock-free.
-    #[inline]
-    pub(crate) fn knows(&self, block: usize) -> bool {
-        self.books.lookup(block).is_some()
-    }
-
     /// True when `block` is live here and was handed out through a
     /// registration whose getAddrFromBlock is `get_addr`: lock-free.
     #[inline(always)]
@@ -112,9 +107,23 @@ impl AllocState {
             .is_some_and(|b| b.is_live() && b.meta.get_addr() == get_addr)
     }
 
-    /// True when `block` is live here: lock-free.
+    /// The getAddrFromBlock of the registration that handed `block` out,
+    /// when it is live here: lock-free.
     #[inline]
-    pub(crate) fn holds(&self, block: usize) -> bool {
-        self.books.lookup(block).is_some_and(|b| b.is_live())
+    pub(crate) fn live_get_addr(&self, block: usize) -> Option<usize> {
+        match self.record_get_addr(block) {
+            Some((true, get_addr)) => Some(get_addr),
+            _ => None,
+        }
+    }
+
+    /// Whether `block` is live here and the getAddrFromBlock of the
+    /// registration that handed it out, when it has a record (live or
+    /// remembered freed): lock-free, one probe.
+    #[inline]
+    pub(crate) fn record_get_addr(&self, block: usize) -> Option<(bool, usize)> {
+        self.books
+            .lookup(block)
+            .map(|b| (b.is_live(), b.meta.get_addr()))
     }
 }

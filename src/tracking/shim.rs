@@ -20,7 +20,7 @@
 //! its address handed out by another allocator.
 
 use super::events::{record, Fault};
-use super::owner::{AllocState, NOT_A_STREAM};
+use super::owner::AllocState;
 use super::tracker::{tracker, TrackObj, FALLBACK_GET_ADDR};
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::foreign_call::{self, Callback};
@@ -70,7 +70,7 @@ pub unsafe extern "C" fn track_alloc(obj: *mut c_void, size: usize) -> *mut c_vo
     // SAFETY: the function's contract.
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
-    let site = || Callback::Alloc {
+    let site = move || Callback::Alloc {
         stream: t.stream().get().get(),
         descriptor: t.registration.descriptor.get(),
     };
@@ -157,7 +157,7 @@ pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
     let t = unsafe { object(obj) };
     let user = &t.registration.callbacks;
     let stream = t.stream().get().get();
-    let site = || Callback::Free {
+    let site = move || Callback::Free {
         stream,
         descriptor: t.registration.descriptor.get(),
     };
@@ -177,10 +177,8 @@ pub unsafe extern "C" fn track_free(obj: *mut c_void, block: *mut c_void) {
 /// As the user's getAddrFromBlock.
 pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
     let key = block as usize;
-    let cached = LAST
-        .try_with(|last| last.get())
-        .ok()
-        .filter(|&(b, s, _)| b == key && !s.is_null());
+    let last = LAST.try_with(|last| last.get()).ok();
+    let cached = last.filter(|&(b, s, _)| b == key && !s.is_null());
     if let Some((_, state, get_addr)) = cached {
         // SAFETY: records are never freed.
         let state = unsafe { &*state };
@@ -205,19 +203,23 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
             return address;
         }
     }
-    if let Some(state) = find_state(key) {
-        if let Some(mut inside) = state.enter(NOT_A_STREAM) {
-            if let Some(get_addr) = inside.get_addr_of(key) {
-                // SAFETY: the user's getAddrFromBlock that served this block
-                // was stored from a function pointer of this type.
-                let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
-                    unsafe { std::mem::transmute(get_addr) };
-                // SAFETY: the user's function (guarded as in track_alloc).
-                let address = unsafe { guarded_get_addr(get_addr, block) };
-                inside.on_get_addr(state.allocator, key, address as usize);
-                return address;
-            }
+    // Not the thread's last allocation (a launch with two workspaces asks
+    // for the first one's address after the second alloc): the record of
+    // the thread's last allocation is the likely holder, then every record.
+    // SAFETY: records are never freed.
+    let hint = last.and_then(|(_, s, _)| unsafe { s.as_ref() });
+    if let Some((state, get_addr)) = find_block(key, hint) {
+        // SAFETY: the user's getAddrFromBlock that served this block was
+        // stored from a function pointer of this type.
+        let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
+            unsafe { std::mem::transmute(get_addr) };
+        // SAFETY: the user's function (guarded as in track_alloc); called
+        // outside the record, as on the path above.
+        let address = unsafe { guarded_get_addr(get_addr, block) };
+        if let Some(mut inside) = state.enter_brief() {
+            inside.on_get_addr(state.allocator, key, address as usize);
         }
+        return address;
     }
     unknown_block(block)
 }
@@ -240,17 +242,33 @@ unsafe fn guarded_get_addr(
     unsafe { foreign_call::get_addr_from_block(get_addr, block, site) }
 }
 
-/// The record whose allocator holds `block` live; else one that remembers
-/// it freed (getAddrFromBlock after free is passed to that allocator's
-/// function and reported). A record that remembers the block freed must not
-/// win over the one that handed the address out again.
-fn find_state(block: usize) -> Option<&'static AllocState> {
-    // The adaptor's tables are read without entering any record.
-    let states = tracker().states();
-    let holder = states.iter().find(|s| s.holds(block));
-    holder
-        .or_else(|| states.iter().find(|s| s.knows(block)))
-        .copied()
+/// The record whose allocator holds `block` live (`hint` first, then the
+/// oldest), with the getAddrFromBlock that served the block; else the
+/// oldest that remembers it freed (getAddrFromBlock after free is passed to
+/// that allocator's function and reported). A record that remembers the
+/// block freed must not win over the one that handed the address out again.
+///
+/// One pass over the list of records, each probed once; the list and the
+/// adaptor's tables are read without a lock, entering no record,
+/// allocating nothing.
+fn find_block(
+    block: usize,
+    hint: Option<&'static AllocState>,
+) -> Option<(&'static AllocState, usize)> {
+    if let Some(state) = hint {
+        if let Some(get_addr) = state.live_get_addr(block) {
+            return Some((state, get_addr));
+        }
+    }
+    let mut freed = None;
+    for state in tracker().records().iter() {
+        match state.record_get_addr(block) {
+            Some((true, get_addr)) => return Some((state, get_addr)),
+            Some((false, get_addr)) if freed.is_none() => freed = Some((state, get_addr)),
+            _ => {}
+        }
+    }
+    freed
 }
 
 #[cold]

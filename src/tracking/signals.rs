@@ -62,9 +62,9 @@ pub(crate) fn install() {
             return;
         }
         let read_end = fds[0];
-        let started = std::thread::Builder::new()
-            .name("aclalloc-report-on-signal".into())
-            .spawn(move || watch(read_end));
+        let started = crate::core::threads::spawn("aclalloc-report-on-signal".into(), move || {
+            watch(read_end)
+        });
         if started.is_err() {
             return;
         }

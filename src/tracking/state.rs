@@ -4,7 +4,7 @@
 //! rules applied to each alloc and free. The record is guarded by the owner
 //! word of [`super::owner::AllocState`].
 
-use super::clock::now_ns;
+use super::clock::{now_ns, stamp};
 use super::events::{record, Fault, LeakSeen};
 use super::history;
 use super::owner::Inside;
@@ -164,7 +164,8 @@ impl Inside<'_> {
         let meta = TrackMeta {
             device,
             leak_reported: false,
-            time_ns: now_ns(),
+            // The clock thread's word, not a clock read (see `clock`).
+            time_ns: stamp(),
             address: 0,
             get_addr,
         };
@@ -200,12 +201,6 @@ impl Inside<'_> {
             self.ranges.remove(&(old.address, block));
             history::freed(old.device, old.address, old.size, old.stream);
         }
-    }
-
-    /// The user's getAddrFromBlock function that serves `block`, if it is known.
-    #[inline]
-    pub(crate) fn get_addr_of(&self, block: usize) -> Option<usize> {
-        self.g.get(block).map(|b| b.meta.get_addr)
     }
 
     /// getAddrFromBlock(`block`) returned `address`. The first address of a

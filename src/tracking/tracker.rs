@@ -19,7 +19,7 @@ use super::owner::AllocState;
 use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
@@ -114,12 +114,47 @@ struct Slow {
     /// Objects of destroyed streams, by registration, for reuse.
     spare: HashMap<[usize; VALUE_WORDS], Vec<&'static TrackObj>>,
     states: HashMap<usize, &'static AllocState>,
-    /// In order of creation, for reports.
-    order: Vec<&'static AllocState>,
+    /// The last node of `Tracker::records` (`None` while empty): appended to
+    /// under this lock.
+    last: Option<&'static RecordNode>,
+}
+
+/// One node of the list of allocator records; leaked, like the records.
+struct RecordNode {
+    state: &'static AllocState,
+    /// The next (newer) node, or null.
+    next: AtomicPtr<RecordNode>,
+}
+
+/// Every allocator record, oldest first: an append-only linked list of
+/// leaked nodes, so the search of getAddrFromBlock's fallback (a block that
+/// is not the thread's last allocation, as in a launch with two
+/// workspaces) takes no lock and allocates nothing. Nodes are appended under
+/// the tracker's lock (one writer) with a release store of the link, and
+/// never removed or freed, so a reader that follows the links with acquire
+/// loads sees whole nodes and at worst misses one appended meanwhile (a
+/// record made after it began, for an allocator whose blocks it could not
+/// have been asked about).
+pub(crate) struct Records {
+    first: AtomicPtr<RecordNode>,
+}
+
+impl Records {
+    /// The records, oldest first, without locking.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &'static AllocState> + '_ {
+        let mut next = self.first.load(Ordering::Acquire);
+        std::iter::from_fn(move || {
+            // SAFETY: a non-null link names a leaked node, never freed.
+            let node: &'static RecordNode = unsafe { next.as_ref() }?;
+            next = node.next.load(Ordering::Acquire);
+            Some(node.state)
+        })
+    }
 }
 
 pub(crate) struct Tracker {
     by_stream: SeqTable<TrackRef>,
+    records: Records,
     slow: Mutex<Slow>,
 }
 
@@ -127,6 +162,9 @@ pub(crate) fn tracker() -> &'static Tracker {
     static TRACKER: OnceLock<Tracker> = OnceLock::new();
     TRACKER.get_or_init(|| Tracker {
         by_stream: SeqTable::default(),
+        records: Records {
+            first: AtomicPtr::new(std::ptr::null_mut()),
+        },
         slow: Mutex::new(Slow::default()),
     })
 }
@@ -155,6 +193,9 @@ impl Tracker {
     #[cold]
     #[inline(never)]
     fn create(&self, stream: StreamKey, registration: &Registration) -> &'static TrackObj {
+        // Before the first tracked alloc: block stamps come from the clock
+        // thread's word (see `clock`).
+        super::clock::ensure_ticker();
         let mut slow = self.slow();
         let key = (stream.get().get(), registration.pack());
         let object = match slow.objects.get(&key) {
@@ -167,7 +208,7 @@ impl Tracker {
                         let s: &'static AllocState =
                             Box::leak(Box::new(AllocState::new(allocator)));
                         slow.states.insert(allocator, s);
-                        slow.order.push(s);
+                        self.append(&mut slow, s);
                         s
                     }
                 };
@@ -206,9 +247,33 @@ impl Tracker {
         self.slow().states.get(&allocator).copied()
     }
 
+    /// Appends `state` to [`Tracker::records`]; `slow` is the tracker's
+    /// lock, held, which makes this the list's only writer.
+    fn append(&self, slow: &mut Slow, state: &'static AllocState) {
+        let node: &'static RecordNode = Box::leak(Box::new(RecordNode {
+            state,
+            next: AtomicPtr::new(std::ptr::null_mut()),
+        }));
+        let link = match slow.last {
+            Some(last) => &last.next,
+            None => &self.records.first,
+        };
+        // Release: a reader that loads the link sees the node's fields.
+        link.store(
+            node as *const RecordNode as *mut RecordNode,
+            Ordering::Release,
+        );
+        slow.last = Some(node);
+    }
+
+    /// Every allocator record, oldest first, read without locking.
+    pub(crate) fn records(&self) -> &Records {
+        &self.records
+    }
+
     /// Every allocator record, oldest first.
     pub(crate) fn states(&self) -> Vec<&'static AllocState> {
-        self.slow().order.clone()
+        self.records.iter().collect()
     }
 
     /// Forgets which tracking object serves `stream` (its registration ended).
