@@ -32,8 +32,8 @@
 //!   events, PyTorch's `device_traces`), used by the subsystems above; and
 //!   [`viz`]: the offline page that draws a snapshot with its history
 //!   (`aclalloc viz`), which only reads JSON.
-//! - [`registry`]: which allocator serves which stream (core's lock-free,
-//!   allocation-free [`core::seq_table::SeqTable`] looked up on every launch),
+//! - [`registry`]: which allocator serves which stream (its lock-free,
+//!   allocation-free [`registry::StreamTable`] looked up on every launch),
 //!   [`AllocatorApi`] (descriptors and registrations), and the observer a
 //!   runtime reports stream events to.
 //! - [`core`] (bottom): errors with CANN's codes, the per-thread log, the one

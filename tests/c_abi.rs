@@ -272,6 +272,181 @@ fn every_stream_of_thousands_reads_back_its_own_registration() {
     assert_eq!(aclrtAllocatorDestroyDesc(db), ACL_SUCCESS);
 }
 
+/// Each of the 32 choices of NULL and non-NULL optional out-parameters:
+/// every one given is written with the registration's value, and the hit
+/// path (which sends a NULL one's value to a local of its own instead of
+/// branching per output) writes nothing anywhere else: the caller's other
+/// slots, each preset to a sentinel, stay as they were.
+#[test]
+fn every_choice_of_optional_outputs_gets_exactly_what_it_asked_for() {
+    let mut live = Vec::new();
+    let d = complete_desc(&mut live);
+    assert_eq!(
+        aclrtAllocatorSetAllocAdviseFuncToDesc(d, Some(advise)),
+        ACL_SUCCESS
+    );
+    let s = stream(7, 0);
+    assert_eq!(aclrtAllocatorRegister(s, d), ACL_SUCCESS);
+    let want: [usize; 5] = [
+        &mut live as *mut Vec<usize> as usize,
+        alloc as *const () as usize,
+        free as *const () as usize,
+        advise as *const () as usize,
+        get_addr as *const () as usize,
+    ];
+    const SENTINEL: usize = 0x5EB7_1AE1;
+    for mask in 0..32u32 {
+        // One word per output (each is a pointer or an `Option` of a
+        // function pointer, one word in C), all preset.
+        let mut slots = [SENTINEL; 5];
+        let mut desc = SENTINEL as aclrtAllocatorDesc;
+        let base = slots.as_mut_ptr();
+        let out = |i: usize| {
+            if mask & (1 << i) != 0 {
+                // SAFETY: `i < 5`, inside `slots`.
+                unsafe { base.add(i) }
+            } else {
+                null_mut()
+            }
+        };
+        // SAFETY: every non-NULL out-parameter is a word of `slots` (each
+        // output type is one word) or a local.
+        let rc = unsafe {
+            aclrtAllocatorGetByStream(
+                s,
+                &mut desc,
+                out(0) as *mut aclrtAllocator,
+                out(1) as *mut aclrtAllocatorAllocFunc,
+                out(2) as *mut aclrtAllocatorFreeFunc,
+                out(3) as *mut aclrtAllocatorAllocAdviseFunc,
+                out(4) as *mut aclrtAllocatorGetAddrFromBlockFunc,
+            )
+        };
+        assert_eq!(rc, ACL_SUCCESS, "outputs {mask:05b}");
+        assert_eq!(desc, d, "outputs {mask:05b}");
+        for i in 0..5 {
+            let expected = if mask & (1 << i) != 0 {
+                want[i]
+            } else {
+                SENTINEL
+            };
+            assert_eq!(slots[i], expected, "output {i} of {mask:05b}");
+        }
+    }
+    assert_eq!(aclrtAllocatorUnregister(s), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(d), ACL_SUCCESS);
+}
+
+/// Unregistering every third of thousands of streams moves later keys of
+/// their probe runs back (backward-shift removal); every stream left must
+/// still read back its own registration, the removed ones must miss and
+/// write nothing, and re-registering them with another descriptor must win.
+#[test]
+fn unregistering_some_of_thousands_keeps_the_others_and_the_last_registration_wins() {
+    const STREAMS: usize = 3000;
+    let (mut live_a, mut live_b): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let da = complete_desc(&mut live_a);
+    let db = complete_desc(&mut live_b);
+    for i in 0..STREAMS {
+        assert_eq!(aclrtAllocatorRegister(stream(8, i), da), ACL_SUCCESS);
+    }
+    for i in (0..STREAMS).step_by(3) {
+        assert_eq!(aclrtAllocatorUnregister(stream(8, i)), ACL_SUCCESS);
+    }
+    for i in 0..STREAMS {
+        let (rc, desc) = desc_only(stream(8, i));
+        if i % 3 == 0 {
+            assert_eq!(rc, ACL_ERROR_INVALID_PARAM, "stream {i}");
+            assert!(desc.is_null(), "stream {i}: nothing written on a miss");
+        } else {
+            assert_eq!((rc, desc), (ACL_SUCCESS, da), "stream {i}");
+        }
+    }
+    let _ = recent_message();
+    for i in (0..STREAMS).step_by(3) {
+        assert_eq!(aclrtAllocatorRegister(stream(8, i), db), ACL_SUCCESS);
+    }
+    for i in 0..STREAMS {
+        let (rc, o) = all_outputs(stream(8, i));
+        let (want_desc, want_obj) = if i % 3 == 0 {
+            (db, &mut live_b as *mut Vec<usize>)
+        } else {
+            (da, &mut live_a as *mut Vec<usize>)
+        };
+        assert_eq!(rc, ACL_SUCCESS, "stream {i}");
+        assert_eq!(o.desc, want_desc, "stream {i}");
+        assert_eq!(o.obj, want_obj as *mut c_void, "stream {i}");
+    }
+    for i in 0..STREAMS {
+        assert_eq!(aclrtAllocatorUnregister(stream(8, i)), ACL_SUCCESS);
+    }
+    assert_eq!(aclrtAllocatorDestroyDesc(da), ACL_SUCCESS);
+    assert_eq!(aclrtAllocatorDestroyDesc(db), ACL_SUCCESS);
+}
+
+/// Lookups through the C export while another thread re-registers the
+/// looked-up streams (slots rewritten in place), and registers and
+/// unregisters others around them (growth, keys moved back): every answer
+/// is one whole registration, its descriptor and object from the same one,
+/// and a stream that stays registered is never reported missing.
+#[test]
+fn lookups_racing_registrations_see_whole_registrations() {
+    const WATCHED: usize = 64;
+    const CHURN: usize = 2000;
+    let (mut live_a, mut live_b): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let obj_a = &mut live_a as *mut Vec<usize> as usize;
+    let obj_b = &mut live_b as *mut Vec<usize> as usize;
+    let da = complete_desc(obj_a as *mut Vec<usize>) as usize;
+    let db = complete_desc(obj_b as *mut Vec<usize>) as usize;
+    for i in 0..WATCHED {
+        assert_eq!(
+            aclrtAllocatorRegister(stream(9, i), da as aclrtAllocatorDesc),
+            ACL_SUCCESS
+        );
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for round in 0..20 {
+                let d = if round % 2 == 0 { db } else { da };
+                for i in 0..WATCHED {
+                    aclrtAllocatorRegister(stream(9, i), d as aclrtAllocatorDesc);
+                }
+                for i in 0..CHURN {
+                    aclrtAllocatorRegister(stream(10, i), d as aclrtAllocatorDesc);
+                }
+                for i in 0..CHURN {
+                    aclrtAllocatorUnregister(stream(10, i));
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        });
+        let mut lookups = 0usize;
+        while !done.load(std::sync::atomic::Ordering::Acquire) || lookups < 10_000 {
+            let i = lookups % WATCHED;
+            let (rc, o) = all_outputs(stream(9, i));
+            assert_eq!(rc, ACL_SUCCESS, "stream {i} was reported missing");
+            let pair = (o.desc as usize, o.obj as usize);
+            assert!(
+                pair == (da, obj_a) || pair == (db, obj_b),
+                "stream {i}: descriptor and object of different registrations: {pair:x?}"
+            );
+            lookups += 1;
+        }
+    });
+    for i in 0..WATCHED {
+        assert_eq!(aclrtAllocatorUnregister(stream(9, i)), ACL_SUCCESS);
+    }
+    assert_eq!(
+        aclrtAllocatorDestroyDesc(da as aclrtAllocatorDesc),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtAllocatorDestroyDesc(db as aclrtAllocatorDesc),
+        ACL_SUCCESS
+    );
+}
+
 /// Every output of `aclrtAllocatorGetByStream`, each NULL/None before the
 /// call.
 struct Outputs {

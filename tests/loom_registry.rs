@@ -325,3 +325,148 @@ fn record_retired_by_reregister_and_reused_vs_stale_lookup() {
         },
     );
 }
+
+// The stream registry's own table (`registry::StreamTable`): each entry
+// inline in one slot under the slot's own counter, hits trusted without the
+// table-wide layout counter (only a miss checks it). Each model's reader
+// makes one or two lookups (a slot is eight atomics, and every load is a
+// point loom may preempt at): `hit_at_home` (the C export's first test),
+// `hit` (its probing path) or `get` (which waits out writers and may answer
+// "absent").
+
+mod stream_table {
+    use super::{model, nz, value, whole, Value};
+    use aclalloc::registry::stream_table::home_slot;
+    use aclalloc::registry::StreamTable;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Two distinct keys that start their probe run at the same slot of a
+    /// table of `capacity` slots.
+    fn colliding_pair(capacity: usize) -> (usize, usize) {
+        let home = home_slot(nz(64), capacity);
+        let b = (2..)
+            .map(|i| i * 64)
+            .find(|&k| home_slot(nz(k), capacity) == home)
+            .unwrap();
+        (64, b)
+    }
+
+    /// A re-registration rewrites the slot in place: a hit is one whole
+    /// registration, old or new, never a mix.
+    #[test]
+    fn stream_table_reregister_vs_hit() {
+        model("stream_table_reregister_vs_hit", || {
+            let table = Arc::new(StreamTable::<Value>::with_capacity(4));
+            let k = 64;
+            table.insert(nz(k), value(k, 1));
+            let writer = {
+                let table = table.clone();
+                thread::spawn(move || {
+                    table.insert(nz(k), value(k, 2));
+                })
+            };
+            if let Some(read) = table.hit_at_home(nz(k)) {
+                assert!(matches!(whole(k, read), 1 | 2));
+            }
+            writer.join().unwrap();
+            assert_eq!(table.hit_at_home(nz(k)), Some(value(k, 2)));
+        });
+    }
+
+    /// A removal moves the next key of the run back into the hole: that key
+    /// is briefly in two slots, and the hole's slot changes from one key to
+    /// another under a reader that checks only that slot.
+    #[test]
+    fn stream_table_backward_shift_vs_hit() {
+        model("stream_table_backward_shift_vs_hit", || {
+            let (a, b) = colliding_pair(8);
+            let table = Arc::new(StreamTable::<Value>::with_capacity(8));
+            table.insert(nz(a), value(a, 1));
+            table.insert(nz(b), value(b, 1)); // after `a`: moves back when `a` goes
+            let writer = {
+                let table = table.clone();
+                thread::spawn(move || assert_eq!(table.remove(nz(a)), Some(value(a, 1))))
+            };
+            // `b`'s home slot holds `a`, then `b`.
+            if let Some(read) = table.hit_at_home(nz(b)) {
+                assert_eq!(whole(b, read), 1);
+            }
+            writer.join().unwrap();
+            assert_eq!(table.get(nz(a)), None);
+            assert_eq!(table.hit_at_home(nz(b)), Some(value(b, 1)));
+        });
+    }
+
+    /// A key being moved back past a reader is never reported absent: `get`
+    /// trusts a miss only if the layout did not change around it.
+    #[test]
+    fn stream_table_backward_shift_vs_get() {
+        model("stream_table_backward_shift_vs_get", || {
+            let (a, b) = colliding_pair(8);
+            let table = Arc::new(StreamTable::<Value>::with_capacity(8));
+            table.insert(nz(a), value(a, 1));
+            table.insert(nz(b), value(b, 1));
+            let writer = {
+                let table = table.clone();
+                thread::spawn(move || assert_eq!(table.remove(nz(a)), Some(value(a, 1))))
+            };
+            let read = table.get(nz(b)).expect("a key being moved is still found");
+            assert_eq!(whole(b, read), 1);
+            writer.join().unwrap();
+        });
+    }
+
+    /// A removed key's slot reused for another key: a reader that found the
+    /// first key there never returns the second one's words for it.
+    #[test]
+    fn stream_table_slot_reused_for_another_key_vs_stale_hit() {
+        model(
+            "stream_table_slot_reused_for_another_key_vs_stale_hit",
+            || {
+                let (a, b) = colliding_pair(8);
+                let table = Arc::new(StreamTable::<Value>::with_capacity(8));
+                table.insert(nz(a), value(a, 1));
+                let writer = {
+                    let table = table.clone();
+                    thread::spawn(move || {
+                        table.remove(nz(a));
+                        table.insert(nz(b), value(b, 1)); // into `a`'s old slot
+                    })
+                };
+                if let Some(read) = table.hit_at_home(nz(a)) {
+                    assert_eq!(whole(a, read), 1);
+                }
+                writer.join().unwrap();
+                assert_eq!(table.get(nz(a)), None);
+                assert_eq!(table.hit_at_home(nz(b)), Some(value(b, 1)));
+            },
+        );
+    }
+
+    /// Growth swaps in a bigger table while a reader may hold the old one's
+    /// shape or slots (or the old shape with the new slots); a write after
+    /// the growth goes to the new table only.
+    #[test]
+    fn stream_table_growth_vs_hit() {
+        model("stream_table_growth_vs_hit", || {
+            let table = Arc::new(StreamTable::<Value>::with_capacity(4));
+            let (a, b) = (64, 128);
+            table.insert(nz(a), value(a, 1));
+            let writer = {
+                let table = table.clone();
+                // 4 slots hold one key: the second grows the table to 8.
+                thread::spawn(move || {
+                    table.insert(nz(b), value(b, 1));
+                    table.insert(nz(a), value(a, 2));
+                })
+            };
+            if let Some(read) = table.hit(nz(a)) {
+                assert!(matches!(whole(a, read), 1 | 2));
+            }
+            writer.join().unwrap();
+            assert_eq!(table.get(nz(a)), Some(value(a, 2)));
+            assert_eq!(table.get(nz(b)), Some(value(b, 1)));
+        });
+    }
+}

@@ -200,8 +200,8 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     // registration found in its home slot at the first attempt, answered
     // inside the boundary by a body that makes no call, so that its
     // `catch_unwind` compiles to nothing (no landing pad, no stack frame;
-    // three callee-saved registers remain, where six were: see
-    // docs/BENCHMARKS.md, row 3, fourth pass). Anything else goes on by a
+    // one callee-saved register remains, where six were: see
+    // docs/BENCHMARKS.md, row 3, fourth and fifth passes). Anything else goes on by a
     // tail call (`jmp`, the same arguments) to the probing path, and from
     // there to the cold path.
     let answered = boundary::<Answered>("aclrtAllocatorGetByStream", move || {
@@ -309,7 +309,7 @@ impl FfiReturn for Answered {
 /// panic or unwind: it makes no call (all of it is inlined; the registry is
 /// reached by `OnceLock::get`, one load, not `get_or_init`), indexes
 /// nothing and unwraps nothing; the table's unchecked reads are justified
-/// in `SeqTable::try_get`. If that stopped holding, a panic would still be
+/// in `registry::StreamTable::hit_at_home`. If that stopped holding, a panic would still be
 /// caught by the boundary around it (which would then cost a landing pad
 /// again, visible in the disassembly, not in behaviour).
 ///
@@ -344,19 +344,45 @@ unsafe fn get_by_stream_fast<const HOME_ONLY: bool>(
     let Some(found) = found else {
         return false;
     };
-    // SAFETY: the caller's contract for each out-parameter.
+    let c = found.callbacks;
+    // Each optional output is written to the caller's pointer or, if that
+    // is NULL, to a local: a choice of address (`cmov`), not a branch per
+    // output.
+    let mut discard = std::mem::MaybeUninit::<usize>::uninit();
+    let discard: *mut usize = discard.as_mut_ptr();
+    // SAFETY: the caller's contract for each out-parameter; `discard` is
+    // a live local of the size of each output (pointers and `Option`s of
+    // function pointers, one word each).
     unsafe {
         desc_out.write(found.descriptor.as_ptr());
-        CallbackOuts::new(
-            allocator,
-            allocFunc,
-            freeFunc,
-            allocAdviseFunc,
-            getAddrFromBlockFunc,
-        )
-        .write(&found.callbacks);
+        write_or_discard(allocator, c.obj.as_ptr(), discard);
+        write_or_discard(allocFunc, Some(c.alloc), discard);
+        write_or_discard(freeFunc, Some(c.free), discard);
+        write_or_discard(allocAdviseFunc, c.alloc_advise, discard);
+        write_or_discard(getAddrFromBlockFunc, Some(c.get_addr_from_block), discard);
+        // Keeps the stores to `discard` (which nothing reads) from being
+        // turned back into a branch per output: the compiler must assume
+        // this reads it. An empty assembly block: it does nothing.
+        std::arch::asm!("/* {0} */", in(reg) discard, options(nostack, readonly, preserves_flags));
     }
     true
+}
+
+/// Writes `value` to `out`, or to `discard` when `out` is NULL.
+///
+/// # Safety
+/// A non-NULL `out` is valid for a write of `T`; `discard` is valid for a
+/// write of a word, and `T` is one word.
+#[inline(always)]
+unsafe fn write_or_discard<T>(out: *mut T, value: T, discard: *mut usize) {
+    const { assert!(std::mem::size_of::<T>() == std::mem::size_of::<usize>()) };
+    let to = if out.is_null() {
+        discard as *mut T
+    } else {
+        out
+    };
+    // SAFETY: the caller's contract.
+    unsafe { to.write(value) }
 }
 
 /// `aclrtAllocatorGetByStream` off its fast path: the argument checks that

@@ -2,10 +2,15 @@
 //!
 //! [`StreamRegistry`] maps a stream to the [`Registration`] in force for it.
 //! Lookups are on the launch path of every operator, so the map is a
-//! [`SeqTable`]: lock-free, allocation-free reads that never see a torn entry.
+//! [`StreamTable`]: lock-free, allocation-free reads that never see a torn
+//! entry, each stream's registration inline in its own cache line. (The
+//! general [`SeqTable`] is re-exported for the tracking layer's own table.)
 
 pub mod api;
 pub mod observer;
+pub mod stream_table;
+
+pub use stream_table::StreamTable;
 
 use crate::core::descriptor::GetAddrFromBlockFn;
 use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
@@ -66,7 +71,7 @@ unsafe impl Packed for Registration {
 /// The stream → registration map.
 #[derive(Default)]
 pub struct StreamRegistry {
-    table: SeqTable<Registration>,
+    table: StreamTable<Registration>,
 }
 
 impl StreamRegistry {
@@ -81,7 +86,7 @@ impl StreamRegistry {
     /// answers. The C export's fast path.
     #[inline(always)]
     pub fn get_uncontended(&self, stream: StreamKey) -> Option<Registration> {
-        self.table.get_uncontended(stream.get())
+        self.table.hit(stream.get())
     }
 
     /// The registration of `stream` when one attempt finds it in its home
@@ -89,7 +94,7 @@ impl StreamRegistry {
     /// [`StreamRegistry::get`]). The C export's first, frame-free test.
     #[inline(always)]
     pub fn get_at_home(&self, stream: StreamKey) -> Option<Registration> {
-        self.table.get_at_home(stream.get())
+        self.table.hit_at_home(stream.get())
     }
 
     /// Makes `registration` the one in force for `stream`, returning the one it replaces.
