@@ -1,7 +1,8 @@
-//! A read-mostly hash table from a non-zero word to a few words of value,
-//! built for a lookup on every operator launch: the stream registry
-//! (stream → registration), the tracking layer (stream → tracker) and every
-//! live-handle table ([`super::handles`]) are built on it.
+//! A read-mostly hash table from a non-zero word to a few words of value:
+//! the tracking layer (stream → tracker), the pluggable allocators'
+//! callable table and every live-handle table ([`super::handles`]) are built
+//! on it. (The stream registry, read on every operator launch, has its own
+//! table with each value inline in its slot: `registry::StreamTable`.)
 //!
 //! Readers take no lock, write no shared memory and never allocate, so they do
 //! not contend with each other and scale with threads. Writers serialise on a
@@ -238,50 +239,9 @@ impl Record {
     }
 
     /// Reader side: a copy that is only trusted once the counter confirms it.
-    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     #[inline]
     fn load_words(&self) -> [usize; VALUE_WORDS] {
         std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
-    }
-
-    /// Reader side, on x86-64: the six words as three 16-byte loads into
-    /// vector registers. Why: the C export's hit holds the six words, five
-    /// out-pointers and the counters at once; with the words in general
-    /// registers that is more than the nine a function may use without
-    /// saving any, and the saves (six pushes and pops) were the largest part
-    /// of the export's own cost. Vector registers are all caller-saved, and
-    /// a word goes from one to the caller's memory in one store (`movq`,
-    /// `movhps`).
-    ///
-    /// Why inline assembly: a plain vector read racing with a writer's
-    /// atomic stores would be a data race in Rust's memory model; the
-    /// assembly is an opaque read, equivalent to six relaxed loads (each
-    /// word is 8-byte aligned inside the record's one 64-byte line, and x86
-    /// does not tear an aligned 8-byte part of a vector load), and like them
-    /// ordered before the caller's acquire fence and counter re-check, which
-    /// discard any copy a writer touched (x86 keeps loads in order).
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    #[inline(always)]
-    fn load_words(&self) -> [usize; VALUE_WORDS] {
-        use std::arch::x86_64::__m128i;
-        const _: () = assert!(std::mem::offset_of!(Record, words) == 8);
-        let (a, b, c): (__m128i, __m128i, __m128i);
-        // SAFETY: reads the 48 bytes of `self.words` (offset 8 in the
-        // record, checked above), which are live and aligned to 8; writes
-        // nothing but the three output registers.
-        unsafe {
-            std::arch::asm!(
-                "movdqu {a}, xmmword ptr [{p} + 8]",
-                "movdqu {b}, xmmword ptr [{p} + 24]",
-                "movdqu {c}, xmmword ptr [{p} + 40]",
-                p = in(reg) self as *const Record,
-                a = out(xmm_reg) a,
-                b = out(xmm_reg) b,
-                c = out(xmm_reg) c,
-                options(nostack, readonly, preserves_flags),
-            );
-            std::mem::transmute::<[__m128i; 3], [usize; VALUE_WORDS]>([a, b, c])
-        }
     }
 
     /// Writer only: the words as they are (no one else stores to them).
@@ -382,35 +342,16 @@ impl<V: Packed> SeqTable<V> {
         let key = key.get();
         let mut attempt = 0;
         loop {
-            if let Some(found) = self.try_get::<false>(key) {
+            if let Some(found) = self.try_get(key) {
                 return found;
             }
             back_off(&mut attempt);
         }
     }
 
-    /// The value for `key` when one attempt finds it; `None` when `key` is
-    /// missing or a writer got in the way (ask [`SeqTable::get`] then). For
-    /// a caller's fast path: a hit is the words as read, in registers, with
-    /// no retry loop for them to be merged with.
+    /// One attempt: `None` when a writer got in the way.
     #[inline(always)]
-    pub fn get_uncontended(&self, key: NonZeroUsize) -> Option<V> {
-        self.try_get::<false>(key.get()).flatten()
-    }
-
-    /// As [`SeqTable::get_uncontended`], looking at `key`'s home slot only
-    /// (where nearly every key is: the mean probe run is about 1.1 slots at
-    /// a quarter full): `None` also when `key` is further on. For a fast
-    /// path with too few registers for a probe loop.
-    #[inline(always)]
-    pub fn get_at_home(&self, key: NonZeroUsize) -> Option<V> {
-        self.try_get::<true>(key.get()).flatten()
-    }
-
-    /// One attempt: `None` when a writer got in the way, or, with
-    /// `HOME_ONLY`, when `key` is not in its home slot.
-    #[inline(always)]
-    fn try_get<const HOME_ONLY: bool>(&self, key: usize) -> Option<Option<V>> {
+    fn try_get(&self, key: usize) -> Option<Option<V>> {
         let layout = self.read.layout.load(Ordering::Acquire);
         if layout & 1 == 1 {
             return None;
@@ -419,25 +360,14 @@ impl<V: Packed> SeqTable<V> {
         let mask = self.read.mask.load(Ordering::Acquire);
         let slots = self.read.slots.load(Ordering::Acquire);
         let home = scramble(key) & mask;
-        let found = if HOME_ONLY {
-            // SAFETY: `home <= mask`, and `slots` holds at least `mask + 1`
-            // slots of a table that lives as long as the map (`ReadSide`).
-            let slot = unsafe { &*slots.add(home) };
-            if slot.key.load(Ordering::Acquire) != key {
-                return None;
-            }
-            Probe::Found(RecordRef(slot.value.load(Ordering::Acquire)))
-        } else {
-            probe(slots, mask, home, key)
-        };
+        let found = probe(slots, mask, home, key);
         let words = match found {
             Probe::Missing => None,
             Probe::Found(reference) => {
                 // Loaded after the probe (still after `slots`, as `ReadSide`
                 // needs): it does not wait for the probe (a load from the
                 // line already read), and no register holds it during the
-                // probe, which leaves the C export's hit path room enough
-                // not to save any callee-saved register.
+                // probe.
                 let records = self.read.records.load(Ordering::Acquire);
                 // SAFETY: `records` belongs to a table at least as new as the
                 // one `slots` belongs to (`ReadSide`), and tables are only
@@ -695,46 +625,6 @@ mod tests {
         assert_eq!(table.remove(key(8)), None);
         assert_eq!(table.get(key(8)), None);
         assert!(table.is_empty());
-    }
-
-    #[test]
-    fn get_uncontended_answers_hits_and_leaves_misses_to_get() {
-        let table = SeqTable::<[usize; VALUE_WORDS]>::default();
-        table.insert(key(8), [3; 6]);
-        assert_eq!(table.get_uncontended(key(8)), Some([3; 6]));
-        assert_eq!(table.get_uncontended(key(16)), None);
-        table.remove(key(8));
-        assert_eq!(table.get_uncontended(key(8)), None);
-    }
-
-    #[test]
-    fn get_at_home_answers_only_home_slots_and_get_uncontended_the_rest() {
-        let table = SeqTable::<[usize; VALUE_WORDS]>::with_capacity(64);
-        let home = home_slot(key(8), 64);
-        let same_home: Vec<usize> = (1..100_000)
-            .map(|i| i * 8)
-            .filter(|&k| home_slot(key(k), 64) == home)
-            .take(3)
-            .collect();
-        for &k in &same_home {
-            table.insert(key(k), [k; 6]);
-        }
-        // The first is in the home slot, the two others further along.
-        assert_eq!(
-            table.get_at_home(key(same_home[0])),
-            Some([same_home[0]; 6])
-        );
-        for &k in &same_home[1..] {
-            assert_eq!(table.get_at_home(key(k)), None);
-            assert_eq!(table.get_uncontended(key(k)), Some([k; 6]));
-        }
-        // Removing the first shifts the second back into the home slot.
-        table.remove(key(same_home[0]));
-        assert_eq!(table.get_at_home(key(same_home[0])), None);
-        assert_eq!(
-            table.get_at_home(key(same_home[1])),
-            Some([same_home[1]; 6])
-        );
     }
 
     #[test]
