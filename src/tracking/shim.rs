@@ -191,16 +191,8 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
         // a failed alloc) is in no record and cannot have moved: it goes
         // to the function of the allocator that just failed.
         if key == 0 || state.serves(key, get_addr) {
-            // SAFETY: `get_addr` was stored from the user's GetAddrFromBlockFn.
-            let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
-                unsafe { std::mem::transmute(get_addr) };
-            // SAFETY: the user's function (guarded as in track_alloc).
-            let address = unsafe { guarded_get_addr(get_addr, block) };
-            // Only the record is touched inside: the brief form.
-            if let Some(mut inside) = state.enter_brief() {
-                inside.on_get_addr(state.allocator, key, address as usize);
-            }
-            return address;
+            // SAFETY: `get_addr` was stored from the user's function.
+            return unsafe { serve_get_addr(state, get_addr, block) };
         }
     }
     // Not the thread's last allocation (a launch with two workspaces asks
@@ -211,17 +203,28 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
     if let Some((state, get_addr)) = find_block(key, hint) {
         // SAFETY: the user's getAddrFromBlock that served this block was
         // stored from a function pointer of this type.
-        let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
-            unsafe { std::mem::transmute(get_addr) };
-        // SAFETY: the user's function (guarded as in track_alloc); called
-        // outside the record, as on the path above.
-        let address = unsafe { guarded_get_addr(get_addr, block) };
-        if let Some(mut inside) = state.enter_brief() {
-            inside.on_get_addr(state.allocator, key, address as usize);
-        }
-        return address;
+        return unsafe { serve_get_addr(state, get_addr, block) };
     }
     unknown_block(block)
+}
+
+/// Runs `get_addr`, the user's getAddrFromBlock that `state`'s allocator
+/// serves `block` with, outside the record, then records the address.
+///
+/// # Safety
+/// `get_addr` was stored from a `GetAddrFromBlockFn`.
+#[inline(always)]
+unsafe fn serve_get_addr(state: &AllocState, get_addr: usize, block: *mut c_void) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
+        unsafe { std::mem::transmute(get_addr) };
+    // SAFETY: the user's function (guarded as in track_alloc).
+    let address = unsafe { guarded_get_addr(get_addr, block) };
+    // Only the record is touched inside: the brief form.
+    if let Some(mut inside) = state.enter_brief() {
+        inside.on_get_addr(state.allocator, block as usize, address as usize);
+    }
+    address
 }
 
 /// The user's getAddrFromBlock `get_addr` for `block`; one that throws ends
