@@ -7,10 +7,9 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, Out};
-use super::boundary::boundary;
+use super::boundary::{boundary, Answer};
 use super::types::*;
 use crate::core::error::{Error, Result, ACL_SUCCESS};
-use crate::plugin::published::Answer;
 use crate::plugin::{context, published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, OsStr};

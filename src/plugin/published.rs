@@ -19,9 +19,8 @@
 
 use super::allocator::PluggableAllocator;
 use super::context;
-use crate::core::boundary::{boundary, FfiReturn};
+use crate::core::boundary::{self, boundary, Answer};
 use crate::core::descriptor::AllocatorObj;
-use crate::core::errlog;
 use crate::core::error::{aclError, Error, Result};
 use crate::core::handles::{Handle, HandleTable};
 pub use crate::core::ids::PluggableHandle;
@@ -200,36 +199,10 @@ pub(crate) fn with_direct<R>(key: usize, f: impl FnOnce(&PluggableAllocator) -> 
     Some(result)
 }
 
-/// The C value a hot path's body answers with, as the boundary's success:
-/// the body returns the value itself (its failures recorded out of line,
-/// [`failed`]), not an `Error`, so none is built in its frame; a caught
-/// panic is answered with the failure value, its message recorded.
-pub(crate) struct Answer<T>(pub(crate) T);
-
-impl<T: FfiReturn> FfiReturn for Answer<T> {
-    type Ok = Answer<T>;
-    fn success(value: Answer<T>) -> Self {
-        value
-    }
-    fn failure(code: aclError) -> Self {
-        Answer(T::failure(code))
-    }
-}
-
-/// Records a hot path's failure for `aclGetRecentErrMsg` under `function`
-/// (what the boundary does with an `Err`), out of line, so that no `Error`
-/// is built in the hot function's frame: the C code.
-#[cold]
-#[inline(never)]
-pub(crate) fn failed(function: &'static str, error: Error) -> aclError {
-    errlog::record(function, error);
-    error.code()
-}
-
 /// The allocation of the hot paths, pinned on the allocator's handle
 /// (inside [`with_direct`]): `None`, having done nothing, for a size
 /// `ssize_t` cannot hold; otherwise the block, or the failure's code with
-/// its message recorded under `function` (the plugin was called).
+/// its message recorded under `function` (the plugin was called; `boundary::fail`).
 #[inline(always)]
 pub(crate) fn alloc_pinned(
     function: &'static str,
@@ -245,7 +218,7 @@ pub(crate) fn alloc_pinned(
     Some(
         match allocator.alloc(size, context::current_device(), stream) {
             Ok(block) => Ok(block),
-            Err(error) => Err(failed(function, error)),
+            Err(error) => Err(boundary::fail(function, error)),
         },
     )
 }
@@ -261,7 +234,7 @@ pub(crate) fn free_pinned(
 ) -> std::result::Result<(), aclError> {
     match allocator.free(block) {
         Ok(()) => Ok(()),
-        Err(error) => Err(failed(function, error)),
+        Err(error) => Err(boundary::fail(function, error)),
     }
 }
 
@@ -549,6 +522,7 @@ unsafe extern "C" fn desc_get_addr(block: *mut c_void) -> *mut c_void {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::errlog;
     use crate::plugin::PluginFunctions;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
