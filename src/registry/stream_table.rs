@@ -516,13 +516,18 @@ impl<V: Packed> StreamTable<V> {
 /// passes the address through.)
 #[inline(always)]
 #[allow(clippy::pointers_in_nomem_asm_block)]
-fn one_register(mut slot: *const Slot) -> *const Slot {
+fn one_register(slot: *const Slot) -> *const Slot {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: an empty assembly block: it reads and writes nothing but the
-    // register it is given back unchanged.
-    unsafe {
-        std::arch::asm!("/* {0} */", inout(reg) slot, options(pure, nomem, nostack, preserves_flags));
+    {
+        let mut slot = slot;
+        // SAFETY: an empty assembly block: it reads and writes nothing but
+        // the register it is given back unchanged.
+        unsafe {
+            std::arch::asm!("/* {0} */", inout(reg) slot, options(pure, nomem, nostack, preserves_flags));
+        }
+        slot
     }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     slot
 }
 
