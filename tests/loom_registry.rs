@@ -16,7 +16,7 @@
 mod loom_support;
 
 use aclalloc::core::seq_table::home_slot;
-use aclalloc::registry::{SeqTable, VALUE_WORDS};
+use aclalloc::core::seq_table::{SeqTable, VALUE_WORDS};
 use loom::sync::Arc;
 use loom::thread;
 use std::num::NonZeroUsize;

@@ -5,8 +5,8 @@
 //! tables; this runs the shipped code on real threads and real memory
 //! ordering, through growth from a 2-slot table and through the C functions.
 
+use aclalloc::core::seq_table::{SeqTable, VALUE_WORDS};
 use aclalloc::ffi::allocator::*;
-use aclalloc::registry::{SeqTable, VALUE_WORDS};
 use aclalloc::{aclError, global};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;

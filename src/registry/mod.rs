@@ -3,8 +3,7 @@
 //! [`StreamRegistry`] maps a stream to the [`Registration`] in force for it.
 //! Lookups are on the launch path of every operator, so the map is a
 //! [`StreamTable`]: lock-free, allocation-free reads that never see a torn
-//! entry, each stream's registration inline in its own cache line. (The
-//! general [`SeqTable`] is re-exported for the tracking layer's own table.)
+//! entry, each stream's registration inline in its own cache line.
 
 pub mod api;
 pub mod observer;
@@ -16,7 +15,7 @@ use crate::core::descriptor::GetAddrFromBlockFn;
 use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
 use crate::core::handles::Handle;
 pub use crate::core::ids::{DescriptorHandle, StreamKey};
-pub use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
+pub use crate::core::seq_table::{Packed, VALUE_WORDS};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 

@@ -16,7 +16,8 @@
 
 use super::history;
 use super::owner::AllocState;
-use crate::registry::{Packed, Registration, SeqTable, StreamKey, VALUE_WORDS};
+use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
+use crate::registry::{Registration, StreamKey};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
