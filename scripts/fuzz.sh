@@ -44,6 +44,11 @@ for target in "${targets[@]}"; do
     flags+=(-detect_leaks=0)
     env=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
   fi
+  # Inputs that once failed (fuzz/regressions/TARGET, checked in) run
+  # first, every time, beside the corpus the runs grow (not checked in).
+  corpora=("fuzz/corpus/$target")
+  mkdir -p "${corpora[0]}"
+  [[ -d "fuzz/regressions/$target" ]] && corpora+=("fuzz/regressions/$target")
   echo "fuzz.sh: $target for ${share} s"
-  env "${env[@]}" "${fuzz[@]}" run "$target" -- "${flags[@]}"
+  env "${env[@]}" "${fuzz[@]}" run "$target" "${corpora[@]}" -- "${flags[@]}"
 done

@@ -705,9 +705,15 @@ impl Model {
                     self.on_pool("aclallocPoolEmptyCache", p, |h| aclallocPoolEmptyCache(h))
                 {
                     if self.pools[pool].live.is_empty() {
-                        let s = stats(self.pools[pool].handle);
+                        let h = self.pools[pool].handle;
+                        let s = stats(h);
                         assert_eq!(s.reserved_bytes[0].current, 0, "an idle pool kept memory");
-                        assert_eq!(s.segment[0].current, 0);
+                        // An expandable pool keeps its reservations (address
+                        // space, no memory) through empty_cache, as
+                        // torch_npu's does; empty_virt_addr_cache returns
+                        // them, and then no segment is left.
+                        assert_eq!(aclallocPoolEmptyVirtAddrCache(h as *mut c_void), OK);
+                        assert_eq!(stats(h).segment[0].current, 0, "a segment left");
                     }
                 }
             }
@@ -884,6 +890,8 @@ impl Model {
                 s.reserved_bytes[0].current, 0,
                 "reserved after freeing all and empty_cache"
             );
+            // A spare starts a later run with no segment (see EmptyCache).
+            assert_eq!(aclallocPoolEmptyVirtAddrCache(p.handle as *mut c_void), OK);
             p.alive = false;
             let desc = &mut self.descs[p.desc];
             if over_budget() {
