@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The loom models: the registration table (tests/loom_registry.rs) and the
+# The loom models: the lock-free table (tests/loom_registry.rs) and the
 # owner word's biased ownership (tests/loom_owner_word.rs), bounded so that
-# together they run in about a minute and a half on 2 cores once built
-# (the owner word's model about ten seconds of it).
+# together they run in about a minute on 2 cores once built.
 # Its own target directory keeps the --cfg loom build from evicting the
 # normal one.
 set -euo pipefail

@@ -26,19 +26,21 @@
 //!   change under the same lock as the map.
 //!
 //! Every atomic comes from [`super::sync`], loom's under `--cfg loom`. The
-//! models in tests/loom_registry.rs pin each ordering here (each fails when
-//! that ordering is weakened to `Relaxed`):
+//! models in tests/loom_registry.rs pin each ordering (each model fails when
+//! its ordering is weakened):
 //! - `rewrite_vs_get`: the release fence in [`SeqLock::begin_write`] (a
-//!   reader that sees a new word also sees the counter odd) and the acquire
-//!   fence in [`SeqLock::read_retry`].
-//! - `fill_empty_vs_get`: the release store in [`SeqLock::end_write`] with
+//!   reader that sees a new word also sees the counter odd);
+//! - `fill_empty_vs_get`: the release store in [`SeqLock::end_write`] and
 //!   the acquire load in [`SeqLock::read_begin`] (a reader that sees the
-//!   finished counter sees the words under it).
-//! - `backward_shift_vs_get`: the same fences on the `layout` counter (a
-//!   miss overlapping a removal's shift is not trusted).
-//! - `growth_vs_get`: the release stores and acquire loads of `slots` and
-//!   `mask` (a reader sees the new array initialised, and never a mask
-//!   bigger than its array).
+//!   finished counter sees the words under it);
+//! - `backward_shift_vs_get`: the acquire fence in [`SeqLock::read_retry`]
+//!   on the layout counter (a miss overlapping a removal is not trusted);
+//! - `growth_vs_get`: the acquire load of a new array's `slots` (a reader
+//!   sees it initialised). The release stores of `slots` and `mask` are
+//!   also ordered by the layout counter's release fence.
+//!
+//! `slot_reused_for_another_key_vs_get` and `insert_and_remove_race_with_get`
+//! check the protocol as a whole.
 
 use super::sync::{
     back_off, fence, owned_load, AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering,
@@ -307,17 +309,38 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
     /// writer in its way.
     #[inline]
     pub fn get(&self, key: NonZeroUsize) -> Option<V> {
-        let key = key.get();
+        match self.try_get(key) {
+            Some(answer) => answer,
+            None => self.get_contended(key),
+        }
+    }
+
+    /// `get` once a writer got in the way: out of line, so that the hit
+    /// path makes no call and keeps no register for the back-off.
+    #[cold]
+    #[inline(never)]
+    fn get_contended(&self, key: NonZeroUsize) -> Option<V> {
         let mut attempt = 0;
         loop {
-            let layout = self.read.layout.read_begin();
-            match self.probe(key) {
-                // SAFETY: the slot's unchanged, even counter proves the
-                // words are one whole `pack` output.
-                Probe::Hit(words) => return Some(unsafe { V::unpack(words) }),
-                Probe::Missing if !self.read.layout.read_retry(layout) => return None,
-                Probe::Missing | Probe::Busy => back_off(&mut attempt),
+            back_off(&mut attempt);
+            if let Some(answer) = self.try_get(key) {
+                return answer;
             }
+        }
+    }
+
+    /// One lookup, which never waits: `None` when a writer was in the way
+    /// (then [`Table::get`] answers). For a hot path that leaves that case
+    /// to a cold one.
+    #[inline]
+    pub fn try_get(&self, key: NonZeroUsize) -> Option<Option<V>> {
+        let layout = self.read.layout.read_begin();
+        match self.probe(key.get()) {
+            // SAFETY: the slot's unchanged, even counter proves the words
+            // are one whole `pack` output.
+            Probe::Hit(words) => Some(Some(unsafe { V::unpack(words) })),
+            Probe::Missing if !self.read.layout.read_retry(layout) => Some(None),
+            Probe::Missing | Probe::Busy => None,
         }
     }
 
@@ -328,9 +351,11 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
         let mask = self.read.mask.load(Ordering::Acquire);
         let slots = self.read.slots.load(Ordering::Acquire);
         let mut index = hash(key) & mask;
-        // An array is never full, so an empty slot ends every run; the
-        // bound only stops a reader chased by writers around the array.
-        for _ in 0..=mask {
+        // An empty slot ends every run: an array is at most a quarter full
+        // (with an older, smaller mask a reader indexes the first slots of a
+        // newer array, at most half of which hold keys). A reader walks on
+        // past that only while writers keep moving keys under it.
+        loop {
             // SAFETY: `index <= mask`, `slots` has at least `mask + 1` slots
             // (`ReadSide`), and arrays live as long as the table.
             let slot = unsafe { &*slots.add(index) };
@@ -347,7 +372,6 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
                 _ => index = (index + 1) & mask,
             }
         }
-        Probe::Missing
     }
 
     /// The writer's lock, with the writer-side state.

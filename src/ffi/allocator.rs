@@ -9,17 +9,16 @@
 //! forcing the decision (they need no runtime); registering and
 //! unregistering, which take a stream, force it.
 
-use super::args::{self, write_optional, Out};
+use super::args::{self, Out};
 use super::boundary::boundary;
 use super::forward;
 use super::types::*;
 use crate::core::descriptor::{AllocatorObj, Callbacks, Descriptor};
-use crate::core::error::Result;
+use crate::core::error::{Result, ACL_SUCCESS};
 use crate::interpose::Sym;
 use crate::registry::api::{global, initialised};
 use crate::registry::StreamKey;
 use crate::tracking::{self, LeakSeen};
-use std::ptr::NonNull;
 
 /// Creates an empty allocator descriptor: no object, no callbacks.
 /// Returns NULL on failure.
@@ -196,10 +195,115 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    boundary("aclrtAllocatorGetByStream", move || {
-        // SAFETY: the caller's contract for each out-parameter.
-        let outs = unsafe {
-            CallbackOuts::new(
+    // The lookup on every launch: tracking off, valid arguments, a
+    // registered stream, no writer in the way. It needs no boundary:
+    // nothing in it can panic (no call, no indexing, no unwrap; the table's
+    // reads are unchecked), and it reports no error.
+    if !tracking::enabled() && !allocatorDesc.is_null() {
+        if let (Some(key), Some(api)) = (StreamKey::from_ptr(stream), initialised()) {
+            if let Some(found) = api.streams().get_if_hit(key) {
+                // SAFETY: the caller's contract for each out-parameter.
+                unsafe {
+                    allocatorDesc.write(found.descriptor.as_ptr());
+                    write_callbacks(
+                        &found.callbacks,
+                        allocator,
+                        allocFunc,
+                        freeFunc,
+                        allocAdviseFunc,
+                        getAddrFromBlockFunc,
+                    );
+                }
+                return ACL_SUCCESS;
+            }
+        }
+    }
+    // SAFETY: the caller's contract, handed on.
+    unsafe {
+        get_by_stream_slow(
+            stream,
+            allocatorDesc,
+            allocator,
+            allocFunc,
+            freeFunc,
+            allocAdviseFunc,
+            getAddrFromBlockFunc,
+        )
+    }
+}
+
+/// Writes `c` to the optional out-parameters the caller did not leave NULL.
+///
+/// # Safety
+/// Each non-NULL pointer is valid for a write of its type.
+#[inline]
+unsafe fn write_callbacks(
+    c: &Callbacks,
+    allocator: *mut aclrtAllocator,
+    allocFunc: *mut aclrtAllocatorAllocFunc,
+    freeFunc: *mut aclrtAllocatorFreeFunc,
+    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
+    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
+) {
+    // SAFETY: the caller's contract for each.
+    unsafe {
+        write_wanted(allocator, c.obj.as_ptr());
+        write_wanted(allocFunc, Some(c.alloc));
+        write_wanted(freeFunc, Some(c.free));
+        write_wanted(allocAdviseFunc, c.alloc_advise);
+        write_wanted(getAddrFromBlockFunc, Some(c.get_addr_from_block));
+    }
+}
+
+/// Writes `value` to `out` unless the caller passed NULL.
+///
+/// # Safety
+/// A non-NULL `out` is valid for a write of `T`.
+#[inline]
+unsafe fn write_wanted<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { out.write(value) }
+    }
+}
+
+/// `aclrtAllocatorGetByStream` off its hit, under the export's boundary:
+/// the argument checks that name the failing parameter, a miss, the
+/// registry not built yet, and tracking on (the user's descriptor with the
+/// tracking layer's object and callbacks). Nothing is written unless the
+/// call succeeds.
+///
+/// # Safety
+/// As for `aclrtAllocatorGetByStream`.
+///
+/// `extern "C"`, the export's own signature, so that the export reaches it
+/// by a tail call and its hit keeps no frame.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn get_by_stream_slow(
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+    allocator: *mut aclrtAllocator,
+    allocFunc: *mut aclrtAllocatorAllocFunc,
+    freeFunc: *mut aclrtAllocatorFreeFunc,
+    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
+    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
+) -> aclError {
+    boundary("aclrtAllocatorGetByStream", move || -> Result<()> {
+        // SAFETY: the caller's contract.
+        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+        let stream = args::stream(stream)?;
+        let found = global().get_by_stream(stream)?;
+        let callbacks = if tracking::enabled() {
+            tracking::tracked_callbacks(stream, &found)
+        } else {
+            found.callbacks
+        };
+        desc_out.write(found.descriptor.as_ptr());
+        // SAFETY: the caller's contract.
+        unsafe {
+            write_callbacks(
+                &callbacks,
                 allocator,
                 allocFunc,
                 freeFunc,
@@ -207,95 +311,8 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
                 getAddrFromBlockFunc,
             )
         };
-        // The lookup on every launch (tracking off, valid arguments, a
-        // registered stream) makes no call, so the boundary costs nothing.
-        if !tracking::enabled() {
-            if let (Some(desc_out), Some(key), Some(api)) = (
-                NonNull::new(allocatorDesc),
-                StreamKey::from_ptr(stream),
-                initialised(),
-            ) {
-                if let Some(found) = api.streams().get(key) {
-                    // SAFETY: the caller's contract for `allocatorDesc`.
-                    unsafe { desc_out.write(found.descriptor.as_ptr()) };
-                    outs.write(&found.callbacks);
-                    return Ok(());
-                }
-            }
-        }
-        // SAFETY: the caller's contract for `allocatorDesc`.
-        unsafe { get_by_stream_slow(stream, allocatorDesc, outs) }
+        Ok(())
     })
-}
-
-/// `aclrtAllocatorGetByStream` off its hit: the argument checks that name
-/// the failing parameter, a miss, the registry not built yet, and tracking
-/// on (the user's descriptor with the tracking layer's object and
-/// callbacks).
-///
-/// # Safety
-/// A non-NULL `allocatorDesc` is valid for a write.
-#[cold]
-#[inline(never)]
-unsafe fn get_by_stream_slow(
-    stream: aclrtStream,
-    allocatorDesc: *mut aclrtAllocatorDesc,
-    outs: CallbackOuts,
-) -> Result<()> {
-    // SAFETY: the caller's contract.
-    let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-    let stream = args::stream(stream)?;
-    let found = global().get_by_stream(stream)?;
-    let callbacks = if tracking::enabled() {
-        tracking::tracked_callbacks(stream, &found)
-    } else {
-        found.callbacks
-    };
-    desc_out.write(found.descriptor.as_ptr());
-    outs.write(&callbacks);
-    Ok(())
-}
-
-/// The optional out-parameters of `aclrtAllocatorGetByStream`.
-struct CallbackOuts {
-    allocator: Option<Out<aclrtAllocator>>,
-    alloc: Option<Out<aclrtAllocatorAllocFunc>>,
-    free: Option<Out<aclrtAllocatorFreeFunc>>,
-    alloc_advise: Option<Out<aclrtAllocatorAllocAdviseFunc>>,
-    get_addr_from_block: Option<Out<aclrtAllocatorGetAddrFromBlockFunc>>,
-}
-
-impl CallbackOuts {
-    /// # Safety
-    /// Each non-NULL pointer must be valid for a write of its type.
-    #[inline]
-    unsafe fn new(
-        allocator: *mut aclrtAllocator,
-        alloc: *mut aclrtAllocatorAllocFunc,
-        free: *mut aclrtAllocatorFreeFunc,
-        alloc_advise: *mut aclrtAllocatorAllocAdviseFunc,
-        get_addr_from_block: *mut aclrtAllocatorGetAddrFromBlockFunc,
-    ) -> Self {
-        // SAFETY: the caller's contract.
-        unsafe {
-            CallbackOuts {
-                allocator: Out::optional(allocator),
-                alloc: Out::optional(alloc),
-                free: Out::optional(free),
-                alloc_advise: Out::optional(alloc_advise),
-                get_addr_from_block: Out::optional(get_addr_from_block),
-            }
-        }
-    }
-
-    #[inline]
-    fn write(self, c: &Callbacks) {
-        write_optional(self.allocator, c.obj.as_ptr());
-        write_optional(self.alloc, Some(c.alloc));
-        write_optional(self.free, Some(c.free));
-        write_optional(self.alloc_advise, c.alloc_advise);
-        write_optional(self.get_addr_from_block, Some(c.get_addr_from_block));
-    }
 }
 
 /// Drops the registration of `stream`; a stream with none is left as it is

@@ -77,6 +77,14 @@ impl StreamRegistry {
         self.table.get(stream.get())
     }
 
+    /// The registration of `stream` if one lookup that never waits finds
+    /// it; `None` when it has none or a writer was in the way (then
+    /// [`StreamRegistry::get`] answers).
+    #[inline]
+    pub fn get_if_hit(&self, stream: StreamKey) -> Option<Registration> {
+        self.table.try_get(stream.get()).flatten()
+    }
+
     /// Makes `registration` the one in force for `stream`, returning the one it replaces.
     pub fn set(&self, stream: StreamKey, registration: Registration) -> Option<Registration> {
         self.table.insert(stream.get(), registration)
