@@ -1,5 +1,5 @@
 //! The bottom layer: errors and the per-thread error log, the C vocabulary,
-//! descriptors, ids and handle tables (the lock-free [`seq_table::SeqTable`]
+//! descriptors, ids and handle tables (the lock-free [`table::Table`]
 //! they and the stream registry are built on), the environment's syntax, and the tracked-allocations adaptor
 //! ([`tracked`]) that the pluggable allocators and the tracking layer keep
 //! their blocks in. It imports no other module of the

@@ -5,7 +5,7 @@
 //!
 //! - **A slot holds the value inline** (its own sequence counter, the key,
 //!   the `N` words; 64 bytes for a six-word value), so a hit reads one slot.
-//!   Each slot is a [`SeqLock`]: a reader that finds its key in a slot whose
+//!   Each slot is a `SeqLock`: a reader that finds its key in a slot whose
 //!   counter was even and unchanged across its copy holds a (key, value)
 //!   pair that was in the map at that moment. Rewriting a value, moving a
 //!   key back on removal (briefly in two slots, both true), clearing a slot
@@ -25,15 +25,15 @@
 //!   value `W` ([`Table::write`] gives both), so that a user's own books can
 //!   change under the same lock as the map.
 //!
-//! Every atomic comes from [`super::sync`], loom's under `--cfg loom`. The
+//! Every atomic comes from `super::sync`, loom's under `--cfg loom`. The
 //! models in tests/loom_registry.rs pin each ordering (each model fails when
 //! its ordering is weakened):
-//! - `rewrite_vs_get`: the release fence in [`SeqLock::begin_write`] (a
+//! - `rewrite_vs_get`: the release fence in `SeqLock::begin_write` (a
 //!   reader that sees a new word also sees the counter odd);
-//! - `fill_empty_vs_get`: the release store in [`SeqLock::end_write`] and
-//!   the acquire load in [`SeqLock::read_begin`] (a reader that sees the
+//! - `fill_empty_vs_get`: the release store in `SeqLock::end_write` and
+//!   the acquire load in `SeqLock::read_begin` (a reader that sees the
 //!   finished counter sees the words under it);
-//! - `backward_shift_vs_get`: the acquire fence in [`SeqLock::read_retry`]
+//! - `backward_shift_vs_get`: the acquire fence in `SeqLock::read_retry`
 //!   on the layout counter (a miss overlapping a removal is not trusted);
 //! - `growth_vs_get`: the acquire load of a new array's `slots` (a reader
 //!   sees it initialised). The release stores of `slots` and `mask` are
