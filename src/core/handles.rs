@@ -17,8 +17,7 @@
 //! - [`HandleMap`] holds small `Copy` values inline (a few words, [`Packed`]):
 //!   a lookup is one table read. Pools use it: every pool callback resolves
 //!   its handle.
-//! - [`HandleTable`] holds any object, in a *shell* the table owns (the
-//!   shells are the table's writer-side state, under its one lock); the
+//! - [`HandleTable`] holds any object, in a *shell* the table owns; the
 //!   handle maps to its shell, found lock-free, and the object inside is read
 //!   under the shell's own reader-writer lock (no lock shared between
 //!   handles). Shells are recycled for new handles, never freed while the
@@ -28,7 +27,7 @@
 
 use super::error::{Error, Result};
 use super::table::{Packed, Table, VALUE_WORDS};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -213,7 +212,7 @@ unsafe impl<T> Packed<1> for ShellRef<T> {
     }
 }
 
-/// The shells a table owns: its table's writer-side state.
+/// The shells a table owns.
 struct Shells<T> {
     /// Every shell ever made, freed with the table. Boxed so that the
     /// addresses readers hold survive the Vec growing.
@@ -226,9 +225,8 @@ struct Shells<T> {
 /// Live handles of kind `H`, each naming an object of type `T`: the handle
 /// is found without a lock, the object read under its own lock.
 pub struct HandleTable<H, T> {
-    ids: Ids,
-    live: Table<ShellRef<T>, 1, Shells<T>>,
-    _kind: PhantomData<fn() -> H>,
+    map: HandleMap<H, ShellRef<T>, 1>,
+    shells: Mutex<Shells<T>>,
 }
 
 impl<H: Handle, T: Send + Sync> Default for HandleTable<H, T> {
@@ -240,54 +238,57 @@ impl<H: Handle, T: Send + Sync> Default for HandleTable<H, T> {
 impl<H: Handle, T: Send + Sync> HandleTable<H, T> {
     /// An empty table.
     pub fn new() -> Self {
-        let shells = Shells {
-            all: Vec::new(),
-            free: Vec::new(),
-        };
         HandleTable {
-            ids: Ids::new(),
-            live: Table::new(32, shells),
-            _kind: PhantomData,
+            map: HandleMap::with_capacity(8),
+            shells: Mutex::new(Shells {
+                all: Vec::new(),
+                free: Vec::new(),
+            }),
         }
     }
 
     /// Stores `value` and returns its new handle.
     pub fn insert(&self, value: T) -> Result<H> {
-        let handle = self.ids.issue::<H>()?;
-        let mut live = self.live.write();
-        let index = match live.free.pop() {
+        let mut shells = self.shells.lock();
+        let index = match shells.free.pop() {
             Some(index) => index,
             None => {
-                let no_room = |_| Error::BadAlloc {
+                shells.all.try_reserve(1).map_err(|_| Error::BadAlloc {
                     what: "the handle table",
-                };
-                live.all.try_reserve(1).map_err(no_room)?;
-                let room = live.all.len() + 1;
-                live.free.try_reserve(room).map_err(no_room)?;
-                let index = live.all.len();
-                live.all.push(Box::new(Shell {
+                })?;
+                let room = shells.all.len() + 1;
+                shells.free.try_reserve(room).map_err(|_| Error::BadAlloc {
+                    what: "the handle table",
+                })?;
+                let index = shells.all.len();
+                shells.all.push(Box::new(Shell {
                     index,
                     slot: RwLock::new(None),
                 }));
-                index
+                shells.all.len() - 1
             }
         };
-        let shell: *const Shell<T> = &*live.all[index];
-        live.insert(handle.value(), ShellRef(shell));
-        // SAFETY: a boxed shell of this table (see `shell`).
-        *unsafe { &*shell }.slot.write() = Some((handle.value().get(), value));
+        let shell: &Shell<T> = &shells.all[index];
+        let handle = match self.map.insert(ShellRef(shell)) {
+            Ok(handle) => handle,
+            Err(e) => {
+                shells.free.push(index);
+                return Err(e);
+            }
+        };
+        // Filled after the handle is published: a reader who finds the
+        // handle before this sees an empty shell (`None`), which is right,
+        // since `insert` has not returned the handle to anyone yet.
+        *shell.slot.write() = Some((handle.value().get(), value));
         Ok(handle)
     }
 
     /// The shell of a live handle, found without a lock.
     #[inline]
     fn shell(&self, handle: H) -> Option<&Shell<T>> {
-        if !H::could_be(handle.value().get()) {
-            return None;
-        }
-        let shell = self.live.get(handle.value())?;
+        let shell = self.map.get(handle)?;
         // SAFETY: the address came from `insert`, which took it from a boxed
-        // shell in the table's `Shells`; shells are never freed before the
+        // shell in `self.shells.all`; shells are never freed before the
         // table is dropped, and `&self` keeps the table alive.
         Some(unsafe { &*shell.0 })
     }
@@ -318,34 +319,28 @@ impl<H: Handle, T: Send + Sync> HandleTable<H, T> {
 
     /// Removes and returns the object behind `handle`.
     pub fn remove(&self, handle: H) -> Option<T> {
-        if !H::could_be(handle.value().get()) {
-            return None;
-        }
-        let mut live = self.live.write();
-        let shell = live.remove(handle.value())?;
+        let mut shells = self.shells.lock();
+        let shell = self.map.remove(handle)?;
         // SAFETY: as in `shell`: a boxed shell of this table.
         let shell = unsafe { &*shell.0 };
         let taken = shell.slot.write().take();
         // Room was reserved when the shell was made.
-        live.free.push(shell.index);
+        shells.free.push(shell.index);
         taken.map(|(_, value)| value)
     }
 
     /// `f` applied to every live handle and its object, keeping the `Some`s.
     pub fn collect<R>(&self, mut f: impl FnMut(H, &T) -> Option<R>) -> Vec<R> {
-        self.live
+        self.map
             .entries()
             .into_iter()
-            .filter_map(|(key, _)| {
-                let handle = H::from_value(key);
-                self.with(handle, |value| f(handle, value)).flatten()
-            })
+            .filter_map(|(handle, _)| self.with(handle, |value| f(handle, value)).flatten())
             .collect()
     }
 
     /// The number of live handles.
     pub fn len(&self) -> usize {
-        self.live.len()
+        self.map.len()
     }
 
     /// True when no handle is live.

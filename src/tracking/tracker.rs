@@ -16,12 +16,12 @@
 
 use super::history;
 use super::owner::AllocState;
-use crate::core::table::{Packed, Table, Writer, VALUE_WORDS};
+use crate::core::table::{Packed, Table, VALUE_WORDS};
 use crate::registry::{Registration, StreamKey};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
 /// knows (the tracking getAddrFromBlock must still return what the user's
@@ -107,7 +107,6 @@ unsafe impl Send for TrackRef {}
 
 type InternKey = (usize, [usize; VALUE_WORDS]);
 
-/// The tracker's books, under the lock of its stream table.
 #[derive(Default)]
 struct Slow {
     objects: HashMap<InternKey, &'static TrackObj>,
@@ -153,9 +152,12 @@ impl Records {
 }
 
 pub(crate) struct Tracker {
-    /// Each stream's current object; its writer-side state is the books.
-    by_stream: Table<TrackRef, 1, Slow>,
+    by_stream: Table<TrackRef, 1>,
     records: Records,
+    /// Its own lock, not the table's: `create` waits for an allocator's
+    /// record under it, and a thread inside that allocator may still
+    /// unregister a stream (`forget_stream`).
+    slow: Mutex<Slow>,
 }
 
 pub(crate) fn tracker() -> &'static Tracker {
@@ -165,12 +167,13 @@ pub(crate) fn tracker() -> &'static Tracker {
         records: Records {
             first: AtomicPtr::new(std::ptr::null_mut()),
         },
+        slow: Mutex::new(Slow::default()),
     })
 }
 
 impl Tracker {
-    fn slow(&self) -> Writer<'_, TrackRef, 1, Slow> {
-        self.by_stream.write()
+    fn slow(&self) -> std::sync::MutexGuard<'_, Slow> {
+        self.slow.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The tracking object for `registration` on `stream`: a lock-free,
@@ -237,7 +240,7 @@ impl Tracker {
                 t
             }
         };
-        slow.insert(stream.get(), TrackRef(object));
+        self.by_stream.insert(stream.get(), TrackRef(object));
         object
     }
 
@@ -283,8 +286,8 @@ impl Tracker {
     /// `stream` was destroyed: its objects become spares, and the allocator
     /// records list it no more (they count it among destroyed streams).
     pub(crate) fn stream_destroyed(&self, stream: StreamKey) {
+        self.by_stream.remove(stream.get());
         let mut slow = self.slow();
-        slow.remove(stream.get());
         let slow = &mut *slow;
         let mut freed = Vec::new();
         slow.objects.retain(|&(s, reg), t| {
