@@ -5,14 +5,14 @@
 //!   double and unknown frees, replacements, forgets and prunes give the
 //!   same answers, the same records and exact counters (current, peak,
 //!   allocated, freed, refusals);
-//! - a stress test: threads insert and free their own pointers through the
-//!   owner word while reader threads look pointers up without it; at the
-//!   end no entry is lost or invented, the counters equal the sum of what
-//!   the threads did, and no reader ever saw a torn record;
-//! - the owner word's two forms (a hold that may run the user's code and
-//!   the brief one that may not) exclude each other, the detector reports
-//!   a second owner whichever form either side takes, and a re-entry from
-//!   inside a full hold is still refused after brief holds came and went.
+//! - a stress test: threads insert and free their own pointers under the
+//!   lock while reader threads look pointers up without it; at the end no
+//!   entry is lost or invented, the counters equal the sum of what the
+//!   threads did, and no reader ever saw a torn record;
+//! - the two forms of hold (one that may run the user's code and the brief
+//!   one that may not) exclude each other, the detector reports a second
+//!   owner whichever form either side takes, and a re-entry from inside a
+//!   full hold is still refused after brief holds came and went.
 
 use aclalloc::core::tracked::{Block, History, Meta, Refused, Tracked, META_WORDS};
 use proptest::prelude::*;
@@ -323,7 +323,7 @@ fn brief_and_full_holds_exclude_each_other_and_reentry_is_still_told() {
         reported.load(Ordering::Relaxed) > 0,
         "second owner reported"
     );
-    // After all of that, the word is free for anyone, in either form.
+    // After all of that, the lock is free for anyone, in either form.
     assert!(t.enter(7, |_| unreachable!()).is_some());
     assert!(t.enter_brief(7, |_| unreachable!()).is_some());
 }

@@ -1,31 +1,23 @@
-//! The tracked-allocations adaptor (RMM's "tracking resource adaptor"
-//! idea): every block an allocator hands out, pointer → size, owner (the
-//! stream), and what the user of the adaptor keeps with it; insert on alloc,
-//! mark freed on free, refuse unknown and double frees with what is known
-//! about them, and exact counters in the one statistic type ([`Stat`]).
+//! The tracked-allocations adaptor: every block an allocator hands out,
+//! pointer → size, owner (the stream), freed state and the user's metadata;
+//! insert on alloc, mark freed on free, unknown and double frees refused
+//! with what is known, exact counters ([`Stat`]).
 //!
-//! Used by the pluggable allocators (and the default allocator's raw
-//! functions) and by the tracking layer, each with its own metadata.
+//! The books of one allocator change under one lock per allocator, which
+//! also notes who is inside: a caller that finds another owner inside
+//! reports it (the tracking layer's "two streams in one allocator"), and a
+//! thread that is inside already gets `None` instead of a deadlock. Lookups
+//! take no lock ([`Tracked::lookup`]).
 //!
-//! Concurrency: the books of one allocator are changed by one caller at a
-//! time, under the allocator's [`OwnerWord`] (one compare-exchange to enter,
-//! one store to leave; no mutex, no lock shared between allocators), so the
-//! counters and peaks are exact. Lookups of a pointer take no lock at all
-//! ([`Tracked::lookup`]): the table ([`LiveTable`]) is read lock-free.
-//!
-//! Freed blocks stay in the table as "freed" entries, so a second free is
-//! told from a pointer never handed out. How long they stay is the user's
-//! choice ([`History`]): the most recent N (the pluggable allocators), or
-//! until the user prunes them (the tracking layer, which also needs them for
-//! its cross-stream checks).
+//! Freed blocks stay as "freed" records, so a second free is told from a
+//! pointer never handed out, for as long as [`History`] says.
 
 use super::live_table::{LiveTable, SlotRef, Words, ENTRY_WORDS};
-pub use super::owner_word::INSPECTOR;
-use super::owner_word::{Held, OwnerWord};
 use super::stats::Stat;
-use std::cell::UnsafeCell;
+use parking_lot::{Mutex, MutexGuard};
 use std::ops::{Deref, DerefMut};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Words of metadata a user keeps per block.
 pub const META_WORDS: usize = 4;
@@ -92,7 +84,7 @@ mod word {
 }
 
 impl<M: Meta> Words for Block<M> {
-    #[inline(always)]
+    #[inline]
     fn pack(&self) -> [usize; ENTRY_WORDS] {
         let m = self.meta.pack();
         let (tag, by, generation, seq) = match self.freed {
@@ -103,7 +95,7 @@ impl<M: Meta> Words for Block<M> {
             self.size, self.owner, tag, by, generation, seq, m[0], m[1], m[2], m[3],
         ]
     }
-    #[inline(always)]
+    #[inline]
     fn unpack(w: &[usize; ENTRY_WORDS]) -> Self {
         Block {
             size: w[word::SIZE],
@@ -125,7 +117,7 @@ impl<M: Meta> Words for Block<M> {
 
 /// A slot's block read word by word (a whole copy would go through the
 /// stack, and the hot paths read a few fields).
-#[inline(always)]
+#[inline]
 fn read_block<M: Meta>(slot: &SlotRef<'_>) -> Block<M> {
     Block {
         size: slot.word(word::SIZE),
@@ -192,21 +184,30 @@ struct Books<X> {
     extra: X,
 }
 
-/// The tracked allocations of one allocator, with `X` kept beside them
-/// under the same owner word.
-pub struct Tracked<M: Meta, X = ()> {
-    word: OwnerWord,
-    table: LiveTable<Block<M>>,
-    books: UnsafeCell<Books<X>>,
+/// The owner of a hold that is not a caller's use of the allocator (an
+/// address lookup, a report): it never counts as a second owner.
+pub const INSPECTOR: usize = usize::MAX;
+
+/// This thread's mark: non-zero, unique among live threads.
+#[inline]
+fn this_thread() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
+    }
+    MARK.with(|mark| mark as *const u8 as usize)
 }
 
-// SAFETY: `books` and the table's writer side are only reached through a
-// `Guard`, and at most one guard exists at a time (the owner word); readers
-// of the table are lock-free by design.
-unsafe impl<M: Meta + Send, X: Send> Sync for Tracked<M, X> {}
-// SAFETY: moving a `Tracked` moves its table and books, both `Send` given
-// `M: Send` and `X: Send`; no thread-bound state.
-unsafe impl<M: Meta + Send, X: Send> Send for Tracked<M, X> {}
+/// The tracked allocations of one allocator, with `X` kept beside them
+/// under the same lock.
+pub struct Tracked<M: Meta, X = ()> {
+    /// Serialises the books and the table's writers.
+    books: Mutex<Books<X>>,
+    /// The owner inside, or 0: what a waiting caller reports.
+    inside: AtomicUsize,
+    /// The thread of a full holder, or 0: a re-entry gets `None`.
+    holder: AtomicUsize,
+    table: LiveTable<Block<M>>,
+}
 
 impl<M: Meta, X> Tracked<M, X> {
     /// Empty books, remembering freed blocks as `history` says.
@@ -216,51 +217,97 @@ impl<M: Meta, X> Tracked<M, X> {
             History::UntilForgotten => None,
         };
         Tracked {
-            word: OwnerWord::new(),
-            table: LiveTable::default(),
-            books: UnsafeCell::new(Books {
+            books: Mutex::new(Books {
                 counters: Counters::default(),
                 frees: 0,
                 recent,
                 extra,
             }),
+            inside: AtomicUsize::new(0),
+            holder: AtomicUsize::new(0),
+            table: LiveTable::default(),
         }
     }
 
     /// Enters the books for `owner` (non-zero; [`INSPECTOR`] to read or
-    /// report). `other_inside(current)` runs once if another owner is found
-    /// inside; `None` when this thread is inside already.
-    #[inline(always)]
+    /// report), waiting while another caller is inside. `other_inside(current)`
+    /// runs once if another owner is seen inside; `None` when this thread is
+    /// inside already (a user callback calling back in).
+    #[inline]
     pub fn enter(&self, owner: usize, other_inside: impl FnOnce(usize)) -> Option<Guard<'_, M, X>> {
-        let held = self.word.enter(owner, other_inside)?;
-        Some(Guard {
-            tracked: self,
-            _held: held,
-        })
+        self.take(owner, other_inside, true, None)
     }
 
     /// [`Tracked::enter`] for a caller that runs none of the user's code
-    /// while inside (see [`OwnerWord::enter_brief`]): two stores cheaper.
-    #[inline(always)]
+    /// while inside, so cannot re-enter: its thread is not noted.
+    #[inline]
     pub fn enter_brief(
         &self,
         owner: usize,
         other_inside: impl FnOnce(usize),
     ) -> Option<Guard<'_, M, X>> {
-        let held = self.word.enter_brief(owner, other_inside)?;
-        Some(Guard {
-            tracked: self,
-            _held: held,
-        })
+        self.take(owner, other_inside, false, None)
     }
 
     /// Enters as the inspector, waiting at most `patience`.
     pub fn enter_with_patience(&self, patience: Duration) -> Option<Guard<'_, M, X>> {
-        let held = self.word.enter_with_patience(patience)?;
+        self.take(INSPECTOR, |_| {}, true, Some(Instant::now() + patience))
+    }
+
+    #[inline]
+    fn take(
+        &self,
+        owner: usize,
+        other_inside: impl FnOnce(usize),
+        full: bool,
+        deadline: Option<Instant>,
+    ) -> Option<Guard<'_, M, X>> {
+        debug_assert_ne!(owner, 0);
+        let books = match self.books.try_lock() {
+            Some(books) => books,
+            None => self.wait(owner, other_inside, deadline)?,
+        };
+        self.inside.store(owner, Ordering::Relaxed);
+        if full {
+            self.holder.store(this_thread(), Ordering::Relaxed);
+        }
         Some(Guard {
             tracked: self,
-            _held: held,
+            full,
+            books,
         })
+    }
+
+    /// The lock is taken: `None` on a re-entry, else report another owner
+    /// seen inside while spinning briefly, then block.
+    #[cold]
+    #[inline(never)]
+    fn wait(
+        &self,
+        owner: usize,
+        other_inside: impl FnOnce(usize),
+        deadline: Option<Instant>,
+    ) -> Option<MutexGuard<'_, Books<X>>> {
+        if self.holder.load(Ordering::Relaxed) == this_thread() {
+            return None;
+        }
+        let mut report = Some(other_inside);
+        for _ in 0..SPINS {
+            let current = self.inside.load(Ordering::Relaxed);
+            if current != 0 && current != owner && current != INSPECTOR && owner != INSPECTOR {
+                if let Some(report) = report.take() {
+                    report(current);
+                }
+            }
+            if let Some(books) = self.books.try_lock() {
+                return Some(books);
+            }
+            std::hint::spin_loop();
+        }
+        match deadline {
+            Some(deadline) => self.books.try_lock_until(deadline),
+            None => Some(self.books.lock()),
+        }
     }
 
     /// The block recorded for `ptr` (live or remembered as freed), without
@@ -274,42 +321,55 @@ impl<M: Meta, X> Tracked<M, X> {
     }
 }
 
+/// How long a waiting caller spins, watching for another owner, before it
+/// blocks.
+const SPINS: u32 = 100;
+
 /// The right to change one allocator's books (see [`Tracked::enter`]).
 pub struct Guard<'a, M: Meta, X> {
     tracked: &'a Tracked<M, X>,
-    _held: Held<'a>,
+    full: bool,
+    books: MutexGuard<'a, Books<X>>,
+}
+
+impl<M: Meta, X> Drop for Guard<'_, M, X> {
+    #[inline]
+    fn drop(&mut self) {
+        // Cleared before `books` unlocks.
+        if self.full {
+            self.tracked.holder.store(0, Ordering::Relaxed);
+        }
+        self.tracked.inside.store(0, Ordering::Relaxed);
+    }
 }
 
 impl<M: Meta, X> Deref for Guard<'_, M, X> {
     type Target = X;
     fn deref(&self) -> &X {
-        // SAFETY: the guard holds the owner word.
-        unsafe { &(*self.tracked.books.get()).extra }
+        &self.books.extra
     }
 }
 
 impl<M: Meta, X> DerefMut for Guard<'_, M, X> {
     fn deref_mut(&mut self) -> &mut X {
-        // SAFETY: the guard holds the owner word.
-        unsafe { &mut (*self.tracked.books.get()).extra }
+        &mut self.books.extra
     }
 }
 
 impl<M: Meta, X> Guard<'_, M, X> {
-    #[inline(always)]
+    #[inline]
     fn books(&mut self) -> &mut Books<X> {
-        // SAFETY: the guard holds the owner word.
-        unsafe { &mut *self.tracked.books.get() }
+        &mut self.books
     }
 
-    #[inline(always)]
+    #[inline]
     fn table(&self) -> &LiveTable<Block<M>> {
         &self.tracked.table
     }
 
     /// Records a block just handed out. A pointer that is live already is
     /// refused with its record, and nothing changes.
-    #[inline(always)]
+    #[inline]
     pub fn insert(
         &mut self,
         ptr: usize,
@@ -318,19 +378,15 @@ impl<M: Meta, X> Guard<'_, M, X> {
         meta: M,
     ) -> Result<(), Block<M>> {
         let tracked = self.tracked;
-        // SAFETY: the guard holds the owner word, which serialises the
-        // table's writers (so for every table access below).
+        // SAFETY: the guard holds the lock, which serialises the table's
+        // writers (so for every table access below).
         match unsafe { tracked.table.slot_of(ptr) } {
             Some(slot) => {
                 if slot.word(word::FREED) == 0 {
                     return Err(read_block(&slot));
                 }
-                // A freed block handed out again (what a caching allocator
-                // does on every call): only the words that change are
-                // written; the freed fields are ignored while it is live.
-                // When only the mark changes (the same size, owner and
-                // metadata: a caching allocator's usual case), that one
-                // word goes alone, without the sequence counter's stores.
+                // A freed block handed out again (a caching allocator's
+                // every call): when only the mark changes, it goes alone.
                 let m = meta.pack();
                 let same = (slot.word(word::SIZE) == size)
                     & (slot.word(word::OWNER) == owner)
@@ -369,15 +425,13 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// Records a block just handed out, replacing a live record of the same
     /// pointer (a broken allocator handed it out twice): the old one counts
     /// as freed. Returns the replaced live record.
-    #[inline(always)]
+    #[inline]
     pub fn replace(&mut self, ptr: usize, size: usize, owner: usize, meta: M) -> Option<Block<M>> {
         match self.insert(ptr, size, owner, meta) {
             Ok(()) => None,
             Err(old) => {
-                // The metadata goes as words in registers: a value of `M`
-                // passed to an out-of-line function is passed by address,
-                // and the caller would store it on its stack on every call
-                // to have an address ready for this rare one.
+                // As words: a value of `M` passed out of line goes by
+                // address, stored on every call for this rare one.
                 let [m0, m1, m2, m3] = meta.pack();
                 Some(self.replace_live(ptr, old, size, owner, m0, m1, m2, m3))
             }
@@ -404,7 +458,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
             freed: None,
             meta: M::unpack(&[m0, m1, m2, m3]),
         };
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         unsafe { self.table().put(ptr, &block) };
         let c = &mut self.books().counters;
         c.allocation.decrease(1);
@@ -413,7 +467,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
         old
     }
 
-    #[inline(always)]
+    #[inline]
     fn count_alloc(&mut self, size: usize) {
         let c = &mut self.books().counters;
         c.allocation.increase(1);
@@ -423,11 +477,11 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// Marks `ptr` freed by `by` at the user's `generation`, returning its
     /// record as it was live. An unknown pointer or a second free is
     /// refused (and counted) with what is known.
-    #[inline(always)]
+    #[inline]
     pub fn free(&mut self, ptr: usize, by: usize, generation: u64) -> Result<Block<M>, Refused<M>> {
         let tracked = self.tracked;
-        // SAFETY: the guard holds the owner word, which serialises the
-        // table's writers.
+        // SAFETY: the guard holds the lock, which serialises the table's
+        // writers.
         let Some(slot) = (unsafe { tracked.table.slot_of(ptr) }) else {
             return Err(self.refuse(Refused::Unknown));
         };
@@ -512,7 +566,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// The record of `ptr`.
     #[inline]
     pub fn get(&self, ptr: usize) -> Option<Block<M>> {
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         let slot = unsafe { self.tracked.table.slot_of(ptr) }?;
         Some(read_block(&slot))
     }
@@ -521,7 +575,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// there is no record. Only the words that change are written.
     #[inline]
     pub fn update_meta(&mut self, ptr: usize, change: impl FnOnce(&mut M)) -> bool {
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         let Some(slot) = (unsafe { self.tracked.table.slot_of(ptr) }) else {
             return false;
         };
@@ -553,7 +607,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
         ptr: usize,
         change: impl FnOnce(&Block<M>) -> Option<M>,
     ) -> Option<Block<M>> {
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         let slot = unsafe { self.tracked.table.slot_of(ptr) }?;
         let block = read_block(&slot);
         if let Some(meta) = change(&block) {
@@ -571,7 +625,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// pointer); a live one stays.
     pub fn forget_freed(&mut self, ptr: usize) -> bool {
         if self.get(ptr).is_some_and(|b| !b.is_live()) {
-            // SAFETY: the guard holds the owner word.
+            // SAFETY: the guard holds the lock.
             unsafe { self.table().remove(ptr) };
             return true;
         }
@@ -582,7 +636,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// metadata). Dropping a live record is not allowed: live blocks always
     /// stay, whatever `keep` says, so the counters stay exact.
     pub fn retain(&mut self, mut keep: impl FnMut(usize, &mut Block<M>) -> bool) {
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         unsafe {
             self.table().retain(|ptr, block| {
                 let live = block.is_live();
@@ -596,7 +650,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
 
     /// Every record (live and freed), in no particular order.
     pub fn records(&self) -> Vec<(usize, Block<M>)> {
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         unsafe { self.table().entries() }
     }
 
@@ -612,7 +666,7 @@ impl<M: Meta, X> Guard<'_, M, X> {
     pub fn freed_count(&mut self) -> usize {
         // Every record is live or freed, and the live ones are counted:
         // no count of its own to keep on every alloc and free.
-        // SAFETY: the guard holds the owner word.
+        // SAFETY: the guard holds the lock.
         let records = unsafe { self.table().entry_count() };
         records.saturating_sub(self.books().counters.allocation.current as usize)
     }
