@@ -12,7 +12,6 @@
 //! runs the same lookups from 1 and 2 threads at once. The allocation
 //! profiler counts heap allocations per iteration (it must be zero).
 
-use aclalloc::core::seq_table::scramble;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::types::*;
 use aclalloc::{AllocatorApi, AllocatorObj, Registration, StreamKey};
@@ -183,43 +182,6 @@ fn c_abi_desc_only(k: usize) -> (aclError, aclrtAllocatorDesc) {
 fn hit_harness_only(bencher: Bencher, n: usize) {
     bench_lookups(bencher, &walk(n), |k| {
         black_box(k);
-    });
-}
-
-/// The floor the issue names, "one hash and one cache-hit load", on this
-/// machine, for the general `SeqTable`'s layout (the registry's until the
-/// fifth pass of issue 15, row 3): the table's hash of each key and one load
-/// from an array with as many 16-byte slots as that table has for `n`
-/// streams (it grows at a quarter full: 64 slots for 16 streams, 65,536 for
-/// 10,000), through the same harness. No probe, no consistency check, no record: not a lookup, the
-/// bound any lookup through this table layout stays above. One thread.
-#[divan::bench(args = SIZES)]
-fn hit_floor_hash_and_load(bencher: Bencher, n: usize) {
-    let capacity = (n * 4).next_power_of_two().max(64);
-    let slots: Vec<[usize; 2]> = (0..capacity).map(|i| [i, i]).collect();
-    // The table's shape, hoisted as its reader has it (`home_slot`'s
-    // arithmetic without recomputing the shape per key).
-    let mask = capacity - 1;
-    bench_lookups(bencher, &walk(n), move |k| {
-        black_box(slots[scramble(k) & mask][0]);
-    });
-}
-
-/// The floor of the registry's table layout (`registry::StreamTable`): the
-/// table's hash of each key and one load from an array with as many 64-byte,
-/// line-aligned slots as the table has for `n` streams (it grows at a
-/// quarter full: 64 slots for 16 streams, 65,536 for 10,000, 4 MiB), through
-/// the same harness. No consistency check, no key compare, no outputs: the
-/// bound any lookup through this layout stays above. One thread.
-#[divan::bench(args = SIZES)]
-fn hit_floor_line(bencher: Bencher, n: usize) {
-    #[repr(align(64))]
-    struct Line([usize; 8]);
-    let capacity = (n * 4).next_power_of_two().max(64);
-    let slots: Vec<Line> = (0..capacity).map(|i| Line([i; 8])).collect();
-    let mask = capacity - 1;
-    bench_lookups(bencher, &walk(n), move |k| {
-        black_box(slots[scramble(k) & mask].0[1]);
     });
 }
 

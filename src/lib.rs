@@ -33,7 +33,7 @@
 //!   [`viz`]: the offline page that draws a snapshot with its history
 //!   (`aclalloc viz`), which only reads JSON.
 //! - [`registry`]: which allocator serves which stream (its lock-free,
-//!   allocation-free [`registry::StreamTable`] looked up on every launch),
+//!   allocation-free [`core::table::Table`] looked up on every launch),
 //!   [`AllocatorApi`] (descriptors and registrations), and the observer a
 //!   runtime reports stream events to.
 //! - [`core`] (bottom): errors with CANN's codes, the per-thread log, the one

@@ -5,7 +5,7 @@
 //! tables; this runs the shipped code on real threads and real memory
 //! ordering, through growth from a 2-slot table and through the C functions.
 
-use aclalloc::core::seq_table::{SeqTable, VALUE_WORDS};
+use aclalloc::core::table::{Table, VALUE_WORDS};
 use aclalloc::ffi::allocator::*;
 use aclalloc::{aclError, global};
 use std::ffi::c_void;
@@ -25,7 +25,7 @@ fn value(key: usize, generation: usize) -> [usize; VALUE_WORDS] {
 
 #[test]
 fn table_readers_never_see_a_torn_or_foreign_entry() {
-    let table = SeqTable::<[usize; VALUE_WORDS]>::with_capacity(2);
+    let table = Table::<[usize; VALUE_WORDS], VALUE_WORDS>::with_capacity(2);
     let done = AtomicBool::new(false);
     let reads = AtomicUsize::new(0);
     let key = |i: usize| NonZeroUsize::new((i + 1) * 64).unwrap();

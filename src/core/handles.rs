@@ -13,11 +13,12 @@
 //! not compile.
 //!
 //! Two tables, one mechanism. Both issue ids from one counter and keep
-//! handle → value in a [`SeqTable`] (lock-free, allocation-free reads):
+//! handle → value in a [`Table`] (lock-free, allocation-free reads):
 //! - [`HandleMap`] holds small `Copy` values inline (a few words, [`Packed`]):
 //!   a lookup is one table read. Pools use it: every pool callback resolves
 //!   its handle.
-//! - [`HandleTable`] holds any object, in a *shell* the table owns; the
+//! - [`HandleTable`] holds any object, in a *shell* the table owns (the
+//!   shells are the table's writer-side state, under its one lock); the
 //!   handle maps to its shell, found lock-free, and the object inside is read
 //!   under the shell's own reader-writer lock (no lock shared between
 //!   handles). Shells are recycled for new handles, never freed while the
@@ -26,8 +27,8 @@
 //!   and gets `None`.
 
 use super::error::{Error, Result};
-use super::seq_table::{Packed, SeqTable, VALUE_WORDS};
-use parking_lot::{Mutex, RwLock};
+use super::table::{Packed, Table, VALUE_WORDS};
+use parking_lot::RwLock;
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -105,19 +106,19 @@ impl Ids {
 }
 
 /// Live handles of kind `H`, each naming a small `Copy` value held inline:
-/// lookups read one [`SeqTable`] entry, without a lock or an allocation.
-pub struct HandleMap<H, V> {
+/// lookups read one [`Table`] entry, without a lock or an allocation.
+pub struct HandleMap<H, V, const N: usize = VALUE_WORDS> {
     ids: Ids,
-    live: SeqTable<V>,
+    live: Table<V, N>,
     _kind: PhantomData<fn() -> H>,
 }
 
-impl<H: Handle, V: Packed> HandleMap<H, V> {
+impl<H: Handle, V: Packed<N>, const N: usize> HandleMap<H, V, N> {
     /// An empty map with room for `capacity` handles before it first grows.
     pub fn with_capacity(capacity: usize) -> Self {
         HandleMap {
             ids: Ids::new(),
-            live: SeqTable::with_capacity(capacity.saturating_mul(2)),
+            live: Table::with_capacity(capacity.saturating_mul(4)),
             _kind: PhantomData,
         }
     }
@@ -141,8 +142,12 @@ impl<H: Handle, V: Packed> HandleMap<H, V> {
     /// Replaces the value of a live handle; `None` (and no change) when it
     /// is not live. Callers serialise their own read-modify-write.
     pub fn replace(&self, handle: H, value: V) -> Option<V> {
-        self.get(handle)?;
-        self.live.insert(handle.value(), value)
+        if !H::could_be(handle.value().get()) {
+            return None;
+        }
+        self.live
+            .write()
+            .update(handle.value(), |v| std::mem::replace(v, value))
     }
 
     /// Removes `handle`, returning its value.
@@ -199,18 +204,16 @@ unsafe impl<T: Send + Sync> Send for ShellRef<T> {}
 // SAFETY: `unpack` only sees words `pack` produced: word 0 is a shell
 // address; every bit pattern of the words is a valid `ShellRef` anyway
 // (it is a raw pointer, dereferenced only by the table that made it).
-unsafe impl<T> Packed for ShellRef<T> {
-    fn pack(&self) -> [usize; VALUE_WORDS] {
-        let mut words = [0; VALUE_WORDS];
-        words[0] = self.0 as usize;
-        words
+unsafe impl<T> Packed<1> for ShellRef<T> {
+    fn pack(&self) -> [usize; 1] {
+        [self.0 as usize]
     }
-    unsafe fn unpack(words: [usize; VALUE_WORDS]) -> Self {
-        ShellRef(words[0] as *const Shell<T>)
+    unsafe fn unpack([shell]: [usize; 1]) -> Self {
+        ShellRef(shell as *const Shell<T>)
     }
 }
 
-/// The shells a table owns.
+/// The shells a table owns: its table's writer-side state.
 struct Shells<T> {
     /// Every shell ever made, freed with the table. Boxed so that the
     /// addresses readers hold survive the Vec growing.
@@ -223,8 +226,9 @@ struct Shells<T> {
 /// Live handles of kind `H`, each naming an object of type `T`: the handle
 /// is found without a lock, the object read under its own lock.
 pub struct HandleTable<H, T> {
-    map: HandleMap<H, ShellRef<T>>,
-    shells: Mutex<Shells<T>>,
+    ids: Ids,
+    live: Table<ShellRef<T>, 1, Shells<T>>,
+    _kind: PhantomData<fn() -> H>,
 }
 
 impl<H: Handle, T: Send + Sync> Default for HandleTable<H, T> {
@@ -236,57 +240,54 @@ impl<H: Handle, T: Send + Sync> Default for HandleTable<H, T> {
 impl<H: Handle, T: Send + Sync> HandleTable<H, T> {
     /// An empty table.
     pub fn new() -> Self {
+        let shells = Shells {
+            all: Vec::new(),
+            free: Vec::new(),
+        };
         HandleTable {
-            map: HandleMap::with_capacity(8),
-            shells: Mutex::new(Shells {
-                all: Vec::new(),
-                free: Vec::new(),
-            }),
+            ids: Ids::new(),
+            live: Table::new(32, shells),
+            _kind: PhantomData,
         }
     }
 
     /// Stores `value` and returns its new handle.
     pub fn insert(&self, value: T) -> Result<H> {
-        let mut shells = self.shells.lock();
-        let index = match shells.free.pop() {
+        let handle = self.ids.issue::<H>()?;
+        let mut live = self.live.write();
+        let index = match live.free.pop() {
             Some(index) => index,
             None => {
-                shells.all.try_reserve(1).map_err(|_| Error::BadAlloc {
+                let no_room = |_| Error::BadAlloc {
                     what: "the handle table",
-                })?;
-                let room = shells.all.len() + 1;
-                shells.free.try_reserve(room).map_err(|_| Error::BadAlloc {
-                    what: "the handle table",
-                })?;
-                let index = shells.all.len();
-                shells.all.push(Box::new(Shell {
+                };
+                live.all.try_reserve(1).map_err(no_room)?;
+                let room = live.all.len() + 1;
+                live.free.try_reserve(room).map_err(no_room)?;
+                let index = live.all.len();
+                live.all.push(Box::new(Shell {
                     index,
                     slot: RwLock::new(None),
                 }));
-                shells.all.len() - 1
+                index
             }
         };
-        let shell: &Shell<T> = &shells.all[index];
-        let handle = match self.map.insert(ShellRef(shell)) {
-            Ok(handle) => handle,
-            Err(e) => {
-                shells.free.push(index);
-                return Err(e);
-            }
-        };
-        // Filled after the handle is published: a reader who finds the
-        // handle before this sees an empty shell (`None`), which is right,
-        // since `insert` has not returned the handle to anyone yet.
-        *shell.slot.write() = Some((handle.value().get(), value));
+        let shell: *const Shell<T> = &*live.all[index];
+        live.insert(handle.value(), ShellRef(shell));
+        // SAFETY: a boxed shell of this table (see `shell`).
+        *unsafe { &*shell }.slot.write() = Some((handle.value().get(), value));
         Ok(handle)
     }
 
     /// The shell of a live handle, found without a lock.
     #[inline]
     fn shell(&self, handle: H) -> Option<&Shell<T>> {
-        let shell = self.map.get(handle)?;
+        if !H::could_be(handle.value().get()) {
+            return None;
+        }
+        let shell = self.live.get(handle.value())?;
         // SAFETY: the address came from `insert`, which took it from a boxed
-        // shell in `self.shells.all`; shells are never freed before the
+        // shell in the table's `Shells`; shells are never freed before the
         // table is dropped, and `&self` keeps the table alive.
         Some(unsafe { &*shell.0 })
     }
@@ -317,28 +318,34 @@ impl<H: Handle, T: Send + Sync> HandleTable<H, T> {
 
     /// Removes and returns the object behind `handle`.
     pub fn remove(&self, handle: H) -> Option<T> {
-        let mut shells = self.shells.lock();
-        let shell = self.map.remove(handle)?;
+        if !H::could_be(handle.value().get()) {
+            return None;
+        }
+        let mut live = self.live.write();
+        let shell = live.remove(handle.value())?;
         // SAFETY: as in `shell`: a boxed shell of this table.
         let shell = unsafe { &*shell.0 };
         let taken = shell.slot.write().take();
         // Room was reserved when the shell was made.
-        shells.free.push(shell.index);
+        live.free.push(shell.index);
         taken.map(|(_, value)| value)
     }
 
     /// `f` applied to every live handle and its object, keeping the `Some`s.
     pub fn collect<R>(&self, mut f: impl FnMut(H, &T) -> Option<R>) -> Vec<R> {
-        self.map
+        self.live
             .entries()
             .into_iter()
-            .filter_map(|(handle, _)| self.with(handle, |value| f(handle, value)).flatten())
+            .filter_map(|(key, _)| {
+                let handle = H::from_value(key);
+                self.with(handle, |value| f(handle, value)).flatten()
+            })
             .collect()
     }
 
     /// The number of live handles.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.live.len()
     }
 
     /// True when no handle is live.

@@ -22,6 +22,7 @@ pub mod seq_table;
 pub mod serving;
 pub mod stats;
 pub(crate) mod sync;
+pub mod table;
 pub mod threads;
 pub mod tracked;
 pub mod types;

@@ -1,4 +1,4 @@
-//! The synchronisation primitives the table is built from: std's and
+//! The synchronisation primitives the lock-free tables are built from: std's and
 //! parking_lot's in normal builds, loom's under `--cfg loom` so that the loom
 //! model checks the very code that ships.
 
@@ -21,9 +21,14 @@ impl<T> Mutex<T> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+    pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+        self.0.try_lock().ok()
+    }
 }
+#[cfg(loom)]
+pub(crate) use loom::sync::MutexGuard;
 #[cfg(not(loom))]
-pub(crate) use parking_lot::Mutex;
+pub(crate) use parking_lot::{Mutex, MutexGuard};
 
 /// A load by the thread holding the writer lock, the only thread that ever
 /// stores to the table's atomics: it races with no store, so it needs no

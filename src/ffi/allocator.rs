@@ -10,11 +10,11 @@
 //! unregistering, which take a stream, force it.
 
 use super::args::{self, write_optional, Out};
-use super::boundary::{boundary, FfiReturn};
+use super::boundary::boundary;
 use super::forward;
 use super::types::*;
 use crate::core::descriptor::{AllocatorObj, Callbacks, Descriptor};
-use crate::core::error::{Result, ACL_SUCCESS};
+use crate::core::error::Result;
 use crate::interpose::Sym;
 use crate::registry::api::{global, initialised};
 use crate::registry::StreamKey;
@@ -196,230 +196,9 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    // The lookup on every launch: tracking off, valid arguments, a
-    // registration found in its home slot at the first attempt, answered
-    // inside the boundary by a body that makes no call, so that its
-    // `catch_unwind` compiles to nothing (no landing pad, no stack frame;
-    // one callee-saved register remains, where six were: see
-    // docs/BENCHMARKS.md, row 3, fourth and fifth passes). Anything else goes on by a
-    // tail call (`jmp`, the same arguments) to the probing path, and from
-    // there to the cold path.
-    let answered = boundary::<Answered>("aclrtAllocatorGetByStream", move || {
+    boundary("aclrtAllocatorGetByStream", move || {
         // SAFETY: the caller's contract for each out-parameter.
-        Ok(unsafe {
-            get_by_stream_fast::<true>(
-                stream,
-                allocatorDesc,
-                allocator,
-                allocFunc,
-                freeFunc,
-                allocAdviseFunc,
-                getAddrFromBlockFunc,
-            )
-        })
-    });
-    if answered.0 {
-        return ACL_SUCCESS;
-    }
-    // SAFETY: the caller's contract, handed on.
-    unsafe {
-        get_by_stream_probing(
-            stream,
-            allocatorDesc,
-            allocator,
-            allocFunc,
-            freeFunc,
-            allocAdviseFunc,
-            getAddrFromBlockFunc,
-        )
-    }
-}
-
-/// `aclrtAllocatorGetByStream` for a key not in its home slot (about one
-/// in eleven at 10,000 streams): the same fast path with the probe loop,
-/// which needs a frame. Anything else (a NULL, a miss, a writer in the way,
-/// tracking on, the registry not built yet) goes on by a tail call to the
-/// cold path, which runs its own boundary, names the failing parameter and
-/// records the message. `extern "C"`, the export's own signature, so that
-/// both calls to and from it are tail calls.
-///
-/// # Safety
-/// As for `aclrtAllocatorGetByStream`.
-#[inline(never)]
-unsafe extern "C" fn get_by_stream_probing(
-    stream: aclrtStream,
-    allocatorDesc: *mut aclrtAllocatorDesc,
-    allocator: *mut aclrtAllocator,
-    allocFunc: *mut aclrtAllocatorAllocFunc,
-    freeFunc: *mut aclrtAllocatorFreeFunc,
-    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
-    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
-) -> aclError {
-    let answered = boundary::<Answered>("aclrtAllocatorGetByStream", move || {
-        // SAFETY: the caller's contract for each out-parameter.
-        Ok(unsafe {
-            get_by_stream_fast::<false>(
-                stream,
-                allocatorDesc,
-                allocator,
-                allocFunc,
-                freeFunc,
-                allocAdviseFunc,
-                getAddrFromBlockFunc,
-            )
-        })
-    });
-    if answered.0 {
-        return ACL_SUCCESS;
-    }
-    // SAFETY: the caller's contract, handed on.
-    unsafe {
-        get_by_stream_slow(
-            stream,
-            allocatorDesc,
-            allocator,
-            allocFunc,
-            freeFunc,
-            allocAdviseFunc,
-            getAddrFromBlockFunc,
-        )
-    }
-}
-
-/// Whether `aclrtAllocatorGetByStream`'s fast path answered (`true`: every
-/// output written, `ACL_SUCCESS`) or left the call to the cold path
-/// (`false`: nothing written). A failure of the fast path's boundary, which
-/// cannot happen (its body returns no error and makes no call that could
-/// panic), would also leave the call to the cold path, which answers it
-/// under its own boundary.
-struct Answered(bool);
-
-impl FfiReturn for Answered {
-    type Ok = bool;
-    fn success(answered: bool) -> Self {
-        Answered(answered)
-    }
-    fn failure(_: aclError) -> Self {
-        Answered(false)
-    }
-}
-
-/// The hit of `aclrtAllocatorGetByStream` (with `HOME_ONLY`, in the key's
-/// home slot only): `true` when the outputs were written. Nothing in it can
-/// panic or unwind: it makes no call (all of it is inlined; the registry is
-/// reached by `OnceLock::get`, one load, not `get_or_init`), indexes
-/// nothing and unwraps nothing; the table's unchecked reads are justified
-/// in `registry::StreamTable::hit_at_home`. If that stopped holding, a panic would still be
-/// caught by the boundary around it (which would then cost a landing pad
-/// again, visible in the disassembly, not in behaviour).
-///
-/// # Safety
-/// As for `aclrtAllocatorGetByStream`.
-#[inline(always)]
-unsafe fn get_by_stream_fast<const HOME_ONLY: bool>(
-    stream: aclrtStream,
-    allocatorDesc: *mut aclrtAllocatorDesc,
-    allocator: *mut aclrtAllocator,
-    allocFunc: *mut aclrtAllocatorAllocFunc,
-    freeFunc: *mut aclrtAllocatorFreeFunc,
-    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
-    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
-) -> bool {
-    if tracking::enabled() {
-        return false;
-    }
-    let (Some(desc_out), Some(key), Some(api)) = (
-        NonNull::new(allocatorDesc),
-        StreamKey::from_ptr(stream),
-        initialised(),
-    ) else {
-        return false;
-    };
-    let streams = api.streams();
-    let found = if HOME_ONLY {
-        streams.get_at_home(key)
-    } else {
-        streams.get_uncontended(key)
-    };
-    let Some(found) = found else {
-        return false;
-    };
-    let c = found.callbacks;
-    // Each optional output is written to the caller's pointer or, if that
-    // is NULL, to a local: a choice of address (`cmov`), not a branch per
-    // output.
-    let mut discard = std::mem::MaybeUninit::<usize>::uninit();
-    let discard: *mut usize = discard.as_mut_ptr();
-    // SAFETY: the caller's contract for each out-parameter; `discard` is
-    // a live local of the size of each output (pointers and `Option`s of
-    // function pointers, one word each).
-    unsafe {
-        desc_out.write(found.descriptor.as_ptr());
-        write_or_discard(allocator, c.obj.as_ptr(), discard);
-        write_or_discard(allocFunc, Some(c.alloc), discard);
-        write_or_discard(freeFunc, Some(c.free), discard);
-        write_or_discard(allocAdviseFunc, c.alloc_advise, discard);
-        write_or_discard(getAddrFromBlockFunc, Some(c.get_addr_from_block), discard);
-        // Keeps the stores to `discard` (which nothing reads) from being
-        // turned back into a branch per output: the compiler must assume
-        // this reads it. An empty assembly block: it does nothing.
-        std::arch::asm!("/* {0} */", in(reg) discard, options(nostack, readonly, preserves_flags));
-    }
-    true
-}
-
-/// Writes `value` to `out`, or to `discard` when `out` is NULL.
-///
-/// # Safety
-/// A non-NULL `out` is valid for a write of `T`; `discard` is valid for a
-/// write of a word, and `T` is one word.
-#[inline(always)]
-unsafe fn write_or_discard<T>(out: *mut T, value: T, discard: *mut usize) {
-    const { assert!(std::mem::size_of::<T>() == std::mem::size_of::<usize>()) };
-    let to = if out.is_null() {
-        discard as *mut T
-    } else {
-        out
-    };
-    // SAFETY: the caller's contract.
-    unsafe { to.write(value) }
-}
-
-/// `aclrtAllocatorGetByStream` off its fast path: the argument checks that
-/// name the failing parameter, a lookup that waits out a writer, a miss, and
-/// tracking on (the user's descriptor with the tracking layer's object and
-/// callbacks). Runs its own boundary, so that a failure is recorded here and
-/// only the code goes back.
-///
-/// # Safety
-/// As for `aclrtAllocatorGetByStream`.
-///
-/// `extern "C"`, the export's own signature: so that the export's call to
-/// it is a tail call (`jmp`), leaving the export's fast path no frame.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn get_by_stream_slow(
-    stream: aclrtStream,
-    allocatorDesc: *mut aclrtAllocatorDesc,
-    allocator: *mut aclrtAllocator,
-    allocFunc: *mut aclrtAllocatorAllocFunc,
-    freeFunc: *mut aclrtAllocatorFreeFunc,
-    allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
-    getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
-) -> aclError {
-    boundary("aclrtAllocatorGetByStream", move || -> Result<()> {
-        // SAFETY: the caller's contract.
-        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-        let stream = args::stream(stream)?;
-        let found = global().get_by_stream(stream)?;
-        let callbacks = if tracking::enabled() {
-            tracking::tracked_callbacks(stream, &found)
-        } else {
-            found.callbacks
-        };
-        desc_out.write(found.descriptor.as_ptr());
-        // SAFETY: the caller's contract.
-        unsafe {
+        let outs = unsafe {
             CallbackOuts::new(
                 allocator,
                 allocFunc,
@@ -427,10 +206,54 @@ unsafe extern "C" fn get_by_stream_slow(
                 allocAdviseFunc,
                 getAddrFromBlockFunc,
             )
+        };
+        // The lookup on every launch (tracking off, valid arguments, a
+        // registered stream) makes no call, so the boundary costs nothing.
+        if !tracking::enabled() {
+            if let (Some(desc_out), Some(key), Some(api)) = (
+                NonNull::new(allocatorDesc),
+                StreamKey::from_ptr(stream),
+                initialised(),
+            ) {
+                if let Some(found) = api.streams().get(key) {
+                    // SAFETY: the caller's contract for `allocatorDesc`.
+                    unsafe { desc_out.write(found.descriptor.as_ptr()) };
+                    outs.write(&found.callbacks);
+                    return Ok(());
+                }
+            }
         }
-        .write(&callbacks);
-        Ok(())
+        // SAFETY: the caller's contract for `allocatorDesc`.
+        unsafe { get_by_stream_slow(stream, allocatorDesc, outs) }
     })
+}
+
+/// `aclrtAllocatorGetByStream` off its hit: the argument checks that name
+/// the failing parameter, a miss, the registry not built yet, and tracking
+/// on (the user's descriptor with the tracking layer's object and
+/// callbacks).
+///
+/// # Safety
+/// A non-NULL `allocatorDesc` is valid for a write.
+#[cold]
+#[inline(never)]
+unsafe fn get_by_stream_slow(
+    stream: aclrtStream,
+    allocatorDesc: *mut aclrtAllocatorDesc,
+    outs: CallbackOuts,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+    let stream = args::stream(stream)?;
+    let found = global().get_by_stream(stream)?;
+    let callbacks = if tracking::enabled() {
+        tracking::tracked_callbacks(stream, &found)
+    } else {
+        found.callbacks
+    };
+    desc_out.write(found.descriptor.as_ptr());
+    outs.write(&callbacks);
+    Ok(())
 }
 
 /// The optional out-parameters of `aclrtAllocatorGetByStream`.
@@ -445,7 +268,7 @@ struct CallbackOuts {
 impl CallbackOuts {
     /// # Safety
     /// Each non-NULL pointer must be valid for a write of its type.
-    #[inline(always)]
+    #[inline]
     unsafe fn new(
         allocator: *mut aclrtAllocator,
         alloc: *mut aclrtAllocatorAllocFunc,
@@ -465,7 +288,7 @@ impl CallbackOuts {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn write(self, c: &Callbacks) {
         write_optional(self.allocator, c.obj.as_ptr());
         write_optional(self.alloc, Some(c.alloc));

@@ -20,7 +20,7 @@ use super::Pool;
 use crate::core::error::{Error, Result};
 use crate::core::handles::{Handle, HandleMap};
 pub use crate::core::ids::PoolHandle;
-use crate::core::seq_table::{Packed, VALUE_WORDS};
+use crate::core::table::{Packed, VALUE_WORDS};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::OnceLock;

@@ -42,7 +42,7 @@ pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POO
 
 use self::engine::counters::{self as counters, PARTS};
 use self::engine::{Core, Freed, CLOSED};
-use self::streams::{StreamTable, SHARDS};
+use self::streams::{ShardMap, SHARDS};
 use self::thread_cache::{FastFree, Registry, Retire};
 use crate::core::error::{Error, Result};
 use crate::history::{History, Recorder};
@@ -88,7 +88,7 @@ mod thread_cache;
 pub struct Pool {
     global: Mutex<Global>,
     shards: [Padded<Mutex<Core>>; SHARDS],
-    streams: StreamTable,
+    streams: ShardMap,
     device: Box<dyn DeviceMemory>,
     /// Segments given back under the locks, freed once they are released.
     pending_frees: Mutex<Vec<(NonZeroUsize, usize)>>,
@@ -134,7 +134,7 @@ impl Pool {
         // same way when the runtime lacks aclrtReserveMemAddress).
         config.expandable_segments &= device.virtual_memory().is_some();
         let limit = config.limit.validate()?.bytes(device.capacity());
-        let streams = StreamTable::new();
+        let streams = ShardMap::new();
         let mut next_shard = 0;
         streams.assign(0, &mut next_shard);
         let history = Arc::new(Recorder::new(device.device()));

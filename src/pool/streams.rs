@@ -8,15 +8,20 @@
 //! cached blocks stay in its shard. Once the table is full, further streams
 //! map to a shard by hash; a shard serving several streams keeps their blocks
 //! apart all the same (its bins and free sets are keyed by stream).
+//!
+//! Not a [`crate::core::table::Table`]: this map is bounded (a service
+//! making a stream per request must not grow it) and never changes an entry,
+//! so two plain loads do; it shares the table's hash.
 
-use crate::core::seq_table::scramble;
+use crate::core::table::hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How many shards a pool has.
 pub(crate) const SHARDS: usize = 8;
 const SLOTS: usize = 64;
 
-pub(crate) struct StreamTable {
+/// Stream → shard, fixed size, entries never removed.
+pub(crate) struct ShardMap {
     keys: [AtomicUsize; SLOTS],
     /// Shard index + 1; 0: the slot is empty.
     shards: [AtomicUsize; SLOTS],
@@ -25,13 +30,13 @@ pub(crate) struct StreamTable {
 
 fn slot(stream: usize) -> usize {
     // Stream handles are pointers with equal low bits: spread them as the
-    // handle tables do.
-    scramble(stream)
+    // tables do.
+    hash(stream)
 }
 
-impl StreamTable {
+impl ShardMap {
     pub(crate) fn new() -> Self {
-        StreamTable {
+        ShardMap {
             keys: std::array::from_fn(|_| AtomicUsize::new(0)),
             shards: std::array::from_fn(|_| AtomicUsize::new(0)),
             full: AtomicBool::new(false),
@@ -86,7 +91,7 @@ mod tests {
 
     #[test]
     fn streams_get_shards_round_robin_and_keep_them() {
-        let t = StreamTable::new();
+        let t = ShardMap::new();
         let mut next = 0;
         let streams: Vec<usize> = (0..SLOTS + 10).map(|i| i * 0x240).collect();
         let shards: Vec<usize> = streams.iter().map(|&s| t.assign(s, &mut next)).collect();

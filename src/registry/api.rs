@@ -140,11 +140,9 @@ pub fn global() -> &'static AllocatorApi {
     GLOBAL.get_or_init(AllocatorApi::new)
 }
 
-/// The process-wide instance if it is built: one load and no call, for a
-/// fast path that must not call (`aclrtAllocatorGetByStream`'s); `None`
-/// sends it to its cold path, which builds it with [`global`]. Once built
-/// it stays, so after the first call of any export this is `Some`.
-#[inline(always)]
+/// The process-wide instance if it is built (one load, no call); `None`
+/// before the first export that needs it has run.
+#[inline]
 pub(crate) fn initialised() -> Option<&'static AllocatorApi> {
     GLOBAL.get()
 }

@@ -2,20 +2,17 @@
 //!
 //! [`StreamRegistry`] maps a stream to the [`Registration`] in force for it.
 //! Lookups are on the launch path of every operator, so the map is a
-//! [`StreamTable`]: lock-free, allocation-free reads that never see a torn
+//! [`Table`]: lock-free, allocation-free reads that never see a torn
 //! entry, each stream's registration inline in its own cache line.
 
 pub mod api;
 pub mod observer;
-pub mod stream_table;
-
-pub use stream_table::StreamTable;
 
 use crate::core::descriptor::GetAddrFromBlockFn;
 use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
 use crate::core::handles::Handle;
 pub use crate::core::ids::{DescriptorHandle, StreamKey};
-pub use crate::core::seq_table::{Packed, VALUE_WORDS};
+pub use crate::core::table::{Packed, Table, VALUE_WORDS};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
@@ -70,7 +67,7 @@ unsafe impl Packed for Registration {
 /// The stream → registration map.
 #[derive(Default)]
 pub struct StreamRegistry {
-    table: StreamTable<Registration>,
+    table: Table<Registration, VALUE_WORDS>,
 }
 
 impl StreamRegistry {
@@ -78,22 +75,6 @@ impl StreamRegistry {
     #[inline]
     pub fn get(&self, stream: StreamKey) -> Option<Registration> {
         self.table.get(stream.get())
-    }
-
-    /// The registration of `stream` when one attempt finds it: `None` when
-    /// it has none or a writer got in the way, then [`StreamRegistry::get`]
-    /// answers. The C export's fast path.
-    #[inline(always)]
-    pub fn get_uncontended(&self, stream: StreamKey) -> Option<Registration> {
-        self.table.hit(stream.get())
-    }
-
-    /// The registration of `stream` when one attempt finds it in its home
-    /// slot; `None` otherwise (then [`StreamRegistry::get_uncontended`] or
-    /// [`StreamRegistry::get`]). The C export's first, frame-free test.
-    #[inline(always)]
-    pub fn get_at_home(&self, stream: StreamKey) -> Option<Registration> {
-        self.table.hit_at_home(stream.get())
     }
 
     /// Makes `registration` the one in force for `stream`, returning the one it replaces.

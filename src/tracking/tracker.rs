@@ -16,12 +16,12 @@
 
 use super::history;
 use super::owner::AllocState;
-use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
+use crate::core::table::{Packed, Table, Writer, VALUE_WORDS};
 use crate::registry::{Registration, StreamKey};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
 /// knows (the tracking getAddrFromBlock must still return what the user's
@@ -57,7 +57,7 @@ impl TrackObj {
     /// off (nothing is recorded then); otherwise the calling thread's
     /// current device the first time (the runtime allocates for a stream on
     /// a thread whose device is the stream's), remembered.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn device_for_history(&self) -> i32 {
         if !history::is_recording() {
             return 0;
@@ -85,21 +85,19 @@ impl TrackObj {
     }
 }
 
-/// A stream's current tracking object, as one word in a [`SeqTable`].
+/// A stream's current tracking object, as one word in a [`Table`].
 #[derive(Clone, Copy)]
 struct TrackRef(&'static TrackObj);
 
 // SAFETY: the first word is the address of a leaked `TrackObj` (never freed),
 // and `unpack` only sees words `pack` produced.
-unsafe impl Packed for TrackRef {
-    fn pack(&self) -> [usize; VALUE_WORDS] {
-        let mut words = [0; VALUE_WORDS];
-        words[0] = self.0 as *const TrackObj as usize;
-        words
+unsafe impl Packed<1> for TrackRef {
+    fn pack(&self) -> [usize; 1] {
+        [self.0 as *const TrackObj as usize]
     }
-    unsafe fn unpack(words: [usize; VALUE_WORDS]) -> Self {
+    unsafe fn unpack([object]: [usize; 1]) -> Self {
         // SAFETY: see the impl.
-        TrackRef(unsafe { &*(words[0] as *const TrackObj) })
+        TrackRef(unsafe { &*(object as *const TrackObj) })
     }
 }
 
@@ -109,6 +107,7 @@ unsafe impl Send for TrackRef {}
 
 type InternKey = (usize, [usize; VALUE_WORDS]);
 
+/// The tracker's books, under the lock of its stream table.
 #[derive(Default)]
 struct Slow {
     objects: HashMap<InternKey, &'static TrackObj>,
@@ -154,25 +153,24 @@ impl Records {
 }
 
 pub(crate) struct Tracker {
-    by_stream: SeqTable<TrackRef>,
+    /// Each stream's current object; its writer-side state is the books.
+    by_stream: Table<TrackRef, 1, Slow>,
     records: Records,
-    slow: Mutex<Slow>,
 }
 
 pub(crate) fn tracker() -> &'static Tracker {
     static TRACKER: OnceLock<Tracker> = OnceLock::new();
     TRACKER.get_or_init(|| Tracker {
-        by_stream: SeqTable::default(),
+        by_stream: Table::default(),
         records: Records {
             first: AtomicPtr::new(std::ptr::null_mut()),
         },
-        slow: Mutex::new(Slow::default()),
     })
 }
 
 impl Tracker {
-    fn slow(&self) -> std::sync::MutexGuard<'_, Slow> {
-        self.slow.lock().unwrap_or_else(|p| p.into_inner())
+    fn slow(&self) -> Writer<'_, TrackRef, 1, Slow> {
+        self.by_stream.write()
     }
 
     /// The tracking object for `registration` on `stream`: a lock-free,
@@ -239,7 +237,7 @@ impl Tracker {
                 t
             }
         };
-        self.by_stream.insert(stream.get(), TrackRef(object));
+        slow.insert(stream.get(), TrackRef(object));
         object
     }
 
@@ -285,8 +283,8 @@ impl Tracker {
     /// `stream` was destroyed: its objects become spares, and the allocator
     /// records list it no more (they count it among destroyed streams).
     pub(crate) fn stream_destroyed(&self, stream: StreamKey) {
-        self.by_stream.remove(stream.get());
         let mut slow = self.slow();
+        slow.remove(stream.get());
         let slow = &mut *slow;
         let mut freed = Vec::new();
         slow.objects.retain(|&(s, reg), t| {
