@@ -253,7 +253,7 @@ fn concurrent_writers_and_lock_free_readers_lose_and_invent_nothing() {
         r.join().unwrap();
     }
     assert!(reads.load(Ordering::Relaxed) > 0);
-    let mut g = t.enter(1, |_| {}).unwrap();
+    let g = t.enter(1, |_| {}).unwrap();
     let c = g.counters();
     assert_eq!(c.allocation.allocated, total.0);
     assert_eq!(c.allocation.freed, total.1);
@@ -328,13 +328,12 @@ fn brief_and_full_holds_exclude_each_other_and_reentry_is_still_told() {
     assert!(t.enter_brief(7, |_| unreachable!()).is_some());
 }
 
-/// A re-allocation that changes nothing but the freed mark, and a free that
-/// leaves the freed fields as the last one did, store that one word without
-/// the table's sequence counter; the others go through it. Writers mix both
-/// kinds on the same records while readers check that every record they
-/// copy is one a writer wrote: its fields all agree with each other.
+/// Writers mix changes of the freed mark alone (a re-allocation with the
+/// same size, owner and metadata, a free like the last one) with changes of
+/// every field, on the same records, while readers check that every record
+/// they copy is one a writer wrote: its fields all agree with each other.
 #[test]
-fn one_word_changes_and_whole_changes_mixed_never_show_a_torn_record() {
+fn mark_only_and_whole_changes_mixed_never_show_a_torn_record() {
     const WRITERS: usize = 2;
     const ROUNDS: usize = 400_000;
     const PER_THREAD: usize = 4;
@@ -403,7 +402,7 @@ fn one_word_changes_and_whole_changes_mixed_never_show_a_torn_record() {
         r.join().unwrap();
     }
     assert!(seen[0].load(Ordering::Relaxed) > 0 && seen[1].load(Ordering::Relaxed) > 0);
-    let mut g = t.enter(1, |_| {}).unwrap();
+    let g = t.enter(1, |_| {}).unwrap();
     assert_eq!(g.live_count(), live);
     assert_eq!(
         g.freed_count(),
