@@ -9,7 +9,9 @@
 //! remembered to tell a double free from a foreign pointer in the message.
 
 use crate::core::error::{Error, Result};
-use crate::core::tracked::{Block, Counters, Guard, History, Meta, Refused, Tracked, META_WORDS};
+use crate::core::tracked::{
+    Block, Counters, Guard, History, Meta, Refused, Tracked, INSPECTOR, META_WORDS,
+};
 use std::ffi::c_void;
 
 /// What was passed to the plugin's alloc for one live block.
@@ -192,9 +194,7 @@ pub(crate) fn with<R>(
     books: &Books,
     f: impl FnOnce(&mut Guard<'_, PluginMeta, ()>) -> R,
 ) -> Result<R> {
-    let mut g = books
-        .enter_with_patience(std::time::Duration::from_secs(3600))
-        .ok_or(REENTERED)?;
+    let mut g = books.enter(INSPECTOR, |_| {}).ok_or(REENTERED)?;
     Ok(f(&mut g))
 }
 
