@@ -345,15 +345,15 @@ impl<M: Meta, X> Guard<'_, M, X> {
         // A freed record handed out again (a caching allocator's usual
         // case) is rewritten in place: one probe.
         let reused = self.w.update(key, |b| {
-            if b.is_live() {
-                return Err(*b);
+            let live = b.is_live();
+            if !live {
+                *b = new;
             }
-            *b = new;
-            Ok(())
+            live
         });
         match reused {
-            Some(Err(live)) => return Err(live),
-            Some(Ok(())) => {}
+            Some(true) => return Err(self.w.get(key).expect("just found")),
+            Some(false) => {}
             None => {
                 self.w.insert(key, new);
             }
@@ -478,18 +478,20 @@ impl<M: Meta, X> Guard<'_, M, X> {
     }
 
     /// Reads `ptr`'s record and, if `change` returns new metadata for it,
-    /// writes that. Returns the record as it was read.
+    /// writes that (one probe). Returns the record as it was read.
     #[inline]
     pub fn read_and_update(
         &mut self,
         ptr: usize,
         change: impl FnOnce(&Block<M>) -> Option<M>,
     ) -> Option<Block<M>> {
-        let block = self.get(ptr)?;
-        if let Some(meta) = change(&block) {
-            self.update_meta(ptr, |m| *m = meta);
-        }
-        Some(block)
+        self.w.update(NonZeroUsize::new(ptr)?, |b| {
+            let read = *b;
+            if let Some(meta) = change(&read) {
+                b.meta = meta;
+            }
+            read
+        })
     }
 
     /// Forgets a freed block (it can no longer be told from an unknown
