@@ -618,6 +618,30 @@ mod tests {
     }
 
     #[test]
+    fn a_second_owner_is_reported_once_and_waits_and_reentry_is_refused() {
+        let t = books(History::UntilForgotten);
+        let g = t.enter(0x10, |_| unreachable!()).unwrap();
+        assert!(t.enter(0x10, |_| {}).is_none(), "re-entry");
+        assert!(t.enter_with_patience(Duration::from_secs(60)).is_none());
+        let seen = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let patience = Duration::from_millis(5);
+                assert!(t.enter_with_patience(patience).is_none(), "busy");
+                let _g = t.enter(0x20, |current| {
+                    seen.fetch_add(current, Ordering::SeqCst);
+                });
+            });
+            while seen.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            drop(g);
+        });
+        assert_eq!(seen.load(Ordering::SeqCst), 0x10, "reported once");
+        assert!(t.enter_with_patience(Duration::from_millis(5)).is_some());
+    }
+
+    #[test]
     fn replace_counts_the_old_record_as_freed_and_retain_keeps_live_blocks() {
         let t = books(History::UntilForgotten);
         let mut g = t.enter(1, |_| {}).unwrap();
