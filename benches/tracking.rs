@@ -5,7 +5,7 @@
 //!
 //!     cargo bench --bench tracking
 //!
-//! `alloc_free`: one alloc+free pair (the overhead target: at most 12 ns
+//! `alloc_free`: one alloc+free pair (the overhead target: at most 20 ns
 //! added per pair). `launch`: alloc, getAddrFromBlock, free, what an
 //! operator launch does (the address check against live and recently freed
 //! ranges happens here). The user's allocator is a one-block LIFO, so the
@@ -14,10 +14,10 @@
 //!
 //! `alloc_free::floor`: the work tracking a pair cannot do without, inlined
 //! into the loop with no call chain: the user's two calls (the anchor), the
-//! owner word around each (biased: the "two streams in one allocator"
-//! detector), one probe and one store of the block's record per call
-//! (`core::tracked`, four words of metadata as the tracking layer keeps),
-//! and the counters. What `tracked` costs above it is the tracking
+//! allocator's lock around each (noting the owner inside: the "two streams
+//! in one allocator" detector), one probe and one rewrite of the block's
+//! record per call (`core::tracked`, four words of metadata as the tracking
+//! layer keeps), and the counters. What `tracked` costs above it is the tracking
 //! callbacks' own (calls, frames, the object's fields, the thread's last
 //! allocation, the history switch, the block's time).
 //!

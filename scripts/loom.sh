@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
   CARGO_TARGET_DIR=target/loom \
-  cargo test --release --test loom_registry --test loom_owner_word -- --nocapture
+  cargo test --release --test loom_registry -- --nocapture

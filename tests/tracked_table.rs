@@ -5,14 +5,14 @@
 //!   double and unknown frees, replacements, forgets and prunes give the
 //!   same answers, the same records and exact counters (current, peak,
 //!   allocated, freed, refusals);
-//! - a stress test: threads insert and free their own pointers through the
-//!   owner word while reader threads look pointers up without it; at the
-//!   end no entry is lost or invented, the counters equal the sum of what
-//!   the threads did, and no reader ever saw a torn record;
-//! - the owner word's two forms (a hold that may run the user's code and
-//!   the brief one that may not) exclude each other, the detector reports
-//!   a second owner whichever form either side takes, and a re-entry from
-//!   inside a full hold is still refused after brief holds came and went.
+//! - a stress test: threads insert and free their own pointers under the
+//!   lock while reader threads look pointers up without it; at the end no
+//!   entry is lost or invented, the counters equal the sum of what the
+//!   threads did, and no reader ever saw a torn record;
+//! - the two forms of hold (one that may run the user's code and the brief
+//!   one that may not) exclude each other, the detector reports a second
+//!   owner whichever form either side takes, and a re-entry from inside a
+//!   full hold is still refused after brief holds came and went.
 
 use aclalloc::core::tracked::{Block, History, Meta, Refused, Tracked, META_WORDS};
 use proptest::prelude::*;
@@ -253,7 +253,7 @@ fn concurrent_writers_and_lock_free_readers_lose_and_invent_nothing() {
         r.join().unwrap();
     }
     assert!(reads.load(Ordering::Relaxed) > 0);
-    let mut g = t.enter(1, |_| {}).unwrap();
+    let g = t.enter(1, |_| {}).unwrap();
     let c = g.counters();
     assert_eq!(c.allocation.allocated, total.0);
     assert_eq!(c.allocation.freed, total.1);
@@ -323,18 +323,17 @@ fn brief_and_full_holds_exclude_each_other_and_reentry_is_still_told() {
         reported.load(Ordering::Relaxed) > 0,
         "second owner reported"
     );
-    // After all of that, the word is free for anyone, in either form.
+    // After all of that, the lock is free for anyone, in either form.
     assert!(t.enter(7, |_| unreachable!()).is_some());
     assert!(t.enter_brief(7, |_| unreachable!()).is_some());
 }
 
-/// A re-allocation that changes nothing but the freed mark, and a free that
-/// leaves the freed fields as the last one did, store that one word without
-/// the table's sequence counter; the others go through it. Writers mix both
-/// kinds on the same records while readers check that every record they
-/// copy is one a writer wrote: its fields all agree with each other.
+/// Writers mix changes of the freed mark alone (a re-allocation with the
+/// same size, owner and metadata, a free like the last one) with changes of
+/// every field, on the same records, while readers check that every record
+/// they copy is one a writer wrote: its fields all agree with each other.
 #[test]
-fn one_word_changes_and_whole_changes_mixed_never_show_a_torn_record() {
+fn mark_only_and_whole_changes_mixed_never_show_a_torn_record() {
     const WRITERS: usize = 2;
     const ROUNDS: usize = 400_000;
     const PER_THREAD: usize = 4;
@@ -403,7 +402,7 @@ fn one_word_changes_and_whole_changes_mixed_never_show_a_torn_record() {
         r.join().unwrap();
     }
     assert!(seen[0].load(Ordering::Relaxed) > 0 && seen[1].load(Ordering::Relaxed) > 0);
-    let mut g = t.enter(1, |_| {}).unwrap();
+    let g = t.enter(1, |_| {}).unwrap();
     assert_eq!(g.live_count(), live);
     assert_eq!(
         g.freed_count(),

@@ -16,8 +16,6 @@ pub(crate) mod fixed_line;
 pub(crate) mod foreign_call;
 pub mod handles;
 pub mod ids;
-pub mod live_table;
-pub mod owner_word;
 pub mod pin;
 pub mod seq_table;
 pub mod serving;

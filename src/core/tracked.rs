@@ -1,31 +1,25 @@
-//! The tracked-allocations adaptor (RMM's "tracking resource adaptor"
-//! idea): every block an allocator hands out, pointer → size, owner (the
-//! stream), and what the user of the adaptor keeps with it; insert on alloc,
-//! mark freed on free, refuse unknown and double frees with what is known
-//! about them, and exact counters in the one statistic type ([`Stat`]).
+//! The tracked-allocations adaptor: every block an allocator hands out,
+//! pointer → size, owner (the stream), freed state and the user's metadata;
+//! insert on alloc, mark freed on free, unknown and double frees refused
+//! with what is known, exact counters ([`Stat`]).
 //!
-//! Used by the pluggable allocators (and the default allocator's raw
-//! functions) and by the tracking layer, each with its own metadata.
+//! The blocks are a [`Table`] whose writer lock also guards the books
+//! (counters, the order of frees, the user's `X`): one lock per operation.
+//! Beside it the adaptor notes who is inside: a caller that finds another
+//! owner inside reports it (the tracking layer's "two streams in one
+//! allocator"), and a thread that is inside already gets `None` instead of
+//! a deadlock. Lookups take no lock ([`Tracked::lookup`]).
 //!
-//! Concurrency: the books of one allocator are changed by one caller at a
-//! time, under the allocator's [`OwnerWord`] (one compare-exchange to enter,
-//! one store to leave; no mutex, no lock shared between allocators), so the
-//! counters and peaks are exact. Lookups of a pointer take no lock at all
-//! ([`Tracked::lookup`]): the table ([`LiveTable`]) is read lock-free.
-//!
-//! Freed blocks stay in the table as "freed" entries, so a second free is
-//! told from a pointer never handed out. How long they stay is the user's
-//! choice ([`History`]): the most recent N (the pluggable allocators), or
-//! until the user prunes them (the tracking layer, which also needs them for
-//! its cross-stream checks).
+//! Freed blocks stay as "freed" records, so a second free is told from a
+//! pointer never handed out, for as long as [`History`] says.
 
-use super::live_table::{LiveTable, SlotRef, Words, ENTRY_WORDS};
-pub use super::owner_word::INSPECTOR;
-use super::owner_word::{Held, OwnerWord};
 use super::stats::Stat;
-use std::cell::UnsafeCell;
+use super::sync::back_off;
+use super::table::{Packed, Table, Writer};
+use std::num::NonZeroUsize;
 use std::ops::{Deref, DerefMut};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Words of metadata a user keeps per block.
 pub const META_WORDS: usize = 4;
@@ -53,8 +47,7 @@ pub struct Freed {
     /// The user's generation at the free (the tracking layer: the
     /// synchronization clock).
     pub generation: u64,
-    /// The adaptor's own count of frees at this free (orders a bounded
-    /// history; 0 when the history is kept until forgotten).
+    /// The adaptor's count of frees at this free: orders a bounded history.
     seq: u64,
 }
 
@@ -79,68 +72,34 @@ impl<M> Block<M> {
     }
 }
 
-/// Where a block's fields sit among its words (see `Words for Block`).
-mod word {
-    pub(super) const SIZE: usize = 0;
-    pub(super) const OWNER: usize = 1;
-    /// 0 live, 1 freed.
-    pub(super) const FREED: usize = 2;
-    pub(super) const BY: usize = 3;
-    pub(super) const GENERATION: usize = 4;
-    pub(super) const SEQ: usize = 5;
-    pub(super) const META: usize = 6;
-}
+/// A block as words: size, owner, freed (by, generation, seq; seq is 0
+/// while live, frees count from 1), the metadata.
+const BLOCK_WORDS: usize = 5 + META_WORDS;
 
-impl<M: Meta> Words for Block<M> {
-    #[inline(always)]
-    fn pack(&self) -> [usize; ENTRY_WORDS] {
+// SAFETY: `unpack` builds a block from any words (`Meta::unpack` is safe).
+unsafe impl<M: Meta> Packed<BLOCK_WORDS> for Block<M> {
+    #[inline]
+    fn pack(&self) -> [usize; BLOCK_WORDS] {
         let m = self.meta.pack();
-        let (tag, by, generation, seq) = match self.freed {
-            None => (0, 0, 0, 0),
-            Some(f) => (1, f.by, f.generation as usize, f.seq as usize),
-        };
+        let (by, generation, seq) = self
+            .freed
+            .map_or((0, 0, 0), |f| (f.by, f.generation as usize, f.seq as usize));
         [
-            self.size, self.owner, tag, by, generation, seq, m[0], m[1], m[2], m[3],
+            self.size, self.owner, by, generation, seq, m[0], m[1], m[2], m[3],
         ]
     }
-    #[inline(always)]
-    fn unpack(w: &[usize; ENTRY_WORDS]) -> Self {
+    #[inline]
+    unsafe fn unpack(w: [usize; BLOCK_WORDS]) -> Self {
         Block {
-            size: w[word::SIZE],
-            owner: w[word::OWNER],
-            freed: (w[word::FREED] != 0).then_some(Freed {
-                by: w[word::BY],
-                generation: w[word::GENERATION] as u64,
-                seq: w[word::SEQ] as u64,
+            size: w[0],
+            owner: w[1],
+            freed: (w[4] != 0).then_some(Freed {
+                by: w[2],
+                generation: w[3] as u64,
+                seq: w[4] as u64,
             }),
-            meta: M::unpack(&[
-                w[word::META],
-                w[word::META + 1],
-                w[word::META + 2],
-                w[word::META + 3],
-            ]),
+            meta: M::unpack(&[w[5], w[6], w[7], w[8]]),
         }
-    }
-}
-
-/// A slot's block read word by word (a whole copy would go through the
-/// stack, and the hot paths read a few fields).
-#[inline(always)]
-fn read_block<M: Meta>(slot: &SlotRef<'_>) -> Block<M> {
-    Block {
-        size: slot.word(word::SIZE),
-        owner: slot.word(word::OWNER),
-        freed: (slot.word(word::FREED) != 0).then(|| Freed {
-            by: slot.word(word::BY),
-            generation: slot.word(word::GENERATION) as u64,
-            seq: slot.word(word::SEQ) as u64,
-        }),
-        meta: M::unpack(&[
-            slot.word(word::META),
-            slot.word(word::META + 1),
-            slot.word(word::META + 2),
-            slot.word(word::META + 3),
-        ]),
     }
 }
 
@@ -184,6 +143,7 @@ pub enum Refused<M> {
     Unknown,
 }
 
+/// What the table's lock guards beside the blocks.
 struct Books<X> {
     counters: Counters,
     frees: u64,
@@ -192,21 +152,32 @@ struct Books<X> {
     extra: X,
 }
 
-/// The tracked allocations of one allocator, with `X` kept beside them
-/// under the same owner word.
-pub struct Tracked<M: Meta, X = ()> {
-    word: OwnerWord,
-    table: LiveTable<Block<M>>,
-    books: UnsafeCell<Books<X>>,
+/// The owner of a hold that is not a caller's use of the allocator (an
+/// address lookup, a report): it never counts as a second owner.
+pub const INSPECTOR: usize = usize::MAX;
+
+/// This thread's mark: non-zero, unique among live threads.
+#[inline]
+fn this_thread() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
+    }
+    MARK.with(|mark| mark as *const u8 as usize)
 }
 
-// SAFETY: `books` and the table's writer side are only reached through a
-// `Guard`, and at most one guard exists at a time (the owner word); readers
-// of the table are lock-free by design.
-unsafe impl<M: Meta + Send, X: Send> Sync for Tracked<M, X> {}
-// SAFETY: moving a `Tracked` moves its table and books, both `Send` given
-// `M: Send` and `X: Send`; no thread-bound state.
-unsafe impl<M: Meta + Send, X: Send> Send for Tracked<M, X> {}
+/// How long a waiting caller spins, watching for another owner inside,
+/// before it blocks.
+const SPINS: u32 = 100;
+
+/// The tracked allocations of one allocator, with `X` kept beside them
+/// under the same lock.
+pub struct Tracked<M: Meta, X = ()> {
+    table: Table<Block<M>, BLOCK_WORDS, Books<X>>,
+    /// The owner inside, or 0: what a waiting caller reports.
+    inside: AtomicUsize,
+    /// The thread of a full holder, or 0: its re-entry gets `None`.
+    holder: AtomicUsize,
+}
 
 impl<M: Meta, X> Tracked<M, X> {
     /// Empty books, remembering freed blocks as `history` says.
@@ -215,101 +186,146 @@ impl<M: Meta, X> Tracked<M, X> {
             History::Recent(n) => Some(n),
             History::UntilForgotten => None,
         };
+        let books = Books {
+            counters: Counters::default(),
+            frees: 0,
+            recent,
+            extra,
+        };
         Tracked {
-            word: OwnerWord::new(),
-            table: LiveTable::default(),
-            books: UnsafeCell::new(Books {
-                counters: Counters::default(),
-                frees: 0,
-                recent,
-                extra,
-            }),
+            table: Table::new(64, books),
+            inside: AtomicUsize::new(0),
+            holder: AtomicUsize::new(0),
         }
     }
 
     /// Enters the books for `owner` (non-zero; [`INSPECTOR`] to read or
-    /// report). `other_inside(current)` runs once if another owner is found
-    /// inside; `None` when this thread is inside already.
-    #[inline(always)]
+    /// report), waiting while another caller is inside.
+    /// `other_inside(current)` runs once if another owner is seen inside.
+    /// `None` when this thread is inside already (a user's callback calling
+    /// back in).
+    #[inline]
     pub fn enter(&self, owner: usize, other_inside: impl FnOnce(usize)) -> Option<Guard<'_, M, X>> {
-        let held = self.word.enter(owner, other_inside)?;
-        Some(Guard {
-            tracked: self,
-            _held: held,
-        })
+        self.take(owner, other_inside, true, None)
     }
 
     /// [`Tracked::enter`] for a caller that runs none of the user's code
-    /// while inside (see [`OwnerWord::enter_brief`]): two stores cheaper.
-    #[inline(always)]
+    /// while inside, so never re-enters: its thread is not noted.
+    #[inline]
     pub fn enter_brief(
         &self,
         owner: usize,
         other_inside: impl FnOnce(usize),
     ) -> Option<Guard<'_, M, X>> {
-        let held = self.word.enter_brief(owner, other_inside)?;
-        Some(Guard {
-            tracked: self,
-            _held: held,
-        })
+        self.take(owner, other_inside, false, None)
     }
 
     /// Enters as the inspector, waiting at most `patience`.
     pub fn enter_with_patience(&self, patience: Duration) -> Option<Guard<'_, M, X>> {
-        let held = self.word.enter_with_patience(patience)?;
+        self.take(INSPECTOR, |_| {}, true, Some(Instant::now() + patience))
+    }
+
+    #[inline]
+    fn take(
+        &self,
+        owner: usize,
+        other_inside: impl FnOnce(usize),
+        full: bool,
+        deadline: Option<Instant>,
+    ) -> Option<Guard<'_, M, X>> {
+        debug_assert_ne!(owner, 0);
+        let w = match self.table.try_write() {
+            Some(w) => w,
+            None => self.wait(owner, other_inside, deadline)?,
+        };
+        self.inside.store(owner, Ordering::Relaxed);
+        if full {
+            self.holder.store(this_thread(), Ordering::Relaxed);
+        }
         Some(Guard {
             tracked: self,
-            _held: held,
+            full,
+            w,
         })
+    }
+
+    /// The lock is held: `None` on a re-entry; else spin a little,
+    /// reporting another owner seen inside, then block.
+    #[cold]
+    #[inline(never)]
+    fn wait(
+        &self,
+        owner: usize,
+        other_inside: impl FnOnce(usize),
+        deadline: Option<Instant>,
+    ) -> Option<Writer<'_, Block<M>, BLOCK_WORDS, Books<X>>> {
+        // Only this thread stores its own mark, and clears it before leaving.
+        if self.holder.load(Ordering::Relaxed) == this_thread() {
+            return None;
+        }
+        let mut report = Some(other_inside);
+        let mut attempt = 0;
+        loop {
+            let current = self.inside.load(Ordering::Relaxed);
+            if current != 0 && current != owner && current != INSPECTOR && owner != INSPECTOR {
+                if let Some(report) = report.take() {
+                    report(current);
+                }
+            }
+            if let Some(w) = self.table.try_write() {
+                return Some(w);
+            }
+            match deadline {
+                Some(deadline) if Instant::now() >= deadline => return None,
+                None if attempt >= SPINS => return Some(self.table.write()),
+                _ => back_off(&mut attempt),
+            }
+        }
     }
 
     /// The block recorded for `ptr` (live or remembered as freed), without
     /// entering the books: lock-free.
     #[inline]
     pub fn lookup(&self, ptr: usize) -> Option<Block<M>> {
-        if ptr == 0 {
-            return None;
-        }
-        self.table.get(ptr)
+        self.table.get(NonZeroUsize::new(ptr)?)
     }
 }
 
 /// The right to change one allocator's books (see [`Tracked::enter`]).
 pub struct Guard<'a, M: Meta, X> {
     tracked: &'a Tracked<M, X>,
-    _held: Held<'a>,
+    full: bool,
+    w: Writer<'a, Block<M>, BLOCK_WORDS, Books<X>>,
+}
+
+impl<M: Meta, X> Drop for Guard<'_, M, X> {
+    #[inline]
+    fn drop(&mut self) {
+        // Before `w` unlocks.
+        if self.full {
+            self.tracked.holder.store(0, Ordering::Relaxed);
+        }
+        self.tracked.inside.store(0, Ordering::Relaxed);
+    }
 }
 
 impl<M: Meta, X> Deref for Guard<'_, M, X> {
     type Target = X;
     fn deref(&self) -> &X {
-        // SAFETY: the guard holds the owner word.
-        unsafe { &(*self.tracked.books.get()).extra }
+        &self.w.extra
     }
 }
 
 impl<M: Meta, X> DerefMut for Guard<'_, M, X> {
     fn deref_mut(&mut self) -> &mut X {
-        // SAFETY: the guard holds the owner word.
-        unsafe { &mut (*self.tracked.books.get()).extra }
+        &mut self.w.extra
     }
 }
 
 impl<M: Meta, X> Guard<'_, M, X> {
-    #[inline(always)]
-    fn books(&mut self) -> &mut Books<X> {
-        // SAFETY: the guard holds the owner word.
-        unsafe { &mut *self.tracked.books.get() }
-    }
-
-    #[inline(always)]
-    fn table(&self) -> &LiveTable<Block<M>> {
-        &self.tracked.table
-    }
-
-    /// Records a block just handed out. A pointer that is live already is
-    /// refused with its record, and nothing changes.
-    #[inline(always)]
+    /// Records a block just handed out at `ptr` (non-zero). A pointer that
+    /// is live already is refused with its record, and nothing changes.
+    #[inline]
     pub fn insert(
         &mut self,
         ptr: usize,
@@ -317,49 +333,29 @@ impl<M: Meta, X> Guard<'_, M, X> {
         owner: usize,
         meta: M,
     ) -> Result<(), Block<M>> {
-        let tracked = self.tracked;
-        // SAFETY: the guard holds the owner word, which serialises the
-        // table's writers (so for every table access below).
-        match unsafe { tracked.table.slot_of(ptr) } {
-            Some(slot) => {
-                if slot.word(word::FREED) == 0 {
-                    return Err(read_block(&slot));
-                }
-                // A freed block handed out again (what a caching allocator
-                // does on every call): only the words that change are
-                // written; the freed fields are ignored while it is live.
-                // When only the mark changes (the same size, owner and
-                // metadata: a caching allocator's usual case), that one
-                // word goes alone, without the sequence counter's stores.
-                let m = meta.pack();
-                let same = (slot.word(word::SIZE) == size)
-                    & (slot.word(word::OWNER) == owner)
-                    & (slot.word(word::META) == m[0])
-                    & (slot.word(word::META + 1) == m[1])
-                    & (slot.word(word::META + 2) == m[2])
-                    & (slot.word(word::META + 3) == m[3]);
-                if same {
-                    slot.set_alone(word::FREED, 0);
-                } else {
-                    slot.change(|s| {
-                        s.set(word::SIZE, size);
-                        s.set(word::OWNER, owner);
-                        s.set(word::FREED, 0);
-                        for (i, &w) in m.iter().enumerate() {
-                            s.set(word::META + i, w);
-                        }
-                    });
-                }
+        let Some(key) = NonZeroUsize::new(ptr) else {
+            return Ok(());
+        };
+        let new = Block {
+            size,
+            owner,
+            freed: None,
+            meta,
+        };
+        // A freed record handed out again (a caching allocator's usual
+        // case) is rewritten in place: one probe.
+        let reused = self.w.update(key, |b| {
+            let live = b.is_live();
+            if !live {
+                *b = new;
             }
+            live
+        });
+        match reused {
+            Some(true) => return Err(self.w.get(key).expect("just found")),
+            Some(false) => {}
             None => {
-                let block = Block {
-                    size,
-                    owner,
-                    freed: None,
-                    meta,
-                };
-                // SAFETY: as above.
-                unsafe { self.table().put(ptr, &block) };
+                self.w.insert(key, new);
             }
         }
         self.count_alloc(size);
@@ -369,53 +365,41 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// Records a block just handed out, replacing a live record of the same
     /// pointer (a broken allocator handed it out twice): the old one counts
     /// as freed. Returns the replaced live record.
-    #[inline(always)]
+    #[inline]
     pub fn replace(&mut self, ptr: usize, size: usize, owner: usize, meta: M) -> Option<Block<M>> {
-        match self.insert(ptr, size, owner, meta) {
-            Ok(()) => None,
-            Err(old) => {
-                // The metadata goes as words in registers: a value of `M`
-                // passed to an out-of-line function is passed by address,
-                // and the caller would store it on its stack on every call
-                // to have an address ready for this rare one.
-                let [m0, m1, m2, m3] = meta.pack();
-                Some(self.replace_live(ptr, old, size, owner, m0, m1, m2, m3))
-            }
-        }
+        let old = self.insert(ptr, size, owner, meta).err()?;
+        Some(self.replace_live(ptr, old, size, owner, meta))
     }
 
     #[cold]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
     fn replace_live(
         &mut self,
         ptr: usize,
         old: Block<M>,
         size: usize,
         owner: usize,
-        m0: usize,
-        m1: usize,
-        m2: usize,
-        m3: usize,
+        meta: M,
     ) -> Block<M> {
-        let block = Block {
-            size,
-            owner,
-            freed: None,
-            meta: M::unpack(&[m0, m1, m2, m3]),
-        };
-        // SAFETY: the guard holds the owner word.
-        unsafe { self.table().put(ptr, &block) };
-        let c = &mut self.books().counters;
+        let key = NonZeroUsize::new(ptr).expect("a live record has a non-zero key");
+        self.w.insert(
+            key,
+            Block {
+                size,
+                owner,
+                freed: None,
+                meta,
+            },
+        );
+        let c = &mut self.w.counters;
         c.allocation.decrease(1);
         c.allocated_bytes.decrease(old.size as i64);
         self.count_alloc(size);
         old
     }
 
-    #[inline(always)]
+    #[inline]
     fn count_alloc(&mut self, size: usize) {
-        let c = &mut self.books().counters;
+        let c = &mut self.w.counters;
         c.allocation.increase(1);
         c.allocated_bytes.increase(size as i64);
     }
@@ -423,62 +407,35 @@ impl<M: Meta, X> Guard<'_, M, X> {
     /// Marks `ptr` freed by `by` at the user's `generation`, returning its
     /// record as it was live. An unknown pointer or a second free is
     /// refused (and counted) with what is known.
-    #[inline(always)]
+    #[inline]
     pub fn free(&mut self, ptr: usize, by: usize, generation: u64) -> Result<Block<M>, Refused<M>> {
-        let tracked = self.tracked;
-        // SAFETY: the guard holds the owner word, which serialises the
-        // table's writers.
-        let Some(slot) = (unsafe { tracked.table.slot_of(ptr) }) else {
-            return Err(self.refuse(Refused::Unknown));
+        let seq = self.w.frees + 1;
+        let freed = Freed {
+            by,
+            generation,
+            seq,
         };
-        if slot.word(word::FREED) != 0 {
-            let first = read_block(&slot);
-            return Err(self.refuse(Refused::DoubleFree(first)));
-        }
-        // Read field by field: a whole copy would go through the stack.
-        let live = Block {
-            size: slot.word(word::SIZE),
-            owner: slot.word(word::OWNER),
-            freed: None,
-            meta: M::unpack(&[
-                slot.word(word::META),
-                slot.word(word::META + 1),
-                slot.word(word::META + 2),
-                slot.word(word::META + 3),
-            ]),
-        };
-        let books = self.books();
-        // The order of frees only matters to a bounded history (it forgets
-        // the oldest); a history kept until forgotten skips the store.
-        let recent = books.recent.is_some();
-        let seq = books.frees + 1;
-        // The freed fields keep the last free's values while the block is
-        // live; when this free leaves them as they are (the same stream,
-        // no synchronization since, no bounded history), only the mark
-        // changes and goes alone, without the sequence counter's stores.
-        let same = !recent
-            & (slot.word(word::BY) == by)
-            & (slot.word(word::GENERATION) == generation as usize);
-        if same {
-            slot.set_alone(word::FREED, 1);
-        } else {
-            slot.change(|s| {
-                s.set(word::FREED, 1);
-                s.set(word::BY, by);
-                s.set(word::GENERATION, generation as usize);
-                if recent {
-                    s.set(word::SEQ, seq as usize);
+        let found = NonZeroUsize::new(ptr).and_then(|key| {
+            self.w.update(key, |b| {
+                let was = *b;
+                if was.is_live() {
+                    b.freed = Some(freed);
                 }
-            });
-        }
-        if recent {
-            books.frees = seq;
-        }
+                was
+            })
+        });
+        let live = match found {
+            Some(b) if b.is_live() => b,
+            Some(first) => return Err(self.refuse(Refused::DoubleFree(first))),
+            None => return Err(self.refuse(Refused::Unknown)),
+        };
+        let books = &mut *self.w;
+        books.frees = seq;
         books.counters.allocation.decrease(1);
         books.counters.allocated_bytes.decrease(live.size as i64);
         if let Some(limit) = books.recent {
             if self.freed_count() > limit {
-                self.forget_oldest();
+                self.forget_oldest(limit);
             }
         }
         Ok(live)
@@ -486,118 +443,79 @@ impl<M: Meta, X> Guard<'_, M, X> {
 
     #[cold]
     fn refuse(&mut self, refused: Refused<M>) -> Refused<M> {
-        self.books().counters.refused_frees += 1;
+        self.w.counters.refused_frees += 1;
         refused
     }
 
     /// More freed blocks are remembered than the history keeps: the older
-    /// half of the history goes, in one pass over the table (so the pass
-    /// costs a few slot reads per free, amortised; an allocator that reuses
-    /// its addresses keeps few freed records and never gets here).
+    /// half goes, in one pass (a few slot reads per free, amortised).
     #[cold]
     #[inline(never)]
-    fn forget_oldest(&mut self) {
-        let books = self.books();
-        let limit = books.recent.unwrap_or(0);
-        let keep_from = books.frees.saturating_sub((limit / 2) as u64);
+    fn forget_oldest(&mut self, limit: usize) {
+        let keep_from = self.w.frees.saturating_sub((limit / 2) as u64);
         self.retain(|_, b| b.freed.is_some_and(|f| f.seq > keep_from));
     }
 
     /// Counts an allocation that failed.
     #[inline]
     pub fn count_failure(&mut self) {
-        self.books().counters.failed_allocs += 1;
+        self.w.counters.failed_allocs += 1;
     }
 
     /// The record of `ptr`.
     #[inline]
     pub fn get(&self, ptr: usize) -> Option<Block<M>> {
-        // SAFETY: the guard holds the owner word.
-        let slot = unsafe { self.tracked.table.slot_of(ptr) }?;
-        Some(read_block(&slot))
+        self.w.get(NonZeroUsize::new(ptr)?)
     }
 
     /// Changes the user's metadata of `ptr` (live or freed); false when
-    /// there is no record. Only the words that change are written.
+    /// there is no record.
     #[inline]
     pub fn update_meta(&mut self, ptr: usize, change: impl FnOnce(&mut M)) -> bool {
-        // SAFETY: the guard holds the owner word.
-        let Some(slot) = (unsafe { self.tracked.table.slot_of(ptr) }) else {
-            return false;
-        };
-        let old = [
-            slot.word(word::META),
-            slot.word(word::META + 1),
-            slot.word(word::META + 2),
-            slot.word(word::META + 3),
-        ];
-        let mut meta = M::unpack(&old);
-        change(&mut meta);
-        let new = meta.pack();
-        // No comparison of the two arrays here: they sit on the stack just
-        // stored word by word, and a vector compare of them stalls on store
-        // forwarding; `set` compares each word with the slot's instead.
-        slot.change(|s| {
-            for (i, &w) in new.iter().enumerate() {
-                s.set(word::META + i, w);
-            }
-        });
-        true
+        NonZeroUsize::new(ptr)
+            .and_then(|key| self.w.update(key, |b| change(&mut b.meta)))
+            .is_some()
     }
 
     /// Reads `ptr`'s record and, if `change` returns new metadata for it,
-    /// writes that (one probe for both). Returns the record as it was read.
+    /// writes that (one probe). Returns the record as it was read.
     #[inline]
     pub fn read_and_update(
         &mut self,
         ptr: usize,
         change: impl FnOnce(&Block<M>) -> Option<M>,
     ) -> Option<Block<M>> {
-        // SAFETY: the guard holds the owner word.
-        let slot = unsafe { self.tracked.table.slot_of(ptr) }?;
-        let block = read_block(&slot);
-        if let Some(meta) = change(&block) {
-            let new = meta.pack();
-            slot.change(|s| {
-                for (i, &w) in new.iter().enumerate() {
-                    s.set(word::META + i, w);
-                }
-            });
-        }
-        Some(block)
+        self.w.update(NonZeroUsize::new(ptr)?, |b| {
+            let read = *b;
+            if let Some(meta) = change(&read) {
+                b.meta = meta;
+            }
+            read
+        })
     }
 
     /// Forgets a freed block (it can no longer be told from an unknown
     /// pointer); a live one stays.
     pub fn forget_freed(&mut self, ptr: usize) -> bool {
-        if self.get(ptr).is_some_and(|b| !b.is_live()) {
-            // SAFETY: the guard holds the owner word.
-            unsafe { self.table().remove(ptr) };
-            return true;
+        match NonZeroUsize::new(ptr) {
+            Some(key) if self.w.get(key).is_some_and(|b| !b.is_live()) => {
+                self.w.remove(key);
+                true
+            }
+            _ => false,
         }
-        false
     }
 
-    /// Keeps the records for which `keep` is true (it may change their
-    /// metadata). Dropping a live record is not allowed: live blocks always
+    /// Keeps the records for which `keep` is true. Live records always
     /// stay, whatever `keep` says, so the counters stay exact.
-    pub fn retain(&mut self, mut keep: impl FnMut(usize, &mut Block<M>) -> bool) {
-        // SAFETY: the guard holds the owner word.
-        unsafe {
-            self.table().retain(|ptr, block| {
-                let live = block.is_live();
-                let kept = keep(ptr, block) || live;
-                // The callback may not turn a record live or freed.
-                block.freed = if live { None } else { block.freed };
-                kept
-            })
-        };
+    pub fn retain(&mut self, mut keep: impl FnMut(usize, &Block<M>) -> bool) {
+        self.w.retain(|key, b| b.is_live() || keep(key.get(), b));
     }
 
     /// Every record (live and freed), in no particular order.
     pub fn records(&self) -> Vec<(usize, Block<M>)> {
-        // SAFETY: the guard holds the owner word.
-        unsafe { self.table().entries() }
+        let all = self.w.entries().into_iter();
+        all.map(|(key, b)| (key.get(), b)).collect()
     }
 
     /// Every live record, in no particular order.
@@ -609,32 +527,29 @@ impl<M: Meta, X> Guard<'_, M, X> {
 
     /// Freed blocks remembered.
     #[inline]
-    pub fn freed_count(&mut self) -> usize {
-        // Every record is live or freed, and the live ones are counted:
-        // no count of its own to keep on every alloc and free.
-        // SAFETY: the guard holds the owner word.
-        let records = unsafe { self.table().entry_count() };
-        records.saturating_sub(self.books().counters.allocation.current as usize)
+    pub fn freed_count(&self) -> usize {
+        // Every record is live or freed, and the live ones are counted.
+        let live = self.w.counters.allocation.current as usize;
+        self.w.len().saturating_sub(live)
     }
 
     /// Live blocks now.
     #[inline]
-    pub fn live_count(&mut self) -> usize {
-        self.books().counters.allocation.current as usize
+    pub fn live_count(&self) -> usize {
+        self.w.counters.allocation.current as usize
     }
 
     /// The counters.
     #[inline]
-    pub fn counters(&mut self) -> Counters {
-        self.books().counters
+    pub fn counters(&self) -> Counters {
+        self.w.counters
     }
 
     /// The counters, to change (peak resets). `allocation.current` must
-    /// stay as it is: it is the books' count of live records (the freed
-    /// count is derived from it).
+    /// stay as it is: the freed count is derived from it.
     #[inline]
     pub fn counters_mut(&mut self) -> &mut Counters {
-        &mut self.books().counters
+        &mut self.w.counters
     }
 }
 
@@ -700,6 +615,30 @@ mod tests {
         g.free(16, 0, 0).unwrap();
         assert_eq!(g.freed_count(), 0);
         assert!(g.records().is_empty());
+    }
+
+    #[test]
+    fn a_second_owner_is_reported_once_and_waits_and_reentry_is_refused() {
+        let t = books(History::UntilForgotten);
+        let g = t.enter(0x10, |_| unreachable!()).unwrap();
+        assert!(t.enter(0x10, |_| {}).is_none(), "re-entry");
+        assert!(t.enter_with_patience(Duration::from_secs(60)).is_none());
+        let seen = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let patience = Duration::from_millis(5);
+                assert!(t.enter_with_patience(patience).is_none(), "busy");
+                let _g = t.enter(0x20, |current| {
+                    seen.fetch_add(current, Ordering::SeqCst);
+                });
+            });
+            while seen.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            drop(g);
+        });
+        assert_eq!(seen.load(Ordering::SeqCst), 0x10, "reported once");
+        assert!(t.enter_with_patience(Duration::from_millis(5)).is_some());
     }
 
     #[test]

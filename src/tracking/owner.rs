@@ -1,16 +1,12 @@
 //! The tracking record of one allocator object: the shared
-//! tracked-allocations adaptor ([`crate::core::tracked`]) with the
-//! tracking layer's metadata per block and its own books beside it.
+//! tracked-allocations adaptor ([`crate::core::tracked`]) with the tracking
+//! layer's metadata per block and its own books beside it.
 //!
 //! One [`AllocState`] exists per user allocator object, shared by every
-//! stream and registration that uses that object. It is guarded by the
-//! adaptor's owner word, which holds the stream currently inside the
-//! allocator: taking it is one compare-exchange, and finding it taken by
-//! another stream *is* the "two streams in one allocator at once" hazard,
-//! so the lock doubles as the detector. The user's callback runs while the
-//! word is held, which is the window in which CANN's allocator contract
-//! forbids a second stream. Looking a block up needs no word: the
-//! adaptor's table is read lock-free ([`AllocState::record_get_addr`]).
+//! stream and registration that uses it. The adaptor's lock notes the
+//! stream inside: another stream found inside *is* the "two streams in one
+//! allocator at once" hazard (CANN's allocator contract forbids it while
+//! the user's callback runs, which it does inside). Lookups take no lock.
 
 use super::events::{record, Fault};
 use super::state::{Inner, TrackMeta};
@@ -65,7 +61,7 @@ impl AllocState {
     /// Returns `None` when this thread already holds it: a user callback
     /// that calls back into the same allocator is passed through untracked
     /// rather than deadlocking.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn enter(&self, stream: usize) -> Option<Inside<'_>> {
         let allocator = self.allocator;
         // `move`: a closure of references would make the caller store the
@@ -81,9 +77,8 @@ impl AllocState {
     }
 
     /// Takes the record as [`NOT_A_STREAM`] for bookkeeping that calls none
-    /// of the user's code while inside (recording an address): the word's
-    /// brief form, two stores cheaper. `None` when this thread is inside.
-    #[inline(always)]
+    /// of the user's code while inside (recording an address).
+    #[inline]
     pub(crate) fn enter_brief(&self) -> Option<Inside<'_>> {
         let g = self.books.enter_brief(NOT_A_STREAM, |_| {})?;
         Some(Inside { g })
@@ -100,7 +95,7 @@ impl AllocState {
 
     /// True when `block` is live here and was handed out through a
     /// registration whose getAddrFromBlock is `get_addr`: lock-free.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn serves(&self, block: usize, get_addr: usize) -> bool {
         self.books
             .lookup(block)

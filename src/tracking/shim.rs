@@ -56,7 +56,7 @@ pub(crate) fn callbacks(t: &'static TrackObj) -> Callbacks {
 
 /// # Safety
 /// `obj` must be the object of [`callbacks`].
-#[inline(always)]
+#[inline]
 unsafe fn object<'a>(obj: *mut c_void) -> &'a TrackObj {
     // SAFETY: the caller's contract; tracking objects are never freed.
     unsafe { &*(obj as *const TrackObj) }
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn track_alloc_advise(
 /// Runs `user_alloc` (the user's alloc or allocAdvise for `size` bytes) and
 /// records the block it returns; a nested call on this thread (see
 /// `AllocState::enter`) runs it unrecorded.
-#[inline(always)]
+#[inline]
 fn record_alloc(
     t: &TrackObj,
     size: usize,
@@ -135,7 +135,7 @@ fn record_alloc(
     block
 }
 
-#[inline(always)]
+#[inline]
 fn remember(block: *mut c_void, t: &TrackObj) {
     let get_addr = t.registration.callbacks.get_addr_from_block as usize;
     let now = (block as usize, t.state as *const AllocState, get_addr);
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
 ///
 /// # Safety
 /// `get_addr` was stored from a `GetAddrFromBlockFn`.
-#[inline(always)]
+#[inline]
 unsafe fn serve_get_addr(state: &AllocState, get_addr: usize, block: *mut c_void) -> *mut c_void {
     // SAFETY: the caller's contract.
     let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
@@ -232,7 +232,7 @@ unsafe fn serve_get_addr(state: &AllocState, get_addr: usize, block: *mut c_void
 ///
 /// # Safety
 /// As calling `get_addr` directly.
-#[inline(always)]
+#[inline]
 unsafe fn guarded_get_addr(
     get_addr: crate::core::descriptor::GetAddrFromBlockFn,
     block: *mut c_void,

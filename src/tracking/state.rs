@@ -1,8 +1,8 @@
 //! What the tracking layer knows about one allocator object: its blocks
 //! (in the shared tracked-allocations adaptor, with the tracking layer's
 //! metadata), the address ranges they cover, its statistics, and the fault
-//! rules applied to each alloc and free. The record is guarded by the owner
-//! word of [`super::owner::AllocState`].
+//! rules applied to each alloc and free. The record is guarded by the lock
+//! of [`super::owner::AllocState`].
 
 use super::clock::{now_ns, stamp};
 use super::events::{record, Fault, LeakSeen};
@@ -29,7 +29,7 @@ pub(crate) struct TrackMeta {
 }
 
 impl Meta for TrackMeta {
-    #[inline(always)]
+    #[inline]
     fn pack(&self) -> [usize; META_WORDS] {
         [
             self.device as u32 as usize | (self.leak_reported as usize) << 32,
@@ -38,7 +38,7 @@ impl Meta for TrackMeta {
             self.get_addr,
         ]
     }
-    #[inline(always)]
+    #[inline]
     fn unpack(w: &[usize; META_WORDS]) -> Self {
         TrackMeta {
             device: w[0] as u32 as i32,
@@ -52,7 +52,7 @@ impl Meta for TrackMeta {
 
 impl TrackMeta {
     /// The user's getAddrFromBlock of the registration the block came from.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn get_addr(&self) -> usize {
         self.get_addr
     }
@@ -74,7 +74,7 @@ pub(crate) struct BlockRec {
 }
 
 impl From<Block<TrackMeta>> for BlockRec {
-    #[inline(always)]
+    #[inline]
     fn from(b: Block<TrackMeta>) -> Self {
         BlockRec {
             size: b.size,
@@ -96,7 +96,7 @@ struct Range {
 }
 
 /// What the tracking layer keeps per allocator beside its blocks, under the
-/// same owner word.
+/// same lock.
 #[derive(Default)]
 pub(crate) struct Inner {
     /// Keyed by (start address, block) so that two blocks starting at the
@@ -146,7 +146,7 @@ impl Inside<'_> {
     /// alloc on `stream` (of `device`) returned `block` for `size` bytes.
     /// Inlined into the tracking callbacks: this is the common path of every
     /// allocation.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn on_alloc(
         &mut self,
         allocator: usize,
@@ -362,7 +362,7 @@ impl Inside<'_> {
     }
 
     /// free(`block`) on `stream`. Inlined into the tracking callbacks.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn on_free(&mut self, allocator: usize, block: usize, stream: usize) {
         let generation = syncclock::generation();
         let live = match self.g.free(block, stream, generation) {
