@@ -60,13 +60,6 @@ pub(crate) fn init() {
     let _ = MODE.compare_exchange(UNDECIDED, mode, Ordering::AcqRel, Ordering::Acquire);
 }
 
-/// True once [`init`] has chosen membarrier: from then on (the choice is
-/// never changed) [`light`] is a compiler fence. Lets a caller that ran
-/// `init` keep the answer where its hot path reads anyway (`core::pin`).
-pub(crate) fn is_asymmetric() -> bool {
-    MODE.load(Ordering::Acquire) == ASYMMETRIC
-}
-
 /// The frequent side: a compiler fence once membarrier is registered, a full
 /// fence otherwise.
 #[inline(always)]

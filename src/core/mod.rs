@@ -18,7 +18,6 @@ pub mod handles;
 pub mod ids;
 pub mod live_table;
 pub mod owner_word;
-pub mod pin;
 pub mod seq_table;
 pub mod serving;
 pub mod stats;

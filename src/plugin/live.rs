@@ -89,11 +89,11 @@ pub(crate) struct PluginMeta {
 }
 
 impl Meta for PluginMeta {
-    #[inline(always)]
+    #[inline]
     fn pack(&self) -> [usize; META_WORDS] {
         [self.block, self.device as u32 as usize, 0, 0]
     }
-    #[inline(always)]
+    #[inline]
     fn unpack(w: &[usize; META_WORDS]) -> Self {
         PluginMeta {
             block: w[0],
@@ -116,7 +116,7 @@ pub(crate) fn books() -> Books {
 pub(crate) const ANY_CALLER: usize = 1;
 
 /// The live block of an adaptor record.
-#[inline(always)]
+#[inline]
 pub(crate) fn live_block(b: &Block<PluginMeta>) -> LiveBlock {
     LiveBlock {
         block: b.meta.block,
@@ -127,7 +127,7 @@ pub(crate) fn live_block(b: &Block<PluginMeta>) -> LiveBlock {
 }
 
 /// Records `block` for `ptr`; a pointer still live is an internal error.
-#[inline(always)]
+#[inline]
 pub(crate) fn insert(books: &Books, ptr: usize, block: LiveBlock) -> Result<()> {
     let meta = PluginMeta {
         block: block.block,
@@ -141,7 +141,7 @@ pub(crate) fn insert(books: &Books, ptr: usize, block: LiveBlock) -> Result<()> 
 }
 
 /// Takes `ptr`'s block out for freeing; a pointer not live is refused.
-#[inline(always)]
+#[inline]
 pub(crate) fn remove(books: &Books, ptr: usize) -> Result<LiveBlock> {
     take(books, ptr).map_err(Error::from)
 }
@@ -169,7 +169,7 @@ impl From<NotRemoved> for Error {
 }
 
 /// [`remove`] with the reason as a [`NotRemoved`].
-#[inline(always)]
+#[inline]
 pub(crate) fn take(books: &Books, ptr: usize) -> std::result::Result<LiveBlock, NotRemoved> {
     let Some(mut g) = books.enter_brief(ANY_CALLER, |_| {}) else {
         return Err(NotRemoved::Reentered);
