@@ -139,7 +139,7 @@ impl PluggableAllocator {
     /// freed already, is refused without calling the plugin.
     #[inline]
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
-        let block = live::take(&self.live, ptr.as_ptr() as usize)?;
+        let block = live::remove(&self.live, ptr.as_ptr() as usize)?;
         // SAFETY: the plugin's documented signature; `ptr` is live and is
         // passed back with what it was allocated with. Removed from the table
         // first, so a concurrent second free of it is refused.
