@@ -138,29 +138,11 @@ pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnc
     }
 }
 
-/// The C value of a body that returns it itself instead of a `Result`
-/// (a hot path whose failures are recorded out of line with [`fail`], so
-/// that no `Error` is built in its frame): the boundary's success is that
-/// value; a caught panic is answered with `T`'s failure value, its message
-/// recorded.
-pub(crate) struct Answer<T>(pub(crate) T);
-
-impl<T: FfiReturn> FfiReturn for Answer<T> {
-    type Ok = Answer<T>;
-    fn success(value: Answer<T>) -> Self {
-        value
-    }
-    fn failure(code: aclError) -> Self {
-        Answer(T::failure(code))
-    }
-}
-
 /// Records `error` for `aclGetRecentErrMsg` under `function` and returns
-/// the C failure value for its code: what [`boundary`] does with an `Err`,
-/// out of line, for hot paths that answer with [`Answer`].
+/// the C failure value for its code (out of line: the error path).
 #[cold]
 #[inline(never)]
-pub(crate) fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {
+fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {
     errlog::record(function, error);
     R::failure(error.code())
 }

@@ -5,7 +5,6 @@
 //! their blocks in. It imports no other module of the
 //! crate (tests/layers.rs checks it).
 
-pub(crate) mod barrier;
 pub(crate) mod boundary;
 pub mod descriptor;
 pub mod device_port;
@@ -16,8 +15,6 @@ pub(crate) mod fixed_line;
 pub(crate) mod foreign_call;
 pub mod handles;
 pub mod ids;
-pub mod pin;
-pub mod seq_table;
 pub mod serving;
 pub mod stats;
 pub(crate) mod sync;

@@ -75,7 +75,7 @@ impl Source {
     /// The allocator a live descriptor holds now (a copy, as registration takes).
     pub fn from_descriptor(desc: DescriptorHandle) -> Result<Source> {
         let callbacks = api().descriptor(desc)?.callbacks()?;
-        let kind = if crate::plugin::published::from_obj(callbacks.obj).is_some() {
+        let kind = if crate::plugin::published::is_pluggable(callbacks.obj) {
             Kind::Plugin
         } else if crate::pool::handles::get(callbacks.obj.as_ptr()).is_ok() {
             Kind::Pool

@@ -7,10 +7,10 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, Out};
-use super::boundary::{boundary, Answer};
+use super::boundary::boundary;
 use super::types::*;
-use crate::core::error::{Error, Result, ACL_SUCCESS};
-use crate::plugin::{context, published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
+use crate::core::error::{Error, Result};
+use crate::plugin::{published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -195,66 +195,10 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     size: usize,
     stream: aclrtStream,
 ) -> aclError {
-    // The hit (valid arguments, the allocator in its direct slot and not
-    // closing, this thread's pin slot claimed) is answered by a body whose
-    // failures are recorded out of line (no `Error` in this frame), so the
-    // frame keeps little more than what lives across the plugin's call (see
-    // docs/BENCHMARKS.md, row 5a, plugc16). Anything else goes to
-    // `pluggable_malloc_slow`, which checks and names everything under its
-    // own boundary.
-    boundary::<Answer<aclError>>(MALLOC, || {
-        let stream_key = StreamKey::from_ptr(stream);
-        let hit = match NonNull::new(devPtr) {
-            None => None,
-            Some(out) => published::with_direct(allocator as usize, |a| {
-                published::alloc_pinned(MALLOC, a, size, stream_key)
-            })
-            .flatten()
-            .map(|r| match r {
-                Ok(block) => {
-                    // SAFETY: the caller's contract; not NULL.
-                    unsafe { out.write(block.as_ptr()) };
-                    ACL_SUCCESS
-                }
-                Err(code) => code,
-            }),
-        };
-        // The slow path is called from here, unpinned, before the plugin
-        // was: so the arguments it takes need not live across the plugin's
-        // call (a call after the boundary would keep them in registers).
-        Ok(Answer(hit.unwrap_or_else(|| {
-            // SAFETY: the caller's contract, handed on.
-            unsafe { pluggable_malloc_slow(allocator, devPtr, size, stream) }
-        })))
-    })
-    .0
-}
-
-const MALLOC: &str = "aclallocPluggableMalloc";
-const FREE: &str = "aclallocPluggableFree";
-
-/// `aclallocPluggableMalloc` when the hit does not answer: NULL
-/// arguments, a handle that is not live or shares its direct slot, a
-/// closing allocator, a thread's first pin.
-///
-/// # Safety
-/// As for `aclallocPluggableMalloc`.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn pluggable_malloc_slow(
-    allocator: aclallocPluggable,
-    devPtr: *mut *mut c_void,
-    size: usize,
-    stream: aclrtStream,
-) -> aclError {
-    boundary(MALLOC, || {
+    boundary("aclallocPluggableMalloc", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
-        let stream = StreamKey::from_ptr(stream);
-        let ptr = published::with_allocator(handle(allocator)?, |a| {
-            published::refuse_if_closing(a)?;
-            a.alloc(size, context::current_device(), stream)
-        })?;
+        let ptr = published::alloc(handle(allocator)?, size, StreamKey::from_ptr(stream))?;
         out.write(ptr.as_ptr());
         Ok(())
     })
@@ -269,28 +213,9 @@ pub extern "C" fn aclallocPluggableFree(
     allocator: aclallocPluggable,
     devPtr: *mut c_void,
 ) -> aclError {
-    // The hit as in `aclallocPluggableMalloc`; the rest by the slow path.
-    boundary::<Answer<aclError>>(FREE, || {
-        let hit = NonNull::new(devPtr).and_then(|block| {
-            published::with_direct(allocator as usize, |a| {
-                published::free_pinned(FREE, a, block).map_or_else(|code| code, |()| ACL_SUCCESS)
-            })
-        });
-        Ok(Answer(
-            hit.unwrap_or_else(|| pluggable_free_slow(allocator, devPtr)),
-        ))
-    })
-    .0
-}
-
-/// `aclallocPluggableFree` when the hit does not answer.
-#[cold]
-#[inline(never)]
-extern "C" fn pluggable_free_slow(allocator: aclallocPluggable, devPtr: *mut c_void) -> aclError {
-    boundary(FREE, || {
-        published::with_allocator(handle(allocator)?, |a| {
-            a.free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
-        })
+    boundary("aclallocPluggableFree", || {
+        let block = NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?;
+        published::free(handle(allocator)?, block)
     })
 }
 
@@ -355,7 +280,9 @@ pub extern "C" fn aclallocPluggableSetMemoryFraction(
 mod tests {
     use super::*;
     use crate::core::errlog;
-    use crate::core::error::{ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION};
+    use crate::core::error::{
+        ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_SUCCESS,
+    };
     use crate::plugin::PluginFunctions;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -399,112 +326,67 @@ mod tests {
     type Answer = (aclError, Option<String>, usize);
     const WRITTEN_BEFORE: usize = 0xD00D;
 
-    /// `call` twice on a new thread: the first is the thread's first pin,
-    /// which the hot path leaves to the slow path; the second is answered
-    /// by the hot path when it can.
-    fn first_and_hot(call: impl Fn(*mut *mut c_void) -> aclError + Send + Sync) -> [Answer; 2] {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                [0, 1].map(|_| {
-                    let _ = errlog::take_recent();
-                    let mut out = WRITTEN_BEFORE as *mut c_void;
-                    let code = call(&mut out);
-                    (code, errlog::take_recent(), out as usize)
-                })
-            })
-            .join()
-            .unwrap()
-        })
+    fn answer(call: impl FnOnce(*mut *mut c_void) -> aclError) -> Answer {
+        let _ = errlog::take_recent();
+        let mut out = WRITTEN_BEFORE as *mut c_void;
+        let code = call(&mut out);
+        (code, errlog::take_recent(), out as usize)
     }
 
-    /// Both calls answered `code`, with a message containing `text`,
-    /// nothing written.
-    fn both_fail(answers: [Answer; 2], code: aclError, text: &str) {
-        for (i, (c, m, out)) in answers.into_iter().enumerate() {
-            assert_eq!(c, code, "call {i}: {m:?}");
-            let m = m.unwrap_or_else(|| panic!("call {i} left no message"));
-            assert!(m.contains(text), "call {i}: {m}");
-            assert_eq!(out, WRITTEN_BEFORE, "call {i} wrote on failure");
-        }
+    /// The call answered `code`, with a message containing `text`, nothing
+    /// written.
+    fn fails((c, m, out): Answer, code: aclError, text: &str) {
+        assert_eq!(c, code, "{m:?}");
+        let m = m.expect("a message");
+        assert!(m.contains(text), "{m}");
+        assert_eq!(out, WRITTEN_BEFORE, "written on failure");
     }
 
     #[test]
-    fn the_hot_path_and_a_threads_first_call_answer_the_same() {
+    fn failures_are_named_and_write_nothing() {
         let a = publish_one();
         let ha = a as usize;
         let free = |p: *mut c_void| aclallocPluggableFree(ha as aclallocPluggable, p);
         // Success: a block written, no message; the free of it succeeds.
-        let ok = first_and_hot(|out| {
-            let code = malloc(ha, out, 64);
-            // SAFETY: `out` is the caller's local, written on success.
-            assert_eq!(free(unsafe { *out }), ACL_SUCCESS);
-            code
-        });
-        for (code, m, out) in ok {
-            assert_eq!((code, m), (ACL_SUCCESS, None));
-            assert_ne!(out, WRITTEN_BEFORE);
-        }
-        // NULL from the plugin (which was called each time).
+        let (code, m, out) = answer(|out| malloc(ha, out, 64));
+        assert_eq!((code, m), (ACL_SUCCESS, None));
+        assert_ne!(out, WRITTEN_BEFORE);
+        assert_eq!(free(out as *mut c_void), ACL_SUCCESS);
+        // NULL from the plugin (which was called).
         let before = ALLOCS.load(Ordering::SeqCst);
-        both_fail(
-            first_and_hot(|out| malloc(ha, out, 2 << 20)),
+        fails(
+            answer(|out| malloc(ha, out, 2 << 20)),
             ACL_ERROR_RT_MEMORY_ALLOCATION,
             "returned NULL for 2097152 bytes",
         );
-        assert!(ALLOCS.load(Ordering::SeqCst) >= before + 2);
+        assert!(ALLOCS.load(Ordering::SeqCst) > before);
         // Arguments, named.
-        both_fail(
-            first_and_hot(|_| malloc(ha, std::ptr::null_mut(), 64)),
-            ACL_ERROR_INVALID_PARAM,
+        let invalid = ACL_ERROR_INVALID_PARAM;
+        fails(
+            answer(|_| malloc(ha, std::ptr::null_mut(), 64)),
+            invalid,
             "devPtr",
         );
-        both_fail(
-            first_and_hot(|out| malloc(0, out, 64)),
-            ACL_ERROR_INVALID_PARAM,
-            "allocator",
-        );
-        both_fail(
-            first_and_hot(|out| malloc(ha, out, usize::MAX)),
-            ACL_ERROR_INVALID_PARAM,
-            "size",
-        );
+        fails(answer(|out| malloc(0, out, 64)), invalid, "allocator");
+        fails(answer(|out| malloc(ha, out, usize::MAX)), invalid, "size");
         // Frees refused, with the reason; NULL named.
-        both_fail(
-            first_and_hot(|_| free(0x1234 as *mut c_void)),
-            ACL_ERROR_INVALID_PARAM,
+        let frees = FREES.load(Ordering::SeqCst);
+        fails(
+            answer(|_| free(0x1234 as *mut c_void)),
+            invalid,
             "not allocated here",
         );
-        both_fail(
-            first_and_hot(|_| free(std::ptr::null_mut())),
-            ACL_ERROR_INVALID_PARAM,
-            "devPtr",
-        );
-        let frees = FREES.load(Ordering::SeqCst);
-        both_fail(
-            first_and_hot(|out| {
-                assert_eq!(malloc(ha, out, 64), ACL_SUCCESS);
-                // SAFETY: `out` is the caller's local, just written.
-                let block = unsafe { std::mem::replace(&mut *out, WRITTEN_BEFORE as *mut c_void) };
-                assert_eq!(free(block), ACL_SUCCESS);
-                free(block)
-            }),
-            ACL_ERROR_INVALID_PARAM,
-            "double free",
-        );
-        assert_eq!(FREES.load(Ordering::SeqCst), frees + 2, "one free each");
-
-        // A destroyed handle (its direct slot now free or another's).
+        fails(answer(|_| free(std::ptr::null_mut())), invalid, "devPtr");
+        let mut block = std::ptr::null_mut();
+        assert_eq!(malloc(ha, &mut block, 64), ACL_SUCCESS);
+        assert_eq!(free(block), ACL_SUCCESS);
+        fails(answer(|_| free(block)), invalid, "double free");
+        assert_eq!(FREES.load(Ordering::SeqCst), frees + 1, "one free");
+        // A destroyed handle.
         assert_eq!(aclallocPluggableDestroy(a), ACL_SUCCESS);
-        both_fail(
-            first_and_hot(|out| malloc(ha, out, 64)),
-            ACL_ERROR_INVALID_PARAM,
-            "not a live pluggable allocator",
-        );
-        both_fail(
-            first_and_hot(|_| free(0x1234 as *mut c_void)),
-            ACL_ERROR_INVALID_PARAM,
-            "not a live pluggable allocator",
-        );
+        let gone = "not a live pluggable allocator";
+        fails(answer(|out| malloc(ha, out, 64)), invalid, gone);
+        fails(answer(|_| free(0x1234 as *mut c_void)), invalid, gone);
     }
 
     #[test]
@@ -512,41 +394,27 @@ mod tests {
         let a = publish_one();
         let ha = a as usize;
         let handle = PluggableHandle::from_ptr(a).unwrap();
-        let free = |p: *mut c_void| aclallocPluggableFree(ha as aclallocPluggable, p);
+        let stats = || published::with_allocator(handle, |a| Ok(a.stats())).unwrap();
         let mut block = std::ptr::null_mut();
         assert_eq!(malloc(ha, &mut block, 64), ACL_SUCCESS);
-        let allocator = published::get(handle).unwrap();
         // What a destroy does while it decides.
-        let in_direct_slot = published::close(handle, &allocator).unwrap();
-        assert_eq!(published::close(handle, &allocator), None, "one claim");
-        let calls = allocator.stats().alloc_count + allocator.stats().failed_alloc_count;
-        both_fail(
-            first_and_hot(|out| malloc(ha, out, 64)),
+        published::close(handle).unwrap();
+        let calls = stats().alloc_count + stats().failed_alloc_count;
+        fails(
+            answer(|out| malloc(ha, out, 64)),
             ACL_ERROR_INVALID_PARAM,
             "being destroyed",
         );
-        let s = allocator.stats();
-        assert_eq!(
-            s.alloc_count + s.failed_alloc_count,
-            calls,
-            "the plugin was not asked"
-        );
+        let s = stats();
+        let asked = s.alloc_count + s.failed_alloc_count;
+        assert_eq!(asked, calls, "the plugin was not asked");
         // A free goes on.
-        assert_eq!(free(block), ACL_SUCCESS);
-        assert_eq!(allocator.stats().free_count, 1);
-        // A destroy that refuses opens it again, through the hot path too.
-        published::reopen(handle, &allocator, in_direct_slot);
-        let reopened = first_and_hot(|out| {
-            let code = malloc(ha, out, 64);
-            // SAFETY: `out` is the caller's local, written on success.
-            let block = unsafe { *out };
-            assert_eq!(free(block), ACL_SUCCESS);
-            code
-        });
-        for (code, m, _) in reopened {
-            assert_eq!((code, m), (ACL_SUCCESS, None));
-        }
-        drop(allocator);
+        assert_eq!(aclallocPluggableFree(a, block), ACL_SUCCESS);
+        assert_eq!(stats().free_count, 1);
+        // A destroy that refuses opens it again.
+        published::reopen(handle);
+        assert_eq!(malloc(ha, &mut block, 64), ACL_SUCCESS);
+        assert_eq!(aclallocPluggableFree(a, block), ACL_SUCCESS);
         assert_eq!(aclallocPluggableDestroy(a), ACL_SUCCESS);
     }
 }

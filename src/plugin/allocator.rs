@@ -87,11 +87,7 @@ impl PluggableAllocator {
     /// Allocates `size` bytes on `device` for `stream` (`None`: any stream,
     /// NULL to the plugin). NULL from the plugin is an error and nothing is
     /// recorded.
-    ///
-    /// Inlined (as [`PluggableAllocator::free`]) into the descriptor
-    /// callbacks and the C functions, so the result does not go through
-    /// memory; the failures are out of line.
-    #[inline(always)]
+    #[inline]
     pub fn alloc(
         &self,
         size: usize,
@@ -141,9 +137,9 @@ impl PluggableAllocator {
     /// Frees a pointer this allocator returned, passing the plugin the size,
     /// device and stream it was allocated with. Any other pointer, or one
     /// freed already, is refused without calling the plugin.
-    #[inline(always)]
+    #[inline]
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
-        let block = live::take(&self.live, ptr.as_ptr() as usize)?;
+        let block = live::remove(&self.live, ptr.as_ptr() as usize)?;
         // SAFETY: the plugin's documented signature; `ptr` is live and is
         // passed back with what it was allocated with. Removed from the table
         // first, so a concurrent second free of it is refused.
@@ -198,7 +194,7 @@ impl PluggableAllocator {
     }
 
     /// Names `function` for the message when it throws; run only then.
-    #[inline(always)]
+    #[inline]
     fn site(&self, function: PluginFunction) -> impl Fn() -> Callback + '_ {
         move || self.callback(function)
     }

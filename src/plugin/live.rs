@@ -145,41 +145,11 @@ pub(crate) fn insert(books: &Books, ptr: usize, block: LiveBlock) -> Result<()> 
 /// Takes `ptr`'s block out for freeing; a pointer not live is refused.
 #[inline]
 pub(crate) fn remove(books: &Books, ptr: usize) -> Result<LiveBlock> {
-    take(books, ptr).map_err(Error::from)
-}
-
-/// Why [`take`] removed nothing: a byte, so that a hot caller's result
-/// stays in registers (an `Error` beside the block went through memory);
-/// the `Error` is made out of line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NotRemoved {
-    Reentered,
-    DoubleFree,
-    Foreign,
-}
-
-impl From<NotRemoved> for Error {
-    #[cold]
-    #[inline(never)]
-    fn from(reason: NotRemoved) -> Error {
-        match reason {
-            NotRemoved::Reentered => REENTERED,
-            NotRemoved::DoubleFree => Error::DoubleFree,
-            NotRemoved::Foreign => Error::ForeignPointer,
-        }
-    }
-}
-
-/// [`remove`] with the reason as a [`NotRemoved`].
-#[inline]
-pub(crate) fn take(books: &Books, ptr: usize) -> std::result::Result<LiveBlock, NotRemoved> {
-    let Some(mut g) = books.enter_brief(ANY_CALLER, |_| {}) else {
-        return Err(NotRemoved::Reentered);
-    };
+    let mut g = books.enter_brief(ANY_CALLER, |_| {}).ok_or(REENTERED)?;
     match g.free(ptr, 0, 0) {
         Ok(b) => Ok(live_block(&b)),
-        Err(Refused::DoubleFree(_)) => Err(NotRemoved::DoubleFree),
-        Err(Refused::Unknown) => Err(NotRemoved::Foreign),
+        Err(Refused::DoubleFree(_)) => Err(Error::DoubleFree),
+        Err(Refused::Unknown) => Err(Error::ForeignPointer),
     }
 }
 

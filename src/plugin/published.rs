@@ -2,37 +2,39 @@
 //! callbacks through which CANN-style code reaches them.
 //!
 //! The descriptor's allocator object is the plugin's handle (a tagged number,
-//! see [`HandleTable`]); every callback looks it up, so a callback through a
-//! stale copy of the descriptor finds nothing and fails cleanly instead of
-//! touching a destroyed allocator. A block is the device pointer itself.
+//! see [`HandleTable`]); every call looks it up in the table of live
+//! pluggable allocators and uses the allocator under its entry's reader lock
+//! ([`HandleTable::with`]), so a stale or forged handle (or a stale copy of
+//! the descriptor) finds nothing and fails cleanly, and destroy, which takes
+//! the entry's writer lock, waits for the calls inside. A block is the device
+//! pointer itself.
 //!
-//! The callbacks are a hot path (one alloc and one free per launch), and so
-//! are `aclallocPluggableMalloc` / `aclallocPluggableFree`, so they find the
-//! allocator without a lock or a reference count, under a per-thread pin
-//! ([`crate::core::pin`]): first in a small direct-mapped table indexed by
-//! the handle's low bits (`direct`: one load and one compare for the
-//! handle, one load for the allocator), then, for a handle that shares its
-//! slot with an older live one, in a lock-free hash table of every live
-//! handle (`callable`). Destroy removes the handle from both, waits until no
-//! thread is pinned on it, and only then lets the allocator (and its shared
-//! object) go and its direct slot be reused.
+//! A thread inside a call remembers which allocator it is in ([`INSIDE`]),
+//! so that a plugin function calling back into its own allocator neither
+//! takes the reader lock again (a waiting destroy would make that wait
+//! forever) nor destroys the allocator whose code is running.
 
 use super::allocator::PluggableAllocator;
 use super::context;
-use crate::core::boundary::{self, boundary, Answer};
+use crate::core::boundary::boundary;
 use crate::core::descriptor::AllocatorObj;
-use crate::core::error::{aclError, Error, Result};
-use crate::core::handles::{Handle, HandleTable};
+use crate::core::error::{Error, Result};
+use crate::core::handles::HandleTable;
 pub use crate::core::ids::PluggableHandle;
-use crate::core::pin;
-use crate::core::seq_table::{Packed, SeqTable, VALUE_WORDS};
 use crate::core::serving;
 use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, StreamKey};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+struct Entry {
+    allocator: PluggableAllocator,
+    /// The descriptor made for it; destroyed with it if the caller has not.
+    descriptor: DescriptorHandle,
+}
 
 /// Every live pluggable allocator.
 fn plugins() -> &'static HandleTable<PluggableHandle, Entry> {
@@ -40,225 +42,93 @@ fn plugins() -> &'static HandleTable<PluggableHandle, Entry> {
     PLUGINS.get_or_init(HandleTable::new)
 }
 
-/// The live pluggable allocators as the descriptor callbacks reach them,
-/// by handle: the allocator's address, valid while its handle is in this
-/// table and for as long as a thread pinned on the handle uses it.
-fn callable() -> &'static SeqTable<Callable> {
-    static CALLABLE: OnceLock<SeqTable<Callable>> = OnceLock::new();
-    CALLABLE.get_or_init(SeqTable::default)
+/// A call running on this thread inside the allocator of `handle`, linked
+/// to the call it runs inside (a plugin function may call another
+/// allocator).
+struct Inside {
+    handle: usize,
+    allocator: *const PluggableAllocator,
+    outer: *const Inside,
 }
 
-/// An allocator's address (its `Arc`'s), as one word of a [`SeqTable`].
-#[derive(Clone, Copy)]
-struct Callable(*const PluggableAllocator);
-
-// SAFETY: any word is a valid raw pointer value; it is only dereferenced
-// under the rules of `callable`.
-unsafe impl Packed for Callable {
-    fn pack(&self) -> [usize; VALUE_WORDS] {
-        let mut words = [0; VALUE_WORDS];
-        words[0] = self.0 as usize;
-        words
-    }
-    unsafe fn unpack(words: [usize; VALUE_WORDS]) -> Self {
-        Callable(words[0] as *const PluggableAllocator)
-    }
+thread_local! {
+    /// The innermost call this thread is inside, or null.
+    static INSIDE: Cell<*const Inside> = const { Cell::new(std::ptr::null()) };
 }
 
-// SAFETY: a `PluggableAllocator` is `Sync`; the address is shared, not owned.
-unsafe impl Send for Callable {}
-
-/// How many handles the direct table holds (a power of two): a process
-/// rarely has more pluggable allocators alive at once, and handles are
-/// numbered in sequence, so live ones rarely share a slot.
-const DIRECT_SLOTS: usize = 64;
-
-/// One slot of the direct table. The protocol (every write is in
-/// [`publish`] or [`destroy`], lock-free):
-/// - a slot is free when `allocator` is null; `publish` claims it with a
-///   compare-exchange of `allocator` from null, then stores `handle`
-///   (release), so a reader that sees the handle sees its allocator;
-/// - `destroy` stores 0 in `handle` when it starts to decide ([`close`]:
-///   from then on the hot paths miss and the slow paths refuse new
-///   allocations), before it waits for the pinned callers, and nulls
-///   `allocator` (freeing the slot) only after its last wait; a destroy
-///   that refuses stores the handle back ([`reopen`]). So while a pinned
-///   caller that read its handle here runs, the slot cannot be claimed for
-///   another allocator: `allocator` is read once, no re-check.
-struct DirectSlot {
-    handle: AtomicUsize,
-    allocator: AtomicPtr<PluggableAllocator>,
-}
-
-#[allow(clippy::declare_interior_mutable_const)] // Only as the array's initialiser.
-const FREE_SLOT: DirectSlot = DirectSlot {
-    handle: AtomicUsize::new(0),
-    allocator: AtomicPtr::new(std::ptr::null_mut()),
-};
-
-static DIRECT: [DirectSlot; DIRECT_SLOTS] = [FREE_SLOT; DIRECT_SLOTS];
-
-/// The direct slot `handle` would sit in.
-#[inline(always)]
-fn direct(handle: usize) -> &'static DirectSlot {
-    &DIRECT[handle & (DIRECT_SLOTS - 1)]
-}
-
-/// Runs `f` on the allocator whose handle is `obj`, found lock-free and
-/// used under a pin on the handle (so destroy waits for `f`).
-///
-/// `f` is called from one place only, so that it is inlined here.
-#[inline(always)]
-fn with_callable<R>(
-    obj: *mut c_void,
-    f: impl FnOnce(&PluggableAllocator) -> Result<R>,
-) -> Result<R> {
-    let key = obj as usize;
-    if !PluggableHandle::could_be(key) {
-        return Err(NOT_A_PLUGGABLE);
-    }
-    let counted: Arc<PluggableAllocator>;
-    let pin = pin::enter(key);
-    let allocator: &PluggableAllocator = if pin.is_some() {
-        let slot = direct(key);
-        if slot.handle.load(Ordering::Acquire) == key {
-            // SAFETY: this thread pinned `key` before it read the handle in
-            // the slot, so `destroy` had not stored 0 there when it began
-            // to wait for the pins: it waits until `pin` drops, and until
-            // then neither frees the slot (so `allocator` is still this
-            // handle's) nor drops the allocator.
-            unsafe { &*slot.allocator.load(Ordering::Relaxed) }
-        } else {
-            // SAFETY: pinned on `key` (`shared_slot`'s contract); `pin`
-            // drops after `f` returns.
-            unsafe { &*shared_slot(key)? }
+/// The allocator of `handle` if this thread is inside a call of it.
+fn entered(handle: usize) -> Option<*const PluggableAllocator> {
+    let mut at = INSIDE.get();
+    // SAFETY: every frame in the list lives on this thread's stack, in a
+    // `with_allocator` call that is still running (it unlinks its frame
+    // before it returns or unwinds).
+    while let Some(frame) = unsafe { at.as_ref() } {
+        if frame.handle == handle {
+            return Some(frame.allocator);
         }
-    } else {
-        // A thread being torn down has no pin: the counted lookup.
-        counted = lookup(obj).ok_or(NOT_A_PLUGGABLE)?;
-        &counted
-    };
-    let result = f(allocator);
-    drop(pin);
-    result
+        at = frame.outer;
+    }
+    None
 }
 
-/// The allocator of a handle that is not in its direct slot: one that
-/// shares it with an older live handle, or one that is not live.
-///
-/// # Safety
-/// The caller is pinned on `key` from before this call until it no longer
-/// uses the allocator.
-#[cold]
-#[inline(never)]
-unsafe fn shared_slot(key: usize) -> Result<*const PluggableAllocator> {
-    let key = std::num::NonZeroUsize::new(key).ok_or(NOT_A_PLUGGABLE)?;
-    // The handle was in `callable` after the caller's pin was set, so
-    // destroy has not passed `wait_unpinned` for it: the allocator's `Arc`
-    // is alive while the caller stays pinned.
-    let Callable(allocator) = callable().get(key).ok_or(NOT_A_PLUGGABLE)?;
-    Ok(allocator)
+/// Unlinks a call's frame from [`INSIDE`] when the call ends.
+struct Leave(*const Inside);
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        INSIDE.set(self.0);
+    }
 }
 
-/// Runs `f` on the live pluggable allocator `handle`, without a lock or a
-/// reference count (as the descriptor callbacks find theirs): destroy waits
-/// until `f` returns, and refuses from inside `f` on this thread.
-#[inline]
+/// Runs `f` on the live pluggable allocator `handle`; destroy waits until
+/// `f` returns, and refuses from inside `f` on this thread.
 pub fn with_allocator<R>(
     handle: PluggableHandle,
     f: impl FnOnce(&PluggableAllocator) -> Result<R>,
 ) -> Result<R> {
-    with_callable(handle.as_ptr(), f)
+    if let Some(allocator) = entered(handle.get()) {
+        // SAFETY: an outer call on this thread holds the entry's reader
+        // lock until after this returns, so the allocator is alive.
+        return f(unsafe { &*allocator });
+    }
+    plugins()
+        .with(handle, |entry| {
+            let frame = Inside {
+                handle: handle.get(),
+                allocator: &entry.allocator,
+                outer: INSIDE.get(),
+            };
+            let _leave = Leave(frame.outer);
+            INSIDE.set(&frame);
+            f(&entry.allocator)
+        })
+        .unwrap_or(Err(NOT_A_PLUGGABLE))
 }
 
-/// The hit of the hot paths (the descriptor callbacks,
-/// `aclallocPluggableMalloc` / `aclallocPluggableFree`): `f` on the
-/// allocator of `key`, pinned on `key`, when `key` sits in its direct slot
-/// and this thread has its pin slot already. `None`, having done nothing,
-/// otherwise: the caller then goes on by its slow path ([`with_allocator`],
-/// which finds any live allocator and names what is wrong). Makes no call
-/// of its own, so that a caller whose `f` makes none that can unwind has a
-/// boundary that compiles to nothing.
-#[inline(always)]
-pub(crate) fn with_direct<R>(key: usize, f: impl FnOnce(&PluggableAllocator) -> R) -> Option<R> {
-    if key == 0 {
-        // A free direct slot holds handle 0.
-        return None;
-    }
-    let pin = pin::enter_claimed(key)?;
-    let slot = direct(key);
-    if slot.handle.load(Ordering::Acquire) != key {
-        return None;
-    }
-    // SAFETY: as in `with_callable`: pinned on `key` before its handle was
-    // read in the slot, so destroy neither frees the slot nor drops the
-    // allocator until `pin` drops, after `f` returns.
-    let allocator = unsafe { &*slot.allocator.load(Ordering::Relaxed) };
-    let result = f(allocator);
-    drop(pin);
-    Some(result)
-}
-
-/// The allocation of the hot paths, pinned on the allocator's handle
-/// (inside [`with_direct`]): `None`, having done nothing, for a size
-/// `ssize_t` cannot hold; otherwise the block, or the failure's code with
-/// its message recorded under `function` (the plugin was called; `boundary::fail`).
-#[inline(always)]
-pub(crate) fn alloc_pinned(
-    function: &'static str,
-    allocator: &PluggableAllocator,
+/// Allocates from the allocator `handle` for the calling thread's device;
+/// refused while a destroy decides about it.
+pub fn alloc(
+    handle: PluggableHandle,
     size: usize,
     stream: Option<StreamKey>,
-) -> Option<std::result::Result<NonNull<c_void>, aclError>> {
-    // No closing check: a destroy that decides has taken the handle out of
-    // its direct slot (`close`), so a hit is not closing.
-    if isize::try_from(size).is_err() {
-        return None;
-    }
-    Some(
-        match allocator.alloc(size, context::current_device(), stream) {
-            Ok(block) => Ok(block),
-            Err(error) => Err(boundary::fail(function, error)),
-        },
-    )
+) -> Result<NonNull<c_void>> {
+    with_allocator(handle, |a| {
+        if a.closing.load(Ordering::Relaxed) {
+            return Err(BEING_DESTROYED);
+        }
+        a.alloc(size, context::current_device(), stream)
+    })
 }
 
-/// The free of the hot paths, pinned on the allocator's handle (inside
-/// [`with_direct`]): `Err` with the failure's code and its message recorded
-/// under `function`.
-#[inline(always)]
-pub(crate) fn free_pinned(
-    function: &'static str,
-    allocator: &PluggableAllocator,
-    block: NonNull<c_void>,
-) -> std::result::Result<(), aclError> {
-    match allocator.free(block) {
-        Ok(()) => Ok(()),
-        Err(error) => Err(boundary::fail(function, error)),
-    }
-}
-
-struct Entry {
-    allocator: Arc<PluggableAllocator>,
-    /// The descriptor made for it; destroyed with it if the caller has not.
-    descriptor: DescriptorHandle,
+/// Frees a block of the allocator `handle`.
+pub fn free(handle: PluggableHandle, block: NonNull<c_void>) -> Result<()> {
+    with_allocator(handle, |a| a.free(block))
 }
 
 const BEING_DESTROYED: Error = Error::InvalidParam {
     param: "allocator",
     reason: "It is being destroyed (aclallocPluggableDestroy is running on another thread)",
 };
-
-/// Refuses a new allocation from an allocator a destroy is deciding about
-/// (see [`destroy`]). Call it pinned, after finding the allocator: the pin
-/// and the flag form a Dekker pair with destroy's flag and wait.
-#[inline(always)]
-pub fn refuse_if_closing(allocator: &PluggableAllocator) -> Result<()> {
-    if allocator.closing.load(Ordering::Relaxed) {
-        return Err(BEING_DESTROYED);
-    }
-    Ok(())
-}
 
 const NOT_A_PLUGGABLE: Error = Error::InvalidParam {
     param: "allocator",
@@ -269,15 +139,13 @@ const NOT_A_PLUGGABLE: Error = Error::InvalidParam {
 /// for `aclrtAllocatorRegister`, then runs its init hook. On failure nothing
 /// is left: no handle, no descriptor.
 pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, DescriptorHandle)> {
-    let allocator = Arc::new(allocator);
     let api = global();
     let descriptor = api.create_descriptor()?;
-    let inserted = plugins().insert(Entry {
-        allocator: Arc::clone(&allocator),
+    let handle = match plugins().insert(Entry {
+        allocator,
         descriptor,
-    });
-    let handle = match inserted {
-        Ok(h) => h,
+    }) {
+        Ok(handle) => handle,
         Err(e) => {
             let _ = api.destroy_descriptor(descriptor);
             return Err(e);
@@ -294,78 +162,46 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
         let _ = api.destroy_descriptor(descriptor);
         return Err(e);
     }
-    callable().insert(handle.value(), Callable(Arc::as_ptr(&allocator)));
-    let slot = direct(handle.get());
-    let claimed = slot
-        .allocator
-        .compare_exchange(
-            std::ptr::null_mut(),
-            Arc::as_ptr(&allocator).cast_mut(),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        )
-        .is_ok();
-    if claimed {
-        slot.handle.store(handle.get(), Ordering::Release);
-    }
-    allocator.init();
+    with_allocator(handle, |a| {
+        a.init();
+        Ok(())
+    })?;
     Ok((handle, descriptor))
 }
 
-/// The allocator behind a live handle.
-pub fn get(handle: PluggableHandle) -> Result<Arc<PluggableAllocator>> {
-    lookup(handle.as_ptr()).ok_or(NOT_A_PLUGGABLE)
+/// True when `obj` (a registration's allocator object) is a live pluggable
+/// allocator's handle.
+pub fn is_pluggable(obj: AllocatorObj) -> bool {
+    PluggableHandle::from_ptr(obj.as_ptr()).is_some_and(|h| plugins().with(h, |_| ()).is_some())
 }
 
-fn lookup(handle: *mut c_void) -> Option<Arc<PluggableAllocator>> {
-    plugins().with(PluggableHandle::from_ptr(handle)?, |e| {
-        Arc::clone(&e.allocator)
-    })
+/// Starts a destroy's decision: from now on new allocations are refused
+/// (frees go on). `BEING_DESTROYED` when another destroy has the claim.
+pub(crate) fn close(handle: PluggableHandle) -> Result<()> {
+    let claimed = with_allocator(handle, |a| {
+        Ok(a.closing
+            .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok())
+    })?;
+    claimed.then_some(()).ok_or(BEING_DESTROYED)
 }
 
-/// The pluggable allocator whose handle is `obj` (a registration's
-/// allocator object), if it is one.
-pub fn from_obj(obj: AllocatorObj) -> Option<Arc<PluggableAllocator>> {
-    lookup(obj.as_ptr())
+/// Ends a refused destroy's decision: allocations are served again.
+pub(crate) fn reopen(handle: PluggableHandle) {
+    let _ = with_allocator(handle, |a| {
+        a.closing.store(false, Ordering::Relaxed);
+        Ok(())
+    });
 }
 
-/// Starts a destroy's decision on `allocator` (the allocator of `handle`):
-/// sets its closing flag, which the slow paths check, and takes the handle
-/// out of its direct slot, so that the hot paths, which do not read the
-/// flag (one load fewer on their chain), go to the slow paths. The slot
-/// keeps its allocator, so no other handle can claim it meanwhile. `None`
-/// when another destroy has the claim; otherwise whether the handle was
-/// in its direct slot (for [`reopen`] and the final release of the slot).
-///
-/// The hot path pins, then reads the slot's handle; this stores the
-/// handle, and the caller then waits the pins out (`pin::wait_unpinned`):
-/// an allocation that saw the handle is waited for, and its block counted.
-pub(crate) fn close(handle: PluggableHandle, allocator: &PluggableAllocator) -> Option<bool> {
-    allocator
-        .closing
-        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
-        .ok()?;
-    let slot = direct(handle.get());
-    let in_direct_slot = slot.handle.load(Ordering::Relaxed) == handle.get();
-    if in_direct_slot {
-        slot.handle.store(0, Ordering::Relaxed);
+fn blocks_left(live: usize) -> Result<()> {
+    if live > 0 {
+        return Err(Error::StillInUse {
+            what: "Blocks it handed out that were not freed",
+            count: live,
+        });
     }
-    Some(in_direct_slot)
-}
-
-/// Ends a destroy's decision that refused: the allocator serves new
-/// allocations again, through its direct slot if it had it.
-pub(crate) fn reopen(
-    handle: PluggableHandle,
-    allocator: &PluggableAllocator,
-    in_direct_slot: bool,
-) {
-    if in_direct_slot {
-        direct(handle.get())
-            .handle
-            .store(handle.get(), Ordering::Release);
-    }
-    allocator.closing.store(false, Ordering::Relaxed);
+    Ok(())
 }
 
 /// Destroys a pluggable allocator and the descriptor made for it. Refused
@@ -377,21 +213,15 @@ pub fn destroy(
     handle: PluggableHandle,
     is_default: impl FnOnce(AllocatorObj) -> bool,
 ) -> Result<()> {
-    if pin::held_here(handle.get()) {
-        // Destroying it would unload the code this thread is running.
+    if entered(handle.get()).is_some() {
+        // Destroying it would unload the code this thread is running (and
+        // wait for this very call).
         return Err(Error::StillInUse {
             what: "One of its own callbacks is running on this thread (destroy it after the callback returns)",
             count: 1,
         });
     }
-    let allocator = get(handle)?;
-    let live = allocator.live_blocks();
-    if live > 0 {
-        return Err(Error::StillInUse {
-            what: "Blocks it handed out that were not freed",
-            count: live,
-        });
-    }
+    blocks_left(with_allocator(handle, |a| Ok(a.live_blocks()))?)?;
     let registered = global()
         .streams()
         .entries()
@@ -410,36 +240,19 @@ pub fn destroy(
             count: 1,
         });
     }
-    // New allocations are refused from here on (frees go on), and the ones
-    // already inside finish; then no block can appear any more, and the
-    // count of live blocks is final. Closing is also the claim: of two
-    // destroys at once, one goes ahead.
-    let Some(in_direct_slot) = close(handle, &allocator) else {
-        return Err(BEING_DESTROYED);
-    };
-    pin::wait_unpinned(handle.get());
-    let live = allocator.live_blocks();
-    if live > 0 {
-        // An allocation that was inside when the checks above ran left a
-        // block: refused, as if the block had been live at the check.
-        reopen(handle, &allocator, in_direct_slot);
-        return Err(Error::StillInUse {
-            what: "Blocks it handed out that were not freed",
-            count: live,
-        });
+    close(handle)?;
+    // The writer lock waits for the calls inside (an allocation among them
+    // may leave a block); the ones after it see `closing`. So the count
+    // taken under it is final.
+    let live = plugins()
+        .with_mut(handle, |e| e.allocator.live_blocks())
+        .ok_or(NOT_A_PLUGGABLE)?;
+    if let Err(e) = blocks_left(live) {
+        reopen(handle);
+        return Err(e);
     }
-    // The callbacks stop finding it, and the ones already inside (frees
-    // finishing in the plugin) return, before the allocator can be dropped
-    // (and its object unloaded). (The direct slot stopped serving it at
-    // `close`.)
-    callable().remove(handle.value());
-    let slot = direct(handle.get());
-    pin::wait_unpinned(handle.get());
-    if in_direct_slot {
-        // No caller can be using it through the slot any more: free it.
-        slot.allocator
-            .store(std::ptr::null_mut(), Ordering::Release);
-    }
+    // Waits for the frees still inside; the allocator (and its shared
+    // object) goes when `entry` is dropped.
     let entry = plugins().remove(handle).ok_or(NOT_A_PLUGGABLE)?;
     // The caller may have destroyed it already; either way it is gone now.
     let _ = global().destroy_descriptor(entry.descriptor);
@@ -449,68 +262,24 @@ pub fn destroy(
 const ALLOC_CALLBACK: &str = "aclallocPluggable alloc callback";
 const FREE_CALLBACK: &str = "aclallocPluggable free callback";
 
-/// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor.
-///
-/// The hit (the allocator in its direct slot, not closing, this thread's
-/// pin slot claimed) is answered by a body whose failures are recorded out
-/// of line (no `Error` in its frame); anything else goes, unpinned and
-/// before the plugin is called, to [`desc_alloc_slow`], which runs its own
-/// boundary.
+/// The handle a descriptor callback was given as its allocator object.
+fn handle_of(obj: *mut c_void) -> Result<PluggableHandle> {
+    PluggableHandle::from_ptr(obj).ok_or(NOT_A_PLUGGABLE)
+}
+
+/// `aclrtAllocatorAllocFunc` of a pluggable allocator's descriptor: the
+/// plugin is told the stream being served, if any.
 unsafe extern "C" fn desc_alloc(obj: *mut c_void, size: usize) -> *mut c_void {
-    boundary::<Answer<*mut c_void>>(ALLOC_CALLBACK, || {
-        let hit = with_direct(obj as usize, |allocator| {
-            alloc_pinned(ALLOC_CALLBACK, allocator, size, serving::current())
-        })
-        .flatten()
-        .map(|r| r.map_or(std::ptr::null_mut(), NonNull::as_ptr));
-        Ok(Answer(hit.unwrap_or_else(|| {
-            // SAFETY: the caller's contract, handed on.
-            unsafe { desc_alloc_slow(obj, size) }
-        })))
-    })
-    .0
-}
-
-/// [`desc_alloc`] when the hit does not answer: any live allocator, the
-/// closing check, the failure named.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn desc_alloc_slow(obj: *mut c_void, size: usize) -> *mut c_void {
     boundary(ALLOC_CALLBACK, || {
-        with_callable(obj, |allocator| {
-            refuse_if_closing(allocator)?;
-            allocator
-                .alloc(size, context::current_device(), serving::current())
-                .map(NonNull::as_ptr)
-        })
+        alloc(handle_of(obj)?, size, serving::current()).map(NonNull::as_ptr)
     })
 }
 
-/// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor: the hit
-/// as in [`desc_alloc`], the rest by [`desc_free_slow`].
+/// `aclrtAllocatorFreeFunc` of a pluggable allocator's descriptor.
 unsafe extern "C" fn desc_free(obj: *mut c_void, block: *mut c_void) {
-    boundary::<Answer<()>>(FREE_CALLBACK, || {
-        let hit = NonNull::new(block).and_then(|block| {
-            with_direct(obj as usize, |allocator| {
-                let _ = free_pinned(FREE_CALLBACK, allocator, block);
-            })
-        });
-        if hit.is_none() {
-            // SAFETY: the caller's contract, handed on.
-            unsafe { desc_free_slow(obj, block) }
-        }
-        Ok(Answer(()))
-    })
-    .0
-}
-
-/// [`desc_free`] when the hit does not answer.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn desc_free_slow(obj: *mut c_void, block: *mut c_void) {
     boundary(FREE_CALLBACK, || {
         let block = NonNull::new(block).ok_or(Error::NullPointer { param: "block" })?;
-        with_callable(obj, |allocator| allocator.free(block))
+        free(handle_of(obj)?, block)
     })
 }
 
@@ -524,54 +293,23 @@ mod tests {
     use super::*;
     use crate::core::errlog;
     use crate::plugin::PluginFunctions;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::{Arc, Mutex};
 
     static SELF: AtomicUsize = AtomicUsize::new(0);
-    static SEEN: Mutex<Option<Result<()>>> = Mutex::new(None);
+    static SEEN: Mutex<Vec<Result<()>>> = Mutex::new(Vec::new());
     static MEMORY: [u8; 64] = [0; 64];
 
-    unsafe extern "C" fn alloc_destroying_itself(
-        _size: isize,
-        _device: i32,
-        _stream: *mut c_void,
-    ) -> *mut c_void {
+    unsafe extern "C" fn alloc_destroying_itself(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
         let handle = PluggableHandle::from_raw(SELF.load(Ordering::SeqCst)).unwrap();
-        *SEEN.lock().unwrap() = Some(destroy(handle, |_| false));
+        let mut seen = SEEN.lock().unwrap();
+        // A call back into its own allocator is served (no second reader
+        // lock: a waiting destroy would make it wait forever).
+        seen.push(with_allocator(handle, |a| Ok(a.stats())).map(|_| ()));
+        seen.push(destroy(handle, |_| false));
         MEMORY.as_ptr() as *mut c_void
     }
     unsafe extern "C" fn free_nothing(_: *mut c_void, _: isize, _: i32, _: *mut c_void) {}
-
-    #[test]
-    fn a_callback_cannot_destroy_its_own_allocator_and_destroy_works_after() {
-        let (handle, descriptor) = publish(PluggableAllocator::from_functions(PluginFunctions {
-            alloc: alloc_destroying_itself,
-            free: free_nothing,
-            init: None,
-            empty_cache: None,
-            memory_fraction: None,
-        }))
-        .unwrap();
-        SELF.store(handle.get(), Ordering::SeqCst);
-        let c = global()
-            .descriptor(descriptor)
-            .unwrap()
-            .callbacks()
-            .unwrap();
-        // SAFETY: the descriptor's callbacks with its own object.
-        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
-        assert_eq!(block as usize, MEMORY.as_ptr() as usize);
-        assert!(matches!(
-            SEEN.lock().unwrap().take(),
-            Some(Err(Error::StillInUse { count: 1, .. }))
-        ));
-        // SAFETY: as above; the block it returned.
-        unsafe { (c.free)(c.obj.as_ptr(), block) };
-        assert_eq!(destroy(handle, |_| false), Ok(()));
-        // The callbacks of a destroyed allocator find nothing.
-        // SAFETY: as above.
-        assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
-    }
 
     /// Addresses never dereferenced: a plugin that only counts.
     static NEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0x5EED_0000);
@@ -579,9 +317,9 @@ mod tests {
         NEXT_ADDRESS.fetch_add(64, Ordering::Relaxed) as *mut c_void
     }
 
-    fn counting() -> PluggableAllocator {
+    fn plugin(alloc: crate::plugin::library::PluginAllocFn) -> PluggableAllocator {
         PluggableAllocator::from_functions(PluginFunctions {
-            alloc: alloc_address,
+            alloc,
             free: free_nothing,
             init: None,
             empty_cache: None,
@@ -597,234 +335,143 @@ mod tests {
             .unwrap()
     }
 
-    /// True when `handle` is the one its direct slot serves.
-    fn in_direct_slot(handle: PluggableHandle) -> bool {
-        direct(handle.get()).handle.load(Ordering::SeqCst) == handle.get()
-    }
-
-    /// Publishes counting allocators (destroying the others) until one's
-    /// handle maps to the direct slot of `like`; `claimed`: whether it must
-    /// also be the one that slot serves.
-    fn publish_in_slot_of(
-        like: PluggableHandle,
-        claimed: bool,
-    ) -> (PluggableHandle, DescriptorHandle) {
-        // Other tests may hold the slot for a while: try for some time.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::time::Instant::now() < deadline {
-            let (h, d) = publish(counting()).unwrap();
-            if std::ptr::eq(direct(h.get()), direct(like.get())) && in_direct_slot(h) == claimed {
-                return (h, d);
-            }
-            destroy(h, |_| false).unwrap();
-        }
-        let s = direct(like.get());
-        panic!(
-            "no handle landed in the slot of {like:?}: it serves {:#x} ({:?})",
-            s.handle.load(Ordering::SeqCst),
-            s.allocator.load(Ordering::SeqCst)
-        );
+    fn stats(h: PluggableHandle) -> crate::plugin::Stats {
+        with_allocator(h, |a| Ok(a.stats())).unwrap()
     }
 
     #[test]
-    fn a_stale_callback_is_refused_after_its_direct_slot_serves_another_allocator() {
-        let (a, da) = publish_in_slot_of(
-            PluggableHandle::from_raw(0xACA6_0000_0000_0001).unwrap(),
-            true,
-        );
+    fn a_callback_cannot_destroy_its_own_allocator_and_destroy_works_after() {
+        let (handle, descriptor) = publish(plugin(alloc_destroying_itself)).unwrap();
+        SELF.store(handle.get(), Ordering::SeqCst);
+        let c = callbacks(descriptor);
+        // SAFETY: the descriptor's callbacks with its own object.
+        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
+        assert_eq!(block as usize, MEMORY.as_ptr() as usize);
+        let seen = std::mem::take(&mut *SEEN.lock().unwrap());
+        assert_eq!(seen[0], Ok(()));
+        assert!(matches!(seen[1], Err(Error::StillInUse { count: 1, .. })));
+        // SAFETY: as above; the block it returned.
+        unsafe { (c.free)(c.obj.as_ptr(), block) };
+        assert_eq!(destroy(handle, |_| false), Ok(()));
+        // The callbacks of a destroyed allocator find nothing.
+        // SAFETY: as above.
+        assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
+    }
+
+    #[test]
+    fn stale_callbacks_reach_nothing_and_live_ones_their_own_allocator() {
+        let (a, da) = publish(plugin(alloc_address)).unwrap();
         let stale = callbacks(da);
         destroy(a, |_| false).unwrap();
-        let (b, db) = publish_in_slot_of(a, true);
-        assert_ne!(a, b);
-
+        // Likely in the entry `a` had.
+        let (b, db) = publish(plugin(alloc_address)).unwrap();
+        let (c, dc) = publish(plugin(alloc_address)).unwrap();
         // SAFETY: a copy of the destroyed allocator's callbacks, with its
         // object: what a caller holding a stale descriptor does.
         assert!(unsafe { (stale.alloc)(stale.obj.as_ptr(), 16) }.is_null());
         // SAFETY: as above; the pointer is refused before anything uses it.
         unsafe { (stale.free)(stale.obj.as_ptr(), 0x5EED_0040 as *mut c_void) };
-        assert_eq!(
-            with_allocator(a, |x| Ok(x.stats())).unwrap_err(),
-            NOT_A_PLUGGABLE
-        );
-        let s = get(b).unwrap().stats();
-        assert_eq!(
-            (s.alloc_count, s.refused_free_count),
-            (0, 0),
-            "nothing reached the allocator now in the slot"
-        );
-
-        let c = callbacks(db);
-        // SAFETY: the live allocator's own callbacks and object.
-        let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
-        assert!(!block.is_null());
-        assert_eq!(get(b).unwrap().stats().alloc_count, 1);
-        // SAFETY: as above; the block it returned.
-        unsafe { (c.free)(c.obj.as_ptr(), block) };
-        assert_eq!(get(b).unwrap().stats().free_count, 1);
-        destroy(b, |_| false).unwrap();
-        // SAFETY: as above, now stale too.
-        assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
-    }
-
-    #[test]
-    fn handles_that_share_a_direct_slot_are_each_served_by_their_own_allocator() {
-        let (a, da) = publish_in_slot_of(
-            PluggableHandle::from_raw(0xACA6_0000_0000_0002).unwrap(),
-            true,
-        );
-        let (b, db) = publish_in_slot_of(a, false);
-        assert!(in_direct_slot(a) && !in_direct_slot(b));
-        for (handle, descriptor, rounds) in [(a, da, 1u64), (b, db, 2)] {
-            let c = callbacks(descriptor);
+        assert_eq!(with_allocator(a, |_| Ok(())), Err(NOT_A_PLUGGABLE));
+        for (handle, descriptor, rounds) in [(b, db, 1u64), (c, dc, 2)] {
+            let cb = callbacks(descriptor);
             for _ in 0..rounds {
                 // SAFETY: each allocator's own callbacks and object.
-                let block = unsafe { (c.alloc)(c.obj.as_ptr(), 16) };
+                let block = unsafe { (cb.alloc)(cb.obj.as_ptr(), 16) };
                 assert!(!block.is_null());
                 // SAFETY: as above; the block it returned.
-                unsafe { (c.free)(c.obj.as_ptr(), block) };
-                let p = with_allocator(handle, |x| x.alloc(8, 0, None)).unwrap();
-                with_allocator(handle, |x| x.free(p)).unwrap();
+                unsafe { (cb.free)(cb.obj.as_ptr(), block) };
             }
+            let s = stats(handle);
+            let counts = (s.alloc_count, s.free_count, s.refused_free_count);
+            assert_eq!(counts, (rounds, rounds, 0), "each call reached its own");
         }
-        let count = |h| get(h).unwrap().stats().alloc_count;
-        assert_eq!((count(a), count(b)), (2, 4), "each call reached its own");
-        destroy(a, |_| false).unwrap();
-        let p = with_allocator(b, |x| x.alloc(8, 0, None)).unwrap();
-        with_allocator(b, |x| x.free(p)).unwrap();
-        assert_eq!(count(b), 5);
-        destroy(b, |_| false).unwrap();
-        assert!(with_allocator(a, |_| Ok(())).is_err());
-        assert!(with_allocator(b, |_| Ok(())).is_err());
+        for h in [b, c] {
+            destroy(h, |_| false).unwrap();
+            assert_eq!(with_allocator(h, |_| Ok(())), Err(NOT_A_PLUGGABLE));
+        }
     }
 
-    /// A callback's answer on a new thread, twice: the thread's first pin
-    /// (which the hot path leaves to the slow path), then the hot path.
-    /// Each with the message it left.
-    fn first_and_hot<T: Send>(call: impl Fn() -> T + Send + Sync) -> [(T, Option<String>); 2] {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                [0, 1].map(|_| {
-                    let _ = errlog::take_recent();
-                    let answer = call();
-                    (answer, errlog::take_recent())
-                })
-            })
-            .join()
-            .unwrap()
-        })
+    /// What `call` answered and the message it left.
+    fn answer<T>(call: impl FnOnce() -> T) -> (T, Option<String>) {
+        let _ = errlog::take_recent();
+        let answer = call();
+        (answer, errlog::take_recent())
     }
 
     #[test]
-    fn the_callbacks_hot_path_and_a_threads_first_call_answer_the_same() {
-        let (h, d) = publish(counting()).unwrap();
+    fn the_callbacks_answer_failures_with_a_message_and_refuse_while_closing() {
+        let (h, d) = publish(plugin(alloc_address)).unwrap();
         let c = callbacks(d);
-        let obj = c.obj.as_ptr() as usize;
-        let (alloc_fn, free_fn) = (c.alloc, c.free);
+        let obj = c.obj.as_ptr();
         // SAFETY: the allocator's own callbacks with its object (live or
         // destroyed); every pointer passed is refused before it is used, or
         // is a block alloc returned, freed once.
-        let alloc = move |size: usize| unsafe { alloc_fn(obj as *mut c_void, size) } as usize;
+        let alloc = |size: usize| unsafe { (c.alloc)(obj, size) } as usize;
         // SAFETY: as for `alloc`.
-        let free = move |block: usize| unsafe { free_fn(obj as *mut c_void, block as *mut c_void) };
-        for (block, message) in first_and_hot(|| {
-            let block = alloc(16);
-            free(block);
-            block
-        }) {
-            assert!(block != 0 && message.is_none(), "{message:?}");
-        }
-        assert_eq!(get(h).unwrap().stats().free_count, 2);
-        let refused = |text: &str, answers: [(usize, Option<String>); 2]| {
-            for (i, (answer, message)) in answers.into_iter().enumerate() {
-                assert_eq!(answer, 0, "call {i}");
-                let message = message.unwrap_or_else(|| panic!("call {i}: no message"));
-                assert!(message.contains(text), "call {i}: {message}");
-            }
+        let free = |block: usize| unsafe { (c.free)(obj, block as *mut c_void) };
+        let (block, message) = answer(|| alloc(16));
+        assert!(block != 0 && message.is_none(), "{message:?}");
+        assert_eq!(answer(|| free(block)).1, None);
+        let refused = |text: &str, (answer, message): (usize, Option<String>)| {
+            assert_eq!(answer, 0);
+            let message = message.expect("a message");
+            assert!(message.contains(text), "{message}");
         };
-        let free_refused = |block: usize| {
-            free(block);
-            0
-        };
-        refused(
-            "not allocated here",
-            first_and_hot(|| free_refused(0x5EED_0001)),
-        );
-        refused("block", first_and_hot(|| free_refused(0)));
-        refused("larger than ssize_t", first_and_hot(|| alloc(usize::MAX)));
-        let allocator = get(h).unwrap();
-        let was_direct = in_direct_slot(h);
-        // What a destroy does while it decides.
-        let closed_in_slot = close(h, &allocator).unwrap();
-        assert_eq!(closed_in_slot, was_direct);
-        refused("being destroyed", first_and_hot(|| alloc(16)));
-        assert_eq!(allocator.stats().alloc_count, 2, "the plugin was not asked");
-        assert!(!in_direct_slot(h), "the hot paths no longer find it");
-        reopen(h, &allocator, closed_in_slot);
-        assert_eq!(in_direct_slot(h), was_direct, "back in its slot");
-        drop(allocator);
+        refused("not allocated here", answer(|| (free(0x5EED_0001), 0).1));
+        refused("block", answer(|| (free(0), 0).1));
+        refused("larger than ssize_t", answer(|| alloc(usize::MAX)));
+        // What a destroy does while it decides: one claim, allocations
+        // refused without the plugin, frees go on.
+        let block = alloc(16);
+        close(h).unwrap();
+        assert_eq!(close(h), Err(BEING_DESTROYED), "one claim");
+        refused("being destroyed", answer(|| alloc(16)));
+        assert_eq!(stats(h).alloc_count, 2, "the plugin was not asked");
+        free(block);
+        assert_eq!(stats(h).free_count, 2);
+        reopen(h);
+        free(alloc(16));
+        assert_eq!(stats(h).alloc_count, 3, "served again");
         destroy(h, |_| false).unwrap();
+        refused("not a live pluggable allocator", answer(|| alloc(16)));
         refused(
             "not a live pluggable allocator",
-            first_and_hot(|| alloc(16)),
-        );
-        refused(
-            "not a live pluggable allocator",
-            first_and_hot(|| free_refused(0x5EED_0001)),
+            answer(|| (free(0x5EED_0001), 0).1),
         );
     }
 
-    static HOLD_ALLOC: AtomicUsize = AtomicUsize::new(0);
-    static INSIDE_ALLOC: AtomicUsize = AtomicUsize::new(0);
+    static HOLD_ALLOC: AtomicBool = AtomicBool::new(false);
+    static INSIDE_ALLOC: AtomicBool = AtomicBool::new(false);
 
     /// Waits while `HOLD_ALLOC` is set, saying so in `INSIDE_ALLOC`.
     unsafe extern "C" fn alloc_held(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
-        INSIDE_ALLOC.store(1, Ordering::SeqCst);
-        while HOLD_ALLOC.load(Ordering::SeqCst) != 0 {
+        INSIDE_ALLOC.store(true, Ordering::SeqCst);
+        while HOLD_ALLOC.load(Ordering::SeqCst) {
             std::thread::yield_now();
         }
-        INSIDE_ALLOC.store(0, Ordering::SeqCst);
         NEXT_ADDRESS.fetch_add(64, Ordering::Relaxed) as *mut c_void
     }
 
     #[test]
-    fn destroy_waits_for_a_call_inside_refuses_new_ones_and_refuses_if_a_block_was_left() {
-        let (h, _) = publish(PluggableAllocator::from_functions(PluginFunctions {
-            alloc: alloc_held,
-            free: free_nothing,
-            init: None,
-            empty_cache: None,
-            memory_fraction: None,
-        }))
-        .unwrap();
-        let was_direct = in_direct_slot(h);
-        HOLD_ALLOC.store(1, Ordering::SeqCst);
-        let user = std::thread::spawn(move || {
-            with_allocator(h, |a| a.alloc(16, 0, None))
-                .unwrap()
-                .as_ptr() as usize
-        });
-        while INSIDE_ALLOC.load(Ordering::SeqCst) == 0 {
+    fn destroy_waits_for_a_call_inside_and_refuses_if_it_left_a_block() {
+        let (h, _) = publish(plugin(alloc_held)).unwrap();
+        HOLD_ALLOC.store(true, Ordering::SeqCst);
+        let user = std::thread::spawn(move || alloc(h, 16, None).unwrap().as_ptr() as usize);
+        while !INSIDE_ALLOC.load(Ordering::SeqCst) {
             std::thread::yield_now();
         }
-        let done = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
         let destroyer = {
             let done = done.clone();
             std::thread::spawn(move || {
                 let result = destroy(h, |_| false);
-                done.store(1, Ordering::SeqCst);
+                done.store(true, Ordering::SeqCst);
                 result
             })
         };
         std::thread::sleep(std::time::Duration::from_millis(30));
-        assert_eq!(done.load(Ordering::SeqCst), 0, "destroy waits for the call");
-        // Meanwhile a new allocation is refused (no block may appear after
-        // destroy has counted them).
-        let refused = with_allocator(h, |a| {
-            refuse_if_closing(a)?;
-            a.alloc(16, 0, None)
-        });
-        assert_eq!(refused, Err(BEING_DESTROYED));
-        HOLD_ALLOC.store(0, Ordering::SeqCst);
+        assert!(!done.load(Ordering::SeqCst), "destroy waits for the call");
+        HOLD_ALLOC.store(false, Ordering::SeqCst);
         let block = user.join().unwrap();
         assert_eq!(
             destroyer.join().unwrap(),
@@ -834,15 +481,9 @@ mod tests {
             }),
             "the block the call left makes destroy refuse"
         );
-        assert_eq!(
-            in_direct_slot(h),
-            was_direct,
-            "served by its direct slot again"
-        );
-        // Still served, through its direct slot or the shared table.
-        let p = NonNull::new(block as *mut c_void).unwrap();
-        with_allocator(h, |a| a.free(p)).unwrap();
-        assert_eq!(get(h).unwrap().stats().free_count, 1);
+        free(h, NonNull::new(block as *mut c_void).unwrap()).unwrap();
+        free(h, alloc(h, 16, None).unwrap()).unwrap();
+        assert_eq!(stats(h).free_count, 2, "served again");
         destroy(h, |_| false).unwrap();
         assert!(with_allocator(h, |_| Ok(())).is_err());
     }
@@ -905,7 +546,7 @@ mod tests {
     }
 
     /// Threads call the callbacks of live and destroyed allocators while
-    /// another publishes and destroys allocators (their direct slots are
+    /// another publishes and destroys allocators (their table entries are
     /// reused all the time): a call through a handle destroyed before it
     /// began fails cleanly, every other call reaches its own allocator.
     #[test]
@@ -916,25 +557,17 @@ mod tests {
             handle: PluggableHandle,
             callbacks: crate::core::descriptor::Callbacks,
             tag: usize,
-            destroyed: std::sync::atomic::AtomicBool,
+            destroyed: AtomicBool,
         }
         let all: Arc<Mutex<Vec<Arc<Published>>>> = Arc::default();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let publish_one = |i: usize| {
-            let (handle, descriptor) =
-                publish(PluggableAllocator::from_functions(PluginFunctions {
-                    alloc: ALLOCS[i % 4],
-                    free: free_nothing,
-                    init: None,
-                    empty_cache: None,
-                    memory_fraction: None,
-                }))
-                .unwrap();
+            let (handle, descriptor) = publish(plugin(ALLOCS[i % 4])).unwrap();
             Arc::new(Published {
                 handle,
                 callbacks: callbacks(descriptor),
                 tag: i % 4,
-                destroyed: std::sync::atomic::AtomicBool::new(false),
+                destroyed: AtomicBool::new(false),
             })
         };
         for i in 0..8 {
@@ -1004,10 +637,9 @@ mod tests {
             next += 1;
             let mut all = all.lock().unwrap();
             all.push(fresh);
-            if all.len() > 4 * DIRECT_SLOTS {
-                // The destroyed ones go. Until then they stay to be called
-                // while allocators published after them (64 handles on)
-                // take their direct slots.
+            if all.len() > 256 {
+                // The destroyed ones go; until then they stay to be called
+                // while newer allocators take their entries.
                 all.retain(|p| !p.destroyed.load(Ordering::SeqCst));
             }
         }
@@ -1025,11 +657,8 @@ mod tests {
         );
         for p in all.lock().unwrap().iter() {
             if !p.destroyed.load(Ordering::SeqCst) {
-                let s = get(p.handle).unwrap().stats();
-                assert_eq!(
-                    (s.alloc_count, s.free_count),
-                    (s.alloc_count, s.alloc_count)
-                );
+                let s = stats(p.handle);
+                assert_eq!(s.alloc_count, s.free_count);
                 destroy(p.handle, |_| false).unwrap();
             }
         }

@@ -25,6 +25,7 @@ mod block;
 pub mod config;
 pub mod device;
 mod engine;
+mod fence;
 pub mod handles;
 pub mod roundup;
 pub mod snapshot;

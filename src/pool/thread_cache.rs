@@ -11,7 +11,7 @@
 //! within the headroom the cache holds (so peaks stay exact, as for a
 //! shard), while the owner's `busy` flag is set; a slow path that must
 //! reach the cache stops the owner first (`Slot::enter`, `stop_owners`: an
-//! asymmetric fence, `src/core/barrier.rs`).
+//! asymmetric fence, [`super::fence`]).
 //!
 //! Stream safety is unchanged: a cache belongs to one stream, so a block
 //! parked by a stream's work is handed only to later work on that stream.
@@ -32,10 +32,10 @@
 //! recorded under a shard's lock, in order).
 
 use super::engine::{round_size, CacheStats, Core, Loan};
+use super::fence;
 use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
-use crate::core::barrier;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -135,13 +135,13 @@ impl Slot {
     /// The owner's fast path: the cache, unless a slow path is in it or
     /// about to be. No locked instruction: a plain store of `busy`, a
     /// compiler barrier and a load of `stop`, against the slow path's store
-    /// of `stop`, `membarrier` and load of `busy` (`src/core/barrier.rs`):
+    /// of `stop`, `membarrier` and load of `busy` ([`super::fence`]):
     /// either the owner sees `stop` and stands aside, or the slow path sees
     /// `busy` and waits for the owner to leave.
     #[inline]
     fn enter(&self) -> Option<SlotGuard<'_>> {
         self.busy.store(true, Ordering::Relaxed);
-        barrier::light();
+        fence::light();
         if self.stop.load(Ordering::Acquire) {
             self.busy.store(false, Ordering::Release);
             return None;
@@ -171,7 +171,7 @@ fn stop_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>> + Clone) {
     for slot in slots.clone() {
         slot.stop.store(true, Ordering::Relaxed);
     }
-    barrier::heavy();
+    fence::heavy();
     for slot in slots {
         let mut spins = 0u32;
         while slot.busy.load(Ordering::Acquire) {
@@ -338,7 +338,7 @@ pub(crate) enum FastFree {
 
 impl Registry {
     pub(crate) fn new() -> Self {
-        barrier::init();
+        fence::init();
         Registry {
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
             slots: Mutex::new(Vec::new()),
