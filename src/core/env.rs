@@ -1,33 +1,28 @@
-//! Reading the library's environment variables: one set of rules for all of
-//! them (the README's "Environment variables" section lists every variable).
+//! Reading the library's environment variables, one set of rules for all of
+//! them (the README's "Environment variables" section lists them):
 //!
-//! - **Unset or blank** (empty after trimming) means the default.
-//! - **Text** is trimmed of surrounding whitespace and must be UTF-8; a value
-//!   that is not is an error naming the variable. File names are the
-//!   exception: they are taken byte for byte, as the system does ([`path`]).
-//! - **Words** the library defines (truth values, choices, keys, units) are
-//!   matched in any case.
-//! - **Truth values**: `1`, `true`, `yes`, `on` and `0`, `false`, `no`, `off`.
-//! - **Sizes**: bytes (`1073741824`) or a whole number with a binary unit,
-//!   `K`/`KB`/`KiB`, `M`/`MB`/`MiB`, `G`/`GB`/`GiB`, `T`/`TB`/`TiB`
-//!   (`16GiB`, `512 MiB`, `1GB` = 2^30 bytes). Keys that mirror PyTorch's
-//!   names keep PyTorch's unit (`max_split_size_mb`: MiB).
-//! - **Lists** are `key:value,key:value`; an unknown key, a key given twice
-//!   and two keys that contradict each other are errors.
-//! - **Anything else is an error**, never silently ignored: a
-//!   [`ConfigError`] (`Error::Config`, `ACL_ERROR_INVALID_PARAM`) naming the
-//!   variable, the offending key or value and what is accepted. Variables read
-//!   where no call can fail (at load time: `ACLALLOC_TRACK`,
-//!   `ACLALLOC_FORWARD`) print that message as one line on stderr and take
+//! - Unset or blank means the default. Text is trimmed and must be UTF-8;
+//!   file names are taken byte for byte ([`path`]).
+//! - Words the library defines (truth values, choices, keys, units) match in
+//!   any case. Truth values: `1`, `true`, `yes`, `on`, `0`, `false`, `no`,
+//!   `off`. Sizes: bytes, or a whole number with a binary unit (`16GiB`,
+//!   `512 MiB`, `1GB` = 2^30 bytes).
+//! - Lists are `key:value,key:value`; an unknown key, a key given twice and
+//!   two contradicting keys are errors.
+//! - Anything else is a [`ConfigError`] naming the variable, the offending
+//!   text and what is accepted, never silently ignored. Variables read where
+//!   no call can fail (at load time) print it as one line on stderr and take
 //!   their default ([`or_default`]).
 //!
-//! The bottom layer: nothing here knows which module owns which variable.
+//! Also [`Interned`]: the one way runtime text gets a `'static` life, for
+//! errors that must stay `Copy`.
 
 use super::fixed_line::Line;
 use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 
 /// What a variable accepts, as the error message shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,22 +37,16 @@ impl fmt::Display for Accepted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Accepted::Text(text) => write!(f, "accepted: {text}"),
-            Accepted::Keys(keys) => write!(f, "accepted keys: {}", Join(keys)),
-        }
-    }
-}
-
-struct Join<'a>(&'a [&'a str]);
-
-impl fmt::Display for Join<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, item) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
+            Accepted::Keys(keys) => {
+                // Written piece by piece: load-time messages do not allocate.
+                f.write_str("accepted keys: ")?;
+                for (i, key) in keys.iter().enumerate() {
+                    f.write_str(if i > 0 { ", " } else { "" })?;
+                    f.write_str(key)?;
+                }
+                Ok(())
             }
-            f.write_str(item)?;
         }
-        Ok(())
     }
 }
 
@@ -80,11 +69,10 @@ pub enum Problem {
     Conflict,
 }
 
-/// The longest excerpt of a value an error keeps (it owns no heap memory, so
-/// that `Error` stays `Copy`); longer text is cut and marked `...`.
+/// The longest excerpt an error keeps; longer text is cut and marked `...`.
 const EXCERPT: usize = 40;
 
-/// A bounded copy of the offending text.
+/// A bounded, heap-free copy of the offending text (so `Error` stays `Copy`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Excerpt {
     bytes: [u8; EXCERPT],
@@ -111,19 +99,21 @@ impl Excerpt {
     /// `bytes` as text, each invalid sequence shown as U+FFFD.
     pub fn lossy(bytes: &[u8]) -> Self {
         let mut excerpt = Excerpt::new("");
-        'chunks: for chunk in bytes.utf8_chunks() {
-            for c in chunk.valid().chars() {
-                if !excerpt.push(c) {
-                    break 'chunks;
-                }
-            }
-            if !chunk.invalid().is_empty() && !excerpt.push(char::REPLACEMENT_CHARACTER) {
+        for chunk in bytes.utf8_chunks() {
+            let invalid = (!chunk.invalid().is_empty()).then_some(char::REPLACEMENT_CHARACTER);
+            if !chunk
+                .valid()
+                .chars()
+                .chain(invalid)
+                .all(|c| excerpt.push(c))
+            {
                 break;
             }
         }
         excerpt
     }
 
+    /// Appends `c`; false (and marked cut) when it does not fit.
     fn push(&mut self, c: char) -> bool {
         let len = self.len as usize;
         if len + c.len_utf8() > EXCERPT {
@@ -197,7 +187,33 @@ impl ConfigError {
             accepted,
         }
     }
+
+    /// This error in static memory: `Error` carries it as a pointer, so that
+    /// every `Result` of the library stays small (a larger `Error` slows each
+    /// failed lookup through the C ABI). Equal errors share one copy.
+    pub fn interned(self) -> &'static ConfigError {
+        static KEPT: Interned<ConfigError> = Interned::new(DISTINCT);
+        static ELIDED: Interned<ConfigError> = Interned::new(usize::MAX);
+        self.intern_in(&KEPT, &ELIDED)
+    }
+
+    /// Past the bound of `kept`, a new error loses its offending text and
+    /// goes to `elided`: what remains are the code's own strings, so those
+    /// copies are bounded too.
+    fn intern_in(self, kept: &Interned<Self>, elided: &Interned<Self>) -> &'static Self {
+        let leak = |e: &Self| -> &'static Self { Box::leak(Box::new(*e)) };
+        let without_text = ConfigError {
+            text: Excerpt::elided(),
+            ..self
+        };
+        kept.get(&self, leak)
+            .or_else(|| elided.get(&without_text, leak))
+            .unwrap_or_else(|| leak(&without_text))
+    }
 }
+
+/// How many distinct errors are kept with their offending text.
+const DISTINCT: usize = 256;
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -238,41 +254,37 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// How many distinct errors are kept with their offending text; later new
-/// ones are kept without it (the variable, key and accepted values are the
-/// code's own strings, so those copies are bounded too).
-const DISTINCT: usize = 256;
+/// Static copies of values made at run time (loader messages, refused
+/// values), for errors that hold only `'static` references. Equal values
+/// share one copy, and at most `bound` are ever leaked: a service that
+/// retries a bad setting in a loop keeps one copy, not one per try.
+pub struct Interned<T: ?Sized + 'static> {
+    kept: Mutex<Vec<&'static T>>,
+    bound: usize,
+}
 
-impl ConfigError {
-    /// This error in static memory. `Error` carries it as a pointer, so that
-    /// every `Result` of the library stays as small as before: a larger
-    /// `Error` made each recorded failure (an allocator lookup miss through
-    /// the C ABI) measurably slower. Equal errors share one copy; memory is
-    /// bounded by `DISTINCT`.
-    pub fn interned(self) -> &'static ConfigError {
-        static KEPT: std::sync::Mutex<Vec<&'static ConfigError>> =
-            std::sync::Mutex::new(Vec::new());
-        let mut kept = KEPT
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.intern_in(&mut kept, DISTINCT)
+impl<T: ?Sized + PartialEq> Interned<T> {
+    /// An empty set that keeps at most `bound` values.
+    pub const fn new(bound: usize) -> Self {
+        Interned {
+            kept: Mutex::new(Vec::new()),
+            bound,
+        }
     }
 
-    fn intern_in(
-        self,
-        kept: &mut Vec<&'static ConfigError>,
-        distinct: usize,
-    ) -> &'static ConfigError {
-        let mut error = self;
-        if kept.len() >= distinct && !kept.iter().any(|k| **k == error) {
-            error.text = Excerpt::elided();
+    /// The kept copy equal to `value`, or a new one made by `leak`; `None`
+    /// when `value` is new and `bound` values are kept already.
+    pub fn get(&self, value: &T, leak: impl FnOnce(&T) -> &'static T) -> Option<&'static T> {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = kept.iter().find(|k| **k == value) {
+            return Some(found);
         }
-        if let Some(found) = kept.iter().find(|k| ***k == error) {
-            return found;
+        if kept.len() >= self.bound {
+            return None;
         }
-        let leaked: &'static ConfigError = Box::leak(Box::new(error));
-        kept.push(leaked);
-        leaked
+        let new = leak(value);
+        kept.push(new);
+        Some(new)
     }
 }
 
@@ -285,8 +297,8 @@ pub fn var(variable: &str) -> Option<std::ffi::OsString> {
 }
 
 /// Calls `f` with the value of `variable` read with `getenv`, without
-/// allocating (for load-time constructors and the forwarding lookup, which
-/// must not allocate). The value is only valid during `f`.
+/// allocating (for load-time constructors and the forwarding lookup). The
+/// value is only valid during `f`.
 pub fn with_var_no_alloc<R>(variable: &str, f: impl FnOnce(Option<&OsStr>) -> R) -> R {
     let mut name = [0u8; 64];
     if variable.len() >= name.len() || variable.contains('\0') {
@@ -342,23 +354,23 @@ pub fn parsed<T>(
     }
 }
 
-/// What [`truth`] accepts, for messages.
-pub const TRUTH_VALUES: &str = "1, true, yes, on, 0, false, no, off (any case)";
-
 /// A truth-valued variable: `Ok(None)` when unset or blank.
 pub fn truth_var(variable: &'static str, raw: Option<&OsStr>) -> Result<Option<bool>> {
     parsed(variable, raw, TRUTH_VALUES, truth)
 }
 
-/// A file name: `None` when unset or empty; taken byte for byte otherwise
-/// (file names need not be UTF-8, and may begin or end with a space).
+/// What [`truth`] accepts, for messages.
+pub const TRUTH_VALUES: &str = "1, true, yes, on, 0, false, no, off (any case)";
+
+/// A file name: `None` when unset or empty; byte for byte otherwise (file
+/// names need not be UTF-8, and may begin or end with a space).
 pub fn path(raw: Option<&OsStr>) -> Option<PathBuf> {
     raw.filter(|r| !r.is_empty()).map(PathBuf::from)
 }
 
-/// For a variable read where no call can return an error (at load time):
-/// its value, or `default` when it is unset; when it is invalid, the message
-/// goes to stderr as one line, saying the default is used.
+/// For a variable read where no call can fail (at load time): its value, or
+/// `default` when unset; when invalid, one line on stderr saying the default
+/// is used.
 pub fn or_default<T>(value: Result<Option<T>>, default: T, default_text: &str) -> T {
     or_default_to(value, default, default_text, &mut std::io::stderr())
 }
@@ -369,40 +381,37 @@ fn or_default_to<T>(
     default_text: &str,
     out: &mut dyn std::io::Write,
 ) -> T {
-    match value {
-        Ok(value) => value.unwrap_or(default),
-        Err(error) => {
-            use std::fmt::Write as _;
-            // Formatted on the stack and written at once: nothing is
-            // allocated, and the line is not interleaved with other output.
-            let mut line = Line::default();
-            let _ = writeln!(
-                line,
-                "==aclalloc== {error}. Using the default: {default_text}."
-            );
-            let _ = out.write_all(line.as_bytes());
-            default
-        }
-    }
+    let error = match value {
+        Ok(value) => return value.unwrap_or(default),
+        Err(error) => error,
+    };
+    use std::fmt::Write as _;
+    // Formatted on the stack and written at once: no allocation, and the
+    // line is not interleaved with other output.
+    let mut line = Line::default();
+    let _ = writeln!(
+        line,
+        "==aclalloc== {error}. Using the default: {default_text}."
+    );
+    let _ = out.write_all(line.as_bytes());
+    default
 }
 
 // The value syntaxes, on trimmed text.
 
 /// `1/true/yes/on` and `0/false/no/off`, any case.
 pub fn truth(text: &str) -> Option<bool> {
-    word(
-        text,
-        &[
-            ("1", true),
-            ("true", true),
-            ("yes", true),
-            ("on", true),
-            ("0", false),
-            ("false", false),
-            ("no", false),
-            ("off", false),
-        ],
-    )
+    const WORDS: [(&str, bool); 8] = [
+        ("1", true),
+        ("true", true),
+        ("yes", true),
+        ("on", true),
+        ("0", false),
+        ("false", false),
+        ("no", false),
+        ("off", false),
+    ];
+    word(text, &WORDS)
 }
 
 /// The value paired with `text` in `choices`, any case.
@@ -464,7 +473,7 @@ pub struct Key<T> {
     pub set: fn(&mut T, &str) -> Option<()>,
 }
 
-/// The keys of a `key:value` variable: one line per key.
+/// The keys of a `key:value` variable.
 pub struct KeyList<T: 'static> {
     /// The keys.
     pub keys: &'static [Key<T>],
@@ -509,12 +518,10 @@ fn items(list: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Applies the `key:value,key:value` value of `variable` to `target`
-/// (items trimmed, empty items skipped, commas inside `[...]` kept; keys in
-/// any case; the value is what follows the first `:`). An item without
-/// `:`, an unknown key, a refused value, a key given twice or two exclusive
-/// keys: an error naming them, and `target` may be partly updated (apply to
-/// a copy).
+/// Applies the `key:value,key:value` value of `variable` to `target` (items
+/// trimmed, empty ones skipped; keys in any case; the value is what follows
+/// the first `:`). On an error `target` may be partly updated: apply to a
+/// copy.
 pub fn apply_key_values<T>(
     variable: &'static str,
     value: &str,
@@ -836,30 +843,40 @@ mod tests {
     }
 
     #[test]
-    fn interned_errors_are_shared_and_bounded() {
+    fn interned_values_are_shared_and_bounded() {
+        let texts: Interned<str> = Interned::new(2);
+        let leak = |t: &str| -> &'static str { Box::leak(t.into()) };
+        let a = texts.get("libx.so: cannot open", leak).unwrap();
+        let again = texts.get(&String::from("libx.so: cannot open"), leak);
+        assert!(std::ptr::eq(a, again.unwrap()), "equal values share");
+        assert!(texts.get("other", leak).is_some());
+        assert_eq!(texts.get("a third", leak), None, "past the bound");
+        assert!(std::ptr::eq(
+            a,
+            texts.get("libx.so: cannot open", leak).unwrap()
+        ));
+    }
+
+    #[test]
+    fn interned_errors_are_shared_and_lose_their_text_past_the_bound() {
         let e = |v: &str| ConfigError::value(VAR, v, Accepted::Text("x"));
         let a = e("interned-a").interned();
-        assert!(
-            std::ptr::eq(a, e("interned-a").interned()),
-            "equal errors share"
-        );
+        assert!(std::ptr::eq(a, e("interned-a").interned()));
         assert_eq!(*a, e("interned-a"));
-        // Past the bound (a private list here: the process-wide one is
-        // shared with the tests running alongside), new errors lose their
-        // text, not their meaning.
-        let mut kept = Vec::new();
-        let a = e("a").intern_in(&mut kept, 3);
-        e("b").intern_in(&mut kept, 3);
-        e("c").intern_in(&mut kept, 3);
-        let late = e("late").intern_in(&mut kept, 3);
+        // Private sets here: the process-wide ones are shared with the tests
+        // running alongside.
+        let (kept, elided) = (Interned::new(3), Interned::new(usize::MAX));
+        let a = e("a").intern_in(&kept, &elided);
+        e("b").intern_in(&kept, &elided);
+        e("c").intern_in(&kept, &elided);
+        let late = e("late").intern_in(&kept, &elided);
         assert_eq!(late.text.to_string(), "(not shown)");
         assert_eq!((late.variable, late.problem), (VAR, Problem::Value));
-        assert!(std::ptr::eq(late, e("later").intern_in(&mut kept, 3)));
+        assert!(std::ptr::eq(late, e("later").intern_in(&kept, &elided)));
         assert!(
-            std::ptr::eq(a, e("a").intern_in(&mut kept, 3)),
+            std::ptr::eq(a, e("a").intern_in(&kept, &elided)),
             "kept ones stay"
         );
-        assert_eq!(kept.len(), 4);
     }
 
     #[test]
