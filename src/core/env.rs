@@ -83,22 +83,17 @@ pub struct Excerpt {
 impl Excerpt {
     /// The first `EXCERPT` bytes of `text`, cut at a character boundary.
     pub fn new(text: &str) -> Self {
+        Excerpt::lossy(text.as_bytes())
+    }
+
+    /// `bytes` as text (as [`new`](Excerpt::new)), each invalid sequence
+    /// shown as U+FFFD.
+    pub fn lossy(bytes: &[u8]) -> Self {
         let mut excerpt = Excerpt {
             bytes: [0; EXCERPT],
             len: 0,
             cut: false,
         };
-        for c in text.chars() {
-            if !excerpt.push(c) {
-                break;
-            }
-        }
-        excerpt
-    }
-
-    /// `bytes` as text, each invalid sequence shown as U+FFFD.
-    pub fn lossy(bytes: &[u8]) -> Self {
-        let mut excerpt = Excerpt::new("");
         for chunk in bytes.utf8_chunks() {
             let invalid = (!chunk.invalid().is_empty()).then_some(char::REPLACEMENT_CHARACTER);
             if !chunk
@@ -126,12 +121,11 @@ impl Excerpt {
     }
 
     /// No text kept (shown as `(not shown)`).
-    fn elided() -> Self {
-        Excerpt {
-            cut: true,
-            ..Excerpt::new("")
-        }
-    }
+    const ELIDED: Excerpt = Excerpt {
+        bytes: [0; EXCERPT],
+        len: 0,
+        cut: true,
+    };
 
     /// The text kept.
     pub fn as_str(&self) -> &str {
@@ -192,7 +186,8 @@ impl ConfigError {
     /// every `Result` of the library stays small (a larger `Error` slows each
     /// failed lookup through the C ABI). Equal errors share one copy.
     pub fn interned(self) -> &'static ConfigError {
-        static KEPT: Interned<ConfigError> = Interned::new(DISTINCT);
+        // At most 256 distinct errors keep their offending text.
+        static KEPT: Interned<ConfigError> = Interned::new(256);
         static ELIDED: Interned<ConfigError> = Interned::new(usize::MAX);
         self.intern_in(&KEPT, &ELIDED)
     }
@@ -203,7 +198,7 @@ impl ConfigError {
     fn intern_in(self, kept: &Interned<Self>, elided: &Interned<Self>) -> &'static Self {
         let leak = |e: &Self| -> &'static Self { Box::leak(Box::new(*e)) };
         let without_text = ConfigError {
-            text: Excerpt::elided(),
+            text: Excerpt::ELIDED,
             ..self
         };
         kept.get(&self, leak)
@@ -212,28 +207,17 @@ impl ConfigError {
     }
 }
 
-/// How many distinct errors are kept with their offending text.
-const DISTINCT: usize = 256;
-
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (key, text, accepted) = (self.key, self.text, self.accepted);
-        write!(
-            f,
-            "Environment variable {} is invalid. Reason: ",
-            self.variable
-        )?;
+        let (variable, key, text, accepted) = (self.variable, self.key, self.text, self.accepted);
+        write!(f, "Environment variable {variable} is invalid. Reason: ")?;
         match self.problem {
             Problem::Value => write!(f, "the value {text} is not accepted; {accepted}"),
             Problem::NotUtf8 => write!(f, "the value {text} is not UTF-8 text; {accepted}"),
             Problem::NotKeyValue => write!(f, "{text} is not key:value; {accepted}"),
             Problem::UnknownKey => {
-                let name = text.as_str().split(':').next().unwrap_or("").trim();
-                write!(
-                    f,
-                    "unknown key {} in {text}; {accepted}",
-                    Excerpt::new(name)
-                )
+                let name = Excerpt::new(text.as_str().split(':').next().unwrap_or("").trim());
+                write!(f, "unknown key {name} in {text}; {accepted}")
             }
             Problem::KeyValue => write!(f, "the value {text} of {key} is not accepted; {accepted}"),
             Problem::Duplicate => write!(f, "{key} is given more than once; give each key once"),
@@ -242,11 +226,8 @@ impl fmt::Display for ConfigError {
                     Accepted::Text(why) => why,
                     Accepted::Keys(_) => "give one of them",
                 };
-                write!(
-                    f,
-                    "{key} and {} contradict each other: {why}",
-                    text.as_str()
-                )
+                let other = text.as_str();
+                write!(f, "{key} and {other} contradict each other: {why}")
             }
         }
     }
@@ -401,17 +382,9 @@ fn or_default_to<T>(
 
 /// `1/true/yes/on` and `0/false/no/off`, any case.
 pub fn truth(text: &str) -> Option<bool> {
-    const WORDS: [(&str, bool); 8] = [
-        ("1", true),
-        ("true", true),
-        ("yes", true),
-        ("on", true),
-        ("0", false),
-        ("false", false),
-        ("no", false),
-        ("off", false),
-    ];
-    word(text, &WORDS)
+    let is = |words: [&str; 4]| words.iter().any(|w| w.eq_ignore_ascii_case(text.trim()));
+    let yes = is(["1", "true", "yes", "on"]);
+    (yes || is(["0", "false", "no", "off"])).then_some(yes)
 }
 
 /// The value paired with `text` in `choices`, any case.
@@ -498,23 +471,14 @@ pub const fn key_names<T, const N: usize>(keys: &[Key<T>]) -> [&'static str; N] 
 /// The items of a `key:value,key:value` list: split at the commas outside
 /// brackets, so that a value such as PyTorch's `[256:1,512:2]` stays whole.
 fn items(list: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(list);
-    std::iter::from_fn(move || {
-        let text = rest?;
-        let mut depth = 0usize;
-        for (i, c) in text.char_indices() {
-            match c {
-                '[' => depth += 1,
-                ']' => depth = depth.saturating_sub(1),
-                ',' if depth == 0 => {
-                    rest = Some(&text[i + 1..]);
-                    return Some(&text[..i]);
-                }
-                _ => {}
-            }
+    let mut depth = 0usize;
+    list.split(move |c| {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            _ => {}
         }
-        rest = None;
-        Some(text)
+        c == ',' && depth == 0
     })
 }
 
