@@ -6,6 +6,7 @@
 # and where the memory page of the second run is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/prereqs.sh demo
 
 cargo build --release --quiet
 out=build/demo-run

@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release
+# The library with its test hooks, for c_examples/dead_worker.c (the builds
+# below use existing libraries: -DACLALLOC_CARGO_BUILD=OFF).
+cargo build --release --lib --features test-hooks --target-dir target/test-hooks
 
 # The binaries of every example registered with aclalloc_example().
 executables() {

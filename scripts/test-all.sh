@@ -4,6 +4,7 @@
 # the Python package (pip install . into a venv, ruff, pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/prereqs.sh test-all
 
 # `cargo test` builds the cdylib but does not copy it to target/release/,
 # where the tests that compile and run C programs (and `aclalloc run`) take
@@ -15,6 +16,8 @@ if [ ! -f ../shared/conformance/acl_allocator_conformance.c ]; then
 fi
 cargo test --release
 cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
+# Also builds the library with --features test-hooks into target/test-hooks
+# for the tests that drive a test hook (c_examples/dead_worker.c).
 cmake --build build/c_examples -j 2
 ctest --test-dir build/c_examples --output-on-failure
 

@@ -46,10 +46,8 @@
 //! with `ACL_ERROR_INVALID_PARAM` instead of being dereferenced, a new
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
 
-// Every unsafe operation inside an `unsafe fn` sits in its own `unsafe`
-// block with its own SAFETY comment. (`clippy::undocumented_unsafe_blocks`
-// is not on yet: 55 blocks, most in the runtime exports of `ffi`, share one
-// comment for several blocks; see docs/ARCHITECTURE.md.)
+// Every unsafe operation, also inside an `unsafe fn`, sits in an `unsafe`
+// block with its own `// SAFETY:` comment; clippy refuses a block without one.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 

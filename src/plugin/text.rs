@@ -1,28 +1,17 @@
-//! Keeping the dynamic loader's messages for errors that must stay `Copy`.
-//!
-//! [`Error`](crate::Error) holds only `&'static str`, so the loader's text is
-//! leaked once per distinct message into a small bounded set: a service that
-//! retries a broken plugin path in a loop keeps one copy, not one per try.
+//! The dynamic loader's messages, kept for errors that must stay `Copy`
+//! ([`Error`](crate::Error) holds only `&'static str`).
 
-use parking_lot::Mutex;
+use crate::core::env::Interned;
 
-/// How many distinct loader messages are kept for the life of the process.
-const KEPT: usize = 64;
-
-static TEXTS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+/// At most this many distinct loader messages are kept for the life of the
+/// process.
+static TEXTS: Interned<str> = Interned::new(64);
 
 /// A `'static` copy of `text`, shared with earlier equal texts.
 pub fn keep(text: &str) -> &'static str {
-    let mut texts = TEXTS.lock();
-    if let Some(kept) = texts.iter().find(|kept| **kept == text) {
-        return kept;
-    }
-    if texts.len() >= KEPT {
-        return "(the loader's message was not kept: too many distinct load failures)";
-    }
-    let kept: &'static str = Box::leak(text.to_owned().into_boxed_str());
-    texts.push(kept);
-    kept
+    TEXTS
+        .get(text, |t| Box::leak(t.into()))
+        .unwrap_or("(the loader's message was not kept: too many distinct load failures)")
 }
 
 #[cfg(test)]

@@ -486,6 +486,7 @@ impl Shared {
                 unsafe {
                     foreign_call::kernel(kernel, workspace, size, user_data, self.memory.device())
                 };
+                #[cfg(feature = "test-hooks")]
                 if test_hook::panics_after(kernel) {
                     panic!(
                         "{} names this kernel: the worker panics (test hook)",
@@ -535,12 +536,13 @@ impl Shared {
     }
 }
 
-/// A test-only way for a C program to make a stream's worker die, as a bug
-/// inside the library would: `ACLALLOC_TEST_WORKER_PANIC` set (before the
-/// first kernel runs) to the address of a kernel function, as C's `%p`
-/// prints it, makes the worker panic right after running that kernel
-/// (`c_examples/dead_worker.c`). Not for production: nothing else reads it,
-/// and unset (or unparsable) it never matches.
+/// A way for a C program to make a stream's worker die, as a bug inside the
+/// library would: `ACLALLOC_TEST_WORKER_PANIC` set (before the first kernel
+/// runs) to the address of a kernel function, as C's `%p` prints it, makes
+/// the worker panic right after running that kernel
+/// (`c_examples/dead_worker.c`). Only in a library built with the
+/// `test-hooks` feature: the shipped one never reads the variable.
+#[cfg(feature = "test-hooks")]
 mod test_hook {
     use super::KernelFn;
     use std::sync::OnceLock;

@@ -1,6 +1,6 @@
 //! The faults the tracking layer detects, and the log that keeps them.
 
-use super::clock::now_ns;
+use crate::history::clock::coarse_ns as now_ns;
 use std::sync::Mutex;
 
 /// When a leak was found.

@@ -44,7 +44,6 @@
 //! id.
 
 mod churn;
-mod clock;
 pub mod events;
 mod exit;
 mod history;
@@ -58,7 +57,7 @@ mod stats;
 mod syncclock;
 mod tracker;
 
-pub use clock::STAMP_BOUND as LEAK_AGE_BOUND;
+pub use crate::history::clock::STAMP_BOUND as LEAK_AGE_BOUND;
 pub use events::{Event, Fault, LeakSeen};
 pub(crate) use exit::report_at_exit;
 pub use exit::{before_exit_report, expand as expand_path, init_from_env, write_exit_reports};

@@ -4,13 +4,13 @@
 //! rules applied to each alloc and free. The record is guarded by the lock
 //! of [`super::owner::AllocState`].
 
-use super::clock::{now_ns, stamp};
 use super::events::{record, Fault, LeakSeen};
 use super::history;
 use super::owner::Inside;
 use super::stats::AllocatorStats;
 use super::syncclock;
 use crate::core::tracked::{Block, Meta, Refused, META_WORDS};
+use crate::history::clock::{coarse_ns as now_ns, stamp};
 use std::collections::BTreeMap;
 
 /// How many freed blocks are remembered (for double-free and cross-stream

@@ -197,7 +197,7 @@ impl Tracker {
     fn create(&self, stream: StreamKey, registration: &Registration) -> &'static TrackObj {
         // Before the first tracked alloc: block stamps come from the clock
         // thread's word (see `clock`).
-        super::clock::ensure_ticker();
+        crate::history::clock::ensure_ticker();
         let mut slow = self.slow();
         let key = (stream.get().get(), registration.pack());
         let object = match slow.objects.get(&key) {
