@@ -1,9 +1,7 @@
 //! Error codes with CANN's values, and the error type of the safe Rust API.
 //!
-//! An [`Error`] is `Copy` and owns no heap memory, so a failure can be recorded
-//! for `aclGetRecentErrMsg` without allocating: the text is only formatted when
-//! somebody reads it. That keeps the failure path cheap for callers that probe
-//! streams which have no allocator on every operator launch.
+//! An [`Error`] is `Copy` and owns no heap memory, so recording a failure for
+//! `aclGetRecentErrMsg` never allocates: the text is formatted when read.
 
 use super::env::ConfigError;
 use std::os::raw::c_int;
@@ -246,30 +244,28 @@ impl Error {
             | Error::InvalidParam { .. }
             | Error::PoolDoubleFree
             | Error::PoolForeignBlock
-            | Error::StreamNotRegistered => ACL_ERROR_INVALID_PARAM,
-            Error::ForeignPointer | Error::DoubleFree => ACL_ERROR_INVALID_PARAM,
-            Error::LibraryLoad { .. } => ACL_ERROR_INVALID_FILE,
+            | Error::StreamNotRegistered
+            | Error::ForeignPointer
+            | Error::DoubleFree
+            | Error::Config(_) => ACL_ERROR_INVALID_PARAM,
+            Error::LibraryLoad { .. } | Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
             Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
-            Error::AllocatorReturnedNull { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
-            Error::AlreadyInitialized => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::AlreadyInitialized | Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,
             Error::StillInUse { .. } => ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED,
             Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
-            Error::PoolOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
-            Error::Failure { .. } => ACL_ERROR_FAILURE,
-            Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
-            Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::Failure { .. } | Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
-            Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
             Error::InvalidDevice { .. } => ACL_ERROR_RT_INVALID_DEVICEID,
             Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
-            Error::DeviceMemoryExhausted { .. }
+            Error::AllocatorReturnedNull { .. }
+            | Error::PoolOutOfMemory { .. }
+            | Error::DeviceMemoryExhausted { .. }
             | Error::ReserveFailed { .. }
             | Error::WorkspaceAlloc { .. }
             | Error::WorkspaceAddr { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
-            Error::Config(_) => ACL_ERROR_INVALID_PARAM,
         }
     }
 
@@ -295,10 +291,9 @@ struct LimitText(usize);
 
 impl std::fmt::Display for LimitText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0 == usize::MAX {
-            f.write_str("none")
-        } else {
-            write!(f, "{} bytes", self.0)
+        match self.0 {
+            usize::MAX => f.write_str("none"),
+            bytes => write!(f, "{bytes} bytes"),
         }
     }
 }

@@ -52,8 +52,7 @@ impl From<&Event> for TraceEntry {
     }
 }
 
-/// What the snapshot says about the recording itself (not in PyTorch's
-/// snapshot, which has no counter of dropped events).
+/// What the snapshot says about the recording itself.
 #[derive(Serialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RecordingInfo {
     /// Recording is on.
@@ -67,8 +66,7 @@ pub struct RecordingInfo {
 }
 
 /// `device_traces`: one list per device index, up to the highest device
-/// among `histories` and their events (PyTorch indexes the list by device);
-/// each event goes to its own device's list.
+/// seen; each event goes to its own device's list.
 pub fn device_traces(histories: &[&History]) -> Vec<Vec<TraceEntry>> {
     let index = |device: i32| usize::try_from(device).unwrap_or(0);
     let devices = histories

@@ -2,23 +2,16 @@
 //! including one loaded `RTLD_LOCAL` as a dependency of a `dlopen`ed
 //! library, which `dlsym(RTLD_NEXT, ...)` cannot see.
 //!
-//! 1. `dl_iterate_phdr` lists the loaded objects. Its callback runs under the
-//!    loader's lock: it only copies each object's name into a static buffer
-//!    and returns (a `dlopen` from inside it could deadlock with a `dlopen`
-//!    on another thread). More objects than fit: further passes, each
-//!    starting where the last one stopped.
-//! 2. After it returned, each name is opened with `RTLD_NOLOAD` (nothing is
-//!    loaded, no constructor runs, so nothing re-enters this library) and
-//!    asked for `aclrtCreateStream`; `dladdr` names the object that defines
-//!    it (a plugin's handle also finds its dependencies'). This library
-//!    itself, and any other copy of it, are skipped.
-//! 3. The runtime's own handle (`RTLD_NOLOAD`, never closed: it also keeps
-//!    the runtime mapped if the plugin that brought it is closed) is the
-//!    answer; the other handles are closed again.
+//! 1. `dl_iterate_phdr` lists the loaded objects; its callback, under the
+//!    loader's lock, only copies names into a static buffer (a `dlopen` there
+//!    could deadlock). More objects than fit: further passes.
+//! 2. Each name is opened with `RTLD_NOLOAD` (no constructor runs) and asked
+//!    for `aclrtCreateStream`; `dladdr` names the object that defines it.
+//!    This library, and any other copy of it, are skipped.
+//! 3. The runtime's own handle, never closed (it keeps the runtime mapped),
+//!    is the answer; the other handles are closed again.
 //!
-//! Nothing here allocates: names live in a static buffer guarded by a flag,
-//! symbol names are static C strings; `dlopen`/`dlsym`/`dladdr` allocate only
-//! through the C library's `malloc`, which this library does not interpose.
+//! Nothing here allocates (only the C library's `malloc`, not interposed).
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -121,8 +114,7 @@ unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _: usize, data: *mut
 }
 
 /// The loader's count of objects ever loaded into the process: a new value
-/// means something was loaded since it was last read (about a hundred
-/// nanoseconds: one `dl_iterate_phdr` that stops at the first object).
+/// means something was loaded since it was last read.
 pub(crate) fn objects_ever_loaded() -> u64 {
     unsafe extern "C" fn first(
         info: *mut libc::dl_phdr_info,

@@ -1,12 +1,9 @@
 //! What this library keeps about a real runtime's allocator descriptors.
 //!
-//! In front of a real runtime, descriptors are the runtime's: creation and
-//! the setters are forwarded, and their effect is mirrored here so that
-//! `aclrtAllocatorRegister` knows the user's callbacks (to record the
-//! registration and, with tracking on, to wrap them). Registrations made
-//! with tracking on give the runtime a descriptor of its own that holds the
-//! tracking object and callbacks (a "mirror"); it is destroyed once the
-//! runtime no longer refers to it.
+//! Descriptor calls are forwarded and their effect mirrored here, so that
+//! `aclrtAllocatorRegister` knows the user's callbacks. With tracking on, a
+//! registration gives the runtime a descriptor of its own holding the
+//! tracking callbacks (a "mirror"), destroyed once the runtime drops it.
 
 use crate::core::descriptor::Descriptor;
 use std::collections::HashMap;

@@ -68,9 +68,7 @@ impl HostRuntime {
     }
 
     /// The same runtime with `workspaces` serving launches on streams without
-    /// a registration (streams created from now on). The process-wide
-    /// runtime (built by `crate::ffi::process`) uses the default allocator;
-    /// other instances keep direct device memory unless told otherwise.
+    /// a registration (streams created from now on).
     pub fn with_workspace_allocator(mut self, workspaces: &'static dyn WorkspaceAllocator) -> Self {
         self.workspaces = workspaces;
         self

@@ -48,6 +48,12 @@ const DESTROYED: Error = Error::InvalidParam {
     reason: "The stream is being destroyed",
 };
 
+/// Why a kernel cannot destroy its own stream.
+pub(crate) const DESTROY_OWN: Error = Error::InvalidParam {
+    param: "stream",
+    reason: "A kernel cannot destroy the stream it runs on",
+};
+
 /// Why a call on a stream whose worker died fails.
 pub(crate) const DEAD: Error = Error::InvalidParam {
     param: "stream",
@@ -114,11 +120,9 @@ struct Shared {
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
-    /// Guards the sleeps below (the data itself is lock-free). The standard
-    /// library's futex-based lock and condition variables, not parking_lot's:
-    /// parking_lot parks threads in one process-wide table, and a worker
-    /// caught parking by `fork()` would leave a bucket of it locked in the
-    /// child, hanging the child's own streams (see `fork.rs`).
+    /// Guards the sleeps below. The standard library's futex-based lock, not
+    /// parking_lot's process-wide parking table, which a worker caught
+    /// parking by `fork()` would leave locked in the child.
     lock: SleepMutex<()>,
     work: Condvar,
     room: Condvar,
@@ -229,9 +233,7 @@ impl Stream {
                     "A kernel cannot enqueue onto its own stream when the stream's queue is full",
             });
         }
-        // A kernel waiting for room here waits for this stream's kernels, as
-        // a synchronize does: recorded in the wait-for graph, and refused
-        // if this stream's kernel is (through others) waiting for it.
+        // Waiting for room waits for this stream's kernels, as a synchronize.
         let _waiting = self.wait_from_kernel()?;
         let shared = &*self.shared;
         shared.room_waiters.fetch_add(1, Ordering::SeqCst);
@@ -267,8 +269,6 @@ impl Stream {
         }
         self.check_alive()?;
         let shared = &*self.shared;
-        // A kernel waiting for another stream: refused if that stream's
-        // kernel is (through others) waiting for this one.
         let _waiting = self.wait_from_kernel()?;
         let reached = AtomicBool::new(false);
         match self.enqueue(Task::Fence(&reached)) {
@@ -298,12 +298,10 @@ impl Stream {
         }
     }
 
-    /// Records in the wait-for graph that the calling kernel, if the caller
-    /// is a stream's worker, is about to wait for this stream's work; fails
-    /// when this stream's kernel already waits (through others) for the
-    /// caller's stream. Every wait of a kernel for another stream goes
-    /// through here (synchronize, waiting for room, destroying it: see
-    /// `destroy_stream_handle`), so the graph sees them all.
+    /// Records in the wait-for graph that the calling kernel, if any, is
+    /// about to wait for this stream; fails when this stream's kernel
+    /// already waits (through others) for the caller's stream. Every wait of
+    /// a kernel for another stream goes through here.
     pub(crate) fn wait_from_kernel(&self) -> Result<Option<waits::Waiting>> {
         match WORKER_OF.with(|w| w.get()) {
             0 => Ok(None),
@@ -321,10 +319,7 @@ impl Stream {
     /// runs first. Returns once the worker has exited.
     pub fn shut_down(&self, force: bool) -> Result<()> {
         if self.is_current_worker() {
-            return Err(Error::InvalidParam {
-                param: "stream",
-                reason: "A kernel cannot destroy the stream it runs on",
-            });
+            return Err(DESTROY_OWN);
         }
         let shared = &*self.shared;
         shared.closed.store(true, Ordering::SeqCst);
@@ -407,9 +402,7 @@ impl Shared {
 
     fn run(&self) {
         WORKER_OF.with(|w| w.set(self as *const Shared as usize));
-        // A panic inside the library while running the stream's work must
-        // not leave synchronizers waiting forever for a thread that is gone:
-        // the stream is marked dead and everyone waiting is woken.
+        // After a panic the stream is dead and everyone waiting is woken.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
         if outcome.is_err() {
             self.dead.store(true, Ordering::SeqCst);
@@ -573,10 +566,15 @@ mod tests {
         log.lock().push(size);
     }
 
-    unsafe extern "C" fn slow(_: *mut c_void, _: usize, count: *mut c_void) {
-        std::thread::sleep(std::time::Duration::from_millis(2));
+    unsafe extern "C" fn tally(_: *mut c_void, _: usize, count: *mut c_void) {
         // SAFETY: the tests pass an AtomicUsize.
         unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
+    }
+
+    unsafe extern "C" fn slow(workspace: *mut c_void, size: usize, count: *mut c_void) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        // SAFETY: as `tally`.
+        unsafe { tally(workspace, size, count) }
     }
 
     unsafe extern "C" fn gated(_: *mut c_void, _: usize, gate: *mut c_void) {
@@ -595,6 +593,10 @@ mod tests {
         .unwrap()
     }
 
+    fn ptr<T>(x: &T) -> *const c_void {
+        x as *const T as *const c_void
+    }
+
     fn kernel(kernel: KernelFn, size: usize, data: *const c_void) -> Task {
         Task::Kernel {
             kernel,
@@ -610,8 +612,7 @@ mod tests {
         let s = stream();
         let log = Mutex::new(Vec::<usize>::new());
         for i in 0..5000 {
-            s.enqueue(kernel(append, i, &log as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(append, i, ptr(&log))).unwrap();
         }
         s.synchronize().unwrap();
         assert_eq!(*log.lock(), (0..5000).collect::<Vec<_>>());
@@ -623,26 +624,20 @@ mod tests {
         let count = AtomicUsize::new(0);
         let s = stream();
         for _ in 0..10 {
-            s.enqueue(kernel(slow, 0, &count as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(slow, 0, ptr(&count))).unwrap();
         }
         s.shut_down(false).unwrap();
         assert_eq!(count.load(Ordering::SeqCst), 10);
-        assert_eq!(
-            s.enqueue(kernel(slow, 0, &count as *const _ as *const c_void)),
-            Err(DESTROYED)
-        );
+        assert_eq!(s.enqueue(kernel(slow, 0, ptr(&count))), Err(DESTROYED));
 
         // The first kernel holds the worker until the forced shutdown has
         // emptied the queue, so exactly that one runs.
         let gate = AtomicBool::new(true);
         let forced = AtomicUsize::new(0);
         let s = stream();
-        s.enqueue(kernel(gated, 0, &gate as *const _ as *const c_void))
-            .unwrap();
+        s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
         for _ in 0..50 {
-            s.enqueue(kernel(slow, 0, &forced as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(slow, 0, ptr(&forced))).unwrap();
         }
         std::thread::scope(|scope| {
             let shutting = scope.spawn(|| s.shut_down(true));
@@ -684,23 +679,17 @@ mod tests {
         let s = stream();
         let n = QUEUE_CAPACITY + 20;
         for _ in 0..n {
-            s.enqueue(kernel(slow_free, 0, &count as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(tally, 0, ptr(&count))).unwrap();
         }
         s.synchronize().unwrap();
         assert_eq!(count.load(Ordering::SeqCst), n);
-    }
-
-    unsafe extern "C" fn slow_free(_: *mut c_void, _: usize, count: *mut c_void) {
-        // SAFETY: the tests pass an AtomicUsize.
-        unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
     }
 
     #[test]
     fn a_dead_worker_fails_every_later_call_and_is_never_waited_for() {
         let s = stream();
         let count = AtomicUsize::new(0);
-        let data = &count as *const _ as *const c_void;
+        let data = ptr(&count);
         s.enqueue(kernel(slow, 0, data)).unwrap();
         s.enqueue(Task::Panic).unwrap();
         s.enqueue(kernel(slow, 0, data)).unwrap();
@@ -717,8 +706,7 @@ mod tests {
         // A synchronizer already waiting when the worker dies is woken too.
         let gate = AtomicBool::new(true);
         let s = stream();
-        s.enqueue(kernel(gated, 0, &gate as *const _ as *const c_void))
-            .unwrap();
+        s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
         s.enqueue(Task::Panic).unwrap();
         std::thread::scope(|scope| {
             let waiting = scope.spawn(|| s.synchronize());
@@ -817,7 +805,7 @@ mod tests {
             kernel: append,
             workspace: ws.as_ptr().cast(),
             size: 1000,
-            user_data: &log as *const _ as *mut c_void,
+            user_data: ptr(&log) as *mut c_void,
             release: true,
         })
         .unwrap();
