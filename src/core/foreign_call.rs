@@ -319,16 +319,25 @@ mod tests {
 
     #[test]
     fn the_message_names_the_callback_and_what_it_was_called_for() {
-        let (stream, descriptor) = (0x1234, 0xabc);
+        let (stream, descriptor, function, block, device) = (0x1234, 0xabc, 0x4000, 0x40, 1);
+        let plugin = Callback::Plugin {
+            function: PluginFunction::EmptyCache,
+            library: Name::new(b"/opt/lib/libmine.so"),
+            symbol: Name::new(b"my_empty"),
+        };
+        let (alloc, advise) = (
+            "alloc callback (aclrtAllocatorAllocFunc)",
+            "allocAdvise callback",
+        );
         let cases: [(Callback, &[&str], &str); 7] = [
             (
                 Callback::Alloc { stream, descriptor },
-                &[
-                    "alloc callback (aclrtAllocatorAllocFunc)",
-                    "descriptor 0xabc",
-                    "stream 0x1234",
-                    "catch exceptions inside the callback",
-                ],
+                &[alloc, "descriptor 0xabc"],
+                "",
+            ),
+            (
+                Callback::AllocAdvise { stream, descriptor },
+                &[advise, "stream 0x1234"],
                 "",
             ),
             (
@@ -340,31 +349,13 @@ mod tests {
                 "descriptor 0x",
             ),
             (
-                Callback::Kernel {
-                    function: 0x4000,
-                    device: 1,
-                },
+                Callback::Kernel { function, device },
                 &["kernel at 0x4000", "device 1"],
                 "",
             ),
             (
-                Callback::AllocAdvise {
-                    stream: 0x10,
-                    descriptor: 0x20,
-                },
-                &[
-                    "allocAdvise callback (aclrtAllocatorAllocAdviseFunc)",
-                    "descriptor 0x20",
-                    "stream 0x10",
-                ],
-                "",
-            ),
-            (
-                Callback::TrackedGetAddr {
-                    function: 0x30,
-                    block: 0x40,
-                },
-                &["getAddrFromBlock callback", "at 0x30", "block 0x40"],
+                Callback::TrackedGetAddr { function, block },
+                &["at 0x4000", "block 0x40"],
                 "",
             ),
             (
@@ -376,11 +367,7 @@ mod tests {
                 "for stream",
             ),
             (
-                Callback::Plugin {
-                    function: PluginFunction::EmptyCache,
-                    library: Name::new(b"/opt/lib/libmine.so"),
-                    symbol: Name::new(b"my_empty"),
-                },
+                plugin,
                 &["empty-cache function (emptyCacheSymbol) my_empty of /opt/lib/libmine.so"],
                 "",
             ),
@@ -390,6 +377,12 @@ mod tests {
             assert!(present.iter().all(|p| m.contains(p)), "{m}");
             assert!(absent.is_empty() || !m.contains(absent), "{m}");
         }
+        let m = message(Callback::Alloc { stream, descriptor });
+        assert!(m.contains("stream 0x1234") && m.contains("catch exceptions inside the callback"));
+        let m = message(Callback::AllocAdvise { stream, descriptor });
+        assert!(m.contains("(aclrtAllocatorAllocAdviseFunc)") && m.contains("descriptor 0xabc"));
+        let m = message(Callback::TrackedGetAddr { function, block });
+        assert!(m.contains("getAddrFromBlock callback"), "{m}");
     }
 
     #[test]

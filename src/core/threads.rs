@@ -81,15 +81,9 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
+        use libc::{SIGALRM, SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2};
         for sig in [
-            libc::SIGINT,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGUSR1,
-            libc::SIGUSR2,
-            libc::SIGCHLD,
-            libc::SIGPIPE,
-            libc::SIGALRM,
+            SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGALRM,
         ] {
             assert!(is_blocked(&inside, sig), "signal {sig} not blocked");
         }
@@ -98,11 +92,8 @@ mod tests {
         }
         let after = current_mask();
         for sig in 1..32 {
-            assert_eq!(
-                is_blocked(&before, sig),
-                is_blocked(&after, sig),
-                "the caller's mask changed for signal {sig}"
-            );
+            let (was, is) = (is_blocked(&before, sig), is_blocked(&after, sig));
+            assert_eq!(was, is, "the caller's mask changed for signal {sig}");
         }
     }
 }

@@ -151,10 +151,8 @@ fn defining_object(addr: *const c_void) -> Option<(usize, *const c_char)> {
 /// The base address of the object defining `addr` (`None` for NULL or an
 /// address in no object).
 pub(crate) fn defining_base(addr: *const c_void) -> Option<usize> {
-    if addr.is_null() {
-        return None;
-    }
-    defining_object(addr).map(|(base, _)| base)
+    let object = (!addr.is_null()).then(|| defining_object(addr));
+    object.flatten().map(|(base, _)| base)
 }
 
 /// The base address of this library (of the executable, when the crate is

@@ -89,22 +89,13 @@ pub(crate) fn remember(instance: usize, handle: usize, stream: &Arc<Stream>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::Config;
-    use super::super::host::HostRuntime;
-    use crate::registry::api::AllocatorApi;
+    use super::super::host::{tests::runtime, HostRuntime};
     use crate::registry::StreamKey;
     use std::sync::Arc;
 
-    fn runtime() -> HostRuntime {
-        HostRuntime::new(
-            Ok(Config::default()),
-            Box::leak(Box::new(AllocatorApi::new())),
-        )
-    }
-
     #[test]
     fn runtimes_handing_out_the_same_handle_keep_their_streams_apart() {
-        let (a, b) = (runtime(), runtime());
+        let (a, b) = (runtime(1, 1 << 20), runtime(1, 1 << 20));
         let on = |rt: &HostRuntime| {
             rt.set_device(0).unwrap();
             rt.create_stream(0, 0).unwrap()

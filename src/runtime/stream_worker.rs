@@ -63,36 +63,26 @@ pub(crate) const DEAD: Error = Error::InvalidParam {
 /// One unit of work on a stream.
 #[derive(Clone, Copy)]
 pub enum Task {
-    /// Runs `kernel(workspace, size, user_data)`; with `release`, the
-    /// workspace then goes back to the stream's workspace allocator.
+    /// Runs `kernel(workspace, size, user_data)` (`workspace` NULL when
+    /// `size` is 0); with `release`, the workspace then goes back to the
+    /// stream's workspace allocator.
     Kernel {
-        /// The kernel.
         kernel: KernelFn,
-        /// Its workspace (NULL when `size` is 0).
         workspace: *mut c_void,
-        /// The workspace size.
         size: usize,
-        /// The caller's argument.
         user_data: *mut c_void,
-        /// Whether the worker frees the workspace after the kernel.
         release: bool,
     },
     /// `memmove(dst, src, count)`.
     Copy {
-        /// Destination.
         dst: *mut u8,
-        /// Source.
         src: *const u8,
-        /// Bytes.
         count: usize,
     },
     /// `memset(dst, value, count)`.
     Set {
-        /// Destination.
         dst: *mut u8,
-        /// The byte value.
         value: u8,
-        /// Bytes.
         count: usize,
     },
     /// Marks the point a synchronizer waits for.
@@ -745,9 +735,7 @@ mod tests {
         while cycle.b.shared.room_waiters.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
-        // Give A's kernel the moment between counting itself as a room
-        // waiter and sleeping (the order of the two does not matter to
-        // the graph, which records the wait before either).
+        // Let A's kernel go from counting itself as a room waiter to sleeping.
         std::thread::sleep(std::time::Duration::from_millis(5));
         *cycle.b_result.lock() = Some(cycle.a.synchronize());
     }
