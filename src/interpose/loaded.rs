@@ -166,11 +166,6 @@ const CREATE_STREAM: &CStr = c"aclrtCreateStream";
 /// loaded under another path is not a runtime to forward to.
 const OWN_MARK: &CStr = c"aclallocTrackingSetEnabled";
 
-/// What [`find`] found: the runtime's handle (kept open).
-pub(crate) struct Found {
-    pub(crate) handle: *mut c_void,
-}
-
 /// The `dlsym(handle, name)` address, if defined in an object other than
 /// this library, with that object's base and name.
 fn defined_elsewhere(
@@ -187,8 +182,8 @@ fn defined_elsewhere(
 }
 
 /// Checks the object named `name` (a loaded object): the runtime's handle
-/// if it or a dependency defines the ACL runtime.
-fn check(name: &CStr, own: usize) -> Option<Found> {
+/// (kept open) if it or a dependency defines the ACL runtime.
+fn check(name: &CStr, own: usize) -> Option<*mut c_void> {
     // SAFETY: a NUL-terminated path; RTLD_NOLOAD loads nothing.
     let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
     if h.is_null() {
@@ -205,7 +200,7 @@ fn check(name: &CStr, own: usize) -> Option<Found> {
                 // SAFETY: the handle just opened.
                 unsafe { libc::dlclose(rt) };
             } else {
-                found = Some(Found { handle: rt });
+                found = Some(rt);
             }
         }
     }
@@ -215,9 +210,9 @@ fn check(name: &CStr, own: usize) -> Option<Found> {
 }
 
 /// Looks for a loaded object defining the ACL runtime (other than this
-/// library), in load order. `wait`: wait for a concurrent scan instead of
+/// library), in load order: its handle, kept open. `wait`: wait for a concurrent scan instead of
 /// giving up (`None`) when one is running.
-pub(crate) fn find(wait: bool) -> Option<Found> {
+pub(crate) fn find(wait: bool) -> Option<*mut c_void> {
     let mut guard = if wait {
         ScanGuard::take()
     } else {

@@ -265,7 +265,7 @@ fn find_runtime() -> Option<Addresses> {
     let own = super::loaded::own_base();
     addresses(|name| {
         // SAFETY: the runtime's live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(found.handle, name.as_ptr()) };
+        let p = unsafe { libc::dlsym(found, name.as_ptr()) };
         // Never this library's own function (a runtime cannot depend on it,
         // but a forwarded call to ourselves would never end).
         match super::loaded::defining_base(p) {
@@ -395,7 +395,7 @@ pub fn late_runtime() -> Option<&'static CStr> {
         return None;
     }
     let found = super::loaded::find(false)?;
-    let name = super::loaded::name_of(found.handle);
+    let name = super::loaded::name_of(found);
     // Kept open: the name stays valid for the life of the process.
     if LATE_FOUND.swap(true, Ordering::AcqRel) {
         return None;

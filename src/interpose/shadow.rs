@@ -7,7 +7,7 @@
 
 use crate::core::descriptor::Descriptor;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, PoisonError};
 
 #[derive(Default)]
 struct Tables {
@@ -17,12 +17,9 @@ struct Tables {
 
 static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
 
-fn tables() -> MutexGuard<'static, Option<Tables>> {
-    TABLES.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn with<R>(f: impl FnOnce(&mut Tables) -> R) -> R {
-    f(tables().get_or_insert_with(Tables::default))
+    let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+    f(tables.get_or_insert_with(Tables::default))
 }
 
 /// The runtime created descriptor `desc`.
