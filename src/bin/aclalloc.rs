@@ -2,16 +2,13 @@
 //! with the allocator tracking layer on, and print what it found.
 //!
 //! The launcher must not load the library it preloads into the child: it
-//! uses the standard library, libc for signals, and the page generator
-//! (`src/viz`, included by path, with serde_json).
+//! uses std, libc and the page generator (`src/viz`, included by path).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-// The library's page generator, compiled into this program (it depends on
-// serde_json only), so that `viz` does not link libaclalloc.
 #[path = "../viz/mod.rs"]
 mod viz;
 
@@ -416,10 +413,9 @@ fn run(options: RunOptions) -> ExitCode {
 /// The program's process id, for [`forward`].
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// SIGTERM and SIGHUP sent to the launcher (a service manager stopping what
-/// it started, often the launcher alone) go to the program, which writes its
-/// report and ends; the launcher stays to deliver the report and passes the
-/// program's status on (128+N).
+/// SIGTERM and SIGHUP sent to the launcher (a service manager stopping it)
+/// go to the program, which writes its report; the launcher stays to deliver
+/// it and passes the program's status on (128+N).
 fn forward_stop_signals(pid: u32) {
     CHILD.store(pid as i32, std::sync::atomic::Ordering::SeqCst);
     for sig in [libc::SIGTERM, libc::SIGHUP] {

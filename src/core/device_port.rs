@@ -112,9 +112,8 @@ pub fn device_stamp() -> usize {
     DEVICE_STAMP.load(Ordering::Acquire)
 }
 
-/// CANN's virtual-memory functions (`acl_rt.h`) of the process's runtime,
-/// with `aclrtSynchronizeDevice`, which an expandable pool calls before it
-/// unmaps pages that queued work might still use.
+/// CANN's virtual-memory functions of the process's runtime, with
+/// `aclrtSynchronizeDevice` (an expandable pool synchronizes before unmapping).
 #[derive(Clone, Copy)]
 pub struct VirtualMemoryCalls {
     /// `aclrtReserveMemAddress(virPtr, size, alignment, expectPtr, flags)`.

@@ -43,9 +43,8 @@ impl Recorder {
     }
 
     /// Keeps the last `max_entries` events from now on, discarding what was
-    /// recorded before (as PyTorch's `_record_memory_history` does on every
-    /// call); 0 switches recording off and frees the ring. The memory is
-    /// reserved here, before the lock is taken: on failure nothing changes.
+    /// recorded before (as PyTorch does); 0 switches recording off. The
+    /// memory is reserved before the lock is taken: on failure nothing changes.
     pub fn set_max_entries(&self, max_entries: usize) -> Result<(), TryReserveError> {
         let fresh = Ring::with_capacity(max_entries)?;
         if max_entries == 0 {

@@ -1,11 +1,9 @@
 //! A small, honest ACL runtime on the host.
 //!
-//! Programs written against CANN call `aclInit`, `aclrtSetDevice` and
-//! `aclrtCreateStream` before they touch the allocator API. This module makes
-//! them run on any Linux machine: a device is a budget of host memory, a
-//! stream is a real in-order queue run by a host worker thread, and
-//! [`launch`](HostRuntime::launch) (`aclallocLaunchKernel`) consumes a stream's
-//! registered allocator the way CANN's executor does.
+//! Lets programs written against CANN run on any Linux machine: a device is
+//! a budget of host memory, a stream an in-order queue run by a host worker
+//! thread, and [`launch`](HostRuntime::launch) (`aclallocLaunchKernel`)
+//! consumes a stream's registered allocator the way CANN's executor does.
 //!
 //! | module | concern |
 //! | --- | --- |

@@ -1,17 +1,13 @@
 //! A stream: an in-order queue of work run by its own host worker thread.
 //!
-//! The queue is a lock-free ring of fixed capacity ([`ArrayQueue`]),
-//! allocated when the stream is created, so a launch never allocates and
-//! never takes a lock: it costs one slot written and one index advanced.
-//! When the ring is full the launching thread waits for room, as a device
-//! queue applies back-pressure.
+//! The queue is a lock-free ring of fixed capacity ([`ArrayQueue`]), so a
+//! launch never allocates nor locks; when it is full the launcher waits for
+//! room, as a device queue applies back-pressure.
 //!
-//! The worker runs tasks in order, spins briefly when the ring is empty and
-//! then sleeps on a condition variable; a producer signals it only when it
-//! is actually asleep (a flag both sides check behind a full fence, so no
-//! wake-up is lost). `synchronize` enqueues a fence task and waits until the
-//! worker reaches it, so no per-task completion counter is shared between
-//! the launching thread and the worker.
+//! The worker spins briefly when the ring is empty, then sleeps; a producer
+//! signals it only when it is asleep (a flag both sides check behind a full
+//! fence, so no wake-up is lost). `synchronize` enqueues a fence task and
+//! waits until the worker reaches it.
 
 use super::fork;
 use super::memory::DeviceHeap;

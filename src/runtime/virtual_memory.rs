@@ -2,14 +2,12 @@
 //! `aclrtReleaseMemAddress`, `aclrtMallocPhysical`, `aclrtFreePhysical`,
 //! `aclrtMapMem`, `aclrtUnmapMem`, `aclrtMemGetAllocationGranularity`.
 //!
-//! - A reservation is address space without memory: an anonymous
-//!   `PROT_NONE` mapping, aligned to the granularity (2 MiB).
-//! - Physical memory is a `memfd_create` file of the requested size, counted
-//!   against its device's capacity like `aclrtMalloc` memory (pages cost host
-//!   memory only once touched).
-//! - Mapping puts the file over a sub-range of a reservation (`MAP_FIXED |
-//!   MAP_SHARED`, read-write); unmapping puts `PROT_NONE` address space back,
-//!   so the range stays reserved and a stray access faults as on a device.
+//! - A reservation is an anonymous `PROT_NONE` mapping, aligned to the
+//!   granularity (2 MiB).
+//! - Physical memory is a `memfd_create` file, counted against its device's
+//!   capacity like `aclrtMalloc` memory.
+//! - Mapping puts the file over part of a reservation; unmapping puts
+//!   `PROT_NONE` space back, so a stray access faults as on a device.
 //!
 //! As in CANN: a mapping covers a whole physical allocation; freeing mapped
 //! memory kills the handle at once and gives the memory back with its last

@@ -1,11 +1,8 @@
-//! From a snapshot (this library's pool or tracking snapshot, or PyTorch's
-//! `_snapshot()`) to the page's data: per device, the allocations and
-//! segments as intervals over the trace's events, and the segments at the
-//! end with their blocks.
-//!
-//! The pairing is done here, in exact 64-bit arithmetic, so that the page's
-//! script only draws: addresses reach it as hex strings, offsets within a
-//! segment and sizes as numbers (always below 2^53).
+//! From a snapshot (this library's, or PyTorch's `_snapshot()`) to the
+//! page's data: per device, allocations and segments as intervals over the
+//! trace's events, and the segments at the end with their blocks. Paired
+//! here in exact 64-bit arithmetic: addresses reach the script as hex
+//! strings, offsets and sizes as numbers (always below 2^53).
 
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
