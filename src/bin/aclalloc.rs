@@ -2,16 +2,13 @@
 //! with the allocator tracking layer on, and print what it found.
 //!
 //! The launcher must not load the library it preloads into the child: it
-//! uses the standard library, libc for signals, and the page generator
-//! (`src/viz`, included by path, with serde_json).
+//! uses std, libc and the page generator (`src/viz`, included by path).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-// The library's page generator, compiled into this program (it depends on
-// serde_json only), so that `viz` does not link libaclalloc.
 #[path = "../viz/mod.rs"]
 mod viz;
 
@@ -123,6 +120,7 @@ EXAMPLES:
 /// long run's timeline, 4.8 MB of ring.
 const HTML_HISTORY: usize = 100_000;
 
+#[derive(Default)]
 struct RunOptions {
     report: Option<PathBuf>,
     json: Option<PathBuf>,
@@ -130,7 +128,7 @@ struct RunOptions {
     /// Events to record (`None`: not asked; `--html` then records
     /// [`HTML_HISTORY`]).
     history: Option<usize>,
-    track: bool,
+    no_track: bool,
     lib: Option<PathBuf>,
     /// Exit code when faults were found (valgrind's option); 0 is off.
     error_exitcode: u8,
@@ -139,37 +137,29 @@ struct RunOptions {
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match args.first().and_then(|a| a.to_str()) {
+    // `Ok(None)`: the help was asked for.
+    let outcome = match args.first().and_then(|a| a.to_str()) {
         // No arguments is a usage error, as for other command-line tools.
         None => {
             eprint!("{HELP}");
-            ExitCode::from(2)
+            Ok(Some(ExitCode::from(2)))
         }
-        Some("-h") | Some("--help") | Some("help") => {
+        Some("-h") | Some("--help") | Some("help") => Ok(None),
+        Some("-V") | Some("--version") => {
+            println!("aclalloc {}", env!("CARGO_PKG_VERSION"));
+            Ok(Some(ExitCode::SUCCESS))
+        }
+        Some("run") => parse_run(&args[1..]).map(|o| o.map(run)),
+        Some("viz") => parse_viz(&args[1..]).map(|o| o.map(|(i, o)| write_page(&i, &o))),
+        Some(other) => Err(format!("unknown command '{other}'")),
+    };
+    match outcome {
+        Ok(Some(code)) => code,
+        Ok(None) => {
             print!("{HELP}");
             ExitCode::SUCCESS
         }
-        Some("-V") | Some("--version") => {
-            println!("aclalloc {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Some("run") => match parse_run(&args[1..]) {
-            Ok(Some(options)) => run(options),
-            Ok(None) => {
-                print!("{HELP}");
-                ExitCode::SUCCESS
-            }
-            Err(message) => usage_error(&message),
-        },
-        Some("viz") => match parse_viz(&args[1..]) {
-            Ok(Some((input, output))) => write_page(&input, &output),
-            Ok(None) => {
-                print!("{HELP}");
-                ExitCode::SUCCESS
-            }
-            Err(message) => usage_error(&message),
-        },
-        Some(other) => usage_error(&format!("unknown command '{other}'")),
+        Err(message) => usage_error(&message),
     }
 }
 
@@ -179,16 +169,7 @@ fn usage_error(message: &str) -> ExitCode {
 }
 
 fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
-    let mut options = RunOptions {
-        report: None,
-        json: None,
-        html: None,
-        history: None,
-        track: true,
-        lib: None,
-        error_exitcode: 0,
-        program: Vec::new(),
-    };
+    let mut options = RunOptions::default();
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].to_str().unwrap_or("");
@@ -209,19 +190,14 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
             "--html" => options.html = Some(value("--html")?),
             "--lib" => options.lib = Some(value("--lib")?),
             "--history" => {
-                let n = value("--history")?;
-                options.history = Some(n.to_str().and_then(|n| n.parse().ok()).ok_or(format!(
-                    "--history needs a whole number of events (0: off), not '{}'",
-                    n.display()
-                ))?);
+                let what = "a whole number of events (0: off)";
+                options.history = Some(number(value("--history")?, "--history", what)?);
             }
-            "--no-track" => options.track = false,
+            "--no-track" => options.no_track = true,
             "--error-exitcode" => {
-                let n = value("--error-exitcode")?;
-                options.error_exitcode = n.to_str().and_then(|n| n.parse().ok()).ok_or(format!(
-                    "--error-exitcode needs a number from 0 to 255, not '{}'",
-                    n.display()
-                ))?;
+                let what = "a number from 0 to 255";
+                options.error_exitcode =
+                    number(value("--error-exitcode")?, "--error-exitcode", what)?;
             }
             _ => {
                 return Err(format!(
@@ -236,6 +212,12 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
         return Err("no program given: aclalloc run [OPTIONS] -- PROGRAM [ARGS...]".into());
     }
     Ok(Some(options))
+}
+
+/// The value of option `name`, a number (`what` says which).
+fn number<N: std::str::FromStr>(value: PathBuf, name: &str, what: &str) -> Result<N, String> {
+    let parsed = value.to_str().and_then(|n| n.parse().ok());
+    parsed.ok_or(format!("{name} needs {what}, not '{}'", value.display()))
 }
 
 fn parse_viz(args: &[OsString]) -> Result<Option<(PathBuf, PathBuf)>, String> {
@@ -265,32 +247,32 @@ fn parse_viz(args: &[OsString]) -> Result<Option<(PathBuf, PathBuf)>, String> {
 }
 
 fn write_page(input: &Path, output: &Path) -> ExitCode {
-    let text = match std::fs::read_to_string(input) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("aclalloc: cannot read {}: {e}", input.display());
-            return ExitCode::from(1);
-        }
-    };
     let title = input
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let page = match viz::page_from_json(&text, &title) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("aclalloc: cannot draw {}: {e}", input.display());
-            return ExitCode::from(1);
+    let written = std::fs::read_to_string(input)
+        .map_err(|e| format!("cannot read {}: {e}", input.display()))
+        .and_then(|text| {
+            viz::page_from_json(&text, &title)
+                .map_err(|e| format!("cannot draw {}: {e}", input.display()))
+        })
+        .and_then(|page| {
+            std::fs::write(output, page)
+                .map_err(|e| format!("cannot write {}: {e}", output.display()))
+        });
+    match written {
+        Ok(()) => {
+            println!(
+                "aclalloc: wrote {} (open it in any browser; it needs no network)",
+                output.display()
+            );
+            ExitCode::SUCCESS
         }
-    };
-    if let Err(e) = std::fs::write(output, page) {
-        eprintln!("aclalloc: cannot write {}: {e}", output.display());
-        return ExitCode::from(1);
+        Err(message) => {
+            eprintln!("aclalloc: {message}");
+            ExitCode::from(1)
+        }
     }
-    println!(
-        "aclalloc: wrote {} (open it in any browser; it needs no network)",
-        output.display()
-    );
-    ExitCode::SUCCESS
 }
 
 fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
@@ -336,20 +318,20 @@ fn scratch_dir() -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// What the launcher exits with when it cannot run the program.
+fn cannot_run(message: &str) -> ExitCode {
+    eprintln!("aclalloc: {message}");
+    ExitCode::from(127)
+}
+
 fn run(options: RunOptions) -> ExitCode {
     let lib = match find_library(options.lib.as_deref()) {
         Ok(lib) => lib,
-        Err(message) => {
-            eprintln!("aclalloc: {message}");
-            return ExitCode::from(127);
-        }
+        Err(message) => return cannot_run(&message),
     };
     let scratch = match scratch_dir() {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("aclalloc: cannot create a scratch directory: {e}");
-            return ExitCode::from(127);
-        }
+        Err(e) => return cannot_run(&format!("cannot create a scratch directory: {e}")),
     };
     let mut preload = OsString::from(lib.as_os_str());
     if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
@@ -360,7 +342,8 @@ fn run(options: RunOptions) -> ExitCode {
     command
         .args(&options.program[1..])
         .env("LD_PRELOAD", preload);
-    if options.track {
+    let track = !options.no_track;
+    if track {
         command
             .env("ACLALLOC_TRACK", "1")
             .env("ACLALLOC_TRACK_REPORT", scratch.join("report.%p"));
@@ -382,12 +365,11 @@ fn run(options: RunOptions) -> ExitCode {
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
-                "aclalloc: cannot run {}: {e}",
-                options.program[0].to_string_lossy()
-            );
             let _ = std::fs::remove_dir_all(&scratch);
-            return ExitCode::from(127);
+            return cannot_run(&format!(
+                "cannot run {}: {e}",
+                options.program[0].to_string_lossy()
+            ));
         }
     };
     // The terminal's interrupt goes to the whole process group: let the
@@ -402,9 +384,8 @@ fn run(options: RunOptions) -> ExitCode {
     let status = match child.wait() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("aclalloc: waiting for the program failed: {e}");
             let _ = std::fs::remove_dir_all(&scratch);
-            return ExitCode::from(127);
+            return cannot_run(&format!("waiting for the program failed: {e}"));
         }
     };
     let code = status
@@ -413,7 +394,7 @@ fn run(options: RunOptions) -> ExitCode {
     // The program's exit code is passed through even when a report is
     // missing: the note on stderr says so.
     let mut faults = 0;
-    if options.track {
+    if track {
         faults = deliver_report(&scratch, pid, options.report.as_deref(), &status);
         if let Some(json) = &options.json {
             deliver_json(&scratch, pid, json);
@@ -432,10 +413,9 @@ fn run(options: RunOptions) -> ExitCode {
 /// The program's process id, for [`forward`].
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// SIGTERM and SIGHUP sent to the launcher (a service manager stopping what
-/// it started, often the launcher alone) go to the program, which writes its
-/// report and ends; the launcher stays to deliver the report and passes the
-/// program's status on (128+N).
+/// SIGTERM and SIGHUP sent to the launcher (a service manager stopping it)
+/// go to the program, which writes its report; the launcher stays to deliver
+/// it and passes the program's status on (128+N).
 fn forward_stop_signals(pid: u32) {
     CHILD.store(pid as i32, std::sync::atomic::Ordering::SeqCst);
     for sig in [libc::SIGTERM, libc::SIGHUP] {
@@ -525,9 +505,15 @@ fn fault_count(report: &str) -> u64 {
         .sum()
 }
 
+/// The program's own JSON snapshot, if it wrote one.
+fn snapshot(dir: &Path, pid: u32) -> Option<PathBuf> {
+    let found = outputs(dir, "snapshot.", ".json", pid).into_iter().next();
+    found.map(|(_, path)| path)
+}
+
 /// The page of the program's snapshot (live blocks at exit and faults).
 fn deliver_html(dir: &Path, pid: u32, to: &Path) {
-    let Some((_, path)) = outputs(dir, "snapshot.", ".json", pid).into_iter().next() else {
+    let Some(path) = snapshot(dir, pid) else {
         eprintln!("aclalloc: the program wrote no JSON snapshot, so no page");
         return;
     };
@@ -547,7 +533,7 @@ fn deliver_html(dir: &Path, pid: u32, to: &Path) {
 }
 
 fn deliver_json(dir: &Path, pid: u32, to: &Path) {
-    let Some((_, path)) = outputs(dir, "snapshot.", ".json", pid).into_iter().next() else {
+    let Some(path) = snapshot(dir, pid) else {
         eprintln!("aclalloc: the program wrote no JSON snapshot");
         return;
     };

@@ -42,56 +42,37 @@ impl FfiReturn for () {
     fn failure(_: aclError) -> Self {}
 }
 
-/// Count-returning functions: the count, or `u64::MAX` when the count could
-/// not be taken.
-impl FfiReturn for u64 {
-    type Ok = u64;
-    fn success(value: u64) -> Self {
-        value
-    }
-    fn failure(_: aclError) -> Self {
-        u64::MAX
-    }
+/// Functions returning a value: the value, or a failure value (a count:
+/// `u64::MAX`; a handle or a string: NULL).
+macro_rules! value_returns {
+    ($($ty:ty => $failure:expr),*) => {$(
+        impl FfiReturn for $ty {
+            type Ok = $ty;
+            fn success(value: $ty) -> Self {
+                value
+            }
+            fn failure(_: aclError) -> Self {
+                $failure
+            }
+        }
+    )*};
 }
+value_returns!(u64 => u64::MAX, *mut c_void => std::ptr::null_mut(), *const c_char => std::ptr::null());
 
-/// Handle-returning functions: the handle, or NULL.
-impl FfiReturn for *mut c_void {
-    type Ok = *mut c_void;
-    fn success(value: *mut c_void) -> Self {
-        value
-    }
-    fn failure(_: aclError) -> Self {
-        std::ptr::null_mut()
-    }
-}
-
-/// String-returning functions: the string, or NULL.
-impl FfiReturn for *const c_char {
-    type Ok = *const c_char;
-    fn success(value: *const c_char) -> Self {
-        value
-    }
-    fn failure(_: aclError) -> Self {
-        std::ptr::null()
-    }
-}
+/// What a panic caught at the boundary is reported as.
+const PANIC: Error = Error::Internal {
+    reason: "a panic inside aclalloc was caught at the C boundary (details on stderr)",
+};
 
 /// Runs an export's body: a failure is recorded under `function` for
 /// `aclGetRecentErrMsg` and returned as its code; a panic is caught and
 /// reported as `ACL_ERROR_INTERNAL_ERROR`.
 ///
-/// Why `catch_unwind` and not `panic = "abort"`: this library lives inside
-/// long-running inference services, and a bug in a diagnostic path of ours
-/// should fail one call, not take the service down. Unwinding out of an
-/// `extern "C"` function would abort anyway, so catching here is what turns a
-/// panic into an error code.
-///
-/// The body's error is turned into the C value inside the unwind guard, so
-/// that only that value (a word) crosses `catch_unwind`, whose result goes
-/// through memory: an `Error` there cost every successful call of a
-/// pluggable allocator's callbacks a dozen stores and loads (1 to 2 ns per
-/// alloc+free pair, docs/BENCHMARKS.md). A panic while recording the
-/// error is caught too, and reported as an internal error.
+/// Not `panic = "abort"`: inside a long-running service, a bug in a
+/// diagnostic path of ours should fail one call, not the service. The error
+/// becomes its C value inside `catch_unwind`, so only a word crosses it (its
+/// result goes through memory, which an `Error` would make costly on every
+/// successful call).
 #[inline]
 pub(crate) fn boundary<R: FfiReturn>(
     function: &'static str,
@@ -103,12 +84,7 @@ pub(crate) fn boundary<R: FfiReturn>(
     };
     match catch_unwind(AssertUnwindSafe(guarded)) {
         Ok(value) => value,
-        Err(_) => fail(
-            function,
-            Error::Internal {
-                reason: "a panic inside aclalloc was caught at the C boundary (details on stderr)",
-            },
-        ),
+        Err(_) => fail(function, PANIC),
     }
 }
 
@@ -122,19 +98,12 @@ pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnc
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(value) => {
             if value.is_failure() && errlog::recorded_count() == recorded {
-                // The real runtime failed and left its own message: it is
-                // the most recent failure, so aclGetRecentErrMsg must give
-                // it, not an older unread message of this library's.
+                // The runtime's own message is the newest: drop older ones.
                 errlog::discard_unread();
             }
             value
         }
-        Err(_) => fail(
-            function,
-            Error::Internal {
-                reason: "a panic inside aclalloc was caught at the C boundary (details on stderr)",
-            },
-        ),
+        Err(_) => fail(function, PANIC),
     }
 }
 

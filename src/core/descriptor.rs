@@ -4,7 +4,6 @@
 
 use super::error::{Error, Result};
 use std::ffi::c_void;
-use std::fmt;
 use std::ptr::NonNull;
 
 /// `void *alloc(aclrtAllocator allocator, size_t size)`: returns a block.
@@ -20,7 +19,7 @@ pub type GetAddrFromBlockFn = unsafe extern "C" fn(block: *mut c_void) -> *mut c
 
 /// The user's allocator object (`aclrtAllocator`). The library never looks
 /// behind it; it only hands it back to the callbacks.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AllocatorObj(NonNull<c_void>);
 
 // SAFETY: the pointer is an opaque token that this library never dereferences;
@@ -52,15 +51,9 @@ impl AllocatorObj {
     }
 }
 
-impl fmt::Debug for AllocatorObj {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AllocatorObj({:p})", self.0)
-    }
-}
-
 /// A descriptor being filled in. A new one holds nothing; every field is set
 /// separately, as with CANN's setters.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Descriptor {
     /// `aclrtAllocatorSetObjToDesc`.
     pub obj: Option<AllocatorObj>,
@@ -72,24 +65,6 @@ pub struct Descriptor {
     pub alloc_advise: Option<AllocAdviseFn>,
     /// `aclrtAllocatorSetGetAddrFromBlockFuncToDesc`.
     pub get_addr_from_block: Option<GetAddrFromBlockFn>,
-}
-
-impl fmt::Debug for Descriptor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Descriptor")
-            .field("obj", &self.obj)
-            .field("alloc", &self.alloc.map(|p| p as usize as *const ()))
-            .field("free", &self.free.map(|p| p as usize as *const ()))
-            .field(
-                "alloc_advise",
-                &self.alloc_advise.map(|p| p as usize as *const ()),
-            )
-            .field(
-                "get_addr_from_block",
-                &self.get_addr_from_block.map(|p| p as usize as *const ()),
-            )
-            .finish()
-    }
 }
 
 impl Descriptor {
@@ -110,7 +85,7 @@ impl Descriptor {
 }
 
 /// A complete allocator: everything a stream needs to take memory from it.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct Callbacks {
     /// Passed back as the first argument of `alloc`, `free` and `alloc_advise`.
     pub obj: AllocatorObj,
@@ -122,24 +97,6 @@ pub struct Callbacks {
     pub alloc_advise: Option<AllocAdviseFn>,
     /// Maps a block to its device address.
     pub get_addr_from_block: GetAddrFromBlockFn,
-}
-
-impl fmt::Debug for Callbacks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Callbacks")
-            .field("obj", &self.obj)
-            .field("alloc", &(self.alloc as usize as *const ()))
-            .field("free", &(self.free as usize as *const ()))
-            .field(
-                "alloc_advise",
-                &self.alloc_advise.map(|p| p as usize as *const ()),
-            )
-            .field(
-                "get_addr_from_block",
-                &(self.get_addr_from_block as usize as *const ()),
-            )
-            .finish()
-    }
 }
 
 impl Callbacks {
@@ -158,13 +115,14 @@ impl Callbacks {
 mod tests {
     use super::*;
 
-    #[inline(never)] // a stable address: identity is compared
+    // Never inlined: identity is compared, so the addresses must be stable.
+    #[inline(never)]
     unsafe extern "C" fn alloc(_: *mut c_void, _: usize) -> *mut c_void {
         std::ptr::null_mut()
     }
-    #[inline(never)] // a stable address: identity is compared
+    #[inline(never)]
     unsafe extern "C" fn free(_: *mut c_void, _: *mut c_void) {}
-    #[inline(never)] // a stable address: identity is compared
+    #[inline(never)]
     unsafe extern "C" fn get_addr(b: *mut c_void) -> *mut c_void {
         b
     }

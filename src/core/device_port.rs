@@ -1,12 +1,7 @@
 //! The device port: how every layer reaches device memory and the current
 //! device without knowing whether the host runtime or a real CANN runtime is
-//! behind this library.
-//!
-//! The choice is made once, by the composition root (`crate::ffi::process`,
-//! at the first call that needs the runtime, this port's first use among
-//! them), which installs the one port this process uses. The pool's segments, the default allocator's direct device
-//! memory and the device a pluggable allocator is told about all go through
-//! [`port`].
+//! behind this library. The composition root (`crate::ffi::process`)
+//! installs the process's one port at its first use.
 
 use crate::core::error::{aclError, Error, Result};
 use crate::core::types::{
@@ -50,11 +45,10 @@ pub trait DevicePort: Sync {
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
         None
     }
-    /// True when [`current_device`](DevicePort::current_device) changes
-    /// only through calls that report it ([`current_device_changed_here`],
+    /// True when the current device changes only through calls that report
+    /// it ([`current_device_changed_here`],
     /// [`current_device_changed_everywhere`]), so [`current_device`] may keep
-    /// its answer per thread. False (the default) for a runtime this library
-    /// does not see every change of (a real CANN behind it).
+    /// its answer per thread. False for a real CANN behind this library.
     fn reports_device_changes(&self) -> bool {
         false
     }
@@ -66,20 +60,17 @@ thread_local! {
     static DEVICE: Cell<(usize, Option<i32>)> = const { Cell::new((0, None)) };
 }
 
-/// Changes whenever some thread's current device may have changed under
-/// another thread (a context released): every thread's [`DEVICE`] is then
-/// asked again. Starts at 1, so the initial 0 of [`DEVICE`] never matches.
+/// Moves when any thread's current device may have changed (a context
+/// released), making every kept answer stale. Starts at 1: 0 is "none kept".
 static DEVICE_STAMP: AtomicUsize = AtomicUsize::new(1);
 
 /// The device current on the calling thread, as the port says, kept per
-/// thread when the port reports its changes: a hit is two loads and a
-/// compare, with no call through the port. A plugin is told this device on
-/// every allocation, so this is on the pluggable hot paths.
+/// thread when the port reports its changes (a plugin is told it on every
+/// allocation).
 #[inline]
 pub fn current_device() -> Option<i32> {
-    // Read before the port is asked (in the miss): a change after the read
-    // moves the stamp, so an answer is never kept under a newer stamp than
-    // the one it was read under.
+    // Read before the port is asked, so an answer is never kept under a
+    // newer stamp than the one it was read under.
     let stamp = DEVICE_STAMP.load(Ordering::Acquire);
     let (kept_stamp, device) = DEVICE.with(Cell::get);
     if kept_stamp == stamp {
@@ -114,18 +105,15 @@ pub fn current_device_changed_everywhere() {
 }
 
 /// The count [`current_device_changed_everywhere`] moves, for a runtime
-/// that keeps answers of its own per thread that the same changes make
-/// stale (the host runtime's resolved context): one count, one increment
-/// per change, for both. Read it before the lookup whose answer is kept
-/// with it.
+/// that keeps per-thread answers of its own that the same changes make
+/// stale. Read it before the lookup whose answer is kept with it.
 #[inline]
 pub fn device_stamp() -> usize {
     DEVICE_STAMP.load(Ordering::Acquire)
 }
 
-/// CANN's virtual-memory functions (`acl_rt.h`) of the process's runtime,
-/// with `aclrtSynchronizeDevice`, which an expandable pool calls before it
-/// unmaps pages that queued work might still use.
+/// CANN's virtual-memory functions of the process's runtime, with
+/// `aclrtSynchronizeDevice` (an expandable pool synchronizes before unmapping).
 #[derive(Clone, Copy)]
 pub struct VirtualMemoryCalls {
     /// `aclrtReserveMemAddress(virPtr, size, alignment, expectPtr, flags)`.
@@ -156,8 +144,7 @@ pub struct VirtualMemoryCalls {
 }
 
 static PORT: OnceLock<&'static dyn DevicePort> = OnceLock::new();
-/// What installs the port on first use (the composition root's wiring,
-/// which first decides between the host runtime and a real one).
+/// What installs the port on first use.
 static INSTALLER: OnceLock<fn()> = OnceLock::new();
 
 /// Sets what [`port`] runs once when no port is installed yet.
@@ -171,10 +158,8 @@ pub fn install(port: &'static dyn DevicePort) -> bool {
     PORT.set(port).is_ok()
 }
 
-/// The process's port. The first use installs it (through the installer the
-/// composition root set at load time); without one (this crate's Rust API
-/// used directly, with no ACL call made), a port that refuses everything
-/// with a message that says so.
+/// The process's port, installed at first use by the installer; without one
+/// (the Rust API used with no ACL call made), a port that refuses everything.
 #[inline]
 pub fn port() -> &'static dyn DevicePort {
     match PORT.get() {

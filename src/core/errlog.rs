@@ -1,8 +1,7 @@
 //! The per-thread record of failed calls behind `aclGetRecentErrMsg`.
 //!
-//! Recording stores a `(function, Error)` pair in a fixed ring in thread-local
-//! storage: no allocation, no formatting, no lock. Text is produced only by
-//! [`take_recent`], newest first.
+//! Recording stores a `(function, Error)` pair in a fixed thread-local ring:
+//! no allocation, no formatting, no lock.
 
 use super::error::Error;
 use std::cell::RefCell;
@@ -19,11 +18,9 @@ struct Record {
 }
 
 struct Log {
+    /// Unread records; the next one goes to `next`, overwriting the oldest.
     ring: [Option<Record>; CAPACITY],
-    /// Index the next record goes to.
     next: usize,
-    /// Records held, at most `CAPACITY`.
-    held: usize,
     /// Records overwritten since the last read.
     dropped: u64,
     /// Records ever pushed on this thread.
@@ -31,35 +28,18 @@ struct Log {
 }
 
 impl Log {
-    const fn new() -> Self {
-        Log {
-            ring: [None; CAPACITY],
-            next: 0,
-            held: 0,
-            dropped: 0,
-            pushed: 0,
-        }
-    }
-
     fn push(&mut self, record: Record) {
         self.pushed += 1;
-        if self.held == CAPACITY {
+        if self.ring[self.next].replace(record).is_some() {
             self.dropped += 1;
-        } else {
-            self.held += 1;
         }
-        self.ring[self.next] = Some(record);
         self.next = (self.next + 1) % CAPACITY;
     }
 
     fn drain_newest_first(&mut self) -> Option<String> {
-        if self.held == 0 {
-            return None;
-        }
         let mut text = String::new();
-        for back in 1..=self.held {
-            let index = (self.next + CAPACITY - back) % CAPACITY;
-            if let Some(record) = self.ring[index].take() {
+        for back in 1..=CAPACITY {
+            if let Some(record) = self.ring[(self.next + CAPACITY - back) % CAPACITY].take() {
                 if !text.is_empty() {
                     text.push('\n');
                 }
@@ -68,10 +48,9 @@ impl Log {
         }
         if self.dropped > 0 {
             let _ = write!(text, "\n({} earlier failures were not kept)", self.dropped);
+            self.dropped = 0;
         }
-        self.held = 0;
-        self.dropped = 0;
-        Some(text)
+        (!text.is_empty()).then_some(text)
     }
 }
 
@@ -86,7 +65,9 @@ fn format_record(text: &mut String, record: &Record) {
 }
 
 thread_local! {
-    static LOG: RefCell<Log> = const { RefCell::new(Log::new()) };
+    static LOG: RefCell<Log> = const {
+        RefCell::new(Log { ring: [None; CAPACITY], next: 0, dropped: 0, pushed: 0 })
+    };
 }
 
 /// Remembers that `function` failed with `error` on this thread.
@@ -115,9 +96,8 @@ pub fn recorded_count() -> u64 {
         .unwrap_or(0)
 }
 
-/// Drops this thread's unread messages: a more recent failure left its
-/// message elsewhere (in the real runtime's log), and `aclGetRecentErrMsg`
-/// must return that one.
+/// Drops this thread's unread messages (a newer failure's message is in the
+/// real runtime's log).
 pub fn discard_unread() {
     let _ = take_recent();
 }

@@ -1,9 +1,7 @@
 //! Error codes with CANN's values, and the error type of the safe Rust API.
 //!
-//! An [`Error`] is `Copy` and owns no heap memory, so a failure can be recorded
-//! for `aclGetRecentErrMsg` without allocating: the text is only formatted when
-//! somebody reads it. That keeps the failure path cheap for callers that probe
-//! streams which have no allocator on every operator launch.
+//! An [`Error`] is `Copy` and owns no heap memory, so recording a failure for
+//! `aclGetRecentErrMsg` never allocates: the text is formatted when read.
 
 use super::env::ConfigError;
 use std::os::raw::c_int;
@@ -57,18 +55,14 @@ pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A required pointer parameter (or descriptor field) was NULL.
+    /// A required pointer parameter (or descriptor field) was NULL; `param`
+    /// as CANN's header spells it.
     #[error("{param} cannot be a NULL pointer")]
-    NullPointer {
-        /// The parameter's name as CANN's header spells it.
-        param: &'static str,
-    },
-    /// A parameter was not NULL but is not acceptable.
+    NullPointer { param: &'static str },
+    /// A parameter was not NULL but is not acceptable, and why.
     #[error("Parameter {param} is invalid. Reason: {reason}")]
     InvalidParam {
-        /// The parameter's name as CANN's header spells it.
         param: &'static str,
-        /// Why it was refused.
         reason: &'static str,
     },
     /// A pool was given back one of its blocks that it already took back.
@@ -82,42 +76,29 @@ pub enum Error {
         "Parameter stream is invalid. Reason: The stream is not registered with any allocator"
     )]
     StreamNotRegistered,
-    /// The library could not allocate memory for its own bookkeeping.
+    /// The library could not allocate `what` for its own bookkeeping.
     #[error("Out of host memory: {what}")]
-    BadAlloc {
-        /// What could not be allocated.
-        what: &'static str,
-    },
+    BadAlloc { what: &'static str },
     /// An operation could not be carried out (for example a report file
     /// could not be written).
     #[error("{reason}")]
-    Failure {
-        /// What failed.
-        reason: &'static str,
-    },
+    Failure { reason: &'static str },
     /// An allocator's shared object cannot be loaded; `detail` is the
     /// loader's own text (dlerror).
     #[error("The allocator library cannot be loaded: {detail}")]
-    LibraryLoad {
-        /// What the dynamic loader said.
-        detail: &'static str,
-    },
-    /// A symbol the caller named is not in the allocator's shared object.
+    LibraryLoad { detail: &'static str },
+    /// The symbol the configuration field `param` named is not in the
+    /// allocator's shared object (`detail`: the loader's text).
     #[error("The symbol given as {param} cannot be resolved: {detail}")]
     SymbolMissing {
-        /// The configuration field that named the symbol.
         param: &'static str,
-        /// What the dynamic loader said.
         detail: &'static str,
     },
-    /// An allocator returned NULL.
+    /// An allocator ("pluggable", "default", ...) returned NULL.
     #[error("The {allocator} allocator returned NULL for {size} bytes on device {device}")]
     AllocatorReturnedNull {
-        /// Which allocator ("pluggable", "default", ...).
         allocator: &'static str,
-        /// The bytes requested.
         size: usize,
-        /// The device it was asked for.
         device: i32,
     },
     /// A pointer this allocator never handed out was given back to it.
@@ -132,49 +113,32 @@ pub enum Error {
     /// The default allocator served memory already and cannot be swapped.
     #[error("can't swap an already initialized allocator")]
     AlreadyInitialized,
-    /// An object cannot be destroyed while something still uses it.
+    /// An object cannot be destroyed while `count` of `what` still use it.
     #[error("It is still in use. {what}: {count}")]
-    StillInUse {
-        /// What still uses it.
-        what: &'static str,
-        /// How many.
-        count: usize,
-    },
-    /// The operation is not offered by this allocator.
+    StillInUse { what: &'static str, count: usize },
+    /// The operation `what` is not offered by this allocator.
     #[error("Not supported: {what}")]
-    NotSupported {
-        /// What is missing.
-        what: &'static str,
-    },
-    /// A caching pool could not serve an allocation.
+    NotSupported { what: &'static str },
+    /// A caching pool could not serve `requested` bytes while it had
+    /// `allocated` handed out and `reserved` held from the device, under
+    /// `limit` (`usize::MAX`: none), for `cause`.
     #[error(
         "Out of memory in the caching pool. Reason: tried to allocate {requested} bytes with {allocated} bytes allocated and {reserved} bytes reserved by the pool, limit {}; {cause}",
         LimitText(*limit)
     )]
     PoolOutOfMemory {
-        /// Bytes the caller asked for.
         requested: usize,
-        /// Bytes the pool had handed out.
         allocated: usize,
-        /// Bytes the pool held from the device.
         reserved: usize,
-        /// The pool's limit in bytes (`usize::MAX`: none).
         limit: usize,
-        /// Why it failed.
         cause: &'static str,
     },
-    /// A pool cannot be destroyed while blocks are still handed out.
+    /// A pool cannot be destroyed while `blocks` are still handed out.
     #[error("The pool still has {blocks} allocated blocks; free them first")]
-    PoolInUse {
-        /// Blocks still handed out.
-        blocks: usize,
-    },
+    PoolInUse { blocks: usize },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
-    Internal {
-        /// What went wrong.
-        reason: &'static str,
-    },
+    Internal { reason: &'static str },
     /// `aclInit` while already initialized.
     #[error("ACL is already initialized; call aclFinalize before calling aclInit again")]
     RepeatInitialize,
@@ -184,53 +148,32 @@ pub enum Error {
     /// `aclInit`'s configuration file cannot be read.
     #[error("Parameter configPath is invalid. Reason: the file cannot be read")]
     InvalidConfigFile,
-    /// A device id outside `[0, count)`.
+    /// A device id the caller gave outside `[0, count)`.
     #[error("Parameter deviceId is invalid. Reason: device {device} does not exist; there are {count} devices (set ACLALLOC_DEVICE_COUNT for more)")]
-    InvalidDevice {
-        /// The id the caller gave.
-        device: i64,
-        /// The number of devices.
-        count: u32,
-    },
+    InvalidDevice { device: i64, count: u32 },
     /// No current context on the calling thread.
     #[error("There is no current context on this thread; call aclrtSetDevice, aclrtCreateContext or aclrtSetCurrentContext first")]
     NoContext,
-    /// A device's memory capacity would be exceeded.
+    /// `size` bytes would exceed the device's memory: `free` of its
+    /// `capacity` bytes are free.
     #[error("Device {device} is out of memory: {size} bytes were requested, {free} of its {capacity} bytes are free (set ACLALLOC_DEVICE_MEMORY for more)")]
     DeviceMemoryExhausted {
-        /// The device.
         device: u32,
-        /// The bytes requested.
         size: usize,
-        /// The bytes still free.
         free: usize,
-        /// The device's capacity.
         capacity: usize,
     },
-    /// The operating system refused to reserve address space.
+    /// The operating system refused to reserve `size` bytes of address space.
     #[error("The host could not reserve {size} bytes of address space for device {device}")]
-    ReserveFailed {
-        /// The device.
-        device: u32,
-        /// The bytes requested.
-        size: usize,
-    },
-    /// The allocator serving a launch returned NULL from alloc.
+    ReserveFailed { device: u32, size: usize },
+    /// The allocator of `stream` returned NULL from alloc for a launch's
+    /// workspace of `size` bytes.
     #[error("The allocator of stream {stream:#x} returned NULL from alloc for a workspace of {size} bytes")]
-    WorkspaceAlloc {
-        /// The stream handle.
-        stream: usize,
-        /// The workspace size.
-        size: usize,
-    },
-    /// The allocator serving a launch returned NULL from getAddrFromBlock.
+    WorkspaceAlloc { stream: usize, size: usize },
+    /// The allocator of `stream` returned NULL from getAddrFromBlock for a
+    /// workspace of `size` bytes.
     #[error("The allocator of stream {stream:#x} returned NULL from getAddrFromBlock for a workspace block of {size} bytes; the block was given back with free")]
-    WorkspaceAddr {
-        /// The stream handle.
-        stream: usize,
-        /// The workspace size.
-        size: usize,
-    },
+    WorkspaceAddr { stream: usize, size: usize },
     /// An environment variable's value is refused (see [`super::env`]): the
     /// message names the variable, the offending key or value and what is
     /// accepted.
@@ -246,30 +189,28 @@ impl Error {
             | Error::InvalidParam { .. }
             | Error::PoolDoubleFree
             | Error::PoolForeignBlock
-            | Error::StreamNotRegistered => ACL_ERROR_INVALID_PARAM,
-            Error::ForeignPointer | Error::DoubleFree => ACL_ERROR_INVALID_PARAM,
-            Error::LibraryLoad { .. } => ACL_ERROR_INVALID_FILE,
+            | Error::StreamNotRegistered
+            | Error::ForeignPointer
+            | Error::DoubleFree
+            | Error::Config(_) => ACL_ERROR_INVALID_PARAM,
+            Error::LibraryLoad { .. } | Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
             Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
-            Error::AllocatorReturnedNull { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
-            Error::AlreadyInitialized => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::AlreadyInitialized | Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,
             Error::StillInUse { .. } => ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED,
             Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
-            Error::PoolOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
-            Error::Failure { .. } => ACL_ERROR_FAILURE,
-            Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
-            Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
+            Error::Failure { .. } | Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
-            Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
             Error::InvalidDevice { .. } => ACL_ERROR_RT_INVALID_DEVICEID,
             Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
-            Error::DeviceMemoryExhausted { .. }
+            Error::AllocatorReturnedNull { .. }
+            | Error::PoolOutOfMemory { .. }
+            | Error::DeviceMemoryExhausted { .. }
             | Error::ReserveFailed { .. }
             | Error::WorkspaceAlloc { .. }
             | Error::WorkspaceAddr { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
-            Error::Config(_) => ACL_ERROR_INVALID_PARAM,
         }
     }
 
@@ -295,10 +236,9 @@ struct LimitText(usize);
 
 impl std::fmt::Display for LimitText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0 == usize::MAX {
-            f.write_str("none")
-        } else {
-            write!(f, "{} bytes", self.0)
+        match self.0 {
+            usize::MAX => f.write_str("none"),
+            bytes => write!(f, "{bytes} bytes"),
         }
     }
 }

@@ -1,7 +1,6 @@
-//! A line of text formatted into a fixed buffer: for messages written where
-//! allocating is not allowed or not safe (while a foreign exception unwinds,
-//! or before the allocator a program installed is known to work). What does
-//! not fit is dropped.
+//! A line of text in a fixed buffer, for messages written where allocating
+//! is not safe (a foreign exception unwinding, a program's allocator not yet
+//! known to work). What does not fit is dropped.
 
 use std::fmt;
 

@@ -1,41 +1,25 @@
 //! Calling C callbacks that might unwind: allocator callbacks and kernels.
 //!
-//! A callback written in C++ can throw, and a C callback can `longjmp` out.
-//! Either would leave this library's state half-updated (a lock held, a
-//! workspace counted twice), and Rust cannot catch a foreign exception.
-//! Callbacks must return normally (docs/HARDENING.md); when one does not,
-//! by throwing, the process ends at once with one line on stderr that says
-//! *which* callback threw, instead of Rust's anonymous "Rust cannot catch
-//! foreign exceptions" further up the stack. (A `longjmp` runs no
-//! destructors, so it cannot be seen here; it stays documented as
+//! A C++ callback can throw, and Rust cannot catch a foreign exception: it
+//! would leave this library's state half-updated. Callbacks must return
+//! normally (docs/HARDENING.md); when one throws, the process ends at once
+//! with one line on stderr naming *which* callback threw. (A `longjmp` runs
+//! no destructors, so it cannot be seen here; it stays documented as
 //! forbidden.)
 //!
-//! How: the callback is called through an `extern "C-unwind"` pointer, so a
-//! C++ exception unwinds through the caller's frames (with `extern "C"`
-//! Rust assumes the call cannot unwind and leaves out the cleanup code that
-//! would notice), inside a [`CallGuard`] armed for the call. The guard is
-//! forgotten when the callback returns; dropped while armed means the
-//! callback is unwinding through us, and its destructor reports and aborts.
-//! The pointers keep their `extern "C"` types everywhere else (the C header
-//! is unchanged): `"C"` and `"C-unwind"` have the same call ABI and differ
-//! only in whether unwinding out of the call is allowed, which is exactly
-//! what the call site, not the stored type, has to say.
-//!
-//! Cost: the guard is a value on the stack that the normal path forgets, so
-//! the call compiles to the same instructions plus a landing pad off the hot
-//! path (measured: docs/BENCHMARKS.md, "Callback guard").
+//! The callback is called through an `extern "C-unwind"` pointer (same call
+//! ABI as `"C"`, but unwinding out of it is allowed, so the caller keeps its
+//! cleanup code), inside a [`CallGuard`]: forgotten when the callback
+//! returns, dropped only while it unwinds, which reports and aborts. The
+//! normal path costs nothing but a landing pad off the hot path.
 
 use super::descriptor::{AllocAdviseFn, AllocFn, FreeFn, GetAddrFromBlockFn};
 use super::fixed_line::Line;
 use std::ffi::c_void;
 use std::fmt::Write;
 
-/// Which callback a guard watches, and what it was called for (for the
-/// message).
-///
-/// Built only when a callback unwinds (by the guard's closure), so its size
-/// (the plugin's names inline, nothing allocated) costs nothing on the
-/// normal path.
+/// Which callback a guard watches, and what it was called for. Built only
+/// when a callback unwinds, so its size costs nothing on the normal path.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Callback {
@@ -110,10 +94,9 @@ impl PluginFunction {
     }
 }
 
-/// A name (a path, a symbol) copied into a fixed buffer, so that a
-/// [`Callback`] stays `Copy` and is built without allocating while a
-/// foreign exception is in flight. A longer name keeps its end (the file
-/// name of a path), after "...".
+/// A name (a path, a symbol) in a fixed buffer, so that a [`Callback`] is
+/// built without allocating while a foreign exception is in flight. A longer
+/// name keeps its end (the file name of a path), after "...".
 #[derive(Clone, Copy)]
 pub(crate) struct Name {
     bytes: [u8; Name::CAPACITY],
@@ -125,21 +108,15 @@ impl Name {
 
     /// `text`, or its last bytes.
     pub(crate) fn new(text: &[u8]) -> Self {
-        let mut name = Name {
-            bytes: [0; Name::CAPACITY],
-            len: 0,
+        let (prefix, tail): (&[u8], _) = match text.len().checked_sub(Name::CAPACITY) {
+            Some(excess) if excess > 0 => (b"...", &text[excess + 3..]),
+            _ => (b"", text),
         };
-        let tail = if text.len() > Name::CAPACITY {
-            name.bytes[..3].copy_from_slice(b"...");
-            name.len = 3;
-            &text[text.len() - (Name::CAPACITY - 3)..]
-        } else {
-            text
-        };
-        let at = usize::from(name.len);
-        name.bytes[at..at + tail.len()].copy_from_slice(tail);
-        name.len = (at + tail.len()) as u8;
-        name
+        let mut bytes = [0; Name::CAPACITY];
+        bytes[..prefix.len()].copy_from_slice(prefix);
+        bytes[prefix.len()..prefix.len() + tail.len()].copy_from_slice(tail);
+        let len = (prefix.len() + tail.len()) as u8;
+        Name { bytes, len }
     }
 
     fn as_bytes(&self) -> &[u8] {
@@ -166,29 +143,11 @@ impl std::fmt::Display for Name {
     }
 }
 
-/// Armed around one callback call; see the module documentation. It holds
-/// a closure that names the callback, run only if the callback unwinds, so
-/// the normal path does not even gather the names.
-pub(crate) struct CallGuard<S: Fn() -> Callback>(S);
-
-impl<S: Fn() -> Callback> CallGuard<S> {
-    /// Arms a guard for a call of the callback `site` names.
-    #[inline(always)]
-    pub(crate) fn arm(site: S) -> Self {
-        CallGuard(site)
-    }
-
-    /// The callback returned: nothing to report.
-    #[inline(always)]
-    pub(crate) fn disarm(self) {
-        std::mem::forget(self);
-    }
-}
+/// Armed around one callback call; its closure names the callback and runs
+/// only if the callback unwinds.
+struct CallGuard<S: Fn() -> Callback>(S);
 
 impl<S: Fn() -> Callback> Drop for CallGuard<S> {
-    /// Runs only while the callback unwinds (the normal path forgets the
-    /// guard).
-    #[inline(always)]
     fn drop(&mut self) {
         unwound((self.0)())
     }
@@ -259,19 +218,18 @@ fn write_message(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
     writeln!(out, " for stream {stream:#x} {ALLOCATOR_ADVICE}")
 }
 
-/// The `"C-unwind"` view of each callback type (see the module documentation).
-type AllocUnwind = unsafe extern "C-unwind" fn(*mut c_void, usize) -> *mut c_void;
-type FreeUnwind = unsafe extern "C-unwind" fn(*mut c_void, *mut c_void);
-type AllocAdviseUnwind =
-    unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) -> *mut c_void;
-type GetAddrUnwind = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
-type KernelUnwind = unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void);
+/// Runs `call`, which calls a foreign function through an `extern
+/// "C-unwind"` pointer, guarded for the callback `site` names.
+#[inline]
+pub(crate) fn guarded<R>(site: impl Fn() -> Callback, call: impl FnOnce() -> R) -> R {
+    let guard = CallGuard(site);
+    let result = call();
+    std::mem::forget(guard);
+    result
+}
 
-/// `alloc(obj, size)`, guarded.
-///
-/// # Safety
-/// As calling `alloc` directly: the allocator's contract.
-#[inline(always)]
+/// `alloc(obj, size)`, guarded. Safety: as calling `alloc` directly.
+#[inline]
 pub(crate) unsafe fn alloc(
     alloc: AllocFn,
     obj: *mut c_void,
@@ -279,19 +237,14 @@ pub(crate) unsafe fn alloc(
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
     // SAFETY: same signature and call ABI; see the module documentation.
-    let alloc = unsafe { std::mem::transmute::<AllocFn, AllocUnwind>(alloc) };
-    let guard = CallGuard::arm(site);
+    let alloc: unsafe extern "C-unwind" fn(*mut c_void, usize) -> *mut c_void =
+        unsafe { std::mem::transmute(alloc) };
     // SAFETY: the caller's contract.
-    let block = unsafe { alloc(obj, size) };
-    guard.disarm();
-    block
+    guarded(site, || unsafe { alloc(obj, size) })
 }
 
-/// `alloc_advise(obj, size, addr)`, guarded.
-///
-/// # Safety
-/// As calling `alloc_advise` directly.
-#[inline(always)]
+/// `alloc_advise(obj, size, addr)`, guarded. Safety: as calling `alloc_advise` directly.
+#[inline]
 pub(crate) unsafe fn alloc_advise(
     alloc_advise: AllocAdviseFn,
     obj: *mut c_void,
@@ -300,50 +253,28 @@ pub(crate) unsafe fn alloc_advise(
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
     // SAFETY: same signature and call ABI; see the module documentation.
-    let advise = unsafe { std::mem::transmute::<AllocAdviseFn, AllocAdviseUnwind>(alloc_advise) };
-    let guard = CallGuard::arm(site);
+    let advise: unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) -> *mut c_void =
+        unsafe { std::mem::transmute(alloc_advise) };
     // SAFETY: the caller's contract.
-    let block = unsafe { advise(obj, size, addr) };
-    guard.disarm();
-    block
+    guarded(site, || unsafe { advise(obj, size, addr) })
 }
 
-/// Runs `call`, which calls a foreign function through an `extern
-/// "C-unwind"` pointer (a layer above with function types of its own, such
-/// as a plugin's, makes that pointer), guarded for the callback `site`
-/// names.
-#[inline(always)]
-pub(crate) fn guarded<R>(site: impl Fn() -> Callback, call: impl FnOnce() -> R) -> R {
-    let guard = CallGuard::arm(site);
-    let result = call();
-    guard.disarm();
-    result
-}
-
-/// `getAddrFromBlock(block)`, guarded.
-///
-/// # Safety
-/// As calling `get_addr` directly.
-#[inline(always)]
+/// `getAddrFromBlock(block)`, guarded. Safety: as calling `get_addr` directly.
+#[inline]
 pub(crate) unsafe fn get_addr_from_block(
     get_addr: GetAddrFromBlockFn,
     block: *mut c_void,
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
     // SAFETY: same signature and call ABI; see the module documentation.
-    let get_addr = unsafe { std::mem::transmute::<GetAddrFromBlockFn, GetAddrUnwind>(get_addr) };
-    let guard = CallGuard::arm(site);
+    let get_addr: unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void =
+        unsafe { std::mem::transmute(get_addr) };
     // SAFETY: the caller's contract.
-    let addr = unsafe { get_addr(block) };
-    guard.disarm();
-    addr
+    guarded(site, || unsafe { get_addr(block) })
 }
 
-/// `free(obj, block)`, guarded.
-///
-/// # Safety
-/// As calling `free` directly.
-#[inline(always)]
+/// `free(obj, block)`, guarded. Safety: as calling `free` directly.
+#[inline]
 pub(crate) unsafe fn free(
     free: FreeFn,
     obj: *mut c_void,
@@ -351,18 +282,15 @@ pub(crate) unsafe fn free(
     site: impl Fn() -> Callback,
 ) {
     // SAFETY: same signature and call ABI; see the module documentation.
-    let free = unsafe { std::mem::transmute::<FreeFn, FreeUnwind>(free) };
-    let guard = CallGuard::arm(site);
+    let free: unsafe extern "C-unwind" fn(*mut c_void, *mut c_void) =
+        unsafe { std::mem::transmute(free) };
     // SAFETY: the caller's contract.
-    unsafe { free(obj, block) };
-    guard.disarm();
+    guarded(site, || unsafe { free(obj, block) })
 }
 
-/// `kernel(workspace, size, user_data)`, guarded.
-///
-/// # Safety
-/// As calling `kernel` directly.
-#[inline(always)]
+/// `kernel(workspace, size, user_data)` of a stream of `device`, guarded.
+/// Safety: as calling `kernel` directly.
+#[inline]
 pub(crate) unsafe fn kernel(
     kernel: unsafe extern "C" fn(*mut c_void, usize, *mut c_void),
     workspace: *mut c_void,
@@ -370,20 +298,13 @@ pub(crate) unsafe fn kernel(
     user_data: *mut c_void,
     device: u32,
 ) {
-    let site = || Callback::Kernel {
-        function: kernel as usize,
-        device,
-    };
+    let function = kernel as usize;
     // SAFETY: same signature and call ABI; see the module documentation.
-    let kernel = unsafe {
-        std::mem::transmute::<unsafe extern "C" fn(*mut c_void, usize, *mut c_void), KernelUnwind>(
-            kernel,
-        )
-    };
-    let guard = CallGuard::arm(site);
+    let kernel: unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) =
+        unsafe { std::mem::transmute(kernel) };
+    let site = || Callback::Kernel { function, device };
     // SAFETY: the caller's contract.
-    unsafe { kernel(workspace, size, user_data) };
-    guard.disarm();
+    guarded(site, || unsafe { kernel(workspace, size, user_data) })
 }
 
 #[cfg(test)]
@@ -397,76 +318,71 @@ mod tests {
     }
 
     #[test]
-    fn the_message_names_the_callback_its_stream_and_descriptor() {
-        let m = message(Callback::Alloc {
-            stream: 0x1234,
-            descriptor: 0xabc,
-        });
-        assert!(
-            m.contains("alloc callback (aclrtAllocatorAllocFunc)"),
-            "{m}"
-        );
-        assert!(m.contains("descriptor 0xabc"), "{m}");
-        assert!(m.contains("stream 0x1234"), "{m}");
-        assert!(m.contains("catch exceptions inside the callback"), "{m}");
-        let m = message(Callback::Free {
-            stream: 0x1234,
-            descriptor: 0,
-        });
-        assert!(
-            m.contains("free callback") && !m.contains("descriptor 0x"),
-            "{m}"
-        );
-        let m = message(Callback::Kernel {
-            function: 0x4000,
-            device: 1,
-        });
-        assert!(
-            m.contains("kernel at 0x4000") && m.contains("device 1"),
-            "{m}"
-        );
-    }
-
-    #[test]
-    fn the_new_callbacks_are_named() {
-        let m = message(Callback::AllocAdvise {
-            stream: 0x10,
-            descriptor: 0x20,
-        });
-        assert!(
-            m.contains("allocAdvise callback (aclrtAllocatorAllocAdviseFunc)")
-                && m.contains("descriptor 0x20")
-                && m.contains("stream 0x10"),
-            "{m}"
-        );
-        let m = message(Callback::TrackedGetAddr {
-            function: 0x30,
-            block: 0x40,
-        });
-        assert!(
-            m.contains("getAddrFromBlock callback")
-                && m.contains("at 0x30")
-                && m.contains("block 0x40"),
-            "{m}"
-        );
-        let m = message(Callback::Default {
-            function: Function::Free,
-            stream: 0,
-        });
-        assert!(
-            m.contains("free callback (aclrtAllocatorFreeFunc) of the default allocator")
-                && !m.contains("for stream"),
-            "{m}"
-        );
-        let m = message(Callback::Plugin {
+    fn the_message_names_the_callback_and_what_it_was_called_for() {
+        let (stream, descriptor, function, block, device) = (0x1234, 0xabc, 0x4000, 0x40, 1);
+        let plugin = Callback::Plugin {
             function: PluginFunction::EmptyCache,
             library: Name::new(b"/opt/lib/libmine.so"),
             symbol: Name::new(b"my_empty"),
-        });
-        assert!(
-            m.contains("empty-cache function (emptyCacheSymbol) my_empty of /opt/lib/libmine.so"),
-            "{m}"
+        };
+        let (alloc, advise) = (
+            "alloc callback (aclrtAllocatorAllocFunc)",
+            "allocAdvise callback",
         );
+        let cases: [(Callback, &[&str], &str); 7] = [
+            (
+                Callback::Alloc { stream, descriptor },
+                &[alloc, "descriptor 0xabc"],
+                "",
+            ),
+            (
+                Callback::AllocAdvise { stream, descriptor },
+                &[advise, "stream 0x1234"],
+                "",
+            ),
+            (
+                Callback::Free {
+                    stream,
+                    descriptor: 0,
+                },
+                &["free callback"],
+                "descriptor 0x",
+            ),
+            (
+                Callback::Kernel { function, device },
+                &["kernel at 0x4000", "device 1"],
+                "",
+            ),
+            (
+                Callback::TrackedGetAddr { function, block },
+                &["at 0x4000", "block 0x40"],
+                "",
+            ),
+            (
+                Callback::Default {
+                    function: Function::Free,
+                    stream: 0,
+                },
+                &["free callback (aclrtAllocatorFreeFunc) of the default allocator"],
+                "for stream",
+            ),
+            (
+                plugin,
+                &["empty-cache function (emptyCacheSymbol) my_empty of /opt/lib/libmine.so"],
+                "",
+            ),
+        ];
+        for (callback, present, absent) in cases {
+            let m = message(callback);
+            assert!(present.iter().all(|p| m.contains(p)), "{m}");
+            assert!(absent.is_empty() || !m.contains(absent), "{m}");
+        }
+        let m = message(Callback::Alloc { stream, descriptor });
+        assert!(m.contains("stream 0x1234") && m.contains("catch exceptions inside the callback"));
+        let m = message(Callback::AllocAdvise { stream, descriptor });
+        assert!(m.contains("(aclrtAllocatorAllocAdviseFunc)") && m.contains("descriptor 0xabc"));
+        let m = message(Callback::TrackedGetAddr { function, block });
+        assert!(m.contains("getAddrFromBlock callback"), "{m}");
     }
 
     #[test]
@@ -483,23 +399,23 @@ mod tests {
 
     #[test]
     fn the_longest_message_fits_the_buffer() {
-        let long = Name::new(&[b'x'; 500]);
+        let (long, max) = (Name::new(&[b'x'; 500]), usize::MAX);
         let callbacks = [
             Callback::GetAddrFromBlock {
-                stream: usize::MAX,
-                descriptor: usize::MAX,
+                stream: max,
+                descriptor: max,
             },
             Callback::AllocAdvise {
-                stream: usize::MAX,
-                descriptor: usize::MAX,
+                stream: max,
+                descriptor: max,
             },
             Callback::TrackedGetAddr {
-                function: usize::MAX,
-                block: usize::MAX,
+                function: max,
+                block: max,
             },
             Callback::Default {
                 function: Function::GetAddrFromBlock,
-                stream: usize::MAX,
+                stream: max,
             },
             Callback::Plugin {
                 function: PluginFunction::MemoryFraction,
@@ -507,7 +423,7 @@ mod tests {
                 symbol: long,
             },
             Callback::Kernel {
-                function: usize::MAX,
+                function: max,
                 device: u32::MAX,
             },
         ];

@@ -1,11 +1,9 @@
 //! "The stream being served": the one thread-local that says which stream
 //! the allocator calls on this thread are for.
 //!
-//! CANN's allocator callbacks do not receive the stream. A launch publishes
-//! its stream around the callbacks it makes, and so does the default
-//! allocator's raw alloc (which takes the stream as an argument); an
-//! allocator shared by several streams (the caching pool, a pluggable
-//! allocator, the default allocator) reads it here.
+//! CANN's allocator callbacks do not receive the stream: a launch (and the
+//! default allocator's raw alloc) publishes it around the callbacks, and an
+//! allocator shared by several streams reads it here.
 
 use crate::core::ids::StreamKey;
 use std::cell::Cell;

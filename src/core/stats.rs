@@ -1,6 +1,5 @@
-//! The one statistic type: the pool's and the tracking layer's figures are
-//! counted in it (`aclallocStat` in C). (The pluggable allocators' flat
-//! `aclallocAllocatorStats` is not yet: see docs/ARCHITECTURE.md.)
+//! The one statistic type of the pool and the tracking layer (`aclallocStat`
+//! in C).
 
 /// One statistic: its current value, its peak since the last peak reset, and
 /// the totals added and removed since the last accumulated reset.

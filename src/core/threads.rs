@@ -1,28 +1,18 @@
 //! Threads the library starts for itself: a stream's worker, the tracking
 //! layer's clock, the report-on-signal watcher.
 //!
-//! The kernel delivers a process-directed signal (`kill(pid, ...)`: SIGINT,
-//! SIGTERM, SIGUSR1, SIGCHLD, ...) to any one thread that does not block
-//! it. A service commonly blocks such signals in all of its own threads and
-//! takes them in one thread with `sigwait`; an unblocked thread of ours
-//! would take them instead: the signal's default action (for SIGUSR1, SIGHUP
-//! and others: end the process) or the program's handler would run there,
-//! and its `sigwait` would never see it. A new thread inherits the signal
-//! mask of the thread that creates it, and ours are created inside the
-//! user's calls, so [`spawn`] blocks every asynchronous signal around the
-//! creation and then gives the calling thread its own mask back.
-//!
-//! Signals raised by a fault in the thread itself (SIGSEGV, SIGBUS, SIGFPE,
-//! SIGILL, SIGTRAP, SIGSYS) and SIGABRT stay unblocked: the kernel delivers
-//! a fault's signal to the faulting thread whatever its mask, but with the
-//! signal blocked it first resets the action to the default, so a crash
-//! handler (the tracking layer's report, a service's own) would not run.
+//! A process-directed signal goes to any thread that does not block it; a
+//! service that blocks signals everywhere and takes them with `sigwait` in
+//! one thread would lose them to an unblocked thread of ours. A new thread
+//! inherits its creator's mask, so [`spawn`] blocks every asynchronous
+//! signal around the creation. Fault signals and SIGABRT stay unblocked: the
+//! kernel delivers them to the faulting thread anyway, but blocked it first
+//! resets the action, and a crash handler would not run.
 
 use std::io;
 use std::thread::{Builder, JoinHandle};
 
-/// The signals a library thread keeps unblocked (see the module
-/// documentation).
+/// The signals a library thread keeps unblocked.
 const SYNCHRONOUS: [libc::c_int; 7] = [
     libc::SIGSEGV,
     libc::SIGBUS,
@@ -34,9 +24,7 @@ const SYNCHRONOUS: [libc::c_int; 7] = [
 ];
 
 /// Starts a library thread named `name` running `body`, with every
-/// asynchronous signal blocked (see the module documentation). The calling
-/// thread's mask is the same before and after. The error is the one
-/// `std::thread::Builder::spawn` returns.
+/// asynchronous signal blocked; the caller's mask is the same after.
 pub fn spawn<F, T>(name: String, body: F) -> io::Result<JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -56,8 +44,7 @@ where
     };
     let spawned = Builder::new().name(name).spawn(body);
     if masked {
-        // A signal that arrived meanwhile is pending, not lost: it is
-        // delivered here now, or to another thread that does not block it.
+        // A signal that arrived meanwhile is pending, not lost.
         // SAFETY: `callers` holds the mask pthread_sigmask read above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &callers, std::ptr::null_mut()) };
     }
@@ -94,15 +81,9 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
+        use libc::{SIGALRM, SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2};
         for sig in [
-            libc::SIGINT,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGUSR1,
-            libc::SIGUSR2,
-            libc::SIGCHLD,
-            libc::SIGPIPE,
-            libc::SIGALRM,
+            SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGALRM,
         ] {
             assert!(is_blocked(&inside, sig), "signal {sig} not blocked");
         }
@@ -111,11 +92,8 @@ mod tests {
         }
         let after = current_mask();
         for sig in 1..32 {
-            assert_eq!(
-                is_blocked(&before, sig),
-                is_blocked(&after, sig),
-                "the caller's mask changed for signal {sig}"
-            );
+            let (was, is) = (is_blocked(&before, sig), is_blocked(&after, sig));
+            assert_eq!(was, is, "the caller's mask changed for signal {sig}");
         }
     }
 }

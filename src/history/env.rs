@@ -1,7 +1,6 @@
 //! `ACLALLOC_RECORD_HISTORY=N`: pools created through the C API (and the
 //! default pool) record their last N events from creation, and so does the
-//! tracking layer from when it is first turned on. Parsed by the
-//! crate's common environment rules (`core::env`).
+//! tracking layer from when it is first turned on.
 
 use std::ffi::OsStr;
 
@@ -17,18 +16,11 @@ const ACCEPTED: &str = "a whole number of events to keep (0: off), e.g. 100000";
 /// The number of events to keep (0: unset, blank or off). A value that is
 /// not a whole number is an error naming the variable, not silently ignored.
 pub fn max_entries_from_env() -> Result<usize> {
-    parse_max_entries(env::var(ENV_VAR).as_deref())
+    Ok(parse_raw(env::var(ENV_VAR).as_deref())?.unwrap_or(0))
 }
 
-/// The number of events a raw value of the variable asks for (0: unset,
-/// blank or off).
-fn parse_max_entries(raw: Option<&OsStr>) -> Result<usize> {
-    Ok(parse_raw(raw)?.unwrap_or(0))
-}
-
-/// What a raw value of the variable says (`None`: unset or blank), as the
-/// environment rules report it: for readers that fetch the value themselves
-/// (without allocating, at load time) and print a refusal as one line.
+/// What a raw value of the variable says (`None`: unset or blank), for
+/// readers that fetch the value themselves (without allocating, at load time).
 pub fn parse_raw(raw: Option<&OsStr>) -> env::Result<Option<usize>> {
     env::parsed(ENV_VAR, raw, ACCEPTED, |text| {
         env::whole(text).and_then(|n| usize::try_from(n).ok())
@@ -39,8 +31,8 @@ pub fn parse_raw(raw: Option<&OsStr>) -> env::Result<Option<usize>> {
 mod tests {
     use super::*;
 
-    fn parse_text(text: Option<&str>) -> Result<usize> {
-        parse_max_entries(text.map(OsStr::new))
+    fn parse_text(text: Option<&str>) -> env::Result<usize> {
+        parse_raw(text.map(OsStr::new)).map(|n| n.unwrap_or(0))
     }
 
     #[test]

@@ -7,9 +7,7 @@ pub enum Action {
     Alloc,
     /// The caller gave a block back.
     FreeRequested,
-    /// The block is back in the cache (for this pool: right after
-    /// `FreeRequested`; PyTorch separates them when a block still has work
-    /// queued on other streams).
+    /// The block is back in the cache (here right after `FreeRequested`).
     FreeCompleted,
     /// A segment was taken from the device.
     SegmentAlloc,
@@ -34,11 +32,9 @@ impl Action {
     }
 }
 
-/// One event. `size` is what PyTorch records: the bytes requested for
-/// allocations and frees, the segment's size for segment events, the
-/// request for `Oom`. `block_size` is the block handed out (the request
-/// rounded up), which is what `allocated_bytes` counts; 0 where it does not
-/// apply.
+/// One event. `size` is what PyTorch records (the request, or the segment's
+/// size); `block_size` is the block handed out, as `allocated_bytes` counts
+/// it (0 where it does not apply).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     /// What happened.

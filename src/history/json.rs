@@ -16,24 +16,17 @@ impl Serialize for Hex {
     }
 }
 
-/// One entry of a device's trace (PyTorch's `TraceEntry` keys, plus
-/// `block_size` on allocations and frees).
+/// One entry of a device's trace: PyTorch's `TraceEntry` keys (as
+/// [`Event`] describes them), plus `block_size` on allocations and frees.
 #[derive(Serialize)]
 pub struct TraceEntry {
-    /// `alloc`, `free_requested`, `free_completed`, `segment_alloc`,
-    /// `segment_free` or `oom`.
+    /// [`Action::name`](super::event::Action::name).
     pub action: &'static str,
-    /// The block's or segment's address (for `oom`: the bytes the pool could
-    /// still have taken).
     pub addr: Hex,
-    /// Bytes requested (allocations, frees, `oom`) or the segment's size.
     pub size: usize,
-    /// The block's size, as `allocated_bytes` counts it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_size: Option<usize>,
-    /// The stream handle.
     pub stream: Hex,
-    /// Microseconds on the monotonic clock.
     pub time_us: u64,
 }
 
@@ -52,23 +45,19 @@ impl From<&Event> for TraceEntry {
     }
 }
 
-/// What the snapshot says about the recording itself (not in PyTorch's
-/// snapshot, which has no counter of dropped events).
+/// What the snapshot says about the recording itself: whether it is on, the
+/// most events kept, the events in `device_traces`, and the events
+/// overwritten because the ring was full.
 #[derive(Serialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RecordingInfo {
-    /// Recording is on.
     pub enabled: bool,
-    /// The most events kept.
     pub max_entries: usize,
-    /// Events in `device_traces`.
     pub entries: usize,
-    /// Events overwritten because the ring was full.
     pub dropped: u64,
 }
 
 /// `device_traces`: one list per device index, up to the highest device
-/// among `histories` and their events (PyTorch indexes the list by device);
-/// each event goes to its own device's list.
+/// seen; each event goes to its own device's list.
 pub fn device_traces(histories: &[&History]) -> Vec<Vec<TraceEntry>> {
     let index = |device: i32| usize::try_from(device).unwrap_or(0);
     let devices = histories

@@ -1,10 +1,6 @@
-//! Allocation history: a switchable recorder of what an allocator did
-//! (blocks handed out and freed, segments taken and returned, out-of-memory
-//! failures), kept in a bounded ring, and written in PyTorch's
-//! `device_traces` shape (`torch.cuda.memory._record_memory_history`).
-//!
-//! Knows nothing of pools or tracking: they call [`Recorder::record`] at the
-//! points where blocks change hands. `aclalloc viz` draws the result.
+//! Allocation history: a switchable recorder of what an allocator did, kept
+//! in a bounded ring and written in PyTorch's `device_traces` shape. Pools
+//! and tracking call [`Recorder::record`] where blocks change hands.
 
 pub mod clock;
 pub mod env;

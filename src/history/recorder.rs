@@ -1,11 +1,9 @@
 //! The recorder: a switch and a ring of events behind a lock of its own.
 //!
 //! Off, recording costs one relaxed atomic load. On, an event takes the
-//! ring's lock, reads the clock and writes into memory reserved when
-//! recording was switched on: nothing is allocated per event. Callers record
-//! while holding the lock that orders what they record (a pool's shard
-//! lock), so the ring's order is the order in which the blocks changed hands;
-//! the time is read under the ring's lock, so times never go backwards.
+//! ring's lock and reads the clock under it (so times never go backwards);
+//! nothing is allocated per event. Callers record under the lock that orders
+//! what they record, so the ring's order is the order blocks changed hands.
 
 use super::clock::now_us;
 use super::event::{Action, Event};
@@ -45,9 +43,8 @@ impl Recorder {
     }
 
     /// Keeps the last `max_entries` events from now on, discarding what was
-    /// recorded before (as PyTorch's `_record_memory_history` does on every
-    /// call); 0 switches recording off and frees the ring. The memory is
-    /// reserved here, before the lock is taken: on failure nothing changes.
+    /// recorded before (as PyTorch does); 0 switches recording off. The
+    /// memory is reserved before the lock is taken: on failure nothing changes.
     pub fn set_max_entries(&self, max_entries: usize) -> Result<(), TryReserveError> {
         let fresh = Ring::with_capacity(max_entries)?;
         if max_entries == 0 {
@@ -77,9 +74,7 @@ impl Recorder {
         block_size: usize,
         stream: usize,
     ) {
-        if self.is_on() {
-            self.push(action, addr, size, block_size, stream);
-        }
+        self.record_on(self.device, action, addr, size, block_size, stream);
     }
 
     /// Records a free that completes at once: `free_requested` then
@@ -89,9 +84,8 @@ impl Recorder {
         self.record_free_on(self.device, addr, size, block_size, stream);
     }
 
-    /// [`Recorder::record`] for an event of `device`: for a recorder that
-    /// serves several devices (the tracking layer's, which sees the blocks
-    /// of every device through one set of callbacks).
+    /// [`Recorder::record`] for an event of `device`, for a recorder that
+    /// serves several devices (the tracking layer's).
     #[inline]
     pub fn record_on(
         &self,
@@ -127,11 +121,6 @@ impl Recorder {
                 stream,
             );
         }
-    }
-
-    #[inline(never)]
-    fn push(&self, action: Action, addr: usize, size: usize, block_size: usize, stream: usize) {
-        self.push_all(self.device, &[action], addr, size, block_size, stream);
     }
 
     #[inline(never)]
@@ -193,23 +182,18 @@ mod tests {
         r.record(Action::Alloc, 0x1000, 10, 512, 7);
         r.record(Action::FreeRequested, 0x1000, 10, 512, 7);
         let h = r.history();
-        assert_eq!(h.max_entries, 4);
-        assert_eq!(h.events.len(), 2);
-        assert_eq!(h.events[0].action, Action::Alloc);
-        assert_eq!(h.events[0].device, 3);
-        assert_eq!(
-            (h.events[0].addr, h.events[0].size, h.events[0].block_size),
-            (0x1000, 10, 512)
-        );
-        assert!(h.events[0].time_us <= h.events[1].time_us);
+        assert_eq!((h.max_entries, h.events.len()), (4, 2));
+        let e = h.events[0];
+        let seen = (e.action, e.device, e.addr, e.size, e.block_size);
+        assert_eq!(seen, (Action::Alloc, 3, 0x1000, 10, 512));
+        assert!(e.time_us <= h.events[1].time_us);
         r.set_max_entries(4).unwrap();
         assert!(r.history().events.is_empty(), "re-enabling clears");
         r.record(Action::Oom, 0, 1, 0, 0);
         r.set_max_entries(0).unwrap();
         r.record(Action::Oom, 0, 1, 0, 0);
         assert!(!r.is_on());
-        assert_eq!(r.history().events.len(), 0);
-        assert_eq!(r.history().dropped, 0);
+        assert_eq!((r.history().events.len(), r.history().dropped), (0, 0));
     }
 
     #[test]

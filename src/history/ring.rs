@@ -1,8 +1,5 @@
-//! A bounded ring of copyable items, preallocated once.
-//!
-//! Pushing never allocates: the buffer is sized when the ring is made, and
-//! once full every push overwrites the oldest item and counts it as
-//! dropped. Knows nothing of what it stores.
+//! A bounded ring of copyable items, preallocated once: pushing never
+//! allocates, and once full overwrites the oldest item, counted as dropped.
 
 use std::collections::TryReserveError;
 
@@ -34,8 +31,7 @@ impl<T: Copy> Ring<T> {
     #[inline]
     pub fn push(&mut self, item: T) {
         if self.items.len() < self.capacity {
-            // Within the reserved capacity: no reallocation.
-            self.items.push(item);
+            self.items.push(item); // within the reserved capacity
         } else if self.capacity == 0 {
             self.dropped += 1;
         } else {
@@ -92,9 +88,7 @@ mod tests {
             r.push(i);
         }
         assert_eq!(contents(&r), [5, 6, 7]);
-        assert_eq!(r.dropped(), 4);
-        assert_eq!(r.len(), 3);
-        assert_eq!(r.capacity(), 3);
+        assert_eq!((r.dropped(), r.len(), r.capacity()), (4, 3, 3));
     }
 
     #[test]

@@ -2,23 +2,16 @@
 //! including one loaded `RTLD_LOCAL` as a dependency of a `dlopen`ed
 //! library, which `dlsym(RTLD_NEXT, ...)` cannot see.
 //!
-//! 1. `dl_iterate_phdr` lists the loaded objects. Its callback runs under the
-//!    loader's lock: it only copies each object's name into a static buffer
-//!    and returns (a `dlopen` from inside it could deadlock with a `dlopen`
-//!    on another thread). More objects than fit: further passes, each
-//!    starting where the last one stopped.
-//! 2. After it returned, each name is opened with `RTLD_NOLOAD` (nothing is
-//!    loaded, no constructor runs, so nothing re-enters this library) and
-//!    asked for `aclrtCreateStream`; `dladdr` names the object that defines
-//!    it (a plugin's handle also finds its dependencies'). This library
-//!    itself, and any other copy of it, are skipped.
-//! 3. The runtime's own handle (`RTLD_NOLOAD`, never closed: it also keeps
-//!    the runtime mapped if the plugin that brought it is closed) is the
-//!    answer; the other handles are closed again.
+//! 1. `dl_iterate_phdr` lists the loaded objects; its callback, under the
+//!    loader's lock, only copies names into a static buffer (a `dlopen` there
+//!    could deadlock). More objects than fit: further passes.
+//! 2. Each name is opened with `RTLD_NOLOAD` (no constructor runs) and asked
+//!    for `aclrtCreateStream`; `dladdr` names the object that defines it.
+//!    This library, and any other copy of it, are skipped.
+//! 3. The runtime's own handle, never closed (it keeps the runtime mapped),
+//!    is the answer; the other handles are closed again.
 //!
-//! Nothing here allocates: names live in a static buffer guarded by a flag,
-//! symbol names are static C strings; `dlopen`/`dlsym`/`dladdr` allocate only
-//! through the C library's `malloc`, which this library does not interpose.
+//! Nothing here allocates (only the C library's `malloc`, not interposed).
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -121,8 +114,7 @@ unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _: usize, data: *mut
 }
 
 /// The loader's count of objects ever loaded into the process: a new value
-/// means something was loaded since it was last read (about a hundred
-/// nanoseconds: one `dl_iterate_phdr` that stops at the first object).
+/// means something was loaded since it was last read.
 pub(crate) fn objects_ever_loaded() -> u64 {
     unsafe extern "C" fn first(
         info: *mut libc::dl_phdr_info,
@@ -159,10 +151,8 @@ fn defining_object(addr: *const c_void) -> Option<(usize, *const c_char)> {
 /// The base address of the object defining `addr` (`None` for NULL or an
 /// address in no object).
 pub(crate) fn defining_base(addr: *const c_void) -> Option<usize> {
-    if addr.is_null() {
-        return None;
-    }
-    defining_object(addr).map(|(base, _)| base)
+    let object = (!addr.is_null()).then(|| defining_object(addr));
+    object.flatten().map(|(base, _)| base)
 }
 
 /// The base address of this library (of the executable, when the crate is
@@ -175,11 +165,6 @@ const CREATE_STREAM: &CStr = c"aclrtCreateStream";
 /// A function only libaclalloc exports: a second copy of this library
 /// loaded under another path is not a runtime to forward to.
 const OWN_MARK: &CStr = c"aclallocTrackingSetEnabled";
-
-/// What [`find`] found: the runtime's handle (kept open).
-pub(crate) struct Found {
-    pub(crate) handle: *mut c_void,
-}
 
 /// The `dlsym(handle, name)` address, if defined in an object other than
 /// this library, with that object's base and name.
@@ -197,8 +182,8 @@ fn defined_elsewhere(
 }
 
 /// Checks the object named `name` (a loaded object): the runtime's handle
-/// if it or a dependency defines the ACL runtime.
-fn check(name: &CStr, own: usize) -> Option<Found> {
+/// (kept open) if it or a dependency defines the ACL runtime.
+fn check(name: &CStr, own: usize) -> Option<*mut c_void> {
     // SAFETY: a NUL-terminated path; RTLD_NOLOAD loads nothing.
     let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
     if h.is_null() {
@@ -215,7 +200,7 @@ fn check(name: &CStr, own: usize) -> Option<Found> {
                 // SAFETY: the handle just opened.
                 unsafe { libc::dlclose(rt) };
             } else {
-                found = Some(Found { handle: rt });
+                found = Some(rt);
             }
         }
     }
@@ -225,9 +210,9 @@ fn check(name: &CStr, own: usize) -> Option<Found> {
 }
 
 /// Looks for a loaded object defining the ACL runtime (other than this
-/// library), in load order. `wait`: wait for a concurrent scan instead of
+/// library), in load order: its handle, kept open. `wait`: wait for a concurrent scan instead of
 /// giving up (`None`) when one is running.
-pub(crate) fn find(wait: bool) -> Option<Found> {
+pub(crate) fn find(wait: bool) -> Option<*mut c_void> {
     let mut guard = if wait {
         ScanGuard::take()
     } else {

@@ -1,12 +1,9 @@
 //! Putting this library in front of a real ACL runtime (`LD_PRELOAD`).
 //!
-//! [`next`] holds the one rule that decides, once, at the first call that
-//! needs a runtime, which functions forward to a real runtime (one linked,
-//! or loaded by `dlopen` before that call, found among the loaded objects by
-//! `loaded`); the runtime functions reach it through the dispatch table
-//! (`crate::ffi::dispatch`), chosen right after the lookup. [`shadow`]
-//! mirrors the real runtime's allocator descriptors. The forwarding bodies themselves are in
-//! `crate::ffi::forward`. What each export does in front of a real runtime:
+//! [`next`] decides, once, which functions forward to a real runtime (found
+//! among the loaded objects by `loaded`); [`shadow`] mirrors its allocator
+//! descriptors. The forwarding bodies are in `crate::ffi::forward`. What
+//! each export does in front of a real runtime:
 //!
 //! | export | in front of a real runtime |
 //! | --- | --- |

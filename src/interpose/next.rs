@@ -2,57 +2,36 @@
 //! real runtime, if one is loaded. Where one is found, the export forwards to
 //! it; where none is, this library is the implementation.
 //!
-//! **When.** The decision is taken at the first call that needs it (a call
-//! that creates runtime state: `aclInit`, devices, contexts, streams, memory,
-//! launches, registering an allocator on a stream, the device port), not at
-//! load time: a runtime that arrives by `dlopen` (a plugin needing
-//! `libascendcl.so`, `ctypes.CDLL`, a CPython extension module, the program's
-//! own `dlopen("libascendcl.so")`) is loaded by then. Calls that need no
-//! runtime (the allocator descriptor functions, `aclGetRecentErrMsg`)
-//! [`probe`]: they take a runtime that is loaded now (and so decide), but
-//! finding none they decide nothing, so that a program may make a descriptor
-//! before it loads the runtime and still end up forwarding. Once taken, the
-//! decision is fixed for the life of the process: streams and descriptors of
-//! one world never reach the other.
+//! **When.** At the first call that creates runtime state (not at load time),
+//! so a runtime that arrives by `dlopen` before then is found. Calls that
+//! need no runtime (descriptor functions, `aclGetRecentErrMsg`) only
+//! [`probe`]: they take a runtime loaded now, but finding none decide
+//! nothing, so a descriptor made before the runtime is loaded still ends up
+//! forwarding. Once taken, the decision is fixed for the life of the process.
 //!
-//! **Where.** First `dlsym(RTLD_NEXT, name)` for every name (a runtime the
-//! executable links, or one opened `RTLD_GLOBAL`); when that finds nothing,
-//! the loaded objects (`super::loaded`: `dl_iterate_phdr`, then
-//! `dlopen(path, RTLD_NOLOAD)`), which also sees a runtime loaded
-//! `RTLD_LOCAL`; every name is then looked up on the runtime's own handle.
+//! **Where.** `dlsym(RTLD_NEXT, name)`; when that finds nothing, the loaded
+//! objects (`super::loaded`), which also sees a runtime loaded `RTLD_LOCAL`.
 //!
-//! **How.** The results live in a static array of atomics. Nothing in the
-//! resolving path allocates or calls back into this library: names are static
-//! C strings, `dlopen`/`dlsym` only allocate through the C library's malloc,
-//! which this library does not interpose, and `RTLD_NOLOAD` runs no
-//! constructor. Concurrent first callers wait for the one deciding; a call
-//! made on the resolving thread from inside the lookup sees "no real runtime"
-//! instead of deadlocking. After the decision every read is one `Acquire`
-//! load of the state and one `Relaxed` load of the slot.
+//! **How.** The results live in a static array of atomics; nothing in the
+//! resolving path allocates or calls back into this library. Concurrent
+//! first callers wait for the one deciding; a call from inside the lookup on
+//! the resolving thread sees "no real runtime" instead of deadlocking.
 //!
-//! **Late.** When this library already serves as the runtime, a runtime
-//! loaded afterwards is not used; [`late_runtime`] finds it (cheaply: only
-//! when the loader's count of loaded objects changed) so that the caller can
-//! say so once.
+//! **Late.** A runtime loaded after this library began serving as the
+//! runtime is not used; [`late_runtime`] finds it so the caller can say so.
 //!
-//! `ACLALLOC_FORWARD=0` (a truth value, [`crate::core::env::truth`]) in the
-//! environment skips the lookup: this library is then the implementation
-//! even in front of a real runtime. An invalid value prints one line on
-//! stderr and forwarding stays on (no call can fail because of it).
+//! `ACLALLOC_FORWARD=0` skips the lookup: this library is then the
+//! implementation even in front of a real runtime.
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The one list of the ACL functions this library exports that a real
-/// runtime may also provide, in three groups by what the dispatch table
-/// (`crate::ffi::dispatch`) does with them in front of a real runtime:
-/// `as_is`: the real function is used directly; `wrapped`: a wrapper calls
-/// it and mirrors its effect here; `not_dispatched`: the allocator API and
-/// the error message, which the exports forward themselves.
-///
-/// It hands the groups to the macro named `$then`: [`Sym`] is built from
-/// them here, and the dispatch table's forwarding from them there, so a
-/// function is added to one list.
+/// runtime may also provide, grouped by what the dispatch table
+/// (`crate::ffi::dispatch`) does with them: `as_is`: used directly;
+/// `wrapped`: a wrapper mirrors its effect here; `not_dispatched`: the
+/// exports forward them themselves. Handed to the macro `$then`, so that
+/// [`Sym`] and the dispatch table are built from one list.
 macro_rules! symbol_groups {
     ($then:ident) => {
         $then! {
@@ -239,29 +218,23 @@ impl Resolver {
         self.state.load(Ordering::Acquire) == RESOLVED
     }
 
-    /// The slot of `sym` (0 while undecided).
+    /// The slot of `sym` (`None` while undecided).
     #[inline]
     fn slot(&self, sym: Sym) -> Option<usize> {
-        if !self.decided() {
-            return None;
-        }
-        match self.slots[sym as usize].load(Ordering::Relaxed) {
-            0 => None,
-            found => Some(found),
-        }
+        self.decided().then(|| self.read(sym)).flatten()
     }
 
-    /// What the lookup found for `sym`, deciding first if needed: after the
-    /// decision, one `Acquire` load of the state and one `Relaxed` load of
-    /// the slot. (`resolve` returns decided, or on the resolving thread from
-    /// inside the lookup, before any slot is written: the slot reads 0.)
+    #[inline]
+    fn read(&self, sym: Sym) -> Option<usize> {
+        Some(self.slots[sym as usize].load(Ordering::Relaxed)).filter(|&a| a != 0)
+    }
+
+    /// What the lookup found for `sym`, deciding first if needed (from inside
+    /// the lookup, before any slot is written: `None`).
     #[inline]
     pub(crate) fn get(&self, sym: Sym, find: impl Fn() -> Option<Addresses>) -> Option<usize> {
         self.resolve(find);
-        match self.slots[sym as usize].load(Ordering::Relaxed) {
-            0 => None,
-            found => Some(found),
-        }
+        self.read(sym)
     }
 }
 
@@ -292,7 +265,7 @@ fn find_runtime() -> Option<Addresses> {
     let own = super::loaded::own_base();
     addresses(|name| {
         // SAFETY: the runtime's live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(found.handle, name.as_ptr()) };
+        let p = unsafe { libc::dlsym(found, name.as_ptr()) };
         // Never this library's own function (a runtime cannot depend on it,
         // but a forwarded call to ourselves would never end).
         match super::loaded::defining_base(p) {
@@ -332,14 +305,12 @@ pub fn decided() -> bool {
     NEXT.decided()
 }
 
-/// Reads `ACLALLOC_FORWARD` now (from the load-time constructor, so that an
-/// invalid value is reported at load time, as the other switches are).
+/// Reads `ACLALLOC_FORWARD` now, so an invalid value is reported at load time.
 pub fn read_environment() {
     forwarding_disabled();
 }
 
-/// `ACLALLOC_FORWARD` read once (the lookup asks for every symbol), with
-/// `getenv`: nothing in the resolving path allocates.
+/// `ACLALLOC_FORWARD`, read once without allocating.
 fn forwarding_disabled() -> bool {
     const FORWARD_VAR: &str = "ACLALLOC_FORWARD";
     static FORWARD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -410,8 +381,7 @@ static LATE_FOUND: AtomicBool = AtomicBool::new(false);
 
 /// After this library was decided to be the runtime: the path of a real
 /// runtime loaded since, the first time one is seen (later calls: `None`).
-/// It is not used. Cheap when nothing was loaded since the last check (one
-/// `dl_iterate_phdr` that stops at the first object); meant for cold calls.
+/// Cheap when nothing was loaded since the last check; for cold calls.
 pub fn late_runtime() -> Option<&'static CStr> {
     if !NEXT.decided()
         || NEXT.slot(Sym::aclrtCreateStream).is_some()
@@ -425,7 +395,7 @@ pub fn late_runtime() -> Option<&'static CStr> {
         return None;
     }
     let found = super::loaded::find(false)?;
-    let name = super::loaded::name_of(found.handle);
+    let name = super::loaded::name_of(found);
     // Kept open: the name stays valid for the life of the process.
     if LATE_FOUND.swap(true, Ordering::AcqRel) {
         return None;
@@ -448,39 +418,32 @@ mod tests {
 
     #[test]
     fn the_first_callers_from_several_threads_share_one_lookup() {
-        use std::sync::Arc;
-        let resolver = Arc::new(Resolver::new());
-        let lookups = Arc::new(AtomicUsize::new(0));
-        let barrier = Arc::new(std::sync::Barrier::new(8));
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let (resolver, lookups, barrier) =
-                    (resolver.clone(), lookups.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    let lookup = || {
-                        lookups.fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                        Some(std::array::from_fn(|i| 0x1000 + i))
-                    };
-                    Sym::ALL
-                        .iter()
-                        .map(|&s| resolver.get(s, lookup))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
+        let (resolver, lookups) = (Resolver::new(), AtomicUsize::new(0));
+        let barrier = std::sync::Barrier::new(8);
+        let lookup = || {
+            lookups.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            Some(std::array::from_fn(|i| 0x1000 + i))
+        };
         let expected: Vec<_> = Sym::ALL
             .iter()
             .map(|&s| Some(0x1000 + s as usize))
             .collect();
-        for t in threads {
-            assert_eq!(
-                t.join().unwrap(),
-                expected,
-                "every caller sees the whole lookup"
-            );
-        }
+        std::thread::scope(|scope| {
+            let callers: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        let found = Sym::ALL.iter().map(|&s| resolver.get(s, lookup));
+                        found.collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for caller in callers {
+                let found = caller.join().unwrap();
+                assert_eq!(found, expected, "every caller sees the whole lookup");
+            }
+        });
         assert_eq!(lookups.load(Ordering::Relaxed), 1, "looked up once");
     }
 

@@ -1,16 +1,13 @@
 //! What this library keeps about a real runtime's allocator descriptors.
 //!
-//! In front of a real runtime, descriptors are the runtime's: creation and
-//! the setters are forwarded, and their effect is mirrored here so that
-//! `aclrtAllocatorRegister` knows the user's callbacks (to record the
-//! registration and, with tracking on, to wrap them). Registrations made
-//! with tracking on give the runtime a descriptor of its own that holds the
-//! tracking object and callbacks (a "mirror"); it is destroyed once the
-//! runtime no longer refers to it.
+//! Descriptor calls are forwarded and their effect mirrored here, so that
+//! `aclrtAllocatorRegister` knows the user's callbacks. With tracking on, a
+//! registration gives the runtime a descriptor of its own holding the
+//! tracking callbacks (a "mirror"), destroyed once the runtime drops it.
 
 use crate::core::descriptor::Descriptor;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, PoisonError};
 
 #[derive(Default)]
 struct Tables {
@@ -20,12 +17,9 @@ struct Tables {
 
 static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
 
-fn tables() -> MutexGuard<'static, Option<Tables>> {
-    TABLES.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn with<R>(f: impl FnOnce(&mut Tables) -> R) -> R {
-    f(tables().get_or_insert_with(Tables::default))
+    let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+    f(tables.get_or_insert_with(Tables::default))
 }
 
 /// The runtime created descriptor `desc`.

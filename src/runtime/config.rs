@@ -5,9 +5,7 @@
 //! | `ACLALLOC_DEVICE_COUNT` | number of devices, a whole number from 1 to [`MAX_DEVICES`] | 1 |
 //! | `ACLALLOC_DEVICE_MEMORY` | memory capacity of each device: a size ([`env::size`]: bytes, or `16GiB`, `512MiB`, `1GB`: binary units), at least 4KiB | 4GiB |
 //!
-//! The capacity is a budget, not a reservation: device memory is mapped per
-//! allocation and only pages that are touched cost host memory, so a large
-//! capacity is free until used.
+//! The capacity is a budget: only touched pages cost host memory.
 
 use crate::core::env;
 use crate::core::error::Result;
@@ -119,26 +117,19 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         assert_eq!(Config::from_lookup(env(&[])).unwrap(), Config::default());
-        let c = Config::from_lookup(env(&[
-            ("ACLALLOC_DEVICE_COUNT", "8"),
-            ("ACLALLOC_DEVICE_MEMORY", "64GiB"),
-        ]))
-        .unwrap();
+        let c = Config::from_lookup(env(&[(COUNT_VAR, "8"), (MEMORY_VAR, "64GiB")])).unwrap();
         assert_eq!((c.device_count, c.device_memory), (8, 64 << 30));
     }
 
     #[test]
     fn malformed_values_name_the_variable_the_value_and_the_range() {
+        let (count, size) = ("a whole number from 1 to 64", "a size of at least 4KiB");
         for (var, value, accepted) in [
-            ("ACLALLOC_DEVICE_COUNT", "0", "a whole number from 1 to 64"),
-            ("ACLALLOC_DEVICE_COUNT", "65", "a whole number from 1 to 64"),
-            (
-                "ACLALLOC_DEVICE_COUNT",
-                "two",
-                "a whole number from 1 to 64",
-            ),
-            ("ACLALLOC_DEVICE_MEMORY", "lots", "a size of at least 4KiB"),
-            ("ACLALLOC_DEVICE_MEMORY", "1KiB", "a size of at least 4KiB"),
+            (COUNT_VAR, "0", count),
+            (COUNT_VAR, "65", count),
+            (COUNT_VAR, "two", count),
+            (MEMORY_VAR, "lots", size),
+            (MEMORY_VAR, "1KiB", size),
         ] {
             match Config::from_lookup(env(&[(var, value)])) {
                 Err(e @ Error::Config(c)) => {

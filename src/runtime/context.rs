@@ -41,11 +41,9 @@ pub(crate) const NOT_A_CONTEXT: Error = Error::InvalidParam {
 thread_local! {
     /// (runtime instance, context handle) current on this thread.
     static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
-    /// The device of the last context this thread resolved, as (instance,
-    /// context, the port's device stamp when it was looked up, device): the
-    /// default allocator asks for the current device on every allocation,
-    /// and a context's device never changes, so the table lookup is needed
-    /// only after some context was released (handles are never reused).
+    /// The last context this thread resolved, as (instance, context, the
+    /// port's device stamp when looked up, device): a context's device never
+    /// changes, so the lookup is redone only after some context was released.
     static RESOLVED: Cell<(usize, usize, usize, u32)> = const { Cell::new((0, 0, usize::MAX, 0)) };
 }
 
@@ -98,8 +96,7 @@ impl HostRuntime {
     pub fn current_context(&self) -> Result<(usize, u32)> {
         let ctx = current_handle(self).ok_or(Error::NoContext)?;
         let instance = self.instance();
-        // Read before the lookup: a release after it changes the count, so
-        // the cached answer is never newer than the count it is kept with.
+        // Read before the lookup, so the answer is never newer than its stamp.
         let released = crate::core::device_port::device_stamp();
         let (i, c, r, device) = RESOLVED.with(Cell::get);
         if (i, c, r) == (instance, ctx, released) {
@@ -124,8 +121,7 @@ impl HostRuntime {
         else {
             return;
         };
-        // Every thread's resolved context (`RESOLVED`) and the device the
-        // port keeps per thread are checked again: one count for both.
+        // Every thread's `RESOLVED` and the port's kept device go stale.
         crate::core::device_port::current_device_changed_everywhere();
         for stream in context.streams {
             let _ = self.destroy_stream_handle(stream, false);

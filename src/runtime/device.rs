@@ -1,14 +1,11 @@
 //! Devices: `aclrtSetDevice`, `aclrtResetDevice[Force]`, `aclrtGetDevice`,
 //! `aclrtGetDeviceCount`.
 //!
-//! As in CANN, setting a device is counted per process: each
-//! `aclrtSetDevice` makes the device's default context current on the calling
-//! thread (creating it on first use), and the default context with its
-//! streams is released when as many `aclrtResetDevice` calls have been made,
-//! or at once by `aclrtResetDeviceForce` (which also releases the contexts
-//! created with `aclrtCreateContext` on that device). Device memory is not
-//! released by a reset: pointers a program still holds stay valid until
-//! `aclrtFree`.
+//! As in CANN, sets are counted per process: each `aclrtSetDevice` makes the
+//! device's default context current (creating it on first use), which is
+//! released with its streams after as many `aclrtResetDevice` calls, or at
+//! once by `aclrtResetDeviceForce` (with the device's other contexts too).
+//! Device memory stays valid until `aclrtFree`.
 
 use super::context::{self, Context};
 use super::host::HostRuntime;
@@ -104,14 +101,12 @@ impl HostRuntime {
         }
         let default = state.default_context.take();
         drop(state);
-        let mut released = Vec::new();
-        if let Some(ctx) = default {
-            released.push(ctx);
-        }
-        if force {
-            released.extend(self.contexts_of_device(device.id));
-        }
-        for ctx in released {
+        let others = if force {
+            self.contexts_of_device(device.id)
+        } else {
+            Vec::new()
+        };
+        for ctx in default.into_iter().chain(others) {
             self.release_context(ctx);
         }
         Ok(())

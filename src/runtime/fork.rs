@@ -1,20 +1,11 @@
 //! `fork()` and the host runtime's threads.
 //!
-//! A child process gets a copy of the parent's memory but only the thread
-//! that called `fork()`: the worker threads of every stream the parent made
-//! do not exist in it. A stream remembers the *fork generation* it was made
-//! in; `pthread_atfork` moves the generation on in every child, so one
-//! relaxed load tells a launch whether its stream's worker exists. An
-//! inherited stream refuses work (instead of queueing it for a thread that
-//! will never run it), is never waited for, and is torn down without joining
-//! its worker. Everything the child creates itself works.
-//!
-//! What this cannot do: a lock another parent thread held at the moment of
-//! `fork()` stays held in the child. The runtime holds its locks only for
-//! moments (the queues are lock-free), but a child forked while another
-//! thread was inside, say, `aclrtCreateStream` may still find one held.
-//! `docs/HARDENING.md` says what to do: fork before the first stream, or
-//! exec in the child.
+//! A child has none of the parent's stream workers. A stream remembers the
+//! *fork generation* it was made in, which `pthread_atfork` moves on in every
+//! child: an inherited stream refuses work, is never waited for, and is torn
+//! down without joining its worker. A lock another parent thread held at
+//! `fork()` stays held in the child (docs/HARDENING.md: fork before the first
+//! stream, or exec in the child).
 
 use crate::core::error::Error;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -68,9 +68,7 @@ impl HostRuntime {
     }
 
     /// The same runtime with `workspaces` serving launches on streams without
-    /// a registration (streams created from now on). The process-wide
-    /// runtime (built by `crate::ffi::process`) uses the default allocator;
-    /// other instances keep direct device memory unless told otherwise.
+    /// a registration (streams created from now on).
     pub fn with_workspace_allocator(mut self, workspaces: &'static dyn WorkspaceAllocator) -> Self {
         self.workspaces = workspaces;
         self
@@ -181,5 +179,96 @@ impl HostRuntime {
     /// True between `aclInit` and `aclFinalize`.
     pub fn is_initialized(&self) -> bool {
         *self.initialized.lock()
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A private runtime with `devices` devices of `memory` bytes each.
+    pub(in crate::runtime) fn runtime(devices: u32, memory: usize) -> HostRuntime {
+        let api: &'static AllocatorApi = Box::leak(Box::new(AllocatorApi::new()));
+        let config = Config {
+            device_count: devices,
+            device_memory: memory,
+        };
+        HostRuntime::new(Ok(config), api)
+    }
+
+    #[test]
+    fn init_and_finalize_pair_up() {
+        let rt = runtime(1, 1 << 20);
+        assert_eq!(rt.finalize(), Err(Error::RepeatFinalize));
+        rt.init(None).unwrap();
+        assert_eq!(rt.init(None), Err(Error::RepeatInitialize));
+        rt.finalize().unwrap();
+        assert_eq!(rt.finalize(), Err(Error::RepeatFinalize));
+        let missing = c"/nonexistent/acl.json";
+        assert_eq!(rt.init(Some(missing)), Err(Error::InvalidConfigFile));
+        rt.init(Some(c"")).unwrap();
+        assert!(rt.is_initialized());
+    }
+
+    #[test]
+    fn a_bad_configuration_fails_every_device_call_with_its_reason() {
+        let api: &'static AllocatorApi = Box::leak(Box::new(AllocatorApi::new()));
+        let bad: Error = crate::core::env::ConfigError::value(
+            "ACLALLOC_DEVICE_COUNT",
+            "two",
+            crate::core::env::Accepted::Text("a whole number from 1 to 64"),
+        )
+        .into();
+        let rt = HostRuntime::new(Err(bad), api);
+        assert_eq!(rt.init(None), Err(bad));
+        assert_eq!(rt.set_device(0), Err(bad));
+        assert_eq!(rt.device_count(), Err(bad));
+    }
+
+    #[test]
+    fn devices_are_counted_and_the_current_context_is_per_thread() {
+        let rt = Arc::new(runtime(2, 1 << 20));
+        assert_eq!(rt.device_count(), Ok(2));
+        assert_eq!(
+            rt.set_device(2),
+            Err(Error::InvalidDevice {
+                device: 2,
+                count: 2
+            })
+        );
+        assert_eq!(rt.current_device(), Err(Error::NoContext));
+        rt.set_device(1).unwrap();
+        rt.set_device(1).unwrap();
+        assert_eq!(rt.current_device(), Ok(1));
+        let (ctx, _) = rt.current_context().unwrap();
+
+        let other = Arc::clone(&rt);
+        std::thread::spawn(move || {
+            assert_eq!(other.current_device(), Err(Error::NoContext));
+            other.set_current_context(ctx).unwrap();
+            assert_eq!(other.current_device(), Ok(1));
+        })
+        .join()
+        .unwrap();
+
+        rt.reset_device(1, false).unwrap();
+        assert_eq!(rt.current_device(), Ok(1), "one set is still in force");
+        rt.reset_device(1, false).unwrap();
+        assert_eq!(rt.current_device(), Err(Error::NoContext));
+        rt.reset_device(1, false).unwrap(); // not set: nothing to do
+    }
+
+    #[test]
+    fn finalize_releases_every_stream() {
+        let rt = runtime(2, 1 << 20);
+        rt.init(None).unwrap();
+        rt.set_device(0).unwrap();
+        rt.create_stream(0, 0).unwrap();
+        rt.create_context(1).unwrap();
+        rt.create_stream(0, 0).unwrap();
+        assert_eq!(rt.live_streams(), 2);
+        rt.finalize().unwrap();
+        assert_eq!(rt.live_streams(), 0);
+        assert_eq!(rt.current_device(), Err(Error::NoContext));
     }
 }

@@ -1,21 +1,16 @@
 //! Operator launches that take their workspace from the stream's allocator,
 //! as CANN's executor does.
 //!
-//! For a launch with a workspace of `size` bytes on `stream`:
-//! 1. the registration in force for `stream` is read once (lock-free); later
-//!    re-registrations do not affect this launch;
-//! 2. `alloc(obj, size)`, then `getAddrFromBlock(block)`;
-//! 3. the kernel is enqueued with that address;
-//! 4. `free(obj, block)` is called on the launching thread as soon as the
-//!    launch is enqueued. This is CANN's executor contract: the block goes
-//!    back in *stream order*, so the allocator may hand it out again, but only
-//!    to later work on the same stream, which runs after this kernel.
+//! The registration in force is read once; then `alloc(obj, size)`,
+//! `getAddrFromBlock(block)`, the kernel is enqueued with that address, and
+//! `free(obj, block)` is called on the launching thread right away: CANN's
+//! executor contract, the block goes back in *stream order* (reused only by
+//! later work on the same stream, which runs after this kernel).
 //!
-//! A stream without a registration takes the workspace from the runtime's
-//! default device allocator instead. A zero-size workspace takes nothing from
-//! any allocator: the kernel gets NULL and 0. When alloc or getAddrFromBlock
-//! returns NULL, nothing is enqueued (a block alloc did return is given back
-//! with free first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
+//! Without a registration the runtime's workspace allocator serves. A
+//! zero-size workspace takes nothing (the kernel gets NULL and 0). When
+//! alloc or getAddrFromBlock returns NULL nothing is enqueued (a block is
+//! given back first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
 use super::stream_worker::{KernelFn, Task};
@@ -46,14 +41,10 @@ impl HostRuntime {
         if size == 0 {
             return stream.enqueue(task(std::ptr::null_mut(), false));
         }
-        // Both the registered allocator and the default one may want to know
-        // the stream (the pool, pluggable allocators): it is published as
-        // the stream being served (`crate::core::serving`).
+        // Allocators shared by streams read the stream being served.
         let _in_launch = Serving::enter(key.get().get());
         if let Ok(registration) = self.allocators().get_by_stream(key) {
-            // The observer's callbacks (with tracking on, the tracking
-            // layer's, which call the user's: every workspace is recorded
-            // and checked).
+            // With tracking on, the tracking layer's callbacks wrap the user's.
             let c = if crate::registry::observer::intercepting() {
                 self.observer().callbacks_for(key, &registration)
             } else {

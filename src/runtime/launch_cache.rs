@@ -1,27 +1,16 @@
 //! A per-thread cache of the streams a thread resolved lately.
 //!
-//! Every launch resolves its stream handle. Through the handle table that is
-//! one process-wide lock, so executor threads launching on different streams
-//! would queue on it. A read-write lock with a faster hasher would still
-//! bounce the lock's cache line between the launching threads; this cache
-//! touches only the thread's own memory and the stream's own reference count,
-//! so launchers on different streams share nothing on the way to their
-//! queues.
+//! Resolving through the handle table takes one process-wide lock; with this
+//! cache, launchers on different streams share nothing on the way to their
+//! queues. A hit is always the stream the table would give:
+//! - keys (runtime instance, handle) are never reused;
+//! - entries are weak: the cache never keeps a destroyed stream alive;
+//! - a closed stream is a miss, and the table (unlisted before the close)
+//!   gives the clean "not a live stream" error.
 //!
-//! Why a hit is always the stream the table would give, or a miss:
-//! - entries are keyed by (runtime instance, handle), and neither number is
-//!   ever reused, so a key names one stream for the life of the process;
-//! - entries are weak references: the cache never keeps a destroyed stream
-//!   (or its device's memory) alive. Once the table's reference is gone the
-//!   upgrade fails;
-//! - a stream still alive but closed (destroy has shut it down, or is doing
-//!   so) is a miss too, and the table, where the handle was unlisted before
-//!   the stream was closed, gives the clean "not a live stream" error.
-//!
-//! A launch that hits while a destroy runs behaves like one that found the
-//! stream in the table just before the destroy unlisted it: its enqueue
-//! either lands before the stream closes (and runs before the destroy
-//! returns) or is refused.
+//! A hit during a destroy acts like a table lookup just before the unlisting:
+//! its enqueue lands before the close (and runs before destroy returns) or is
+//! refused.
 
 use super::stream_worker::Stream;
 use std::cell::RefCell;
@@ -96,4 +85,33 @@ pub(crate) fn remember(instance: usize, handle: usize, stream: &Arc<Stream>) {
             stream: Arc::downgrade(stream),
         });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::host::{tests::runtime, HostRuntime};
+    use crate::registry::StreamKey;
+    use std::sync::Arc;
+
+    #[test]
+    fn runtimes_handing_out_the_same_handle_keep_their_streams_apart() {
+        let (a, b) = (runtime(1, 1 << 20), runtime(1, 1 << 20));
+        let on = |rt: &HostRuntime| {
+            rt.set_device(0).unwrap();
+            rt.create_stream(0, 0).unwrap()
+        };
+        let (sa, sb) = (on(&a), on(&b));
+        assert_eq!(sa, sb, "both tables start from the same id");
+        let table = |rt: &HostRuntime, s: StreamKey| {
+            rt.with_stream(s.get().get(), |e| Arc::as_ptr(&e.stream))
+                .unwrap()
+        };
+        for _ in 0..2 {
+            let (_, ra) = a.resolve_stream(Some(sa)).unwrap();
+            let (_, rb) = b.resolve_stream(Some(sb)).unwrap();
+            assert_eq!(Arc::as_ptr(&ra), table(&a, sa));
+            assert_eq!(Arc::as_ptr(&rb), table(&b, sb));
+            assert_ne!(Arc::as_ptr(&ra), Arc::as_ptr(&rb));
+        }
+    }
 }

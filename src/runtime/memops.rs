@@ -1,13 +1,11 @@
 //! Memory calls: `aclrtMalloc[Align32]`, `aclrtFree`, `aclrtMemcpy[Async]`,
 //! `aclrtMemset[Async]`, `aclrtGetMemInfo`.
 //!
-//! Device pointers are checked against the live allocations of every device
-//! before they are used: a range that is not device memory where the copy
-//! kind says it must be, or that runs past its allocation's end, is refused.
-//! Host pointers are the caller's to vouch for, as in CANN.
+//! Device ranges are checked against every device's live allocations before
+//! use; host pointers are the caller's to vouch for, as in CANN.
 
 use super::host::HostRuntime;
-use super::memory::Lookup;
+use super::memory::{Lookup, NOT_ALLOCATED};
 use super::stream_worker::Task;
 use crate::core::error::{Error, Result};
 use crate::registry::StreamKey;
@@ -37,17 +35,15 @@ impl CopyKind {
             2 => CopyKind::DeviceToHost,
             3 => CopyKind::DeviceToDevice,
             4 => CopyKind::Default,
-            5..=7 => {
-                return Err(Error::InvalidParam {
-                    param: "kind",
-                    reason: "The host runtime supports ACL_MEMCPY_HOST_TO_HOST, _HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE and _DEFAULT only",
-                })
-            }
             _ => {
+                let reason = match kind {
+                    5..=7 => "The host runtime supports ACL_MEMCPY_HOST_TO_HOST, _HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE and _DEFAULT only",
+                    _ => "It is not an aclrtMemcpyKind value",
+                };
                 return Err(Error::InvalidParam {
                     param: "kind",
-                    reason: "It is not an aclrtMemcpyKind value",
-                })
+                    reason,
+                });
             }
         })
     }
@@ -62,7 +58,7 @@ impl CopyKind {
 }
 
 /// The highest `aclrtMemAttr` value (`ACL_MEM_P2P_HUGE1G`).
-const MAX_MEM_ATTR: i32 = 17;
+pub(super) const MAX_MEM_ATTR: i32 = 17;
 
 impl HostRuntime {
     /// `aclrtMalloc` / `aclrtMallocAlign32` on the current context's device.
@@ -79,10 +75,7 @@ impl HostRuntime {
             .devices()?
             .iter()
             .find(|d| d.memory().owns(ptr))
-            .ok_or(Error::InvalidParam {
-                param: "devPtr",
-                reason: "It is not the start of live device memory (it was not returned by aclrtMalloc, or it was already freed)",
-            })?;
+            .ok_or(NOT_ALLOCATED)?;
         self.synchronize_all()?;
         device.memory().free(ptr)
     }
@@ -107,19 +100,12 @@ impl HostRuntime {
                 Lookup::Outside => {}
             }
         }
-        if overruns {
-            Err(Error::InvalidParam {
-                param,
-                reason: "The range runs past the end of its device allocation",
-            })
-        } else if required {
-            Err(Error::InvalidParam {
-                param,
-                reason: "It is not device memory from aclrtMalloc",
-            })
-        } else {
-            Ok(())
-        }
+        let reason = match (overruns, required) {
+            (true, _) => "The range runs past the end of its device allocation",
+            (false, true) => "It is not device memory from aclrtMalloc",
+            (false, false) => return Ok(()),
+        };
+        Err(Error::InvalidParam { param, reason })
     }
 
     fn check_copy(

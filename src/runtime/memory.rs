@@ -4,12 +4,8 @@
 //! Each allocation is its own anonymous `MAP_NORESERVE` mapping, so the
 //! configured capacity is only a budget: nothing is reserved up front, and an
 //! allocation costs host memory only for the pages that are touched.
-//! Freeing unmaps, so a use after free faults as it would on a device instead
-//! of silently reading another allocation's data.
-//!
-//! Every pointer the runtime is handed back is looked up in the table of live
-//! allocations, never trusted: a foreign pointer, an interior pointer or a
-//! second free is an error, never a crash.
+//! Freeing unmaps, so a use after free faults as on a device. A pointer
+//! handed back is looked up in the table of live allocations, never trusted.
 
 use crate::core::error::{Error, Result};
 use parking_lot::Mutex;
@@ -17,7 +13,7 @@ use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-const NOT_ALLOCATED: Error = Error::InvalidParam {
+pub(crate) const NOT_ALLOCATED: Error = Error::InvalidParam {
     param: "devPtr",
     reason: "It is not the start of live device memory (it was not returned by aclrtMalloc, or it was already freed)",
 };
@@ -104,20 +100,12 @@ impl DeviceHeap {
             });
         }
         let page = page_size();
-        let exhausted = |state: &State| Error::DeviceMemoryExhausted {
-            device: self.device,
-            size,
-            free: self.capacity - state.used,
-            capacity: self.capacity,
-        };
         let mut state = self.state.lock();
         let mapped = size
             .checked_add(page - 1)
             .map(|s| s & !(page - 1))
-            .ok_or_else(|| exhausted(&state))?;
-        if mapped > self.capacity - state.used {
-            return Err(exhausted(&state));
-        }
+            .filter(|&mapped| mapped <= self.capacity - state.used)
+            .ok_or_else(|| self.exhausted(size, state.used))?;
         // SAFETY: an anonymous private mapping at an address of the kernel's
         // choice touches no existing memory.
         let addr = unsafe {
@@ -143,18 +131,22 @@ impl DeviceHeap {
         })
     }
 
-    /// Counts `size` bytes of physical memory (`aclrtMallocPhysical`,
-    /// `src/runtime/virtual_memory.rs`) against the capacity, as
-    /// allocations are: both draw from the one device memory.
+    /// Why `size` bytes do not fit with `used` bytes taken.
+    pub(crate) fn exhausted(&self, size: usize, used: usize) -> Error {
+        Error::DeviceMemoryExhausted {
+            device: self.device,
+            size,
+            free: self.capacity - used,
+            capacity: self.capacity,
+        }
+    }
+
+    /// Counts `size` bytes of physical memory (`aclrtMallocPhysical`)
+    /// against the capacity: both draw from the one device memory.
     pub(crate) fn charge(&self, size: usize) -> Result<()> {
         let mut state = self.state.lock();
         if size > self.capacity - state.used {
-            return Err(Error::DeviceMemoryExhausted {
-                device: self.device,
-                size,
-                free: self.capacity - state.used,
-                capacity: self.capacity,
-            });
+            return Err(self.exhausted(size, state.used));
         }
         state.used += size;
         Ok(())

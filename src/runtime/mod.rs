@@ -1,11 +1,9 @@
 //! A small, honest ACL runtime on the host.
 //!
-//! Programs written against CANN call `aclInit`, `aclrtSetDevice` and
-//! `aclrtCreateStream` before they touch the allocator API. This module makes
-//! them run on any Linux machine: a device is a budget of host memory, a
-//! stream is a real in-order queue run by a host worker thread, and
-//! [`launch`](HostRuntime::launch) (`aclallocLaunchKernel`) consumes a stream's
-//! registered allocator the way CANN's executor does.
+//! Lets programs written against CANN run on any Linux machine: a device is
+//! a budget of host memory, a stream an in-order queue run by a host worker
+//! thread, and [`launch`](HostRuntime::launch) (`aclallocLaunchKernel`)
+//! consumes a stream's registered allocator the way CANN's executor does.
 //!
 //! | module | concern |
 //! | --- | --- |
@@ -14,7 +12,7 @@
 //! | [`device`] | devices and their set/reset counting |
 //! | [`context`] | contexts and the per-thread current context |
 //! | [`stream_worker`] | one stream: the bounded queue and its worker thread |
-//! | [`stream_table`] | the live streams, the default stream, destroy semantics |
+//! | [`streams`] | the live streams, the default stream, destroy semantics |
 //! | `launch_cache` | the per-thread cache that keeps launches off the stream table's lock |
 //! | `fork` | streams inherited through `fork()`: refused, never waited for |
 //! | `waits` | kernels that wait for streams: no two wait for each other |
@@ -28,13 +26,9 @@
 //! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
 //! looked up in live-handle tables, never dereferenced.
 //!
-//! ## Not a shadow over a real runtime
-//! The C exports do not call this module directly: they call through the
-//! dispatch table of `crate::ffi::dispatch`, filled once at load time, which
-//! points at this runtime or at a real CANN runtime loaded behind this
-//! library. The process-wide instance is built by `crate::ffi::process`;
-//! this module imports no sibling (the tracking layer observes streams
-//! through `crate::registry::observer`).
+//! The C exports reach this runtime (or a real CANN runtime behind this
+//! library) through the dispatch table of `crate::ffi::dispatch`; the
+//! process-wide instance is built by `crate::ffi::process`.
 
 pub mod config;
 pub mod context;
@@ -45,14 +39,11 @@ pub mod launch;
 mod launch_cache;
 pub mod memops;
 pub mod memory;
-pub mod stream_table;
 pub mod stream_worker;
+pub mod streams;
 pub mod virtual_memory;
 mod virtual_memory_calls;
 mod waits;
 pub mod workspace;
 
 pub use host::HostRuntime;
-
-#[cfg(test)]
-mod tests;

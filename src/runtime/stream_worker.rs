@@ -1,17 +1,13 @@
 //! A stream: an in-order queue of work run by its own host worker thread.
 //!
-//! The queue is a lock-free ring of fixed capacity ([`ArrayQueue`]),
-//! allocated when the stream is created, so a launch never allocates and
-//! never takes a lock: it costs one slot written and one index advanced.
-//! When the ring is full the launching thread waits for room, as a device
-//! queue applies back-pressure.
+//! The queue is a lock-free ring of fixed capacity ([`ArrayQueue`]), so a
+//! launch never allocates nor locks; when it is full the launcher waits for
+//! room, as a device queue applies back-pressure.
 //!
-//! The worker runs tasks in order, spins briefly when the ring is empty and
-//! then sleeps on a condition variable; a producer signals it only when it
-//! is actually asleep (a flag both sides check behind a full fence, so no
-//! wake-up is lost). `synchronize` enqueues a fence task and waits until the
-//! worker reaches it, so no per-task completion counter is shared between
-//! the launching thread and the worker.
+//! The worker spins briefly when the ring is empty, then sleeps; a producer
+//! signals it only when it is asleep (a flag both sides check behind a full
+//! fence, so no wake-up is lost). `synchronize` enqueues a fence task and
+//! waits until the worker reaches it.
 
 use super::fork;
 use super::memory::DeviceHeap;
@@ -48,6 +44,12 @@ const DESTROYED: Error = Error::InvalidParam {
     reason: "The stream is being destroyed",
 };
 
+/// Why a kernel cannot destroy its own stream.
+pub(crate) const DESTROY_OWN: Error = Error::InvalidParam {
+    param: "stream",
+    reason: "A kernel cannot destroy the stream it runs on",
+};
+
 /// Why a call on a stream whose worker died fails.
 pub(crate) const DEAD: Error = Error::InvalidParam {
     param: "stream",
@@ -57,36 +59,26 @@ pub(crate) const DEAD: Error = Error::InvalidParam {
 /// One unit of work on a stream.
 #[derive(Clone, Copy)]
 pub enum Task {
-    /// Runs `kernel(workspace, size, user_data)`; with `release`, the
-    /// workspace then goes back to the stream's workspace allocator.
+    /// Runs `kernel(workspace, size, user_data)` (`workspace` NULL when
+    /// `size` is 0); with `release`, the workspace then goes back to the
+    /// stream's workspace allocator.
     Kernel {
-        /// The kernel.
         kernel: KernelFn,
-        /// Its workspace (NULL when `size` is 0).
         workspace: *mut c_void,
-        /// The workspace size.
         size: usize,
-        /// The caller's argument.
         user_data: *mut c_void,
-        /// Whether the worker frees the workspace after the kernel.
         release: bool,
     },
     /// `memmove(dst, src, count)`.
     Copy {
-        /// Destination.
         dst: *mut u8,
-        /// Source.
         src: *const u8,
-        /// Bytes.
         count: usize,
     },
     /// `memset(dst, value, count)`.
     Set {
-        /// Destination.
         dst: *mut u8,
-        /// The byte value.
         value: u8,
-        /// Bytes.
         count: usize,
     },
     /// Marks the point a synchronizer waits for.
@@ -114,11 +106,9 @@ struct Shared {
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
-    /// Guards the sleeps below (the data itself is lock-free). The standard
-    /// library's futex-based lock and condition variables, not parking_lot's:
-    /// parking_lot parks threads in one process-wide table, and a worker
-    /// caught parking by `fork()` would leave a bucket of it locked in the
-    /// child, hanging the child's own streams (see `fork.rs`).
+    /// Guards the sleeps below. The standard library's futex-based lock, not
+    /// parking_lot's process-wide parking table, which a worker caught
+    /// parking by `fork()` would leave locked in the child.
     lock: SleepMutex<()>,
     work: Condvar,
     room: Condvar,
@@ -229,9 +219,7 @@ impl Stream {
                     "A kernel cannot enqueue onto its own stream when the stream's queue is full",
             });
         }
-        // A kernel waiting for room here waits for this stream's kernels, as
-        // a synchronize does: recorded in the wait-for graph, and refused
-        // if this stream's kernel is (through others) waiting for it.
+        // Waiting for room waits for this stream's kernels, as a synchronize.
         let _waiting = self.wait_from_kernel()?;
         let shared = &*self.shared;
         shared.room_waiters.fetch_add(1, Ordering::SeqCst);
@@ -267,8 +255,6 @@ impl Stream {
         }
         self.check_alive()?;
         let shared = &*self.shared;
-        // A kernel waiting for another stream: refused if that stream's
-        // kernel is (through others) waiting for this one.
         let _waiting = self.wait_from_kernel()?;
         let reached = AtomicBool::new(false);
         match self.enqueue(Task::Fence(&reached)) {
@@ -298,12 +284,10 @@ impl Stream {
         }
     }
 
-    /// Records in the wait-for graph that the calling kernel, if the caller
-    /// is a stream's worker, is about to wait for this stream's work; fails
-    /// when this stream's kernel already waits (through others) for the
-    /// caller's stream. Every wait of a kernel for another stream goes
-    /// through here (synchronize, waiting for room, destroying it: see
-    /// `destroy_stream_handle`), so the graph sees them all.
+    /// Records in the wait-for graph that the calling kernel, if any, is
+    /// about to wait for this stream; fails when this stream's kernel
+    /// already waits (through others) for the caller's stream. Every wait of
+    /// a kernel for another stream goes through here.
     pub(crate) fn wait_from_kernel(&self) -> Result<Option<waits::Waiting>> {
         match WORKER_OF.with(|w| w.get()) {
             0 => Ok(None),
@@ -321,10 +305,7 @@ impl Stream {
     /// runs first. Returns once the worker has exited.
     pub fn shut_down(&self, force: bool) -> Result<()> {
         if self.is_current_worker() {
-            return Err(Error::InvalidParam {
-                param: "stream",
-                reason: "A kernel cannot destroy the stream it runs on",
-            });
+            return Err(DESTROY_OWN);
         }
         let shared = &*self.shared;
         shared.closed.store(true, Ordering::SeqCst);
@@ -407,9 +388,7 @@ impl Shared {
 
     fn run(&self) {
         WORKER_OF.with(|w| w.set(self as *const Shared as usize));
-        // A panic inside the library while running the stream's work must
-        // not leave synchronizers waiting forever for a thread that is gone:
-        // the stream is marked dead and everyone waiting is woken.
+        // After a panic the stream is dead and everyone waiting is woken.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
         if outcome.is_err() {
             self.dead.store(true, Ordering::SeqCst);
@@ -575,10 +554,15 @@ mod tests {
         log.lock().push(size);
     }
 
-    unsafe extern "C" fn slow(_: *mut c_void, _: usize, count: *mut c_void) {
-        std::thread::sleep(std::time::Duration::from_millis(2));
+    unsafe extern "C" fn tally(_: *mut c_void, _: usize, count: *mut c_void) {
         // SAFETY: the tests pass an AtomicUsize.
         unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
+    }
+
+    unsafe extern "C" fn slow(workspace: *mut c_void, size: usize, count: *mut c_void) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        // SAFETY: as `tally`.
+        unsafe { tally(workspace, size, count) }
     }
 
     unsafe extern "C" fn gated(_: *mut c_void, _: usize, gate: *mut c_void) {
@@ -597,6 +581,10 @@ mod tests {
         .unwrap()
     }
 
+    fn ptr<T>(x: &T) -> *const c_void {
+        x as *const T as *const c_void
+    }
+
     fn kernel(kernel: KernelFn, size: usize, data: *const c_void) -> Task {
         Task::Kernel {
             kernel,
@@ -612,8 +600,7 @@ mod tests {
         let s = stream();
         let log = Mutex::new(Vec::<usize>::new());
         for i in 0..5000 {
-            s.enqueue(kernel(append, i, &log as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(append, i, ptr(&log))).unwrap();
         }
         s.synchronize().unwrap();
         assert_eq!(*log.lock(), (0..5000).collect::<Vec<_>>());
@@ -625,26 +612,20 @@ mod tests {
         let count = AtomicUsize::new(0);
         let s = stream();
         for _ in 0..10 {
-            s.enqueue(kernel(slow, 0, &count as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(slow, 0, ptr(&count))).unwrap();
         }
         s.shut_down(false).unwrap();
         assert_eq!(count.load(Ordering::SeqCst), 10);
-        assert_eq!(
-            s.enqueue(kernel(slow, 0, &count as *const _ as *const c_void)),
-            Err(DESTROYED)
-        );
+        assert_eq!(s.enqueue(kernel(slow, 0, ptr(&count))), Err(DESTROYED));
 
         // The first kernel holds the worker until the forced shutdown has
         // emptied the queue, so exactly that one runs.
         let gate = AtomicBool::new(true);
         let forced = AtomicUsize::new(0);
         let s = stream();
-        s.enqueue(kernel(gated, 0, &gate as *const _ as *const c_void))
-            .unwrap();
+        s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
         for _ in 0..50 {
-            s.enqueue(kernel(slow, 0, &forced as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(slow, 0, ptr(&forced))).unwrap();
         }
         std::thread::scope(|scope| {
             let shutting = scope.spawn(|| s.shut_down(true));
@@ -686,23 +667,17 @@ mod tests {
         let s = stream();
         let n = QUEUE_CAPACITY + 20;
         for _ in 0..n {
-            s.enqueue(kernel(slow_free, 0, &count as *const _ as *const c_void))
-                .unwrap();
+            s.enqueue(kernel(tally, 0, ptr(&count))).unwrap();
         }
         s.synchronize().unwrap();
         assert_eq!(count.load(Ordering::SeqCst), n);
-    }
-
-    unsafe extern "C" fn slow_free(_: *mut c_void, _: usize, count: *mut c_void) {
-        // SAFETY: the tests pass an AtomicUsize.
-        unsafe { &*(count as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
     }
 
     #[test]
     fn a_dead_worker_fails_every_later_call_and_is_never_waited_for() {
         let s = stream();
         let count = AtomicUsize::new(0);
-        let data = &count as *const _ as *const c_void;
+        let data = ptr(&count);
         s.enqueue(kernel(slow, 0, data)).unwrap();
         s.enqueue(Task::Panic).unwrap();
         s.enqueue(kernel(slow, 0, data)).unwrap();
@@ -719,8 +694,7 @@ mod tests {
         // A synchronizer already waiting when the worker dies is woken too.
         let gate = AtomicBool::new(true);
         let s = stream();
-        s.enqueue(kernel(gated, 0, &gate as *const _ as *const c_void))
-            .unwrap();
+        s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
         s.enqueue(Task::Panic).unwrap();
         std::thread::scope(|scope| {
             let waiting = scope.spawn(|| s.synchronize());
@@ -759,9 +733,7 @@ mod tests {
         while cycle.b.shared.room_waiters.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
-        // Give A's kernel the moment between counting itself as a room
-        // waiter and sleeping (the order of the two does not matter to
-        // the graph, which records the wait before either).
+        // Let A's kernel go from counting itself as a room waiter to sleeping.
         std::thread::sleep(std::time::Duration::from_millis(5));
         *cycle.b_result.lock() = Some(cycle.a.synchronize());
     }
@@ -819,7 +791,7 @@ mod tests {
             kernel: append,
             workspace: ws.as_ptr().cast(),
             size: 1000,
-            user_data: &log as *const _ as *mut c_void,
+            user_data: ptr(&log) as *mut c_void,
             release: true,
         })
         .unwrap();

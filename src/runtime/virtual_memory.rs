@@ -2,29 +2,22 @@
 //! `aclrtReleaseMemAddress`, `aclrtMallocPhysical`, `aclrtFreePhysical`,
 //! `aclrtMapMem`, `aclrtUnmapMem`, `aclrtMemGetAllocationGranularity`.
 //!
-//! - A reservation is address space without memory: an anonymous
-//!   `PROT_NONE` mapping, aligned to the granularity (2 MiB).
-//! - Physical memory is a `memfd_create` file of the requested size, counted
-//!   against its device's capacity like `aclrtMalloc` memory (pages cost host
-//!   memory only once touched).
-//! - Mapping puts the file over a sub-range of a reservation (`MAP_FIXED |
-//!   MAP_SHARED`, read-write); unmapping puts `PROT_NONE` address space back,
-//!   so the range stays reserved and a stray access faults as on a device.
+//! - A reservation is an anonymous `PROT_NONE` mapping, aligned to the
+//!   granularity (2 MiB).
+//! - Physical memory is a `memfd_create` file, counted against its device's
+//!   capacity like `aclrtMalloc` memory.
+//! - Mapping puts the file over part of a reservation; unmapping puts
+//!   `PROT_NONE` space back, so a stray access faults as on a device.
 //!
-//! As in CANN: a mapping covers a whole physical allocation (`size` equal to
-//! its size, `offset` 0); `aclrtFreePhysical` on memory that is still mapped
-//! invalidates the handle at once and gives the memory back when its last
-//! mapping goes; `aclrtReleaseMemAddress` refuses a reservation that still
-//! has mappings; `aclrtUnmapMem` does not wait for streams (the caller
-//! synchronizes first, as torch_npu's expandable segments do).
+//! As in CANN: a mapping covers a whole physical allocation; freeing mapped
+//! memory kills the handle at once and gives the memory back with its last
+//! mapping; a reservation with mappings cannot be released; unmapping does
+//! not wait for streams (the caller synchronizes first).
 //!
-//! Handles are numbers ([`PhysicalHandle`]: core's tag for the kind in the
-//! top 16 bits, never reused) looked up in the table of live physical
-//! allocations, never dereferenced; addresses are looked up among the live
-//! reservations and mappings. That table is a map inside the one state lock,
-//! not a core `HandleTable`: freeing, mapping and unmapping change a physical
-//! allocation and a reservation together, atomically, and none of these
-//! calls is on a hot path.
+//! Handles are numbers ([`PhysicalHandle`], never reused) looked up, never
+//! dereferenced. They live in a map under the one state lock, not a core
+//! `HandleTable`: freeing, mapping and unmapping change a physical
+//! allocation and a reservation together, and none is on a hot path.
 
 use crate::core::error::{Error, Result};
 use crate::core::handles::Handle;
@@ -34,15 +27,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-/// The granularity of physical allocations, mappings and reservations.
-/// (Crate-visible only: a `pub` constant would be a `#define` without the
-/// library's prefix in the generated header; C callers ask
-/// `aclrtMemGetAllocationGranularity`.)
+/// The granularity of physical allocations, mappings and reservations (not
+/// `pub`: it would become an unprefixed `#define` in the generated header).
 pub(crate) const GRANULARITY: usize = 2 << 20;
-/// Tag of physical memory handles: core's tag list is the truth. Private, so
-/// that it is not in the generated header (it was, unprefixed, as
-/// `PHYSICAL_TAG`); a handle's tag is no part of the C API.
-const PHYSICAL_TAG: u16 = PhysicalHandle::TAG;
 const TAG_SHIFT: u32 = 48;
 
 /// What a virtual-memory lookup found (as [`super::memory::Lookup`]).
@@ -101,6 +88,10 @@ const NOT_MAPPED: Error = invalid(
     "virPtr",
     "It is not the start of a live mapping made by aclrtMapMem (or it was already unmapped)",
 );
+const NOT_IN_RESERVATION: Error = invalid(
+    "virPtr",
+    "It is not inside a reservation made by aclrtReserveMemAddress",
+);
 
 pub(super) fn unaligned(param: &'static str) -> Error {
     invalid(
@@ -113,14 +104,12 @@ pub(super) fn aligned(value: usize) -> bool {
     value % GRANULARITY == 0
 }
 
-/// Anonymous `PROT_NONE` address space at `addr` (fixed) or anywhere.
-fn map_none(addr: usize, size: usize, fixed: bool) -> Option<usize> {
-    let flags = libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS
-        | libc::MAP_NORESERVE
-        | if fixed { libc::MAP_FIXED } else { 0 };
-    // SAFETY: without MAP_FIXED the kernel picks unused space; with it, the
-    // range is one this module owns (part of a live reservation).
+/// Anonymous `PROT_NONE` address space: anywhere (`placement` 0), or at
+/// `addr` with `MAP_FIXED` or `MAP_FIXED_NOREPLACE`.
+fn map_none(addr: usize, size: usize, placement: libc::c_int) -> Option<usize> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | placement;
+    // SAFETY: the kernel picks unused space, or never replaces a mapping
+    // (NOREPLACE), or the range is part of a live reservation of this module.
     let p = unsafe { libc::mmap(addr as *mut _, size, libc::PROT_NONE, flags, -1, 0) };
     (p != libc::MAP_FAILED).then_some(p as usize)
 }
@@ -169,23 +158,10 @@ impl VirtualMemory {
                     "It must be aligned to the allocation granularity (2097152 bytes) and to alignment",
                 ));
             }
-            // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-            let p = unsafe {
-                libc::mmap(
-                    expect as *mut _,
-                    size,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE
-                        | libc::MAP_ANONYMOUS
-                        | libc::MAP_NORESERVE
-                        | libc::MAP_FIXED_NOREPLACE,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED || p as usize != expect {
-                if p != libc::MAP_FAILED {
-                    unmap_range(p as usize, size);
+            let p = map_none(expect, size, libc::MAP_FIXED_NOREPLACE);
+            if p != Some(expect) {
+                if let Some(p) = p {
+                    unmap_range(p, size);
                 }
                 return Err(invalid(
                     "expectPtr",
@@ -198,7 +174,7 @@ impl VirtualMemory {
             let total = size
                 .checked_add(align)
                 .ok_or(Error::ReserveFailed { device: 0, size })?;
-            let raw = map_none(0, total, false).ok_or(Error::ReserveFailed { device: 0, size })?;
+            let raw = map_none(0, total, 0).ok_or(Error::ReserveFailed { device: 0, size })?;
             let start = raw.next_multiple_of(align);
             unmap_range(raw, start - raw);
             unmap_range(start + size, raw + total - (start + size));
@@ -250,12 +226,7 @@ impl VirtualMemory {
             Some(fd) => fd,
             None => {
                 memory.uncharge(size);
-                return Err(Error::DeviceMemoryExhausted {
-                    device: memory.device(),
-                    size,
-                    free: memory.capacity() - memory.used(),
-                    capacity: memory.capacity(),
-                });
+                return Err(memory.exhausted(size, memory.used()));
             }
         };
         let mut state = self.state.lock();
@@ -271,7 +242,7 @@ impl VirtualMemory {
                 freed: false,
             },
         );
-        Ok(((PHYSICAL_TAG as usize) << TAG_SHIFT) | id)
+        Ok(((PhysicalHandle::TAG as usize) << TAG_SHIFT) | id)
     }
 
     /// `aclrtFreePhysical`. Memory still mapped goes when its last mapping
@@ -336,19 +307,11 @@ impl VirtualMemory {
             .reservations
             .range_mut(..=addr)
             .next_back()
-            .ok_or(invalid(
-                "virPtr",
-                "It is not inside a reservation made by aclrtReserveMemAddress",
-            ))?;
+            .filter(|(&start, r)| addr < start + r.size)
+            .ok_or(NOT_IN_RESERVATION)?;
         let end = addr
             .checked_add(size)
             .ok_or(invalid("size", "The range wraps around the address space"))?;
-        if addr >= start + r.size {
-            return Err(invalid(
-                "virPtr",
-                "It is not inside a reservation made by aclrtReserveMemAddress",
-            ));
-        }
         if end > start + r.size {
             return Err(invalid(
                 "size",
@@ -404,7 +367,7 @@ impl VirtualMemory {
         let (size, id) = r.mappings.remove(&addr).ok_or(NOT_MAPPED)?;
         // Back to reserved address space (the kernel replaces the file
         // mapping atomically, so no other thread can take the range).
-        if map_none(addr, size, true).is_none() {
+        if map_none(addr, size, libc::MAP_FIXED).is_none() {
             r.mappings.insert(addr, (size, id));
             return Err(Error::Failure {
                 reason: "The host refused to restore the reserved address range",

@@ -3,6 +3,7 @@
 //! the address-space bookkeeping of [`super::virtual_memory`].
 
 use super::host::HostRuntime;
+use super::memops::MAX_MEM_ATTR;
 use super::virtual_memory::{aligned, invalid, unaligned, virtual_memory, GRANULARITY};
 use crate::core::error::Result;
 use crate::core::types::{
@@ -10,9 +11,6 @@ use crate::core::types::{
     ACL_MEM_HANDLE_TYPE_POSIX, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
     ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED,
 };
-
-/// The highest `aclrtMemAttr` value (`ACL_MEM_P2P_HUGE1G`).
-const MAX_MEM_ATTR: i32 = 17;
 
 impl HostRuntime {
     /// Checks CANN's `aclrtPhysicalMemProp` and returns its device.
@@ -23,20 +21,18 @@ impl HostRuntime {
                 "location.type must be ACL_MEM_LOCATION_TYPE_DEVICE (the host runtime has device memory only)",
             ));
         }
-        if ![ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_HANDLE_TYPE_POSIX].contains(&prop.handleType) {
-            return Err(invalid(
-                "prop",
-                "handleType is not an aclrtMemHandleType value",
-            ));
-        }
-        if prop.allocationType != ACL_MEM_ALLOCATION_TYPE_PINNED {
-            return Err(invalid(
-                "prop",
-                "allocationType must be ACL_MEM_ALLOCATION_TYPE_PINNED",
-            ));
-        }
-        if !(0..=MAX_MEM_ATTR).contains(&prop.memAttr) {
-            return Err(invalid("prop", "memAttr is not an aclrtMemAttr value"));
+        let refused =
+            if ![ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_HANDLE_TYPE_POSIX].contains(&prop.handleType) {
+                "handleType is not an aclrtMemHandleType value"
+            } else if prop.allocationType != ACL_MEM_ALLOCATION_TYPE_PINNED {
+                "allocationType must be ACL_MEM_ALLOCATION_TYPE_PINNED"
+            } else if !(0..=MAX_MEM_ATTR).contains(&prop.memAttr) {
+                "memAttr is not an aclrtMemAttr value"
+            } else {
+                ""
+            };
+        if !refused.is_empty() {
+            return Err(invalid("prop", refused));
         }
         let id = i32::try_from(prop.location.id).unwrap_or(i32::MAX);
         self.device(id)
@@ -85,10 +81,8 @@ impl HostRuntime {
     }
 
     fn uncharge(&self, freed: Option<(u32, usize)>) {
-        if let Some((device, size)) = freed {
-            if let Ok(d) = self.device(device as i32) {
-                d.memory().uncharge(size);
-            }
+        if let Some((Ok(d), size)) = freed.map(|(d, size)| (self.device(d as i32), size)) {
+            d.memory().uncharge(size);
         }
     }
 

@@ -1,14 +1,11 @@
 //! Kernels that wait for streams: the wait-for graph that keeps two kernels
 //! from waiting for each other.
 //!
-//! A kernel may call what waits for streams (`aclrtFree` waits for every
-//! stream, `aclrtSynchronizeStream` for one). A kernel on stream A waiting
-//! for B while a kernel on B waits for A would hang both workers forever.
-//! Each wait from a worker thread is recorded here (waiter -> waited-for);
-//! a wait that would close a cycle is refused with [`DEADLOCK`] instead,
-//! so exactly one of the two kernels gets an error and the other proceeds.
-//! A host thread is never waited for, so only workers are recorded, and the
-//! lock is taken only by kernels that wait: never on the launch path.
+//! A kernel on stream A waiting for B (`aclrtFree`, a synchronize) while a
+//! kernel on B waits for A would hang both workers. Each wait from a worker
+//! is recorded (waiter -> waited-for); one that would close a cycle is
+//! refused with [`DEADLOCK`], so the other kernel proceeds. Only kernels
+//! that wait take the lock: never the launch path.
 
 use crate::core::error::{Error, Result};
 use parking_lot::Mutex;
@@ -19,10 +16,8 @@ pub(crate) const DEADLOCK: Error = Error::InvalidParam {
     reason: "A kernel on the stream waited for is itself waiting for the calling kernel's stream: the two would wait for each other forever. Free or synchronize from a host thread (or after the kernel) instead",
 };
 
-/// Why `aclFinalize`, `aclrtResetDevice` or `aclrtDestroyContext` from a
-/// kernel fails: each destroys streams (waiting for their work), and the
-/// calling kernel's stream cannot be destroyed from inside it, so the call
-/// would return with the runtime half torn down.
+/// Why a teardown from a kernel fails: it destroys streams, the kernel's own
+/// among them, which cannot be destroyed from inside it.
 pub(crate) const TEARDOWN_IN_KERNEL: Error = Error::Failure {
     reason: "A kernel cannot tear the runtime down (aclFinalize, aclrtResetDevice, aclrtDestroyContext destroy streams, the kernel's own among them). Call it from a host thread after synchronizing",
 };

@@ -1,14 +1,10 @@
 //! The runtime's default device allocator: what serves a launch's workspace
 //! when its stream has no registered allocator.
 //!
-//! It sits behind [`WorkspaceAllocator`] so that the allocator can be swapped
-//! (a caching pool, a plug-in) without touching the launch path. The one
-//! contract that differs between implementations is *when* a block may be
-//! given back: an allocator that hands blocks out again only to later work on
-//! the same stream (a [`Workspace`] with `free_in_stream_order`) gets its
-//! block back on the launching thread right after the launch is enqueued, as
-//! CANN does with registered allocators; any other allocator gets it back on
-//! the stream's worker once the kernel has finished.
+//! Behind [`WorkspaceAllocator`] it can be swapped (a caching pool, a
+//! plug-in). An allocator that reuses blocks only for later work on the same
+//! stream (`free_in_stream_order`) gets its block back right after the launch
+//! is enqueued, as CANN does; any other once the kernel has finished.
 
 use super::memory::DeviceHeap;
 use crate::core::error::Result;
@@ -20,11 +16,9 @@ use std::ptr::NonNull;
 pub struct Workspace {
     /// Its address.
     pub ptr: NonNull<u8>,
-    /// True when it may be freed as soon as its launch is enqueued, because
-    /// the allocator only reuses it for later work on the same stream;
+    /// True when it may be freed as soon as its launch is enqueued (the
+    /// allocator only reuses it for later work on the same stream);
     /// otherwise the stream's worker frees it once the kernel has run.
-    /// Returned with the block (not asked separately) so that the launch
-    /// reads the allocator's state once.
     pub free_in_stream_order: bool,
 }
 

@@ -7,14 +7,12 @@
 //! trace or at a point clicked on the timeline, the largest live
 //! allocations, out-of-memory failures and the faults `aclalloc run` found.
 //!
-//! The snapshot is read in Rust ([`model`]: pairing allocations with their
-//! frees in exact 64-bit arithmetic) and embedded as JSON; the page's own
-//! script (`page.js`, written for this page) only draws, on canvases, a
-//! pixel column at a time, so 100,000 events stay responsive.
+//! The snapshot is read in Rust ([`model`], in exact 64-bit arithmetic) and
+//! embedded as JSON; the page's script (`page.js`) only draws, a pixel
+//! column at a time, so 100,000 events stay responsive.
 //!
-//! This module depends only on the standard library and serde_json: the
-//! `aclalloc` command includes it by path, without linking the library it
-//! preloads into programs.
+//! Depends only on std and serde_json: the `aclalloc` command includes it by
+//! path, without linking the library it preloads into programs.
 
 pub mod model;
 
@@ -28,8 +26,8 @@ const SCRIPT: &str = include_str!("page.js");
 pub fn page_from_json(snapshot: &str, title: &str) -> Result<String, VizError> {
     let value: serde_json::Value = serde_json::from_str(snapshot).map_err(|e| {
         VizError(format!(
-            "the snapshot is not valid JSON ({e}); give a file written by aclallocPoolSnapshot, \
-             'aclalloc run --json' or torch's _snapshot()"
+            "the snapshot is not valid JSON ({e}); {}",
+            model::SOURCES
         ))
     })?;
     page(&value, title)

@@ -1,11 +1,8 @@
-//! From a snapshot (this library's pool or tracking snapshot, or PyTorch's
-//! `_snapshot()`) to the page's data: per device, the allocations and
-//! segments as intervals over the trace's events, and the segments at the
-//! end with their blocks.
-//!
-//! The pairing is done here, in exact 64-bit arithmetic, so that the page's
-//! script only draws: addresses reach it as hex strings, offsets within a
-//! segment and sizes as numbers (always below 2^53).
+//! From a snapshot (this library's, or PyTorch's `_snapshot()`) to the
+//! page's data: per device, allocations and segments as intervals over the
+//! trace's events, and the segments at the end with their blocks. Paired
+//! here in exact 64-bit arithmetic: addresses reach the script as hex
+//! strings, offsets and sizes as numbers (always below 2^53).
 
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -70,6 +67,22 @@ struct Interval {
     kind: String,
 }
 
+impl Interval {
+    /// One that began before the trace and is still open at its end (or
+    /// whose start and end are set after).
+    fn before_trace(addr: u64, size: u64, requested: u64, stream: usize) -> Self {
+        Interval {
+            addr,
+            size,
+            requested,
+            stream,
+            start: -1,
+            end: -1,
+            kind: String::new(),
+        }
+    }
+}
+
 /// One device's data for the page.
 struct DeviceModel {
     device: i64,
@@ -83,36 +96,34 @@ struct DeviceModel {
     streams: Streams,
 }
 
+/// What a snapshot the page can draw comes from.
+pub(crate) const SOURCES: &str =
+    "give a file written by aclallocPoolSnapshot, 'aclalloc run --json' or torch's _snapshot()";
+
 /// Builds the page's data from a parsed snapshot.
 pub fn build(snapshot: &Value) -> Result<Value, VizError> {
     let Some(top) = snapshot.as_object() else {
-        return Err(VizError(
-            "the snapshot is not a JSON object; give a file written by aclallocPoolSnapshot, \
-             'aclalloc run --json' or torch's _snapshot()"
-                .into(),
-        ));
+        return Err(VizError(format!(
+            "the snapshot is not a JSON object; {SOURCES}"
+        )));
     };
     let segments = top.get("segments").and_then(Value::as_array);
     let traces = top.get("device_traces").and_then(Value::as_array);
     if segments.is_none() && traces.is_none() {
-        return Err(VizError(
-            "the snapshot has neither \"segments\" nor \"device_traces\"; give a file written by \
-             aclallocPoolSnapshot, 'aclalloc run --json' or torch's _snapshot()"
-                .into(),
-        ));
+        return Err(VizError(format!(
+            "the snapshot has neither \"segments\" nor \"device_traces\"; {SOURCES}"
+        )));
     }
     let default_device = top.get("device").and_then(Value::as_i64).unwrap_or(0);
+    let device_of = |s: &Value| {
+        s.get("device")
+            .and_then(Value::as_i64)
+            .unwrap_or(default_device)
+    };
     let empty = Vec::new();
     let segments = segments.unwrap_or(&empty);
     let traces = traces.unwrap_or(&empty);
-    let mut devices: Vec<i64> = segments
-        .iter()
-        .map(|s| {
-            s.get("device")
-                .and_then(Value::as_i64)
-                .unwrap_or(default_device)
-        })
-        .collect();
+    let mut devices: Vec<i64> = segments.iter().map(device_of).collect();
     devices.extend(
         traces
             .iter()
@@ -132,15 +143,7 @@ pub fn build(snapshot: &Value) -> Result<Value, VizError> {
             .and_then(|i| traces.get(i))
             .and_then(Value::as_array)
             .unwrap_or(&empty);
-        let segs: Vec<&Value> = segments
-            .iter()
-            .filter(|s| {
-                s.get("device")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(default_device)
-                    == d
-            })
-            .collect();
+        let segs: Vec<&Value> = segments.iter().filter(|s| device_of(s) == d).collect();
         out.push(device_model(d, trace, &segs).to_json());
     }
     let history = top.get("history").cloned().unwrap_or(Value::Null);
@@ -191,50 +194,35 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
         let stream = m.streams.id(e.get("stream").and_then(number).unwrap_or(0));
         let index = m.times.len() as i64;
         let t = e.get("time_us").and_then(number).map_or(last_t, |t| t - t0);
-        let interval = |kind: &str| Interval {
-            addr,
-            size: block,
-            requested: size,
-            stream,
-            start: index,
-            end: -1,
-            kind: kind.to_string(),
-        };
-        match action {
-            "alloc" => {
-                if let Some(previous) = open_allocs.insert(addr, m.allocs.len()) {
-                    m.allocs[previous].end = index; // a free the trace lost
-                }
-                m.allocs.push(interval(""));
+        // (intervals, the open ones by address, their size, opens one)
+        let target = match action {
+            "alloc" => Some((&mut m.allocs, &mut open_allocs, block, true)),
+            "free_completed" | "free" => Some((&mut m.allocs, &mut open_allocs, block, false)),
+            "segment_alloc" | "segment_map" => Some((&mut m.segs, &mut open_segs, size, true)),
+            "segment_free" | "segment_unmap" => Some((&mut m.segs, &mut open_segs, size, false)),
+            "oom" => {
+                m.ooms.push((index as usize, size, addr));
+                None
             }
-            "free_completed" | "free" => match open_allocs.remove(&addr) {
-                Some(a) => m.allocs[a].end = index,
-                None => m.allocs.push(Interval {
-                    start: -1,
-                    end: index,
-                    ..interval("")
-                }),
-            },
-            "segment_alloc" | "segment_map" => {
-                if let Some(previous) = open_segs.insert(addr, m.segs.len()) {
-                    m.segs[previous].end = index;
-                }
-                m.segs.push(Interval {
-                    size,
-                    ..interval("")
-                });
-            }
-            "segment_free" | "segment_unmap" => match open_segs.remove(&addr) {
-                Some(s) => m.segs[s].end = index,
-                None => m.segs.push(Interval {
-                    size,
-                    start: -1,
-                    end: index,
-                    ..interval("")
-                }),
-            },
-            "oom" => m.ooms.push((index as usize, size, addr)),
             _ => continue, // free_requested, snapshot, ...: not drawn
+        };
+        if let Some((list, open, bytes, opens)) = target {
+            let mut interval = Interval::before_trace(addr, bytes, size, stream);
+            if opens {
+                if let Some(previous) = open.insert(addr, list.len()) {
+                    list[previous].end = index; // a free the trace lost
+                }
+                interval.start = index;
+                list.push(interval);
+            } else {
+                match open.remove(&addr) {
+                    Some(i) => list[i].end = index,
+                    None => list.push(Interval {
+                        end: index,
+                        ..interval
+                    }),
+                }
+            }
         }
         last_t = t;
         m.times.push(t);
@@ -250,24 +238,12 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let seg = match open_segs.remove(&addr) {
-            Some(i) => {
-                m.segs[i].kind = kind;
-                i
-            }
-            None => {
-                m.segs.push(Interval {
-                    addr,
-                    size,
-                    requested: size,
-                    stream,
-                    start: -1,
-                    end: -1,
-                    kind,
-                });
-                m.segs.len() - 1
-            }
-        };
+        let seg = open_segs.remove(&addr).unwrap_or_else(|| {
+            m.segs
+                .push(Interval::before_trace(addr, size, size, stream));
+            m.segs.len() - 1
+        });
+        m.segs[seg].kind = kind;
         let mut at = addr;
         for b in s
             .get("blocks")
@@ -286,21 +262,12 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
             at = b_addr + b_size;
             let live = state.starts_with("active");
             let alloc = if live {
-                match open_allocs.remove(&b_addr) {
-                    Some(a) => a as i64,
-                    None => {
-                        m.allocs.push(Interval {
-                            addr: b_addr,
-                            size: b_size,
-                            requested,
-                            stream,
-                            start: -1,
-                            end: -1,
-                            kind: String::new(),
-                        });
-                        m.allocs.len() as i64 - 1
-                    }
-                }
+                let a = open_allocs.remove(&b_addr).unwrap_or_else(|| {
+                    m.allocs
+                        .push(Interval::before_trace(b_addr, b_size, requested, stream));
+                    m.allocs.len() - 1
+                });
+                a as i64
             } else {
                 -1
             };

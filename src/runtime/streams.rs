@@ -2,12 +2,9 @@
 //! `aclrtDestroyStream[Force]`, `aclrtSynchronizeStream`, and the default
 //! stream a NULL `aclrtStream` stands for.
 //!
-//! Destroying a stream also drops its allocator registration, so a stream
-//! created later can never inherit an allocator that was registered for a
-//! destroyed one. (CANN keeps the stale entry; with CANN a new stream that
-//! happens to get the old stream's address would find the old allocator.)
-//! Stream handles are never reused here, so this is about hygiene: the
-//! registration table does not fill up with dead streams.
+//! Destroying a stream also drops its allocator registration (CANN keeps
+//! the stale entry), so the registration table does not fill up with dead
+//! streams.
 
 use super::host::{HostRuntime, StreamEntry};
 use super::launch_cache;
@@ -149,10 +146,8 @@ impl HostRuntime {
                 reason: "It is a context's default stream, which is destroyed with its context",
             });
         }
-        if let Some(entry) = self.with_stream(handle, |e| Arc::clone(&e.stream)) {
-            if entry.is_inherited() {
-                return Err(super::fork::INHERITED);
-            }
+        if self.with_stream(handle, |e| e.stream.is_inherited()) == Some(true) {
+            return Err(super::fork::INHERITED);
         }
         self.destroy_stream_handle(handle, force)
     }
@@ -162,15 +157,10 @@ impl HostRuntime {
             .with_stream(handle, |e| e.clone())
             .ok_or(NOT_A_STREAM)?;
         if entry.stream.is_current_worker() {
-            return Err(Error::InvalidParam {
-                param: "stream",
-                reason: "A kernel cannot destroy the stream it runs on",
-            });
+            return Err(super::stream_worker::DESTROY_OWN);
         }
-        // A kernel destroying another stream waits for that stream's work
-        // and worker: recorded in the wait-for graph like a synchronize, and
-        // refused before anything is torn down if that stream's kernel is
-        // (through others) waiting for the caller's stream.
+        // A kernel destroying another stream waits for it, as a synchronize
+        // does: refused before anything is torn down if that would deadlock.
         let _waiting = entry.stream.wait_from_kernel()?;
         // Unlisting first stops new launches from finding the stream.
         let entry = StreamHandle::from_raw(handle)
