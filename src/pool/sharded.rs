@@ -18,14 +18,9 @@ pub(super) struct All<'a> {
 }
 
 /// The device as the pool sees it under its locks: allocations go straight
-/// to it, frees wait until the locks are released.
-///
-/// Why: a device's free may wait for other threads, and those threads may be
-/// about to take this pool's locks. The host runtime's `aclrtFree` waits for
-/// every stream, and a stream's worker gives its default-allocator workspace
-/// back to this pool when its kernel ends: freeing a segment under the locks
-/// made the two wait for each other for good (found by the runtime fuzz
-/// target; `tests/default_pool_release.rs`).
+/// to it, frees wait until the locks are released, because a device's free
+/// (`aclrtFree` waits for every stream) may wait for a stream worker that
+/// needs this pool's locks.
 pub(super) struct DeferredFree<'a> {
     pub(super) device: &'a dyn DeviceMemory,
     pending: &'a Mutex<Vec<(NonZeroUsize, usize)>>,
@@ -114,9 +109,8 @@ impl Pool {
         if let Some(addr) = self.exclusive(Some(shard), |ex| attempt(ex, true))? {
             return Ok(addr);
         }
-        // An expandable pool unmaps on the retry: no queued work may still
-        // use a freed block then. Waited for here, with no lock held (a
-        // stream's worker may need this pool's locks to finish).
+        // An expandable pool unmaps on the retry: wait for queued work with
+        // no lock held.
         self.synchronize_for_unmap();
         self.exclusive(Some(shard), |ex| attempt(ex, false))?
             .ok_or(Error::Internal {
@@ -127,10 +121,8 @@ impl Pool {
 
 impl All<'_> {
     /// Covers what shard `s` took beyond its headroom: first from the other
-    /// shards' headroom, then by raising the peak. A negative headroom is
-    /// how far the shard's value rose above what the pool-wide peak allowed,
-    /// while every other shard was locked and only fell, so the new peak is
-    /// the exact pool-wide maximum.
+    /// shards' headroom, then by raising the peak (the others only fell, so
+    /// the new peak is the exact pool-wide maximum).
     fn settle(&mut self, s: usize) {
         let mut taken = [0i64; PARTS];
         for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
@@ -280,12 +272,10 @@ impl All<'_> {
             .record(crate::history::Action::Oom, room, size, 0, stream);
     }
 
-    /// [`All::malloc`] for an expandable pool: a cached block, mapping the
-    /// pages under it; a new reservation when no free range of the stream's
-    /// reservations is large enough; when the device is out of memory,
-    /// first a retry (the caller synchronizes the device with no lock
-    /// held), then every page holding no live block is unmapped, in every
-    /// shard, and the block is tried once more.
+    /// [`All::malloc`] for an expandable pool: a cached block with its pages
+    /// mapped, else a new reservation; out of memory, a retry (the caller
+    /// synchronizes with no lock held), then every free page of every shard
+    /// is unmapped and the block tried once more.
     fn malloc_expandable(
         &mut self,
         vm: &dyn VirtualMemory,
@@ -296,11 +286,9 @@ impl All<'_> {
         may_retry: bool,
     ) -> Result<Option<usize>> {
         let mut unmapped = false;
-        // Garbage collection (PyTorch's `garbage_collection_threshold`): new
-        // pages may first take reserved memory only up to the threshold;
-        // past it, pages holding no live block are unmapped down to the
-        // threshold (after the device is synchronized: the caller retries
-        // with no lock held), then the limit applies.
+        // Garbage collection: past the threshold, free pages are unmapped
+        // down to it (on the caller's synchronized retry), then the limit
+        // applies.
         let (gc, limit) = (
             self.global.config.garbage_collection_threshold,
             self.global.limit,

@@ -1,13 +1,7 @@
 //! The device's virtual memory as an expandable pool sees it: reserve
 //! address space, back one page of it with physical memory, take the page
-//! back, release the address space.
-//!
-//! Two implementations: [`super::acl::AclMemory`] calls the ACL functions
-//! (`aclrtReserveMemAddress`, `aclrtMallocPhysical` + `aclrtMapMem`,
-//! `aclrtUnmapMem` + `aclrtFreePhysical`, `aclrtReleaseMemAddress`) through
-//! the device port (`crate::core::device_port`), so in front of a real CANN the pool uses the
-//! NPU's virtual memory; [`super::device::HostMemory`] maps host memory for
-//! tests and benchmarks.
+//! back, release the address space. [`super::acl::AclMemory`] uses the ACL
+//! functions; [`super::device::HostMemory`] maps host memory for tests.
 
 use super::acl::AclMemory;
 use super::device::HostMemory;

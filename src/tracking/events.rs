@@ -4,7 +4,8 @@ use super::clock::now_ns;
 use std::sync::Mutex;
 
 /// When a leak was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LeakSeen {
     /// The stream's registration was dropped (`aclrtAllocatorUnregister`,
     /// or re-registration with another allocator).
@@ -16,8 +17,10 @@ pub enum LeakSeen {
 }
 
 /// One detected misuse of an allocator. Streams, allocators, blocks and
-/// addresses are the raw handle values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// addresses are the raw handle values (serialized as the snapshot's
+/// fields, before handles become hex strings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
 pub enum Fault {
     /// free of a block that this allocator never handed out (as far as the
     /// tracking layer has seen).
@@ -80,6 +83,7 @@ pub enum Fault {
         address: usize,
         size: usize,
         age_ns: u64,
+        #[serde(rename = "seen_at")]
         seen: LeakSeen,
     },
 }

@@ -15,7 +15,6 @@
 
 use super::events::{events, Fault};
 use super::owner::REPORT_PATIENCE;
-use super::report::leak_seen;
 use super::tracker::tracker;
 use crate::history::json::{device_traces, recording_info};
 use crate::history::Hex;
@@ -78,13 +77,10 @@ pub fn snapshot_json() -> String {
     let events: Vec<Value> = events
         .iter()
         .map(|e| {
-            let mut fields = Map::new();
+            let mut fields = fault_fields(&e.fault);
             fields.insert("kind".into(), e.fault.kind().into());
             fields.insert("time_ns".into(), e.time_ns.into());
             fields.insert("count".into(), e.count.into());
-            for (key, value) in fault_fields(&e.fault) {
-                fields.insert(key.into(), value);
-            }
             Value::Object(fields)
         })
         .collect();
@@ -103,109 +99,16 @@ pub fn snapshot_json() -> String {
     out
 }
 
-fn fault_fields(fault: &Fault) -> Vec<(&'static str, Value)> {
-    // Handles and addresses as hex strings; sizes and ages as numbers.
-    let n = |v: usize| json!(Hex(v));
-    match *fault {
-        Fault::UnknownFree {
-            stream,
-            allocator,
-            block,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-        ],
-        Fault::DoubleFree {
-            stream,
-            allocator,
-            block,
-            size,
-            first_freed_on,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("size", json!(size)),
-            ("first_freed_on", n(first_freed_on)),
-        ],
-        Fault::NullAddress {
-            stream,
-            allocator,
-            block,
-            size,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("size", json!(size)),
-        ],
-        Fault::UnknownBlock { allocator, block } => {
-            vec![("allocator", n(allocator)), ("block", n(block))]
-        }
-        Fault::Overlap {
-            stream,
-            allocator,
-            block,
-            address,
-            size,
-            other_stream,
-            other_block,
-            other_address,
-            other_size,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("address", n(address)),
-            ("size", json!(size)),
-            ("other_stream", n(other_stream)),
-            ("other_block", n(other_block)),
-            ("other_address", n(other_address)),
-            ("other_size", json!(other_size)),
-        ],
-        Fault::CrossStreamReuse {
-            stream,
-            allocator,
-            block,
-            address,
-            size,
-            freed_on,
-            freed_block,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("address", n(address)),
-            ("size", json!(size)),
-            ("freed_on", n(freed_on)),
-            ("freed_block", n(freed_block)),
-        ],
-        Fault::ConcurrentUse {
-            allocator,
-            stream,
-            other_stream,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("other_stream", n(other_stream)),
-        ],
-        Fault::Leak {
-            stream,
-            allocator,
-            block,
-            address,
-            size,
-            age_ns,
-            seen,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("address", n(address)),
-            ("size", json!(size)),
-            ("age_ns", json!(age_ns)),
-            ("seen_at", json!(leak_seen(seen))),
-        ],
-    }
+/// The fields of `fault`: sizes and ages as numbers, handles and addresses
+/// as hex strings.
+fn fault_fields(fault: &Fault) -> Map<String, Value> {
+    const NUMBERS: [&str; 3] = ["size", "other_size", "age_ns"];
+    let Ok(Value::Object(fields)) = serde_json::to_value(fault) else {
+        unreachable!("a fault serializes as an object")
+    };
+    let hex = |(key, value): (String, Value)| match value.as_u64() {
+        Some(v) if !NUMBERS.contains(&key.as_str()) => (key, json!(Hex(v as usize))),
+        _ => (key, value),
+    };
+    fields.into_iter().map(hex).collect()
 }

@@ -49,8 +49,7 @@ pub unsafe extern "C" fn aclallocPoolSummary(
     size: usize,
     length: *mut usize,
 ) -> aclError {
-    // SAFETY: `buffer` is NULL or `size` writable bytes and `length` NULL or writable (this
-    // export's contract, `text`'s too); `pool` is looked up in the live-handle table.
+    // SAFETY: this export's contract is `text`'s.
     unsafe {
         text(
             "aclallocPoolSummary",
@@ -87,8 +86,7 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
     size: usize,
     length: *mut usize,
 ) -> aclError {
-    // SAFETY: `buffer` is NULL or `size` writable bytes and `length` NULL or writable (this
-    // export's contract, `text`'s too); `pool` is looked up in the live-handle table.
+    // SAFETY: this export's contract is `text`'s.
     unsafe {
         text(
             "aclallocPoolSnapshot",

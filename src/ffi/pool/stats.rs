@@ -44,9 +44,7 @@ pub unsafe extern "C" fn aclallocPoolGetStats(
 ) -> aclError {
     boundary("aclallocPoolGetStats", || {
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(stats, "stats") }?;
-        out.write(handles::get(pool)?.stats());
-        Ok(())
+        unsafe { args::write_out(stats, "stats", || Ok(handles::get(pool)?.stats())) }
     })
 }
 
@@ -141,9 +139,7 @@ unsafe fn shortcut(
 ) -> aclError {
     boundary(function, || {
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(out, "bytes") }?;
-        out.write(f(handles::get(pool)?));
-        Ok(())
+        unsafe { args::write_out(out, "bytes", || Ok(f(handles::get(pool)?))) }
     })
 }
 
@@ -156,8 +152,7 @@ pub unsafe extern "C" fn aclallocPoolMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
+    // SAFETY: this export's contract is `shortcut`'s.
     unsafe {
         shortcut(
             "aclallocPoolMemoryAllocated",
@@ -177,8 +172,7 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
+    // SAFETY: this export's contract is `shortcut`'s.
     unsafe {
         shortcut(
             "aclallocPoolMaxMemoryAllocated",
@@ -198,8 +192,7 @@ pub unsafe extern "C" fn aclallocPoolMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
+    // SAFETY: this export's contract is `shortcut`'s.
     unsafe {
         shortcut(
             "aclallocPoolMemoryReserved",
@@ -219,8 +212,7 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
+    // SAFETY: this export's contract is `shortcut`'s.
     unsafe {
         shortcut(
             "aclallocPoolMaxMemoryReserved",

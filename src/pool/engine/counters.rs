@@ -78,38 +78,18 @@ pub(crate) struct ShardStats {
 
 impl ShardStats {
     pub(crate) fn parts_mut(&mut self) -> [&mut Part; PARTS] {
-        let [a0, a1, a2] = &mut self.allocation;
-        let [s0, s1, s2] = &mut self.segment;
-        let [i0, i1, i2] = &mut self.inactive_split;
-        let [b0, b1, b2] = &mut self.allocated_bytes;
-        let [r0, r1, r2] = &mut self.reserved_bytes;
-        let [j0, j1, j2] = &mut self.inactive_split_bytes;
-        let [q0, q1, q2] = &mut self.requested_bytes;
-        [
-            a0,
-            a1,
-            a2,
-            s0,
-            s1,
-            s2,
-            i0,
-            i1,
-            i2,
-            b0,
-            b1,
-            b2,
-            r0,
-            r1,
-            r2,
-            j0,
-            j1,
-            j2,
-            q0,
-            q1,
-            q2,
-            &mut self.oversize_allocations,
-            &mut self.oversize_segments,
-        ]
+        let arrays = [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.inactive_split,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.inactive_split_bytes,
+            &mut self.requested_bytes,
+        ];
+        let single = [&mut self.oversize_allocations, &mut self.oversize_segments];
+        let mut parts = arrays.into_iter().flatten().chain(single);
+        std::array::from_fn(|_| parts.next().expect("PARTS parts"))
     }
 
     pub(crate) fn reset_accumulated(&mut self) {

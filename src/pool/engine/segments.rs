@@ -5,10 +5,8 @@
 use super::*;
 
 impl Core {
-    /// A fresh segment for `rounded` bytes: the standard size first, then,
-    /// if that is refused, the request rounded to 2 MiB (a 20 MiB segment can
-    /// fail where the 4 MiB one the request needs would fit).
-    /// `room`: the bytes the pool's limit still allows.
+    /// A fresh segment for `rounded` bytes: the standard size, else the
+    /// request rounded to 2 MiB. `room`: the bytes the limit still allows.
     pub(crate) fn new_segment(
         &mut self,
         dev: &dyn DeviceMemory,
@@ -107,11 +105,9 @@ impl Core {
     }
 
     /// Before the pool grows for a large request, wholly free large segments
-    /// smaller than the request go back to the device: they could not serve
-    /// it, and the new segment can serve (by splitting) what they would have.
-    /// Without this, every new largest request keeps the smaller segments
-    /// cached beside it and reserved memory climbs well above the peak in use
-    /// (PyTorch's behaviour; see the prefill trace in benches/pool.rs).
+    /// smaller than it go back to the device: they cannot serve it, and the
+    /// new segment can serve what they would have (otherwise reserved memory
+    /// climbs well above the peak in use).
     pub(crate) fn release_unfit_segments(&mut self, dev: &dyn DeviceMemory, rounded: usize) {
         let unfit: Vec<u32> = self
             .by_addr
