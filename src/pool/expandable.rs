@@ -146,40 +146,14 @@ impl Core {
             }
             size = round_up((size / 2).max(least), page);
         };
-        let seg = self.segments.insert(Segment {
-            addr: addr.get(),
-            size,
-            kind,
-            stream,
-            first: NIL,
-            expandable: true,
-        });
-        let idx = self.blocks.insert(Block {
-            addr: addr.get(),
-            size,
-            requested: 0,
-            prev: NIL,
-            next: NIL,
-            segment: seg,
-            kind,
-            stream,
-            state: State::Free,
-            counted_split: false,
-        });
-        self.segments[seg].first = idx;
-        self.by_addr.insert(addr.get(), seg);
-        self.pages.insert(
-            seg,
-            PageMap {
-                page,
-                tokens: vec![None; size / page],
-                mapped: 0,
-            },
-        );
-        self.insert_free(idx);
-        for i in [STAT_ALL, kind.index()] {
-            self.stats.segment[i].increase(1);
-        }
+        let idx = self.insert_segment(addr.get(), size, kind, stream, true);
+        let tokens = vec![None; size / page];
+        let pages = PageMap {
+            page,
+            tokens,
+            mapped: 0,
+        };
+        self.pages.insert(self.blocks[idx].segment, pages);
         Ok(idx)
     }
 

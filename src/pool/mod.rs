@@ -51,7 +51,6 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-mod retire;
 mod sharded;
 mod streams;
 mod thread_cache;
@@ -467,6 +466,20 @@ impl Pool {
                 Ok(())
             }
             live => Err(live),
+        })
+    }
+
+    /// Tells the pool that `stream` (non-zero) was destroyed: nothing can use
+    /// the blocks it kept for that stream, so its cache goes back to the
+    /// device, and the segments it still has blocks in once they are wholly
+    /// free. Returns the bytes given back.
+    pub fn forget_stream(&self, stream: usize) -> usize {
+        if stream == 0 {
+            return 0;
+        }
+        self.exclusive(None, |ex| {
+            self.drain_caches(&mut ex.shards[..], Retire::Stream(stream));
+            ex.retire_stream(stream)
         })
     }
 

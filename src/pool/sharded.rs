@@ -3,7 +3,7 @@
 //! and settling a statistic that rose above its peak).
 
 use super::block::Kind;
-use super::engine::{kind_of, round_size, segment_size, Take};
+use super::engine::{kind_of, round_size, round_up, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
@@ -195,9 +195,7 @@ impl All<'_> {
             return Err(CLOSED);
         }
         let Some(rounded) = round_size(size, &self.global.config.roundup_power2_divisions) else {
-            self.shards[s].stats.num_ooms += 1;
-            self.record_oom(s, size, stream);
-            return Err(self.oom(size, "the size is too large"));
+            return Err(self.fail(s, size, stream, "the size is too large"));
         };
         if self.global.config.expandable_segments {
             if let Some(vm) = self.device.device.virtual_memory() {
@@ -226,12 +224,7 @@ impl All<'_> {
         may_retry: bool,
     ) -> Result<Option<u32>> {
         let kind = kind_of(rounded);
-        let (gc, limit) = (
-            self.global.config.garbage_collection_threshold,
-            self.global.limit,
-        );
-        if gc > 0.0 && limit != usize::MAX {
-            let target = (limit as f64 * gc) as usize;
+        if let Some(target) = self.gc_target() {
             if self.reserved().saturating_add(segment_size(rounded)) > target {
                 self.release_free_segments(target.saturating_sub(segment_size(rounded)));
             }
@@ -254,14 +247,14 @@ impl All<'_> {
                 return Ok(None);
             }
         }
-        self.shards[s].stats.num_ooms += 1;
-        self.record_oom(s, size, stream);
-        Err(self.oom(size, cause))
+        Err(self.fail(s, size, stream, cause))
     }
 
-    /// The `oom` event: PyTorch puts the device's free bytes in its address;
-    /// here, the bytes the pool could still take (limit or device capacity).
-    fn record_oom(&self, s: usize, size: usize, stream: usize) {
+    /// A failed allocation: counted, recorded as an `oom` event (whose
+    /// address is, as PyTorch's free bytes, the bytes the pool could still
+    /// take), and its error.
+    fn fail(&mut self, s: usize, size: usize, stream: usize, cause: &'static str) -> Error {
+        self.shards[s].stats.num_ooms += 1;
         let room = self
             .global
             .limit
@@ -270,6 +263,22 @@ impl All<'_> {
         self.shards[s]
             .history
             .record(crate::history::Action::Oom, room, size, 0, stream);
+        Error::PoolOutOfMemory {
+            requested: size,
+            allocated: self.allocated(),
+            reserved: self.reserved(),
+            limit: self.global.limit,
+            cause,
+        }
+    }
+
+    /// Where garbage collection (`garbage_collection_threshold`) starts, if on.
+    fn gc_target(&self) -> Option<usize> {
+        let (gc, limit) = (
+            self.global.config.garbage_collection_threshold,
+            self.global.limit,
+        );
+        (gc > 0.0 && limit != usize::MAX).then_some((limit as f64 * gc) as usize)
     }
 
     /// [`All::malloc`] for an expandable pool: a cached block with its pages
@@ -289,12 +298,7 @@ impl All<'_> {
         // Garbage collection: past the threshold, free pages are unmapped
         // down to it (on the caller's synchronized retry), then the limit
         // applies.
-        let (gc, limit) = (
-            self.global.config.garbage_collection_threshold,
-            self.global.limit,
-        );
-        let mut gc_target =
-            (gc > 0.0 && limit != usize::MAX).then_some((limit as f64 * gc) as usize);
+        let mut gc_target = self.gc_target();
         // Each pass either succeeds, adds a reservation that fits the
         // request, collects once, or unmaps once: a few passes always settle.
         for _ in 0..6 {
@@ -308,7 +312,7 @@ impl All<'_> {
                         return Ok(None);
                     }
                     let target = gc_target.take().unwrap_or(0);
-                    let need = round_up_to(rounded, vm.page_size());
+                    let need = round_up(rounded, vm.page_size());
                     self.unmap_free_pages_down_to(target.saturating_sub(need));
                     continue;
                 }
@@ -321,7 +325,7 @@ impl All<'_> {
                     }
                 }
                 Take::NoRoom | Take::NoMemory => {
-                    if room < round_up_to(rounded, vm.page_size()) {
+                    if room < round_up(rounded, vm.page_size()) {
                         "the pool's memory limit would be exceeded"
                     } else {
                         "the device is out of memory"
@@ -334,18 +338,11 @@ impl All<'_> {
             }
             if !unmapped {
                 unmapped = true;
-                let released: usize = self
-                    .shards
-                    .iter_mut()
-                    .map(|core| core.unmap_free_pages(vm))
-                    .sum();
-                if released > 0 {
+                if self.unmap_free_pages() > 0 {
                     continue;
                 }
             }
-            self.shards[s].stats.num_ooms += 1;
-            self.record_oom(s, size, stream);
-            return Err(self.oom(size, cause));
+            return Err(self.fail(s, size, stream, cause));
         }
         Err(Error::Internal {
             reason: "an expandable pool allocation did not settle",
@@ -405,16 +402,6 @@ impl All<'_> {
         self.shards[s].new_segment(&self.device, kind, rounded, stream, room)
     }
 
-    fn oom(&self, size: usize, cause: &'static str) -> Error {
-        Error::PoolOutOfMemory {
-            requested: size,
-            allocated: self.allocated(),
-            reserved: self.reserved(),
-            limit: self.global.limit,
-            cause,
-        }
-    }
-
     /// Returns wholly free segments of every shard to the device, largest
     /// first, until at most `target` bytes stay reserved. Returns the bytes
     /// released.
@@ -462,8 +449,4 @@ impl All<'_> {
         }
         self.check_headroom()
     }
-}
-
-fn round_up_to(size: usize, to: usize) -> usize {
-    size.div_ceil(to).saturating_mul(to)
 }

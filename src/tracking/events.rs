@@ -103,9 +103,8 @@ impl Fault {
         }
     }
 
-    /// Repeats of the same fault are counted on the first event instead of
-    /// logged again: the same two streams racing in one allocator do so on
-    /// every launch.
+    /// Repeats of the same fault are counted on the first event, not logged
+    /// again (two streams racing in one allocator do so on every launch).
     fn same_as(&self, other: &Fault) -> bool {
         match (self, other) {
             (

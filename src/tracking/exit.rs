@@ -30,8 +30,7 @@ fn tracking_requested() -> bool {
 }
 
 /// Reads `ACLALLOC_TRACK` and, when it asks for tracking, turns it on and
-/// arranges for the reports at exit. Called from the library's load-time
-/// constructor; reads with `getenv`, so it allocates nothing.
+/// arranges for the reports at exit. Allocates nothing (load time).
 pub fn init_from_env() {
     if tracking_requested() {
         set_enabled(true);

@@ -1,17 +1,10 @@
 //! The JSON snapshot, in the shape of the pool's (PyTorch's
-//! `memory_snapshot`): `segments` (address, total_size, stream, segment_type,
-//! allocated_size, active_size, requested_size), each with its `blocks`
-//! (address, size, requested_size, state). The tracking layer
-//! only sees blocks, so every live block is its own segment of type `user`;
-//! `allocators` carries each allocator's statistics and `events` the faults.
-//! Each segment's `device` is its stream's device as the history learnt it
-//! (0 for a block allocated while the history was off).
-//! `device_traces` holds the recorded history (see `super::history`), one
-//! list per device in PyTorch's shape, and `history` its counters (enabled,
-//! max_entries, entries, dropped), as in the pool's snapshot.
-//! Handles and addresses are hex strings ("0x..."), as in the pool's
-//! snapshot and the text report: JavaScript's numbers cannot hold every
-//! 64-bit handle. `version` names the layout.
+//! `memory_snapshot`). The tracking layer only sees blocks, so every live
+//! block is its own segment of type `user` (its `device`: its stream's as
+//! the history learnt it, else 0); `allocators` carries each allocator's
+//! statistics, `events` the faults, `device_traces` and `history` the
+//! recorded history. Handles and addresses are hex strings, as in the
+//! pool's snapshot.
 
 use super::events::{events, Fault};
 use super::owner::REPORT_PATIENCE;
@@ -69,9 +62,8 @@ pub fn snapshot_json() -> String {
             }));
         }
     }
-    // Read after the blocks: an allocation recorded meanwhile is in the
-    // history without its live block, which the page draws as live to the
-    // end anyway.
+    // Read after the blocks: an allocation recorded meanwhile, without its
+    // live block, is drawn as live to the end anyway.
     let history = super::history::history();
     let (events, dropped) = events();
     let events: Vec<Value> = events

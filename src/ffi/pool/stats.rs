@@ -131,16 +131,14 @@ pub extern "C" fn aclallocPoolResetAccumulatedStats(pool: aclallocPool) -> aclEr
     })
 }
 
-unsafe fn shortcut(
-    function: &'static str,
-    pool: aclallocPool,
-    out: *mut usize,
-    f: fn(&Pool) -> usize,
-) -> aclError {
-    boundary(function, || {
-        // SAFETY: the caller's contract.
-        unsafe { args::write_out(out, "bytes", || Ok(f(handles::get(pool)?))) }
-    })
+/// The body of a byte-count export `$name(pool, bytes)`: `$f` of the pool.
+macro_rules! shortcut {
+    ($name:ident($pool:ident, $bytes:ident), $f:path) => {
+        boundary(stringify!($name), || {
+            // SAFETY: `bytes` is NULL or writable, the export's contract.
+            unsafe { args::write_out($bytes, "bytes", || Ok($f(handles::get($pool)?))) }
+        })
+    };
 }
 
 /// Bytes handed out now.
@@ -152,15 +150,10 @@ pub unsafe extern "C" fn aclallocPoolMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: this export's contract is `shortcut`'s.
-    unsafe {
-        shortcut(
-            "aclallocPoolMemoryAllocated",
-            pool,
-            bytes,
-            Pool::memory_allocated,
-        )
-    }
+    shortcut!(
+        aclallocPoolMemoryAllocated(pool, bytes),
+        Pool::memory_allocated
+    )
 }
 
 /// The peak of the bytes handed out.
@@ -172,15 +165,10 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: this export's contract is `shortcut`'s.
-    unsafe {
-        shortcut(
-            "aclallocPoolMaxMemoryAllocated",
-            pool,
-            bytes,
-            Pool::max_memory_allocated,
-        )
-    }
+    shortcut!(
+        aclallocPoolMaxMemoryAllocated(pool, bytes),
+        Pool::max_memory_allocated
+    )
 }
 
 /// Bytes held from the device now.
@@ -192,15 +180,10 @@ pub unsafe extern "C" fn aclallocPoolMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: this export's contract is `shortcut`'s.
-    unsafe {
-        shortcut(
-            "aclallocPoolMemoryReserved",
-            pool,
-            bytes,
-            Pool::memory_reserved,
-        )
-    }
+    shortcut!(
+        aclallocPoolMemoryReserved(pool, bytes),
+        Pool::memory_reserved
+    )
 }
 
 /// The peak of the bytes held from the device.
@@ -212,13 +195,8 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: this export's contract is `shortcut`'s.
-    unsafe {
-        shortcut(
-            "aclallocPoolMaxMemoryReserved",
-            pool,
-            bytes,
-            Pool::max_memory_reserved,
-        )
-    }
+    shortcut!(
+        aclallocPoolMaxMemoryReserved(pool, bytes),
+        Pool::max_memory_reserved
+    )
 }

@@ -2,22 +2,15 @@
 //! each statistic may rise under the shard's lock alone without passing the
 //! pool-wide peak.
 //!
-//! The pool-wide invariant, for every statistic with a peak, is
-//! `peak == Σ over shards (current + headroom)` with every headroom `>= 0`, so
-//! the pool-wide current never exceeds the peak while each shard stays
-//! within its headroom. A decrease gives its amount to the shard's headroom;
-//! an increase takes from it. An operation that would take more than the
-//! shard has runs under the pool-wide lock with every shard locked, where the
-//! deficit is covered from the other shards' headroom and, for what is left,
-//! by raising the peak (`All::settle` in src/pool/sharded.rs): the peak is
-//! then exactly the highest pool-wide value, as with one lock.
+//! Invariant: `peak == Σ over shards (current + headroom)`, every headroom
+//! `>= 0`. A decrease gives to the shard's headroom, an increase takes from
+//! it; an operation needing more runs with every shard locked, where the
+//! deficit comes from the other shards' headroom, then from raising the
+//! peak (`All::settle`), which is then exactly the pool-wide maximum.
 //!
-//! Settling looks only at the headroom an operation ends with, which is its
-//! lowest: within one operation each statistic of a shard only falls and
-//! then only rises (freeing, merging and releasing come before splitting,
-//! handing out and adding a segment; a merge raises `inactive_split` by at
-//! most what it lowered it by just before). The shard-local paths check,
-//! before changing anything, that the headroom covers every rise.
+//! Settling looks only at the headroom an operation ends with: within one
+//! operation each statistic only falls, then only rises (a merge raises
+//! `inactive_split` by at most what it just lowered it by).
 
 use crate::pool::stats::{PoolStats, Stat};
 

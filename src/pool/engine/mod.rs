@@ -1,16 +1,11 @@
-//! The caching allocator's state and algorithm for one shard of the pool
-//! (the streams mapped to it), without locking: the [`Pool`](super::Pool)
-//! keeps each shard under its own mutex and does what spans shards (growing,
-//! releasing, the limit) in `src/pool/sharded.rs`.
+//! The caching allocator's state and algorithm for one shard of the pool,
+//! without locking (what spans shards is in `sharded.rs`).
 //!
-//! The design follows PyTorch's CUDACachingAllocator (and torch_npu's copy of
-//! it): sizes rounded to 512 B; requests of at most 1 MiB served from 2 MiB
-//! "small" segments, larger ones from 20 MiB segments (or their size rounded to
-//! 2 MiB from 10 MiB up); best fit over free blocks ordered by (size, address);
-//! splitting of the chosen block; merging of free neighbours; a max split
-//! size; release of cached segments and one retry when the device refuses;
-//! per-stream pools (a segment serves the stream that made it grow, and its
-//! blocks are reused only for that stream).
+//! The design follows PyTorch's CUDACachingAllocator: sizes rounded to 512
+//! B; requests up to 1 MiB served from 2 MiB segments, larger ones from 20
+//! MiB (from 10 MiB up, their size rounded to 2 MiB); best fit, splitting,
+//! merging of free neighbours, a max split size, release and one retry when
+//! the device refuses; per-stream pools.
 //!
 //! Differences from PyTorch: large best fit prefers the fitting block in the
 //! smallest segment; growing for a large request first returns smaller
@@ -113,7 +108,7 @@ pub(crate) fn kind_of(rounded: usize) -> Kind {
     }
 }
 
-fn round_up(size: usize, to: usize) -> usize {
+pub(crate) fn round_up(size: usize, to: usize) -> usize {
     size.div_ceil(to).saturating_mul(to)
 }
 

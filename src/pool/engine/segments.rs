@@ -52,14 +52,37 @@ impl Core {
         kind: Kind,
         stream: usize,
     ) -> u32 {
-        let addr = addr.get();
+        let idx = self.insert_segment(addr.get(), size, kind, stream, false);
+        let s = &mut self.stats;
+        for i in [STAT_ALL, kind.index()] {
+            s.reserved_bytes[i].increase(size as i64);
+        }
+        s.num_device_alloc += 1;
+        if size >= self.config.max_split_size {
+            s.oversize_segments.increase(1);
+        }
+        self.history
+            .record(Action::SegmentAlloc, addr.get(), size, 0, stream);
+        idx
+    }
+
+    /// Files a new segment at `addr` whose whole range is one free block,
+    /// returned, and counts it.
+    pub(super) fn insert_segment(
+        &mut self,
+        addr: usize,
+        size: usize,
+        kind: Kind,
+        stream: usize,
+        expandable: bool,
+    ) -> u32 {
         let seg = self.segments.insert(Segment {
             addr,
             size,
             kind,
             stream,
             first: NIL,
-            expandable: false,
+            expandable,
         });
         let idx = self.blocks.insert(Block {
             addr,
@@ -76,17 +99,9 @@ impl Core {
         self.segments[seg].first = idx;
         self.by_addr.insert(addr, seg);
         self.insert_free(idx);
-        let s = &mut self.stats;
         for i in [STAT_ALL, kind.index()] {
-            s.segment[i].increase(1);
-            s.reserved_bytes[i].increase(size as i64);
+            self.stats.segment[i].increase(1);
         }
-        s.num_device_alloc += 1;
-        if size >= self.config.max_split_size {
-            s.oversize_segments.increase(1);
-        }
-        self.history
-            .record(Action::SegmentAlloc, addr, size, 0, stream);
         idx
     }
 
