@@ -158,12 +158,7 @@ fn register_host_descriptor(
                      descriptor made before it was loaded (see its own message)",
         });
     }
-    global().streams().set(key, registration);
-    if let Some(old) = shadow::set_mirror(key.get().get(), Some(mirror)) {
-        if old != mirror {
-            destroy_mirror(old);
-        }
-    }
+    record(key, registration, Some(mirror));
     Ok(())
 }
 
@@ -204,32 +199,29 @@ fn register_with(
         descriptor: handle,
         callbacks,
     };
-    let mut mirror = None;
-    let rc = if tracking::enabled() {
-        mirror = make_mirror(&tracking::tracked_callbacks(key, &registration));
-        match mirror {
-            // SAFETY: the real runtime's function.
-            Some(m) => unsafe { register(stream, m as aclrtAllocatorDesc) },
-            // SAFETY: the real runtime's function.
-            None => unsafe { register(stream, desc) },
-        }
-    } else {
-        // SAFETY: the real runtime's function.
-        unsafe { register(stream, desc) }
-    };
+    let mirror = tracking::enabled()
+        .then(|| make_mirror(&tracking::tracked_callbacks(key, &registration)))
+        .flatten();
+    // SAFETY: the real runtime's function.
+    let rc = unsafe { register(stream, mirror.map_or(desc, |m| m as aclrtAllocatorDesc)) };
     if rc != ACL_SUCCESS {
         if let Some(m) = mirror {
             destroy_mirror(m);
         }
         return rc;
     }
+    record(key, registration, mirror);
+    rc
+}
+
+/// A registration the real runtime accepted, with the mirror it holds.
+fn record(key: StreamKey, registration: Registration, mirror: Option<usize>) {
     global().streams().set(key, registration);
     if let Some(old) = shadow::set_mirror(key.get().get(), mirror) {
         if Some(old) != mirror {
             destroy_mirror(old);
         }
     }
-    rc
 }
 
 /// The callbacks the real runtime holds for `stream`.

@@ -152,8 +152,7 @@ pub(crate) mod host {
         size: usize,
         _policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        // SAFETY: `devPtr` is NULL or writable: this function's contract is `malloc`'s, which
-        // checks for NULL before writing.
+        // SAFETY: this function's contract is `malloc`'s.
         unsafe { malloc("aclrtMalloc", devPtr, size) }
     }
 
@@ -162,8 +161,7 @@ pub(crate) mod host {
         size: usize,
         _policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        // SAFETY: `devPtr` is NULL or writable: this function's contract is `malloc`'s, which
-        // checks for NULL before writing.
+        // SAFETY: this function's contract is `malloc`'s.
         unsafe { malloc("aclrtMallocAlign32", devPtr, size) }
     }
 
@@ -237,8 +235,7 @@ pub(crate) mod host {
         boundary("aclrtGetMemInfo", || {
             // SAFETY: the caller's contract.
             let free_out = unsafe { Out::required(free, "free") }?;
-            // SAFETY: `total` is NULL or writable (the caller's contract); `Out::required`
-            // refuses NULL.
+            // SAFETY: the caller's contract.
             let total_out = unsafe { Out::required(total, "total") }?;
             let (f, t) = host().mem_info(attr)?;
             free_out.write(f);

@@ -42,11 +42,9 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     flags: u64,
 ) -> aclError {
     real_or_host!(aclrtReserveMemAddress(virPtr, size, alignment, expectPtr, flags) {
+        let reserve = || virtual_memory().reserve(size, alignment, expectPtr as usize, flags);
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(virPtr, "virPtr") }?;
-        let addr = virtual_memory().reserve(size, alignment, expectPtr as usize, flags)?;
-        out.write(addr as *mut c_void);
-        Ok(())
+        unsafe { args::write_out(virPtr, "virPtr", || Ok(reserve()? as *mut c_void)) }
     })
 }
 

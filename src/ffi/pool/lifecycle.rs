@@ -39,8 +39,7 @@ pub unsafe extern "C" fn aclallocPoolCreate(
     boundary("aclallocPoolCreate", || {
         // SAFETY: the caller's contract.
         let pool_out = unsafe { Out::required(pool, "pool") }?;
-        // SAFETY: `allocatorDesc` is NULL or writable (the caller's contract); `Out::required`
-        // refuses NULL.
+        // SAFETY: the caller's contract.
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
         // SAFETY: NULL or an `aclallocPoolConfig`, the caller's contract.
         let config = match unsafe { args::optional_input(config) } {

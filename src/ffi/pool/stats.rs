@@ -65,8 +65,7 @@ pub unsafe extern "C" fn aclallocPoolGetStatsKeyValues(
     boundary("aclallocPoolGetStatsKeyValues", || {
         // SAFETY: the caller's contract.
         let count = unsafe { Out::required(count, "count") }?;
-        // SAFETY: `entries` is NULL or `capacity` writable entries (the caller's contract);
-        // `OutSlice::new` refuses NULL with a non-zero capacity.
+        // SAFETY: the caller's contract.
         let entries = unsafe { OutSlice::new(entries, capacity, "entries") }?;
         let kv = handles::get(pool)?.stats().key_values();
         count.write(kv.len());
@@ -97,8 +96,7 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
     boundary("aclallocPoolGetStat", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(value, "value") }?;
-        // SAFETY: `key` is NULL or NUL-terminated (the caller's contract); `c_str` refuses
-        // NULL.
+        // SAFETY: the caller's contract.
         let key = unsafe { args::c_str(key, "key") }?;
         let v = handles::get(pool)?
             .stats()
