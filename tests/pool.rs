@@ -4,7 +4,8 @@
 //! summary and snapshot.
 
 use aclalloc::pool::{
-    HostMemory, Limit, Pool, PoolConfig, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL,
+    HostMemory, Limit, Pool, PoolConfig, PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL,
+    STAT_SMALL_POOL,
 };
 use aclalloc::Error;
 use std::sync::Arc;
@@ -624,4 +625,84 @@ fn the_conf_string_chooses_expandable_segments() {
         assert_eq!(device.used(), reserved, "{conf}");
         pool.free(a).unwrap();
     }
+}
+
+/// A destroyed stream's cache goes back to the device at once, its live
+/// blocks' segments once they are freed.
+#[test]
+fn a_destroyed_streams_cache_goes_back_and_its_live_blocks_follow_when_freed() {
+    let pool = Pool::new(PoolConfig::default(), HostMemory::new(1 << 30)).unwrap();
+    let (s1, s2, s3) = (0x1000, 0x2000, 0x3000);
+    let a = pool.malloc_on(s1, 4 << 20).unwrap();
+    let kept = pool.malloc_on(s2, 4 << 20).unwrap();
+    let b = pool.malloc_on(s2, 1 << 20).unwrap();
+    pool.free(a.get()).unwrap();
+    pool.free(b.get()).unwrap();
+    let other = pool.malloc_on(s3, 1000).unwrap();
+    let before = pool.memory_reserved();
+    assert!(before >= 20 << 20);
+    // s1's only segment is wholly free: it goes back.
+    assert_eq!(pool.forget_stream(s1), 20 << 20);
+    assert_eq!(pool.memory_reserved(), before - (20 << 20));
+    // s2 still has a block out: its segments stay (the small one, wholly
+    // free, goes back) until the block is freed.
+    pool.forget_stream(s2);
+    let with_live = pool.memory_reserved();
+    pool.free(kept.get()).unwrap();
+    pool.check_invariants().unwrap();
+    // The next stream's end (or a release) gives the retired segment back.
+    pool.forget_stream(0x4000);
+    assert!(pool.memory_reserved() < with_live);
+    // s3 is untouched: its block and its cache are still there.
+    assert_eq!(pool.memory_reserved(), 2 << 20);
+    pool.free(other.get()).unwrap();
+    let again = pool.malloc_on(s3, 1000).unwrap();
+    assert_eq!(again, other, "s3's cache was kept");
+    pool.free(again.get()).unwrap();
+    pool.check_invariants().unwrap();
+    assert_eq!(
+        pool.stats().num_device_alloc,
+        pool.stats().num_device_free + 1
+    );
+}
+
+#[test]
+fn stats_resets_touch_only_what_they_name() {
+    let mut s = PoolStats::default();
+    s.reserved_bytes[STAT_ALL].increase(100);
+    s.reserved_bytes[STAT_ALL].decrease(60);
+    s.num_device_alloc = 1;
+    s.max_split_size = 7;
+    s.reset_peak();
+    assert_eq!(s.reserved_bytes[STAT_ALL].peak, 40);
+    assert_eq!(s.reserved_bytes[STAT_ALL].allocated, 100);
+    s.reset_accumulated();
+    assert_eq!(
+        s.reserved_bytes[STAT_ALL],
+        Stat {
+            current: 40,
+            peak: 40,
+            allocated: 0,
+            freed: 0
+        }
+    );
+    assert_eq!((s.num_device_alloc, s.max_split_size), (0, 7));
+}
+
+#[test]
+fn stat_peak_follows_current_and_totals_accumulate() {
+    let mut s = Stat::default();
+    s.increase(10);
+    s.increase(5);
+    s.decrease(10);
+    s.increase(2);
+    assert_eq!(
+        s,
+        Stat {
+            current: 7,
+            peak: 15,
+            allocated: 17,
+            freed: 10
+        }
+    );
 }

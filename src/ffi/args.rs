@@ -54,6 +54,22 @@ impl<T> Out<T> {
     }
 }
 
+/// Writes what `value` gives to the required out-parameter `ptr`; NULL is
+/// refused before `value` runs.
+///
+/// # Safety
+/// As for [`Out::required`].
+pub(crate) unsafe fn write_out<T>(
+    ptr: *mut T,
+    param: &'static str,
+    value: impl FnOnce() -> Result<T>,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let out = unsafe { Out::required(ptr, param) }?;
+    out.write(value()?);
+    Ok(())
+}
+
 /// Writes `value` to an optional out-parameter, if the caller gave one.
 pub(crate) fn write_optional<T>(out: Option<Out<T>>, value: T) {
     if let Some(out) = out {

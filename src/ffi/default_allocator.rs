@@ -40,9 +40,11 @@ pub unsafe extern "C" fn aclallocDefaultMalloc(
 ) -> aclError {
     boundary("aclallocDefaultMalloc", || {
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(devPtr, "devPtr") }?;
-        out.write(global().alloc(size, StreamKey::from_ptr(stream))?.as_ptr());
-        Ok(())
+        unsafe {
+            args::write_out(devPtr, "devPtr", || {
+                Ok(global().alloc(size, StreamKey::from_ptr(stream))?.as_ptr())
+            })
+        }
     })
 }
 
@@ -133,8 +135,6 @@ pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAlloca
 pub unsafe extern "C" fn aclallocDefaultGetStats(stats: *mut aclallocAllocatorStats) -> aclError {
     boundary("aclallocDefaultGetStats", || {
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(stats, "stats") }?;
-        out.write(global().stats().into());
-        Ok(())
+        unsafe { args::write_out(stats, "stats", || Ok(global().stats().into())) }
     })
 }

@@ -1,31 +1,29 @@
-//! The one place where the runtime implementation is chosen: the dispatch
-//! table of the runtime exports. (Everything else that needs the device
-//! reaches it through the device port, `crate::core::device_port`, which the
-//! composition root, [`super::process`], installs from the same choice.)
+//! The dispatch table of the runtime exports (`aclInit`, `aclrt*` outside
+//! the allocator API, virtual memory, `aclallocLaunchKernel`), filled once
+//! at the first of these calls (a runtime loaded by `dlopen` after this
+//! library must be found) by the composition root ([`super::process`]).
 //!
-//! Every runtime export (`aclInit`, `aclrt*` outside the allocator API,
-//! the virtual-memory functions, `aclallocLaunchKernel`) calls through the
-//! table [`active`] returns. The table is filled once, at the first of these
-//! calls (not at load time: a runtime loaded by `dlopen` after this library
-//! must be found), and never changes afterwards.
-//!
-//! Two backends:
-//! - [`Backend::Host`], the host runtime of this crate, when nothing behind
-//!   this library provides the ACL runtime;
-//! - [`Backend::Forward`], when a real runtime is loaded after this library
-//!   (this library put in front of CANN's with `LD_PRELOAD`): every function
-//!   the real runtime provides is its own, found by the one lookup of
-//!   [`crate::interpose::next`]; the few whose effect this library must
-//!   see (synchronize, destroy a stream, reset a device) are wrapped in
-//!   `crate::ffi::forward`; functions the real runtime lacks (the launch
-//!   extension, for CANN) are the host runtime's.
-//!
-//! The choice is made once, by the composition root ([`super::process`]),
-//! right after the lookup.
+//! [`Backend::Host`] is this crate's host runtime. [`Backend::Forward`]
+//! serves a real runtime loaded after this library: its own functions, with
+//! those whose effect this library must see wrapped in `crate::ffi::forward`,
+//! and the host runtime's for what it lacks (the launch extension).
 
 use crate::core::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
+
+/// The body of a runtime export `$name($args)`: the active backend's
+/// function, given the export's arguments unchanged, in the boundary.
+macro_rules! call_active {
+    ($name:ident($($arg:ident),*)) => {
+        $crate::ffi::boundary::passthrough(stringify!($name), || {
+            // SAFETY: the backend's entry has the export's own signature; the arguments
+            // are passed unchanged under the export's contract.
+            unsafe { ($crate::ffi::dispatch::active().$name)($($arg),*) }
+        })
+    };
+}
+pub(crate) use call_active;
 
 /// Which implementation serves the runtime functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,35 +165,13 @@ fn forward_fns() -> RuntimeFns {
         )*};
     }
     crate::interpose::next::symbol_groups!(real_if_present);
-    // The wrapped ones: the `wrapped` group, each with its wrapper (a name
-    // added to the group without one here does not compile).
-    macro_rules! wrapper_of {
-        (aclrtSynchronizeStream) => {
-            f::synchronize_stream
-        };
-        (aclrtSynchronizeStreamWithTimeout) => {
-            f::synchronize_stream_with_timeout
-        };
-        (aclrtSynchronizeDevice) => {
-            f::synchronize_device
-        };
-        (aclrtDestroyStream) => {
-            f::destroy_stream
-        };
-        (aclrtDestroyStreamForce) => {
-            f::destroy_stream_force
-        };
-        (aclrtResetDevice) => {
-            f::reset_device
-        };
-        (aclrtResetDeviceForce) => {
-            f::reset_device_force
-        };
-    }
+    // The wrapped ones: the `wrapped` group, each with its wrapper of the
+    // same name in `forward` (a name added to the group without one does not
+    // compile).
     macro_rules! wrapped_if_present {
         (as_is: $as_is:tt, wrapped: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
             if address(Sym::$name).is_some() {
-                t.$name = wrapper_of!($name);
+                t.$name = f::$name;
             }
         )*};
     }

@@ -1,16 +1,11 @@
 //! The forwarding bodies: what an export does when a real runtime is behind
-//! this library (see [`crate::interpose`] for the rule and the table of what
-//! each export does). Each function returns `None` when the real runtime does
-//! not provide the function, and the export then runs its own body.
+//! this library (see [`crate::interpose`]). Each returns `None` when the real
+//! runtime lacks the function, and the export then runs its own body.
 //!
-//! The descriptor functions need no runtime, so they do not force the
-//! decision ([`probe`](crate::interpose::next::probe)): before a runtime is
-//! loaded, descriptors are this library's. Such a descriptor (it carries
-//! this library's handle tag, which no pointer can) stays this library's
-//! after a real runtime was found: its setters and `DestroyDesc` are served
-//! here, and registering it on a real stream registers a copy of it made in
-//! the runtime (the same "mirror" tracking uses), so the runtime never sees
-//! this library's handle.
+//! The descriptor functions do not force the decision: a descriptor made
+//! before a runtime was loaded (it carries this library's handle tag) stays
+//! this library's; registering it on a real stream registers a copy made in
+//! the runtime (a "mirror", as tracking uses).
 
 use super::boundary::{boundary, passthrough};
 use super::runtime::host as host_runtime;
@@ -163,12 +158,7 @@ fn register_host_descriptor(
                      descriptor made before it was loaded (see its own message)",
         });
     }
-    global().streams().set(key, registration);
-    if let Some(old) = shadow::set_mirror(key.get().get(), Some(mirror)) {
-        if old != mirror {
-            destroy_mirror(old);
-        }
-    }
+    record(key, registration, Some(mirror));
     Ok(())
 }
 
@@ -193,9 +183,7 @@ fn register_with(
             Err(_) => return unsafe { register(stream, desc) },
         },
         None => {
-            // A descriptor this library did not see being made (created
-            // inside the runtime): register it, then learn its contents
-            // from the runtime.
+            // Made inside the runtime: register it, then read its contents back.
             // SAFETY: the real runtime's function.
             let rc = unsafe { register(stream, desc) };
             if rc != ACL_SUCCESS {
@@ -211,32 +199,29 @@ fn register_with(
         descriptor: handle,
         callbacks,
     };
-    let mut mirror = None;
-    let rc = if tracking::enabled() {
-        mirror = make_mirror(&tracking::tracked_callbacks(key, &registration));
-        match mirror {
-            // SAFETY: the real runtime's function.
-            Some(m) => unsafe { register(stream, m as aclrtAllocatorDesc) },
-            // SAFETY: the real runtime's function.
-            None => unsafe { register(stream, desc) },
-        }
-    } else {
-        // SAFETY: the real runtime's function.
-        unsafe { register(stream, desc) }
-    };
+    let mirror = tracking::enabled()
+        .then(|| make_mirror(&tracking::tracked_callbacks(key, &registration)))
+        .flatten();
+    // SAFETY: the real runtime's function.
+    let rc = unsafe { register(stream, mirror.map_or(desc, |m| m as aclrtAllocatorDesc)) };
     if rc != ACL_SUCCESS {
         if let Some(m) = mirror {
             destroy_mirror(m);
         }
         return rc;
     }
+    record(key, registration, mirror);
+    rc
+}
+
+/// A registration the real runtime accepted, with the mirror it holds.
+fn record(key: StreamKey, registration: Registration, mirror: Option<usize>) {
     global().streams().set(key, registration);
     if let Some(old) = shadow::set_mirror(key.get().get(), mirror) {
         if Some(old) != mirror {
             destroy_mirror(old);
         }
     }
-    rc
 }
 
 /// The callbacks the real runtime holds for `stream`.
@@ -338,50 +323,49 @@ fn forget(key: StreamKey, seen: LeakSeen) {
     }
 }
 
-// The runtime functions the tracking layer and this library's records must
-// see. The dispatch table (`super::dispatch`) installs these in place
-// of the real functions, only when the real runtime provides them.
+// The runtime functions whose effect this library's records must see,
+// installed by the dispatch table when the real runtime provides them.
 
-/// The real `sym`, which the backend checked is present.
-fn real_stream_fn(sym: Sym) -> Option<StreamFn> {
-    // SAFETY: every caller passes a function of type `aclError (aclrtStream)`.
-    unsafe { real::<StreamFn>(sym) }
-}
-
-/// Forwarded `aclrtSynchronizeStream`: on success, the stream's frees are complete.
-pub(crate) unsafe extern "C" fn synchronize_stream(stream: aclrtStream) -> aclError {
-    let Some(sync) = real_stream_fn(Sym::aclrtSynchronizeStream) else {
-        // SAFETY: the same contract.
-        return unsafe { host_runtime::aclrtSynchronizeStream(stream) };
-    };
-    passthrough("aclrtSynchronizeStream", || {
-        // SAFETY: the real runtime's function.
-        let rc = unsafe { sync(stream) };
-        if rc == ACL_SUCCESS {
-            synchronized(stream);
+/// The wrapper of runtime function `$sym` that the dispatch table installs:
+/// the host runtime's when the real runtime lacks it; `$after` runs once it
+/// succeeded.
+macro_rules! forwarded {
+    ($sym:ident as $ty:ty, ($($arg:ident: $argty:ty),*), $after:expr) => {
+        #[allow(non_snake_case)]
+        pub(crate) unsafe extern "C" fn $sym($($arg: $argty),*) -> aclError {
+            let Some(f) = real_fn!($sym as $ty) else {
+                // SAFETY: the same contract.
+                return unsafe { host_runtime::$sym($($arg),*) };
+            };
+            passthrough(stringify!($sym), || {
+                // SAFETY: the real runtime's function.
+                let rc = unsafe { f($($arg),*) };
+                if rc == ACL_SUCCESS {
+                    $after;
+                }
+                rc
+            })
         }
-        rc
-    })
-}
-
-/// Forwarded `aclrtSynchronizeStreamWithTimeout`.
-pub(crate) unsafe extern "C" fn synchronize_stream_with_timeout(
-    stream: aclrtStream,
-    timeout: i32,
-) -> aclError {
-    let Some(sync) = real_fn!(aclrtSynchronizeStreamWithTimeout as StreamTimeoutFn) else {
-        // SAFETY: the same contract.
-        return unsafe { host_runtime::aclrtSynchronizeStreamWithTimeout(stream, timeout) };
     };
-    passthrough("aclrtSynchronizeStreamWithTimeout", || {
-        // SAFETY: the real runtime's function.
-        let rc = unsafe { sync(stream, timeout) };
-        if rc == ACL_SUCCESS {
-            synchronized(stream);
-        }
-        rc
-    })
 }
+// Synchronizing a stream completes its frees; the device-wide functions
+// (the resets finish or drop every stream's work) complete every stream's.
+forwarded!(aclrtSynchronizeStream as StreamFn, (stream: aclrtStream), synchronized(stream));
+forwarded!(
+    aclrtSynchronizeStreamWithTimeout as StreamTimeoutFn,
+    (stream: aclrtStream, timeout: i32),
+    synchronized(stream)
+);
+forwarded!(
+    aclrtSynchronizeDevice as VoidFn,
+    (),
+    tracking::device_synchronized()
+);
+forwarded!(aclrtResetDevice as DeviceFn, (device: i32), tracking::device_synchronized());
+forwarded!(aclrtResetDeviceForce as DeviceFn, (device: i32), tracking::device_synchronized());
+// A destroyed stream's record goes.
+forwarded!(aclrtDestroyStream as StreamFn, (stream: aclrtStream), destroyed(stream));
+forwarded!(aclrtDestroyStreamForce as StreamFn, (stream: aclrtStream), destroyed(stream));
 
 /// A NULL stream is the default stream, on which no allocator can be
 /// registered, so there is nothing to record for it.
@@ -391,56 +375,12 @@ fn synchronized(stream: aclrtStream) {
     }
 }
 
-/// Forwarded device-wide functions (`aclrtSynchronizeDevice`, and the resets,
-/// which finish or drop every stream's work): on success, every stream counts
-/// as synchronized.
-macro_rules! device_wide {
-    ($wrapper:ident, $sym:ident, $ty:ty, ($($arg:ident: $argty:ty),*)) => {
-        pub(crate) unsafe extern "C" fn $wrapper($($arg: $argty),*) -> aclError {
-            let Some(f) = real_fn!($sym as $ty) else {
-                // SAFETY: the same contract.
-                return unsafe { host_runtime::$sym($($arg),*) };
-            };
-            passthrough(stringify!($sym), || {
-                // SAFETY: the real runtime's function.
-                let rc = unsafe { f($($arg),*) };
-                if rc == ACL_SUCCESS {
-                    tracking::device_synchronized();
-                }
-                rc
-            })
-        }
-    };
+fn destroyed(stream: aclrtStream) {
+    if let Some(key) = StreamKey::from_ptr(stream) {
+        forget(key, LeakSeen::StreamDestroy);
+        crate::pool::handles::forget_stream(key.get());
+    }
 }
-device_wide!(synchronize_device, aclrtSynchronizeDevice, VoidFn, ());
-device_wide!(reset_device, aclrtResetDevice, DeviceFn, (device: i32));
-device_wide!(reset_device_force, aclrtResetDeviceForce, DeviceFn, (device: i32));
-
-/// Forwarded `aclrtDestroyStream` / `aclrtDestroyStreamForce`: on success,
-/// this library drops its record of the stream.
-macro_rules! destroy {
-    ($wrapper:ident, $sym:ident) => {
-        pub(crate) unsafe extern "C" fn $wrapper(stream: aclrtStream) -> aclError {
-            let Some(destroy) = real_stream_fn(Sym::$sym) else {
-                // SAFETY: the same contract.
-                return unsafe { host_runtime::$sym(stream) };
-            };
-            passthrough(stringify!($sym), || {
-                // SAFETY: the real runtime's function.
-                let rc = unsafe { destroy(stream) };
-                if rc == ACL_SUCCESS {
-                    if let Some(key) = StreamKey::from_ptr(stream) {
-                        forget(key, LeakSeen::StreamDestroy);
-                        crate::pool::handles::forget_stream(key.get());
-                    }
-                }
-                rc
-            })
-        }
-    };
-}
-destroy!(destroy_stream, aclrtDestroyStream);
-destroy!(destroy_stream_force, aclrtDestroyStreamForce);
 
 pub(crate) fn recent_err_msg() -> Option<ErrMsgFn> {
     probed_fn!(aclGetRecentErrMsg as ErrMsgFn)

@@ -2,8 +2,7 @@
 //! registered allocator as CANN's executor does.
 #![allow(non_snake_case)]
 
-use super::boundary::passthrough;
-use super::dispatch::active;
+use super::dispatch::call_active;
 use super::types::*;
 use std::ffi::c_void;
 
@@ -41,10 +40,12 @@ pub unsafe extern "C" fn aclallocLaunchKernel(
     kernel: aclallocKernelFunc,
     userData: *mut c_void,
 ) -> aclError {
-    // SAFETY: forwarded unchanged to a function with the same contract.
-    passthrough("aclallocLaunchKernel", || unsafe {
-        (active().aclallocLaunchKernel)(stream, workspaceSize, kernel, userData)
-    })
+    call_active!(aclallocLaunchKernel(
+        stream,
+        workspaceSize,
+        kernel,
+        userData
+    ))
 }
 
 /// The host backend's implementation.

@@ -3,8 +3,7 @@
 //! allocations, never trusted.
 #![allow(non_snake_case)]
 
-use super::boundary::passthrough;
-use super::dispatch::active;
+use super::dispatch::call_active;
 use super::types::*;
 use std::ffi::c_void;
 
@@ -23,12 +22,7 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtMalloc` of the chosen backend, with acl_rt.h's signature;
-    // `devPtr` is NULL or writable (this export's contract); the host backend refuses NULL, the
-    // real runtime gets it unchanged.
-    passthrough("aclrtMalloc", || unsafe {
-        (active().aclrtMalloc)(devPtr, size, policy)
-    })
+    call_active!(aclrtMalloc(devPtr, size, policy))
 }
 
 /// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
@@ -42,12 +36,7 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtMallocAlign32` of the chosen backend, with acl_rt.h's
-    // signature; `devPtr` is NULL or writable (this export's contract); the host backend
-    // refuses NULL, the real runtime gets it unchanged.
-    passthrough("aclrtMallocAlign32", || unsafe {
-        (active().aclrtMallocAlign32)(devPtr, size, policy)
-    })
+    call_active!(aclrtMallocAlign32(devPtr, size, policy))
 }
 
 /// Frees device memory after all pending stream work has run. A pointer that
@@ -59,9 +48,7 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
-    // SAFETY: `active()` holds `aclrtFree` of the chosen backend, with acl_rt.h's signature;
-    // `devPtr` is passed unchanged; the host backend refuses an address that is not live.
-    passthrough("aclrtFree", || unsafe { (active().aclrtFree)(devPtr) })
+    call_active!(aclrtFree(devPtr))
 }
 
 /// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
@@ -78,12 +65,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: aclrtMemcpyKind,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtMemcpy` of the chosen backend, with acl_rt.h's signature;
-    // the ranges are the caller's (this export's contract), passed unchanged; the host backend
-    // checks device ranges.
-    passthrough("aclrtMemcpy", || unsafe {
-        (active().aclrtMemcpy)(dst, destMax, src, count, kind)
-    })
+    call_active!(aclrtMemcpy(dst, destMax, src, count, kind))
 }
 
 /// Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
@@ -98,12 +80,7 @@ pub unsafe extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtMemset` of the chosen backend, with acl_rt.h's signature;
-    // `devPtr` and `maxCount` are passed unchanged; the host backend checks the range against
-    // device memory.
-    passthrough("aclrtMemset", || unsafe {
-        (active().aclrtMemset)(devPtr, maxCount, value, count)
-    })
+    call_active!(aclrtMemset(devPtr, maxCount, value, count))
 }
 
 /// `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
@@ -119,12 +96,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: aclrtMemcpyKind,
     stream: aclrtStream,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtMemcpyAsync` of the chosen backend, with acl_rt.h's
-    // signature; ranges and `stream` are passed unchanged; the host backend checks them before
-    // enqueuing.
-    passthrough("aclrtMemcpyAsync", || unsafe {
-        (active().aclrtMemcpyAsync)(dst, destMax, src, count, kind, stream)
-    })
+    call_active!(aclrtMemcpyAsync(dst, destMax, src, count, kind, stream))
 }
 
 /// `aclrtMemset` run in order on `stream` (NULL: the default stream).
@@ -140,12 +112,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: aclrtStream,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtMemsetAsync` of the chosen backend, with acl_rt.h's
-    // signature; range and `stream` are passed unchanged; the host backend checks them before
-    // enqueuing.
-    passthrough("aclrtMemsetAsync", || unsafe {
-        (active().aclrtMemsetAsync)(devPtr, maxCount, value, count, stream)
-    })
+    call_active!(aclrtMemsetAsync(devPtr, maxCount, value, count, stream))
 }
 
 /// Free and total bytes of the current context's device; every `attr`
@@ -159,12 +126,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
     free: *mut usize,
     total: *mut usize,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtGetMemInfo` of the chosen backend, with acl_rt.h's
-    // signature; `free` and `total` are NULL or writable (this export's contract); the host
-    // backend refuses NULL, the real runtime gets them unchanged.
-    passthrough("aclrtGetMemInfo", || unsafe {
-        (active().aclrtGetMemInfo)(attr, free, total)
-    })
+    call_active!(aclrtGetMemInfo(attr, free, total))
 }
 
 /// The host backend's implementations.
@@ -177,9 +139,11 @@ pub(crate) mod host {
     unsafe fn malloc(function: &'static str, devPtr: *mut *mut c_void, size: usize) -> aclError {
         boundary(function, || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(devPtr, "devPtr") }?;
-            out.write(host().malloc(size)?.as_ptr().cast());
-            Ok(())
+            unsafe {
+                args::write_out(devPtr, "devPtr", || {
+                    Ok(host().malloc(size)?.as_ptr().cast())
+                })
+            }
         })
     }
 
@@ -188,8 +152,7 @@ pub(crate) mod host {
         size: usize,
         _policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        // SAFETY: `devPtr` is NULL or writable: this function's contract is `malloc`'s, which
-        // checks for NULL before writing.
+        // SAFETY: this function's contract is `malloc`'s.
         unsafe { malloc("aclrtMalloc", devPtr, size) }
     }
 
@@ -198,8 +161,7 @@ pub(crate) mod host {
         size: usize,
         _policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        // SAFETY: `devPtr` is NULL or writable: this function's contract is `malloc`'s, which
-        // checks for NULL before writing.
+        // SAFETY: this function's contract is `malloc`'s.
         unsafe { malloc("aclrtMallocAlign32", devPtr, size) }
     }
 
@@ -273,8 +235,7 @@ pub(crate) mod host {
         boundary("aclrtGetMemInfo", || {
             // SAFETY: the caller's contract.
             let free_out = unsafe { Out::required(free, "free") }?;
-            // SAFETY: `total` is NULL or writable (the caller's contract); `Out::required`
-            // refuses NULL.
+            // SAFETY: the caller's contract.
             let total_out = unsafe { Out::required(total, "total") }?;
             let (f, t) = host().mem_info(attr)?;
             free_out.write(f);

@@ -2,15 +2,9 @@
 //!
 //! Every export goes through `boundary::boundary`, which catches panics,
 //! records the failure for `aclGetRecentErrMsg` and turns it into an ACL
-//! error code. Pointer arguments are checked and converted in `args`, the
-//! one place that touches raw pointers from C.
-//!
-//! The runtime exports (`acl.h` / `acl_rt.h`, `aclallocLaunchKernel`) call
-//! through the dispatch table of [`dispatch`]; the host
-//! backend's implementations run their bodies through the boundary.
-//! In front of a real runtime, the allocator exports run the forwarding
-//! bodies of `forward` instead, and the backend table is filled from the
-//! same lookup, made at the first call that needs a runtime (the rule is in [`crate::interpose`]).
+//! error code; pointer arguments are checked and converted in `args`. The
+//! runtime exports call through the table of [`dispatch`]; in front of a
+//! real runtime the allocator exports run the bodies of `forward`.
 
 pub mod allocator;
 pub(crate) mod args;

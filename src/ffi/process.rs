@@ -1,27 +1,13 @@
 //! The composition root: the one place that creates the process-wide
 //! objects and wires the layers together.
 //!
-//! At load time (the library's one `.init_array` constructor) only what
-//! needs no runtime: tracking from the environment, the pool callbacks of the
-//! default allocator, and the hooks below. "Real runtime or host runtime?"
-//! is decided later, at the first call that needs it (a runtime export
-//! through [`super::dispatch::active`], or the first use of the device port,
-//! whose installer hook is set here), so that a runtime loaded by `dlopen`
-//! after this library is found. Then [`ensure`]:
-//! 1. runs the lookup of a real runtime (`crate::interpose::next`);
-//! 2. chooses the dispatch table of the runtime exports ([`super::dispatch`]);
-//! 3. installs the matching device port (`crate::core::device_port`), through
-//!    which the pool, the default allocator and the pluggable allocators
-//!    reach device memory and the current device;
-//!
-//! Once this library serves as the runtime, a real runtime loaded afterwards
-//! is not used: `note_late_runtime` says so once on stderr and in the
-//! tracking report.
-//!
-//! The process-wide host runtime ([`host`]) is built here too: the host
-//! runtime with the default allocator serving unregistered streams and the
-//! tracking layer observing its streams. The lower layers never reach up for
-//! any of this.
+//! At load time only what needs no runtime is set up. "Real runtime or host
+//! runtime?" is decided at the first call that needs it (so a runtime loaded
+//! by `dlopen` after this library is found): [`ensure`] looks for a real
+//! runtime, chooses the dispatch table of the runtime exports and installs
+//! the matching device port. A real runtime loaded after that is not used
+//! (`note_late_runtime` says so). The process-wide host runtime ([`host`])
+//! is built here too.
 
 use super::dispatch::{self, Backend};
 use crate::core::descriptor::Callbacks;
@@ -66,20 +52,17 @@ pub fn ensure() {
 fn wire() {
     crate::interpose::next::resolve();
     let port: &'static dyn DevicePort = match dispatch::choose().backend {
-        Backend::Host => &HostPort,
-        Backend::Forward => &ForwardPort,
+        Backend::Host => &Port { forward: false },
+        Backend::Forward => &Port { forward: true },
     };
     device_port::install(port);
     crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
 }
 
 /// Once this library serves as the runtime: if a real runtime was loaded
-/// since, says so once, on stderr and in the tracking report, naming its
-/// path. It is not used (streams and descriptors already handed out are the
-/// host runtime's). Called from the cold calls that start work (init,
-/// device, context, stream, registering an allocator) and before the
-/// report at exit; costs one `dl_iterate_phdr` step when nothing was loaded.
-/// Called outside the exports' boundary, so it keeps any panic to itself.
+/// since, says so once, on stderr and in the tracking report. Called from
+/// the cold calls that start work and before the report at exit, outside
+/// the exports' boundary, so it keeps any panic to itself.
 pub(crate) fn note_late_runtime() {
     if crate::interpose::next::decided() {
         let _ = std::panic::catch_unwind(say_late_runtime);
@@ -140,23 +123,6 @@ impl StreamObserver for StreamEvents {
     }
 }
 
-/// `aclrtMalloc`, `aclrtFree` and `aclrtGetMemInfo` as the application
-/// calls them: through the dispatch table (the same in both ports).
-fn acl_malloc(ptr: &mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) -> aclError {
-    // SAFETY: `ptr` is a valid out-pointer.
-    unsafe { (dispatch::active().aclrtMalloc)(ptr, size, policy) }
-}
-
-fn acl_free(ptr: *mut c_void) -> aclError {
-    // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
-    unsafe { (dispatch::active().aclrtFree)(ptr) }
-}
-
-fn acl_mem_info(attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
-    // SAFETY: both out-pointers are valid.
-    unsafe { (dispatch::active().aclrtGetMemInfo)(attr, free, total) }
-}
-
 /// The virtual-memory calls of the dispatch table: the real runtime's, or
 /// the exports, which serve them here when the table has none.
 fn virtual_memory_calls() -> VirtualMemoryCalls {
@@ -182,26 +148,62 @@ fn virtual_memory_calls() -> VirtualMemoryCalls {
     }
 }
 
-/// The device port when this library is the runtime.
-struct HostPort;
+/// The device port: the host runtime's, or (`forward`) the real runtime's
+/// functions. `aclrtMalloc`, `aclrtFree` and `aclrtGetMemInfo` go through
+/// the dispatch table either way, as the application calls them.
+struct Port {
+    forward: bool,
+}
 
-impl DevicePort for HostPort {
+impl DevicePort for Port {
     fn current_device(&self) -> Option<i32> {
-        host()
-            .current_device()
-            .ok()
-            .map(|d| i32::try_from(d).unwrap_or(0))
+        if !self.forward {
+            return host()
+                .current_device()
+                .ok()
+                .map(|d| i32::try_from(d).unwrap_or(0));
+        }
+        let mut device = 0;
+        // SAFETY: the real runtime's aclrtGetDevice with a valid out-pointer.
+        let rc = unsafe { (dispatch::active().aclrtGetDevice)(&mut device) };
+        (rc == ACL_SUCCESS).then_some(device)
     }
 
     fn device_count(&self) -> Option<u32> {
-        host().device_count().ok()
+        if !self.forward {
+            return host().device_count().ok();
+        }
+        let mut count = 0u32;
+        // SAFETY: the real runtime's aclrtGetDeviceCount with a valid out-pointer.
+        let rc = unsafe { (dispatch::active().aclrtGetDeviceCount)(&mut count) };
+        (rc == ACL_SUCCESS).then_some(count)
     }
 
+    /// The host runtime's memory, or the real runtime's `aclrtMalloc` (on
+    /// the calling thread's current device, as the host runtime's).
     fn alloc(&self, size: usize) -> Result<NonNull<u8>> {
-        host().malloc(size)
+        if !self.forward {
+            return host().malloc(size);
+        }
+        let mut ptr = std::ptr::null_mut();
+        let rc = self.acl_malloc(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
+        match NonNull::new(ptr.cast::<u8>()) {
+            Some(p) if rc == ACL_SUCCESS => Ok(p),
+            _ => Err(Error::AllocatorReturnedNull {
+                allocator: "default device (the real runtime's aclrtMalloc)",
+                size,
+                device: self.current_device().unwrap_or(0),
+            }),
+        }
     }
 
     fn free(&self, ptr: *mut c_void) -> Result<()> {
+        if self.forward {
+            return match self.acl_free(ptr) {
+                ACL_SUCCESS => Ok(()),
+                _ => Err(Error::ForeignPointer),
+            };
+        }
         host().devices().and_then(|devices| {
             devices
                 .iter()
@@ -217,88 +219,22 @@ impl DevicePort for HostPort {
         size: usize,
         policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        acl_malloc(ptr, size, policy)
+        // SAFETY: `ptr` is a valid out-pointer.
+        unsafe { (dispatch::active().aclrtMalloc)(ptr, size, policy) }
     }
 
     fn acl_free(&self, ptr: *mut c_void) -> aclError {
-        acl_free(ptr)
+        // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
+        unsafe { (dispatch::active().aclrtFree)(ptr) }
     }
 
     fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
-        acl_mem_info(attr, free, total)
+        // SAFETY: both out-pointers are valid.
+        unsafe { (dispatch::active().aclrtGetMemInfo)(attr, free, total) }
     }
 
-    /// The host runtime's virtual memory (reservations, memfd pages).
-    fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
-        Some(virtual_memory_calls())
-    }
-
-    /// The current device changes only in `runtime::context` (a context
-    /// made current, or released), which reports it.
-    fn reports_device_changes(&self) -> bool {
-        true
-    }
-}
-
-/// The device port in front of a real runtime: its functions.
-struct ForwardPort;
-
-impl DevicePort for ForwardPort {
-    fn current_device(&self) -> Option<i32> {
-        let mut device = 0;
-        // SAFETY: the real runtime's aclrtGetDevice with a valid out-pointer.
-        let rc = unsafe { (dispatch::active().aclrtGetDevice)(&mut device) };
-        (rc == ACL_SUCCESS).then_some(device)
-    }
-
-    fn device_count(&self) -> Option<u32> {
-        let mut count = 0u32;
-        // SAFETY: the real runtime's aclrtGetDeviceCount with a valid out-pointer.
-        let rc = unsafe { (dispatch::active().aclrtGetDeviceCount)(&mut count) };
-        (rc == ACL_SUCCESS).then_some(count)
-    }
-
-    /// The real runtime's `aclrtMalloc` (on the calling thread's current
-    /// device, as the host runtime's).
-    fn alloc(&self, size: usize) -> Result<NonNull<u8>> {
-        let mut ptr = std::ptr::null_mut();
-        let rc = acl_malloc(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
-        match NonNull::new(ptr.cast::<u8>()) {
-            Some(p) if rc == ACL_SUCCESS => Ok(p),
-            _ => Err(Error::AllocatorReturnedNull {
-                allocator: "default device (the real runtime's aclrtMalloc)",
-                size,
-                device: self.current_device().unwrap_or(0),
-            }),
-        }
-    }
-
-    fn free(&self, ptr: *mut c_void) -> Result<()> {
-        match acl_free(ptr) {
-            ACL_SUCCESS => Ok(()),
-            _ => Err(Error::ForeignPointer),
-        }
-    }
-
-    fn acl_malloc(
-        &self,
-        ptr: &mut *mut c_void,
-        size: usize,
-        policy: aclrtMemMallocPolicy,
-    ) -> aclError {
-        acl_malloc(ptr, size, policy)
-    }
-
-    fn acl_free(&self, ptr: *mut c_void) -> aclError {
-        acl_free(ptr)
-    }
-
-    fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
-        acl_mem_info(attr, free, total)
-    }
-
-    /// The real runtime's virtual-memory calls, when it has every one of
-    /// them.
+    /// The host runtime's virtual memory (reservations, memfd pages), or the
+    /// real runtime's calls when it has every one of them.
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
         use crate::interpose::next::{address, Sym};
         let all = [
@@ -309,9 +245,14 @@ impl DevicePort for ForwardPort {
             Sym::aclrtMapMem,
             Sym::aclrtUnmapMem,
             Sym::aclrtMemGetAllocationGranularity,
-        ]
-        .iter()
-        .all(|&sym| address(sym).is_some());
+        ];
+        let all = !self.forward || all.iter().all(|&sym| address(sym).is_some());
         all.then(virtual_memory_calls)
+    }
+
+    /// The host runtime's current device changes only in
+    /// `runtime::context`, which reports it.
+    fn reports_device_changes(&self) -> bool {
+        !self.forward
     }
 }

@@ -1,13 +1,10 @@
 //! CANN's `acl.h` / `acl_rt.h`: initialization, devices, contexts, streams.
 //!
-//! Each export forwards to the active runtime backend
-//! ([`super::dispatch`]), chosen once, at the first runtime call. The host backend's
-//! implementations are in the private `host` module; each runs its body
-//! through the crate's one boundary function.
+//! Each export calls the active runtime backend ([`super::dispatch`]); the
+//! host backend's implementations are in the private `host` module.
 #![allow(non_snake_case)]
 
-use super::boundary::passthrough;
-use super::dispatch::active;
+use super::dispatch::call_active;
 use super::types::*;
 use std::ffi::c_char;
 
@@ -20,19 +17,14 @@ use std::ffi::c_char;
 /// `configPath` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
-    // SAFETY: `active()` holds `aclInit` of the chosen backend (the host's or the real CANN
-    // symbol), with acl_rt.h's signature; `configPath` is passed unchanged under this export's
-    // own contract (NULL or NUL-terminated).
-    passthrough("aclInit", || unsafe { (active().aclInit)(configPath) })
+    call_active!(aclInit(configPath))
 }
 
 /// Finalizes ACL: every context and stream is released (pending work runs
 /// first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> aclError {
-    // SAFETY: `active()` holds `aclFinalize` of the chosen backend (the host's or the real CANN
-    // symbol), with acl_rt.h's signature; no pointer arguments.
-    passthrough("aclFinalize", || unsafe { (active().aclFinalize)() })
+    call_active!(aclFinalize())
 }
 
 /// Makes `deviceId` the calling thread's device (its default context becomes
@@ -40,11 +32,7 @@ pub extern "C" fn aclFinalize() -> aclError {
 /// `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
 #[no_mangle]
 pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
-    // SAFETY: `active()` holds `aclrtSetDevice` of the chosen backend (the host's or the real
-    // CANN symbol), with acl_rt.h's signature; no pointer arguments.
-    passthrough("aclrtSetDevice", || unsafe {
-        (active().aclrtSetDevice)(deviceId)
-    })
+    call_active!(aclrtSetDevice(deviceId))
 }
 
 /// Undoes one `aclrtSetDevice`; the last one releases the device's default
@@ -52,22 +40,14 @@ pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
 /// set is left as it is. Device memory is not freed.
 #[no_mangle]
 pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
-    // SAFETY: `active()` holds `aclrtResetDevice` of the chosen backend (the host's or the real
-    // CANN symbol), with acl_rt.h's signature; no pointer arguments.
-    passthrough("aclrtResetDevice", || unsafe {
-        (active().aclrtResetDevice)(deviceId)
-    })
+    call_active!(aclrtResetDevice(deviceId))
 }
 
 /// Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
 /// every context on it (its own and those from `aclrtCreateContext`).
 #[no_mangle]
 pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
-    // SAFETY: `active()` holds `aclrtResetDeviceForce` of the chosen backend (the host's or the
-    // real CANN symbol), with acl_rt.h's signature; no pointer arguments.
-    passthrough("aclrtResetDeviceForce", || unsafe {
-        (active().aclrtResetDeviceForce)(deviceId)
-    })
+    call_active!(aclrtResetDeviceForce(deviceId))
 }
 
 /// The device of the calling thread's current context. No current context:
@@ -77,13 +57,7 @@ pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
 /// `deviceId` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
-    // SAFETY: `active()` holds `aclrtGetDevice` of the chosen backend (the host's or the real
-    // CANN symbol), with acl_rt.h's signature; `deviceId` is NULL or writable (this export's
-    // contract), the host backend refuses NULL, the real runtime gets it as it would without
-    // this library.
-    passthrough("aclrtGetDevice", || unsafe {
-        (active().aclrtGetDevice)(deviceId)
-    })
+    call_active!(aclrtGetDevice(deviceId))
 }
 
 /// The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
@@ -92,13 +66,7 @@ pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
 /// `count` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
-    // SAFETY: `active()` holds `aclrtGetDeviceCount` of the chosen backend (the host's or the
-    // real CANN symbol), with acl_rt.h's signature; `count` is NULL or writable (this export's
-    // contract), the host backend refuses NULL, the real runtime gets it as it would without
-    // this library.
-    passthrough("aclrtGetDeviceCount", || unsafe {
-        (active().aclrtGetDeviceCount)(count)
-    })
+    call_active!(aclrtGetDeviceCount(count))
 }
 
 /// Creates a context on `deviceId` and makes it current on the calling thread.
@@ -107,13 +75,7 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId: i32) -> aclError {
-    // SAFETY: `active()` holds `aclrtCreateContext` of the chosen backend (the host's or the
-    // real CANN symbol), with acl_rt.h's signature; `context` is NULL or writable (this
-    // export's contract), the host backend refuses NULL, the real runtime gets it as it would
-    // without this library.
-    passthrough("aclrtCreateContext", || unsafe {
-        (active().aclrtCreateContext)(context, deviceId)
-    })
+    call_active!(aclrtCreateContext(context, deviceId))
 }
 
 /// Destroys a context from `aclrtCreateContext` and its streams (pending work
@@ -124,13 +86,7 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
-    // SAFETY: `active()` holds `aclrtDestroyContext` of the chosen backend (the host's or the
-    // real CANN symbol), with acl_rt.h's signature; `context` is passed unchanged: the host
-    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
-    // it.
-    passthrough("aclrtDestroyContext", || unsafe {
-        (active().aclrtDestroyContext)(context)
-    })
+    call_active!(aclrtDestroyContext(context))
 }
 
 /// Makes `context` current on the calling thread.
@@ -140,13 +96,7 @@ pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError 
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
-    // SAFETY: `active()` holds `aclrtSetCurrentContext` of the chosen backend (the host's or
-    // the real CANN symbol), with acl_rt.h's signature; `context` is passed unchanged: the host
-    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
-    // it.
-    passthrough("aclrtSetCurrentContext", || unsafe {
-        (active().aclrtSetCurrentContext)(context)
-    })
+    call_active!(aclrtSetCurrentContext(context))
 }
 
 /// The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
@@ -155,13 +105,7 @@ pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclErr
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
-    // SAFETY: `active()` holds `aclrtGetCurrentContext` of the chosen backend (the host's or
-    // the real CANN symbol), with acl_rt.h's signature; `context` is NULL or writable (this
-    // export's contract), the host backend refuses NULL, the real runtime gets it as it would
-    // without this library.
-    passthrough("aclrtGetCurrentContext", || unsafe {
-        (active().aclrtGetCurrentContext)(context)
-    })
+    call_active!(aclrtGetCurrentContext(context))
 }
 
 /// Creates a stream in the current context: an in-order queue run by its own
@@ -171,13 +115,7 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> a
 /// `stream` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
-    // SAFETY: `active()` holds `aclrtCreateStream` of the chosen backend (the host's or the
-    // real CANN symbol), with acl_rt.h's signature; `stream` is NULL or writable (this export's
-    // contract), the host backend refuses NULL, the real runtime gets it as it would without
-    // this library.
-    passthrough("aclrtCreateStream", || unsafe {
-        (active().aclrtCreateStream)(stream)
-    })
+    call_active!(aclrtCreateStream(stream))
 }
 
 /// `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
@@ -191,13 +129,7 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
     priority: u32,
     flag: u32,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtCreateStreamWithConfig` of the chosen backend (the host's
-    // or the real CANN symbol), with acl_rt.h's signature; `stream` is NULL or writable (this
-    // export's contract), the host backend refuses NULL, the real runtime gets it as it would
-    // without this library.
-    passthrough("aclrtCreateStreamWithConfig", || unsafe {
-        (active().aclrtCreateStreamWithConfig)(stream, priority, flag)
-    })
+    call_active!(aclrtCreateStreamWithConfig(stream, priority, flag))
 }
 
 /// Destroys a stream once its pending work has run, and drops its allocator
@@ -208,13 +140,7 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
-    // SAFETY: `active()` holds `aclrtDestroyStream` of the chosen backend (the host's or the
-    // real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged: the host
-    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
-    // it.
-    passthrough("aclrtDestroyStream", || unsafe {
-        (active().aclrtDestroyStream)(stream)
-    })
+    call_active!(aclrtDestroyStream(stream))
 }
 
 /// Destroys a stream at once: work that has not started is dropped, the
@@ -225,13 +151,7 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
-    // SAFETY: `active()` holds `aclrtDestroyStreamForce` of the chosen backend (the host's or
-    // the real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged: the host
-    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
-    // it.
-    passthrough("aclrtDestroyStreamForce", || unsafe {
-        (active().aclrtDestroyStreamForce)(stream)
-    })
+    call_active!(aclrtDestroyStreamForce(stream))
 }
 
 /// Waits until all work enqueued on `stream` (NULL: the current context's
@@ -242,13 +162,7 @@ pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclErro
 /// looks it up and refuses what is not live; a runtime forwarded to may not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
-    // SAFETY: `active()` holds `aclrtSynchronizeStream` of the chosen backend (the host's or
-    // the real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged: the host
-    // backend looks it up in its live-handle table, the real runtime gets what the caller gave
-    // it.
-    passthrough("aclrtSynchronizeStream", || unsafe {
-        (active().aclrtSynchronizeStream)(stream)
-    })
+    call_active!(aclrtSynchronizeStream(stream))
 }
 
 /// As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
@@ -262,35 +176,24 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
     stream: aclrtStream,
     timeout: i32,
 ) -> aclError {
-    // SAFETY: `active()` holds `aclrtSynchronizeStreamWithTimeout` of the chosen backend (the
-    // host's or the real CANN symbol), with acl_rt.h's signature; `stream` is passed unchanged:
-    // the host backend looks it up in its live-handle table, the real runtime gets what the
-    // caller gave it.
-    passthrough("aclrtSynchronizeStreamWithTimeout", || unsafe {
-        (active().aclrtSynchronizeStreamWithTimeout)(stream, timeout)
-    })
+    call_active!(aclrtSynchronizeStreamWithTimeout(stream, timeout))
 }
 
 /// Waits until all work enqueued on every stream has run.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
-    // SAFETY: `active()` holds `aclrtSynchronizeDevice` of the chosen backend (the host's or
-    // the real CANN symbol), with acl_rt.h's signature; no pointer arguments.
-    passthrough("aclrtSynchronizeDevice", || unsafe {
-        (active().aclrtSynchronizeDevice)()
-    })
+    call_active!(aclrtSynchronizeDevice())
 }
 
 /// The host backend's implementations.
 pub(crate) mod host {
-    use super::super::args::{self, Out};
+    use super::super::args;
     use super::super::boundary::boundary;
     use super::*;
     use crate::ffi::process::{host, note_late_runtime};
 
-    // The calls that start work on the host runtime (init, device, context,
-    // stream) also look whether a real runtime was loaded since this library
-    // began serving, to say so once (`note_late_runtime`).
+    // The calls that start work also say once if a real runtime was loaded
+    // too late (`note_late_runtime`).
 
     pub(crate) unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
         note_late_runtime();
@@ -322,18 +225,14 @@ pub(crate) mod host {
     pub(crate) unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
         boundary("aclrtGetDevice", || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(deviceId, "deviceId") }?;
-            out.write(host().current_device()? as i32);
-            Ok(())
+            unsafe { args::write_out(deviceId, "deviceId", || Ok(host().current_device()? as i32)) }
         })
     }
 
     pub(crate) unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
         boundary("aclrtGetDeviceCount", || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(count, "count") }?;
-            out.write(host().device_count()?);
-            Ok(())
+            unsafe { args::write_out(count, "count", || host().device_count()) }
         })
     }
 
@@ -344,9 +243,11 @@ pub(crate) mod host {
         note_late_runtime();
         boundary("aclrtCreateContext", || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(context, "context") }?;
-            out.write(host().create_context(deviceId)? as aclrtContext);
-            Ok(())
+            unsafe {
+                args::write_out(context, "context", || {
+                    Ok(host().create_context(deviceId)? as aclrtContext)
+                })
+            }
         })
     }
 
@@ -365,9 +266,11 @@ pub(crate) mod host {
     pub(crate) unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
         boundary("aclrtGetCurrentContext", || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(context, "context") }?;
-            out.write(host().current_context()?.0 as aclrtContext);
-            Ok(())
+            unsafe {
+                args::write_out(context, "context", || {
+                    Ok(host().current_context()?.0 as aclrtContext)
+                })
+            }
         })
     }
 
@@ -375,9 +278,11 @@ pub(crate) mod host {
         note_late_runtime();
         boundary("aclrtCreateStream", || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(stream, "stream") }?;
-            out.write(host().create_stream(0, 0)?.as_ptr());
-            Ok(())
+            unsafe {
+                args::write_out(stream, "stream", || {
+                    Ok(host().create_stream(0, 0)?.as_ptr())
+                })
+            }
         })
     }
 
@@ -389,9 +294,11 @@ pub(crate) mod host {
         note_late_runtime();
         boundary("aclrtCreateStreamWithConfig", || {
             // SAFETY: the caller's contract.
-            let out = unsafe { Out::required(stream, "stream") }?;
-            out.write(host().create_stream(priority, flag)?.as_ptr());
-            Ok(())
+            unsafe {
+                args::write_out(stream, "stream", || {
+                    Ok(host().create_stream(priority, flag)?.as_ptr())
+                })
+            }
         })
     }
 

@@ -1,13 +1,7 @@
 //! CANN's `acl_rt.h` virtual-memory functions: reserve address space, make
-//! physical memory, map it into a reservation, and undo each step. On the
-//! host runtime they are served by `crate::runtime::virtual_memory`; in
-//! front of a real CANN, by CANN.
-//!
-//! Each export is written once: its body, `real_or_host!`, calls the real
-//! runtime's function when the dispatch table ([`super::dispatch`]) holds
-//! one, and otherwise runs the host implementation written inside it. (The
-//! table's entry is `None` for "the export serves it": the export itself
-//! stays a plain function that cbindgen puts in the header.)
+//! physical memory, map it into a reservation, and undo each step. Each
+//! export's body, `real_or_host!`, calls the real runtime's function when
+//! the dispatch table holds one, else the host implementation inside it.
 #![allow(non_snake_case)]
 
 use super::args::{self, Out};
@@ -48,11 +42,9 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     flags: u64,
 ) -> aclError {
     real_or_host!(aclrtReserveMemAddress(virPtr, size, alignment, expectPtr, flags) {
+        let reserve = || virtual_memory().reserve(size, alignment, expectPtr as usize, flags);
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(virPtr, "virPtr") }?;
-        let addr = virtual_memory().reserve(size, alignment, expectPtr as usize, flags)?;
-        out.write(addr as *mut c_void);
-        Ok(())
+        unsafe { args::write_out(virPtr, "virPtr", || Ok(reserve()? as *mut c_void)) }
     })
 }
 
@@ -162,8 +154,6 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
         // SAFETY: the caller's contract.
         let prop = unsafe { args::input(prop.cast_const(), "prop") }?;
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(granularity, "granularity") }?;
-        out.write(host().allocation_granularity(prop, option)?);
-        Ok(())
+        unsafe { args::write_out(granularity, "granularity", || host().allocation_granularity(prop, option)) }
     })
 }

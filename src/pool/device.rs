@@ -1,9 +1,5 @@
-//! Where a pool's segments come from.
-//!
-//! The pool asks for device memory only through [`DeviceMemory`], so the same
-//! caching logic runs on the host runtime's `aclrtMalloc`/`aclrtFree` (and on
-//! CANN's real ones when the library sits in front of CANN), on plain host
-//! memory in tests, and under the benchmark's anchors.
+//! Where a pool's segments come from: [`DeviceMemory`], implemented by the
+//! runtime's `aclrtMalloc`/`aclrtFree` and by plain host memory for tests.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -33,13 +29,9 @@ pub trait DeviceMemory: Send + Sync {
 /// Alignment of every segment: the device allocator's granule.
 pub const SEGMENT_ALIGN: usize = 512;
 
-/// Host memory standing in for a device, with a capacity so that
-/// out-of-memory paths can be exercised. It also counts its calls.
-///
-/// Every segment is its own anonymous `mmap` and goes back with `munmap`,
-/// like a driver allocation: no caching underneath (glibc's `malloc` would
-/// recycle freed memory itself and hide what an uncached device allocator
-/// costs), page-aligned, and not backed by RAM until touched.
+/// Host memory standing in for a device, with a capacity (for out-of-memory
+/// paths) and call counts. Each segment is its own anonymous `mmap`, like a
+/// driver allocation: no caching underneath, not backed until touched.
 pub struct HostMemory {
     capacity: usize,
     inner: Mutex<HostInner>,

@@ -1,35 +1,18 @@
-//! Expandable segments (PyTorch's `expandable_segments:True`).
+//! Expandable segments (PyTorch's `expandable_segments:True`): one large
+//! reservation of address space per (stream, small/large pool), backed one
+//! page at a time, so physical memory follows the live data and a free range
+//! anywhere serves a request of any size (fixed segments go back only when
+//! wholly free, and fragment under changing sizes).
 //!
-//! With fixed segments a segment goes back to the device only when all its
-//! blocks are free, so under sizes that keep changing the live data spreads
-//! over many partly used segments and the device runs out while much of it
-//! sits cached but unusable. An expandable segment is instead one large
-//! reservation of address space per (stream, small/large pool), sized from
-//! the device's capacity, backed by physical memory one page at a time:
+//! The reservation is one block list, carved, split and merged as a fixed
+//! segment; handing out a block maps its unmapped pages (one physical
+//! allocation each, as torch_npu does); releasing unmaps pages holding no
+//! live block. `reserved_bytes` counts mapped pages, `segment` reservations.
+//! Unlike PyTorch, mapping is tracked per page (shared by the blocks it
+//! overlaps), and a stream whose reservation is full gets another one.
 //!
-//! - the whole reservation is one block list, so blocks are carved, split
-//!   and merged with PyTorch's rules exactly as in a fixed segment;
-//! - handing out a block maps the pages under it that are not mapped yet
-//!   (each page its own physical allocation, as torch_npu does);
-//! - releasing (`empty_cache`, and the out-of-memory path before its retry)
-//!   unmaps every page that holds no live block (`trim(keep)` and garbage
-//!   collection unmap such pages only down to their target), so physical
-//!   memory follows the live data and a free range anywhere can be reused,
-//!   by mapping fresh pages, for a request of any size: the pool never fails for want of
-//!   contiguous memory while enough physical memory is free;
-//! - `reserved_bytes` counts mapped pages (PyTorch's meaning); `segment`
-//!   counts reservations.
-//!
-//! Differences from PyTorch's `ExpandableSegment`: page mapping is tracked
-//! per page rather than by splitting blocks into mapped and unmapped parts
-//! (a page is shared by the blocks it overlaps), and a stream whose
-//! reservation has no free range large enough gets another reservation
-//! instead of failing; `empty_virt_addr_cache` releases reservations that
-//! back no block.
-//!
-//! Unmapping happens under the pool's locks without waiting for streams:
-//! callers synchronize the device first, with no lock held (see
-//! `Pool::empty_cache` and `Pool::allocate_exclusive`), since a stream's
+//! Unmapping runs under the pool's locks without waiting for streams:
+//! callers synchronize the device first with no lock held, since a stream's
 //! worker may need this pool's locks to finish.
 
 use super::*;
@@ -163,40 +146,14 @@ impl Core {
             }
             size = round_up((size / 2).max(least), page);
         };
-        let seg = self.segments.insert(Segment {
-            addr: addr.get(),
-            size,
-            kind,
-            stream,
-            first: NIL,
-            expandable: true,
-        });
-        let idx = self.blocks.insert(Block {
-            addr: addr.get(),
-            size,
-            requested: 0,
-            prev: NIL,
-            next: NIL,
-            segment: seg,
-            kind,
-            stream,
-            state: State::Free,
-            counted_split: false,
-        });
-        self.segments[seg].first = idx;
-        self.by_addr.insert(addr.get(), seg);
-        self.pages.insert(
-            seg,
-            PageMap {
-                page,
-                tokens: vec![None; size / page],
-                mapped: 0,
-            },
-        );
-        self.insert_free(idx);
-        for i in [STAT_ALL, kind.index()] {
-            self.stats.segment[i].increase(1);
-        }
+        let idx = self.insert_segment(addr.get(), size, kind, stream, true);
+        let tokens = vec![None; size / page];
+        let pages = PageMap {
+            page,
+            tokens,
+            mapped: 0,
+        };
+        self.pages.insert(self.blocks[idx].segment, pages);
         Ok(idx)
     }
 
@@ -206,9 +163,8 @@ impl Core {
         self.unmap_free_pages_up_to(vm, usize::MAX)
     }
 
-    /// `unmap_free_pages`, stopping once at least `want` bytes are
-    /// unmapped (`trim` and garbage collection ask only for what takes
-    /// reserved memory down to their target). Returns the bytes unmapped.
+    /// `unmap_free_pages`, stopping once at least `want` bytes are unmapped.
+    /// Returns the bytes unmapped.
     pub(crate) fn unmap_free_pages_up_to(&mut self, vm: &dyn VirtualMemory, want: usize) -> usize {
         if want == 0 || self.pages.is_empty() {
             return 0;

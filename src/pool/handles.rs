@@ -1,20 +1,11 @@
-//! Pools given to C, found from their handle without taking a lock.
+//! Pools given to C, found from their handle (also the descriptor's
+//! allocator object) in core's lock-free [`HandleMap`]. A handle is a tagged
+//! number, never reused and never dereferenced, so a stale or forged one is
+//! refused. A *stream view* handle names a pool and the one stream it serves
+//! (`aclallocPoolCreateStreamDesc`), since CANN's callbacks carry no stream.
 //!
-//! The handle is also the allocator object (`obj`) of the pool's descriptor,
-//! so every alloc/free callback resolves it: the lookup is a read of core's
-//! lock-free [`HandleMap`], the value held inline. A handle is a tagged
-//! number ([`PoolHandle`], never reused), never a pointer, so a stale or
-//! forged one is refused without being dereferenced.
-//!
-//! A *stream view* is a second kind of handle in the same table: it names a
-//! pool and the one stream it serves, so that a descriptor made for that
-//! stream (`aclallocPoolCreateStreamDesc`) tells the pool its stream even
-//! though CANN's callbacks carry none.
-//!
-//! A destroyed pool's device memory is released and the pool refuses every
-//! call, but its small host-side shell is intentionally never freed: a
-//! callback on another thread that resolved the handle just before the
-//! destroy still touches valid memory and gets a clean error.
+//! A destroyed pool's host-side shell is never freed: a callback that
+//! resolved the handle just before the destroy still gets a clean error.
 
 use super::Pool;
 use crate::core::error::{Error, Result};
@@ -86,10 +77,8 @@ fn insert_ref(target: PoolRef) -> Result<NonZeroUsize> {
 }
 
 thread_local! {
-    /// The last handle this thread resolved, its pool and its stream. Safe to
-    /// keep past a destroy: handles are never reused and pool shells are
-    /// never freed, so a stale entry still names the right (closed) pool,
-    /// which refuses every call.
+    /// The last handle this thread resolved, its pool and its stream (safe
+    /// past a destroy: handles are never reused, shells never freed).
     static LAST: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
 }
 

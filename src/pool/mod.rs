@@ -52,7 +52,6 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-mod retire;
 mod sharded;
 mod streams;
 mod thread_cache;
@@ -65,27 +64,15 @@ mod thread_cache;
 ///
 /// # Concurrency
 ///
-/// Each stream's blocks are kept apart anyway (a block freed by one stream's
-/// work is reused only for that stream), so the pool is split by stream:
-/// streams map to one of a few *shards* (`src/pool/streams.rs`), each with
-/// its own lock over its streams' segments, blocks, bins and its share of the
-/// statistics. Allocating from the cache and freeing take only the shard's
-/// lock, so threads working on different streams do not wait for each other.
-/// Callers that give no stream (stream 0) share one shard, as they share
-/// blocks.
+/// A block freed by one stream's work is reused only for that stream, so
+/// streams map to one of a few *shards*, each with its own lock over its
+/// streams' segments, blocks, bins and share of the statistics: allocating
+/// from the cache and freeing take only the shard's lock.
 ///
-/// Everything that spans shards runs under the pool-wide lock with every
-/// shard locked (in index order; no one takes the pool-wide lock while
-/// holding a shard's): getting a segment from the device (the limit,
-/// garbage collection, release-and-retry on out-of-memory act on all
-/// shards), `empty_cache`, `trim`, `allocAdvise`, reading the statistics and
-/// snapshots, and a statistic rising above its pool-wide peak. Peaks stay
-/// exact through per-shard headroom (`src/pool/engine/counters.rs`): a shard
-/// may raise a statistic on its own only as far as its own earlier
-/// decreases allow, so the pool-wide value cannot pass the peak unseen.
-///
-/// A free is looked for first in the shard this thread last allocated from
-/// in this pool, then in the others.
+/// What spans shards (growing, `empty_cache`, `trim`, `allocAdvise`, reading
+/// statistics, a statistic rising above its pool-wide peak) runs under the
+/// pool-wide lock with every shard locked, in index order. Peaks stay exact
+/// through per-shard headroom (`engine/counters.rs`).
 pub struct Pool {
     global: Mutex<Global>,
     shards: [Padded<Mutex<Core>>; SHARDS],
@@ -163,11 +150,9 @@ impl Pool {
         self.malloc_on(0, size)
     }
 
-    /// A block of at least `size` bytes for work on `stream` (any non-zero
-    /// number naming a stream; 0: unknown). Blocks freed by work on one
-    /// stream are reused only for that stream, as with PyTorch's per-stream
-    /// pools: a block freed in stream order may still be in use by a kernel
-    /// queued on its stream, so another stream must not get it.
+    /// A block of at least `size` bytes for work on `stream` (0: unknown).
+    /// Blocks freed by one stream's work are reused only for that stream
+    /// (a kernel queued on it may still use them), as PyTorch does.
     #[inline]
     pub fn malloc_on(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
         if let Some(addr) = self.cache_malloc(stream, size) {
@@ -292,9 +277,8 @@ impl Pool {
         }
     }
 
-    /// A free of a block of shard `shard` lent to a thread's cache (handed
-    /// out on another thread, or given up by its thread): taken back from
-    /// the cache, then freed in the shard. Parked in a cache: a double free.
+    /// A free of a block of shard `shard` lent to a thread's cache: taken
+    /// back, then freed in the shard. Parked in a cache: a double free.
     #[cold]
     #[inline(never)]
     fn free_lent_elsewhere(&self, shard: usize, addr: usize) -> Result<()> {
@@ -317,8 +301,7 @@ impl Pool {
         })
     }
 
-    /// A consistent copy of the statistics. Every shard is locked while
-    /// their shares are added up (well under a microsecond).
+    /// A consistent copy of the statistics (every shard locked meanwhile).
     pub fn stats(&self) -> PoolStats {
         let mut all = self.lock_all();
         let mut out = PoolStats {
@@ -390,7 +373,7 @@ impl Pool {
     }
 
     /// Before pages of expandable segments are unmapped: waits for the
-    /// device with no lock held (see `src/pool/expandable.rs`).
+    /// device with no lock held.
     fn synchronize_for_unmap(&self) {
         if self.global.lock().config.expandable_segments {
             if let Some(vm) = self.device.virtual_memory() {
@@ -444,10 +427,9 @@ impl Pool {
         self.shards.iter().any(|s| s.0.lock().holds(addr))
     }
 
-    /// Records the pool's last `max_entries` events from now on (allocations,
-    /// frees, segments, out-of-memory failures), discarding earlier ones; 0
-    /// switches recording off. The ring is allocated here, so recording never
-    /// allocates. Fails, changing nothing, when that memory is not available.
+    /// Records the pool's last `max_entries` events from now on, discarding
+    /// earlier ones; 0: off. The ring is allocated here (recording never
+    /// allocates); without that memory, fails and changes nothing.
     pub fn record_history(&self, max_entries: usize) -> Result<()> {
         self.history
             .set_max_entries(max_entries)
@@ -485,6 +467,20 @@ impl Pool {
                 Ok(())
             }
             live => Err(live),
+        })
+    }
+
+    /// Tells the pool that `stream` (non-zero) was destroyed: nothing can use
+    /// the blocks it kept for that stream, so its cache goes back to the
+    /// device, and the segments it still has blocks in once they are wholly
+    /// free. Returns the bytes given back.
+    pub fn forget_stream(&self, stream: usize) -> usize {
+        if stream == 0 {
+            return 0;
+        }
+        self.exclusive(None, |ex| {
+            self.drain_caches(&mut ex.shards[..], Retire::Stream(stream));
+            ex.retire_stream(stream)
         })
     }
 

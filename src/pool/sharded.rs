@@ -3,7 +3,7 @@
 //! and settling a statistic that rose above its peak).
 
 use super::block::Kind;
-use super::engine::{kind_of, round_size, segment_size, Take};
+use super::engine::{kind_of, round_size, round_up, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
@@ -18,14 +18,9 @@ pub(super) struct All<'a> {
 }
 
 /// The device as the pool sees it under its locks: allocations go straight
-/// to it, frees wait until the locks are released.
-///
-/// Why: a device's free may wait for other threads, and those threads may be
-/// about to take this pool's locks. The host runtime's `aclrtFree` waits for
-/// every stream, and a stream's worker gives its default-allocator workspace
-/// back to this pool when its kernel ends: freeing a segment under the locks
-/// made the two wait for each other for good (found by the runtime fuzz
-/// target; `tests/default_pool_release.rs`).
+/// to it, frees wait until the locks are released, because a device's free
+/// (`aclrtFree` waits for every stream) may wait for a stream worker that
+/// needs this pool's locks.
 pub(super) struct DeferredFree<'a> {
     pub(super) device: &'a dyn DeviceMemory,
     pending: &'a Mutex<Vec<(NonZeroUsize, usize)>>,
@@ -114,9 +109,8 @@ impl Pool {
         if let Some(addr) = self.exclusive(Some(shard), |ex| attempt(ex, true))? {
             return Ok(addr);
         }
-        // An expandable pool unmaps on the retry: no queued work may still
-        // use a freed block then. Waited for here, with no lock held (a
-        // stream's worker may need this pool's locks to finish).
+        // An expandable pool unmaps on the retry: wait for queued work with
+        // no lock held.
         self.synchronize_for_unmap();
         self.exclusive(Some(shard), |ex| attempt(ex, false))?
             .ok_or(Error::Internal {
@@ -127,10 +121,8 @@ impl Pool {
 
 impl All<'_> {
     /// Covers what shard `s` took beyond its headroom: first from the other
-    /// shards' headroom, then by raising the peak. A negative headroom is
-    /// how far the shard's value rose above what the pool-wide peak allowed,
-    /// while every other shard was locked and only fell, so the new peak is
-    /// the exact pool-wide maximum.
+    /// shards' headroom, then by raising the peak (the others only fell, so
+    /// the new peak is the exact pool-wide maximum).
     fn settle(&mut self, s: usize) {
         let mut taken = [0i64; PARTS];
         for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
@@ -203,9 +195,7 @@ impl All<'_> {
             return Err(CLOSED);
         }
         let Some(rounded) = round_size(size, &self.global.config.roundup_power2_divisions) else {
-            self.shards[s].stats.num_ooms += 1;
-            self.record_oom(s, size, stream);
-            return Err(self.oom(size, "the size is too large"));
+            return Err(self.fail(s, size, stream, "the size is too large"));
         };
         if self.global.config.expandable_segments {
             if let Some(vm) = self.device.device.virtual_memory() {
@@ -234,12 +224,7 @@ impl All<'_> {
         may_retry: bool,
     ) -> Result<Option<u32>> {
         let kind = kind_of(rounded);
-        let (gc, limit) = (
-            self.global.config.garbage_collection_threshold,
-            self.global.limit,
-        );
-        if gc > 0.0 && limit != usize::MAX {
-            let target = (limit as f64 * gc) as usize;
+        if let Some(target) = self.gc_target() {
             if self.reserved().saturating_add(segment_size(rounded)) > target {
                 self.release_free_segments(target.saturating_sub(segment_size(rounded)));
             }
@@ -262,14 +247,14 @@ impl All<'_> {
                 return Ok(None);
             }
         }
-        self.shards[s].stats.num_ooms += 1;
-        self.record_oom(s, size, stream);
-        Err(self.oom(size, cause))
+        Err(self.fail(s, size, stream, cause))
     }
 
-    /// The `oom` event: PyTorch puts the device's free bytes in its address;
-    /// here, the bytes the pool could still take (limit or device capacity).
-    fn record_oom(&self, s: usize, size: usize, stream: usize) {
+    /// A failed allocation: counted, recorded as an `oom` event (whose
+    /// address is, as PyTorch's free bytes, the bytes the pool could still
+    /// take), and its error.
+    fn fail(&mut self, s: usize, size: usize, stream: usize, cause: &'static str) -> Error {
+        self.shards[s].stats.num_ooms += 1;
         let room = self
             .global
             .limit
@@ -278,14 +263,28 @@ impl All<'_> {
         self.shards[s]
             .history
             .record(crate::history::Action::Oom, room, size, 0, stream);
+        Error::PoolOutOfMemory {
+            requested: size,
+            allocated: self.allocated(),
+            reserved: self.reserved(),
+            limit: self.global.limit,
+            cause,
+        }
     }
 
-    /// [`All::malloc`] for an expandable pool: a cached block, mapping the
-    /// pages under it; a new reservation when no free range of the stream's
-    /// reservations is large enough; when the device is out of memory,
-    /// first a retry (the caller synchronizes the device with no lock
-    /// held), then every page holding no live block is unmapped, in every
-    /// shard, and the block is tried once more.
+    /// Where garbage collection (`garbage_collection_threshold`) starts, if on.
+    fn gc_target(&self) -> Option<usize> {
+        let (gc, limit) = (
+            self.global.config.garbage_collection_threshold,
+            self.global.limit,
+        );
+        (gc > 0.0 && limit != usize::MAX).then_some((limit as f64 * gc) as usize)
+    }
+
+    /// [`All::malloc`] for an expandable pool: a cached block with its pages
+    /// mapped, else a new reservation; out of memory, a retry (the caller
+    /// synchronizes with no lock held), then every free page of every shard
+    /// is unmapped and the block tried once more.
     fn malloc_expandable(
         &mut self,
         vm: &dyn VirtualMemory,
@@ -296,17 +295,10 @@ impl All<'_> {
         may_retry: bool,
     ) -> Result<Option<usize>> {
         let mut unmapped = false;
-        // Garbage collection (PyTorch's `garbage_collection_threshold`): new
-        // pages may first take reserved memory only up to the threshold;
-        // past it, pages holding no live block are unmapped down to the
-        // threshold (after the device is synchronized: the caller retries
-        // with no lock held), then the limit applies.
-        let (gc, limit) = (
-            self.global.config.garbage_collection_threshold,
-            self.global.limit,
-        );
-        let mut gc_target =
-            (gc > 0.0 && limit != usize::MAX).then_some((limit as f64 * gc) as usize);
+        // Garbage collection: past the threshold, free pages are unmapped
+        // down to it (on the caller's synchronized retry), then the limit
+        // applies.
+        let mut gc_target = self.gc_target();
         // Each pass either succeeds, adds a reservation that fits the
         // request, collects once, or unmaps once: a few passes always settle.
         for _ in 0..6 {
@@ -320,7 +312,7 @@ impl All<'_> {
                         return Ok(None);
                     }
                     let target = gc_target.take().unwrap_or(0);
-                    let need = round_up_to(rounded, vm.page_size());
+                    let need = round_up(rounded, vm.page_size());
                     self.unmap_free_pages_down_to(target.saturating_sub(need));
                     continue;
                 }
@@ -333,7 +325,7 @@ impl All<'_> {
                     }
                 }
                 Take::NoRoom | Take::NoMemory => {
-                    if room < round_up_to(rounded, vm.page_size()) {
+                    if room < round_up(rounded, vm.page_size()) {
                         "the pool's memory limit would be exceeded"
                     } else {
                         "the device is out of memory"
@@ -346,18 +338,11 @@ impl All<'_> {
             }
             if !unmapped {
                 unmapped = true;
-                let released: usize = self
-                    .shards
-                    .iter_mut()
-                    .map(|core| core.unmap_free_pages(vm))
-                    .sum();
-                if released > 0 {
+                if self.unmap_free_pages() > 0 {
                     continue;
                 }
             }
-            self.shards[s].stats.num_ooms += 1;
-            self.record_oom(s, size, stream);
-            return Err(self.oom(size, cause));
+            return Err(self.fail(s, size, stream, cause));
         }
         Err(Error::Internal {
             reason: "an expandable pool allocation did not settle",
@@ -417,16 +402,6 @@ impl All<'_> {
         self.shards[s].new_segment(&self.device, kind, rounded, stream, room)
     }
 
-    fn oom(&self, size: usize, cause: &'static str) -> Error {
-        Error::PoolOutOfMemory {
-            requested: size,
-            allocated: self.allocated(),
-            reserved: self.reserved(),
-            limit: self.global.limit,
-            cause,
-        }
-    }
-
     /// Returns wholly free segments of every shard to the device, largest
     /// first, until at most `target` bytes stay reserved. Returns the bytes
     /// released.
@@ -474,8 +449,4 @@ impl All<'_> {
         }
         self.check_headroom()
     }
-}
-
-fn round_up_to(size: usize, to: usize) -> usize {
-    size.div_ceil(to).saturating_mul(to)
 }

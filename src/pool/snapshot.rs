@@ -13,21 +13,11 @@
 //!  "history":{"enabled":true,"max_entries":1000,"entries":1,"dropped":0}}
 //! ```
 //!
-//! Key names, `state` values (`active_allocated`, `inactive`) and actions
-//! are PyTorch's (`is_expandable` as PyTorch's snapshot has it). An
-//! expandable segment's `total_size` is its reservation, `mapped_size` the
-//! part backed by physical memory, `unmapped_size` the rest. Addresses and stream handles are hex strings: JavaScript
-//! reads JSON numbers as doubles, which cannot hold every 64-bit handle.
-//! `stream` is the stream handle of the launch whose workspace request
-//! created the segment (its blocks serve only that stream), or 0 when
-//! unknown: CANN's allocator callbacks do not receive the stream, so the pool
-//! learns it only from launches made through this library
-//! (`aclallocLaunchKernel`) or from [`Pool::malloc_on`]. `device_traces` has
-//! one list per device index (empty while the history is off); `history`
-//! says how many events the ring keeps and how many it dropped.
-//!
-//! Version 2 (this one) added `version`, `device` on segments, hex strings
-//! and the history; version 1 had integer addresses and no history.
+//! Key names, `state` values and actions are PyTorch's. An expandable
+//! segment's `total_size` is its reservation, `mapped_size` the part backed
+//! by physical memory. Addresses and streams are hex strings: JavaScript's
+//! numbers cannot hold every 64-bit handle. `stream` is the stream the
+//! segment serves, 0 when unknown (CANN's callbacks are not told it).
 
 use super::engine::SegmentView;
 use super::Pool;

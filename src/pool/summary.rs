@@ -38,31 +38,32 @@ impl Pool {
 /// steps up while the value is at least 768 Ki of the current one (so 20 MiB
 /// reads "20480 KiB", as in `torch.cuda.memory_summary()`).
 fn format_size(bytes: i64) -> String {
-    let units = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes;
-    let mut unit = units[0];
-    for next in &units[1..] {
-        if value.abs() < 768 * 1024 {
-            break;
-        }
-        value /= 1024;
-        unit = next;
-    }
+    let (value, unit) = scale(
+        bytes,
+        1024,
+        768 * 1024,
+        &["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"],
+    );
     format!("{value:6} {unit}")
 }
 
 fn format_count(count: i64) -> String {
-    let units = [" ", "K", "M"];
-    let mut value = count;
+    let (value, unit) = scale(count, 1000, 750 * 1000, &[" ", "K", "M"]);
+    format!("{value:7} {unit} ")
+}
+
+/// `value` in the largest of `units` (each `step` times the one before) it
+/// reaches `threshold` of.
+fn scale(mut value: i64, step: i64, threshold: i64, units: &[&'static str]) -> (i64, &'static str) {
     let mut unit = units[0];
     for next in &units[1..] {
-        if value.abs() < 750 * 1000 {
+        if value.abs() < threshold {
             break;
         }
-        value /= 1000;
+        value /= step;
         unit = next;
     }
-    format!("{value:7} {unit} ")
+    (value, unit)
 }
 
 fn rule(out: &mut String, c: char) {
@@ -71,7 +72,9 @@ fn rule(out: &mut String, c: char) {
     out.push_str("|\n");
 }
 
-fn row(out: &mut String, name: &str, s: &Stat, fmt: fn(i64) -> String) {
+type Fmt = fn(i64) -> String;
+
+fn row(out: &mut String, name: &str, s: &Stat, fmt: Fmt) {
     let _ = writeln!(
         out,
         "| {name:<21} | {} | {} | {} | {} |",
@@ -82,7 +85,7 @@ fn row(out: &mut String, name: &str, s: &Stat, fmt: fn(i64) -> String) {
     );
 }
 
-fn group(out: &mut String, name: &str, a: &StatArray, fmt: fn(i64) -> String) {
+fn group(out: &mut String, name: &str, a: &StatArray, fmt: Fmt) {
     row(out, name, &a[STAT_ALL], fmt);
     row(out, "      from large pool", &a[STAT_LARGE_POOL], fmt);
     row(out, "      from small pool", &a[STAT_SMALL_POOL], fmt);
@@ -116,52 +119,32 @@ pub fn summary(stats: &PoolStats, limit: usize) -> String {
         "Metric", "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"
     );
     rule(&mut out, '-');
-    group(
-        &mut out,
-        "Allocated memory",
-        &stats.allocated_bytes,
-        format_size,
-    );
-    group(&mut out, "Active memory", &stats.active_bytes, format_size);
-    group(
-        &mut out,
-        "Requested memory",
-        &stats.requested_bytes,
-        format_size,
-    );
-    group(
-        &mut out,
-        "Reserved memory",
-        &stats.reserved_bytes,
-        format_size,
-    );
-    group(
-        &mut out,
-        "Non-releasable memory",
-        &stats.inactive_split_bytes,
-        format_size,
-    );
-    group(&mut out, "Allocations", &stats.allocation, format_count);
-    group(&mut out, "Active allocs", &stats.active, format_count);
-    group(&mut out, "Reserved segments", &stats.segment, format_count);
-    group(
-        &mut out,
-        "Non-releasable allocs",
-        &stats.inactive_split,
-        format_count,
-    );
+    let (size, count): (Fmt, Fmt) = (format_size, format_count);
+    for (name, array, fmt) in [
+        ("Allocated memory", &stats.allocated_bytes, size),
+        ("Active memory", &stats.active_bytes, size),
+        ("Requested memory", &stats.requested_bytes, size),
+        ("Reserved memory", &stats.reserved_bytes, size),
+        ("Non-releasable memory", &stats.inactive_split_bytes, size),
+        ("Allocations", &stats.allocation, count),
+        ("Active allocs", &stats.active, count),
+        ("Reserved segments", &stats.segment, count),
+        ("Non-releasable allocs", &stats.inactive_split, count),
+    ] {
+        group(&mut out, name, array, fmt);
+    }
     row(
         &mut out,
         "Oversize allocations",
         &stats.oversize_allocations,
-        format_count,
+        count,
     );
     rule(&mut out, '-');
     row(
         &mut out,
         "Oversize segments",
         &stats.oversize_segments,
-        format_count,
+        count,
     );
     rule(&mut out, '=');
     out

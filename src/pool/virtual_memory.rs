@@ -1,13 +1,7 @@
 //! The device's virtual memory as an expandable pool sees it: reserve
 //! address space, back one page of it with physical memory, take the page
-//! back, release the address space.
-//!
-//! Two implementations: [`super::acl::AclMemory`] calls the ACL functions
-//! (`aclrtReserveMemAddress`, `aclrtMallocPhysical` + `aclrtMapMem`,
-//! `aclrtUnmapMem` + `aclrtFreePhysical`, `aclrtReleaseMemAddress`) through
-//! the device port (`crate::core::device_port`), so in front of a real CANN the pool uses the
-//! NPU's virtual memory; [`super::device::HostMemory`] maps host memory for
-//! tests and benchmarks.
+//! back, release the address space. [`super::acl::AclMemory`] uses the ACL
+//! functions; [`super::device::HostMemory`] maps host memory for tests.
 
 use super::acl::AclMemory;
 use super::device::HostMemory;
@@ -134,6 +128,19 @@ impl VirtualMemory for AclMemory {
 /// The page size of [`HostMemory`]'s virtual memory (CANN's granularity).
 pub(crate) const HOST_PAGE: usize = 2 << 20;
 
+/// An anonymous mapping of `len` bytes with `prot`, reserving no swap; at
+/// exactly `addr` unless it is 0. `None` when the kernel refuses.
+///
+/// # Safety
+/// A non-zero `addr` must start a range of a reservation this device made.
+unsafe fn anonymous(addr: usize, len: usize, prot: libc::c_int) -> Option<NonZeroUsize> {
+    let fixed = if addr == 0 { 0 } else { libc::MAP_FIXED };
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | fixed;
+    // SAFETY: the caller's contract; at 0 the kernel chooses the place.
+    let p = unsafe { libc::mmap(addr as *mut c_void, len, prot, flags, -1, 0) };
+    (p != libc::MAP_FAILED).then(|| NonZeroUsize::new(p as usize))?
+}
+
 impl VirtualMemory for HostMemory {
     fn page_size(&self) -> usize {
         HOST_PAGE
@@ -141,20 +148,7 @@ impl VirtualMemory for HostMemory {
 
     fn reserve(&self, size: usize) -> Option<NonZeroUsize> {
         // SAFETY: address space at the kernel's choice, no access.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        NonZeroUsize::new(p as usize)
+        unsafe { anonymous(0, size, libc::PROT_NONE) }
     }
 
     fn release(&self, addr: NonZeroUsize, size: usize) {
@@ -167,17 +161,7 @@ impl VirtualMemory for HostMemory {
             return None;
         }
         // SAFETY: `addr` is an unmapped page of a reservation this device made.
-        let p = unsafe {
-            libc::mmap(
-                addr as *mut c_void,
-                HOST_PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
+        if unsafe { anonymous(addr, HOST_PAGE, libc::PROT_READ | libc::PROT_WRITE) }.is_none() {
             self.uncharge(HOST_PAGE);
             return None;
         }
@@ -186,16 +170,7 @@ impl VirtualMemory for HostMemory {
 
     fn unmap(&self, addr: usize, _token: NonZeroUsize) {
         // SAFETY: back to reserved, inaccessible address space.
-        unsafe {
-            libc::mmap(
-                addr as *mut c_void,
-                HOST_PAGE,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                -1,
-                0,
-            )
-        };
+        unsafe { anonymous(addr, HOST_PAGE, libc::PROT_NONE) };
         self.uncharge(HOST_PAGE);
     }
 

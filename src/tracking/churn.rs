@@ -1,14 +1,8 @@
-//! Bounded memory across stream churn: a service that makes a stream per
-//! request must not grow the tracking layer with every stream it ever made.
-//!
-//! Tracking objects of destroyed streams are reused (`tracker.rs`), and the
-//! allocator records count destroyed streams instead of listing them. What
-//! is left is the record of when each stream was last synchronized
-//! (`syncclock`): it vouches for blocks freed on that stream before then.
-//! Once it holds more than [`SYNC_RECORDS_KEPT`] streams, every allocator
-//! drops the freed blocks that a synchronization already vouches for (they
-//! can no longer cause a cross-stream fault), after which the records up to
-//! that point have nothing left to vouch for and are forgotten.
+//! Bounded memory across stream churn (a stream per request must not grow
+//! the tracking layer). Once the synchronization records (`syncclock`) hold
+//! more than [`SYNC_RECORDS_KEPT`] streams, every allocator drops the freed
+//! blocks a synchronization already vouches for, and the records up to that
+//! point, with nothing left to vouch for, are forgotten.
 
 use super::owner::REPORT_PATIENCE;
 use super::syncclock;

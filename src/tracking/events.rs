@@ -4,7 +4,8 @@ use crate::history::clock::coarse_ns as now_ns;
 use std::sync::Mutex;
 
 /// When a leak was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LeakSeen {
     /// The stream's registration was dropped (`aclrtAllocatorUnregister`,
     /// or re-registration with another allocator).
@@ -16,8 +17,10 @@ pub enum LeakSeen {
 }
 
 /// One detected misuse of an allocator. Streams, allocators, blocks and
-/// addresses are the raw handle values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// addresses are the raw handle values (serialized as the snapshot's
+/// fields, before handles become hex strings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
 pub enum Fault {
     /// free of a block that this allocator never handed out (as far as the
     /// tracking layer has seen).
@@ -80,6 +83,7 @@ pub enum Fault {
         address: usize,
         size: usize,
         age_ns: u64,
+        #[serde(rename = "seen_at")]
         seen: LeakSeen,
     },
 }
@@ -99,9 +103,8 @@ impl Fault {
         }
     }
 
-    /// Repeats of the same fault are counted on the first event instead of
-    /// logged again: the same two streams racing in one allocator do so on
-    /// every launch.
+    /// Repeats of the same fault are counted on the first event, not logged
+    /// again (two streams racing in one allocator do so on every launch).
     fn same_as(&self, other: &Fault) -> bool {
         match (self, other) {
             (

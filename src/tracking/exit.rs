@@ -30,8 +30,7 @@ fn tracking_requested() -> bool {
 }
 
 /// Reads `ACLALLOC_TRACK` and, when it asks for tracking, turns it on and
-/// arranges for the reports at exit. Called from the library's load-time
-/// constructor; reads with `getenv`, so it allocates nothing.
+/// arranges for the reports at exit. Allocates nothing (load time).
 pub fn init_from_env() {
     if tracking_requested() {
         set_enabled(true);
@@ -51,9 +50,7 @@ pub(crate) fn report_at_exit() {
 }
 
 extern "C" fn at_exit() {
-    // A program that turned tracking on itself and off again before exit
-    // has had its say (typically its own aclallocTrackingWriteReport): a
-    // second, unasked report at exit would only repeat it.
+    // A program that turned tracking off again wrote its own report.
     if FROM_ENV.load(Ordering::Acquire) || super::enabled() {
         write_reports_once();
     }
@@ -95,8 +92,8 @@ fn report_file(variable: &str) -> Option<PathBuf> {
     env::path(env::var(variable).as_deref()).map(expand_os)
 }
 
-/// What runs just before the reports at exit (set by the composition root:
-/// a last look for a real runtime loaded too late, so the report says so).
+/// What runs just before the reports at exit (a last look for a real
+/// runtime loaded too late).
 static BEFORE_REPORT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 /// Sets what runs just before the reports at exit.

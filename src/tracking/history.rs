@@ -2,32 +2,20 @@
 //! user's allocators, in the recorder the pools use (`crate::history`), so
 //! `aclalloc run` can draw the whole run's timeline.
 //!
-//! One recorder serves every allocator and device the layer sees; each
-//! event carries the device of the stream it was made on. Off by default:
-//! while off, a tracking callback pays one atomic load for it.
+//! One recorder serves every allocator and device; each event carries its
+//! stream's device. Off by default (one atomic load per callback).
 //!
-//! # Where the events are taken
-//! - `alloc`: at the block's first getAddrFromBlock, not at alloc. A block
-//!   is memory only once the runtime knows its address, the event must carry
-//!   that address (the timeline pairs an allocation with its free by it),
-//!   and the layer never calls the user's getAddrFromBlock on its own (that
-//!   would change what the user's allocator sees). A runtime asks for the
-//!   address right after alloc, on the same thread, so the time is the
-//!   allocation's. A block freed without its address ever being asked for
-//!   held no memory anyone used: it is counted in the statistics but not
-//!   recorded.
-//! - `free_requested` + `free_completed`: at free, together. The runtime
-//!   calls free in stream order, after the work that used the block, so the
-//!   block is back with the user's allocator when free returns.
-//! - `oom`: an alloc that returned NULL (`size`: the request; `addr`: 0, the
-//!   layer cannot know how much the user's allocator had left).
+//! - `alloc`: at the block's first getAddrFromBlock, since the event must
+//!   carry the address and the layer never calls the user's getAddrFromBlock
+//!   itself; a runtime asks right after alloc, so the time is the
+//!   allocation's. A block whose address was never asked is not recorded.
+//! - `free_requested` + `free_completed`: together at free (the runtime
+//!   frees in stream order, after the work that used the block).
+//! - `oom`: an alloc that returned NULL (`addr` 0).
 //!
-//! The layer sees no segments (the user's allocator does not say where its
-//! blocks come from), so there are no `segment_*` events.
-//!
-//! Events are recorded while the allocator's record is held (its owner
-//! word), so one allocator's events are in the order its blocks changed
-//! hands; the recorder's lock orders those of different allocators.
+//! The layer sees no segments, so there are no `segment_*` events. Events
+//! are recorded while the allocator's record is held, so one allocator's
+//! events are in the order its blocks changed hands.
 
 use crate::core::env;
 use crate::core::error::{Error, Result};
@@ -38,19 +26,18 @@ use std::sync::OnceLock;
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
 
 fn recorder() -> &'static Recorder {
-    // The device given here is only the default list of an empty history;
-    // events carry their own.
+    // Events carry their own device; this one only names an empty history's.
     RECORDER.get_or_init(|| Recorder::new(0))
 }
 
 /// The recorder while it records (two relaxed loads when off).
-#[inline(always)]
+#[inline]
 fn recording() -> Option<&'static Recorder> {
     RECORDER.get().filter(|r| r.is_on())
 }
 
 /// True while the history is recorded.
-#[inline(always)]
+#[inline]
 pub(crate) fn is_recording() -> bool {
     recording().is_some()
 }
@@ -80,7 +67,6 @@ pub(crate) fn init_from_env() {
     let entries = env::with_var_no_alloc(ENV_VAR, |raw| env::or_default(parse_raw(raw), 0, "off"));
     if entries > 0 {
         if let Err(e) = record_history(entries) {
-            // Where no call can fail: the reason on stderr, recording off.
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
@@ -91,7 +77,7 @@ pub(crate) fn init_from_env() {
 }
 
 /// A live block got its first address.
-#[inline(always)]
+#[inline]
 pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize) {
     if let Some(r) = recording() {
         r.record_on(device, Action::Alloc, address, size, size, stream);
@@ -99,7 +85,7 @@ pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize)
 }
 
 /// A block with a known address was freed on `stream`.
-#[inline(always)]
+#[inline]
 pub(crate) fn freed(device: i32, address: usize, size: usize, stream: usize) {
     if let Some(r) = recording() {
         r.record_free_on(device, address, size, size, stream);
@@ -107,7 +93,7 @@ pub(crate) fn freed(device: i32, address: usize, size: usize, stream: usize) {
 }
 
 /// The user's alloc returned NULL for `size` bytes.
-#[inline(always)]
+#[inline]
 pub(crate) fn alloc_failed(device: i32, size: usize, stream: usize) {
     if let Some(r) = recording() {
         r.record_on(device, Action::Oom, 0, size, 0, stream);

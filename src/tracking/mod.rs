@@ -1,47 +1,20 @@
 //! The allocator sanitizer: a thin layer between a runtime and the
 //! allocators users register, recording every block and checking every call.
 //!
-//! # Turning it on
-//! Off by default. `ACLALLOC_TRACK=1` in the environment turns it on when the
-//! library loads; `aclallocTrackingSetEnabled(1)` from C, or [`set_enabled`],
-//! turns it on at any time (registrations made before that are tracked once
-//! the runtime next looks them up through `aclrtAllocatorGetByStream`; in
-//! front of a real runtime, only registrations made after it are tracked on
-//! the runtime's internal path, so turn it on before registering).
+//! Off by default: `ACLALLOC_TRACK=1` turns it on at load time,
+//! [`set_enabled`] (`aclallocTrackingSetEnabled`) at any time; in front of a
+//! real runtime, turn it on before registering.
 //!
-//! # How allocations reach it
-//! With tracking on, `aclrtAllocatorGetByStream` hands out a tracking object
-//! and the tracking callbacks (`shim::callbacks`) instead of the user's;
-//! `*allocatorDesc` stays the user's descriptor. Each tracking callback calls
-//! the user's function with the user's object and returns its result, so a
-//! runtime sees the same behaviour. In front of a real runtime the same
-//! object and callbacks are also what `aclrtAllocatorRegister` registers with
-//! it, so its executor's internal table goes through the layer too. The host
-//! runtime's launches take the stream's callbacks through [`callbacks_for`].
+//! With tracking on, `aclrtAllocatorGetByStream` (and, in front of a real
+//! runtime, `aclrtAllocatorRegister`) hands out a tracking object and
+//! callbacks that call the user's and return their results; the host
+//! runtime's launches take them through [`callbacks_for`].
 //!
-//! # What it records and detects
-//! Per block: size, stream, time, address. Per allocator object: the pool's
-//! statistics (`allocation`, `allocated_bytes`: current, peak, allocated,
-//! freed). Faults ([`Fault`]), each with stream, allocator and size: free of
-//! a block the allocator never handed out, double free, getAddrFromBlock
-//! returning NULL, two live blocks whose address ranges overlap, memory freed
-//! on one stream handed to another stream before the first was synchronized,
-//! two streams inside one allocator object at once, and blocks still live at
-//! unregister, at stream destruction and at exit.
-//!
-//! # History
-//! [`record_history`] (`aclallocTrackingRecordHistory`,
-//! `ACLALLOC_RECORD_HISTORY=N` when tracking is first turned on, `aclalloc
-//! run --history N`) keeps the last N allocations, frees and failed
-//! allocations in PyTorch's `device_traces` shape; the JSON snapshot carries
-//! them. See the `history` module for where each event is taken.
-//!
-//! # Reports
-//! [`report_text`] (also written at exit, to stderr or to the file named by
-//! `ACLALLOC_TRACK_REPORT`) and [`snapshot_json`] (written at exit to the file
-//! named by `ACLALLOC_TRACK_JSON`, or on request with
-//! `aclallocTrackingWriteSnapshot`). In file names, `%p` becomes the process
-//! id.
+//! It records per block size, stream, time and address, per allocator the
+//! pool's `allocation` and `allocated_bytes` statistics, and detects the
+//! [`Fault`]s. [`record_history`] keeps the last N events in PyTorch's
+//! `device_traces` shape. [`report_text`] and [`snapshot_json`] are written
+//! at exit (`ACLALLOC_TRACK_REPORT`, `ACLALLOC_TRACK_JSON`) or on request.
 
 mod churn;
 pub mod events;
@@ -75,8 +48,7 @@ use tracker::tracker;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Set once tracking was ever on: from then on the hooks below keep the
-/// records current (blocks recorded while it was on may be freed or checked
-/// later); before, they cost nothing.
+/// records current; before, they cost nothing.
 static EVER_ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// True when tracking is on.

@@ -187,7 +187,7 @@ pub(crate) fn fault_line(event: &Event) -> String {
     format!("fault {kind}: {body}{times}")
 }
 
-pub(crate) fn leak_seen(seen: LeakSeen) -> &'static str {
+fn leak_seen(seen: LeakSeen) -> &'static str {
     match seen {
         LeakSeen::Unregister => "unregister",
         LeakSeen::StreamDestroy => "stream-destroy",

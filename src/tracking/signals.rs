@@ -1,30 +1,17 @@
 //! The reports when the program is stopped by a signal.
 //!
-//! Services are stopped with SIGTERM (Kubernetes, systemd), SIGINT (Ctrl-C)
-//! or SIGHUP, whose default action ends the process without running
-//! `atexit`, so the report written there never appeared. With tracking on
-//! from the environment, those three signals get a handler, but only where
-//! the program left the default action (a program that handles them itself
-//! usually exits through `exit()`, which writes the report).
+//! SIGTERM, SIGINT and SIGHUP end a process without `atexit`, so with
+//! tracking on from the environment they get a handler where the program
+//! left the default action. A handler must not allocate or lock, so it only
+//! stores the signal and writes a byte to a pipe; a watcher thread writes the
+//! reports, then restores the default action and raises the signal again
+//! (the exit status stays the signal's).
 //!
-//! Writing a report allocates and takes the tracking lock, which a signal
-//! handler must never do (the interrupted thread may hold either). So the
-//! handler only stores the signal number and writes one byte to a pipe
-//! (both async-signal-safe); a watcher thread blocked on the pipe writes the
-//! reports, restores the default action and raises the signal again, so the
-//! exit status is the one the signal would have given (128+N in a shell).
-//!
-//! After a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the same is
-//! tried as a best effort: the handler wakes the watcher and waits for it at
-//! most [`CRASH_WAIT`], then restores the default action and returns, so the
-//! fault (or `abort`) happens again and kills the process as it would have.
-//! If the crashed thread held a lock the report needs, the watcher blocks
-//! and the process dies without a (complete) report after that wait.
-//!
-//! In a child made by `fork()` without `exec` the watcher thread does not
-//! exist: the handler sees that the process id changed and gives the signal
-//! its default action at once (no report from that child on a signal; its
-//! report at `exit` is written as usual).
+//! After a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the handler
+//! wakes the watcher, waits at most [`CRASH_WAIT`] (the crashed thread may
+//! hold a lock the report needs), then restores the default action so the
+//! fault happens again. In a forked child there is no watcher: the default
+//! action at once.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
@@ -105,8 +92,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
         .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok();
     if fd < 0 || !mine || !first {
-        // No watcher here (a forked child), or another signal is already
-        // being reported: the default action now.
+        // No watcher here (a forked child), or another signal is being
+        // reported: the default action now.
         // SAFETY: `signal` and `raise` are async-signal-safe; `sig` is the signal being
         // handled.
         unsafe {
@@ -137,8 +124,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // SAFETY: `signal` is async-signal-safe; `sig` is the signal being handled.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
         if sig == libc::SIGABRT {
-            // abort() raises again itself; a raise here is only for a
-            // SIGABRT that came from elsewhere (kill).
+            // abort() raises again itself; this is for a SIGABRT from kill.
             // SAFETY: `raise` is async-signal-safe; `sig` is the signal being handled.
             unsafe { libc::raise(sig) };
         }

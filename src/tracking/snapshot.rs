@@ -1,21 +1,13 @@
 //! The JSON snapshot, in the shape of the pool's (PyTorch's
-//! `memory_snapshot`): `segments` (address, total_size, stream, segment_type,
-//! allocated_size, active_size, requested_size), each with its `blocks`
-//! (address, size, requested_size, state). The tracking layer
-//! only sees blocks, so every live block is its own segment of type `user`;
-//! `allocators` carries each allocator's statistics and `events` the faults.
-//! Each segment's `device` is its stream's device as the history learnt it
-//! (0 for a block allocated while the history was off).
-//! `device_traces` holds the recorded history (see `super::history`), one
-//! list per device in PyTorch's shape, and `history` its counters (enabled,
-//! max_entries, entries, dropped), as in the pool's snapshot.
-//! Handles and addresses are hex strings ("0x..."), as in the pool's
-//! snapshot and the text report: JavaScript's numbers cannot hold every
-//! 64-bit handle. `version` names the layout.
+//! `memory_snapshot`). The tracking layer only sees blocks, so every live
+//! block is its own segment of type `user` (its `device`: its stream's as
+//! the history learnt it, else 0); `allocators` carries each allocator's
+//! statistics, `events` the faults, `device_traces` and `history` the
+//! recorded history. Handles and addresses are hex strings, as in the
+//! pool's snapshot.
 
 use super::events::{events, Fault};
 use super::owner::REPORT_PATIENCE;
-use super::report::leak_seen;
 use super::tracker::tracker;
 use crate::history::json::{device_traces, recording_info};
 use crate::history::Hex;
@@ -70,21 +62,17 @@ pub fn snapshot_json() -> String {
             }));
         }
     }
-    // Read after the blocks: an allocation recorded meanwhile is in the
-    // history without its live block, which the page draws as live to the
-    // end anyway.
+    // Read after the blocks: an allocation recorded meanwhile, without its
+    // live block, is drawn as live to the end anyway.
     let history = super::history::history();
     let (events, dropped) = events();
     let events: Vec<Value> = events
         .iter()
         .map(|e| {
-            let mut fields = Map::new();
+            let mut fields = fault_fields(&e.fault);
             fields.insert("kind".into(), e.fault.kind().into());
             fields.insert("time_ns".into(), e.time_ns.into());
             fields.insert("count".into(), e.count.into());
-            for (key, value) in fault_fields(&e.fault) {
-                fields.insert(key.into(), value);
-            }
             Value::Object(fields)
         })
         .collect();
@@ -103,109 +91,16 @@ pub fn snapshot_json() -> String {
     out
 }
 
-fn fault_fields(fault: &Fault) -> Vec<(&'static str, Value)> {
-    // Handles and addresses as hex strings; sizes and ages as numbers.
-    let n = |v: usize| json!(Hex(v));
-    match *fault {
-        Fault::UnknownFree {
-            stream,
-            allocator,
-            block,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-        ],
-        Fault::DoubleFree {
-            stream,
-            allocator,
-            block,
-            size,
-            first_freed_on,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("size", json!(size)),
-            ("first_freed_on", n(first_freed_on)),
-        ],
-        Fault::NullAddress {
-            stream,
-            allocator,
-            block,
-            size,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("size", json!(size)),
-        ],
-        Fault::UnknownBlock { allocator, block } => {
-            vec![("allocator", n(allocator)), ("block", n(block))]
-        }
-        Fault::Overlap {
-            stream,
-            allocator,
-            block,
-            address,
-            size,
-            other_stream,
-            other_block,
-            other_address,
-            other_size,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("address", n(address)),
-            ("size", json!(size)),
-            ("other_stream", n(other_stream)),
-            ("other_block", n(other_block)),
-            ("other_address", n(other_address)),
-            ("other_size", json!(other_size)),
-        ],
-        Fault::CrossStreamReuse {
-            stream,
-            allocator,
-            block,
-            address,
-            size,
-            freed_on,
-            freed_block,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("address", n(address)),
-            ("size", json!(size)),
-            ("freed_on", n(freed_on)),
-            ("freed_block", n(freed_block)),
-        ],
-        Fault::ConcurrentUse {
-            allocator,
-            stream,
-            other_stream,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("other_stream", n(other_stream)),
-        ],
-        Fault::Leak {
-            stream,
-            allocator,
-            block,
-            address,
-            size,
-            age_ns,
-            seen,
-        } => vec![
-            ("stream", n(stream)),
-            ("allocator", n(allocator)),
-            ("block", n(block)),
-            ("address", n(address)),
-            ("size", json!(size)),
-            ("age_ns", json!(age_ns)),
-            ("seen_at", json!(leak_seen(seen))),
-        ],
-    }
+/// The fields of `fault`: sizes and ages as numbers, handles and addresses
+/// as hex strings.
+fn fault_fields(fault: &Fault) -> Map<String, Value> {
+    const NUMBERS: [&str; 3] = ["size", "other_size", "age_ns"];
+    let Ok(Value::Object(fields)) = serde_json::to_value(fault) else {
+        unreachable!("a fault serializes as an object")
+    };
+    let hex = |(key, value): (String, Value)| match value.as_u64() {
+        Some(v) if !NUMBERS.contains(&key.as_str()) => (key, json!(Hex(v as usize))),
+        _ => (key, value),
+    };
+    fields.into_iter().map(hex).collect()
 }

@@ -34,26 +34,3 @@ impl AllocatorStats {
         out
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peak_follows_current_and_totals_accumulate() {
-        let mut s = Stat::default();
-        s.increase(10);
-        s.increase(5);
-        s.decrease(10);
-        s.increase(2);
-        assert_eq!(
-            s,
-            Stat {
-                current: 7,
-                peak: 15,
-                allocated: 17,
-                freed: 10
-            }
-        );
-    }
-}

@@ -1,11 +1,7 @@
-//! Which streams have been synchronized since a block was freed.
-//!
-//! A global generation counter ticks on every synchronization. A free records
-//! the current generation (one relaxed load on the hot path); the freeing
-//! stream counts as synchronized since then once its last synchronization, or
-//! a device-wide one, has a later generation. The per-stream map is only
-//! written by synchronizations and only read when memory freed on one stream
-//! turns up on another, so the hot path never takes its lock.
+//! Which streams have been synchronized since a block was freed: a free
+//! records the generation counter, which every synchronization ticks; the
+//! stream counts as synchronized once its last (or a device-wide)
+//! synchronization is later. The map's lock is off the hot path.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,25 +35,20 @@ pub fn device_synchronized() {
     DEVICE_SYNCED.fetch_max(generation, Ordering::AcqRel);
 }
 
-/// `stream` is gone: its work is finished and its record can go.
+/// `stream` is gone: its work is complete, so it counts as synchronized (the
+/// record outlives it: blocks freed on it may be checked later).
 pub fn stream_destroyed(stream: usize) {
-    // The synchronization record must outlive the stream: blocks freed on it
-    // may still be checked later. A destroyed stream's work is complete, so
-    // it counts as synchronized at this generation.
     stream_synchronized(stream);
 }
 
-/// True when `stream` was synchronized after a free that recorded `freed_at`.
 /// How many streams have a synchronization recorded.
 pub(crate) fn recorded_streams() -> usize {
     let map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
     map.as_ref().map_or(0, HashMap::len)
 }
 
-/// Forgets the synchronizations recorded at or before `generation`. Only
-/// for after every freed record older than `generation` that they could
-/// vouch for has been dropped (see `churn.rs`): for any other record, no
-/// entry or an older one gives the same answer.
+/// Forgets the synchronizations recorded at or before `generation`, once
+/// the freed records they vouch for are dropped (see `churn.rs`).
 pub(crate) fn forget_up_to(generation: u64) {
     let mut map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(m) = map.as_mut() {
@@ -68,6 +59,7 @@ pub(crate) fn forget_up_to(generation: u64) {
     }
 }
 
+/// True when `stream` was synchronized after a free that recorded `freed_at`.
 pub(crate) fn synchronized_since(stream: usize, freed_at: u64) -> bool {
     if DEVICE_SYNCED.load(Ordering::Acquire) > freed_at {
         return true;

@@ -4,7 +4,7 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use crate::core::error::{Error, Result};
-use crate::ffi::args::Out;
+use crate::ffi::args;
 use crate::ffi::boundary::boundary;
 use crate::ffi::types::*;
 use crate::pool::roundup::RoundupDivisions;
@@ -135,8 +135,10 @@ impl TryFrom<aclallocPoolConfig> for PoolConfig {
 pub unsafe extern "C" fn aclallocPoolConfigInit(config: *mut aclallocPoolConfig) -> aclError {
     boundary("aclallocPoolConfigInit", || {
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(config, "config") }?;
-        out.write(PoolConfig::default().from_env()?.into());
-        Ok(())
+        unsafe {
+            args::write_out(config, "config", || {
+                Ok(PoolConfig::default().from_env()?.into())
+            })
+        }
     })
 }

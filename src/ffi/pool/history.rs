@@ -15,24 +15,21 @@ use std::ffi::c_char;
 pub const ACLALLOC_SNAPSHOT_VERSION: u32 = 2;
 const _: () = assert!(ACLALLOC_SNAPSHOT_VERSION == crate::pool::snapshot::SNAPSHOT_VERSION);
 
-unsafe fn text(
-    function: &'static str,
-    pool: aclallocPool,
-    buffer: *mut c_char,
-    size: usize,
-    length: *mut usize,
-    make: fn(&Pool) -> String,
-) -> aclError {
-    boundary(function, || {
-        // SAFETY: the caller's contract.
-        let buffer = unsafe { OutSlice::new(buffer, size, "buffer") }?;
-        // SAFETY: `length` is NULL or writable (the caller's contract); NULL means not wanted.
-        let length = unsafe { Out::optional(length) };
-        let text = make(handles::get(pool)?);
-        args::write_optional(length, text.len());
-        write_text(buffer, &text);
-        Ok(())
-    })
+/// The body of a text export `$name(pool, buffer, size, length)`: `$make`
+/// of the pool, written as `snprintf` does.
+macro_rules! text {
+    ($name:ident($pool:ident, $buffer:ident, $size:ident, $length:ident), $make:path) => {
+        boundary(stringify!($name), || {
+            // SAFETY: `buffer` is NULL or `size` writable bytes, the export's contract.
+            let buffer = unsafe { OutSlice::new($buffer, $size, "buffer") }?;
+            // SAFETY: `length` is NULL (not wanted) or writable, the export's contract.
+            let length = unsafe { Out::optional($length) };
+            let text = $make(handles::get($pool)?);
+            args::write_optional(length, text.len());
+            write_text(buffer, &text);
+            Ok(())
+        })
+    };
 }
 
 /// The statistics as a text table like PyTorch's `memory_summary()`. Works as
@@ -49,18 +46,10 @@ pub unsafe extern "C" fn aclallocPoolSummary(
     size: usize,
     length: *mut usize,
 ) -> aclError {
-    // SAFETY: `buffer` is NULL or `size` writable bytes and `length` NULL or writable (this
-    // export's contract, `text`'s too); `pool` is looked up in the live-handle table.
-    unsafe {
-        text(
-            "aclallocPoolSummary",
-            pool,
-            buffer,
-            size,
-            length,
-            Pool::summary,
-        )
-    }
+    text!(
+        aclallocPoolSummary(pool, buffer, size, length),
+        Pool::summary
+    )
 }
 
 /// The segments, blocks and recorded history as JSON, like PyTorch's
@@ -87,18 +76,10 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
     size: usize,
     length: *mut usize,
 ) -> aclError {
-    // SAFETY: `buffer` is NULL or `size` writable bytes and `length` NULL or writable (this
-    // export's contract, `text`'s too); `pool` is looked up in the live-handle table.
-    unsafe {
-        text(
-            "aclallocPoolSnapshot",
-            pool,
-            buffer,
-            size,
-            length,
-            Pool::snapshot_json,
-        )
-    }
+    text!(
+        aclallocPoolSnapshot(pool, buffer, size, length),
+        Pool::snapshot_json
+    )
 }
 
 /// Records the pool's allocation history, like PyTorch's

@@ -39,8 +39,7 @@ pub unsafe extern "C" fn aclallocPoolCreate(
     boundary("aclallocPoolCreate", || {
         // SAFETY: the caller's contract.
         let pool_out = unsafe { Out::required(pool, "pool") }?;
-        // SAFETY: `allocatorDesc` is NULL or writable (the caller's contract); `Out::required`
-        // refuses NULL.
+        // SAFETY: the caller's contract.
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
         // SAFETY: NULL or an `aclallocPoolConfig`, the caller's contract.
         let config = match unsafe { args::optional_input(config) } {
@@ -51,10 +50,7 @@ pub unsafe extern "C" fn aclallocPoolCreate(
         let new_pool = Pool::new(config, device)?;
         new_pool.record_history(crate::history::env::max_entries_from_env()?)?;
         let handle = handles::insert(new_pool)?;
-        let obj = AllocatorObj::new(handle.get() as *mut c_void).ok_or(Error::Internal {
-            reason: "a pool handle was zero",
-        })?;
-        let desc = pool_descriptor(obj).inspect_err(|_| {
+        let desc = pool_descriptor(handle.get()).inspect_err(|_| {
             let _ = destroy(handle.get() as *mut c_void);
         })?;
         pool_out.write(handle.get() as *mut c_void);
@@ -85,17 +81,18 @@ pub unsafe extern "C" fn aclallocPoolCreateStreamDesc(
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
         let stream = args::stream(stream)?;
         let view = handles::insert_view(pool, stream.get())?;
-        let obj = AllocatorObj::new(view.get() as *mut c_void).ok_or(Error::Internal {
-            reason: "a pool handle was zero",
-        })?;
-        let desc = pool_descriptor(obj)?;
+        let desc = pool_descriptor(view.get())?;
         desc_out.write(desc.as_ptr());
         Ok(())
     })
 }
 
-/// A descriptor whose object is `obj` and whose callbacks are the pool's.
-fn pool_descriptor(obj: AllocatorObj) -> Result<crate::registry::DescriptorHandle> {
+/// A descriptor whose object is pool handle `handle` and whose callbacks are
+/// the pool's.
+fn pool_descriptor(handle: usize) -> Result<crate::registry::DescriptorHandle> {
+    let obj = AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
+        reason: "a pool handle was zero",
+    })?;
     let api = global();
     let desc = api.create_descriptor()?;
     api.update_descriptor(desc, |d| {

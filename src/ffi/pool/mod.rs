@@ -13,17 +13,10 @@
 //! aclallocPoolEmptyCache(pool);
 //! ```
 //!
-//! The pool's handle is the descriptor's allocator object; the callbacks look
-//! it up in a lock-free table of live pools. A block handle is the block's
-//! device address, so `getAddrFromBlock` is the identity, and `free` looks the
-//! address up among the pool's live blocks: a foreign block or a double free
-//! is reported through `aclGetRecentErrMsg` and changes nothing.
-//!
-//! One file per concern: [`config`], [`lifecycle`] (create, destroy),
-//! [`callbacks`] (the descriptor's four functions), [`stats`], [`history`]
-//! (summary, snapshot, history recording) and [`cache`] (emptying, trimming,
-//! limits). Everything is re-exported here, so `ffi::pool::*` is the whole
-//! pool API as before.
+//! The pool's handle is the descriptor's allocator object. A block handle is
+//! the block's device address (`getAddrFromBlock` is the identity); a foreign
+//! block or a double free is reported through `aclGetRecentErrMsg` and
+//! changes nothing. Everything is re-exported here.
 #![allow(non_camel_case_types)]
 
 use std::ffi::c_void;

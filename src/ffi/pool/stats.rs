@@ -44,9 +44,7 @@ pub unsafe extern "C" fn aclallocPoolGetStats(
 ) -> aclError {
     boundary("aclallocPoolGetStats", || {
         // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(stats, "stats") }?;
-        out.write(handles::get(pool)?.stats());
-        Ok(())
+        unsafe { args::write_out(stats, "stats", || Ok(handles::get(pool)?.stats())) }
     })
 }
 
@@ -67,8 +65,7 @@ pub unsafe extern "C" fn aclallocPoolGetStatsKeyValues(
     boundary("aclallocPoolGetStatsKeyValues", || {
         // SAFETY: the caller's contract.
         let count = unsafe { Out::required(count, "count") }?;
-        // SAFETY: `entries` is NULL or `capacity` writable entries (the caller's contract);
-        // `OutSlice::new` refuses NULL with a non-zero capacity.
+        // SAFETY: the caller's contract.
         let entries = unsafe { OutSlice::new(entries, capacity, "entries") }?;
         let kv = handles::get(pool)?.stats().key_values();
         count.write(kv.len());
@@ -99,8 +96,7 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
     boundary("aclallocPoolGetStat", || {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(value, "value") }?;
-        // SAFETY: `key` is NULL or NUL-terminated (the caller's contract); `c_str` refuses
-        // NULL.
+        // SAFETY: the caller's contract.
         let key = unsafe { args::c_str(key, "key") }?;
         let v = handles::get(pool)?
             .stats()
@@ -133,18 +129,14 @@ pub extern "C" fn aclallocPoolResetAccumulatedStats(pool: aclallocPool) -> aclEr
     })
 }
 
-unsafe fn shortcut(
-    function: &'static str,
-    pool: aclallocPool,
-    out: *mut usize,
-    f: fn(&Pool) -> usize,
-) -> aclError {
-    boundary(function, || {
-        // SAFETY: the caller's contract.
-        let out = unsafe { Out::required(out, "bytes") }?;
-        out.write(f(handles::get(pool)?));
-        Ok(())
-    })
+/// The body of a byte-count export `$name(pool, bytes)`: `$f` of the pool.
+macro_rules! shortcut {
+    ($name:ident($pool:ident, $bytes:ident), $f:path) => {
+        boundary(stringify!($name), || {
+            // SAFETY: `bytes` is NULL or writable, the export's contract.
+            unsafe { args::write_out($bytes, "bytes", || Ok($f(handles::get($pool)?))) }
+        })
+    };
 }
 
 /// Bytes handed out now.
@@ -156,16 +148,10 @@ pub unsafe extern "C" fn aclallocPoolMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
-    unsafe {
-        shortcut(
-            "aclallocPoolMemoryAllocated",
-            pool,
-            bytes,
-            Pool::memory_allocated,
-        )
-    }
+    shortcut!(
+        aclallocPoolMemoryAllocated(pool, bytes),
+        Pool::memory_allocated
+    )
 }
 
 /// The peak of the bytes handed out.
@@ -177,16 +163,10 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryAllocated(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
-    unsafe {
-        shortcut(
-            "aclallocPoolMaxMemoryAllocated",
-            pool,
-            bytes,
-            Pool::max_memory_allocated,
-        )
-    }
+    shortcut!(
+        aclallocPoolMaxMemoryAllocated(pool, bytes),
+        Pool::max_memory_allocated
+    )
 }
 
 /// Bytes held from the device now.
@@ -198,16 +178,10 @@ pub unsafe extern "C" fn aclallocPoolMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
-    unsafe {
-        shortcut(
-            "aclallocPoolMemoryReserved",
-            pool,
-            bytes,
-            Pool::memory_reserved,
-        )
-    }
+    shortcut!(
+        aclallocPoolMemoryReserved(pool, bytes),
+        Pool::memory_reserved
+    )
 }
 
 /// The peak of the bytes held from the device.
@@ -219,14 +193,8 @@ pub unsafe extern "C" fn aclallocPoolMaxMemoryReserved(
     pool: aclallocPool,
     bytes: *mut usize,
 ) -> aclError {
-    // SAFETY: `bytes` is NULL or writable (this export's contract, `shortcut`'s too); `pool` is
-    // looked up in the live-handle table.
-    unsafe {
-        shortcut(
-            "aclallocPoolMaxMemoryReserved",
-            pool,
-            bytes,
-            Pool::max_memory_reserved,
-        )
-    }
+    shortcut!(
+        aclallocPoolMaxMemoryReserved(pool, bytes),
+        Pool::max_memory_reserved
+    )
 }

@@ -2,22 +2,15 @@
 //! each statistic may rise under the shard's lock alone without passing the
 //! pool-wide peak.
 //!
-//! The pool-wide invariant, for every statistic with a peak, is
-//! `peak == Σ over shards (current + headroom)` with every headroom `>= 0`, so
-//! the pool-wide current never exceeds the peak while each shard stays
-//! within its headroom. A decrease gives its amount to the shard's headroom;
-//! an increase takes from it. An operation that would take more than the
-//! shard has runs under the pool-wide lock with every shard locked, where the
-//! deficit is covered from the other shards' headroom and, for what is left,
-//! by raising the peak (`All::settle` in src/pool/sharded.rs): the peak is
-//! then exactly the highest pool-wide value, as with one lock.
+//! Invariant: `peak == Σ over shards (current + headroom)`, every headroom
+//! `>= 0`. A decrease gives to the shard's headroom, an increase takes from
+//! it; an operation needing more runs with every shard locked, where the
+//! deficit comes from the other shards' headroom, then from raising the
+//! peak (`All::settle`), which is then exactly the pool-wide maximum.
 //!
-//! Settling looks only at the headroom an operation ends with, which is its
-//! lowest: within one operation each statistic of a shard only falls and
-//! then only rises (freeing, merging and releasing come before splitting,
-//! handing out and adding a segment; a merge raises `inactive_split` by at
-//! most what it lowered it by just before). The shard-local paths check,
-//! before changing anything, that the headroom covers every rise.
+//! Settling looks only at the headroom an operation ends with: within one
+//! operation each statistic only falls, then only rises (a merge raises
+//! `inactive_split` by at most what it just lowered it by).
 
 use crate::pool::stats::{PoolStats, Stat};
 
@@ -78,38 +71,18 @@ pub(crate) struct ShardStats {
 
 impl ShardStats {
     pub(crate) fn parts_mut(&mut self) -> [&mut Part; PARTS] {
-        let [a0, a1, a2] = &mut self.allocation;
-        let [s0, s1, s2] = &mut self.segment;
-        let [i0, i1, i2] = &mut self.inactive_split;
-        let [b0, b1, b2] = &mut self.allocated_bytes;
-        let [r0, r1, r2] = &mut self.reserved_bytes;
-        let [j0, j1, j2] = &mut self.inactive_split_bytes;
-        let [q0, q1, q2] = &mut self.requested_bytes;
-        [
-            a0,
-            a1,
-            a2,
-            s0,
-            s1,
-            s2,
-            i0,
-            i1,
-            i2,
-            b0,
-            b1,
-            b2,
-            r0,
-            r1,
-            r2,
-            j0,
-            j1,
-            j2,
-            q0,
-            q1,
-            q2,
-            &mut self.oversize_allocations,
-            &mut self.oversize_segments,
-        ]
+        let arrays = [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.inactive_split,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.inactive_split_bytes,
+            &mut self.requested_bytes,
+        ];
+        let single = [&mut self.oversize_allocations, &mut self.oversize_segments];
+        let mut parts = arrays.into_iter().flatten().chain(single);
+        std::array::from_fn(|_| parts.next().expect("PARTS parts"))
     }
 
     pub(crate) fn reset_accumulated(&mut self) {

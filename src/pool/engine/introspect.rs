@@ -53,6 +53,13 @@ impl Core {
     /// Recomputes everything from the block lists and compares it with the
     /// incremental bookkeeping. For tests.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        macro_rules! ensure {
+            ($ok:expr, $($message:tt)+) => {
+                if !$ok {
+                    return Err(format!($($message)+));
+                }
+            };
+        }
         let mut expect = [[0i64; 3]; 6]; // alloc, alloc bytes, req bytes, split, split bytes, seg/reserved
         let mut segs = [0i64; 3];
         let mut reserved = [0i64; 3];
@@ -72,32 +79,29 @@ impl Core {
             let mut last_free = false;
             while idx != NIL {
                 let b = self.blocks[idx];
-                if b.addr != at || b.prev != prev || b.segment != seg {
-                    return Err(format!(
-                        "block list of segment {:#x} is broken at {:#x}",
-                        s.addr, b.addr
-                    ));
-                }
-                if b.size == 0 || b.size % MIN_BLOCK_SIZE != 0 {
-                    return Err(format!("block {:#x} has size {}", b.addr, b.size));
-                }
+                let (a, s_addr) = (b.addr, s.addr);
+                ensure!(
+                    b.addr == at && b.prev == prev && b.segment == seg,
+                    "block list of segment {s_addr:#x} is broken at {a:#x}"
+                );
+                ensure!(
+                    b.size != 0 && b.size % MIN_BLOCK_SIZE == 0,
+                    "block {a:#x} has size {}",
+                    b.size
+                );
                 let is_free = b.state == State::Free;
-                if is_free && last_free {
-                    return Err(format!(
-                        "free block {:#x} was not merged with its neighbour",
-                        b.addr
-                    ));
-                }
+                ensure!(
+                    !(is_free && last_free),
+                    "free block {a:#x} was not merged with its neighbour"
+                );
                 last_free = is_free;
                 match b.state {
                     State::Allocated => {
                         live += 1;
-                        if self.live.get(&b.addr) != Some(&idx) {
-                            return Err(format!(
-                                "allocated block {:#x} is not in the live map",
-                                b.addr
-                            ));
-                        }
+                        ensure!(
+                            self.live.get(&a) == Some(&idx),
+                            "allocated block {a:#x} is not in the live map"
+                        );
                         for i in [0, k] {
                             expect[0][i] += 1;
                             expect[1][i] += b.size as i64;
@@ -106,35 +110,36 @@ impl Core {
                     }
                     State::Free => {
                         free_count += 1;
-                        if !self.free[s.kind.set()].contains(&(s.stream, b.size, b.addr, idx)) {
-                            return Err(format!("free block {:#x} is not in the free set", b.addr));
-                        }
+                        let key = (s.stream, b.size, a, idx);
+                        ensure!(
+                            self.free[s.kind.set()].contains(&key),
+                            "free block {a:#x} is not in the free set"
+                        );
                     }
                     State::Cached => binned += 1,
                     // Checked with every thread's cache drained.
-                    State::Lent => {
-                        return Err(format!("block {:#x} is still lent to a cache", b.addr));
-                    }
+                    State::Lent => ensure!(false, "block {a:#x} is still lent to a cache"),
                 }
-                if b.state != State::Allocated && b.is_split() {
+                let split = b.state != State::Allocated && b.is_split();
+                if split {
                     for i in [0, k] {
                         expect[3][i] += 1;
                         expect[4][i] += b.size as i64;
                     }
                 }
-                if b.counted_split != (b.state != State::Allocated && b.is_split()) {
-                    return Err(format!(
-                        "block {:#x} is miscounted as inactive split",
-                        b.addr
-                    ));
-                }
+                ensure!(
+                    b.counted_split == split,
+                    "block {a:#x} is miscounted as inactive split"
+                );
                 at += b.size;
                 prev = idx;
                 idx = b.next;
             }
-            if at != s.addr + s.size {
-                return Err(format!("blocks of segment {:#x} do not tile it", s.addr));
-            }
+            ensure!(
+                at == s.addr + s.size,
+                "blocks of segment {:#x} do not tile it",
+                s.addr
+            );
         }
         let st = &self.stats;
         let cur = |a: &[super::counters::Part; 3]| [a[0].current, a[1].current, a[2].current];
@@ -152,20 +157,25 @@ impl Core {
             ("reserved_bytes", cur(&st.reserved_bytes), reserved),
         ];
         for (name, got, want) in checks {
-            if got != want {
-                return Err(format!("{name}: stats say {got:?}, blocks say {want:?}"));
-            }
+            ensure!(
+                got == want,
+                "{name}: stats say {got:?}, blocks say {want:?}"
+            );
         }
-        if live != self.live.len() {
-            return Err("the live map holds blocks that are not allocated".into());
-        }
-        if free_count != self.free[0].len() + self.free[1].len() {
-            return Err("the free sets hold blocks that are not free".into());
-        }
+        ensure!(
+            live == self.live.len(),
+            "the live map holds blocks that are not allocated"
+        );
+        let free_sets = self.free[0].len() + self.free[1].len();
+        ensure!(
+            free_count == free_sets,
+            "the free sets hold blocks that are not free"
+        );
         let in_bins: usize = self.bins.values().map(|b| b.blocks.len()).sum();
-        if binned != self.binned || in_bins != binned {
-            return Err("the bins and the cached blocks disagree".into());
-        }
+        ensure!(
+            binned == self.binned && in_bins == binned,
+            "the bins and the cached blocks disagree"
+        );
         Ok(())
     }
 }

@@ -1,13 +1,8 @@
-//! Lending blocks to a thread's cache (`src/pool/thread_cache.rs`) and
-//! taking them back, under the shard's lock.
-//!
-//! A lent block stays in its segment (state `Lent`: never merged, split or
-//! released) but leaves the live map, and its share of the statistics moves
-//! with it: the shard's `current` falls by what the block contributes and
-//! the cache's rises by as much. Moving `current` between two parts keeps
-//! every pool-wide sum (`current`, and `current + headroom`, which is the
-//! peak) unchanged; the cache then changes its own parts on its own, within
-//! its own headroom, exactly as a shard does under its lock.
+//! Lending blocks to a thread's cache and taking them back, under the
+//! shard's lock. A lent block stays in its segment (state `Lent`: never
+//! merged, split or released) but leaves the live map, and its share of
+//! `current` moves from the shard to the cache, which keeps every pool-wide
+//! sum (and so the peak) unchanged.
 
 use super::counters::Part;
 use super::*;
@@ -22,11 +17,9 @@ pub(crate) struct CacheStats {
     pub inactive_split_bytes: [CachePart; 3],
 }
 
-/// A cache's part of one statistic, kept so that each change on the fast
-/// path writes one field: the cache's `current` is what lent blocks brought
-/// in (`moved`) plus its increases (`allocated`) minus its decreases
-/// (`freed`), and its headroom is what the shard gave it (`given`) minus
-/// the same difference, exactly as a [`Part`] would hold them.
+/// A cache's part of one statistic, so that each fast-path change writes one
+/// field: `current` is `moved + allocated - freed`, the headroom `given`
+/// minus the same difference.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CachePart {
     pub moved: i64,

@@ -1,33 +1,22 @@
-//! The caching allocator's state and algorithm for one shard of the pool
-//! (the streams mapped to it), without locking: the [`Pool`](super::Pool)
-//! keeps each shard under its own mutex and does what spans shards (growing,
-//! releasing, the limit) in `src/pool/sharded.rs`.
+//! The caching allocator's state and algorithm for one shard of the pool,
+//! without locking (what spans shards is in `sharded.rs`).
 //!
-//! The design follows PyTorch's CUDACachingAllocator (and torch_npu's copy of
-//! it): sizes rounded to 512 B; requests of at most 1 MiB served from 2 MiB
-//! "small" segments, larger ones from 20 MiB segments (or their size rounded to
-//! 2 MiB from 10 MiB up); best fit over free blocks ordered by (size, address);
-//! splitting of the chosen block; merging of free neighbours; a max split
-//! size; release of cached segments and one retry when the device refuses;
-//! per-stream pools (a segment serves the stream that made it grow, and its
-//! blocks are reused only for that stream).
+//! The design follows PyTorch's CUDACachingAllocator: sizes rounded to 512
+//! B; requests up to 1 MiB served from 2 MiB segments, larger ones from 20
+//! MiB (from 10 MiB up, their size rounded to 2 MiB); best fit, splitting,
+//! merging of free neighbours, a max split size, release and one retry when
+//! the device refuses; per-stream pools.
 //!
-//! Differences from PyTorch, each measured in benches/pool.rs: large best
-//! fit prefers the fitting block in the smallest segment; growing for a large
-//! request first returns smaller wholly free segments; an oversize request
-//! (>= max split size) gets a segment of its own size rounded to 2 MiB, not
-//! 20 MiB, since it is never split; a standard segment refused by the limit or
-//! the device is retried at the request's size rounded to 2 MiB.
+//! Differences from PyTorch: large best fit prefers the fitting block in the
+//! smallest segment; growing for a large request first returns smaller
+//! wholly free segments; an oversize request gets a segment of its own size
+//! rounded to 2 MiB (it is never split); a standard segment refused by the
+//! limit or the device is retried at the request's size rounded to 2 MiB.
 //!
-//! One addition for the hot path: a freed block first goes into a bin for
-//! the exact size it was requested with (LIFO), without being merged. The
-//! next request of that size takes it back in O(1) without touching the
-//! ordered set. A request the bins cannot serve goes to best fit over the
-//! merged free blocks; only when that fails are all binned blocks merged
-//! (so the pool never grows while merged memory could serve the request) —
-//! each binned block is merged at most once, O(1) amortised per free.
-//! Merging on every miss instead would make two alternating sizes evict
-//! each other from the bins on every call.
+//! A freed block first goes, unmerged, into a LIFO bin for its requested
+//! size, so the next request of that size takes it in O(1). Bins are merged
+//! only when best fit over the merged blocks fails (the pool never grows
+//! while merged memory could serve), so each binned block is merged once.
 
 use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
@@ -119,7 +108,7 @@ pub(crate) fn kind_of(rounded: usize) -> Kind {
     }
 }
 
-fn round_up(size: usize, to: usize) -> usize {
+pub(crate) fn round_up(size: usize, to: usize) -> usize {
     size.div_ceil(to).saturating_mul(to)
 }
 
@@ -194,9 +183,8 @@ impl Core {
 
     // ---- allocation -------------------------------------------------------
 
-    /// A block for work on `stream` served under this shard's lock alone:
-    /// from the cache, within the shard's statistics headroom. `None`: the
-    /// caller must take the pool-wide path (grow, error, or settle a peak).
+    /// A block from the cache under this shard's lock alone, within its
+    /// headroom. `None`: the pool-wide path must serve it.
     #[inline]
     pub(crate) fn malloc_local(&mut self, size: usize, stream: usize) -> Option<usize> {
         let rounded =
@@ -208,11 +196,9 @@ impl Core {
     }
 
     /// A cached block for `rounded` bytes: the exact-size bin, then best fit,
-    /// then best fit after merging the bins. With `checked`, only when every
-    /// statistic the allocation raises has the headroom for it. `map`: the
-    /// virtual memory and the bytes the limit still allows, to map the pages
-    /// of an expandable segment under the block (without it such a block
-    /// is `NoRoom`: the pool-wide path maps).
+    /// then best fit after merging the bins. With `checked`, only within the
+    /// statistics' headroom. `map`: the virtual memory and the bytes the limit
+    /// allows, to map an expandable block's pages (without it: `NoRoom`).
     #[inline]
     pub(crate) fn take_cached(
         &mut self,
@@ -321,8 +307,7 @@ impl Core {
         let b = self.blocks[idx];
         let kind = b.kind;
         let max_split = self.config.max_split_size;
-        // Unmapped pages are mapped only on the pool-wide path of an
-        // ordinary allocation.
+        // Only the pool-wide path maps pages.
         if self.is_expandable(b.segment)
             && !(addr >= b.addr
                 && addr.checked_add(rounded)? <= b.addr + b.size
@@ -367,23 +352,16 @@ impl Core {
         None
     }
 
-    /// The free block to serve `rounded` bytes from.
-    ///
-    /// PyTorch takes the smallest free block that fits. For the large pool
-    /// this takes, among the blocks that fit, the one in the smallest
-    /// segment (then the smallest block): a request placed in the leftover of
-    /// a big segment pins that segment, so the next big request cannot use
-    /// it and the pool grows, while a nearly equal block in a small segment
-    /// was free. On a prefill trace this cut peak reserved memory by a
-    /// quarter (benches/pool.rs). The scan stops once a block is as large as
-    /// the best segment found (no later block can be in a smaller segment).
+    /// The free block to serve `rounded` bytes from: the smallest that fits
+    /// (PyTorch's rule); for the large pool, among those that fit, the one in
+    /// the smallest segment, so a big segment is not pinned by a request a
+    /// smaller one could serve. The scan stops at a block as large as the
+    /// best segment found.
     fn best_fit(&self, kind: Kind, rounded: usize, stream: usize) -> Option<u32> {
         let max_split = self.config.max_split_size;
-        // PyTorch's rules: small requests do not take oversize blocks, and
-        // oversize requests do not take blocks much larger than themselves.
-        // Not in an expandable pool: its free blocks are ranges of address
-        // space that are split to size whatever their length (PyTorch keeps
-        // these rules to mapped blocks; unmapped space is carved at will).
+        // PyTorch's rules (small requests take no oversize block, oversize
+        // ones no much larger block), except in an expandable pool, whose
+        // free blocks are address ranges split to size at will.
         let expandable = self.config.expandable_segments;
         let usable = |size: usize| {
             expandable
@@ -414,13 +392,12 @@ impl Core {
         Some(best.1)
     }
 
-    /// How many bytes of free block `b` a request of `rounded` bytes leaves
-    /// as a block of its own (0: the request gets the whole block).
+    /// The bytes of free block `b` that a request of `rounded` leaves as a
+    /// block of its own (0: none).
     #[inline]
     fn tail_after(&self, b: &Block, rounded: usize) -> usize {
         let remaining = b.size - rounded;
-        // PyTorch's should_split: with expandable segments every rest of at
-        // least 512 bytes is split off.
+        // PyTorch's should_split.
         let split = match b.kind {
             _ if self.config.expandable_segments => remaining >= MIN_BLOCK_SIZE,
             Kind::Small => remaining >= MIN_BLOCK_SIZE,
@@ -445,9 +422,8 @@ impl Core {
         self.mark_split(tail);
     }
 
-    /// Cuts block `idx` after its first `keep` bytes: the rest becomes a new
-    /// free block right after it in its segment (same kind and stream),
-    /// returned. The caller files both blocks.
+    /// Cuts block `idx` after `keep` bytes; returns the rest, a new free block
+    /// after it, which the caller files.
     #[inline]
     fn split_off(&mut self, idx: u32, keep: usize) -> u32 {
         let b = self.blocks[idx];
@@ -496,8 +472,8 @@ impl Core {
 
     // ---- free -------------------------------------------------------------
 
-    /// Returns the block at `addr` to this shard's cache. With `checked`,
-    /// only when the statistics it raises have the headroom.
+    /// Returns the block at `addr` to this shard's cache (with `checked`,
+    /// only within the headroom).
     #[inline]
     pub(crate) fn free(&mut self, addr: usize, checked: bool) -> Freed {
         let Some(idx) = self.live.remove(&addr) else {
@@ -534,9 +510,8 @@ impl Core {
         // Nothing defers a free here: it is requested and completed at once.
         self.history.record_free(addr, requested, size, b_stream);
         self.mark_split(idx);
-        // Binned under the size that was asked for, not the block's size: a
-        // block larger than the request (a rest too small to split off) then
-        // serves the next identical request from the bin.
+        // Binned under the requested size, so a block with an unsplit rest
+        // still serves the next identical request.
         let divisions = &self.config.roundup_power2_divisions;
         let key = (b_stream, round_size(requested, divisions).unwrap_or(size));
         self.bin(idx, key);
@@ -555,8 +530,7 @@ impl Core {
         self.binned += 1;
     }
 
-    /// Why `addr` is not a live block here: not in this shard at all, or
-    /// in one of its segments but not handed out.
+    /// Why `addr` is not a live block here.
     #[cold]
     fn bad_free(&self, addr: usize) -> Freed {
         if self.closed {
@@ -576,11 +550,9 @@ pub(crate) enum Take {
     Got(usize),
     /// Nothing cached fits: the pool must grow.
     Miss,
-    /// A block fits but a statistic lacks the headroom, or pages must be
-    /// mapped under it (pool-wide path).
+    /// A block fits but needs the pool-wide path (headroom, or mapping).
     NoRoom,
-    /// A block of an expandable segment fits, but its pages could not be
-    /// mapped (device out of memory, or the limit).
+    /// An expandable block fits, but its pages could not be mapped.
     NoMemory,
 }
 
@@ -591,8 +563,7 @@ pub(crate) enum Freed {
     NotHere,
     /// The statistics lack the headroom (pool-wide path).
     NoRoom,
-    /// The block is lent to a thread's cache (`src/pool/thread_cache.rs`),
-    /// which frees it.
+    /// The block is lent to a thread's cache, which frees it.
     Lent,
     Bad(Error),
 }

@@ -1,8 +1,6 @@
 //! A destroyed stream's share of a shard: its wholly free segments go back
-//! to the device, and the segments it still has blocks handed out in (and
-//! its expandable segments, whose free pages `empty_cache` unmaps) are
-//! retired (no stream takes blocks from them; once wholly free they go back
-//! at the next retirement or release).
+//! to the device, the rest are retired (no stream takes blocks from them)
+//! until they are wholly free.
 
 use super::*;
 

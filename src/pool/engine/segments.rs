@@ -5,10 +5,8 @@
 use super::*;
 
 impl Core {
-    /// A fresh segment for `rounded` bytes: the standard size first, then,
-    /// if that is refused, the request rounded to 2 MiB (a 20 MiB segment can
-    /// fail where the 4 MiB one the request needs would fit).
-    /// `room`: the bytes the pool's limit still allows.
+    /// A fresh segment for `rounded` bytes: the standard size, else the
+    /// request rounded to 2 MiB. `room`: the bytes the limit still allows.
     pub(crate) fn new_segment(
         &mut self,
         dev: &dyn DeviceMemory,
@@ -54,14 +52,37 @@ impl Core {
         kind: Kind,
         stream: usize,
     ) -> u32 {
-        let addr = addr.get();
+        let idx = self.insert_segment(addr.get(), size, kind, stream, false);
+        let s = &mut self.stats;
+        for i in [STAT_ALL, kind.index()] {
+            s.reserved_bytes[i].increase(size as i64);
+        }
+        s.num_device_alloc += 1;
+        if size >= self.config.max_split_size {
+            s.oversize_segments.increase(1);
+        }
+        self.history
+            .record(Action::SegmentAlloc, addr.get(), size, 0, stream);
+        idx
+    }
+
+    /// Files a new segment at `addr` whose whole range is one free block,
+    /// returned, and counts it.
+    pub(super) fn insert_segment(
+        &mut self,
+        addr: usize,
+        size: usize,
+        kind: Kind,
+        stream: usize,
+        expandable: bool,
+    ) -> u32 {
         let seg = self.segments.insert(Segment {
             addr,
             size,
             kind,
             stream,
             first: NIL,
-            expandable: false,
+            expandable,
         });
         let idx = self.blocks.insert(Block {
             addr,
@@ -78,17 +99,9 @@ impl Core {
         self.segments[seg].first = idx;
         self.by_addr.insert(addr, seg);
         self.insert_free(idx);
-        let s = &mut self.stats;
         for i in [STAT_ALL, kind.index()] {
-            s.segment[i].increase(1);
-            s.reserved_bytes[i].increase(size as i64);
+            self.stats.segment[i].increase(1);
         }
-        s.num_device_alloc += 1;
-        if size >= self.config.max_split_size {
-            s.oversize_segments.increase(1);
-        }
-        self.history
-            .record(Action::SegmentAlloc, addr, size, 0, stream);
         idx
     }
 
@@ -107,11 +120,9 @@ impl Core {
     }
 
     /// Before the pool grows for a large request, wholly free large segments
-    /// smaller than the request go back to the device: they could not serve
-    /// it, and the new segment can serve (by splitting) what they would have.
-    /// Without this, every new largest request keeps the smaller segments
-    /// cached beside it and reserved memory climbs well above the peak in use
-    /// (PyTorch's behaviour; see the prefill trace in benches/pool.rs).
+    /// smaller than it go back to the device: they cannot serve it, and the
+    /// new segment can serve what they would have (otherwise reserved memory
+    /// climbs well above the peak in use).
     pub(crate) fn release_unfit_segments(&mut self, dev: &dyn DeviceMemory, rounded: usize) {
         let unfit: Vec<u32> = self
             .by_addr
