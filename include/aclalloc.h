@@ -530,8 +530,8 @@ aclError aclallocPluggableCreate(const aclallocPluggableConfig *config, aclalloc
  * nothing. A call of this allocator running on another thread is waited
  * for (a block it leaves makes destroy refuse as well), and allocations
  * that start while destroy decides are refused (`ACL_ERROR_INVALID_PARAM`,
- * "being destroyed"; frees go on); from inside one of the allocator's own
- * functions, destroy is refused.
+ * "being destroyed"; frees go on); from inside a function of a pluggable
+ * allocator (this one or another), destroy is refused.
  */
 aclError aclallocPluggableDestroy(aclallocPluggable allocator);
 
