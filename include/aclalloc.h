@@ -528,10 +528,12 @@ aclError aclallocPluggableCreate(const aclallocPluggableConfig *config, aclalloc
  * loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
  * are live or a stream is registered with it; a refused destroy calls
  * nothing. A call of this allocator running on another thread is waited
- * for (a block it leaves makes destroy refuse as well), and allocations
- * that start while destroy decides are refused (`ACL_ERROR_INVALID_PARAM`,
- * "being destroyed"; frees go on); from inside one of the allocator's own
- * functions, destroy is refused.
+ * for (a block it leaves makes destroy refuse as well; calls of other
+ * pluggable allocators running at that moment are waited for too), and
+ * allocations that start while destroy decides are refused
+ * (`ACL_ERROR_INVALID_PARAM`, "being destroyed"; frees go on); from inside
+ * a function of a pluggable allocator (this one or another), destroy is
+ * refused.
  */
 aclError aclallocPluggableDestroy(aclallocPluggable allocator);
 

@@ -26,7 +26,7 @@ use crate::core::error::{Error, Result};
 use crate::core::foreign_call::{self, Callback, Function};
 use crate::core::serving;
 use crate::plugin::context;
-use crate::plugin::live::{LiveBlock, LiveTable, Stats};
+use crate::plugin::live::{self, Books, LiveBlock, Stats};
 use crate::pool::Pool;
 use crate::registry::api::global as api;
 use crate::registry::{DescriptorHandle, StreamKey};
@@ -162,8 +162,9 @@ pub struct DefaultAllocator {
     in_use: OnceLock<InUse>,
     /// The device current on the thread that built it (the pool's device).
     built_on: OnceLock<i32>,
-    /// Pointers handed out by the raw functions (not on the pool's fast path).
-    raw: Mutex<LiveTable>,
+    /// Pointers handed out by the raw functions (not on the pool's fast
+    /// path): the books take concurrent callers themselves.
+    raw: Books,
     /// Frees the pool's fast path refused.
     pool_refused_frees: AtomicU64,
 }
@@ -177,7 +178,7 @@ impl DefaultAllocator {
             pending: Mutex::new(None),
             in_use: OnceLock::new(),
             built_on: OnceLock::new(),
-            raw: Mutex::new(LiveTable::default()),
+            raw: live::books(),
             pool_refused_frees: AtomicU64::new(0),
         }
     }
@@ -299,7 +300,7 @@ impl DefaultAllocator {
             foreign_call::alloc(c.alloc, c.obj.as_ptr(), size, site(Function::Alloc))
         });
         let Some(block) = NonNull::new(block) else {
-            self.raw.lock().count_failure();
+            let _ = live::with(&self.raw, |g| g.count_failure());
             return Err(Error::AllocatorReturnedNull {
                 allocator: "default",
                 size,
@@ -318,19 +319,17 @@ impl DefaultAllocator {
             None => Err(Error::Internal {
                 reason: "the default allocator's getAddrFromBlock returned NULL",
             }),
-            Some(addr) => self
-                .raw
-                .lock()
-                .insert(
-                    addr.as_ptr() as usize,
-                    LiveBlock {
-                        block: block.as_ptr() as usize,
-                        size,
-                        device,
-                        stream: stream.map_or(0, |s| s.get().get()),
-                    },
-                )
-                .map(|()| addr),
+            Some(addr) => live::insert(
+                &self.raw,
+                addr.as_ptr() as usize,
+                LiveBlock {
+                    block: block.as_ptr() as usize,
+                    size,
+                    device,
+                    stream: stream.map_or(0, |s| s.get().get()),
+                },
+            )
+            .map(|()| addr),
         };
         if recorded.is_err() {
             // SAFETY: as above; handing the block back is all that is left.
@@ -351,7 +350,7 @@ impl DefaultAllocator {
         {
             return self.free_to_pool(pool, ptr);
         }
-        let block = self.raw.lock().remove(ptr.as_ptr() as usize)?;
+        let block = live::remove(&self.raw, ptr.as_ptr() as usize)?;
         // Memory was handed out, so the allocator is frozen: it is the one
         // that served this pointer.
         let c = self.serving()?.callbacks;
@@ -410,7 +409,8 @@ impl DefaultAllocator {
                     refused_free_count: self.pool_refused_frees.load(Ordering::Relaxed),
                 }
             }
-            None => self.raw.lock().stats(),
+            None => live::with(&self.raw, |g| g.counters())
+                .map_or_else(|_| Stats::default(), Stats::from),
         }
     }
 }

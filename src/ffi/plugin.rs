@@ -169,10 +169,12 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 /// loaded. Refused with `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` while blocks
 /// are live or a stream is registered with it; a refused destroy calls
 /// nothing. A call of this allocator running on another thread is waited
-/// for (a block it leaves makes destroy refuse as well), and allocations
-/// that start while destroy decides are refused (`ACL_ERROR_INVALID_PARAM`,
-/// "being destroyed"; frees go on); from inside one of the allocator's own
-/// functions, destroy is refused.
+/// for (a block it leaves makes destroy refuse as well; calls of other
+/// pluggable allocators running at that moment are waited for too), and
+/// allocations that start while destroy decides are refused
+/// (`ACL_ERROR_INVALID_PARAM`, "being destroyed"; frees go on); from inside
+/// a function of a pluggable allocator (this one or another), destroy is
+/// refused.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableDestroy", || {
@@ -287,7 +289,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-    static FREES: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        /// Frees on this thread (the tests of this module run in parallel).
+        static FREES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
     static NEXT: AtomicUsize = AtomicUsize::new(0x7A11_0000);
 
     /// NULL above 1 MiB; counts its calls.
@@ -299,7 +304,7 @@ mod tests {
         NEXT.fetch_add(64, Ordering::SeqCst) as *mut c_void
     }
     unsafe extern "C" fn free_counted(_: *mut c_void, _: isize, _: i32, _: *mut c_void) {
-        FREES.fetch_add(1, Ordering::SeqCst);
+        FREES.set(FREES.get() + 1);
     }
 
     fn publish_one() -> aclallocPluggable {
@@ -370,7 +375,7 @@ mod tests {
         fails(answer(|out| malloc(0, out, 64)), invalid, "allocator");
         fails(answer(|out| malloc(ha, out, usize::MAX)), invalid, "size");
         // Frees refused, with the reason; NULL named.
-        let frees = FREES.load(Ordering::SeqCst);
+        let frees = FREES.get();
         fails(
             answer(|_| free(0x1234 as *mut c_void)),
             invalid,
@@ -381,7 +386,7 @@ mod tests {
         assert_eq!(malloc(ha, &mut block, 64), ACL_SUCCESS);
         assert_eq!(free(block), ACL_SUCCESS);
         fails(answer(|_| free(block)), invalid, "double free");
-        assert_eq!(FREES.load(Ordering::SeqCst), frees + 1, "one free");
+        assert_eq!(FREES.get(), frees + 1, "one free");
         // A destroyed handle.
         assert_eq!(aclallocPluggableDestroy(a), ACL_SUCCESS);
         let gone = "not a live pluggable allocator";

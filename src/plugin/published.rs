@@ -2,33 +2,34 @@
 //! callbacks through which CANN-style code reaches them.
 //!
 //! The descriptor's allocator object is the plugin's handle (a tagged number,
-//! see [`HandleTable`]); every call looks it up in the table of live
-//! pluggable allocators and uses the allocator under its entry's reader lock
-//! ([`HandleTable::with`]), so a stale or forged handle (or a stale copy of
-//! the descriptor) finds nothing and fails cleanly, and destroy, which takes
-//! the entry's writer lock, waits for the calls inside. A block is the device
+//! see [`HandleMap`]); every call looks it up in the table of live pluggable
+//! allocators, so a stale or forged handle (or a stale copy of the
+//! descriptor) finds nothing and fails cleanly. A block is the device
 //! pointer itself.
 //!
-//! A thread inside a call remembers which allocator it is in ([`INSIDE`]),
-//! so that a plugin function calling back into its own allocator neither
-//! takes the reader lock again (a waiting destroy would make that wait
-//! forever) nor destroys the allocator whose code is running.
+//! A call runs pinned to an epoch (`crossbeam-epoch`: a thread-local
+//! operation, no write to a line shared with other threads), and destroy,
+//! having taken the allocator out of the table, waits for a grace period, so
+//! every call that found it has returned before it is dropped. A thread
+//! inside a call of any pluggable allocator cannot wait for that (its own pin
+//! holds the grace period back), so destroy refuses there.
 
 use super::allocator::PluggableAllocator;
 use super::context;
 use crate::core::boundary::boundary;
 use crate::core::descriptor::AllocatorObj;
 use crate::core::error::{Error, Result};
-use crate::core::handles::HandleTable;
+use crate::core::handles::HandleMap;
 pub use crate::core::ids::PluggableHandle;
 use crate::core::serving;
+use crate::core::sync::{AtomicUsize, Ordering};
+use crate::core::table::Packed;
 use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, StreamKey};
-use std::cell::Cell;
+use crossbeam_epoch::{Collector, Guard, LocalHandle};
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 struct Entry {
     allocator: PluggableAllocator,
@@ -36,73 +37,121 @@ struct Entry {
     descriptor: DescriptorHandle,
 }
 
-/// Every live pluggable allocator.
-fn plugins() -> &'static HandleTable<PluggableHandle, Entry> {
-    static PLUGINS: OnceLock<HandleTable<PluggableHandle, Entry>> = OnceLock::new();
-    PLUGINS.get_or_init(HandleTable::new)
+/// A published entry's address (a leaked box, taken back by [`unpublish`]).
+#[derive(Clone, Copy)]
+struct EntryRef(*const Entry);
+
+// SAFETY: an entry is `Send + Sync` (a pluggable allocator is); the address
+// is dereferenced only as `with_entry` and `unpublish` say.
+unsafe impl Send for EntryRef {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for EntryRef {}
+
+// SAFETY: `unpack` only sees words `pack` produced: word 0 is an entry's
+// address; every bit pattern is a valid raw pointer anyway (dereferenced
+// only under a pin, while the entry is published).
+unsafe impl Packed<1> for EntryRef {
+    fn pack(&self) -> [usize; 1] {
+        [self.0 as usize]
+    }
+    unsafe fn unpack([entry]: [usize; 1]) -> Self {
+        EntryRef(entry as *const Entry)
+    }
 }
 
-/// A call running on this thread inside the allocator of `handle`, linked
-/// to the call it runs inside (a plugin function may call another
-/// allocator).
-struct Inside {
-    handle: usize,
-    allocator: *const PluggableAllocator,
-    outer: *const Inside,
+/// Every live pluggable allocator.
+fn plugins() -> &'static HandleMap<PluggableHandle, EntryRef, 1> {
+    static PLUGINS: OnceLock<HandleMap<PluggableHandle, EntryRef, 1>> = OnceLock::new();
+    PLUGINS.get_or_init(|| HandleMap::with_capacity(8))
+}
+
+/// The epochs calls pin: this module's own, so that no other user of
+/// `crossbeam-epoch` in the process holds back a destroy, and a pin tells
+/// whether this thread is inside a call of a pluggable allocator.
+fn collector() -> &'static Collector {
+    static COLLECTOR: OnceLock<Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(Collector::new)
 }
 
 thread_local! {
-    /// The innermost call this thread is inside, or null.
-    static INSIDE: Cell<*const Inside> = const { Cell::new(std::ptr::null()) };
+    static LOCAL: LocalHandle = collector().register();
 }
 
-/// The allocator of `handle` if this thread is inside a call of it.
-fn entered(handle: usize) -> Option<*const PluggableAllocator> {
-    let mut at = INSIDE.get();
-    // SAFETY: every frame in the list lives on this thread's stack, in a
-    // `with_allocator` call that is still running (it unlinks its frame
-    // before it returns or unwinds).
-    while let Some(frame) = unsafe { at.as_ref() } {
-        if frame.handle == handle {
-            return Some(frame.allocator);
+/// Pins this thread until the guard is dropped.
+#[inline]
+fn pin() -> Guard {
+    LOCAL
+        .try_with(LocalHandle::pin)
+        // A thread whose handle is gone (its thread-locals being destroyed)
+        // pins through a handle of its own for the call.
+        .unwrap_or_else(|_| collector().register().pin())
+}
+
+/// True when this thread is inside a call of a pluggable allocator.
+fn pinned() -> bool {
+    LOCAL.try_with(LocalHandle::is_pinned).unwrap_or(false)
+}
+
+/// Returns once every call that was pinned when it began has returned.
+/// Never called pinned (it would wait for itself).
+fn wait_for_calls_inside() {
+    let done = Arc::new(AtomicUsize::new(0));
+    {
+        let guard = pin();
+        let flag = done.clone();
+        guard.defer(move || flag.store(1, Ordering::Release));
+        guard.flush();
+    }
+    // Each flush tries to advance the epoch and runs what has expired. A
+    // call that takes long (a plugin may) is waited for asleep.
+    let mut rounds = 0u32;
+    while done.load(Ordering::Acquire) == 0 {
+        if rounds < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(200));
         }
-        at = frame.outer;
+        rounds += 1;
+        pin().flush();
     }
-    None
 }
 
-/// Unlinks a call's frame from [`INSIDE`] when the call ends.
-struct Leave(*const Inside);
+/// Takes `handle` out of the table and returns its entry once no call uses
+/// it any more.
+fn unpublish(handle: PluggableHandle) -> Option<Box<Entry>> {
+    let entry = plugins().remove(handle)?;
+    wait_for_calls_inside();
+    // SAFETY: the address of a box leaked by `publish`, now out of the table
+    // (no call can find it) and out of every call (the grace period above):
+    // this is its one owner.
+    Some(unsafe { Box::from_raw(entry.0 as *mut Entry) })
+}
 
-impl Drop for Leave {
-    fn drop(&mut self) {
-        INSIDE.set(self.0);
-    }
+/// Runs `f` on the live entry `handle`; `None` when it is not live.
+#[inline]
+fn with_entry<R>(handle: PluggableHandle, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+    let _guard = pin();
+    let entry = plugins().get(handle)?;
+    // SAFETY: found in the table while this thread is pinned: `unpublish`
+    // frees it only after a grace period, which waits for this pin.
+    Some(f(unsafe { &*entry.0 }))
 }
 
 /// Runs `f` on the live pluggable allocator `handle`; destroy waits until
 /// `f` returns, and refuses from inside `f` on this thread.
+#[inline]
 pub fn with_allocator<R>(
     handle: PluggableHandle,
     f: impl FnOnce(&PluggableAllocator) -> Result<R>,
 ) -> Result<R> {
-    if let Some(allocator) = entered(handle.get()) {
-        // SAFETY: an outer call on this thread holds the entry's reader
-        // lock until after this returns, so the allocator is alive.
-        return f(unsafe { &*allocator });
+    // Not through `with_entry`: `f`'s result is passed on as it is, not
+    // wrapped and unwrapped again (an error is several words).
+    let _guard = pin();
+    match plugins().get(handle) {
+        // SAFETY: as in `with_entry`.
+        Some(entry) => f(unsafe { &(*entry.0).allocator }),
+        None => Err(NOT_A_PLUGGABLE),
     }
-    plugins()
-        .with(handle, |entry| {
-            let frame = Inside {
-                handle: handle.get(),
-                allocator: &entry.allocator,
-                outer: INSIDE.get(),
-            };
-            let _leave = Leave(frame.outer);
-            INSIDE.set(&frame);
-            f(&entry.allocator)
-        })
-        .unwrap_or(Err(NOT_A_PLUGGABLE))
 }
 
 /// Allocates from the allocator `handle` for the calling thread's device;
@@ -141,12 +190,16 @@ const NOT_A_PLUGGABLE: Error = Error::InvalidParam {
 pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, DescriptorHandle)> {
     let api = global();
     let descriptor = api.create_descriptor()?;
-    let handle = match plugins().insert(Entry {
+    let entry = Box::new(Entry {
         allocator,
         descriptor,
-    }) {
+    });
+    let entry = EntryRef(Box::into_raw(entry));
+    let handle = match plugins().insert(entry) {
         Ok(handle) => handle,
         Err(e) => {
+            // SAFETY: the box leaked just above, never published.
+            drop(unsafe { Box::from_raw(entry.0 as *mut Entry) });
             let _ = api.destroy_descriptor(descriptor);
             return Err(e);
         }
@@ -158,7 +211,7 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
         d.get_addr_from_block = Some(desc_get_addr);
     });
     if let Err(e) = filled {
-        plugins().remove(handle);
+        unpublish(handle);
         let _ = api.destroy_descriptor(descriptor);
         return Err(e);
     }
@@ -172,7 +225,7 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
 /// True when `obj` (a registration's allocator object) is a live pluggable
 /// allocator's handle.
 pub fn is_pluggable(obj: AllocatorObj) -> bool {
-    PluggableHandle::from_ptr(obj.as_ptr()).is_some_and(|h| plugins().with(h, |_| ()).is_some())
+    PluggableHandle::from_ptr(obj.as_ptr()).is_some_and(|h| with_entry(h, |_| ()).is_some())
 }
 
 /// Starts a destroy's decision: from now on new allocations are refused
@@ -213,11 +266,12 @@ pub fn destroy(
     handle: PluggableHandle,
     is_default: impl FnOnce(AllocatorObj) -> bool,
 ) -> Result<()> {
-    if entered(handle.get()).is_some() {
-        // Destroying it would unload the code this thread is running (and
-        // wait for this very call).
+    if pinned() {
+        // Inside a call of a pluggable allocator (perhaps this one, whose
+        // code would be unloaded under it): the wait below would wait for
+        // this thread.
         return Err(Error::StillInUse {
-            what: "One of its own callbacks is running on this thread (destroy it after the callback returns)",
+            what: "A pluggable allocator's function is running on this thread (destroy it after the function returns)",
             count: 1,
         });
     }
@@ -241,19 +295,18 @@ pub fn destroy(
         });
     }
     close(handle)?;
-    // The writer lock waits for the calls inside (an allocation among them
-    // may leave a block); the ones after it see `closing`. So the count
-    // taken under it is final.
-    let live = plugins()
-        .with_mut(handle, |e| e.allocator.live_blocks())
-        .ok_or(NOT_A_PLUGGABLE)?;
+    // The calls that began before `close` have returned after this (an
+    // allocation among them may have left a block); the ones after it see
+    // `closing`. So the count taken now is final.
+    wait_for_calls_inside();
+    let live = with_allocator(handle, |a| Ok(a.live_blocks()))?;
     if let Err(e) = blocks_left(live) {
         reopen(handle);
         return Err(e);
     }
     // Waits for the frees still inside; the allocator (and its shared
-    // object) goes when `entry` is dropped.
-    let entry = plugins().remove(handle).ok_or(NOT_A_PLUGGABLE)?;
+    // object) goes when `entry` is dropped, on this thread.
+    let entry = unpublish(handle).ok_or(NOT_A_PLUGGABLE)?;
     // The caller may have destroyed it already; either way it is gone now.
     let _ = global().destroy_descriptor(entry.descriptor);
     Ok(())
@@ -356,6 +409,31 @@ mod tests {
         // The callbacks of a destroyed allocator find nothing.
         // SAFETY: as above.
         assert!(unsafe { (c.alloc)(c.obj.as_ptr(), 16) }.is_null());
+    }
+
+    static OTHER: AtomicUsize = AtomicUsize::new(0);
+    static OTHER_SEEN: Mutex<Vec<Result<()>>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn alloc_destroying_another(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        let other = PluggableHandle::from_raw(OTHER.load(Ordering::SeqCst)).unwrap();
+        OTHER_SEEN.lock().unwrap().push(destroy(other, |_| false));
+        NEXT_ADDRESS.fetch_add(64, Ordering::Relaxed) as *mut c_void
+    }
+
+    #[test]
+    fn a_callback_cannot_destroy_another_allocator_either() {
+        // Its wait for the calls inside would wait for the call it runs in.
+        let (a, _) = publish(plugin(alloc_destroying_another)).unwrap();
+        let (b, _) = publish(plugin(alloc_address)).unwrap();
+        OTHER.store(b.get(), Ordering::SeqCst);
+        free(a, alloc(a, 16, None).unwrap()).unwrap();
+        assert!(matches!(
+            OTHER_SEEN.lock().unwrap().pop(),
+            Some(Err(Error::StillInUse { count: 1, .. }))
+        ));
+        assert_eq!(with_allocator(b, |_| Ok(())), Ok(()), "still live");
+        destroy(b, |_| false).unwrap();
+        destroy(a, |_| false).unwrap();
     }
 
     #[test]
