@@ -131,6 +131,7 @@ impl SeqLock {
     }
 
     /// Writer: makes the counter odd; returns what `end_write` needs.
+    #[inline]
     pub(crate) fn begin_write(&self) -> usize {
         let seq = owned_load(&self.0);
         self.0.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -141,10 +142,12 @@ impl SeqLock {
     }
 
     /// Writer: makes the counter even again, publishing the data stores.
+    #[inline]
     pub(crate) fn end_write(&self, seq: usize) {
         self.0.store(seq.wrapping_add(2), Ordering::Release);
     }
 
+    #[inline]
     fn write<R>(&self, change: impl FnOnce() -> R) -> R {
         let seq = self.begin_write();
         let result = change();
@@ -171,6 +174,7 @@ impl<const N: usize> Slot<N> {
 
     /// Writer: the key and words, with no counter (for an array no reader
     /// can see yet, or inside `publish`).
+    #[inline]
     fn fill(&self, key: usize, words: [usize; N]) {
         self.key.store(key, Ordering::Relaxed);
         for (cell, word) in self.words.iter().zip(words) {
@@ -179,14 +183,29 @@ impl<const N: usize> Slot<N> {
     }
 
     /// Writer: makes the slot hold `key` and `words` (`EMPTY` clears it).
+    #[inline]
     fn publish(&self, key: usize, words: [usize; N]) {
         self.seq.write(|| self.fill(key, words));
     }
 
+    /// Writer: replaces the words of the key the slot holds. Every word is
+    /// stored: skipping the unchanged ones measured slower (a compare and a
+    /// branch per word against a store to a line already owned).
+    #[inline]
+    fn rewrite(&self, words: [usize; N]) {
+        self.seq.write(|| {
+            for (cell, word) in self.words.iter().zip(words) {
+                cell.store(word, Ordering::Relaxed);
+            }
+        });
+    }
+
+    #[inline]
     fn owned_key(&self) -> usize {
         owned_load(&self.key)
     }
 
+    #[inline]
     fn owned_words(&self) -> [usize; N] {
         std::array::from_fn(|i| owned_load(&self.words[i]))
     }
@@ -207,11 +226,13 @@ impl<const N: usize> Array<N> {
         }
     }
 
+    #[inline]
     fn capacity(&self) -> usize {
         self.mask + 1
     }
 
     /// Writer: the slot holding `key`, or the empty slot it would go to.
+    #[inline]
     fn locate(&self, key: usize) -> Result<usize, usize> {
         let mut index = hash(key) & self.mask;
         loop {
@@ -244,6 +265,7 @@ struct Inner<const N: usize, W> {
 }
 
 impl<const N: usize, W> Inner<N, W> {
+    #[inline]
     fn current(&self) -> &Array<N> {
         self.arrays.last().expect("a table always has an array")
     }
@@ -375,6 +397,7 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
     }
 
     /// The writer's lock, with the writer-side state.
+    #[inline]
     pub fn write(&self) -> Writer<'_, V, N, W> {
         Writer {
             read: &self.read,
@@ -384,6 +407,7 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
     }
 
     /// The writer's lock if no one holds it.
+    #[inline]
     pub fn try_write(&self) -> Option<Writer<'_, V, N, W>> {
         Some(Writer {
             read: &self.read,
@@ -428,12 +452,14 @@ pub struct Writer<'a, V, const N: usize, W> {
 
 impl<V, const N: usize, W> Deref for Writer<'_, V, N, W> {
     type Target = W;
+    #[inline]
     fn deref(&self) -> &W {
         &self.inner.state
     }
 }
 
 impl<V, const N: usize, W> DerefMut for Writer<'_, V, N, W> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut W {
         &mut self.inner.state
     }
@@ -441,6 +467,7 @@ impl<V, const N: usize, W> DerefMut for Writer<'_, V, N, W> {
 
 impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
     /// The value for `key`.
+    #[inline]
     pub fn get(&self, key: NonZeroUsize) -> Option<V> {
         let array = self.inner.current();
         let index = array.locate(key.get()).ok()?;
@@ -449,6 +476,7 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
     }
 
     /// Sets the value for `key`, returning the one it replaces.
+    #[inline]
     pub fn insert(&mut self, key: NonZeroUsize, value: V) -> Option<V> {
         let (key, words) = (key.get(), value.pack());
         let inner = &mut *self.inner;
@@ -506,7 +534,8 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
     }
 
     /// Changes the value of `key` in place; `None` (and no call) when
-    /// `key` is absent.
+    /// `key` is absent. The key is not stored again.
+    #[inline]
     pub fn update<R>(&mut self, key: NonZeroUsize, change: impl FnOnce(&mut V) -> R) -> Option<R> {
         let array = self.inner.current();
         let index = array.locate(key.get()).ok()?;
@@ -514,7 +543,7 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
         // SAFETY: published words came from `pack`.
         let mut value = unsafe { V::unpack(slot.owned_words()) };
         let result = change(&mut value);
-        slot.publish(key.get(), value.pack());
+        slot.rewrite(value.pack());
         Some(result)
     }
 
@@ -540,6 +569,7 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
     }
 
     /// The number of keys.
+    #[inline]
     pub fn len(&self) -> usize {
         self.inner.len
     }
@@ -551,6 +581,8 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
 }
 
 /// Writer: swaps in an array twice the size, holding the same keys.
+#[cold]
+#[inline(never)]
 fn grow<const N: usize, W>(read: &ReadSide<N>, inner: &mut Inner<N, W>) {
     let old = inner.current();
     let bigger = Array::<N>::with_capacity(old.capacity() * 2);
