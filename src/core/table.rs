@@ -656,6 +656,32 @@ mod tests {
         assert_eq!(table.get(key(4)), None);
     }
 
+    /// `update` stores the words only: a reader racing with it still finds
+    /// the key and sees each value whole (all six words equal).
+    #[test]
+    fn updates_are_seen_whole_and_keep_the_key() {
+        let table = Table::<Words, 6>::default();
+        table.insert(key(64), [0; 6]);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 1..=20_000 {
+                    let mut w = table.write();
+                    assert_eq!(w.update(key(64), |v| *v = [i; 6]), Some(()));
+                }
+                done.store(true, Ordering::Relaxed);
+            });
+            let mut last = 0;
+            while !done.load(Ordering::Relaxed) {
+                let v = table.get(key(64)).expect("the key stays");
+                assert!(v.iter().all(|&w| w == v[0]), "torn: {v:?}");
+                assert!(v[0] >= last, "went back");
+                last = v[0];
+            }
+        });
+        assert_eq!(table.get(key(64)), Some([20_000; 6]));
+    }
+
     #[test]
     fn growth_and_backward_shift_keep_every_key_reachable() {
         let table = Table::<Words, 6>::with_capacity(2);
