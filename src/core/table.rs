@@ -258,8 +258,10 @@ struct ReadSide<const N: usize> {
 
 /// What the table's lock guards.
 struct Inner<const N: usize, W> {
-    /// Every array ever current; the last one is current.
-    arrays: Vec<Array<N>>,
+    /// The array writers change.
+    current: Array<N>,
+    /// The arrays it replaced, frozen, kept for readers still in them.
+    retired: Vec<Array<N>>,
     len: usize,
     state: W,
 }
@@ -267,7 +269,7 @@ struct Inner<const N: usize, W> {
 impl<const N: usize, W> Inner<N, W> {
     #[inline]
     fn current(&self) -> &Array<N> {
-        self.arrays.last().expect("a table always has an array")
+        &self.current
     }
 }
 
@@ -319,7 +321,8 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
                 slots: AtomicPtr::new(array.slots.as_ptr() as *mut Slot<N>),
             },
             write: Mutex::new(Inner {
-                arrays: vec![array],
+                current: array,
+                retired: Vec::new(),
                 len: 0,
                 state,
             }),
@@ -594,8 +597,9 @@ fn grow<const N: usize, W>(read: &ReadSide<N>, inner: &mut Inner<N, W>) {
         }
     }
     let (mask, slots) = (bigger.mask, bigger.slots.as_ptr() as *mut Slot<N>);
-    // The boxed slots stay where they are when the array moves into the Vec.
-    inner.arrays.push(bigger);
+    // The boxed slots stay where they are when the arrays move.
+    let old = std::mem::replace(&mut inner.current, bigger);
+    inner.retired.push(old);
     // In this order: see `ReadSide`. From here on the old array is frozen.
     read.layout.write(|| {
         read.slots.store(slots, Ordering::Release);
