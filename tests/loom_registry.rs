@@ -62,6 +62,26 @@ fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
     loom_support::check(name, builder, f);
 }
 
+/// `Writer::update` stores the words (not the key) under the slot's
+/// counter: a reader still finds the key and gets the old or the new value,
+/// whole.
+#[test]
+fn update_vs_get() {
+    model("update_vs_get", || {
+        let table = Arc::new(Map::with_capacity(4));
+        let k = 64;
+        table.insert(nz(k), value(k, 1));
+        let writer = {
+            let table = table.clone();
+            thread::spawn(move || table.write().update(nz(k), |v| *v = value(k, 2)))
+        };
+        let read = table.get(nz(k)).expect("a present key is found");
+        assert!(matches!(whole(k, read), 1 | 2));
+        assert_eq!(writer.join().unwrap(), Some(()));
+        assert_eq!(table.get(nz(k)), Some(value(k, 2)));
+    });
+}
+
 /// A value rewritten in place under the slot's counter: a reader gets the
 /// old or the new value, whole.
 #[test]

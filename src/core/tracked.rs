@@ -311,12 +311,14 @@ impl<M: Meta, X> Drop for Guard<'_, M, X> {
 
 impl<M: Meta, X> Deref for Guard<'_, M, X> {
     type Target = X;
+    #[inline]
     fn deref(&self) -> &X {
         &self.w.extra
     }
 }
 
 impl<M: Meta, X> DerefMut for Guard<'_, M, X> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut X {
         &mut self.w.extra
     }
