@@ -4,6 +4,8 @@
 //! installs the process's one port at its first use.
 
 use crate::core::error::{aclError, Error, Result};
+use crate::core::sync::statics::AtomicUsize;
+use crate::core::sync::Ordering;
 use crate::core::types::{
     aclrtDrvMemHandle, aclrtMemAttr, aclrtMemGranularityOptions, aclrtMemMallocPolicy,
     aclrtPhysicalMemProp,
@@ -11,7 +13,6 @@ use crate::core::types::{
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Device memory and device identity, as the process's runtime provides

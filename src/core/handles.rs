@@ -27,10 +27,11 @@
 
 use super::error::{Error, Result};
 use super::table::{Packed, Table, VALUE_WORDS};
+use crate::core::sync::statics::AtomicUsize;
+use crate::core::sync::Ordering;
 use parking_lot::{Mutex, RwLock};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("aclalloc supports 64-bit targets only, as CANN does");

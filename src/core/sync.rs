@@ -1,13 +1,23 @@
-//! The synchronisation primitives the lock-free tables are built from: std's and
+//! Every atomic and lock of the library comes from here: std's and
 //! parking_lot's in normal builds, loom's under `--cfg loom` so that the loom
-//! model checks the very code that ships.
+//! models check the very code that ships.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicUsize};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicUsize};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 
-pub(crate) use std::sync::atomic::Ordering;
+pub(crate) use std::sync::atomic::{compiler_fence, Ordering};
+
+/// Atomics of process-wide statics: std's under every cfg. Loom creates its
+/// atomics inside a model at run time, so a `static` cannot hold one; the
+/// statics are the process's switches, clocks and counters, which no model
+/// builds.
+pub(crate) mod statics {
+    pub(crate) use std::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
+}
 
 #[cfg(loom)]
 pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);

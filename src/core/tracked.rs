@@ -16,9 +16,9 @@
 use super::stats::Stat;
 use super::sync::back_off;
 use super::table::{Packed, Table, Writer};
+use crate::core::sync::{AtomicUsize, Ordering};
 use std::num::NonZeroUsize;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Words of metadata a user keeps per block.

@@ -25,6 +25,7 @@ use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::error::{Error, Result};
 use crate::core::foreign_call::{self, Callback, Function};
 use crate::core::serving;
+use crate::core::sync::{AtomicU64, Ordering};
 use crate::plugin::context;
 use crate::plugin::live::{self, Books, LiveBlock, Stats};
 use crate::pool::Pool;
@@ -34,7 +35,6 @@ use choice::Choice;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// What kind of allocator the default one is.
@@ -436,7 +436,7 @@ pub(crate) fn pool_refusal(pool_error: Option<Error>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::core::sync::{AtomicUsize, Ordering};
 
     static ALLOCS: AtomicUsize = AtomicUsize::new(0);
     static FREES: AtomicUsize = AtomicUsize::new(0);

@@ -15,6 +15,8 @@ use super::backends::installed_pool_callbacks;
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::errlog;
 use crate::core::error::{Error, Result};
+use crate::core::sync::statics::{AtomicPtr, AtomicUsize};
+use crate::core::sync::Ordering;
 use crate::plugin::context;
 use crate::pool::acl::AclMemory;
 use crate::pool::handles as pool_handles;
@@ -22,7 +24,6 @@ use crate::pool::{Pool, PoolConfig};
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Devices with a pool of their own; a device id beyond is refused.
 pub const MAX_DEVICES: usize = 64;

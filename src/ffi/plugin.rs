@@ -285,8 +285,8 @@ mod tests {
     use crate::core::error::{
         ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_SUCCESS,
     };
+    use crate::core::sync::{AtomicUsize, Ordering};
     use crate::plugin::PluginFunctions;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     static ALLOCS: AtomicUsize = AtomicUsize::new(0);
     thread_local! {

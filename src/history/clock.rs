@@ -13,7 +13,9 @@
 //!   startable, or in a child after `fork`) the word is 0 and the clock is
 //!   read directly.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::core::sync::statics::{AtomicU64, AtomicU8};
+
+use crate::core::sync::Ordering;
 use std::time::Duration;
 
 /// Nanoseconds on `clock`.

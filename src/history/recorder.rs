@@ -8,9 +8,9 @@
 use super::clock::now_us;
 use super::event::{Action, Event};
 use super::ring::Ring;
+use crate::core::sync::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use std::collections::TryReserveError;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A switchable, bounded history of events for one device.
 pub struct Recorder {

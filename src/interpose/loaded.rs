@@ -13,9 +13,10 @@
 //!
 //! Nothing here allocates (only the C library's `malloc`, not interposed).
 
+use crate::core::sync::statics::AtomicBool;
+use crate::core::sync::Ordering;
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes of object names one pass can hold (names are paths).
 const NAME_BYTES: usize = 32 * 1024;

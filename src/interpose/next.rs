@@ -23,8 +23,9 @@
 //! `ACLALLOC_FORWARD=0` skips the lookup: this library is then the
 //! implementation even in front of a real runtime.
 
+use crate::core::sync::statics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
+use crate::core::sync::Ordering;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The one list of the ACL functions this library exports that a real
 /// runtime may also provide, grouped by what the dispatch table

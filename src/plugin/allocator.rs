@@ -8,10 +8,10 @@ use super::library::{
 use super::live::{self, Books, LiveBlock, Stats};
 use crate::core::error::{Error, Result};
 use crate::core::foreign_call::{self, Callback, Name, PluginFunction};
+use crate::core::sync::AtomicBool;
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// An allocator whose memory comes from a plugin's alloc and free functions
@@ -298,7 +298,7 @@ type MemoryFractionUnwind = unsafe extern "C-unwind" fn(fraction: f64, device: i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::core::sync::{AtomicUsize, Ordering};
 
     static FREED: AtomicUsize = AtomicUsize::new(0);
     static LAST_FREE_SIZE: AtomicUsize = AtomicUsize::new(0);

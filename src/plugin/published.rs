@@ -345,8 +345,8 @@ unsafe extern "C" fn desc_get_addr(block: *mut c_void) -> *mut c_void {
 mod tests {
     use super::*;
     use crate::core::errlog;
+    use crate::core::sync::{AtomicBool, AtomicUsize};
     use crate::plugin::PluginFunctions;
-    use std::sync::atomic::{AtomicBool, AtomicUsize};
     use std::sync::{Arc, Mutex};
 
     static SELF: AtomicUsize = AtomicUsize::new(0);

@@ -10,7 +10,9 @@
 //! kernel refuses membarrier (old kernels, seccomp), both sides take a full
 //! fence. No lock is taken, so a forked child can use both sides.
 
-use std::sync::atomic::{compiler_fence, fence, AtomicU8, Ordering};
+use crate::core::sync::statics::AtomicU8;
+
+use crate::core::sync::{compiler_fence, fence, Ordering};
 
 /// [`UNDECIDED`] until [`init`]; then whether membarrier is registered.
 static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
@@ -84,7 +86,7 @@ fn refused() -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use crate::core::sync::statics::AtomicUsize;
 
     #[test]
     fn init_decides_once_and_prefers_membarrier() {

@@ -13,8 +13,8 @@
 //! making a stream per request must not grow it) and never changes an entry,
 //! so two plain loads do; it shares the table's hash.
 
+use crate::core::sync::{AtomicBool, AtomicUsize, Ordering};
 use crate::core::table::hash;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How many shards a pool has.
 pub(crate) const SHARDS: usize = 8;

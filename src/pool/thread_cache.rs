@@ -36,9 +36,10 @@ use super::fence;
 use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
+use crate::core::sync::statics::{AtomicBool, AtomicU64};
+use crate::core::sync::Ordering;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Blocks one cache keeps parked.
@@ -611,7 +612,7 @@ mod tests {
         });
         assert!(pool.caches.slots.lock()[0]
             .orphaned
-            .load(std::sync::atomic::Ordering::Acquire));
+            .load(crate::core::sync::Ordering::Acquire));
         // The next pool-wide operation takes the block back and drops the
         // cache; the stream's end gives its segment back.
         assert_eq!(pool.forget_stream(stream), 2 << 20);

@@ -5,7 +5,8 @@
 
 use super::{Registration, StreamKey};
 use crate::core::descriptor::Callbacks;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::core::sync::statics::AtomicBool;
+use crate::core::sync::Ordering;
 
 /// Whether an observer wants launches to call [`StreamObserver::callbacks_for`]
 /// at all (the tracking layer sets it while tracking is on). Read inline on

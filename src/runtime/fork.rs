@@ -8,7 +8,8 @@
 //! stream, or exec in the child).
 
 use crate::core::error::Error;
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::core::sync::statics::AtomicU32;
+use crate::core::sync::Ordering;
 use std::sync::{Mutex, Once, PoisonError};
 use std::thread::JoinHandle;
 

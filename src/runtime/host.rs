@@ -9,11 +9,12 @@ use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::core::error::{Error, Result};
 use crate::core::handles::HandleTable;
 use crate::core::ids::{ContextHandle, StreamHandle};
+use crate::core::sync::statics::AtomicUsize;
+use crate::core::sync::Ordering;
 use crate::registry::api::AllocatorApi;
 use crate::registry::observer::{NoObserver, StreamObserver};
 use parking_lot::Mutex;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The tag of stream handles.

@@ -15,12 +15,12 @@ use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::core::error::{Error, Result};
 use crate::core::foreign_call;
+use crate::core::sync::{fence, AtomicBool, AtomicUsize, Ordering};
 use crossbeam_queue::ArrayQueue;
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex as SleepMutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -545,8 +545,8 @@ mod test_hook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::sync::AtomicUsize;
     use crate::runtime::workspace::direct_device_memory;
-    use std::sync::atomic::AtomicUsize;
 
     unsafe extern "C" fn append(_: *mut c_void, size: usize, log: *mut c_void) {
         // SAFETY: the tests pass a Mutex<Vec<usize>>.

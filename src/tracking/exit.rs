@@ -8,11 +8,12 @@
 
 use super::{report_leaks_now, report_text, set_enabled, snapshot_json};
 use crate::core::env;
+use crate::core::sync::statics::AtomicBool;
+use crate::core::sync::Ordering;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
 /// Tracking was asked for by `ACLALLOC_TRACK` (as `aclalloc run` does): the

@@ -42,8 +42,9 @@ pub use stats::{AllocatorStats, Stat};
 pub use tracker::TrackObj;
 
 use crate::core::descriptor::Callbacks;
+use crate::core::sync::statics::AtomicBool;
+use crate::core::sync::Ordering;
 use crate::registry::{Registration, StreamKey};
-use std::sync::atomic::{AtomicBool, Ordering};
 use tracker::tracker;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);

@@ -24,9 +24,9 @@ use super::owner::AllocState;
 use super::tracker::{tracker, TrackObj, FALLBACK_GET_ADDR};
 use crate::core::descriptor::{AllocatorObj, Callbacks};
 use crate::core::foreign_call::{self, Callback};
+use crate::core::sync::Ordering;
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 
 thread_local! {
     /// The block this thread allocated last, the record it is in, and the

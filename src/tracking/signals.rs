@@ -13,7 +13,9 @@
 //! fault happens again. In a forked child there is no watcher: the default
 //! action at once.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use crate::core::sync::statics::{AtomicBool, AtomicI32};
+
+use crate::core::sync::Ordering;
 use std::time::Duration;
 
 /// How long a crashing thread waits for the report (bounded: a report that

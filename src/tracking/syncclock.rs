@@ -3,8 +3,9 @@
 //! stream counts as synchronized once its last (or a device-wide)
 //! synchronization is later. The map's lock is off the hot path.
 
+use crate::core::sync::statics::AtomicU64;
+use crate::core::sync::Ordering;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);

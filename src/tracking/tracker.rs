@@ -16,18 +16,19 @@
 
 use super::history;
 use super::owner::AllocState;
+use crate::core::sync::statics::{AtomicI32, AtomicPtr, AtomicUsize};
+use crate::core::sync::Ordering;
 use crate::core::table::{Packed, Table, VALUE_WORDS};
 use crate::registry::{Registration, StreamKey};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
 /// knows (the tracking getAddrFromBlock must still return what the user's
 /// function would). Set here, where registrations are interned.
-pub(crate) static FALLBACK_GET_ADDR: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
+pub(crate) static FALLBACK_GET_ADDR: crate::core::sync::statics::AtomicUsize =
+    crate::core::sync::statics::AtomicUsize::new(0);
 
 /// The allocator object the tracking callbacks receive.
 pub struct TrackObj {
@@ -235,7 +236,7 @@ impl Tracker {
                 slow.objects.insert(key, t);
                 FALLBACK_GET_ADDR.store(
                     registration.callbacks.get_addr_from_block as usize,
-                    std::sync::atomic::Ordering::Release,
+                    crate::core::sync::Ordering::Release,
                 );
                 t
             }
