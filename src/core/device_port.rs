@@ -64,9 +64,8 @@ thread_local! {
 /// released), making every kept answer stale. Starts at 1: 0 is "none kept".
 static DEVICE_STAMP: AtomicUsize = AtomicUsize::new(1);
 
-/// The device current on the calling thread, as the port says, kept per
-/// thread when the port reports its changes (a plugin is told it on every
-/// allocation).
+/// The calling thread's current device, as the port says, kept per thread
+/// when the port reports its changes.
 #[inline]
 pub fn current_device() -> Option<i32> {
     // Read before the port is asked, so an answer is never kept under a
@@ -97,9 +96,8 @@ pub fn current_device_changed_here() {
     DEVICE.with(|d| d.set((0, None)));
 }
 
-/// Any thread's current device may have changed (a context was released,
-/// which may have been current on another thread): every kept answer is
-/// dropped. Call it after the change is visible to the port.
+/// Any thread's current device may have changed (a released context): every
+/// kept answer is dropped. Call it once the port sees the change.
 pub fn current_device_changed_everywhere() {
     DEVICE_STAMP.fetch_add(1, Ordering::AcqRel);
 }

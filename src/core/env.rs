@@ -235,10 +235,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Static copies of values made at run time (loader messages, refused
-/// values), for errors that hold only `'static` references. Equal values
-/// share one copy, and at most `bound` are ever leaked: a service that
-/// retries a bad setting in a loop keeps one copy, not one per try.
+/// Static copies of run-time text for errors that hold only `'static`
+/// references: equal values share one copy, and at most `bound` are leaked.
 pub struct Interned<T: ?Sized + 'static> {
     kept: Mutex<Vec<&'static T>>,
     bound: usize,
@@ -277,9 +275,8 @@ pub fn var(variable: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(variable)
 }
 
-/// Calls `f` with the value of `variable` read with `getenv`, without
-/// allocating (for load-time constructors and the forwarding lookup). The
-/// value is only valid during `f`.
+/// Calls `f` with the value of `variable` from `getenv`, without allocating
+/// (for load-time code); the value lives only during `f`.
 pub fn with_var_no_alloc<R>(variable: &str, f: impl FnOnce(Option<&OsStr>) -> R) -> R {
     let mut name = [0u8; 64];
     if variable.len() >= name.len() || variable.contains('\0') {
@@ -350,8 +347,7 @@ pub fn path(raw: Option<&OsStr>) -> Option<PathBuf> {
 }
 
 /// For a variable read where no call can fail (at load time): its value, or
-/// `default` when unset; when invalid, one line on stderr saying the default
-/// is used.
+/// `default`, saying so on stderr when the value is invalid.
 pub fn or_default<T>(value: Result<Option<T>>, default: T, default_text: &str) -> T {
     or_default_to(value, default, default_text, &mut std::io::stderr())
 }
@@ -482,10 +478,9 @@ fn items(list: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Applies the `key:value,key:value` value of `variable` to `target` (items
-/// trimmed, empty ones skipped; keys in any case; the value is what follows
-/// the first `:`). On an error `target` may be partly updated: apply to a
-/// copy.
+/// Applies the `key:value,...` value of `variable` to `target` (items
+/// trimmed, empty ones skipped, keys in any case). On an error `target` may
+/// be partly updated: apply to a copy.
 pub fn apply_key_values<T>(
     variable: &'static str,
     value: &str,

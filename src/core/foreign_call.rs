@@ -1,17 +1,11 @@
 //! Calling C callbacks that might unwind: allocator callbacks and kernels.
 //!
-//! A C++ callback can throw, and Rust cannot catch a foreign exception: it
-//! would leave this library's state half-updated. Callbacks must return
-//! normally (docs/HARDENING.md); when one throws, the process ends at once
-//! with one line on stderr naming *which* callback threw. (A `longjmp` runs
-//! no destructors, so it cannot be seen here; it stays documented as
-//! forbidden.)
-//!
-//! The callback is called through an `extern "C-unwind"` pointer (same call
-//! ABI as `"C"`, but unwinding out of it is allowed, so the caller keeps its
-//! cleanup code), inside a [`CallGuard`]: forgotten when the callback
-//! returns, dropped only while it unwinds, which reports and aborts. The
-//! normal path costs nothing but a landing pad off the hot path.
+//! Rust cannot catch a C++ exception, and one would leave this library's
+//! state half-updated, so callbacks must return normally
+//! (docs/HARDENING.md); when one throws, the process ends with one line on
+//! stderr naming the callback. It is called through an `extern "C-unwind"`
+//! pointer inside a [`CallGuard`], which is forgotten on return and, dropped
+//! while unwinding, reports and aborts: the normal path costs nothing.
 
 use super::descriptor::{AllocAdviseFn, AllocFn, FreeFn, GetAddrFromBlockFn};
 use super::fixed_line::Line;

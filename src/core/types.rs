@@ -135,16 +135,14 @@ pub const ACL_STREAM_CPU_SCHEDULE: u32 = 0x0000_0010;
 /// `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
 pub const ACL_STREAM_DEVICE_USE_ONLY: u32 = 0x0000_0020;
 
-/// A host "kernel" for `aclallocLaunchKernel`: runs on the stream's worker
-/// thread with the launch's workspace (NULL when its size is 0), the
-/// workspace size, and the caller's `userData`.
+/// A host "kernel" for `aclallocLaunchKernel`, run on the stream's worker
+/// with the workspace (NULL when its size is 0), its size and `userData`.
 pub type aclallocKernelFunc =
     Option<unsafe extern "C" fn(workspace: *mut c_void, size: usize, userData: *mut c_void)>;
 // ---- Virtual memory (`acl_rt.h`: aclrtReserveMemAddress and friends) ----
 
-/// A physical memory handle from `aclrtMallocPhysical` (`aclrtDrvMemHandle`).
-/// On the host runtime it is a number looked up in a table of live handles,
-/// never a pointer.
+/// A physical memory handle from `aclrtMallocPhysical`; on the host runtime
+/// a number looked up among the live handles, never a pointer.
 pub type aclrtDrvMemHandle = *mut c_void;
 
 /// Where memory lives (`aclrtMemLocationType`).

@@ -10,10 +10,8 @@ use crate::core::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
-/// Device memory of the device current on the calling thread
-/// (`aclrtSetDevice` or a context). `aclrtMalloc` allocates on the thread's
-/// current device, so a pool must grow from threads whose current device is
-/// the one it was created on: use one pool per device.
+/// Device memory of the calling thread's current device, as `aclrtMalloc`
+/// allocates: a pool must grow on its own device, so use one pool per device.
 pub struct AclMemory {
     capacity: usize,
     /// The current device when the pool was made (snapshots and histories

@@ -134,9 +134,8 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
     }
 }
 
-/// A multiplicative hash for keys that are addresses and sizes (multiples of
-/// 512): one multiply, where SipHash would cost more than the rest of the
-/// fast path. Keys come from the pool itself, so flooding is not a concern.
+/// A multiplicative hash for addresses and sizes (multiples of 512): one
+/// multiply, far cheaper than SipHash; the pool makes its own keys.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct AddrHasher(u64);
 

@@ -13,15 +13,11 @@
 //! | `expandable_segments` | a truth value (`True`, `False`, `1`, `off`, ...) | per stream one reservation of address space mapped page by page (see `src/pool/expandable.rs`) |
 //! | `roundup_power2_divisions` | `4`, or `[256:1,512:2,>:8]` | requests are rounded up to one of `n` steps between two powers of two (PyTorch's `round_size`; see `src/pool/roundup.rs`) |
 //!
-//! torch_npu's keys for pinned host memory and its own threads and locks are
-//! accepted, checked, and have no effect; its segment-sizing keys
-//! (`segment_size_mb`, `large_segment_size_mb`, `max_non_split_rounding_mb`)
-//! are refused with that reason. Unlike torch_npu, `expandable_segments:True`
-//! combines with `max_split_size_mb` and `garbage_collection_threshold`
-//! (garbage collection then also unmaps free pages). So a
-//! `PYTORCH_NPU_ALLOC_CONF` string works unchanged. The syntax is
-//! [`crate::core::env`]'s: unknown keys, malformed values, a key given twice
-//! and contradicting limits are errors naming them.
+//! torch_npu's other keys (pinned host memory, its threads and locks) are
+//! accepted and have no effect; its segment-sizing keys are refused. Unlike
+//! torch_npu, `expandable_segments:True` combines with `max_split_size_mb`
+//! and `garbage_collection_threshold`. The syntax and its errors are
+//! [`crate::core::env`]'s.
 
 use super::roundup::{self, RoundupDivisions};
 use crate::core::env::{self, Key, KeyList};

@@ -29,9 +29,8 @@ pub trait DeviceMemory: Send + Sync {
 /// Alignment of every segment: the device allocator's granule.
 pub const SEGMENT_ALIGN: usize = 512;
 
-/// Host memory standing in for a device, with a capacity (for out-of-memory
-/// paths) and call counts. Each segment is its own anonymous `mmap`, like a
-/// driver allocation: no caching underneath, not backed until touched.
+/// Host memory standing in for a device, with a capacity and call counts;
+/// each segment is its own lazily backed anonymous `mmap`.
 pub struct HostMemory {
     capacity: usize,
     inner: Mutex<HostInner>,

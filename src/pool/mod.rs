@@ -58,21 +58,18 @@ mod thread_cache;
 
 /// A thread-safe caching allocator over a [`DeviceMemory`].
 ///
-/// Blocks are identified by their device address; [`Pool::free`] looks the
-/// address up among the pool's live blocks, so freeing a foreign address or
-/// freeing twice is an error and never corrupts the pool.
+/// [`Pool::free`] looks an address up among the live blocks, so a foreign
+/// address or a double free is an error and never corrupts the pool.
 ///
 /// # Concurrency
 ///
-/// A block freed by one stream's work is reused only for that stream, so
-/// streams map to one of a few *shards*, each with its own lock over its
-/// streams' segments, blocks, bins and share of the statistics: allocating
-/// from the cache and freeing take only the shard's lock.
+/// A block freed by one stream is reused only for that stream, so streams
+/// map to a few *shards*, each locking its own segments, blocks, bins and
+/// share of the statistics: cached allocs and frees take one shard's lock.
 ///
-/// What spans shards (growing, `empty_cache`, `trim`, `allocAdvise`, reading
-/// statistics, a statistic rising above its pool-wide peak) runs under the
-/// pool-wide lock with every shard locked, in index order. Peaks stay exact
-/// through per-shard headroom (`engine/counters.rs`).
+/// What spans shards (growing, `empty_cache`, `trim`, `allocAdvise`,
+/// statistics, a new peak) takes the pool-wide lock and every shard's, in
+/// index order. Peaks stay exact through per-shard headroom.
 pub struct Pool {
     global: Mutex<Global>,
     shards: [Padded<Mutex<Core>>; SHARDS],

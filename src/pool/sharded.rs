@@ -8,19 +8,16 @@ use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
 
-/// The pool-wide lock and every shard's, taken in that order. Device memory
-/// the pool gives back meanwhile is freed when they are released (see
-/// [`DeferredFree`]).
+/// The pool-wide lock and every shard's, in that order; device memory given
+/// back meanwhile is freed once they are released ([`DeferredFree`]).
 pub(super) struct All<'a> {
     pub(super) global: ManuallyDrop<MutexGuard<'a, Global>>,
     pub(super) shards: ManuallyDrop<[MutexGuard<'a, Core>; SHARDS]>,
     device: DeferredFree<'a>,
 }
 
-/// The device as the pool sees it under its locks: allocations go straight
-/// to it, frees wait until the locks are released, because a device's free
-/// (`aclrtFree` waits for every stream) may wait for a stream worker that
-/// needs this pool's locks.
+/// The device under the pool's locks: frees wait until the locks are
+/// released, since `aclrtFree` may wait for a worker needing these locks.
 pub(super) struct DeferredFree<'a> {
     pub(super) device: &'a dyn DeviceMemory,
     pending: &'a Mutex<Vec<(NonZeroUsize, usize)>>,

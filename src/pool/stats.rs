@@ -24,9 +24,8 @@ impl Stat {
     }
 }
 
-/// A statistic kept for all pools together and for each pool
-/// (indexed by [`STAT_ALL`], [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`];
-/// `ACLALLOC_STAT_ALL`, `ACLALLOC_STAT_SMALL_POOL`, `ACLALLOC_STAT_LARGE_POOL` in C).
+/// A statistic for all pools and for each pool, indexed by [`STAT_ALL`],
+/// [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`] (`ACLALLOC_STAT_*` in C).
 pub type StatArray = [Stat; 3];
 
 /// A pool's statistics (`aclallocPoolStats` in C). Counts are of blocks and

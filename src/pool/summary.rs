@@ -34,9 +34,8 @@ impl Pool {
     }
 }
 
-/// Bytes with a binary unit, exactly as PyTorch's `_format_size`: the unit
-/// steps up while the value is at least 768 Ki of the current one (so 20 MiB
-/// reads "20480 KiB", as in `torch.cuda.memory_summary()`).
+/// Bytes with a binary unit, as PyTorch's `_format_size` (the unit steps up
+/// from 768 Ki of the current one: 20 MiB reads "20480 KiB").
 fn format_size(bytes: i64) -> String {
     let (value, unit) = scale(
         bytes,

@@ -1,35 +1,20 @@
 //! Each thread's cache of recently freed blocks, per (pool, stream), in
-//! front of the shard locks (the shape of jemalloc's tcache and of
-//! PyTorch's per-stream pools, one level up).
+//! front of the shard locks (jemalloc's tcache, one level up).
 //!
-//! A block the shard hands out on a thread that has a cache for the
-//! (pool, stream) is *lent* to that cache (`src/pool/engine/lend.rs`): its
-//! statistics move with it. Freeing it on that thread parks it in the
-//! cache, and the next request of the same rounded size on the same stream
-//! and thread takes it back, both without the shard's lock and without any
-//! locked instruction: the cache's own statistics change with plain stores,
-//! within the headroom the cache holds (so peaks stay exact, as for a
-//! shard), while the owner's `busy` flag is set; a slow path that must
-//! reach the cache stops the owner first (`Slot::enter`, `stop_owners`: an
-//! asymmetric fence, [`super::fence`]).
+//! A block the shard hands out on a thread with a cache for its (pool,
+//! stream) is *lent* to that cache with its statistics
+//! (`src/pool/engine/lend.rs`). Freeing it on that thread parks it, and the
+//! next request of the same size there takes it back, with no lock and no
+//! locked instruction: the owner sets `busy`, and a slow path that must reach
+//! the cache stops the owner first (`Slot::enter`, `stop_owners`,
+//! [`super::fence`]). A cache belongs to one stream, so stream safety holds.
 //!
-//! Stream safety is unchanged: a cache belongs to one stream, so a block
-//! parked by a stream's work is handed only to later work on that stream.
-//!
-//! The pool sees one consistent state: every pool-wide operation (reading
-//! statistics, snapshots, `empty_cache`, growing, out-of-memory retries,
-//! a stream's end, closing) locks every shard and then *drains* every
-//! cache (gives its blocks and statistics back to their shard), so it runs
-//! on exactly the state a pool without caches would have. A free on another
-//! thread of a block lent to a cache takes it back from that cache under the
-//! shard's lock. Bounds: [`PARKED`] parked and [`HANDED_OUT`] handed-out
-//! blocks per cache, [`CACHES_PER_THREAD`] caches per thread. A cache is
-//! given up when its thread exits (or drops it for a newer one) and is
-//! drained by the pool's next pool-wide operation, which every growth of the
-//! pool is: memory in a cache never makes the pool grow. A destroyed
-//! stream's caches are drained and dropped by [`Pool::forget_stream`].
-//! While the history recorder is on, the caches stand aside (every event is
-//! recorded under a shard's lock, in order).
+//! Every pool-wide operation (statistics, snapshots, `empty_cache`, growing,
+//! out-of-memory retries, a stream's end, closing) locks every shard and
+//! *drains* every cache, so it sees exactly the state of a pool without
+//! caches; memory in a cache never makes the pool grow. A cache given up by
+//! its thread is dropped by the next drain. While the history recorder is
+//! on, the caches stand aside (events are recorded in order, under a lock).
 
 use super::engine::{round_size, CacheStats, Core, Loan};
 use super::fence;
@@ -164,9 +149,8 @@ impl Slot {
 }
 
 /// Keeps the owners of `slots` out of their fast paths: sets every `stop`,
-/// one heavy barrier, then waits for each owner to leave (a fast path never
-/// waits for anything, so this is short). Callers hold the shard locks of
-/// every slot, and call [`resume_owners`] when done.
+/// one heavy barrier, then waits for each owner to leave. Callers hold every
+/// slot's shard lock and call [`resume_owners`] when done.
 fn stop_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>> + Clone) {
     for slot in slots.clone() {
         slot.stop.store(true, Ordering::Relaxed);

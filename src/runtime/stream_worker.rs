@@ -515,12 +515,9 @@ impl Shared {
     }
 }
 
-/// A way for a C program to make a stream's worker die, as a bug inside the
-/// library would: `ACLALLOC_TEST_WORKER_PANIC` set (before the first kernel
-/// runs) to the address of a kernel function, as C's `%p` prints it, makes
-/// the worker panic right after running that kernel
-/// (`c_examples/dead_worker.c`). Only in a library built with the
-/// `test-hooks` feature: the shipped one never reads the variable.
+/// `ACLALLOC_TEST_WORKER_PANIC`, set to a kernel's address as C's `%p`
+/// prints it, makes the worker panic after running that kernel, as a bug
+/// would (`c_examples/dead_worker.c`). Only with the `test-hooks` feature.
 #[cfg(feature = "test-hooks")]
 mod test_hook {
     use super::KernelFn;

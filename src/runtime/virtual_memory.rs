@@ -1,23 +1,17 @@
-//! CANN's virtual-memory API on the host: `aclrtReserveMemAddress`,
-//! `aclrtReleaseMemAddress`, `aclrtMallocPhysical`, `aclrtFreePhysical`,
-//! `aclrtMapMem`, `aclrtUnmapMem`, `aclrtMemGetAllocationGranularity`.
-//!
-//! - A reservation is an anonymous `PROT_NONE` mapping, aligned to the
-//!   granularity (2 MiB).
-//! - Physical memory is a `memfd_create` file, counted against its device's
-//!   capacity like `aclrtMalloc` memory.
-//! - Mapping puts the file over part of a reservation; unmapping puts
-//!   `PROT_NONE` space back, so a stray access faults as on a device.
+//! CANN's virtual-memory API on the host (`aclrtReserveMemAddress` and
+//! friends). A reservation is an anonymous `PROT_NONE` mapping aligned to the
+//! granularity (2 MiB); physical memory is a `memfd_create` file counted
+//! against its device's capacity; mapping puts the file over part of a
+//! reservation, unmapping puts `PROT_NONE` back so a stray access faults.
 //!
 //! As in CANN: a mapping covers a whole physical allocation; freeing mapped
-//! memory kills the handle at once and gives the memory back with its last
+//! memory kills the handle at once and the memory goes with its last
 //! mapping; a reservation with mappings cannot be released; unmapping does
-//! not wait for streams (the caller synchronizes first).
+//! not wait for streams.
 //!
-//! Handles are numbers ([`PhysicalHandle`], never reused) looked up, never
-//! dereferenced. They live in a map under the one state lock, not a core
-//! `HandleTable`: freeing, mapping and unmapping change a physical
-//! allocation and a reservation together, and none is on a hot path.
+//! Handles are numbers ([`PhysicalHandle`], never reused) looked up under
+//! the one state lock: freeing, mapping and unmapping change a physical
+//! allocation and a reservation together.
 
 use crate::core::error::{Error, Result};
 use crate::core::handles::Handle;
