@@ -14,8 +14,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Device memory and device identity, as the process's runtime provides
-/// them.
+/// Device memory and device identity, as the process's runtime provides them.
 pub trait DevicePort: Sync {
     /// The device current on the calling thread, if it has one.
     fn current_device(&self) -> Option<i32>;
@@ -34,14 +33,12 @@ pub trait DevicePort: Sync {
         size: usize,
         policy: aclrtMemMallocPolicy,
     ) -> aclError;
-    /// `aclrtFree`, as the application would call it (waits for queued work
-    /// first).
+    /// `aclrtFree`, as the application would call it (waits for queued work first).
     fn acl_free(&self, ptr: *mut c_void) -> aclError;
     /// `aclrtGetMemInfo`, as the application would call it.
     fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError;
-    /// CANN's virtual-memory calls of the runtime, for expandable segments;
-    /// `None` when the runtime lacks them (the pool then uses fixed
-    /// segments, as torch_npu falls back).
+    /// The runtime's virtual-memory calls, for expandable segments; `None`
+    /// when it lacks them (fixed segments then, as torch_npu falls back).
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
         None
     }
@@ -150,8 +147,7 @@ pub fn set_installer(installer: fn()) {
     let _ = INSTALLER.set(installer);
 }
 
-/// Installs the process's port; the first one installed stays (false when
-/// one was already there).
+/// Installs the process's port; the first one installed stays (false when one was already there).
 pub fn install(port: &'static dyn DevicePort) -> bool {
     PORT.set(port).is_ok()
 }

@@ -86,8 +86,7 @@ impl Excerpt {
         Excerpt::lossy(text.as_bytes())
     }
 
-    /// `bytes` as text (as [`new`](Excerpt::new)), each invalid sequence
-    /// shown as U+FFFD.
+    /// `bytes` as text (as [`new`](Excerpt::new)), each invalid sequence shown as U+FFFD.
     pub fn lossy(bytes: &[u8]) -> Self {
         let mut excerpt = Excerpt {
             bytes: [0; EXCERPT],
@@ -182,9 +181,8 @@ impl ConfigError {
         }
     }
 
-    /// This error in static memory: `Error` carries it as a pointer, so that
-    /// every `Result` of the library stays small (a larger `Error` slows each
-    /// failed lookup through the C ABI). Equal errors share one copy.
+    /// This error in static memory, so that `Error` holds a pointer and every
+    /// `Result` stays small. Equal errors share one copy.
     pub fn interned(self) -> &'static ConfigError {
         // At most 256 distinct errors keep their offending text.
         static KEPT: Interned<ConfigError> = Interned::new(256);
@@ -192,9 +190,8 @@ impl ConfigError {
         self.intern_in(&KEPT, &ELIDED)
     }
 
-    /// Past the bound of `kept`, a new error loses its offending text and
-    /// goes to `elided`: what remains are the code's own strings, so those
-    /// copies are bounded too.
+    /// Past the bound of `kept`, a new error loses its offending text and goes
+    /// to `elided`, so those copies are bounded too.
     fn intern_in(self, kept: &Interned<Self>, elided: &Interned<Self>) -> &'static Self {
         let leak = |e: &Self| -> &'static Self { Box::leak(Box::new(*e)) };
         let without_text = ConfigError {
@@ -569,8 +566,7 @@ mod tests {
         let a = e("interned-a").interned();
         assert!(std::ptr::eq(a, e("interned-a").interned()));
         assert_eq!(*a, e("interned-a"));
-        // Private sets here: the process-wide ones are shared with the tests
-        // running alongside.
+        // Private sets here: the process-wide ones are shared with the tests running alongside.
         let (kept, elided) = (Interned::new(3), Interned::new(usize::MAX));
         let a = e("a").intern_in(&kept, &elided);
         e("b").intern_in(&kept, &elided);

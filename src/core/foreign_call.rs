@@ -29,9 +29,8 @@ pub(crate) enum Callback {
     /// A getAddrFromBlock the tracking layer calls for `block` without
     /// knowing its stream (`function`: the callback's address).
     TrackedGetAddr { function: usize, block: usize },
-    /// A callback of the default allocator (an allocator the user made the
-    /// default with `aclallocSetDefaultAllocator`), for `stream` (0: none,
-    /// `aclallocDefaultMalloc`/`aclallocDefaultFree`).
+    /// A callback of an allocator made the default with
+    /// `aclallocSetDefaultAllocator`, for `stream` (0: none).
     Default { function: Function, stream: usize },
     /// A function of a pluggable allocator: `symbol` of `library`.
     Plugin {

@@ -158,8 +158,7 @@ pub const ACL_MEM_LOCATION_TYPE_MANAGED: aclrtMemLocationType = 3;
 /// Host memory of a NUMA node.
 pub const ACL_MEM_LOCATION_TYPE_HOST_NUMA: aclrtMemLocationType = 4;
 
-/// The kind of handle physical memory can be exported as
-/// (`aclrtMemHandleType`).
+/// The kind of handle physical memory can be exported as (`aclrtMemHandleType`).
 pub type aclrtMemHandleType = c_int;
 /// Not exportable.
 pub const ACL_MEM_HANDLE_TYPE_NONE: aclrtMemHandleType = 0;
@@ -171,8 +170,7 @@ pub type aclrtMemAllocationType = c_int;
 /// Pinned memory, the only type.
 pub const ACL_MEM_ALLOCATION_TYPE_PINNED: aclrtMemAllocationType = 0;
 
-/// Which granularity `aclrtMemGetAllocationGranularity` reports
-/// (`aclrtMemGranularityOptions`).
+/// Which granularity `aclrtMemGetAllocationGranularity` reports (`aclrtMemGranularityOptions`).
 pub type aclrtMemGranularityOptions = c_int;
 /// The smallest size physical memory and mappings may have.
 pub const ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM: aclrtMemGranularityOptions = 0;
@@ -191,8 +189,7 @@ pub struct aclrtMemLocation {
     pub r#type: aclrtMemLocationType,
 }
 
-/// What physical memory `aclrtMallocPhysical` allocates
-/// (`aclrtPhysicalMemProp`).
+/// What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct aclrtPhysicalMemProp {

@@ -20,8 +20,7 @@ use crate::registry::api::{global, initialised};
 use crate::registry::StreamKey;
 use crate::tracking::{self, LeakSeen};
 
-/// Creates an empty allocator descriptor: no object, no callbacks.
-/// Returns NULL on failure.
+/// Creates an empty allocator descriptor: no object, no callbacks. Returns NULL on failure.
 #[no_mangle]
 pub extern "C" fn aclrtAllocatorCreateDesc() -> aclrtAllocatorDesc {
     if let Some(desc) = forward::create_desc() {
@@ -188,8 +187,7 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    // The hit on every launch; nothing in it can panic or fail, so it needs
-    // no boundary.
+    // The hit on every launch; nothing in it can panic or fail, so it needs no boundary.
     if !tracking::enabled() && !allocatorDesc.is_null() {
         if let (Some(key), Some(api)) = (StreamKey::from_ptr(stream), initialised()) {
             if let Some(found) = api.streams().get_if_hit(key) {

@@ -250,8 +250,7 @@ impl DevicePort for Port {
         all.then(virtual_memory_calls)
     }
 
-    /// The host runtime's current device changes only in
-    /// `runtime::context`, which reports it.
+    /// The host runtime's current device changes only in `runtime::context`, which reports it.
     fn reports_device_changes(&self) -> bool {
         !self.forward
     }

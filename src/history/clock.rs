@@ -32,8 +32,7 @@ pub fn now_us() -> u64 {
     read_ns(libc::CLOCK_MONOTONIC) / 1_000
 }
 
-/// Nanoseconds on `CLOCK_MONOTONIC_COARSE`, never 0 (0 means "no clock
-/// thread" in the stamp word).
+/// Nanoseconds on `CLOCK_MONOTONIC_COARSE`, never 0 (0 means "no clock thread" in the stamp word).
 #[inline]
 pub fn coarse_ns() -> u64 {
     read_ns(libc::CLOCK_MONOTONIC_COARSE).max(1)
@@ -56,8 +55,7 @@ const UNAVAILABLE: u8 = 2;
 /// coarse tick and one clock-thread period (at most 10 ms each).
 pub const STAMP_BOUND: Duration = Duration::from_millis(20);
 
-/// The time to record for a block allocated now: one load while the clock
-/// thread runs.
+/// The time to record for a block allocated now: one load while the clock thread runs.
 #[inline]
 pub fn stamp() -> u64 {
     match NOW.0.load(Ordering::Relaxed) {

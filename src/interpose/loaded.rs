@@ -142,8 +142,7 @@ fn defining_object(addr: *const c_void) -> Option<(usize, *const c_char)> {
     (!info.dli_fname.is_null()).then_some((info.dli_fbase as usize, info.dli_fname))
 }
 
-/// The base address of the object defining `addr` (`None` for NULL or an
-/// address in no object).
+/// The base address of the object defining `addr` (`None` for NULL or an address in no object).
 pub(crate) fn defining_base(addr: *const c_void) -> Option<usize> {
     let object = (!addr.is_null()).then(|| defining_object(addr));
     object.flatten().map(|(base, _)| base)

@@ -86,8 +86,7 @@ pub(crate) use symbol_groups;
 
 macro_rules! symbols {
     ($($group:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
-        /// Every ACL function this library exports that a real runtime may
-        /// also provide.
+        /// Every ACL function this library exports that a real runtime may also provide.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Sym { $($($name),*),* }
@@ -140,9 +139,8 @@ impl Resolver {
         }
     }
 
-    /// Decides, on the first call: `find`'s answer (a runtime's addresses,
-    /// or none) becomes final. Concurrent first callers wait for it; later
-    /// calls return at once.
+    /// Decides on the first call: `find`'s answer becomes final; concurrent
+    /// first callers wait for it.
     #[inline]
     pub(crate) fn resolve(&self, find: impl Fn() -> Option<Addresses>) {
         if self.state.load(Ordering::Acquire) != RESOLVED {
@@ -150,8 +148,7 @@ impl Resolver {
         }
     }
 
-    /// Takes a runtime `find` finds now (deciding), but decides nothing if it
-    /// finds none.
+    /// Takes a runtime `find` finds now (deciding), but decides nothing if it finds none.
     #[inline]
     pub(crate) fn probe(&self, find: impl Fn() -> Option<Addresses>) {
         if self.state.load(Ordering::Acquire) != RESOLVED {
@@ -240,8 +237,7 @@ fn addresses(lookup: impl Fn(&CStr) -> usize) -> Option<Addresses> {
     out.iter().any(|&a| a != 0).then_some(out)
 }
 
-/// The lookup: the objects after this library in the global scope, then
-/// every loaded object.
+/// The lookup: the objects after this library in the global scope, then every loaded object.
 fn find_runtime() -> Option<Addresses> {
     if forwarding_disabled() {
         return None;

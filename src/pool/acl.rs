@@ -71,9 +71,7 @@ impl DeviceMemory for AclMemory {
     }
 
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
-        // In front of a runtime without virtual memory, fixed segments (as
-        // torch_npu falls back when aclrtReserveMemAddress is unsupported):
-        // the host runtime's virtual memory is not the device's.
+        // Without the runtime's virtual memory, fixed segments (as torch_npu).
         self.vm
             .is_some()
             .then_some(self as &dyn super::virtual_memory::VirtualMemory)

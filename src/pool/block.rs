@@ -49,8 +49,7 @@ pub(crate) struct Block {
     pub prev: u32,
     pub next: u32,
     pub segment: u32,
-    /// The segment's kind and stream, kept here so the hot path reads one
-    /// cache line.
+    /// The segment's kind and stream, kept here so the hot path reads one cache line.
     pub kind: Kind,
     pub stream: usize,
     pub state: State,
@@ -73,11 +72,9 @@ pub(crate) struct Segment {
     /// The stream it serves (0: unknown). Its blocks are reused only for
     /// that stream, as PyTorch's per-stream pools do.
     pub stream: usize,
-    /// The block at the segment's start (never merged away: merges always
-    /// remove the later block).
+    /// The block at the segment's start (never merged away: merges always remove the later block).
     pub first: u32,
-    /// An expandable segment: a reservation mapped page by page
-    /// (`src/pool/expandable.rs`).
+    /// An expandable segment: a reservation mapped page by page (`src/pool/expandable.rs`).
     pub expandable: bool,
 }
 

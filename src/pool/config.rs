@@ -73,12 +73,10 @@ pub struct PoolConfig {
     pub garbage_collection_threshold: f64,
     /// The most the pool may reserve.
     pub limit: Limit,
-    /// PyTorch's `expandable_segments`: per stream, one large reservation of
-    /// address space backed page by page (see `src/pool/expandable.rs`),
-    /// when the device offers virtual memory; otherwise fixed segments.
+    /// PyTorch's `expandable_segments` (`src/pool/expandable.rs`), when the
+    /// device offers virtual memory; otherwise fixed segments.
     pub expandable_segments: bool,
-    /// PyTorch's `roundup_power2_divisions`: how requests are rounded
-    /// (all 0: to 512 bytes).
+    /// PyTorch's `roundup_power2_divisions`: how requests are rounded (all 0: to 512 bytes).
     pub roundup_power2_divisions: RoundupDivisions,
 }
 
@@ -200,9 +198,8 @@ fn refuse(_: &mut PoolConfig, _: &str) -> Option<()> {
 }
 
 impl PoolConfig {
-    /// This configuration with the settings of `conf` (the
-    /// `ACLALLOC_ALLOC_CONF` syntax) applied on top; on an error, nothing is
-    /// applied.
+    /// This configuration with `conf` (`ACLALLOC_ALLOC_CONF` syntax) applied;
+    /// on an error, nothing is applied.
     pub fn with_conf(self, conf: &str) -> Result<Self> {
         let mut updated = self;
         env::apply_key_values(ENV_VAR, conf, &CONF, &mut updated)?;

@@ -19,8 +19,7 @@ pub trait DeviceMemory: Send + Sync {
         0
     }
 
-    /// The device's virtual memory, for expandable segments (`None`: the
-    /// pool uses fixed segments).
+    /// The device's virtual memory, for expandable segments (`None`: the pool uses fixed segments).
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
         None
     }

@@ -61,9 +61,8 @@ impl Core {
         self.pages[&seg].tokens[span].iter().all(Option::is_some)
     }
 
-    /// Maps the unmapped pages under `[addr, addr + len)` of `seg`, within
-    /// `room` new bytes. All or nothing: false (nothing mapped) when the
-    /// device is out of memory or the room is too small.
+    /// Maps the unmapped pages under `[addr, addr + len)` of `seg` within `room`
+    /// new bytes; all or nothing.
     pub(crate) fn map_range(
         &mut self,
         vm: &dyn VirtualMemory,
@@ -130,8 +129,7 @@ impl Core {
         let page = vm.page_size();
         let least = round_up(rounded, page);
         let mut size = reservation_size(capacity, rounded, page);
-        // The host may lack that much address space: halve down to what
-        // the request needs.
+        // The host may lack that much address space: halve down to what the request needs.
         let addr = loop {
             if let Some(addr) = vm.reserve(size) {
                 break addr;

@@ -52,8 +52,7 @@ pub struct PoolStats {
     pub inactive_split_bytes: StatArray,
     /// Bytes the callers asked for (before rounding).
     pub requested_bytes: StatArray,
-    /// Times a device allocation failed and the pool released its cached
-    /// segments to retry.
+    /// Times a device allocation failed and the pool released its cached segments to retry.
     pub num_alloc_retries: i64,
     /// Allocations that failed (out of memory or over the limit).
     pub num_ooms: i64,

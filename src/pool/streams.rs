@@ -23,8 +23,7 @@ pub(crate) struct ShardMap {
 }
 
 fn slot(stream: usize) -> usize {
-    // Stream handles are pointers with equal low bits: spread them as the
-    // tables do.
+    // Stream handles are pointers with equal low bits: spread them as the tables do.
     hash(stream)
 }
 

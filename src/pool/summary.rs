@@ -51,8 +51,7 @@ fn format_count(count: i64) -> String {
     format!("{value:7} {unit} ")
 }
 
-/// `value` in the largest of `units` (each `step` times the one before) it
-/// reaches `threshold` of.
+/// `value` in the largest of `units` (each `step` times the one before) it reaches `threshold` of.
 fn scale(mut value: i64, step: i64, threshold: i64, units: &[&'static str]) -> (i64, &'static str) {
     let mut unit = units[0];
     for next in &units[1..] {

@@ -117,12 +117,9 @@ impl Slot {
         }
     }
 
-    /// The owner's fast path: the cache, unless a slow path is in it or
-    /// about to be. No locked instruction: a plain store of `busy`, a
-    /// compiler barrier and a load of `stop`, against the slow path's store
-    /// of `stop`, `membarrier` and load of `busy` ([`super::fence`]):
-    /// either the owner sees `stop` and stands aside, or the slow path sees
-    /// `busy` and waits for the owner to leave.
+    /// The owner's fast path: the cache, unless a slow path is in it or about to
+    /// be. A plain store of `busy`, a compiler barrier and a load of `stop`,
+    /// against the slow path's `stop`, `membarrier`, `busy` ([`super::fence`]).
     #[inline]
     fn enter(&self) -> Option<SlotGuard<'_>> {
         self.busy.store(true, Ordering::Relaxed);
@@ -134,10 +131,8 @@ impl Slot {
         Some(SlotGuard(self))
     }
 
-    /// The state, for a slow path that holds the lock of the slot's shard
-    /// (which keeps every other slow path out) and has either stopped the
-    /// owner (`stop_owners`) or runs on the owner's thread outside its fast
-    /// path.
+    /// The state, for a slow path holding the slot's shard lock that has
+    /// stopped the owner or runs on the owner's thread outside its fast path.
     ///
     /// # Safety
     /// As above: no one else reaches the state while the result lives.
@@ -176,8 +171,7 @@ fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
 }
 
 impl State {
-    /// Gives every block and the statistics back to `core` (the slot's
-    /// shard, locked).
+    /// Gives every block and the statistics back to `core` (the slot's shard, locked).
     fn drain_into(&mut self, core: &mut Core) {
         for loan in self.handed_out.drain(..) {
             core.take_back_handed_out(loan, &mut self.stats);
@@ -269,8 +263,7 @@ impl State {
 /// This thread's caches, newest last, and the one it used last.
 struct ThreadCaches {
     slots: RefCell<Vec<Arc<Slot>>>,
-    /// Null, or one of `slots` (which keeps it alive): every change to
-    /// `slots` clears it first.
+    /// Null, or one of `slots` (which keeps it alive): every change to `slots` clears it first.
     last: Cell<*const Slot>,
 }
 
@@ -340,8 +333,7 @@ fn find(caches: &[Arc<Slot>], pool: u64, stream: usize) -> Option<&Arc<Slot>> {
 }
 
 impl Pool {
-    /// The fast path of [`Pool::malloc_on`]: a block parked in this thread's
-    /// cache of the stream.
+    /// The fast path of [`Pool::malloc_on`]: a block parked in this thread's cache of the stream.
     #[inline]
     pub(super) fn cache_malloc(&self, stream: usize, size: usize) -> Option<usize> {
         CACHES
@@ -368,8 +360,7 @@ impl Pool {
             .flatten()
     }
 
-    /// The fast path of [`Pool::free`]: parks a block this thread's cache
-    /// handed out.
+    /// The fast path of [`Pool::free`]: parks a block this thread's cache handed out.
     #[inline]
     pub(super) fn cache_free(&self, addr: usize) -> FastFree {
         // `None`: not a block `slot` handed out.
@@ -405,9 +396,8 @@ impl Pool {
     }
 
     /// Under shard `shard`'s lock, right after `core` handed out `addr` for
-    /// `stream` on this thread: lends the block to this thread's cache of the
-    /// stream (made on first use), so that its free and the next request of
-    /// its size on this thread skip the lock.
+    /// `stream`: lends it to this thread's cache of the stream (made on first
+    /// use), so its free and the next request of its size skip the lock.
     pub(super) fn lend_to_cache(&self, core: &mut Core, shard: usize, stream: usize, addr: usize) {
         if core.closed || self.history.is_on() {
             return;
@@ -462,9 +452,8 @@ impl Pool {
         });
     }
 
-    /// Frees `addr`, lent to a cache of shard `shard`: takes it back from
-    /// that cache and frees it in the shard. `None`: no cache of the shard
-    /// has it handed out.
+    /// Frees `addr`, lent to a cache of shard `shard`, in the shard. `None`: no
+    /// cache of the shard has it handed out.
     pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
         let mut core = self.shards[shard].0.lock();
         let slots = self.caches.slots.lock();
@@ -581,9 +570,7 @@ mod tests {
         let pool = pool();
         let stream = 0x1000;
         std::thread::scope(|s| {
-            // Joined explicitly: the end of a scope waits for the closure
-            // only, not for the thread's thread-local destructors (which
-            // orphan its caches); `join` waits for the thread to be gone.
+            // Joined: a scope's end does not wait for thread-local destructors.
             s.spawn(|| {
                 let a = pool.malloc_on(stream, 4000).unwrap().get();
                 pool.free(a).unwrap();

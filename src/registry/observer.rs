@@ -23,12 +23,10 @@ pub fn intercepting() -> bool {
     INTERCEPTING.load(Ordering::Relaxed)
 }
 
-/// Receives a runtime's stream events. Every method has a do-nothing
-/// default.
+/// Receives a runtime's stream events. Every method has a do-nothing default.
 pub trait StreamObserver: Sync {
-    /// The callbacks a launch on `stream` calls for `registration` (an
-    /// observer may put its own in front of the user's). Asked only while
-    /// [`intercepting`] is on.
+    /// The callbacks a launch on `stream` calls for `registration` (an observer
+    /// may wrap the user's); asked only while [`intercepting`] is on.
     #[inline]
     fn callbacks_for(&self, _stream: StreamKey, registration: &Registration) -> Callbacks {
         registration.callbacks

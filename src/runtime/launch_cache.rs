@@ -10,8 +10,7 @@ use super::stream_worker::Stream;
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-/// Streams remembered per thread: an executor thread drives one stream or a
-/// few.
+/// Streams remembered per thread: an executor thread drives one stream or a few.
 const WAYS: usize = 4;
 
 struct Entry {

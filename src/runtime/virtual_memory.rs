@@ -116,9 +116,9 @@ fn unmap_range(addr: usize, size: usize) {
 }
 
 impl VirtualMemory {
-    /// `aclrtReserveMemAddress`: `size` bytes of address space (rounded up
-    /// to the granularity), aligned to the granularity or to `alignment`
-    /// when larger; at `expect` when given (it must be free and aligned).
+    /// `aclrtReserveMemAddress`: `size` bytes of address space (rounded up to
+    /// and aligned to the granularity, or `alignment` when larger), at `expect`
+    /// when given.
     pub fn reserve(
         &self,
         size: usize,
@@ -184,8 +184,7 @@ impl VirtualMemory {
         Ok(start)
     }
 
-    /// `aclrtReleaseMemAddress`: gives back a whole reservation that has no
-    /// mappings left.
+    /// `aclrtReleaseMemAddress`: gives back a whole reservation that has no mappings left.
     pub fn release(&self, addr: usize) -> Result<()> {
         let mut state = self.state.lock();
         let r = state.reservations.get(&addr).ok_or(NOT_RESERVED)?;
@@ -239,9 +238,8 @@ impl VirtualMemory {
         Ok(((PhysicalHandle::TAG as usize) << TAG_SHIFT) | id)
     }
 
-    /// `aclrtFreePhysical`. Memory still mapped goes when its last mapping
-    /// does (CANN's rule); the handle is dead at once. Returns the device
-    /// and bytes to uncharge now, if any.
+    /// `aclrtFreePhysical`: the handle dies at once, mapped memory goes with its
+    /// last mapping. Returns the device and bytes to uncharge now, if any.
     pub fn free_physical(&self, handle: usize) -> Result<Option<(u32, usize)>> {
         let id = physical_id(handle)?;
         let mut state = self.state.lock();
@@ -348,9 +346,8 @@ impl VirtualMemory {
         Ok(())
     }
 
-    /// `aclrtUnmapMem`: removes the mapping that starts at `addr`. Returns
-    /// the device and bytes to uncharge when this was the last mapping of
-    /// memory already freed.
+    /// `aclrtUnmapMem`. Returns the device and bytes to uncharge when this was
+    /// the last mapping of memory already freed.
     pub fn unmap(&self, addr: usize) -> Result<Option<(u32, usize)>> {
         let mut state = self.state.lock();
         let (_, r) = state
@@ -412,8 +409,7 @@ impl VirtualMemory {
         }
     }
 
-    /// Live reservations, physical allocations (freed-but-mapped included)
-    /// and mappings: for tests.
+    /// Live reservations, physical allocations (freed-but-mapped included) and mappings: for tests.
     pub fn counts(&self) -> (usize, usize, usize) {
         let state = self.state.lock();
         let mappings = state.reservations.values().map(|r| r.mappings.len()).sum();

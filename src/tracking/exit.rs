@@ -92,8 +92,7 @@ fn report_file(variable: &str) -> Option<PathBuf> {
     env::path(env::var(variable).as_deref()).map(expand_os)
 }
 
-/// What runs just before the reports at exit (a last look for a real
-/// runtime loaded too late).
+/// What runs just before the reports at exit (a last look for a real runtime loaded too late).
 static BEFORE_REPORT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 /// Sets what runs just before the reports at exit.

@@ -146,8 +146,7 @@ pub fn report_leaks_now() {
     }
 }
 
-/// The tracking layer as a runtime's
-/// [`StreamObserver`](crate::registry::observer::StreamObserver).
+/// The tracking layer as a runtime's [`StreamObserver`](crate::registry::observer::StreamObserver).
 pub struct TrackingObserver;
 
 impl crate::registry::observer::StreamObserver for TrackingObserver {

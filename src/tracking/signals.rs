@@ -101,8 +101,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     // non-negative) and the buffer one byte on the stack.
     unsafe { libc::write(fd, [0u8].as_ptr().cast(), 1) };
     if CRASHING.contains(&sig) {
-        // Wait (bounded) for the report, then let the fault happen again
-        // with the default action.
+        // Wait (bounded) for the report, then let the fault happen again with the default action.
         let step = libc::timespec {
             tv_sec: 0,
             tv_nsec: 10_000_000,

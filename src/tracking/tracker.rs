@@ -30,10 +30,9 @@ pub struct TrackObj {
     stream: AtomicUsize,
     pub(crate) registration: Registration,
     pub(crate) state: &'static AllocState,
-    /// The stream's device as the history records it; `UNKNOWN_DEVICE`
-    /// until the first allocation recorded (asking the runtime for it
-    /// earlier would be a call the program did not make, and in CANN an
-    /// error message when no device is set).
+    /// The stream's device as the history records it; `UNKNOWN_DEVICE` until
+    /// the first recorded allocation (asking earlier would be a call the
+    /// program did not make).
     device: AtomicI32,
 }
 
@@ -47,10 +46,8 @@ impl TrackObj {
             .expect("a tracking object's stream is never NULL")
     }
 
-    /// The device to record this allocation under: 0 while the history is
-    /// off (nothing is recorded then); otherwise the calling thread's
-    /// current device the first time (the runtime allocates for a stream on
-    /// a thread whose device is the stream's), remembered.
+    /// The device to record this allocation under: 0 while the history is off,
+    /// else the calling thread's current device the first time, remembered.
     #[inline]
     pub(crate) fn device_for_history(&self) -> i32 {
         if !history::is_recording() {
@@ -107,8 +104,7 @@ struct Slow {
     /// Objects of destroyed streams, by registration, for reuse.
     spare: HashMap<[usize; VALUE_WORDS], Vec<&'static TrackObj>>,
     states: HashMap<usize, &'static AllocState>,
-    /// The last node of `Tracker::records` (`None` while empty): appended to
-    /// under this lock.
+    /// The last node of `Tracker::records` (`None` while empty): appended to under this lock.
     last: Option<&'static RecordNode>,
 }
 

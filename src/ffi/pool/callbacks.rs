@@ -69,8 +69,7 @@ pub extern "C" fn aclallocPoolGetAddrFromBlock(block: aclrtAllocatorBlock) -> *m
     block
 }
 
-/// The pool's C callbacks for the pool whose handle is `obj`, as its
-/// descriptor holds them.
+/// The pool's C callbacks for the pool whose handle is `obj`, as its descriptor holds them.
 pub(crate) fn callbacks_of(obj: AllocatorObj) -> Callbacks {
     Callbacks {
         obj,

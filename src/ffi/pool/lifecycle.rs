@@ -80,8 +80,7 @@ pub unsafe extern "C" fn aclallocPoolCreateStreamDesc(
     })
 }
 
-/// A descriptor whose object is pool handle `handle` and whose callbacks are
-/// the pool's.
+/// A descriptor whose object is pool handle `handle` and whose callbacks are the pool's.
 fn pool_descriptor(handle: usize) -> Result<crate::registry::DescriptorHandle> {
     let obj = AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
         reason: "a pool handle was zero",

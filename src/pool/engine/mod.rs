@@ -190,10 +190,9 @@ impl Core {
         }
     }
 
-    /// A cached block for `rounded` bytes: the exact-size bin, then best fit,
-    /// then best fit after merging the bins. With `checked`, only within the
-    /// statistics' headroom. `map`: the virtual memory and the bytes the limit
-    /// allows, to map an expandable block's pages (without it: `NoRoom`).
+    /// A cached block for `rounded` bytes: the exact-size bin, best fit, then
+    /// best fit after merging the bins; with `checked`, within the headroom.
+    /// `map`: what an expandable block needs to map its pages (else `NoRoom`).
     #[inline]
     pub(crate) fn take_cached(
         &mut self,
@@ -347,16 +346,12 @@ impl Core {
         None
     }
 
-    /// The free block to serve `rounded` bytes from: the smallest that fits
-    /// (PyTorch's rule); for the large pool, among those that fit, the one in
-    /// the smallest segment, so a big segment is not pinned by a request a
-    /// smaller one could serve. The scan stops at a block as large as the
-    /// best segment found.
+    /// The free block to serve `rounded` bytes from: the smallest that fits; for
+    /// the large pool, the fitting one in the smallest segment, so a big segment
+    /// is not pinned by what a smaller one could serve.
     fn best_fit(&self, kind: Kind, rounded: usize, stream: usize) -> Option<u32> {
         let max_split = self.config.max_split_size;
-        // PyTorch's rules (small requests take no oversize block, oversize
-        // ones no much larger block), except in an expandable pool, whose
-        // free blocks are address ranges split to size at will.
+        // PyTorch's oversize rules, except for an expandable pool's free ranges.
         let expandable = self.config.expandable_segments;
         let usable = |size: usize| {
             expandable
