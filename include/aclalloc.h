@@ -183,10 +183,8 @@ typedef struct {
    */
   double memory_fraction;
   /**
-   * 1: expandable segments (PyTorch's `expandable_segments:True`): per
-   * stream one reservation of address space mapped page by page, so
-   * memory freed anywhere can serve a request of any size. 0: fixed
-   * segments.
+   * 1: expandable segments (PyTorch's `expandable_segments:True`), one
+   * reservation per stream mapped page by page. 0: fixed segments.
    */
   int32_t expandable_segments;
   /**
@@ -271,8 +269,7 @@ typedef struct {
    */
   aclallocStatArray requested_bytes;
   /**
-   * Times a device allocation failed and the pool released its cached
-   * segments to retry.
+   * Times a device allocation failed and the pool released its cached segments to retry.
    */
   int64_t num_alloc_retries;
   /**

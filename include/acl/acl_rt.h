@@ -167,8 +167,7 @@ typedef struct aclrtMemLocation {
 } aclrtMemLocation;
 
 /**
- * What physical memory `aclrtMallocPhysical` allocates
- * (`aclrtPhysicalMemProp`).
+ * What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
  */
 typedef struct aclrtPhysicalMemProp {
   /**

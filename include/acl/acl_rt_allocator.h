@@ -40,8 +40,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Creates an empty allocator descriptor: no object, no callbacks.
- * Returns NULL on failure.
+ * Creates an empty allocator descriptor: no object, no callbacks. Returns NULL on failure.
  */
 aclrtAllocatorDesc aclrtAllocatorCreateDesc(void);
 
