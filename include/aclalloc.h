@@ -20,11 +20,6 @@
 
 
 /**
- * The longest excerpt an error keeps; longer text is cut and marked `...`.
- */
-#define EXCERPT 40
-
-/**
  * Number of entries of `aclallocPoolConfig.roundup_power2_divisions`.
  */
 #define ACLALLOC_ROUNDUP_INTERVALS 16
