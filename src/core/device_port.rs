@@ -99,9 +99,8 @@ pub fn current_device_changed_everywhere() {
     DEVICE_STAMP.fetch_add(1, Ordering::AcqRel);
 }
 
-/// The count [`current_device_changed_everywhere`] moves, for a runtime
-/// that keeps per-thread answers of its own that the same changes make
-/// stale. Read it before the lookup whose answer is kept with it.
+/// The count [`current_device_changed_everywhere`] moves, for runtimes that
+/// keep per-thread answers; read it before the lookup kept with it.
 #[inline]
 pub fn device_stamp() -> usize {
     DEVICE_STAMP.load(Ordering::Acquire)

@@ -115,9 +115,8 @@ pub enum Error {
     /// The operation `what` is not offered by this allocator.
     #[error("Not supported: {what}")]
     NotSupported { what: &'static str },
-    /// A caching pool could not serve `requested` bytes while it had
-    /// `allocated` handed out and `reserved` held from the device, under
-    /// `limit` (`usize::MAX`: none), for `cause`.
+    /// A caching pool could not serve `requested` bytes (`allocated` handed out,
+    /// `reserved` held, under `limit`, `usize::MAX`: none) for `cause`.
     #[error(
         "Out of memory in the caching pool. Reason: tried to allocate {requested} bytes with {allocated} bytes allocated and {reserved} bytes reserved by the pool, limit {}; {cause}",
         LimitText(*limit)

@@ -87,9 +87,8 @@ impl PluginFunction {
     }
 }
 
-/// A name (a path, a symbol) in a fixed buffer, so that a [`Callback`] is
-/// built without allocating while a foreign exception is in flight. A longer
-/// name keeps its end (the file name of a path), after "...".
+/// A name (a path, a symbol) in a fixed buffer, so a [`Callback`] needs no
+/// allocation while an exception is in flight; a longer name keeps its end.
 #[derive(Clone, Copy)]
 pub(crate) struct Name {
     bytes: [u8; Name::CAPACITY],

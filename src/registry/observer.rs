@@ -7,9 +7,8 @@ use super::{Registration, StreamKey};
 use crate::core::descriptor::Callbacks;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Whether an observer wants launches to call [`StreamObserver::callbacks_for`]
-/// at all (the tracking layer sets it while tracking is on). Read inline on
-/// every launch, so that the common case costs one load and no call.
+/// Whether launches call [`StreamObserver::callbacks_for`] (set by tracking);
+/// read inline on every launch, so the common case costs one load.
 static INTERCEPTING: AtomicBool = AtomicBool::new(false);
 
 /// Turns the launch-time interception on or off.

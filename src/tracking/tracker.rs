@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
-/// knows (the tracking getAddrFromBlock must still return what the user's
-/// function would). Set here, where registrations are interned.
+/// knows (the tracking one must still return what the user's would).
 pub(crate) static FALLBACK_GET_ADDR: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 
