@@ -103,9 +103,8 @@ typedef struct {
 } aclallocAllocatorStats;
 
 /**
- * A host "kernel" for `aclallocLaunchKernel`: runs on the stream's worker
- * thread with the launch's workspace (NULL when its size is 0), the
- * workspace size, and the caller's `userData`.
+ * A host "kernel" for `aclallocLaunchKernel`, run on the stream's worker
+ * with the workspace (NULL when its size is 0), its size and `userData`.
  */
 typedef void (*aclallocKernelFunc)(void *workspace, size_t size, void *userData);
 
@@ -179,10 +178,8 @@ typedef struct {
    */
   double memory_fraction;
   /**
-   * 1: expandable segments (PyTorch's `expandable_segments:True`): per
-   * stream one reservation of address space mapped page by page, so
-   * memory freed anywhere can serve a request of any size. 0: fixed
-   * segments.
+   * 1: expandable segments (PyTorch's `expandable_segments:True`), one
+   * reservation per stream mapped page by page. 0: fixed segments.
    */
   int32_t expandable_segments;
   /**
@@ -219,9 +216,8 @@ typedef struct {
 } aclallocStat;
 
 /**
- * A statistic kept for all pools together and for each pool
- * (indexed by [`STAT_ALL`], [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`];
- * `ACLALLOC_STAT_ALL`, `ACLALLOC_STAT_SMALL_POOL`, `ACLALLOC_STAT_LARGE_POOL` in C).
+ * A statistic for all pools and for each pool, indexed by [`STAT_ALL`],
+ * [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`] (`ACLALLOC_STAT_*` in C).
  */
 typedef aclallocStat aclallocStatArray[3];
 
@@ -268,8 +264,7 @@ typedef struct {
    */
   aclallocStatArray requested_bytes;
   /**
-   * Times a device allocation failed and the pool released its cached
-   * segments to retry.
+   * Times a device allocation failed and the pool released its cached segments to retry.
    */
   int64_t num_alloc_retries;
   /**
@@ -339,22 +334,17 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Allocates `size` bytes of device memory from the default allocator for
- * `stream` (NULL: no particular stream), like PyTorch's
- * `caching_allocator_alloc`. The first allocation fixes which allocator the
- * default one is (see `aclallocSetDefaultAllocator`).
+ * Allocates `size` bytes from the default allocator for `stream` (NULL: no
+ * particular stream), like PyTorch's `caching_allocator_alloc`; the first
+ * allocation fixes which allocator that is. `ACLALLOC_DEFAULT_ALLOCATOR`
+ * chooses it: `pool` (default: one caching pool per device, configured by
+ * `ACLALLOC_ALLOC_CONF`), `device` (no caching) or
+ * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (PATH may contain ':'). It also
+ * serves launch workspaces on streams without a registered allocator.
  *
- * The default allocator is chosen at start-up by the environment variable
- * `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
- * `ACLALLOC_ALLOC_CONF`, one pool per device, each created when first used
- * on its device), `device` (direct device memory, no caching), or
- * `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
- * contain ':'). An invalid value fails the allocation
- * with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
- * `aclallocLaunchKernel` on streams without a registered allocator.
- *
- * Errors: NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; the allocator returns
- * NULL: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on success.
+ * Errors: an invalid choice or NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; no
+ * memory: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on
+ * success.
  *
  * # Safety
  * `devPtr` must be writable.
@@ -364,43 +354,30 @@ aclError aclallocDefaultMalloc(void **devPtr, size_t size, aclrtStream stream);
 /**
  * Frees memory from `aclallocDefaultMalloc`, like PyTorch's
  * `caching_allocator_delete`. Anything else, or a second free:
- * `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here";
- * other allocators than the caching pool name a recent second free a
- * double free), and the allocator is not called.
+ * `ACL_ERROR_INVALID_PARAM`, and the allocator is not called.
  */
 aclError aclallocDefaultFree(void *devPtr);
 
 /**
- * Makes the allocator a descriptor holds (a copy of its current contents,
- * as `aclrtAllocatorRegister` takes) the default allocator, like PyTorch's
- * `change_current_allocator`: it then serves launches on streams without a
- * registration and `aclallocDefaultMalloc`. A pluggable allocator's
- * descriptor may be passed; such an allocator cannot be destroyed while it
- * is the default.
- *
- * Only before the default allocator has served its first allocation:
- * afterwards `ACL_ERROR_REPEAT_INITIALIZE` ("can't swap an already
- * initialized allocator"). An incomplete or dead descriptor:
- * `ACL_ERROR_INVALID_PARAM`.
+ * Makes a copy of the allocator `allocatorDesc` holds the default allocator,
+ * like PyTorch's `change_current_allocator` (a pluggable allocator then
+ * cannot be destroyed while it is the default). After the default allocator's
+ * first allocation: `ACL_ERROR_REPEAT_INITIALIZE`; an incomplete or dead
+ * descriptor: `ACL_ERROR_INVALID_PARAM`.
  */
 aclError aclallocSetDefaultAllocator(aclrtAllocatorDesc allocatorDesc);
 
 /**
- * The kind of the default allocator (or, before its first use, of the one
- * it will be): "pool", "device", "plugin" or "descriptor" (swapped in from
- * a descriptor). NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid. The string
- * is static.
+ * The default allocator's kind (static): "pool", "device", "plugin" or
+ * "descriptor"; NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid.
  */
 const char *aclallocGetDefaultAllocatorName(void);
 
 /**
- * The default allocator's object, once it has served memory: for the
- * caching pool the `aclallocPool` handle of the calling thread's current
- * device's pool (one pool per device, created on first use there; for
- * `aclallocPoolGetStats`, `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
- * `aclallocPluggable` handle, for a swapped-in descriptor the object it
- * held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
- * allocator is built then), `*allocator` untouched.
+ * The default allocator's object: the `aclallocPool` of the calling thread's
+ * device for the caching pool, the `aclallocPluggable` of a pluggable one,
+ * a swapped-in descriptor's object. Before the first allocation:
+ * `ACL_ERROR_UNINITIALIZE`, `*allocator` untouched.
  *
  * # Safety
  * `allocator` must be writable.
@@ -408,11 +385,9 @@ const char *aclallocGetDefaultAllocatorName(void);
 aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
 
 /**
- * Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
- * `aclallocDefaultFree`, and launch workspaces unless it is direct device
- * memory (whose workspaces the runtime's device accounting sees). For the
- * caching pool these are the pool's own counts of blocks and requested
- * bytes (`aclallocPoolGetStats` on its handle; they reset with it), its
+ * Statistics of the default allocator's blocks (launch workspaces included,
+ * except for direct device memory). For the caching pool: the block and
+ * byte counts `aclallocPoolGetStats` reports (they reset together), its
  * out-of-memory count as failed allocations, and the frees refused here.
  *
  * # Safety
@@ -421,30 +396,23 @@ aclError aclallocGetDefaultAllocator(aclrtAllocator *allocator);
 aclError aclallocDefaultGetStats(aclallocAllocatorStats *stats);
 
 /**
- * Builds the default allocator now, as its first allocation would (torch's
- * lazy initialisation): the environment's choice, or the allocator swapped
- * in with `aclallocSetDefaultAllocator`, is frozen, so that its object
- * (`aclallocGetDefaultAllocator`) can be configured before anything is
- * allocated, e.g. `aclallocPoolSetMemoryFraction` on the default pool. From
- * now on `aclallocSetDefaultAllocator` fails with `ACL_ERROR_REPEAT_INITIALIZE`,
- * as PyTorch's `change_current_allocator` does once its allocator is
- * initialized. The caching pool is built on the calling thread's current
- * device. Calling it again does nothing.
+ * Builds the default allocator now, as its first allocation would, so that
+ * its object can be configured before anything is allocated (torch's lazy
+ * initialisation). `aclallocSetDefaultAllocator` then fails with
+ * `ACL_ERROR_REPEAT_INITIALIZE`. Calling it again does nothing.
  *
- * Errors, as the first allocation's: an invalid `ACLALLOC_DEFAULT_ALLOCATOR`:
- * `ACL_ERROR_INVALID_PARAM`; the pool, with no current device on the calling
- * thread: `ACL_ERROR_RT_CONTEXT_NULL`; a plugin that cannot be loaded:
- * `ACL_ERROR_INVALID_FILE`. The default allocator stays unbuilt then.
+ * Errors, as the first allocation's (the allocator stays unbuilt): an
+ * invalid `ACLALLOC_DEFAULT_ALLOCATOR`: `ACL_ERROR_INVALID_PARAM`; the pool
+ * without a current device: `ACL_ERROR_RT_CONTEXT_NULL`; a plugin that
+ * cannot be loaded: `ACL_ERROR_INVALID_FILE`.
  */
 aclError aclallocDefaultInit(void);
 
 /**
- * The device of the default allocator's object (`aclallocGetDefaultAllocator`):
- * for the caching pool, one per device, the calling thread's current device
- * (whose pool that object is, so its statistics are that device's); for
- * others the device that was current on the thread that built the default
- * allocator (at its first allocation or `aclallocDefaultInit`). Before the default allocator is built:
- * `ACL_ERROR_UNINITIALIZE`, `*deviceId` untouched.
+ * The device of the default allocator's object: for the caching pool the
+ * calling thread's current device, otherwise the one current when the
+ * default allocator was built. Before that: `ACL_ERROR_UNINITIALIZE`,
+ * `*deviceId` untouched.
  *
  * # Safety
  * `deviceId` must be writable.
@@ -452,11 +420,9 @@ aclError aclallocDefaultInit(void);
 aclError aclallocDefaultGetDevice(int32_t *deviceId);
 
 /**
- * An `aclallocKernelFunc` that does nothing: pass it to `aclallocLaunchKernel`
- * when a launch is only there to take and give back a workspace. Bindings
- * use it for launches without a kernel of their own (the Python package's
- * `launch_kernel(stream, size)`), so the stream's worker never calls back
- * into the binding's interpreter.
+ * An `aclallocKernelFunc` that does nothing, for launches that only take and
+ * give back a workspace (bindings use it so the stream's worker never calls
+ * back into their interpreter).
  *
  * # Safety
  * Any arguments; none is read.
@@ -464,29 +430,18 @@ aclError aclallocDefaultGetDevice(int32_t *deviceId);
 void aclallocEmptyKernel(void *workspace, size_t size, void *userData);
 
 /**
- * Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
- * `stream` (NULL: the current context's default stream), with a workspace
- * taken the way CANN's executor takes one for an operator:
+ * Launches `kernel(workspace, workspaceSize, userData)` on `stream` (NULL:
+ * the current context's default stream) with a workspace taken as CANN's
+ * executor takes one: from the allocator registered for `stream` at this
+ * call, `alloc` then `getAddrFromBlock`, and `free` right after enqueuing, so
+ * blocks go back in stream order. Without a registered allocator the
+ * default allocator serves it and gets it back once the kernel has run.
+ * `workspaceSize` 0: the kernel gets NULL.
  *
- * 1. the allocator registered for `stream` at the time of this call is used
- *    (a later `aclrtAllocatorRegister` does not affect this launch);
- * 2. `alloc(obj, workspaceSize)`, then `getAddrFromBlock(block)`;
- * 3. the kernel is enqueued on the stream with that address;
- * 4. `free(obj, block)` is called on this thread as soon as the launch is
- *    enqueued: blocks go back in stream order, so an allocator may give the
- *    block to later work on the same stream, never to work that runs
- *    concurrently with this kernel on another stream.
- *
- * A stream without a registered allocator takes the workspace from the
- * default allocator (the caching pool unless `ACLALLOC_DEFAULT_ALLOCATOR` or
- * `aclallocSetDefaultAllocator` chose another), which gets it back when the
- * kernel has run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
- *
- * alloc returning NULL, or getAddrFromBlock returning NULL (the block is
- * freed), or the device allocator running out: `ACL_ERROR_RT_MEMORY_ALLOCATION`
- * with a message naming the stream and the size; nothing is enqueued.
- * NULL `kernel`: `ACL_ERROR_INVALID_PARAM`. A stream that was not created by
- * `aclrtCreateStream`: `ACL_ERROR_INVALID_PARAM`.
+ * Errors (nothing enqueued): no workspace (`alloc` or `getAddrFromBlock`
+ * returned NULL, or the device is full): `ACL_ERROR_RT_MEMORY_ALLOCATION`;
+ * NULL `kernel` or a stream not from `aclrtCreateStream`:
+ * `ACL_ERROR_INVALID_PARAM`.
  *
  * # Safety
  * `kernel` must be safe to call on another thread with these arguments;
@@ -615,18 +570,14 @@ aclError aclallocPoolSetMemoryFraction(aclallocPool pool, double fraction);
 
 /**
  * The pool's alloc callback: a block of at least `size` bytes (rounded up to
- * 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
- * requested, allocated, reserved and the limit.
+ * 512), or NULL with a message giving the bytes requested, allocated,
+ * reserved and the limit.
  *
- * Streams: CANN gives the callbacks no stream, and frees blocks in stream
- * order (right after the launch is enqueued), so a block freed by one
- * stream's launch must not go to another stream's kernel that may run at the
- * same time. When called from `aclallocLaunchKernel`, the pool knows the
- * launch's stream and keeps each stream's freed blocks for that stream
- * (PyTorch's per-stream pools); called from anywhere else, the stream is
- * unknown (0) and every such caller shares one set of blocks, which is right
- * for synchronous use and for one pool per stream. A descriptor from
- * `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
+ * CANN gives the callbacks no stream and frees blocks in stream order, so a
+ * block freed by one stream must not go to another's kernel. Called from
+ * `aclallocLaunchKernel` (or through a stream descriptor) the pool knows the
+ * stream and keeps each stream's freed blocks for it; otherwise all callers
+ * share stream 0, which is right for synchronous use.
  */
 void *aclallocPoolAlloc(aclrtAllocator allocator, size_t size);
 
@@ -664,10 +615,10 @@ void *aclallocPoolGetAddrFromBlock(aclrtAllocatorBlock block);
 aclError aclallocPoolConfigInit(aclallocPoolConfig *config);
 
 /**
- * The statistics as a text table like PyTorch's `memory_summary()`. Works as
- * `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
- * full length (without the NUL) to `length` (optional). `buffer` may be NULL
- * when `size` is 0, to ask for the length.
+ * The statistics as a text table like PyTorch's `memory_summary()`, written
+ * as `snprintf` writes: at most `size - 1` bytes and a NUL, the full length
+ * (without the NUL) to `length` if not NULL; `buffer` may be NULL when
+ * `size` is 0.
  *
  * # Safety
  * `buffer` must be valid for `size` bytes; `length` NULL or writable.
@@ -681,14 +632,11 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
  * "unmapped_size","allocated_size","active_size",
  * "requested_size","blocks":[{"address","size","requested_size","state"}]}],
  * "device_traces":[[{"action","addr","size","block_size","stream",
- * "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
- * with `state` `"active_allocated"` or `"inactive"`, addresses and stream
- * handles as hex strings ("0x..."), one trace list per device index (see
- * `aclallocPoolRecordHistory`). `stream` is the handle of the stream whose launch
- * (`aclallocLaunchKernel`) made the segment; its blocks serve only that
- * stream. It is 0 for segments made by callback calls outside such a launch:
- * CANN's callbacks are not told the stream. Buffer handling as
- * `aclallocPoolSummary`.
+ * "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`;
+ * `state` is `"active_allocated"` or `"inactive"`, addresses and streams are
+ * hex strings. A segment's `stream` is the stream whose launch made it (0
+ * outside a launch: CANN's callbacks are not told the stream). Buffer
+ * handling as `aclallocPoolSummary`.
  *
  * # Safety
  * As `aclallocPoolSummary`.
@@ -696,33 +644,24 @@ aclError aclallocPoolSummary(aclallocPool pool, char *buffer, size_t size, size_
 aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size_t *length);
 
 /**
- * Records the pool's allocation history, like PyTorch's
- * `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
- * now on the last `maxEntries` events (`alloc`, `free_requested`,
- * `free_completed`, `segment_alloc`, `segment_free`, `oom`, each with
- * address, size, stream, device and time in microseconds) are kept in a
- * ring, older ones overwritten and counted as dropped. Every call discards
- * what was recorded before; `maxEntries` 0 switches recording off. The
- * ring (48 bytes per event) is allocated here, never while recording; when
- * it cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
- * `aclallocPoolSnapshot` writes the events as `device_traces`. Pools made by
- * `aclallocPoolCreate`, and the default pool, start recording at creation
- * when `ACLALLOC_RECORD_HISTORY=N` is set. A stream descriptor's object
- * names its pool here.
+ * Records the last `maxEntries` events of the pool (`alloc`,
+ * `free_requested`, `free_completed`, `segment_alloc`, `segment_free`, `oom`)
+ * in a ring, like PyTorch's `_record_memory_history(max_entries=...)`;
+ * `aclallocPoolSnapshot` writes them as `device_traces`. Each call discards
+ * what was recorded; 0 stops recording. The ring is allocated here: when it
+ * cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
+ * `ACLALLOC_RECORD_HISTORY=N` starts recording at a pool's creation.
  */
 aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
 
 /**
- * Creates a caching pool over the memory of the calling thread's current
- * device (`aclrtMalloc`/`aclrtFree`; no current device:
- * `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
- * alloc, free, allocAdvise and getAddrFromBlock functions are
+ * Creates a caching pool over the calling thread's current device
+ * (`ACL_ERROR_RT_CONTEXT_NULL` without one) and a complete allocator
+ * descriptor whose object is the pool and whose functions are
  * `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
- * `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
- * many streams as should share the pool; destroy it with
- * `aclrtAllocatorDestroyDesc` when no more registrations are needed.
- * `config` NULL: the defaults and `ACLALLOC_ALLOC_CONF`, as
- * `aclallocPoolConfigInit` gives. Nothing is written unless the call succeeds.
+ * `aclallocPoolGetAddrFromBlock`: register it on the streams that share the
+ * pool. `config` NULL: `aclallocPoolConfigInit`'s defaults. Nothing is
+ * written unless the call succeeds.
  *
  * # Safety
  * `config` must be NULL or point to an `aclallocPoolConfig`; `pool` and
@@ -731,14 +670,10 @@ aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
 aclError aclallocPoolCreate(const aclallocPoolConfig *config, aclallocPool *pool, aclrtAllocatorDesc *allocatorDesc);
 
 /**
- * Creates a descriptor for one stream's use of a pool: the same pool and
- * callbacks, but an allocator object that names `stream`, so the pool knows
- * which stream each block serves even when the runtime that calls the
- * callbacks is not this library's (CANN's callbacks carry no stream). Blocks
- * freed through it are reused only for `stream`, which keeps a block that
- * CANN frees in stream order away from kernels on other streams. Register it
- * on `stream`, and destroy it with `aclrtAllocatorDestroyDesc`; it stops
- * working when the pool is destroyed.
+ * Creates a descriptor for `stream`'s use of a pool: its object names the
+ * stream (CANN's callbacks carry none), so blocks freed through it are
+ * reused only for `stream`. Register it on `stream`; it stops working when
+ * the pool is destroyed.
  *
  * # Safety
  * `allocatorDesc` must point to writable memory for an `aclrtAllocatorDesc`.
@@ -746,10 +681,9 @@ aclError aclallocPoolCreate(const aclallocPoolConfig *config, aclallocPool *pool
 aclError aclallocPoolCreateStreamDesc(aclallocPool pool, aclrtStream stream, aclrtAllocatorDesc *allocatorDesc);
 
 /**
- * Destroys a pool: returns all its memory to the device. Refused
- * (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
- * Streams registered with its descriptor must be unregistered first: from
- * now on its callbacks fail (alloc returns NULL).
+ * Destroys a pool, returning its memory to the device; while blocks are
+ * allocated: `ACL_ERROR_FAILURE`, nothing changes. Its callbacks fail from
+ * now on, so unregister its streams first.
  */
 aclError aclallocPoolDestroy(aclallocPool pool);
 
@@ -825,14 +759,12 @@ aclError aclallocPoolMemoryReserved(aclallocPool pool, size_t *bytes);
 aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
 
 /**
- * Turns the allocator tracking layer on (non-zero) or off (0) for
- * allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
- * the same at load time. With tracking on, `aclrtAllocatorGetByStream`
- * hands out tracking callbacks that record every block and detect misuse,
- * and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`) if
- * tracking is still on then or `ACLALLOC_TRACK` asked for it.
- * Turn it on before registering allocators when a real runtime is behind
- * this library.
+ * Turns the tracking layer on (non-zero) or off (0) for allocator lookups
+ * from now on, as `ACLALLOC_TRACK=1` does at load time: with it on,
+ * `aclrtAllocatorGetByStream` hands out callbacks that record every block
+ * and detect misuse, and a report is written at exit (stderr, or
+ * `ACLALLOC_TRACK_REPORT`). In front of a real runtime, turn it on before
+ * registering allocators.
  */
 aclError aclallocTrackingSetEnabled(int enable);
 
@@ -852,11 +784,9 @@ int aclallocTrackingIsEnabled(void);
 aclError aclallocTrackingWriteReport(const char *path);
 
 /**
- * Writes a JSON snapshot of every live block (as `segments` with their
- * `blocks`: address, size, requested_size, state, stream, in the shape of
- * the pool's snapshot), each allocator's statistics, every fault event and
- * the recorded history (`device_traces`, see
- * `aclallocTrackingRecordHistory`) to the file `path`. `%p` in `path` becomes the process id.
+ * Writes a JSON snapshot to the file `path` (`%p` becomes the process id):
+ * every live block as the pool's snapshot shows blocks, each allocator's
+ * statistics, every fault and the recorded history (`device_traces`).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string.
@@ -864,19 +794,14 @@ aclError aclallocTrackingWriteReport(const char *path);
 aclError aclallocTrackingWriteSnapshot(const char *path);
 
 /**
- * Records what the tracking layer sees, like PyTorch's
- * `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
- * now on the last `maxEntries` events (`alloc` when the runtime first asks
- * a block's address, `free_requested` and `free_completed` when it frees
- * the block, `oom` when the user's alloc returns NULL), each with address,
- * size, stream, device and a monotonic time in microseconds, are kept in a
- * ring and written as `device_traces` by `aclallocTrackingWriteSnapshot`
- * (and `ACLALLOC_TRACK_JSON` at exit). Each call discards what was recorded
- * before; 0 switches recording off. The ring's memory (48 bytes per event)
- * is taken here, so recording never allocates; when it is not available:
- * `ACL_ERROR_BAD_ALLOC`, nothing changes. Works whether tracking is on or
- * not (only tracked allocations are recorded). `ACLALLOC_RECORD_HISTORY=N`
- * does the same when tracking is first turned on.
+ * Records the last `maxEntries` events the tracking layer sees (`alloc` at a
+ * block's first address lookup, `free_requested`, `free_completed`, `oom`)
+ * in a ring, like PyTorch's `_record_memory_history(max_entries=...)`,
+ * written as `device_traces` by `aclallocTrackingWriteSnapshot` and
+ * `ACLALLOC_TRACK_JSON`. Each call discards what was recorded; 0 stops
+ * recording. The ring is allocated here: when it cannot be,
+ * `ACL_ERROR_BAD_ALLOC` and nothing changes. `ACLALLOC_RECORD_HISTORY=N`
+ * starts recording when tracking is first turned on.
  */
 aclError aclallocTrackingRecordHistory(size_t maxEntries);
 

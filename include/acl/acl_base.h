@@ -85,17 +85,11 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Returns the messages of this thread's failed ACL calls since the last call
- * of this function, newest first, one per line, and clears them. Returns NULL
- * when nothing failed since. The string stays valid until this thread calls
- * `aclGetRecentErrMsg` again.
- *
- * In front of a real runtime: the message of the most recent failure,
- * whichever side it came from. This library's messages when it has any (a
- * call forwarded to the real runtime that fails drops this library's older
- * unread ones, so they never hide the runtime's newer message), otherwise
- * the real runtime's. A real runtime's messages that this library did not
- * consume are returned by a later call, once this library has none.
+ * Returns the messages of this thread's failed ACL calls since the last
+ * call, newest first, one per line, and clears them; NULL when there are
+ * none. The string stays valid until this thread calls it again. In front
+ * of a real runtime: this library's messages if any (a failed forwarded
+ * call drops this library's older ones), otherwise the runtime's.
  */
 const char *aclGetRecentErrMsg(void);
 

@@ -147,9 +147,8 @@ typedef enum aclrtMemGranularityOptions {
 
 
 /**
- * A physical memory handle from `aclrtMallocPhysical` (`aclrtDrvMemHandle`).
- * On the host runtime it is a number looked up in a table of live handles,
- * never a pointer.
+ * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
+ * a number looked up among the live handles, never a pointer.
  */
 typedef void *aclrtDrvMemHandle;
 
@@ -168,8 +167,7 @@ typedef struct aclrtMemLocation {
 } aclrtMemLocation;
 
 /**
- * What physical memory `aclrtMallocPhysical` allocates
- * (`aclrtPhysicalMemProp`).
+ * What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
  */
 typedef struct aclrtPhysicalMemProp {
   /**
@@ -226,8 +224,7 @@ aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy pol
  * `ACL_ERROR_INVALID_PARAM`, nothing freed.
  *
  * # Safety
- * `devPtr` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
+ * `devPtr` is live for a real runtime; the host runtime refuses what is not.
  */
 aclError aclrtFree(void *devPtr);
 
@@ -326,8 +323,7 @@ aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId);
  * runs first). A device's default context is refused.
  *
  * # Safety
- * `context` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
+ * `context` is live for a real runtime; the host runtime refuses what is not.
  */
 aclError aclrtDestroyContext(aclrtContext context);
 
@@ -335,8 +331,7 @@ aclError aclrtDestroyContext(aclrtContext context);
  * Makes `context` current on the calling thread.
  *
  * # Safety
- * `context` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
+ * `context` is live for a real runtime; the host runtime refuses what is not.
  */
 aclError aclrtSetCurrentContext(aclrtContext context);
 
@@ -371,8 +366,7 @@ aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uin
  * registration (CANN keeps it; here a later stream can never inherit it).
  *
  * # Safety
- * `stream` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
+ * `stream` is live for a real runtime; the host runtime refuses what is not.
  */
 aclError aclrtDestroyStream(aclrtStream stream);
 
@@ -381,8 +375,7 @@ aclError aclrtDestroyStream(aclrtStream stream);
  * running kernel is waited for. Drops the allocator registration too.
  *
  * # Safety
- * `stream` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
+ * `stream` is live for a real runtime; the host runtime refuses what is not.
  */
 aclError aclrtDestroyStreamForce(aclrtStream stream);
 
@@ -391,8 +384,7 @@ aclError aclrtDestroyStreamForce(aclrtStream stream);
  * default stream) has run.
  *
  * # Safety
- * `stream` is one this library handed out, or anything else: the host backend
- * looks it up and refuses what is not live; a runtime forwarded to may not.
+ * `stream` is live for a real runtime; the host runtime refuses what is not.
  */
 aclError aclrtSynchronizeStream(aclrtStream stream);
 

@@ -40,8 +40,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Creates an empty allocator descriptor: no object, no callbacks.
- * Returns NULL on failure.
+ * Creates an empty allocator descriptor: no object, no callbacks. Returns NULL on failure.
  */
 aclrtAllocatorDesc aclrtAllocatorCreateDesc(void);
 
@@ -86,19 +85,12 @@ aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc allocato
 aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc);
 
 /**
- * Reads the registration of `stream`. `allocatorDesc` is required; every
- * other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
- * Nothing is written unless the call succeeds.
- *
- * With tracking on (`ACLALLOC_TRACK=1` or `aclallocTrackingSetEnabled`),
- * the allocator object and functions written are the tracking layer's: they
- * call the user's and behave exactly like them, and `*allocatorDesc` is
- * still the user's descriptor. With tracking off they are exactly what was
- * registered. In front of a real runtime this function is still answered
- * here (from the registrations made through this library, and not the
- * stale entries a real runtime keeps for destroyed streams), so that the
- * runtime's executor, looking the allocator up through this export, goes
- * through the tracking layer.
+ * Reads the registration of `stream`. `allocatorDesc` is required, the
+ * other out-parameters may be NULL; an unset allocAdvise reads as NULL.
+ * Nothing is written unless the call succeeds. With tracking on, the object
+ * and functions written are the tracking layer's (which call the user's);
+ * in front of a real runtime this is still answered here, so that its
+ * executor goes through the tracking layer.
  *
  * # Safety
  * Each non-NULL out-parameter must point to writable memory of its type.

@@ -125,8 +125,7 @@ struct RunOptions {
     report: Option<PathBuf>,
     json: Option<PathBuf>,
     html: Option<PathBuf>,
-    /// Events to record (`None`: not asked; `--html` then records
-    /// [`HTML_HISTORY`]).
+    /// Events to record (`None`: not asked; `--html` then records [`HTML_HISTORY`]).
     history: Option<usize>,
     no_track: bool,
     lib: Option<PathBuf>,

@@ -66,13 +66,9 @@ const PANIC: Error = Error::Internal {
 
 /// Runs an export's body: a failure is recorded under `function` for
 /// `aclGetRecentErrMsg` and returned as its code; a panic is caught and
-/// reported as `ACL_ERROR_INTERNAL_ERROR`.
-///
-/// Not `panic = "abort"`: inside a long-running service, a bug in a
-/// diagnostic path of ours should fail one call, not the service. The error
-/// becomes its C value inside `catch_unwind`, so only a word crosses it (its
-/// result goes through memory, which an `Error` would make costly on every
-/// successful call).
+/// reported as `ACL_ERROR_INTERNAL_ERROR` (a bug in a diagnostic path should
+/// fail one call, not the service). The error becomes its C value inside
+/// `catch_unwind`, so only a word crosses it.
 #[inline]
 pub(crate) fn boundary<R: FfiReturn>(
     function: &'static str,
@@ -88,10 +84,8 @@ pub(crate) fn boundary<R: FfiReturn>(
     }
 }
 
-/// Runs a forwarding body whose result comes from a real runtime and is
-/// passed through as it is (codes and messages are the runtime's). Only a
-/// panic in this library's own bookkeeping is turned into
-/// `ACL_ERROR_INTERNAL_ERROR`.
+/// Runs a forwarding body whose result, from a real runtime, is passed
+/// through; only a panic of this library's becomes `ACL_ERROR_INTERNAL_ERROR`.
 #[inline]
 pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnce() -> R) -> R {
     let recorded = errlog::recorded_count();

@@ -15,8 +15,7 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-/// Device memory and device identity, as the process's runtime provides
-/// them.
+/// Device memory and device identity, as the process's runtime provides them.
 pub trait DevicePort: Sync {
     /// The device current on the calling thread, if it has one.
     fn current_device(&self) -> Option<i32>;
@@ -35,14 +34,12 @@ pub trait DevicePort: Sync {
         size: usize,
         policy: aclrtMemMallocPolicy,
     ) -> aclError;
-    /// `aclrtFree`, as the application would call it (waits for queued work
-    /// first).
+    /// `aclrtFree`, as the application would call it (waits for queued work first).
     fn acl_free(&self, ptr: *mut c_void) -> aclError;
     /// `aclrtGetMemInfo`, as the application would call it.
     fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError;
-    /// CANN's virtual-memory calls of the runtime, for expandable segments;
-    /// `None` when the runtime lacks them (the pool then uses fixed
-    /// segments, as torch_npu falls back).
+    /// The runtime's virtual-memory calls, for expandable segments; `None`
+    /// when it lacks them (fixed segments then, as torch_npu falls back).
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
         None
     }
@@ -65,9 +62,8 @@ thread_local! {
 /// released), making every kept answer stale. Starts at 1: 0 is "none kept".
 static DEVICE_STAMP: AtomicUsize = AtomicUsize::new(1);
 
-/// The device current on the calling thread, as the port says, kept per
-/// thread when the port reports its changes (a plugin is told it on every
-/// allocation).
+/// The calling thread's current device, as the port says, kept per thread
+/// when the port reports its changes.
 #[inline]
 pub fn current_device() -> Option<i32> {
     // Read before the port is asked, so an answer is never kept under a
@@ -98,16 +94,14 @@ pub fn current_device_changed_here() {
     DEVICE.with(|d| d.set((0, None)));
 }
 
-/// Any thread's current device may have changed (a context was released,
-/// which may have been current on another thread): every kept answer is
-/// dropped. Call it after the change is visible to the port.
+/// Any thread's current device may have changed (a released context): every
+/// kept answer is dropped. Call it once the port sees the change.
 pub fn current_device_changed_everywhere() {
     DEVICE_STAMP.fetch_add(1, Ordering::AcqRel);
 }
 
-/// The count [`current_device_changed_everywhere`] moves, for a runtime
-/// that keeps per-thread answers of its own that the same changes make
-/// stale. Read it before the lookup whose answer is kept with it.
+/// The count [`current_device_changed_everywhere`] moves, for runtimes that
+/// keep per-thread answers; read it before the lookup kept with it.
 #[inline]
 pub fn device_stamp() -> usize {
     DEVICE_STAMP.load(Ordering::Acquire)
@@ -153,8 +147,7 @@ pub fn set_installer(installer: fn()) {
     let _ = INSTALLER.set(installer);
 }
 
-/// Installs the process's port; the first one installed stays (false when
-/// one was already there).
+/// Installs the process's port; the first one installed stays (false when one was already there).
 pub fn install(port: &'static dyn DevicePort) -> bool {
     PORT.set(port).is_ok()
 }

@@ -86,8 +86,7 @@ impl Excerpt {
         Excerpt::lossy(text.as_bytes())
     }
 
-    /// `bytes` as text (as [`new`](Excerpt::new)), each invalid sequence
-    /// shown as U+FFFD.
+    /// `bytes` as text (as [`new`](Excerpt::new)), each invalid sequence shown as U+FFFD.
     pub fn lossy(bytes: &[u8]) -> Self {
         let mut excerpt = Excerpt {
             bytes: [0; EXCERPT],
@@ -182,9 +181,8 @@ impl ConfigError {
         }
     }
 
-    /// This error in static memory: `Error` carries it as a pointer, so that
-    /// every `Result` of the library stays small (a larger `Error` slows each
-    /// failed lookup through the C ABI). Equal errors share one copy.
+    /// This error in static memory, so that `Error` holds a pointer and every
+    /// `Result` stays small. Equal errors share one copy.
     pub fn interned(self) -> &'static ConfigError {
         // At most 256 distinct errors keep their offending text.
         static KEPT: Interned<ConfigError> = Interned::new(256);
@@ -192,9 +190,8 @@ impl ConfigError {
         self.intern_in(&KEPT, &ELIDED)
     }
 
-    /// Past the bound of `kept`, a new error loses its offending text and
-    /// goes to `elided`: what remains are the code's own strings, so those
-    /// copies are bounded too.
+    /// Past the bound of `kept`, a new error loses its offending text and goes
+    /// to `elided`, so those copies are bounded too.
     fn intern_in(self, kept: &Interned<Self>, elided: &Interned<Self>) -> &'static Self {
         let leak = |e: &Self| -> &'static Self { Box::leak(Box::new(*e)) };
         let without_text = ConfigError {
@@ -235,10 +232,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Static copies of values made at run time (loader messages, refused
-/// values), for errors that hold only `'static` references. Equal values
-/// share one copy, and at most `bound` are ever leaked: a service that
-/// retries a bad setting in a loop keeps one copy, not one per try.
+/// Static copies of run-time text for errors that hold only `'static`
+/// references: equal values share one copy, and at most `bound` are leaked.
 pub struct Interned<T: ?Sized + 'static> {
     kept: Mutex<Vec<&'static T>>,
     bound: usize,
@@ -277,9 +272,8 @@ pub fn var(variable: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(variable)
 }
 
-/// Calls `f` with the value of `variable` read with `getenv`, without
-/// allocating (for load-time constructors and the forwarding lookup). The
-/// value is only valid during `f`.
+/// Calls `f` with the value of `variable` from `getenv`, without allocating
+/// (for load-time code); the value lives only during `f`.
 pub fn with_var_no_alloc<R>(variable: &str, f: impl FnOnce(Option<&OsStr>) -> R) -> R {
     let mut name = [0u8; 64];
     if variable.len() >= name.len() || variable.contains('\0') {
@@ -350,8 +344,7 @@ pub fn path(raw: Option<&OsStr>) -> Option<PathBuf> {
 }
 
 /// For a variable read where no call can fail (at load time): its value, or
-/// `default` when unset; when invalid, one line on stderr saying the default
-/// is used.
+/// `default`, saying so on stderr when the value is invalid.
 pub fn or_default<T>(value: Result<Option<T>>, default: T, default_text: &str) -> T {
     or_default_to(value, default, default_text, &mut std::io::stderr())
 }
@@ -482,10 +475,9 @@ fn items(list: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Applies the `key:value,key:value` value of `variable` to `target` (items
-/// trimmed, empty ones skipped; keys in any case; the value is what follows
-/// the first `:`). On an error `target` may be partly updated: apply to a
-/// copy.
+/// Applies the `key:value,...` value of `variable` to `target` (items
+/// trimmed, empty ones skipped, keys in any case). On an error `target` may
+/// be partly updated: apply to a copy.
 pub fn apply_key_values<T>(
     variable: &'static str,
     value: &str,
@@ -574,8 +566,7 @@ mod tests {
         let a = e("interned-a").interned();
         assert!(std::ptr::eq(a, e("interned-a").interned()));
         assert_eq!(*a, e("interned-a"));
-        // Private sets here: the process-wide ones are shared with the tests
-        // running alongside.
+        // Private sets here: the process-wide ones are shared with the tests running alongside.
         let (kept, elided) = (Interned::new(3), Interned::new(usize::MAX));
         let a = e("a").intern_in(&kept, &elided);
         e("b").intern_in(&kept, &elided);

@@ -96,8 +96,7 @@ pub fn recorded_count() -> u64 {
         .unwrap_or(0)
 }
 
-/// Drops this thread's unread messages (a newer failure's message is in the
-/// real runtime's log).
+/// Drops this thread's unread messages (a newer failure's message is in the real runtime's log).
 pub fn discard_unread() {
     let _ = take_recent();
 }

@@ -31,8 +31,7 @@ pub const ACL_ERROR_INVALID_FILE: aclError = 100003;
 pub const ACL_ERROR_REPEAT_FINALIZE: aclError = 100037;
 /// A device id is out of range.
 pub const ACL_ERROR_RT_INVALID_DEVICEID: aclError = 107001;
-/// The calling thread has no current context (no `aclrtSetDevice` or
-/// `aclrtSetCurrentContext` yet).
+/// The calling thread has no current context (no `aclrtSetDevice` or `aclrtSetCurrentContext` yet).
 pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107002;
 
 // Pluggable and default allocators.
@@ -40,8 +39,7 @@ pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107002;
 /// Something is used before it was initialized (here: the default
 /// allocator, which is built at its first allocation).
 pub const ACL_ERROR_UNINITIALIZE: aclError = 100001;
-/// A file lacks something it must provide (here: a symbol of an allocator's
-/// shared object).
+/// A file lacks something it must provide (here: a symbol of an allocator's shared object).
 pub const ACL_ERROR_FILE_MISSING_ATTR: aclError = 100007;
 /// Resources that depend on the object are still alive.
 pub const ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148051;
@@ -79,12 +77,10 @@ pub enum Error {
     /// The library could not allocate `what` for its own bookkeeping.
     #[error("Out of host memory: {what}")]
     BadAlloc { what: &'static str },
-    /// An operation could not be carried out (for example a report file
-    /// could not be written).
+    /// An operation could not be carried out (for example a report file could not be written).
     #[error("{reason}")]
     Failure { reason: &'static str },
-    /// An allocator's shared object cannot be loaded; `detail` is the
-    /// loader's own text (dlerror).
+    /// An allocator's shared object cannot be loaded; `detail` is the loader's own text (dlerror).
     #[error("The allocator library cannot be loaded: {detail}")]
     LibraryLoad { detail: &'static str },
     /// The symbol the configuration field `param` named is not in the
@@ -119,9 +115,8 @@ pub enum Error {
     /// The operation `what` is not offered by this allocator.
     #[error("Not supported: {what}")]
     NotSupported { what: &'static str },
-    /// A caching pool could not serve `requested` bytes while it had
-    /// `allocated` handed out and `reserved` held from the device, under
-    /// `limit` (`usize::MAX`: none), for `cause`.
+    /// A caching pool could not serve `requested` bytes (`allocated` handed out,
+    /// `reserved` held, under `limit`, `usize::MAX`: none) for `cause`.
     #[error(
         "Out of memory in the caching pool. Reason: tried to allocate {requested} bytes with {allocated} bytes allocated and {reserved} bytes reserved by the pool, limit {}; {cause}",
         LimitText(*limit)
@@ -154,8 +149,7 @@ pub enum Error {
     /// No current context on the calling thread.
     #[error("There is no current context on this thread; call aclrtSetDevice, aclrtCreateContext or aclrtSetCurrentContext first")]
     NoContext,
-    /// `size` bytes would exceed the device's memory: `free` of its
-    /// `capacity` bytes are free.
+    /// `size` bytes would exceed the device's memory: `free` of its `capacity` bytes are free.
     #[error("Device {device} is out of memory: {size} bytes were requested, {free} of its {capacity} bytes are free (set ACLALLOC_DEVICE_MEMORY for more)")]
     DeviceMemoryExhausted {
         device: u32,
@@ -166,17 +160,14 @@ pub enum Error {
     /// The operating system refused to reserve `size` bytes of address space.
     #[error("The host could not reserve {size} bytes of address space for device {device}")]
     ReserveFailed { device: u32, size: usize },
-    /// The allocator of `stream` returned NULL from alloc for a launch's
-    /// workspace of `size` bytes.
+    /// The allocator of `stream` returned NULL from alloc for a launch's workspace of `size` bytes.
     #[error("The allocator of stream {stream:#x} returned NULL from alloc for a workspace of {size} bytes")]
     WorkspaceAlloc { stream: usize, size: usize },
     /// The allocator of `stream` returned NULL from getAddrFromBlock for a
     /// workspace of `size` bytes.
     #[error("The allocator of stream {stream:#x} returned NULL from getAddrFromBlock for a workspace block of {size} bytes; the block was given back with free")]
     WorkspaceAddr { stream: usize, size: usize },
-    /// An environment variable's value is refused (see [`super::env`]): the
-    /// message names the variable, the offending key or value and what is
-    /// accepted.
+    /// An environment variable's value is refused (see [`super::env`]).
     #[error("{0}")]
     Config(&'static ConfigError),
 }
@@ -214,9 +205,8 @@ impl Error {
         }
     }
 
-    /// The words between the function's name and the reason, so that the full
-    /// message reads as CANN's do: "`F` failed because `x` cannot be a NULL
-    /// pointer." or "`F` failed. Parameter ...".
+    /// The words between the function's name and the reason, as CANN words
+    /// them: "`F` failed because ..." or "`F` failed. Parameter ...".
     pub(crate) const fn connective(&self) -> &'static str {
         match self {
             Error::NullPointer { .. } => " failed because ",

@@ -4,8 +4,7 @@
 
 use std::fmt;
 
-/// Up to 1,024 bytes of text; `write!` into it, then [`Line::emit`] or
-/// [`Line::as_bytes`].
+/// Up to 1,024 bytes of text; `write!` into it, then [`Line::emit`] or [`Line::as_bytes`].
 pub(crate) struct Line {
     bytes: [u8; 1024],
     len: usize,

@@ -1,17 +1,11 @@
 //! Calling C callbacks that might unwind: allocator callbacks and kernels.
 //!
-//! A C++ callback can throw, and Rust cannot catch a foreign exception: it
-//! would leave this library's state half-updated. Callbacks must return
-//! normally (docs/HARDENING.md); when one throws, the process ends at once
-//! with one line on stderr naming *which* callback threw. (A `longjmp` runs
-//! no destructors, so it cannot be seen here; it stays documented as
-//! forbidden.)
-//!
-//! The callback is called through an `extern "C-unwind"` pointer (same call
-//! ABI as `"C"`, but unwinding out of it is allowed, so the caller keeps its
-//! cleanup code), inside a [`CallGuard`]: forgotten when the callback
-//! returns, dropped only while it unwinds, which reports and aborts. The
-//! normal path costs nothing but a landing pad off the hot path.
+//! Rust cannot catch a C++ exception, and one would leave this library's
+//! state half-updated, so callbacks must return normally
+//! (docs/HARDENING.md); when one throws, the process ends with one line on
+//! stderr naming the callback. It is called through an `extern "C-unwind"`
+//! pointer inside a [`CallGuard`], which is forgotten on return and, dropped
+//! while unwinding, reports and aborts: the normal path costs nothing.
 
 use super::descriptor::{AllocAdviseFn, AllocFn, FreeFn, GetAddrFromBlockFn};
 use super::fixed_line::Line;
@@ -35,9 +29,8 @@ pub(crate) enum Callback {
     /// A getAddrFromBlock the tracking layer calls for `block` without
     /// knowing its stream (`function`: the callback's address).
     TrackedGetAddr { function: usize, block: usize },
-    /// A callback of the default allocator (an allocator the user made the
-    /// default with `aclallocSetDefaultAllocator`), for `stream` (0: none,
-    /// `aclallocDefaultMalloc`/`aclallocDefaultFree`).
+    /// A callback of an allocator made the default with
+    /// `aclallocSetDefaultAllocator`, for `stream` (0: none).
     Default { function: Function, stream: usize },
     /// A function of a pluggable allocator: `symbol` of `library`.
     Plugin {
@@ -94,9 +87,8 @@ impl PluginFunction {
     }
 }
 
-/// A name (a path, a symbol) in a fixed buffer, so that a [`Callback`] is
-/// built without allocating while a foreign exception is in flight. A longer
-/// name keeps its end (the file name of a path), after "...".
+/// A name (a path, a symbol) in a fixed buffer, so a [`Callback`] needs no
+/// allocation while an exception is in flight; a longer name keeps its end.
 #[derive(Clone, Copy)]
 pub(crate) struct Name {
     bytes: [u8; Name::CAPACITY],

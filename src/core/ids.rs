@@ -38,8 +38,7 @@ handle_kind!(
     tags::DESCRIPTOR
 );
 handle_kind!(
-    /// The handle of a caching pool or of one of its stream views
-    /// (`aclallocPool`).
+    /// The handle of a caching pool or of one of its stream views (`aclallocPool`).
     PoolHandle,
     tags::POOL
 );

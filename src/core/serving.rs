@@ -14,8 +14,7 @@ thread_local! {
     static SERVING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The stream the calling thread is serving, as a number (0 outside a
-/// launch or a published call).
+/// The stream the calling thread is serving, as a number (0 outside a launch or a published call).
 #[inline]
 pub fn current_raw() -> usize {
     SERVING.with(Cell::get)

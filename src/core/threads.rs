@@ -1,13 +1,10 @@
 //! Threads the library starts for itself: a stream's worker, the tracking
 //! layer's clock, the report-on-signal watcher.
 //!
-//! A process-directed signal goes to any thread that does not block it; a
-//! service that blocks signals everywhere and takes them with `sigwait` in
-//! one thread would lose them to an unblocked thread of ours. A new thread
-//! inherits its creator's mask, so [`spawn`] blocks every asynchronous
-//! signal around the creation. Fault signals and SIGABRT stay unblocked: the
-//! kernel delivers them to the faulting thread anyway, but blocked it first
-//! resets the action, and a crash handler would not run.
+//! A service that blocks signals and takes them with `sigwait` would lose
+//! them to an unblocked thread of ours, so [`spawn`] blocks every
+//! asynchronous signal around the creation (the new thread inherits the
+//! mask). Fault signals and SIGABRT stay unblocked so crash handlers run.
 
 use std::io;
 use std::thread::{Builder, JoinHandle};

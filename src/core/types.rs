@@ -135,16 +135,14 @@ pub const ACL_STREAM_CPU_SCHEDULE: u32 = 0x0000_0010;
 /// `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host).
 pub const ACL_STREAM_DEVICE_USE_ONLY: u32 = 0x0000_0020;
 
-/// A host "kernel" for `aclallocLaunchKernel`: runs on the stream's worker
-/// thread with the launch's workspace (NULL when its size is 0), the
-/// workspace size, and the caller's `userData`.
+/// A host "kernel" for `aclallocLaunchKernel`, run on the stream's worker
+/// with the workspace (NULL when its size is 0), its size and `userData`.
 pub type aclallocKernelFunc =
     Option<unsafe extern "C" fn(workspace: *mut c_void, size: usize, userData: *mut c_void)>;
 // ---- Virtual memory (`acl_rt.h`: aclrtReserveMemAddress and friends) ----
 
-/// A physical memory handle from `aclrtMallocPhysical` (`aclrtDrvMemHandle`).
-/// On the host runtime it is a number looked up in a table of live handles,
-/// never a pointer.
+/// A physical memory handle from `aclrtMallocPhysical`; on the host runtime
+/// a number looked up among the live handles, never a pointer.
 pub type aclrtDrvMemHandle = *mut c_void;
 
 /// Where memory lives (`aclrtMemLocationType`).
@@ -160,8 +158,7 @@ pub const ACL_MEM_LOCATION_TYPE_MANAGED: aclrtMemLocationType = 3;
 /// Host memory of a NUMA node.
 pub const ACL_MEM_LOCATION_TYPE_HOST_NUMA: aclrtMemLocationType = 4;
 
-/// The kind of handle physical memory can be exported as
-/// (`aclrtMemHandleType`).
+/// The kind of handle physical memory can be exported as (`aclrtMemHandleType`).
 pub type aclrtMemHandleType = c_int;
 /// Not exportable.
 pub const ACL_MEM_HANDLE_TYPE_NONE: aclrtMemHandleType = 0;
@@ -173,8 +170,7 @@ pub type aclrtMemAllocationType = c_int;
 /// Pinned memory, the only type.
 pub const ACL_MEM_ALLOCATION_TYPE_PINNED: aclrtMemAllocationType = 0;
 
-/// Which granularity `aclrtMemGetAllocationGranularity` reports
-/// (`aclrtMemGranularityOptions`).
+/// Which granularity `aclrtMemGetAllocationGranularity` reports (`aclrtMemGranularityOptions`).
 pub type aclrtMemGranularityOptions = c_int;
 /// The smallest size physical memory and mappings may have.
 pub const ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM: aclrtMemGranularityOptions = 0;
@@ -193,8 +189,7 @@ pub struct aclrtMemLocation {
     pub r#type: aclrtMemLocationType,
 }
 
-/// What physical memory `aclrtMallocPhysical` allocates
-/// (`aclrtPhysicalMemProp`).
+/// What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct aclrtPhysicalMemProp {

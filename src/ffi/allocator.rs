@@ -20,8 +20,7 @@ use crate::registry::api::{global, initialised};
 use crate::registry::StreamKey;
 use crate::tracking::{self, LeakSeen};
 
-/// Creates an empty allocator descriptor: no object, no callbacks.
-/// Returns NULL on failure.
+/// Creates an empty allocator descriptor: no object, no callbacks. Returns NULL on failure.
 #[no_mangle]
 pub extern "C" fn aclrtAllocatorCreateDesc() -> aclrtAllocatorDesc {
     if let Some(desc) = forward::create_desc() {
@@ -169,19 +168,12 @@ pub extern "C" fn aclrtAllocatorRegister(
     })
 }
 
-/// Reads the registration of `stream`. `allocatorDesc` is required; every
-/// other out-parameter may be NULL. An unset allocAdvise reads back as NULL.
-/// Nothing is written unless the call succeeds.
-///
-/// With tracking on (`ACLALLOC_TRACK=1` or `aclallocTrackingSetEnabled`),
-/// the allocator object and functions written are the tracking layer's: they
-/// call the user's and behave exactly like them, and `*allocatorDesc` is
-/// still the user's descriptor. With tracking off they are exactly what was
-/// registered. In front of a real runtime this function is still answered
-/// here (from the registrations made through this library, and not the
-/// stale entries a real runtime keeps for destroyed streams), so that the
-/// runtime's executor, looking the allocator up through this export, goes
-/// through the tracking layer.
+/// Reads the registration of `stream`. `allocatorDesc` is required, the
+/// other out-parameters may be NULL; an unset allocAdvise reads as NULL.
+/// Nothing is written unless the call succeeds. With tracking on, the object
+/// and functions written are the tracking layer's (which call the user's);
+/// in front of a real runtime this is still answered here, so that its
+/// executor goes through the tracking layer.
 ///
 /// # Safety
 /// Each non-NULL out-parameter must point to writable memory of its type.
@@ -195,10 +187,7 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    // The lookup on every launch: tracking off, valid arguments, a
-    // registered stream, no writer in the way. It needs no boundary:
-    // nothing in it can panic (no call, no indexing, no unwrap; the table's
-    // reads are unchecked), and it reports no error.
+    // The hit on every launch; nothing in it can panic or fail, so it needs no boundary.
     if !tracking::enabled() && !allocatorDesc.is_null() {
         if let (Some(key), Some(api)) = (StreamKey::from_ptr(stream), initialised()) {
             if let Some(found) = api.streams().get_if_hit(key) {
@@ -267,17 +256,12 @@ unsafe fn write_wanted<T>(out: *mut T, value: T) {
     }
 }
 
-/// `aclrtAllocatorGetByStream` off its hit, under the export's boundary:
-/// the argument checks that name the failing parameter, a miss, the
-/// registry not built yet, and tracking on (the user's descriptor with the
-/// tracking layer's object and callbacks). Nothing is written unless the
-/// call succeeds.
+/// `aclrtAllocatorGetByStream` off its hit (argument errors, a miss,
+/// tracking on), under the export's boundary. `extern "C"` with the export's
+/// signature so that the export reaches it by a tail call.
 ///
 /// # Safety
 /// As for `aclrtAllocatorGetByStream`.
-///
-/// `extern "C"`, the export's own signature, so that the export reaches it
-/// by a tail call and its hit keeps no frame.
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn get_by_stream_slow(

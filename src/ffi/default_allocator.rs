@@ -13,22 +13,17 @@ use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::NonNull;
 
-/// Allocates `size` bytes of device memory from the default allocator for
-/// `stream` (NULL: no particular stream), like PyTorch's
-/// `caching_allocator_alloc`. The first allocation fixes which allocator the
-/// default one is (see `aclallocSetDefaultAllocator`).
+/// Allocates `size` bytes from the default allocator for `stream` (NULL: no
+/// particular stream), like PyTorch's `caching_allocator_alloc`; the first
+/// allocation fixes which allocator that is. `ACLALLOC_DEFAULT_ALLOCATOR`
+/// chooses it: `pool` (default: one caching pool per device, configured by
+/// `ACLALLOC_ALLOC_CONF`), `device` (no caching) or
+/// `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (PATH may contain ':'). It also
+/// serves launch workspaces on streams without a registered allocator.
 ///
-/// The default allocator is chosen at start-up by the environment variable
-/// `ACLALLOC_DEFAULT_ALLOCATOR`: `pool` (the default: the caching pool, with
-/// `ACLALLOC_ALLOC_CONF`, one pool per device, each created when first used
-/// on its device), `device` (direct device memory, no caching), or
-/// `plugin:PATH:ALLOC_SYMBOL:FREE_SYMBOL` (a pluggable allocator; PATH may
-/// contain ':'). An invalid value fails the allocation
-/// with `ACL_ERROR_INVALID_PARAM`. It also serves the workspaces of
-/// `aclallocLaunchKernel` on streams without a registered allocator.
-///
-/// Errors: NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; the allocator returns
-/// NULL: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on success.
+/// Errors: an invalid choice or NULL `devPtr`: `ACL_ERROR_INVALID_PARAM`; no
+/// memory: `ACL_ERROR_RT_MEMORY_ALLOCATION`. `*devPtr` is written only on
+/// success.
 ///
 /// # Safety
 /// `devPtr` must be writable.
@@ -50,9 +45,7 @@ pub unsafe extern "C" fn aclallocDefaultMalloc(
 
 /// Frees memory from `aclallocDefaultMalloc`, like PyTorch's
 /// `caching_allocator_delete`. Anything else, or a second free:
-/// `ACL_ERROR_INVALID_PARAM` ("Trying to free a pointer not allocated here";
-/// other allocators than the caching pool name a recent second free a
-/// double free), and the allocator is not called.
+/// `ACL_ERROR_INVALID_PARAM`, and the allocator is not called.
 #[no_mangle]
 pub extern "C" fn aclallocDefaultFree(devPtr: *mut c_void) -> aclError {
     boundary("aclallocDefaultFree", || {
@@ -60,17 +53,11 @@ pub extern "C" fn aclallocDefaultFree(devPtr: *mut c_void) -> aclError {
     })
 }
 
-/// Makes the allocator a descriptor holds (a copy of its current contents,
-/// as `aclrtAllocatorRegister` takes) the default allocator, like PyTorch's
-/// `change_current_allocator`: it then serves launches on streams without a
-/// registration and `aclallocDefaultMalloc`. A pluggable allocator's
-/// descriptor may be passed; such an allocator cannot be destroyed while it
-/// is the default.
-///
-/// Only before the default allocator has served its first allocation:
-/// afterwards `ACL_ERROR_REPEAT_INITIALIZE` ("can't swap an already
-/// initialized allocator"). An incomplete or dead descriptor:
-/// `ACL_ERROR_INVALID_PARAM`.
+/// Makes a copy of the allocator `allocatorDesc` holds the default allocator,
+/// like PyTorch's `change_current_allocator` (a pluggable allocator then
+/// cannot be destroyed while it is the default). After the default allocator's
+/// first allocation: `ACL_ERROR_REPEAT_INITIALIZE`; an incomplete or dead
+/// descriptor: `ACL_ERROR_INVALID_PARAM`.
 #[no_mangle]
 pub extern "C" fn aclallocSetDefaultAllocator(allocatorDesc: aclrtAllocatorDesc) -> aclError {
     boundary("aclallocSetDefaultAllocator", || {
@@ -79,10 +66,8 @@ pub extern "C" fn aclallocSetDefaultAllocator(allocatorDesc: aclrtAllocatorDesc)
     })
 }
 
-/// The kind of the default allocator (or, before its first use, of the one
-/// it will be): "pool", "device", "plugin" or "descriptor" (swapped in from
-/// a descriptor). NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid. The string
-/// is static.
+/// The default allocator's kind (static): "pool", "device", "plugin" or
+/// "descriptor"; NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid.
 #[no_mangle]
 pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
     boundary("aclallocGetDefaultAllocatorName", || {
@@ -96,13 +81,10 @@ pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
     })
 }
 
-/// The default allocator's object, once it has served memory: for the
-/// caching pool the `aclallocPool` handle of the calling thread's current
-/// device's pool (one pool per device, created on first use there; for
-/// `aclallocPoolGetStats`, `aclallocPoolEmptyCache`, ...), for a pluggable allocator its
-/// `aclallocPluggable` handle, for a swapped-in descriptor the object it
-/// held. Before the first allocation: `ACL_ERROR_UNINITIALIZE` (the default
-/// allocator is built then), `*allocator` untouched.
+/// The default allocator's object: the `aclallocPool` of the calling thread's
+/// device for the caching pool, the `aclallocPluggable` of a pluggable one,
+/// a swapped-in descriptor's object. Before the first allocation:
+/// `ACL_ERROR_UNINITIALIZE`, `*allocator` untouched.
 ///
 /// # Safety
 /// `allocator` must be writable.
@@ -122,11 +104,9 @@ pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAlloca
     })
 }
 
-/// Statistics of the default allocator's blocks: `aclallocDefaultMalloc`/
-/// `aclallocDefaultFree`, and launch workspaces unless it is direct device
-/// memory (whose workspaces the runtime's device accounting sees). For the
-/// caching pool these are the pool's own counts of blocks and requested
-/// bytes (`aclallocPoolGetStats` on its handle; they reset with it), its
+/// Statistics of the default allocator's blocks (launch workspaces included,
+/// except for direct device memory). For the caching pool: the block and
+/// byte counts `aclallocPoolGetStats` reports (they reset together), its
 /// out-of-memory count as failed allocations, and the frees refused here.
 ///
 /// # Safety

@@ -9,31 +9,24 @@ use super::types::*;
 use crate::core::error::Error;
 use crate::default_allocator::{global, Kind};
 
-/// Builds the default allocator now, as its first allocation would (torch's
-/// lazy initialisation): the environment's choice, or the allocator swapped
-/// in with `aclallocSetDefaultAllocator`, is frozen, so that its object
-/// (`aclallocGetDefaultAllocator`) can be configured before anything is
-/// allocated, e.g. `aclallocPoolSetMemoryFraction` on the default pool. From
-/// now on `aclallocSetDefaultAllocator` fails with `ACL_ERROR_REPEAT_INITIALIZE`,
-/// as PyTorch's `change_current_allocator` does once its allocator is
-/// initialized. The caching pool is built on the calling thread's current
-/// device. Calling it again does nothing.
+/// Builds the default allocator now, as its first allocation would, so that
+/// its object can be configured before anything is allocated (torch's lazy
+/// initialisation). `aclallocSetDefaultAllocator` then fails with
+/// `ACL_ERROR_REPEAT_INITIALIZE`. Calling it again does nothing.
 ///
-/// Errors, as the first allocation's: an invalid `ACLALLOC_DEFAULT_ALLOCATOR`:
-/// `ACL_ERROR_INVALID_PARAM`; the pool, with no current device on the calling
-/// thread: `ACL_ERROR_RT_CONTEXT_NULL`; a plugin that cannot be loaded:
-/// `ACL_ERROR_INVALID_FILE`. The default allocator stays unbuilt then.
+/// Errors, as the first allocation's (the allocator stays unbuilt): an
+/// invalid `ACLALLOC_DEFAULT_ALLOCATOR`: `ACL_ERROR_INVALID_PARAM`; the pool
+/// without a current device: `ACL_ERROR_RT_CONTEXT_NULL`; a plugin that
+/// cannot be loaded: `ACL_ERROR_INVALID_FILE`.
 #[no_mangle]
 pub extern "C" fn aclallocDefaultInit() -> aclError {
     boundary("aclallocDefaultInit", || global().serving().map(|_| ()))
 }
 
-/// The device of the default allocator's object (`aclallocGetDefaultAllocator`):
-/// for the caching pool, one per device, the calling thread's current device
-/// (whose pool that object is, so its statistics are that device's); for
-/// others the device that was current on the thread that built the default
-/// allocator (at its first allocation or `aclallocDefaultInit`). Before the default allocator is built:
-/// `ACL_ERROR_UNINITIALIZE`, `*deviceId` untouched.
+/// The device of the default allocator's object: for the caching pool the
+/// calling thread's current device, otherwise the one current when the
+/// default allocator was built. Before that: `ACL_ERROR_UNINITIALIZE`,
+/// `*deviceId` untouched.
 ///
 /// # Safety
 /// `deviceId` must be writable.

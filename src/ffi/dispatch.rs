@@ -28,8 +28,7 @@ pub(crate) use call_active;
 /// Which implementation serves the runtime functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// This crate's host runtime: devices are host memory, streams are host
-    /// threads.
+    /// This crate's host runtime: devices are host memory, streams are host threads.
     Host,
     /// A real runtime behind this library, forwarded to.
     Forward,
@@ -165,9 +164,7 @@ fn forward_fns() -> RuntimeFns {
         )*};
     }
     crate::interpose::next::symbol_groups!(real_if_present);
-    // The wrapped ones: the `wrapped` group, each with its wrapper of the
-    // same name in `forward` (a name added to the group without one does not
-    // compile).
+    // The `wrapped` group, each with its wrapper of the same name in `forward`.
     macro_rules! wrapped_if_present {
         (as_is: $as_is:tt, wrapped: [$($name:ident),* $(,)?], $($others:tt)*) => {$(
             if address(Sym::$name).is_some() {

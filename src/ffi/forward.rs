@@ -124,10 +124,8 @@ pub(crate) fn register(stream: aclrtStream, desc: aclrtAllocatorDesc) -> Option<
     }))
 }
 
-/// Registers a descriptor of this library (made before the real runtime was
-/// found) on a real stream: the runtime gets a descriptor of its own holding
-/// the same callbacks (the tracking ones with tracking on), never this
-/// library's handle.
+/// Registers a descriptor of this library on a real stream: the runtime gets
+/// its own descriptor with the same (or tracking) callbacks, never our handle.
 fn register_host_descriptor(
     register: StreamDescFn,
     stream: aclrtStream,
@@ -326,9 +324,8 @@ fn forget(key: StreamKey, seen: LeakSeen) {
 // The runtime functions whose effect this library's records must see,
 // installed by the dispatch table when the real runtime provides them.
 
-/// The wrapper of runtime function `$sym` that the dispatch table installs:
-/// the host runtime's when the real runtime lacks it; `$after` runs once it
-/// succeeded.
+/// The dispatch table's wrapper of `$sym` (the host runtime's when the real
+/// runtime lacks it); `$after` runs once it succeeded.
 macro_rules! forwarded {
     ($sym:ident as $ty:ty, ($($arg:ident: $argty:ty),*), $after:expr) => {
         #[allow(non_snake_case)]

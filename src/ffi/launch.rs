@@ -6,29 +6,18 @@ use super::dispatch::call_active;
 use super::types::*;
 use std::ffi::c_void;
 
-/// Launches the host kernel `kernel(workspace, workspaceSize, userData)` on
-/// `stream` (NULL: the current context's default stream), with a workspace
-/// taken the way CANN's executor takes one for an operator:
+/// Launches `kernel(workspace, workspaceSize, userData)` on `stream` (NULL:
+/// the current context's default stream) with a workspace taken as CANN's
+/// executor takes one: from the allocator registered for `stream` at this
+/// call, `alloc` then `getAddrFromBlock`, and `free` right after enqueuing, so
+/// blocks go back in stream order. Without a registered allocator the
+/// default allocator serves it and gets it back once the kernel has run.
+/// `workspaceSize` 0: the kernel gets NULL.
 ///
-/// 1. the allocator registered for `stream` at the time of this call is used
-///    (a later `aclrtAllocatorRegister` does not affect this launch);
-/// 2. `alloc(obj, workspaceSize)`, then `getAddrFromBlock(block)`;
-/// 3. the kernel is enqueued on the stream with that address;
-/// 4. `free(obj, block)` is called on this thread as soon as the launch is
-///    enqueued: blocks go back in stream order, so an allocator may give the
-///    block to later work on the same stream, never to work that runs
-///    concurrently with this kernel on another stream.
-///
-/// A stream without a registered allocator takes the workspace from the
-/// default allocator (the caching pool unless `ACLALLOC_DEFAULT_ALLOCATOR` or
-/// `aclallocSetDefaultAllocator` chose another), which gets it back when the
-/// kernel has run. `workspaceSize` 0 takes nothing: the kernel gets NULL.
-///
-/// alloc returning NULL, or getAddrFromBlock returning NULL (the block is
-/// freed), or the device allocator running out: `ACL_ERROR_RT_MEMORY_ALLOCATION`
-/// with a message naming the stream and the size; nothing is enqueued.
-/// NULL `kernel`: `ACL_ERROR_INVALID_PARAM`. A stream that was not created by
-/// `aclrtCreateStream`: `ACL_ERROR_INVALID_PARAM`.
+/// Errors (nothing enqueued): no workspace (`alloc` or `getAddrFromBlock`
+/// returned NULL, or the device is full): `ACL_ERROR_RT_MEMORY_ALLOCATION`;
+/// NULL `kernel` or a stream not from `aclrtCreateStream`:
+/// `ACL_ERROR_INVALID_PARAM`.
 ///
 /// # Safety
 /// `kernel` must be safe to call on another thread with these arguments;

@@ -44,8 +44,7 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
 /// `ACL_ERROR_INVALID_PARAM`, nothing freed.
 ///
 /// # Safety
-/// `devPtr` is one this library handed out, or anything else: the host backend
-/// looks it up and refuses what is not live; a runtime forwarded to may not.
+/// `devPtr` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
     call_active!(aclrtFree(devPtr))

@@ -24,9 +24,8 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Once, OnceLock};
 
-/// The library's one load-time constructor: tracking if the environment
-/// asks for it, and the hooks through which the lower layers trigger the
-/// decision. No lookup: a runtime may still arrive by `dlopen`.
+/// The library's one load-time constructor: tracking if the environment asks
+/// for it, and the decision hooks; no lookup (a runtime may still arrive).
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
@@ -60,9 +59,8 @@ fn wire() {
 }
 
 /// Once this library serves as the runtime: if a real runtime was loaded
-/// since, says so once, on stderr and in the tracking report. Called from
-/// the cold calls that start work and before the report at exit, outside
-/// the exports' boundary, so it keeps any panic to itself.
+/// since, says so once (stderr, tracking report). Called outside the
+/// boundary, so it keeps any panic to itself.
 pub(crate) fn note_late_runtime() {
     if crate::interpose::next::decided() {
         let _ = std::panic::catch_unwind(say_late_runtime);
@@ -92,9 +90,7 @@ fn say_late_runtime() {
 }
 
 /// The process-wide host runtime, configured from the environment on first
-/// use, consuming the registrations of [`global`], with the process-wide
-/// default allocator serving streams that have none and the tracking layer
-/// observing its streams.
+/// use, over [`global`]'s registrations, the default allocator and tracking.
 pub fn host() -> &'static HostRuntime {
     static HOST: OnceLock<HostRuntime> = OnceLock::new();
     HOST.get_or_init(|| {
@@ -105,8 +101,7 @@ pub fn host() -> &'static HostRuntime {
 }
 
 /// What hears of the host runtime's stream events: the tracking layer, and
-/// on a stream's destruction every pool (what they cached for the stream
-/// can serve no one now, see `Pool::forget_stream`).
+/// every pool when a stream is destroyed (`Pool::forget_stream`).
 struct StreamEvents;
 
 impl StreamObserver for StreamEvents {
@@ -149,8 +144,7 @@ fn virtual_memory_calls() -> VirtualMemoryCalls {
 }
 
 /// The device port: the host runtime's, or (`forward`) the real runtime's
-/// functions. `aclrtMalloc`, `aclrtFree` and `aclrtGetMemInfo` go through
-/// the dispatch table either way, as the application calls them.
+/// functions, reached through the dispatch table as the application would.
 struct Port {
     forward: bool,
 }
@@ -250,8 +244,7 @@ impl DevicePort for Port {
         all.then(virtual_memory_calls)
     }
 
-    /// The host runtime's current device changes only in
-    /// `runtime::context`, which reports it.
+    /// The host runtime's current device changes only in `runtime::context`, which reports it.
     fn reports_device_changes(&self) -> bool {
         !self.forward
     }

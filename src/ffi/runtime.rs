@@ -82,8 +82,7 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId
 /// runs first). A device's default context is refused.
 ///
 /// # Safety
-/// `context` is one this library handed out, or anything else: the host backend
-/// looks it up and refuses what is not live; a runtime forwarded to may not.
+/// `context` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
     call_active!(aclrtDestroyContext(context))
@@ -92,8 +91,7 @@ pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError 
 /// Makes `context` current on the calling thread.
 ///
 /// # Safety
-/// `context` is one this library handed out, or anything else: the host backend
-/// looks it up and refuses what is not live; a runtime forwarded to may not.
+/// `context` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
     call_active!(aclrtSetCurrentContext(context))
@@ -136,8 +134,7 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 /// registration (CANN keeps it; here a later stream can never inherit it).
 ///
 /// # Safety
-/// `stream` is one this library handed out, or anything else: the host backend
-/// looks it up and refuses what is not live; a runtime forwarded to may not.
+/// `stream` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
     call_active!(aclrtDestroyStream(stream))
@@ -147,8 +144,7 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
 /// running kernel is waited for. Drops the allocator registration too.
 ///
 /// # Safety
-/// `stream` is one this library handed out, or anything else: the host backend
-/// looks it up and refuses what is not live; a runtime forwarded to may not.
+/// `stream` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
     call_active!(aclrtDestroyStreamForce(stream))
@@ -158,8 +154,7 @@ pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclErro
 /// default stream) has run.
 ///
 /// # Safety
-/// `stream` is one this library handed out, or anything else: the host backend
-/// looks it up and refuses what is not live; a runtime forwarded to may not.
+/// `stream` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
     call_active!(aclrtSynchronizeStream(stream))

@@ -23,14 +23,12 @@ pub struct aclallocTrackingStats {
     pub num_alloc_failures: u64,
 }
 
-/// Turns the allocator tracking layer on (non-zero) or off (0) for
-/// allocator lookups from now on. `ACLALLOC_TRACK=1` in the environment does
-/// the same at load time. With tracking on, `aclrtAllocatorGetByStream`
-/// hands out tracking callbacks that record every block and detect misuse,
-/// and a report is written at exit (stderr, or `ACLALLOC_TRACK_REPORT`) if
-/// tracking is still on then or `ACLALLOC_TRACK` asked for it.
-/// Turn it on before registering allocators when a real runtime is behind
-/// this library.
+/// Turns the tracking layer on (non-zero) or off (0) for allocator lookups
+/// from now on, as `ACLALLOC_TRACK=1` does at load time: with it on,
+/// `aclrtAllocatorGetByStream` hands out callbacks that record every block
+/// and detect misuse, and a report is written at exit (stderr, or
+/// `ACLALLOC_TRACK_REPORT`). In front of a real runtime, turn it on before
+/// registering allocators.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingSetEnabled(enable: c_int) -> aclError {
     boundary("aclallocTrackingSetEnabled", || {
@@ -73,11 +71,9 @@ pub unsafe extern "C" fn aclallocTrackingWriteReport(path: *const c_char) -> acl
     })
 }
 
-/// Writes a JSON snapshot of every live block (as `segments` with their
-/// `blocks`: address, size, requested_size, state, stream, in the shape of
-/// the pool's snapshot), each allocator's statistics, every fault event and
-/// the recorded history (`device_traces`, see
-/// `aclallocTrackingRecordHistory`) to the file `path`. `%p` in `path` becomes the process id.
+/// Writes a JSON snapshot to the file `path` (`%p` becomes the process id):
+/// every live block as the pool's snapshot shows blocks, each allocator's
+/// statistics, every fault and the recorded history (`device_traces`).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
@@ -90,19 +86,14 @@ pub unsafe extern "C" fn aclallocTrackingWriteSnapshot(path: *const c_char) -> a
     })
 }
 
-/// Records what the tracking layer sees, like PyTorch's
-/// `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
-/// now on the last `maxEntries` events (`alloc` when the runtime first asks
-/// a block's address, `free_requested` and `free_completed` when it frees
-/// the block, `oom` when the user's alloc returns NULL), each with address,
-/// size, stream, device and a monotonic time in microseconds, are kept in a
-/// ring and written as `device_traces` by `aclallocTrackingWriteSnapshot`
-/// (and `ACLALLOC_TRACK_JSON` at exit). Each call discards what was recorded
-/// before; 0 switches recording off. The ring's memory (48 bytes per event)
-/// is taken here, so recording never allocates; when it is not available:
-/// `ACL_ERROR_BAD_ALLOC`, nothing changes. Works whether tracking is on or
-/// not (only tracked allocations are recorded). `ACLALLOC_RECORD_HISTORY=N`
-/// does the same when tracking is first turned on.
+/// Records the last `maxEntries` events the tracking layer sees (`alloc` at a
+/// block's first address lookup, `free_requested`, `free_completed`, `oom`)
+/// in a ring, like PyTorch's `_record_memory_history(max_entries=...)`,
+/// written as `device_traces` by `aclallocTrackingWriteSnapshot` and
+/// `ACLALLOC_TRACK_JSON`. Each call discards what was recorded; 0 stops
+/// recording. The ring is allocated here: when it cannot be,
+/// `ACL_ERROR_BAD_ALLOC` and nothing changes. `ACLALLOC_RECORD_HISTORY=N`
+/// starts recording when tracking is first turned on.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingRecordHistory(maxEntries: usize) -> aclError {
     boundary("aclallocTrackingRecordHistory", || {

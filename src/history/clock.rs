@@ -1,17 +1,12 @@
-//! The library's one clock: the monotonic clock (since boot), so that history
-//! events of different pools and tracking records order on one axis.
+//! The library's one clock, monotonic (since boot), so that events of
+//! different pools and tracking records order on one axis.
 //!
-//! - [`now_us`]: history event times, microseconds, full resolution.
-//! - [`coarse_ns`]: tracking reports and events, nanoseconds on the coarse
-//!   clock (one kernel tick, 1 to 10 ms), which is cheaper to read.
-//! - [`stamp`]: the time a tracked alloc records. A block's time only serves
-//!   the age a leak report shows, so the alloc path loads a word that a clock
-//!   thread stores once per tick instead of calling into the vDSO. The word
-//!   is never ahead of the clock and behind it by at most [`STAMP_BOUND`]
-//!   plus the thread's wake-up delay, whichever thread allocates
-//!   (`tests/tracking_leak_age.rs`). With no clock thread (not started, not
-//!   startable, or in a child after `fork`) the word is 0 and the clock is
-//!   read directly.
+//! - [`now_us`]: history event times, microseconds.
+//! - [`coarse_ns`]: tracking reports and events, on the cheaper coarse clock.
+//! - [`stamp`]: a tracked alloc's time (only for a leak's age): a word a clock
+//!   thread stores once per tick, never ahead of the clock and behind by at
+//!   most [`STAMP_BOUND`] plus the wake-up delay. Without a clock thread
+//!   (not started, or after `fork`) the word is 0 and the clock is read.
 
 use crate::core::sync::statics::{AtomicU64, AtomicU8};
 
@@ -39,8 +34,7 @@ pub fn now_us() -> u64 {
     read_ns(libc::CLOCK_MONOTONIC) / 1_000
 }
 
-/// Nanoseconds on `CLOCK_MONOTONIC_COARSE`, never 0 (0 means "no clock
-/// thread" in the stamp word).
+/// Nanoseconds on `CLOCK_MONOTONIC_COARSE`, never 0 (0 means "no clock thread" in the stamp word).
 #[inline]
 pub fn coarse_ns() -> u64 {
     read_ns(libc::CLOCK_MONOTONIC_COARSE).max(1)
@@ -59,14 +53,11 @@ const RUNNING: u8 = 1;
 /// It could not be started: stamps read the clock.
 const UNAVAILABLE: u8 = 2;
 
-/// How far a stamp may be behind its alloc, the clock thread's wake-up
-/// delay aside: one tick of the coarse clock (at most 10 ms on Linux) and
-/// one period of the clock thread (at most 10 ms). A report's own reading
-/// of the coarse clock may make an age up to one tick less than the real one.
+/// How far a stamp may be behind its alloc, the wake-up delay aside: one
+/// coarse tick and one clock-thread period (at most 10 ms each).
 pub const STAMP_BOUND: Duration = Duration::from_millis(20);
 
-/// The time to record for a block allocated now: one load while the clock
-/// thread runs.
+/// The time to record for a block allocated now: one load while the clock thread runs.
 #[inline]
 pub fn stamp() -> u64 {
     match NOW.0.load(Ordering::Relaxed) {
@@ -100,10 +91,7 @@ fn period() -> Duration {
     Duration::from_nanos(ns.clamp(1_000_000, 10_000_000))
 }
 
-/// Starts the clock thread once; cheap once decided. Tracking objects call
-/// it on their cold creation path. After `fork` the child has no clock
-/// thread: [`forked_child`] resets the state and the child's next call
-/// starts its own.
+/// Starts the clock thread once (a forked child starts its own).
 pub(crate) fn ensure_ticker() {
     if TICKER.load(Ordering::Acquire) != NOT_STARTED
         || TICKER
@@ -138,9 +126,8 @@ fn register_fork_handler() {
     });
 }
 
-/// In the child after `fork` the clock thread does not exist, so the word
-/// would stay at the time of the fork: stamps read the clock again until the
-/// child starts its own thread. Atomic stores only: async-signal-safe.
+/// In a forked child: stamps read the clock until the child starts its own
+/// thread. Atomic stores only: async-signal-safe.
 extern "C" fn forked_child() {
     NOW.0.store(0, Ordering::Relaxed);
     if TICKER.load(Ordering::Relaxed) == RUNNING {

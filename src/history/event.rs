@@ -32,9 +32,8 @@ impl Action {
     }
 }
 
-/// One event. `size` is what PyTorch records (the request, or the segment's
-/// size); `block_size` is the block handed out, as `allocated_bytes` counts
-/// it (0 where it does not apply).
+/// One event: `size` as PyTorch records it (the request, or the segment's
+/// size), `block_size` the block handed out (0 where it does not apply).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     /// What happened.

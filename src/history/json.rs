@@ -45,9 +45,8 @@ impl From<&Event> for TraceEntry {
     }
 }
 
-/// What the snapshot says about the recording itself: whether it is on, the
-/// most events kept, the events in `device_traces`, and the events
-/// overwritten because the ring was full.
+/// The recording itself: on or off, the most events kept, the events in
+/// `device_traces`, and those overwritten because the ring was full.
 #[derive(Serialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RecordingInfo {
     pub enabled: bool,

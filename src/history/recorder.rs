@@ -42,9 +42,8 @@ impl Recorder {
         }
     }
 
-    /// Keeps the last `max_entries` events from now on, discarding what was
-    /// recorded before (as PyTorch does); 0 switches recording off. The
-    /// memory is reserved before the lock is taken: on failure nothing changes.
+    /// Keeps the last `max_entries` events from now on, discarding the earlier
+    /// ones; 0: off. On failure to reserve the memory nothing changes.
     pub fn set_max_entries(&self, max_entries: usize) -> Result<(), TryReserveError> {
         let fresh = Ring::with_capacity(max_entries)?;
         if max_entries == 0 {

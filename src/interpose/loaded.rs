@@ -1,17 +1,11 @@
-//! Finding a real ACL runtime among the objects the process has loaded,
-//! including one loaded `RTLD_LOCAL` as a dependency of a `dlopen`ed
-//! library, which `dlsym(RTLD_NEXT, ...)` cannot see.
+//! Finding a real ACL runtime among the loaded objects, including one loaded
+//! `RTLD_LOCAL` by a `dlopen`ed library, which `dlsym(RTLD_NEXT, ...)` misses.
 //!
-//! 1. `dl_iterate_phdr` lists the loaded objects; its callback, under the
-//!    loader's lock, only copies names into a static buffer (a `dlopen` there
-//!    could deadlock). More objects than fit: further passes.
-//! 2. Each name is opened with `RTLD_NOLOAD` (no constructor runs) and asked
-//!    for `aclrtCreateStream`; `dladdr` names the object that defines it.
-//!    This library, and any other copy of it, are skipped.
-//! 3. The runtime's own handle, never closed (it keeps the runtime mapped),
-//!    is the answer; the other handles are closed again.
-//!
-//! Nothing here allocates (only the C library's `malloc`, not interposed).
+//! `dl_iterate_phdr`'s callback, under the loader's lock, only copies names
+//! into a static buffer (a `dlopen` there could deadlock). Each name is then
+//! opened with `RTLD_NOLOAD` and asked for `aclrtCreateStream` (`dladdr` names
+//! the definer; copies of this library are skipped). The runtime's handle is
+//! kept open; the others are closed. Nothing here allocates.
 
 use crate::core::sync::statics::AtomicBool;
 use crate::core::sync::Ordering;
@@ -149,8 +143,7 @@ fn defining_object(addr: *const c_void) -> Option<(usize, *const c_char)> {
     (!info.dli_fname.is_null()).then_some((info.dli_fbase as usize, info.dli_fname))
 }
 
-/// The base address of the object defining `addr` (`None` for NULL or an
-/// address in no object).
+/// The base address of the object defining `addr` (`None` for NULL or an address in no object).
 pub(crate) fn defining_base(addr: *const c_void) -> Option<usize> {
     let object = (!addr.is_null()).then(|| defining_object(addr));
     object.flatten().map(|(base, _)| base)
@@ -210,9 +203,9 @@ fn check(name: &CStr, own: usize) -> Option<*mut c_void> {
     found
 }
 
-/// Looks for a loaded object defining the ACL runtime (other than this
-/// library), in load order: its handle, kept open. `wait`: wait for a concurrent scan instead of
-/// giving up (`None`) when one is running.
+/// The handle, kept open, of the first loaded object (other than this
+/// library) defining the ACL runtime. `wait`: wait for a concurrent scan
+/// instead of giving up (`None`).
 pub(crate) fn find(wait: bool) -> Option<*mut c_void> {
     let mut guard = if wait {
         ScanGuard::take()

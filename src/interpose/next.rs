@@ -1,38 +1,29 @@
-//! The one rule: each ACL function this library exports is looked up in a
-//! real runtime, if one is loaded. Where one is found, the export forwards to
-//! it; where none is, this library is the implementation.
+//! Each ACL function this library exports is looked up in a real runtime, if
+//! one is loaded: where found, the export forwards to it; where not, this
+//! library is the implementation.
 //!
-//! **When.** At the first call that creates runtime state (not at load time),
-//! so a runtime that arrives by `dlopen` before then is found. Calls that
-//! need no runtime (descriptor functions, `aclGetRecentErrMsg`) only
-//! [`probe`]: they take a runtime loaded now, but finding none decide
-//! nothing, so a descriptor made before the runtime is loaded still ends up
-//! forwarding. Once taken, the decision is fixed for the life of the process.
+//! **When.** At the first call that creates runtime state, so a runtime that
+//! arrives by `dlopen` before then is found; calls that need no runtime only
+//! [`probe`] (finding none decides nothing). The decision is then final.
 //!
-//! **Where.** `dlsym(RTLD_NEXT, name)`; when that finds nothing, the loaded
-//! objects (`super::loaded`), which also sees a runtime loaded `RTLD_LOCAL`.
+//! **Where.** `dlsym(RTLD_NEXT, name)`, then the loaded objects
+//! (`super::loaded`), which also sees a runtime loaded `RTLD_LOCAL`.
 //!
-//! **How.** The results live in a static array of atomics; nothing in the
-//! resolving path allocates or calls back into this library. Concurrent
-//! first callers wait for the one deciding; a call from inside the lookup on
-//! the resolving thread sees "no real runtime" instead of deadlocking.
+//! **How.** Results live in a static array of atomics; resolving neither
+//! allocates nor calls back into this library. Concurrent first callers wait
+//! for the one deciding; a call from inside the lookup sees "no runtime".
 //!
-//! **Late.** A runtime loaded after this library began serving as the
-//! runtime is not used; [`late_runtime`] finds it so the caller can say so.
-//!
-//! `ACLALLOC_FORWARD=0` skips the lookup: this library is then the
-//! implementation even in front of a real runtime.
+//! A runtime loaded after the decision is not used ([`late_runtime`] finds
+//! it). `ACLALLOC_FORWARD=0` skips the lookup.
 
 use crate::core::sync::statics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use crate::core::sync::Ordering;
 use std::ffi::CStr;
 
-/// The one list of the ACL functions this library exports that a real
-/// runtime may also provide, grouped by what the dispatch table
-/// (`crate::ffi::dispatch`) does with them: `as_is`: used directly;
-/// `wrapped`: a wrapper mirrors its effect here; `not_dispatched`: the
-/// exports forward them themselves. Handed to the macro `$then`, so that
-/// [`Sym`] and the dispatch table are built from one list.
+/// The ACL functions this library exports that a real runtime may also
+/// provide, grouped by what `crate::ffi::dispatch` does with them (`as_is`:
+/// used directly; `wrapped`: mirrored here; `not_dispatched`: the exports
+/// forward them), handed to `$then` so [`Sym`] and the table share one list.
 macro_rules! symbol_groups {
     ($then:ident) => {
         $then! {
@@ -96,8 +87,7 @@ pub(crate) use symbol_groups;
 
 macro_rules! symbols {
     ($($group:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
-        /// Every ACL function this library exports that a real runtime may
-        /// also provide.
+        /// Every ACL function this library exports that a real runtime may also provide.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Sym { $($($name),*),* }
@@ -150,9 +140,8 @@ impl Resolver {
         }
     }
 
-    /// Decides, on the first call: `find`'s answer (a runtime's addresses,
-    /// or none) becomes final. Concurrent first callers wait for it; later
-    /// calls return at once.
+    /// Decides on the first call: `find`'s answer becomes final; concurrent
+    /// first callers wait for it.
     #[inline]
     pub(crate) fn resolve(&self, find: impl Fn() -> Option<Addresses>) {
         if self.state.load(Ordering::Acquire) != RESOLVED {
@@ -160,8 +149,7 @@ impl Resolver {
         }
     }
 
-    /// Takes a runtime `find` finds now (deciding), but decides nothing if it
-    /// finds none.
+    /// Takes a runtime `find` finds now (deciding), but decides nothing if it finds none.
     #[inline]
     pub(crate) fn probe(&self, find: impl Fn() -> Option<Addresses>) {
         if self.state.load(Ordering::Acquire) != RESOLVED {
@@ -250,8 +238,7 @@ fn addresses(lookup: impl Fn(&CStr) -> usize) -> Option<Addresses> {
     out.iter().any(|&a| a != 0).then_some(out)
 }
 
-/// The lookup: the objects after this library in the global scope, then
-/// every loaded object.
+/// The lookup: the objects after this library in the global scope, then every loaded object.
 fn find_runtime() -> Option<Addresses> {
     if forwarding_disabled() {
         return None;
@@ -330,9 +317,8 @@ pub fn address(sym: Sym) -> Option<usize> {
     NEXT.get(sym, find_runtime)
 }
 
-/// The address of the real `sym` without forcing the decision: decided, the
-/// decision's; undecided, a runtime loaded now is taken (deciding), and with
-/// none loaded `None` and still undecided.
+/// The address of the real `sym` without forcing the decision: while
+/// undecided, a runtime loaded now is taken, and none decides nothing.
 #[inline]
 pub fn probe(sym: Sym) -> Option<usize> {
     NEXT.probe(find_if_loaded_since);
@@ -369,9 +355,8 @@ unsafe fn as_fn<F: Copy>(a: usize) -> F {
     unsafe { std::mem::transmute_copy::<usize, F>(&a) }
 }
 
-/// True when a real runtime is behind this library: it provides streams
-/// (`aclrtCreateStream`). The runtime backend is chosen on this; each
-/// allocator export forwards on its own symbol being found.
+/// True when a real runtime (one with `aclrtCreateStream`) is behind this
+/// library; each allocator export still forwards on its own symbol.
 pub fn real_runtime() -> bool {
     address(Sym::aclrtCreateStream).is_some()
 }
@@ -380,9 +365,8 @@ pub fn real_runtime() -> bool {
 static LATE_CHECKED_AT: AtomicU64 = AtomicU64::new(u64::MAX);
 static LATE_FOUND: AtomicBool = AtomicBool::new(false);
 
-/// After this library was decided to be the runtime: the path of a real
-/// runtime loaded since, the first time one is seen (later calls: `None`).
-/// Cheap when nothing was loaded since the last check; for cold calls.
+/// Once this library serves as the runtime: the path of a real runtime
+/// loaded since, the first time one is seen. Cheap; for cold calls.
 pub fn late_runtime() -> Option<&'static CStr> {
     if !NEXT.decided()
         || NEXT.slot(Sym::aclrtCreateStream).is_some()

@@ -42,9 +42,8 @@ pub fn descriptor(desc: usize) -> Option<Descriptor> {
     with(|t| t.descriptors.get(&desc).copied())
 }
 
-/// `stream` is now registered with `mirror` (or with the user's own
-/// descriptor when `None`); returns the mirror it replaces, which the caller
-/// destroys in the runtime.
+/// `stream` is now registered with `mirror` (`None`: the user's descriptor);
+/// returns the mirror it replaces, for the caller to destroy in the runtime.
 pub fn set_mirror(stream: usize, mirror: Option<usize>) -> Option<usize> {
     with(|t| match mirror {
         Some(m) => t.mirrors.insert(stream, m),

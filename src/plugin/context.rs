@@ -1,14 +1,8 @@
-//! Which device and stream a plugin is told about.
-//!
-//! torch_npu's plugin functions take `(size, device, stream)`, but CANN's
-//! allocator callbacks carry neither device nor stream. The choice, made here
-//! and documented in the C header:
-//! - device: the device current on the calling thread, from the runtime (0
-//!   when the thread has no current context);
-//! - stream: the stream being served, when the caller is known to serve one
-//!   (the raw alloc functions take it as an argument; a launch publishes its
-//!   stream around the allocator calls it makes: `crate::core::serving`);
-//!   otherwise NULL, which a plugin must read as "any stream".
+//! Which device and stream a plugin is told about: CANN's callbacks carry
+//! neither, torch_npu's plugin functions take both.
+//! - device: the calling thread's current device (0 without a context);
+//! - stream: the stream being served (`crate::core::serving`), else NULL,
+//!   which a plugin must read as "any stream".
 //!
 //! Free always passes what alloc passed: the table of live blocks keeps it.
 

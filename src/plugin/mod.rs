@@ -2,15 +2,10 @@
 //! symbol names, as torch_npu's `NPUPluggableAllocator('x.so', 'my_malloc',
 //! 'my_free')`, handed to C as a descriptor ready for `aclrtAllocatorRegister`.
 //!
-//! - [`library`]: `dlopen`/`dlsym` with the loader's own text in errors;
-//! - [`live`]: pointer -> (size, device, stream) of every live block, so free
-//!   passes the right size and foreign or doubly freed pointers never reach
-//!   the plugin; statistics (both kept in the shared tracked-allocations
-//!   adaptor, `core::tracked`);
-//! - [`allocator`]: the allocator itself, safe Rust;
-//! - [`published`]: the live pluggable allocators handed to C (handles,
-//!   descriptors) and their descriptor callbacks;
-//! - [`context`]: which device and stream the plugin is told about.
+//! [`library`] loads it, [`live`] keeps every live block (so free passes the
+//! right size and bad pointers never reach the plugin) and the statistics,
+//! [`allocator`] is the allocator, [`published`] the ones handed to C, and
+//! [`context`] which device and stream the plugin is told about.
 
 pub mod allocator;
 pub mod context;

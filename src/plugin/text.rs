@@ -3,8 +3,7 @@
 
 use crate::core::env::Interned;
 
-/// At most this many distinct loader messages are kept for the life of the
-/// process.
+/// At most this many distinct loader messages are kept for the life of the process.
 static TEXTS: Interned<str> = Interned::new(64);
 
 /// A `'static` copy of `text`, shared with earlier equal texts.

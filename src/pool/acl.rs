@@ -10,10 +10,8 @@ use crate::core::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
-/// Device memory of the device current on the calling thread
-/// (`aclrtSetDevice` or a context). `aclrtMalloc` allocates on the thread's
-/// current device, so a pool must grow from threads whose current device is
-/// the one it was created on: use one pool per device.
+/// Device memory of the calling thread's current device, as `aclrtMalloc`
+/// allocates: a pool must grow on its own device, so use one pool per device.
 pub struct AclMemory {
     capacity: usize,
     /// The current device when the pool was made (snapshots and histories
@@ -73,9 +71,7 @@ impl DeviceMemory for AclMemory {
     }
 
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
-        // In front of a runtime without virtual memory, fixed segments (as
-        // torch_npu falls back when aclrtReserveMemAddress is unsupported):
-        // the host runtime's virtual memory is not the device's.
+        // Without the runtime's virtual memory, fixed segments (as torch_npu).
         self.vm
             .is_some()
             .then_some(self as &dyn super::virtual_memory::VirtualMemory)

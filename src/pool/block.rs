@@ -49,8 +49,7 @@ pub(crate) struct Block {
     pub prev: u32,
     pub next: u32,
     pub segment: u32,
-    /// The segment's kind and stream, kept here so the hot path reads one
-    /// cache line.
+    /// The segment's kind and stream, kept here so the hot path reads one cache line.
     pub kind: Kind,
     pub stream: usize,
     pub state: State,
@@ -73,11 +72,9 @@ pub(crate) struct Segment {
     /// The stream it serves (0: unknown). Its blocks are reused only for
     /// that stream, as PyTorch's per-stream pools do.
     pub stream: usize,
-    /// The block at the segment's start (never merged away: merges always
-    /// remove the later block).
+    /// The block at the segment's start (never merged away: merges always remove the later block).
     pub first: u32,
-    /// An expandable segment: a reservation mapped page by page
-    /// (`src/pool/expandable.rs`).
+    /// An expandable segment: a reservation mapped page by page (`src/pool/expandable.rs`).
     pub expandable: bool,
 }
 
@@ -134,9 +131,8 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
     }
 }
 
-/// A multiplicative hash for keys that are addresses and sizes (multiples of
-/// 512): one multiply, where SipHash would cost more than the rest of the
-/// fast path. Keys come from the pool itself, so flooding is not a concern.
+/// A multiplicative hash for addresses and sizes (multiples of 512): one
+/// multiply, far cheaper than SipHash; the pool makes its own keys.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct AddrHasher(u64);
 

@@ -13,15 +13,11 @@
 //! | `expandable_segments` | a truth value (`True`, `False`, `1`, `off`, ...) | per stream one reservation of address space mapped page by page (see `src/pool/expandable.rs`) |
 //! | `roundup_power2_divisions` | `4`, or `[256:1,512:2,>:8]` | requests are rounded up to one of `n` steps between two powers of two (PyTorch's `round_size`; see `src/pool/roundup.rs`) |
 //!
-//! torch_npu's keys for pinned host memory and its own threads and locks are
-//! accepted, checked, and have no effect; its segment-sizing keys
-//! (`segment_size_mb`, `large_segment_size_mb`, `max_non_split_rounding_mb`)
-//! are refused with that reason. Unlike torch_npu, `expandable_segments:True`
-//! combines with `max_split_size_mb` and `garbage_collection_threshold`
-//! (garbage collection then also unmaps free pages). So a
-//! `PYTORCH_NPU_ALLOC_CONF` string works unchanged. The syntax is
-//! [`crate::core::env`]'s: unknown keys, malformed values, a key given twice
-//! and contradicting limits are errors naming them.
+//! torch_npu's other keys (pinned host memory, its threads and locks) are
+//! accepted and have no effect; its segment-sizing keys are refused. Unlike
+//! torch_npu, `expandable_segments:True` combines with `max_split_size_mb`
+//! and `garbage_collection_threshold`. The syntax and its errors are
+//! [`crate::core::env`]'s.
 
 use super::roundup::{self, RoundupDivisions};
 use crate::core::env::{self, Key, KeyList};
@@ -77,12 +73,10 @@ pub struct PoolConfig {
     pub garbage_collection_threshold: f64,
     /// The most the pool may reserve.
     pub limit: Limit,
-    /// PyTorch's `expandable_segments`: per stream, one large reservation of
-    /// address space backed page by page (see `src/pool/expandable.rs`),
-    /// when the device offers virtual memory; otherwise fixed segments.
+    /// PyTorch's `expandable_segments` (`src/pool/expandable.rs`), when the
+    /// device offers virtual memory; otherwise fixed segments.
     pub expandable_segments: bool,
-    /// PyTorch's `roundup_power2_divisions`: how requests are rounded
-    /// (all 0: to 512 bytes).
+    /// PyTorch's `roundup_power2_divisions`: how requests are rounded (all 0: to 512 bytes).
     pub roundup_power2_divisions: RoundupDivisions,
 }
 
@@ -204,9 +198,8 @@ fn refuse(_: &mut PoolConfig, _: &str) -> Option<()> {
 }
 
 impl PoolConfig {
-    /// This configuration with the settings of `conf` (the
-    /// `ACLALLOC_ALLOC_CONF` syntax) applied on top; on an error, nothing is
-    /// applied.
+    /// This configuration with `conf` (`ACLALLOC_ALLOC_CONF` syntax) applied;
+    /// on an error, nothing is applied.
     pub fn with_conf(self, conf: &str) -> Result<Self> {
         let mut updated = self;
         env::apply_key_values(ENV_VAR, conf, &CONF, &mut updated)?;

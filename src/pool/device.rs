@@ -19,8 +19,7 @@ pub trait DeviceMemory: Send + Sync {
         0
     }
 
-    /// The device's virtual memory, for expandable segments (`None`: the
-    /// pool uses fixed segments).
+    /// The device's virtual memory, for expandable segments (`None`: the pool uses fixed segments).
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
         None
     }
@@ -29,9 +28,8 @@ pub trait DeviceMemory: Send + Sync {
 /// Alignment of every segment: the device allocator's granule.
 pub const SEGMENT_ALIGN: usize = 512;
 
-/// Host memory standing in for a device, with a capacity (for out-of-memory
-/// paths) and call counts. Each segment is its own anonymous `mmap`, like a
-/// driver allocation: no caching underneath, not backed until touched.
+/// Host memory standing in for a device, with a capacity and call counts;
+/// each segment is its own lazily backed anonymous `mmap`.
 pub struct HostMemory {
     capacity: usize,
     inner: Mutex<HostInner>,

@@ -1,19 +1,15 @@
 //! Expandable segments (PyTorch's `expandable_segments:True`): one large
 //! reservation of address space per (stream, small/large pool), backed one
-//! page at a time, so physical memory follows the live data and a free range
-//! anywhere serves a request of any size (fixed segments go back only when
-//! wholly free, and fragment under changing sizes).
+//! page at a time, so a free range anywhere serves a request of any size.
 //!
 //! The reservation is one block list, carved, split and merged as a fixed
-//! segment; handing out a block maps its unmapped pages (one physical
-//! allocation each, as torch_npu does); releasing unmaps pages holding no
-//! live block. `reserved_bytes` counts mapped pages, `segment` reservations.
-//! Unlike PyTorch, mapping is tracked per page (shared by the blocks it
-//! overlaps), and a stream whose reservation is full gets another one.
+//! segment; handing out a block maps its unmapped pages, releasing unmaps
+//! pages holding no live block (tracked per page, unlike PyTorch).
+//! `reserved_bytes` counts mapped pages. A stream whose reservation is full
+//! gets another one.
 //!
-//! Unmapping runs under the pool's locks without waiting for streams:
-//! callers synchronize the device first with no lock held, since a stream's
-//! worker may need this pool's locks to finish.
+//! Unmapping does not wait for streams: callers synchronize the device first
+//! with no lock held, since a stream's worker may need this pool's locks.
 
 use super::*;
 use crate::pool::virtual_memory::VirtualMemory;
@@ -27,9 +23,8 @@ pub(crate) struct PageMap {
     pub(crate) mapped: usize,
 }
 
-/// Address space reserved per (stream, pool) in multiples of the device's
-/// capacity, as PyTorch does (1 1/8: room to map pages at the end while
-/// earlier ones are still in use).
+/// Address space reserved per (stream, pool), in device capacities, as
+/// PyTorch does (the 1/8 leaves room to map at the end).
 fn reservation_size(capacity: usize, rounded: usize, page: usize) -> usize {
     let want = capacity.saturating_add(capacity / 8).max(rounded);
     round_up(want, page)
@@ -66,9 +61,8 @@ impl Core {
         self.pages[&seg].tokens[span].iter().all(Option::is_some)
     }
 
-    /// Maps the unmapped pages under `[addr, addr + len)` of `seg`, within
-    /// `room` new bytes. All or nothing: false (nothing mapped) when the
-    /// device is out of memory or the room is too small.
+    /// Maps the unmapped pages under `[addr, addr + len)` of `seg` within `room`
+    /// new bytes; all or nothing.
     pub(crate) fn map_range(
         &mut self,
         vm: &dyn VirtualMemory,
@@ -135,8 +129,7 @@ impl Core {
         let page = vm.page_size();
         let least = round_up(rounded, page);
         let mut size = reservation_size(capacity, rounded, page);
-        // The host may lack that much address space: halve down to what
-        // the request needs.
+        // The host may lack that much address space: halve down to what the request needs.
         let addr = loop {
             if let Some(addr) = vm.reserve(size) {
                 break addr;

@@ -1,14 +1,11 @@
 //! The asymmetric fence of the thread caches' Dekker pair
 //! (`thread_cache::Slot::enter` against `stop_owners`): the owner stores
-//! `busy`, then loads `stop`; a slow path stores `stop`, then loads `busy`.
-//! Each side needs a full fence between its store and its load, so that
-//! either the owner sees `stop` or the slow path sees `busy`. The owner's
-//! side runs on every cached alloc and free, the slow path's rarely, so the
-//! owner takes a compiler fence ([`light`]) and the slow path
-//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` ([`heavy`]), which runs a
-//! full fence on every core running a thread of this process. Where the
-//! kernel refuses membarrier (old kernels, seccomp), both sides take a full
-//! fence. No lock is taken, so a forked child can use both sides.
+//! `busy` then loads `stop`, a slow path stores `stop` then loads `busy`, and
+//! either needs a full fence in between. The owner, on every cached alloc and
+//! free, takes a compiler fence ([`light`]); the rare slow path
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` ([`heavy`]). Where the
+//! kernel refuses membarrier, both sides take a full fence. No lock is taken,
+//! so a forked child can use both sides.
 
 use crate::core::sync::statics::AtomicU8;
 
@@ -59,10 +56,9 @@ pub(crate) fn light() {
     }
 }
 
-/// The rare side. Should a registered process's membarrier fail (a child
-/// whose kernel did not carry the registration over), it registers again;
-/// if that fails too the process aborts: the light sides took compiler
-/// fences only, so going on could corrupt a cache.
+/// The rare side. If membarrier fails (a child whose kernel dropped the
+/// registration) it registers again; failing that it aborts, since the light
+/// sides took compiler fences only.
 pub(crate) fn heavy() {
     init();
     if MODE.load(Ordering::Acquire) != ASYMMETRIC {

@@ -19,8 +19,7 @@ use std::sync::OnceLock;
 /// The tag in the top bits of every pool handle.
 pub const POOL_TAG: u16 = PoolHandle::TAG;
 
-/// What a handle names: a pool, and for a stream view its stream (0 for the
-/// pool itself).
+/// What a handle names: a pool, and for a stream view its stream (0 for the pool itself).
 #[derive(Clone, Copy)]
 struct PoolRef {
     pool: &'static Pool,
@@ -103,8 +102,7 @@ pub fn get(handle: *mut std::ffi::c_void) -> Result<&'static Pool> {
     lookup(handle).map(|r| r.pool)
 }
 
-/// The pool behind `handle` and the stream it is bound to (0: a pool handle,
-/// bound to no stream).
+/// The pool behind `handle` and the stream it is bound to (0: a pool handle, bound to no stream).
 #[inline]
 pub fn get_with_stream(handle: *mut std::ffi::c_void) -> Result<(&'static Pool, usize)> {
     lookup(handle).map(|r| (r.pool, r.stream))
@@ -125,8 +123,7 @@ pub fn forget_stream(stream: NonZeroUsize) {
     }
 }
 
-/// Makes `handle` and every stream view of its pool dead (the pool must
-/// already be closed).
+/// Makes `handle` and every stream view of its pool dead (the pool must already be closed).
 pub fn remove(handle: *mut std::ffi::c_void) -> Result<()> {
     let key = PoolHandle::from_ptr(handle).ok_or(Error::NullPointer { param: "pool" })?;
     LAST.with(|c| c.set((0, 0, 0)));

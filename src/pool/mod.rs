@@ -58,21 +58,18 @@ mod thread_cache;
 
 /// A thread-safe caching allocator over a [`DeviceMemory`].
 ///
-/// Blocks are identified by their device address; [`Pool::free`] looks the
-/// address up among the pool's live blocks, so freeing a foreign address or
-/// freeing twice is an error and never corrupts the pool.
+/// [`Pool::free`] looks an address up among the live blocks, so a foreign
+/// address or a double free is an error and never corrupts the pool.
 ///
 /// # Concurrency
 ///
-/// A block freed by one stream's work is reused only for that stream, so
-/// streams map to one of a few *shards*, each with its own lock over its
-/// streams' segments, blocks, bins and share of the statistics: allocating
-/// from the cache and freeing take only the shard's lock.
+/// A block freed by one stream is reused only for that stream, so streams
+/// map to a few *shards*, each locking its own segments, blocks, bins and
+/// share of the statistics: cached allocs and frees take one shard's lock.
 ///
-/// What spans shards (growing, `empty_cache`, `trim`, `allocAdvise`, reading
-/// statistics, a statistic rising above its pool-wide peak) runs under the
-/// pool-wide lock with every shard locked, in index order. Peaks stay exact
-/// through per-shard headroom (`engine/counters.rs`).
+/// What spans shards (growing, `empty_cache`, `trim`, `allocAdvise`,
+/// statistics, a new peak) takes the pool-wide lock and every shard's, in
+/// index order. Peaks stay exact through per-shard headroom.
 pub struct Pool {
     global: Mutex<Global>,
     shards: [Padded<Mutex<Core>>; SHARDS],
@@ -150,9 +147,8 @@ impl Pool {
         self.malloc_on(0, size)
     }
 
-    /// A block of at least `size` bytes for work on `stream` (0: unknown).
-    /// Blocks freed by one stream's work are reused only for that stream
-    /// (a kernel queued on it may still use them), as PyTorch does.
+    /// A block of at least `size` bytes for work on `stream` (0: unknown);
+    /// a stream's freed blocks are reused only for that stream, as PyTorch does.
     #[inline]
     pub fn malloc_on(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
         if let Some(addr) = self.cache_malloc(stream, size) {
@@ -354,9 +350,8 @@ impl Pool {
         self.stats().reserved_bytes[STAT_ALL].peak as usize
     }
 
-    /// Returns every wholly free segment to the device, from every shard,
-    /// and unmaps every page of an expandable segment that holds no live
-    /// block. Returns the bytes released.
+    /// Returns every wholly free segment to the device and unmaps every free
+    /// expandable page. Returns the bytes released.
     pub fn empty_cache(&self) -> usize {
         self.synchronize_for_unmap();
         self.exclusive(None, |ex| {
@@ -364,16 +359,14 @@ impl Pool {
         })
     }
 
-    /// torch_npu's `empty_virt_addr_cache`: releases the reservations of
-    /// expandable segments that back no block (their pages unmapped first).
-    /// Returns how many were released.
+    /// torch_npu's `empty_virt_addr_cache`: releases expandable reservations
+    /// backing no block. Returns how many.
     pub fn empty_virt_addr_cache(&self) -> usize {
         self.synchronize_for_unmap();
         self.exclusive(None, |ex| ex.release_reservations())
     }
 
-    /// Before pages of expandable segments are unmapped: waits for the
-    /// device with no lock held.
+    /// Before pages of expandable segments are unmapped: waits for the device with no lock held.
     fn synchronize_for_unmap(&self) {
         if self.global.lock().config.expandable_segments {
             if let Some(vm) = self.device.virtual_memory() {
@@ -382,10 +375,8 @@ impl Pool {
         }
     }
 
-    /// Returns wholly free segments (largest first), then unmaps pages of
-    /// expandable segments that hold no live block, until at most `keep`
-    /// bytes stay reserved or nothing more can go. Returns the bytes
-    /// released.
+    /// Returns wholly free segments (largest first), then free expandable pages,
+    /// until at most `keep` bytes stay reserved. Returns the bytes released.
     pub fn trim(&self, keep: usize) -> usize {
         self.synchronize_for_unmap();
         self.exclusive(None, |ex| {
@@ -427,9 +418,8 @@ impl Pool {
         self.shards.iter().any(|s| s.0.lock().holds(addr))
     }
 
-    /// Records the pool's last `max_entries` events from now on, discarding
-    /// earlier ones; 0: off. The ring is allocated here (recording never
-    /// allocates); without that memory, fails and changes nothing.
+    /// Records the pool's last `max_entries` events from now on (0: off). The
+    /// ring is allocated here; without the memory nothing changes.
     pub fn record_history(&self, max_entries: usize) -> Result<()> {
         self.history
             .set_max_entries(max_entries)
@@ -470,10 +460,9 @@ impl Pool {
         })
     }
 
-    /// Tells the pool that `stream` (non-zero) was destroyed: nothing can use
-    /// the blocks it kept for that stream, so its cache goes back to the
-    /// device, and the segments it still has blocks in once they are wholly
-    /// free. Returns the bytes given back.
+    /// Tells the pool that `stream` (non-zero) was destroyed: its cache goes
+    /// back to the device, its other segments once wholly free. Returns the
+    /// bytes given back.
     pub fn forget_stream(&self, stream: usize) -> usize {
         if stream == 0 {
             return 0;

@@ -35,10 +35,8 @@ impl RoundupDivisions {
             .then_some(RoundupDivisions([divisions; ROUNDUP_INTERVALS]))
     }
 
-    /// Per-interval divisions (`[256:1,512:2,>:4]`): each entry is
-    /// (interval start in MiB, or `None` for `>`, divisions), with the rules
-    /// above. `None` unless every start is a power of two and every division
-    /// 0 or a power of two.
+    /// Per-interval divisions (`[256:1,512:2,>:4]`) as (start in MiB, `None` for
+    /// `>`; divisions); `None` unless starts and divisions are powers of two (or 0).
     pub fn per_interval(entries: &[(Option<usize>, usize)]) -> Option<Self> {
         let mut table = [0usize; ROUNDUP_INTERVALS];
         let mut last = 0usize;
@@ -66,10 +64,8 @@ impl RoundupDivisions {
         Some(RoundupDivisions(table))
     }
 
-    /// The value of `roundup_power2_divisions`: a number (`4`) or a list
-    /// (`[256:1,512:2,>:8]`, entries `MiB:divisions` or `>:divisions`,
-    /// spaces and empty entries ignored). `None` when malformed or refused
-    /// by the rules above.
+    /// The value of `roundup_power2_divisions`: `4` or `[256:1,512:2,>:8]`;
+    /// `None` when malformed or refused by the rules above.
     pub fn parse(value: &str) -> Option<Self> {
         let value = value.trim();
         let Some(list) = value.strip_prefix('[') else {
@@ -100,10 +96,9 @@ impl RoundupDivisions {
         self.0[index.min(ROUNDUP_INTERVALS - 1)]
     }
 
-    /// PyTorch's `round_size`: at least 512 bytes; with 2 or more divisions
-    /// (and a size above 512 x divisions), up to the next of the equal steps
-    /// between the powers of two around `size`; otherwise up to 512 bytes.
-    /// `None` on overflow.
+    /// PyTorch's `round_size`: with 2 or more divisions (and `size` above 512 x
+    /// divisions) up to the next equal step between powers of two, else up to
+    /// 512 bytes. `None` on overflow.
     pub fn round(&self, size: usize) -> Option<usize> {
         if size < MIN_BLOCK_SIZE {
             return Some(MIN_BLOCK_SIZE);

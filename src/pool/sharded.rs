@@ -8,19 +8,16 @@ use super::virtual_memory::VirtualMemory;
 use super::*;
 use std::mem::ManuallyDrop;
 
-/// The pool-wide lock and every shard's, taken in that order. Device memory
-/// the pool gives back meanwhile is freed when they are released (see
-/// [`DeferredFree`]).
+/// The pool-wide lock and every shard's, in that order; device memory given
+/// back meanwhile is freed once they are released ([`DeferredFree`]).
 pub(super) struct All<'a> {
     pub(super) global: ManuallyDrop<MutexGuard<'a, Global>>,
     pub(super) shards: ManuallyDrop<[MutexGuard<'a, Core>; SHARDS]>,
     device: DeferredFree<'a>,
 }
 
-/// The device as the pool sees it under its locks: allocations go straight
-/// to it, frees wait until the locks are released, because a device's free
-/// (`aclrtFree` waits for every stream) may wait for a stream worker that
-/// needs this pool's locks.
+/// The device under the pool's locks: frees wait until the locks are
+/// released, since `aclrtFree` may wait for a worker needing these locks.
 pub(super) struct DeferredFree<'a> {
     pub(super) device: &'a dyn DeviceMemory,
     pending: &'a Mutex<Vec<(NonZeroUsize, usize)>>,
@@ -78,9 +75,8 @@ impl Pool {
         all
     }
 
-    /// Runs `f` with everything locked, then settles the statistics that
-    /// shard `settle` raised above its headroom (only that shard raises
-    /// statistics on this path; the others only lower theirs).
+    /// Runs `f` with everything locked, then settles what shard `settle` raised
+    /// above its headroom (the other shards only lower theirs).
     pub(super) fn exclusive<R>(&self, settle: Option<usize>, f: impl FnOnce(&mut All) -> R) -> R {
         let mut all = self.lock_all();
         let r = f(&mut all);
@@ -97,10 +93,8 @@ impl Pool {
         self.allocate_exclusive(shard, |ex, retry| ex.malloc(shard, stream, size, retry))
     }
 
-    /// Runs an allocation under every lock. When it released cached segments
-    /// to make room (`Ok(None)`), their memory reaches the device only once
-    /// the locks are dropped (see [`DeferredFree`]), so it runs once more,
-    /// with no further release.
+    /// Runs an allocation under every lock, and once more when it released
+    /// cached segments (`Ok(None)`), whose memory is back once the locks drop.
     pub(super) fn allocate_exclusive(
         &self,
         shard: usize,
@@ -109,8 +103,7 @@ impl Pool {
         if let Some(addr) = self.exclusive(Some(shard), |ex| attempt(ex, true))? {
             return Ok(addr);
         }
-        // An expandable pool unmaps on the retry: wait for queued work with
-        // no lock held.
+        // An expandable pool unmaps on the retry: wait for queued work with no lock held.
         self.synchronize_for_unmap();
         self.exclusive(Some(shard), |ex| attempt(ex, false))?
             .ok_or(Error::Internal {
@@ -120,9 +113,8 @@ impl Pool {
 }
 
 impl All<'_> {
-    /// Covers what shard `s` took beyond its headroom: first from the other
-    /// shards' headroom, then by raising the peak (the others only fell, so
-    /// the new peak is the exact pool-wide maximum).
+    /// Covers what shard `s` took beyond its headroom: from the other shards'
+    /// headroom, then by raising the peak (then the exact pool-wide maximum).
     fn settle(&mut self, s: usize) {
         let mut taken = [0i64; PARTS];
         for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
@@ -181,9 +173,8 @@ impl All<'_> {
     }
 
     /// An allocation for `stream` in shard `s`, growing the pool if nothing
-    /// cached fits. `Ok(None)`: cached segments were released to make room
-    /// and the caller should retry once the locks are dropped (only when
-    /// `may_retry`).
+    /// cached fits. `Ok(None)` (only with `may_retry`): segments were released;
+    /// retry once the locks are dropped.
     pub(super) fn malloc(
         &mut self,
         s: usize,
@@ -211,10 +202,8 @@ impl All<'_> {
         }
     }
 
-    /// Gets a new segment for shard `s` for a request of `rounded` bytes and
-    /// returns its (free) block. If that fails and `may_retry`, releases the
-    /// cached segments of every shard and returns `None`: the caller retries
-    /// once their memory is back on the device.
+    /// A new segment for shard `s` and its free block. On failure with
+    /// `may_retry`, releases every shard's cached segments and returns `None`.
     fn grow(
         &mut self,
         s: usize,
@@ -250,9 +239,8 @@ impl All<'_> {
         Err(self.fail(s, size, stream, cause))
     }
 
-    /// A failed allocation: counted, recorded as an `oom` event (whose
-    /// address is, as PyTorch's free bytes, the bytes the pool could still
-    /// take), and its error.
+    /// A failed allocation: counted, recorded as an `oom` event (its address is
+    /// the bytes the pool could still take, as PyTorch's), and its error.
     fn fail(&mut self, s: usize, size: usize, stream: usize, cause: &'static str) -> Error {
         self.shards[s].stats.num_ooms += 1;
         let room = self
@@ -282,9 +270,8 @@ impl All<'_> {
     }
 
     /// [`All::malloc`] for an expandable pool: a cached block with its pages
-    /// mapped, else a new reservation; out of memory, a retry (the caller
-    /// synchronizes with no lock held), then every free page of every shard
-    /// is unmapped and the block tried once more.
+    /// mapped, else a new reservation; out of memory, a retry, then every free
+    /// page is unmapped and the block tried once more.
     fn malloc_expandable(
         &mut self,
         vm: &dyn VirtualMemory,
@@ -295,9 +282,7 @@ impl All<'_> {
         may_retry: bool,
     ) -> Result<Option<usize>> {
         let mut unmapped = false;
-        // Garbage collection: past the threshold, free pages are unmapped
-        // down to it (on the caller's synchronized retry), then the limit
-        // applies.
+        // Past the garbage collection threshold, free pages are unmapped down to it.
         let mut gc_target = self.gc_target();
         // Each pass either succeeds, adds a reservation that fits the
         // request, collects once, or unmaps once: a few passes always settle.
@@ -361,9 +346,8 @@ impl All<'_> {
             .sum()
     }
 
-    /// Unmaps pages holding no live block in the expandable segments, shard
-    /// by shard, until at most `target` bytes stay reserved or none is left.
-    /// Returns the bytes unmapped.
+    /// Unmaps free pages of expandable segments, shard by shard, until at most
+    /// `target` bytes stay reserved. Returns the bytes unmapped.
     pub(super) fn unmap_free_pages_down_to(&mut self, target: usize) -> usize {
         let Some(vm) = self.device.device.virtual_memory() else {
             return 0;
@@ -379,8 +363,7 @@ impl All<'_> {
         unmapped
     }
 
-    /// Releases every expandable segment that backs no block. Returns how
-    /// many.
+    /// Releases every expandable segment that backs no block. Returns how many.
     pub(super) fn release_reservations(&mut self) -> usize {
         let Some(vm) = self.device.device.virtual_memory() else {
             return 0;
@@ -402,9 +385,8 @@ impl All<'_> {
         self.shards[s].new_segment(&self.device, kind, rounded, stream, room)
     }
 
-    /// Returns wholly free segments of every shard to the device, largest
-    /// first, until at most `target` bytes stay reserved. Returns the bytes
-    /// released.
+    /// Returns wholly free segments to the device, largest first, until at most
+    /// `target` bytes stay reserved. Returns the bytes released.
     pub(super) fn release_free_segments(&mut self, target: usize) -> usize {
         let mut candidates: Vec<(usize, usize, u32)> = Vec::new();
         for (s, core) in self.shards.iter_mut().enumerate() {

@@ -24,9 +24,8 @@ impl Stat {
     }
 }
 
-/// A statistic kept for all pools together and for each pool
-/// (indexed by [`STAT_ALL`], [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`];
-/// `ACLALLOC_STAT_ALL`, `ACLALLOC_STAT_SMALL_POOL`, `ACLALLOC_STAT_LARGE_POOL` in C).
+/// A statistic for all pools and for each pool, indexed by [`STAT_ALL`],
+/// [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`] (`ACLALLOC_STAT_*` in C).
 pub type StatArray = [Stat; 3];
 
 /// A pool's statistics (`aclallocPoolStats` in C). Counts are of blocks and
@@ -53,8 +52,7 @@ pub struct PoolStats {
     pub inactive_split_bytes: StatArray,
     /// Bytes the callers asked for (before rounding).
     pub requested_bytes: StatArray,
-    /// Times a device allocation failed and the pool released its cached
-    /// segments to retry.
+    /// Times a device allocation failed and the pool released its cached segments to retry.
     pub num_alloc_retries: i64,
     /// Allocations that failed (out of memory or over the limit).
     pub num_ooms: i64,

@@ -1,17 +1,11 @@
 //! Which shard serves a stream: a fixed open-addressing table read without
-//! locks (one or two atomic loads of lines nobody writes once the stream is
-//! known), filled under the pool-wide lock on a stream's first allocation.
+//! locks, filled under the pool-wide lock on a stream's first allocation.
 //!
-//! Streams get shards round-robin in the order they first allocate, so the
-//! first [`SHARDS`] streams (stream 0, "unknown", among them) each have a
-//! shard of their own. An entry is never removed or changed: a stream's
-//! cached blocks stay in its shard. Once the table is full, further streams
-//! map to a shard by hash; a shard serving several streams keeps their blocks
-//! apart all the same (its bins and free sets are keyed by stream).
-//!
-//! Not a [`crate::core::table::Table`]: this map is bounded (a service
-//! making a stream per request must not grow it) and never changes an entry,
-//! so two plain loads do; it shares the table's hash.
+//! Streams get shards round-robin as they first allocate; once the table is
+//! full, further streams map by hash (a shared shard keys its bins by stream,
+//! so blocks stay apart). An entry is never removed or changed, so a stream's
+//! cached blocks stay in its shard. Not a [`crate::core::table::Table`]: it
+//! must stay bounded (a stream per request must not grow it).
 
 use crate::core::sync::{AtomicBool, AtomicUsize, Ordering};
 use crate::core::table::hash;
@@ -29,8 +23,7 @@ pub(crate) struct ShardMap {
 }
 
 fn slot(stream: usize) -> usize {
-    // Stream handles are pointers with equal low bits: spread them as the
-    // tables do.
+    // Stream handles are pointers with equal low bits: spread them as the tables do.
     hash(stream)
 }
 

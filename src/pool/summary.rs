@@ -34,9 +34,8 @@ impl Pool {
     }
 }
 
-/// Bytes with a binary unit, exactly as PyTorch's `_format_size`: the unit
-/// steps up while the value is at least 768 Ki of the current one (so 20 MiB
-/// reads "20480 KiB", as in `torch.cuda.memory_summary()`).
+/// Bytes with a binary unit, as PyTorch's `_format_size` (the unit steps up
+/// from 768 Ki of the current one: 20 MiB reads "20480 KiB").
 fn format_size(bytes: i64) -> String {
     let (value, unit) = scale(
         bytes,
@@ -52,8 +51,7 @@ fn format_count(count: i64) -> String {
     format!("{value:7} {unit} ")
 }
 
-/// `value` in the largest of `units` (each `step` times the one before) it
-/// reaches `threshold` of.
+/// `value` in the largest of `units` (each `step` times the one before) it reaches `threshold` of.
 fn scale(mut value: i64, step: i64, threshold: i64, units: &[&'static str]) -> (i64, &'static str) {
     let mut unit = units[0];
     for next in &units[1..] {

@@ -1,35 +1,20 @@
 //! Each thread's cache of recently freed blocks, per (pool, stream), in
-//! front of the shard locks (the shape of jemalloc's tcache and of
-//! PyTorch's per-stream pools, one level up).
+//! front of the shard locks (jemalloc's tcache, one level up).
 //!
-//! A block the shard hands out on a thread that has a cache for the
-//! (pool, stream) is *lent* to that cache (`src/pool/engine/lend.rs`): its
-//! statistics move with it. Freeing it on that thread parks it in the
-//! cache, and the next request of the same rounded size on the same stream
-//! and thread takes it back, both without the shard's lock and without any
-//! locked instruction: the cache's own statistics change with plain stores,
-//! within the headroom the cache holds (so peaks stay exact, as for a
-//! shard), while the owner's `busy` flag is set; a slow path that must
-//! reach the cache stops the owner first (`Slot::enter`, `stop_owners`: an
-//! asymmetric fence, [`super::fence`]).
+//! A block the shard hands out on a thread with a cache for its (pool,
+//! stream) is *lent* to that cache with its statistics
+//! (`src/pool/engine/lend.rs`). Freeing it on that thread parks it, and the
+//! next request of the same size there takes it back, with no lock and no
+//! locked instruction: the owner sets `busy`, and a slow path that must reach
+//! the cache stops the owner first (`Slot::enter`, `stop_owners`,
+//! [`super::fence`]). A cache belongs to one stream, so stream safety holds.
 //!
-//! Stream safety is unchanged: a cache belongs to one stream, so a block
-//! parked by a stream's work is handed only to later work on that stream.
-//!
-//! The pool sees one consistent state: every pool-wide operation (reading
-//! statistics, snapshots, `empty_cache`, growing, out-of-memory retries,
-//! a stream's end, closing) locks every shard and then *drains* every
-//! cache (gives its blocks and statistics back to their shard), so it runs
-//! on exactly the state a pool without caches would have. A free on another
-//! thread of a block lent to a cache takes it back from that cache under the
-//! shard's lock. Bounds: [`PARKED`] parked and [`HANDED_OUT`] handed-out
-//! blocks per cache, [`CACHES_PER_THREAD`] caches per thread. A cache is
-//! given up when its thread exits (or drops it for a newer one) and is
-//! drained by the pool's next pool-wide operation, which every growth of the
-//! pool is: memory in a cache never makes the pool grow. A destroyed
-//! stream's caches are drained and dropped by [`Pool::forget_stream`].
-//! While the history recorder is on, the caches stand aside (every event is
-//! recorded under a shard's lock, in order).
+//! Every pool-wide operation (statistics, snapshots, `empty_cache`, growing,
+//! out-of-memory retries, a stream's end, closing) locks every shard and
+//! *drains* every cache, so it sees exactly the state of a pool without
+//! caches; memory in a cache never makes the pool grow. A cache given up by
+//! its thread is dropped by the next drain. While the history recorder is
+//! on, the caches stand aside (events are recorded in order, under a lock).
 
 use super::engine::{round_size, CacheStats, Core, Loan};
 use super::fence;
@@ -133,12 +118,9 @@ impl Slot {
         }
     }
 
-    /// The owner's fast path: the cache, unless a slow path is in it or
-    /// about to be. No locked instruction: a plain store of `busy`, a
-    /// compiler barrier and a load of `stop`, against the slow path's store
-    /// of `stop`, `membarrier` and load of `busy` ([`super::fence`]):
-    /// either the owner sees `stop` and stands aside, or the slow path sees
-    /// `busy` and waits for the owner to leave.
+    /// The owner's fast path: the cache, unless a slow path is in it or about to
+    /// be. A plain store of `busy`, a compiler barrier and a load of `stop`,
+    /// against the slow path's `stop`, `membarrier`, `busy` ([`super::fence`]).
     #[inline]
     fn enter(&self) -> Option<SlotGuard<'_>> {
         self.busy.store(true, Ordering::Relaxed);
@@ -150,10 +132,8 @@ impl Slot {
         Some(SlotGuard(self))
     }
 
-    /// The state, for a slow path that holds the lock of the slot's shard
-    /// (which keeps every other slow path out) and has either stopped the
-    /// owner (`stop_owners`) or runs on the owner's thread outside its fast
-    /// path.
+    /// The state, for a slow path holding the slot's shard lock that has
+    /// stopped the owner or runs on the owner's thread outside its fast path.
     ///
     /// # Safety
     /// As above: no one else reaches the state while the result lives.
@@ -165,9 +145,8 @@ impl Slot {
 }
 
 /// Keeps the owners of `slots` out of their fast paths: sets every `stop`,
-/// one heavy barrier, then waits for each owner to leave (a fast path never
-/// waits for anything, so this is short). Callers hold the shard locks of
-/// every slot, and call [`resume_owners`] when done.
+/// one heavy barrier, then waits for each owner to leave. Callers hold every
+/// slot's shard lock and call [`resume_owners`] when done.
 fn stop_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>> + Clone) {
     for slot in slots.clone() {
         slot.stop.store(true, Ordering::Relaxed);
@@ -193,8 +172,7 @@ fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
 }
 
 impl State {
-    /// Gives every block and the statistics back to `core` (the slot's
-    /// shard, locked).
+    /// Gives every block and the statistics back to `core` (the slot's shard, locked).
     fn drain_into(&mut self, core: &mut Core) {
         for loan in self.handed_out.drain(..) {
             core.take_back_handed_out(loan, &mut self.stats);
@@ -286,8 +264,7 @@ impl State {
 /// This thread's caches, newest last, and the one it used last.
 struct ThreadCaches {
     slots: RefCell<Vec<Arc<Slot>>>,
-    /// Null, or one of `slots` (which keeps it alive): every change to
-    /// `slots` clears it first.
+    /// Null, or one of `slots` (which keeps it alive): every change to `slots` clears it first.
     last: Cell<*const Slot>,
 }
 
@@ -357,8 +334,7 @@ fn find(caches: &[Arc<Slot>], pool: u64, stream: usize) -> Option<&Arc<Slot>> {
 }
 
 impl Pool {
-    /// The fast path of [`Pool::malloc_on`]: a block parked in this thread's
-    /// cache of the stream.
+    /// The fast path of [`Pool::malloc_on`]: a block parked in this thread's cache of the stream.
     #[inline]
     pub(super) fn cache_malloc(&self, stream: usize, size: usize) -> Option<usize> {
         CACHES
@@ -385,8 +361,7 @@ impl Pool {
             .flatten()
     }
 
-    /// The fast path of [`Pool::free`]: parks a block this thread's cache
-    /// handed out.
+    /// The fast path of [`Pool::free`]: parks a block this thread's cache handed out.
     #[inline]
     pub(super) fn cache_free(&self, addr: usize) -> FastFree {
         // `None`: not a block `slot` handed out.
@@ -422,9 +397,8 @@ impl Pool {
     }
 
     /// Under shard `shard`'s lock, right after `core` handed out `addr` for
-    /// `stream` on this thread: lends the block to this thread's cache of the
-    /// stream (made on first use), so that its free and the next request of
-    /// its size on this thread skip the lock.
+    /// `stream`: lends it to this thread's cache of the stream (made on first
+    /// use), so its free and the next request of its size skip the lock.
     pub(super) fn lend_to_cache(&self, core: &mut Core, shard: usize, stream: usize, addr: usize) {
         if core.closed || self.history.is_on() {
             return;
@@ -479,9 +453,8 @@ impl Pool {
         });
     }
 
-    /// Frees `addr`, lent to a cache of shard `shard`: takes it back from
-    /// that cache and frees it in the shard. `None`: no cache of the shard
-    /// has it handed out.
+    /// Frees `addr`, lent to a cache of shard `shard`, in the shard. `None`: no
+    /// cache of the shard has it handed out.
     pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
         let mut core = self.shards[shard].0.lock();
         let slots = self.caches.slots.lock();
@@ -598,9 +571,7 @@ mod tests {
         let pool = pool();
         let stream = 0x1000;
         std::thread::scope(|s| {
-            // Joined explicitly: the end of a scope waits for the closure
-            // only, not for the thread's thread-local destructors (which
-            // orphan its caches); `join` waits for the thread to be gone.
+            // Joined: a scope's end does not wait for thread-local destructors.
             s.spawn(|| {
                 let a = pool.malloc_on(stream, 4000).unwrap().get();
                 pool.free(a).unwrap();

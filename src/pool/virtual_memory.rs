@@ -21,9 +21,8 @@ pub trait VirtualMemory: Send + Sync {
     fn reserve(&self, size: usize) -> Option<NonZeroUsize>;
     /// Releases a reservation that has no page mapped.
     fn release(&self, addr: NonZeroUsize, size: usize);
-    /// Backs the page at `addr` (inside a reservation) with new physical
-    /// memory. Returns a token for [`VirtualMemory::unmap`]; `None` when the
-    /// device is out of memory.
+    /// Backs the page at `addr` with new physical memory: a token for
+    /// [`VirtualMemory::unmap`], or `None` when the device is out of memory.
     fn map(&self, addr: usize) -> Option<NonZeroUsize>;
     /// Unmaps the page at `addr` and frees its physical memory.
     fn unmap(&self, addr: usize, token: NonZeroUsize);

@@ -101,8 +101,7 @@ impl AllocatorApi {
     }
 
     /// `aclrtAllocatorRegister`: the descriptor's current contents serve
-    /// `stream` from now on, replacing any earlier registration. Later changes
-    /// to the descriptor need a new registration to take effect.
+    /// `stream` from now on; later changes to the descriptor need a new one.
     pub fn register(&self, stream: StreamKey, desc: DescriptorHandle) -> Result<()> {
         let callbacks = self.descriptor(desc)?.callbacks()?;
         self.streams.set(
@@ -121,8 +120,7 @@ impl AllocatorApi {
         self.streams.get(stream).ok_or(Error::StreamNotRegistered)
     }
 
-    /// `aclrtAllocatorUnregister`: drops the registration of `stream`, if any,
-    /// and returns it.
+    /// `aclrtAllocatorUnregister`: drops the registration of `stream`, if any, and returns it.
     pub fn unregister(&self, stream: StreamKey) -> Result<Option<Registration>> {
         Ok(self.streams.remove(stream))
     }

@@ -77,9 +77,8 @@ impl StreamRegistry {
         self.table.get(stream.get())
     }
 
-    /// The registration of `stream` if one lookup that never waits finds
-    /// it; `None` when it has none or a writer was in the way (then
-    /// [`StreamRegistry::get`] answers).
+    /// The registration of `stream` if a lookup that never waits finds it;
+    /// `None` when it has none or a writer was in the way.
     #[inline]
     pub fn get_if_hit(&self, stream: StreamKey) -> Option<Registration> {
         self.table.try_get(stream.get()).flatten()

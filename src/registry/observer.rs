@@ -8,9 +8,8 @@ use crate::core::descriptor::Callbacks;
 use crate::core::sync::statics::AtomicBool;
 use crate::core::sync::Ordering;
 
-/// Whether an observer wants launches to call [`StreamObserver::callbacks_for`]
-/// at all (the tracking layer sets it while tracking is on). Read inline on
-/// every launch, so that the common case costs one load and no call.
+/// Whether launches call [`StreamObserver::callbacks_for`] (set by tracking);
+/// read inline on every launch, so the common case costs one load.
 static INTERCEPTING: AtomicBool = AtomicBool::new(false);
 
 /// Turns the launch-time interception on or off.
@@ -24,12 +23,10 @@ pub fn intercepting() -> bool {
     INTERCEPTING.load(Ordering::Relaxed)
 }
 
-/// Receives a runtime's stream events. Every method has a do-nothing
-/// default.
+/// Receives a runtime's stream events. Every method has a do-nothing default.
 pub trait StreamObserver: Sync {
-    /// The callbacks a launch on `stream` calls for `registration` (an
-    /// observer may put its own in front of the user's). Asked only while
-    /// [`intercepting`] is on.
+    /// The callbacks a launch on `stream` calls for `registration` (an observer
+    /// may wrap the user's); asked only while [`intercepting`] is on.
     #[inline]
     fn callbacks_for(&self, _stream: StreamKey, registration: &Registration) -> Callbacks {
         registration.callbacks

@@ -41,9 +41,8 @@ pub(crate) const NOT_A_CONTEXT: Error = Error::InvalidParam {
 thread_local! {
     /// (runtime instance, context handle) current on this thread.
     static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
-    /// The last context this thread resolved, as (instance, context, the
-    /// port's device stamp when looked up, device): a context's device never
-    /// changes, so the lookup is redone only after some context was released.
+    /// The last context this thread resolved, as (instance, context, the port's
+    /// device stamp, device): looked up again only after a context was released.
     static RESOLVED: Cell<(usize, usize, usize, u32)> = const { Cell::new((0, 0, usize::MAX, 0)) };
 }
 
@@ -58,8 +57,7 @@ fn current_handle(rt: &HostRuntime) -> Option<usize> {
 }
 
 impl HostRuntime {
-    /// `aclrtCreateContext`: a new context on `device`, made current on this
-    /// thread.
+    /// `aclrtCreateContext`: a new context on `device`, made current on this thread.
     pub fn create_context(&self, device: i32) -> Result<usize> {
         let device = self.device(device)?.id();
         let ctx = self.contexts.insert(Context::new(device, false))?.get();
@@ -67,9 +65,8 @@ impl HostRuntime {
         Ok(ctx)
     }
 
-    /// `aclrtDestroyContext`: destroys the context and its streams (waiting
-    /// for their pending work). A device's default context is released by
-    /// `aclrtResetDevice`, not here.
+    /// `aclrtDestroyContext`: destroys the context and its streams, after their
+    /// pending work. A device's default context goes with `aclrtResetDevice`.
     pub fn destroy_context(&self, ctx: usize) -> Result<()> {
         super::waits::refuse_teardown_in_kernel()?;
         let is_default = self

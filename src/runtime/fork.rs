@@ -21,9 +21,8 @@ pub(crate) const INHERITED: Error = Error::InvalidParam {
     reason: "The stream was created before fork(): its worker thread does not exist in this (child) process. Create the streams a child uses in the child",
 };
 
-/// Join handles of inherited workers: joining one fails (the thread is not
-/// in this process) and dropping one detaches a thread that is not there;
-/// they are kept, untouched, for the life of the process.
+/// Join handles of inherited workers, kept untouched for the life of the
+/// process: joining or dropping one would act on a thread that is not here.
 static INHERITED_WORKERS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
 
 /// Keeps the join handle of a worker inherited through `fork()`.

@@ -29,8 +29,7 @@ pub(crate) struct StreamEntry {
     pub(crate) context: usize,
 }
 
-/// An ACL runtime on the host: devices are host memory and a stream's work
-/// runs on a host thread.
+/// An ACL runtime on the host: devices are host memory and a stream's work runs on a host thread.
 pub struct HostRuntime {
     instance: usize,
     config: Result<Config>,
@@ -45,8 +44,7 @@ pub struct HostRuntime {
 
 impl HostRuntime {
     /// A runtime with `config`'s devices whose streams consume the
-    /// registrations of `allocators`. A configuration error is reported by
-    /// every call that needs a device.
+    /// registrations of `allocators`; a configuration error fails device calls.
     pub fn new(config: Result<Config>, allocators: &'static AllocatorApi) -> Self {
         static INSTANCES: AtomicUsize = AtomicUsize::new(1);
         let devices = match &config {
@@ -132,15 +130,12 @@ impl HostRuntime {
         self.allocators
     }
 
-    /// The allocator that serves workspaces on streams without a
-    /// registration.
+    /// The allocator that serves workspaces on streams without a registration.
     pub fn workspace_allocator(&self) -> &'static dyn WorkspaceAllocator {
         self.workspaces
     }
 
-    /// `aclInit`. The configuration file, if any, must be readable; its
-    /// contents are not interpreted (the host runtime has nothing to tune
-    /// there).
+    /// `aclInit`: a configuration file must be readable; it is not interpreted.
     pub fn init(&self, config_path: Option<&CStr>) -> Result<()> {
         self.config?;
         if let Some(path) = config_path.filter(|p| !p.is_empty()) {

@@ -1,16 +1,11 @@
 //! Operator launches that take their workspace from the stream's allocator,
-//! as CANN's executor does.
+//! as CANN's executor does: the registration is read once, then `alloc`,
+//! `getAddrFromBlock`, enqueue, and `free` right away on the launching
+//! thread, so the block goes back in *stream order*.
 //!
-//! The registration in force is read once; then `alloc(obj, size)`,
-//! `getAddrFromBlock(block)`, the kernel is enqueued with that address, and
-//! `free(obj, block)` is called on the launching thread right away: CANN's
-//! executor contract, the block goes back in *stream order* (reused only by
-//! later work on the same stream, which runs after this kernel).
-//!
-//! Without a registration the runtime's workspace allocator serves. A
-//! zero-size workspace takes nothing (the kernel gets NULL and 0). When
-//! alloc or getAddrFromBlock returns NULL nothing is enqueued (a block is
-//! given back first) and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
+//! Without a registration the runtime's workspace allocator serves. Size 0
+//! takes nothing. When alloc or getAddrFromBlock returns NULL nothing is
+//! enqueued and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
 use super::stream_worker::{KernelFn, Task};

@@ -1,23 +1,16 @@
-//! A per-thread cache of the streams a thread resolved lately.
+//! A per-thread cache of the streams a thread resolved lately, so launchers
+//! on different streams skip the handle table's process-wide lock.
 //!
-//! Resolving through the handle table takes one process-wide lock; with this
-//! cache, launchers on different streams share nothing on the way to their
-//! queues. A hit is always the stream the table would give:
-//! - keys (runtime instance, handle) are never reused;
-//! - entries are weak: the cache never keeps a destroyed stream alive;
-//! - a closed stream is a miss, and the table (unlisted before the close)
-//!   gives the clean "not a live stream" error.
-//!
-//! A hit during a destroy acts like a table lookup just before the unlisting:
-//! its enqueue lands before the close (and runs before destroy returns) or is
-//! refused.
+//! A hit is always the stream the table would give: keys (runtime instance,
+//! handle) are never reused, entries are weak, and a closed stream is a miss.
+//! A hit during a destroy acts like a lookup just before the unlisting: its
+//! enqueue lands before the close or is refused.
 
 use super::stream_worker::Stream;
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-/// Streams remembered per thread: an executor thread drives one stream or a
-/// few.
+/// Streams remembered per thread: an executor thread drives one stream or a few.
 const WAYS: usize = 4;
 
 struct Entry {
@@ -58,9 +51,8 @@ pub(crate) fn lookup(instance: usize, handle: usize) -> Option<Arc<Stream>> {
         .flatten()
 }
 
-/// Remembers that `handle` of runtime `instance` is `stream` (just found in
-/// the table). Replaces the entry for the same key or a dead one if there is
-/// one, otherwise the slots in turn.
+/// Remembers that `handle` of runtime `instance` is `stream`, in the slot of
+/// the same key or a dead one if any, else the slots in turn.
 pub(crate) fn remember(instance: usize, handle: usize, stream: &Arc<Stream>) {
     let _ = CACHE.try_with(|cache| {
         let Ok(mut cache) = cache.try_borrow_mut() else {

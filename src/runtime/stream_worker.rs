@@ -32,11 +32,10 @@ pub type KernelFn =
 
 /// How many tasks a stream holds before launches wait for room.
 pub const QUEUE_CAPACITY: usize = 1024;
-/// Spin rounds before the worker sleeps (each a few pause instructions:
-/// about 20 µs in all), so that a steady flow of launches pays no wake-ups.
+/// Spin rounds (about 20 µs) before the worker sleeps, so a steady flow of
+/// launches pays no wake-ups.
 const SPIN_ROUNDS: u32 = 64;
-/// How long a producer waiting for room sleeps before it looks again, in
-/// case it raced with the worker's signal.
+/// How long a producer waiting for room sleeps before looking again.
 const ROOM_POLL: Duration = Duration::from_millis(1);
 
 const DESTROYED: Error = Error::InvalidParam {
@@ -59,9 +58,8 @@ pub(crate) const DEAD: Error = Error::InvalidParam {
 /// One unit of work on a stream.
 #[derive(Clone, Copy)]
 pub enum Task {
-    /// Runs `kernel(workspace, size, user_data)` (`workspace` NULL when
-    /// `size` is 0); with `release`, the workspace then goes back to the
-    /// stream's workspace allocator.
+    /// Runs `kernel(workspace, size, user_data)`; with `release`, the workspace
+    /// then goes back to the stream's workspace allocator.
     Kernel {
         kernel: KernelFn,
         workspace: *mut c_void,
@@ -88,10 +86,9 @@ pub enum Task {
     Panic,
 }
 
-// SAFETY: the pointers in a task are the caller's, handed over with the
-// launch as with CANN's asynchronous calls; the worker is the only thread
-// that uses them afterwards. A fence's flag outlives the task: its
-// synchronizer waits until the flag is set.
+// SAFETY: a task's pointers are handed over with the launch, as with CANN's
+// asynchronous calls, and only the worker uses them afterwards; a fence's
+// flag outlives the task (its synchronizer waits for it).
 unsafe impl Send for Task {}
 
 struct Shared {
@@ -106,9 +103,8 @@ struct Shared {
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
-    /// Guards the sleeps below. The standard library's futex-based lock, not
-    /// parking_lot's process-wide parking table, which a worker caught
-    /// parking by `fork()` would leave locked in the child.
+    /// Guards the sleeps below: std's futex lock, not parking_lot's parking
+    /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
     work: Condvar,
     room: Condvar,
@@ -129,8 +125,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// A stream on `memory`'s device whose launches without a registered
-    /// allocator take workspaces from `workspaces`.
+    /// A stream on `memory`'s device; `workspaces` serves launches without a registered allocator.
     pub fn new(
         memory: Arc<DeviceHeap>,
         workspaces: &'static dyn WorkspaceAllocator,
@@ -180,8 +175,7 @@ impl Stream {
         self.shared.workspaces
     }
 
-    /// Appends `task`; waits while the queue is full. Fails once the stream
-    /// is being destroyed.
+    /// Appends `task`, waiting while the queue is full; fails once the stream is being destroyed.
     pub fn enqueue(&self, task: Task) -> Result<()> {
         self.check_alive()?;
         let shared = &*self.shared;
@@ -284,10 +278,9 @@ impl Stream {
         }
     }
 
-    /// Records in the wait-for graph that the calling kernel, if any, is
-    /// about to wait for this stream; fails when this stream's kernel
-    /// already waits (through others) for the caller's stream. Every wait of
-    /// a kernel for another stream goes through here.
+    /// Records that the calling kernel, if any, is about to wait for this
+    /// stream; fails when that would close a cycle of waits. Every wait of a
+    /// kernel for another stream goes through here.
     pub(crate) fn wait_from_kernel(&self) -> Result<Option<waits::Waiting>> {
         match WORKER_OF.with(|w| w.get()) {
             0 => Ok(None),
@@ -300,9 +293,8 @@ impl Stream {
         self.shared.queue.len()
     }
 
-    /// Stops the stream: no new work is accepted; with `force`, work that has
-    /// not started is dropped (its workspaces are given back), otherwise it
-    /// runs first. Returns once the worker has exited.
+    /// Stops the stream and returns once the worker has exited; with `force`,
+    /// work not yet started is dropped (its workspaces given back).
     pub fn shut_down(&self, force: bool) -> Result<()> {
         if self.is_current_worker() {
             return Err(DESTROY_OWN);
@@ -310,8 +302,7 @@ impl Stream {
         let shared = &*self.shared;
         shared.closed.store(true, Ordering::SeqCst);
         if self.is_inherited() {
-            // Its worker is the parent's: there is nothing to join (joining
-            // a thread that does not exist fails), and its queue never runs.
+            // The worker is the parent's: nothing to join, and the queue never runs.
             if let Some(worker) = self.worker.lock().take() {
                 fork::keep_inherited(worker);
             }
@@ -338,8 +329,7 @@ impl Stream {
         Ok(())
     }
 
-    /// Fails when the stream was inherited through `fork()` or its worker
-    /// died: work queued on it would never run.
+    /// Fails when the stream was inherited through `fork()` or its worker died.
     #[inline]
     pub fn check_alive(&self) -> Result<()> {
         if self.is_inherited() {
@@ -380,8 +370,7 @@ pub fn on_any_worker() -> bool {
 }
 
 impl Shared {
-    /// The sleep lock; a panic while it was held poisons nothing here (it
-    /// guards no data).
+    /// The sleep lock; it guards no data, so poisoning is ignored.
     fn sleep_lock(&self) -> MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -490,8 +479,7 @@ impl Shared {
         self.retire(task);
     }
 
-    /// What follows a task, whether it ran or was dropped: its workspace goes
-    /// back, its synchronizer is told.
+    /// After a task, run or dropped: its workspace goes back, its synchronizer is told.
     fn retire(&self, task: &Task) {
         match *task {
             Task::Kernel {
@@ -515,12 +503,9 @@ impl Shared {
     }
 }
 
-/// A way for a C program to make a stream's worker die, as a bug inside the
-/// library would: `ACLALLOC_TEST_WORKER_PANIC` set (before the first kernel
-/// runs) to the address of a kernel function, as C's `%p` prints it, makes
-/// the worker panic right after running that kernel
-/// (`c_examples/dead_worker.c`). Only in a library built with the
-/// `test-hooks` feature: the shipped one never reads the variable.
+/// `ACLALLOC_TEST_WORKER_PANIC`, set to a kernel's address as C's `%p`
+/// prints it, makes the worker panic after running that kernel, as a bug
+/// would (`c_examples/dead_worker.c`). Only with the `test-hooks` feature.
 #[cfg(feature = "test-hooks")]
 mod test_hook {
     use super::KernelFn;
@@ -528,8 +513,7 @@ mod test_hook {
 
     pub(super) const VAR: &str = "ACLALLOC_TEST_WORKER_PANIC";
 
-    /// True when the hook names `kernel`. Runs on the worker after each
-    /// kernel, never on the launch path.
+    /// True when the hook names `kernel`; runs on the worker, off the launch path.
     pub(super) fn panics_after(kernel: KernelFn) -> bool {
         static NAMED: OnceLock<usize> = OnceLock::new();
         let named = *NAMED.get_or_init(|| {
@@ -618,8 +602,8 @@ mod tests {
         assert_eq!(count.load(Ordering::SeqCst), 10);
         assert_eq!(s.enqueue(kernel(slow, 0, ptr(&count))), Err(DESTROYED));
 
-        // The first kernel holds the worker until the forced shutdown has
-        // emptied the queue, so exactly that one runs.
+        // The first kernel holds the worker until the forced shutdown emptied the
+        // queue, so exactly that one runs.
         let gate = AtomicBool::new(true);
         let forced = AtomicUsize::new(0);
         let s = stream();
@@ -707,8 +691,7 @@ mod tests {
 
     unsafe extern "C" fn noop(_: *mut c_void, _: usize, _: *mut c_void) {}
 
-    /// Two streams whose kernels wait for each other: A's for room on B,
-    /// B's by synchronizing A.
+    /// Two streams whose kernels wait for each other: A's for room on B, B's by synchronizing A.
     struct RoomCycle {
         a: Stream,
         b: Stream,
@@ -740,8 +723,7 @@ mod tests {
 
     #[test]
     fn a_kernel_waiting_for_room_is_in_the_wait_for_graph() {
-        // Before the room wait was recorded, B's synchronize was allowed
-        // and both workers waited for each other forever.
+        // Before room waits were recorded, both workers waited forever.
         let cycle: &'static RoomCycle = Box::leak(Box::new(RoomCycle {
             a: stream(),
             b: stream(),

@@ -132,8 +132,7 @@ impl HostRuntime {
     }
 
     /// `aclrtDestroyStream` (`force`: `aclrtDestroyStreamForce`, which drops
-    /// work that has not started). The default stream is destroyed with its
-    /// context.
+    /// work not yet started). The default stream goes with its context.
     pub fn destroy_stream(&self, stream: StreamKey, force: bool) -> Result<()> {
         let handle = stream.get().get();
         let is_default = self
@@ -187,10 +186,9 @@ impl HostRuntime {
         Ok(())
     }
 
-    /// Waits for the pending work of every stream, except the stream whose
-    /// kernel is calling and streams whose work can never run (inherited
-    /// through `fork()`, or whose worker died). Fails only when a kernel
-    /// calls it and waiting would deadlock with another kernel.
+    /// Waits for every stream's pending work, except the calling kernel's stream
+    /// and streams whose work can never run; fails only when a kernel calls it
+    /// and waiting would deadlock.
     pub(crate) fn synchronize_all(&self) -> Result<()> {
         let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
         for stream in streams {

@@ -1,23 +1,17 @@
-//! CANN's virtual-memory API on the host: `aclrtReserveMemAddress`,
-//! `aclrtReleaseMemAddress`, `aclrtMallocPhysical`, `aclrtFreePhysical`,
-//! `aclrtMapMem`, `aclrtUnmapMem`, `aclrtMemGetAllocationGranularity`.
-//!
-//! - A reservation is an anonymous `PROT_NONE` mapping, aligned to the
-//!   granularity (2 MiB).
-//! - Physical memory is a `memfd_create` file, counted against its device's
-//!   capacity like `aclrtMalloc` memory.
-//! - Mapping puts the file over part of a reservation; unmapping puts
-//!   `PROT_NONE` space back, so a stray access faults as on a device.
+//! CANN's virtual-memory API on the host (`aclrtReserveMemAddress` and
+//! friends). A reservation is an anonymous `PROT_NONE` mapping aligned to the
+//! granularity (2 MiB); physical memory is a `memfd_create` file counted
+//! against its device's capacity; mapping puts the file over part of a
+//! reservation, unmapping puts `PROT_NONE` back so a stray access faults.
 //!
 //! As in CANN: a mapping covers a whole physical allocation; freeing mapped
-//! memory kills the handle at once and gives the memory back with its last
+//! memory kills the handle at once and the memory goes with its last
 //! mapping; a reservation with mappings cannot be released; unmapping does
-//! not wait for streams (the caller synchronizes first).
+//! not wait for streams.
 //!
-//! Handles are numbers ([`PhysicalHandle`], never reused) looked up, never
-//! dereferenced. They live in a map under the one state lock, not a core
-//! `HandleTable`: freeing, mapping and unmapping change a physical
-//! allocation and a reservation together, and none is on a hot path.
+//! Handles are numbers ([`PhysicalHandle`], never reused) looked up under
+//! the one state lock: freeing, mapping and unmapping change a physical
+//! allocation and a reservation together.
 
 use crate::core::error::{Error, Result};
 use crate::core::handles::Handle;
@@ -122,9 +116,9 @@ fn unmap_range(addr: usize, size: usize) {
 }
 
 impl VirtualMemory {
-    /// `aclrtReserveMemAddress`: `size` bytes of address space (rounded up
-    /// to the granularity), aligned to the granularity or to `alignment`
-    /// when larger; at `expect` when given (it must be free and aligned).
+    /// `aclrtReserveMemAddress`: `size` bytes of address space (rounded up to
+    /// and aligned to the granularity, or `alignment` when larger), at `expect`
+    /// when given.
     pub fn reserve(
         &self,
         size: usize,
@@ -190,8 +184,7 @@ impl VirtualMemory {
         Ok(start)
     }
 
-    /// `aclrtReleaseMemAddress`: gives back a whole reservation that has no
-    /// mappings left.
+    /// `aclrtReleaseMemAddress`: gives back a whole reservation that has no mappings left.
     pub fn release(&self, addr: usize) -> Result<()> {
         let mut state = self.state.lock();
         let r = state.reservations.get(&addr).ok_or(NOT_RESERVED)?;
@@ -245,9 +238,8 @@ impl VirtualMemory {
         Ok(((PhysicalHandle::TAG as usize) << TAG_SHIFT) | id)
     }
 
-    /// `aclrtFreePhysical`. Memory still mapped goes when its last mapping
-    /// does (CANN's rule); the handle is dead at once. Returns the device
-    /// and bytes to uncharge now, if any.
+    /// `aclrtFreePhysical`: the handle dies at once, mapped memory goes with its
+    /// last mapping. Returns the device and bytes to uncharge now, if any.
     pub fn free_physical(&self, handle: usize) -> Result<Option<(u32, usize)>> {
         let id = physical_id(handle)?;
         let mut state = self.state.lock();
@@ -354,9 +346,8 @@ impl VirtualMemory {
         Ok(())
     }
 
-    /// `aclrtUnmapMem`: removes the mapping that starts at `addr`. Returns
-    /// the device and bytes to uncharge when this was the last mapping of
-    /// memory already freed.
+    /// `aclrtUnmapMem`. Returns the device and bytes to uncharge when this was
+    /// the last mapping of memory already freed.
     pub fn unmap(&self, addr: usize) -> Result<Option<(u32, usize)>> {
         let mut state = self.state.lock();
         let (_, r) = state
@@ -418,8 +409,7 @@ impl VirtualMemory {
         }
     }
 
-    /// Live reservations, physical allocations (freed-but-mapped included)
-    /// and mappings: for tests.
+    /// Live reservations, physical allocations (freed-but-mapped included) and mappings: for tests.
     pub fn counts(&self) -> (usize, usize, usize) {
         let state = self.state.lock();
         let mappings = state.reservations.values().map(|r| r.mappings.len()).sum();

@@ -59,8 +59,7 @@ impl HostRuntime {
         Ok(GRANULARITY)
     }
 
-    /// `aclrtMallocPhysical`. The arguments are checked in their order:
-    /// size, prop, flags.
+    /// `aclrtMallocPhysical`. The arguments are checked in their order: size, prop, flags.
     pub fn malloc_physical(
         &self,
         size: usize,

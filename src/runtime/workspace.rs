@@ -16,14 +16,12 @@ use std::ptr::NonNull;
 pub struct Workspace {
     /// Its address.
     pub ptr: NonNull<u8>,
-    /// True when it may be freed as soon as its launch is enqueued (the
-    /// allocator only reuses it for later work on the same stream);
-    /// otherwise the stream's worker frees it once the kernel has run.
+    /// True when it may be freed once its launch is enqueued (reused only by
+    /// later work on the stream); otherwise the worker frees it after the kernel.
     pub free_in_stream_order: bool,
 }
 
-/// A device allocator that serves workspaces of launches on streams without a
-/// registered allocator.
+/// A device allocator that serves workspaces of launches on streams without a registered allocator.
 pub trait WorkspaceAllocator: Send + Sync {
     /// A workspace of `size` (> 0) bytes in `memory`, for a kernel on `stream`.
     fn alloc(&self, memory: &DeviceHeap, stream: StreamKey, size: usize) -> Result<Workspace>;
@@ -31,8 +29,7 @@ pub trait WorkspaceAllocator: Send + Sync {
     fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>);
 }
 
-/// Takes every workspace straight from device memory and returns it once its
-/// kernel has run.
+/// Takes every workspace straight from device memory and returns it once its kernel has run.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DirectDeviceMemory;
 

@@ -8,8 +8,7 @@ use super::owner::REPORT_PATIENCE;
 use super::syncclock;
 use super::tracker::tracker;
 
-/// Streams whose last synchronization is remembered before the old ones are
-/// forgotten.
+/// Streams whose last synchronization is remembered before the old ones are forgotten.
 const SYNC_RECORDS_KEPT: usize = 4096;
 
 /// Called after a stream is destroyed; cheap unless the records are full.

@@ -16,9 +16,8 @@ pub enum LeakSeen {
     Exit,
 }
 
-/// One detected misuse of an allocator. Streams, allocators, blocks and
-/// addresses are the raw handle values (serialized as the snapshot's
-/// fields, before handles become hex strings).
+/// One detected misuse of an allocator, with raw handle values (serialized
+/// as the snapshot's fields, before handles become hex strings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(untagged)]
 pub enum Fault {

@@ -93,8 +93,7 @@ fn report_file(variable: &str) -> Option<PathBuf> {
     env::path(env::var(variable).as_deref()).map(expand_os)
 }
 
-/// What runs just before the reports at exit (a last look for a real
-/// runtime loaded too late).
+/// What runs just before the reports at exit (a last look for a real runtime loaded too late).
 static BEFORE_REPORT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 /// Sets what runs just before the reports at exit.
@@ -102,9 +101,8 @@ pub fn before_exit_report(hook: fn()) {
     let _ = BEFORE_REPORT.set(hook);
 }
 
-/// Reports every still-live block as a leak, then writes the text report
-/// (to `ACLALLOC_TRACK_REPORT` or stderr) and, if `ACLALLOC_TRACK_JSON` is
-/// set, the JSON snapshot.
+/// Reports every live block as a leak, then writes the text report and, if
+/// `ACLALLOC_TRACK_JSON` is set, the JSON snapshot.
 pub fn write_exit_reports() {
     if let Some(hook) = BEFORE_REPORT.get() {
         hook();

@@ -1,21 +1,16 @@
-//! The tracking layer's allocation history: what the runtime did with the
-//! user's allocators, in the recorder the pools use (`crate::history`), so
-//! `aclalloc run` can draw the whole run's timeline.
+//! The tracking layer's allocation history, in the pools' recorder
+//! (`crate::history`), so `aclalloc run` can draw the run's timeline. One
+//! recorder serves every allocator; off by default.
 //!
-//! One recorder serves every allocator and device; each event carries its
-//! stream's device. Off by default (one atomic load per callback).
-//!
-//! - `alloc`: at the block's first getAddrFromBlock, since the event must
-//!   carry the address and the layer never calls the user's getAddrFromBlock
-//!   itself; a runtime asks right after alloc, so the time is the
-//!   allocation's. A block whose address was never asked is not recorded.
-//! - `free_requested` + `free_completed`: together at free (the runtime
-//!   frees in stream order, after the work that used the block).
+//! - `alloc`: at the block's first getAddrFromBlock (the layer never asks the
+//!   address itself; runtimes ask right after alloc). A block whose address
+//!   was never asked is not recorded.
+//! - `free_requested` + `free_completed`: together at free (runtimes free in
+//!   stream order).
 //! - `oom`: an alloc that returned NULL (`addr` 0).
 //!
-//! The layer sees no segments, so there are no `segment_*` events. Events
-//! are recorded while the allocator's record is held, so one allocator's
-//! events are in the order its blocks changed hands.
+//! No `segment_*` events. Events are recorded under the allocator's record,
+//! so one allocator's events are in order.
 
 use crate::core::env;
 use crate::core::error::{Error, Result};
@@ -60,9 +55,8 @@ pub fn history() -> History {
         .map_or_else(History::default, Recorder::history)
 }
 
-/// Applies `ACLALLOC_RECORD_HISTORY` to the tracking layer (when tracking is
-/// first turned on). Read with `getenv`; an invalid value is one line on
-/// stderr and recording stays off, as for the other load-time switches.
+/// Applies `ACLALLOC_RECORD_HISTORY` when tracking is first turned on; an
+/// invalid value is one line on stderr and recording stays off.
 pub(crate) fn init_from_env() {
     let entries = env::with_var_no_alloc(ENV_VAR, |raw| env::or_default(parse_raw(raw), 0, "off"));
     if entries > 0 {

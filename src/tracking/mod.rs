@@ -2,19 +2,12 @@
 //! allocators users register, recording every block and checking every call.
 //!
 //! Off by default: `ACLALLOC_TRACK=1` turns it on at load time,
-//! [`set_enabled`] (`aclallocTrackingSetEnabled`) at any time; in front of a
-//! real runtime, turn it on before registering.
-//!
-//! With tracking on, `aclrtAllocatorGetByStream` (and, in front of a real
-//! runtime, `aclrtAllocatorRegister`) hands out a tracking object and
-//! callbacks that call the user's and return their results; the host
-//! runtime's launches take them through [`callbacks_for`].
-//!
-//! It records per block size, stream, time and address, per allocator the
-//! pool's `allocation` and `allocated_bytes` statistics, and detects the
-//! [`Fault`]s. [`record_history`] keeps the last N events in PyTorch's
-//! `device_traces` shape. [`report_text`] and [`snapshot_json`] are written
-//! at exit (`ACLALLOC_TRACK_REPORT`, `ACLALLOC_TRACK_JSON`) or on request.
+//! [`set_enabled`] at any time. With it on, `aclrtAllocatorGetByStream` (and
+//! in front of a real runtime `aclrtAllocatorRegister`) hands out tracking
+//! callbacks that call the user's; host launches take them through
+//! [`callbacks_for`]. It keeps per-allocator statistics, detects the
+//! [`Fault`]s, can record history ([`record_history`]), and writes
+//! [`report_text`] and [`snapshot_json`] at exit or on request.
 
 mod churn;
 pub mod events;
@@ -154,9 +147,7 @@ pub fn report_leaks_now() {
     }
 }
 
-/// The tracking layer as a runtime's [`StreamObserver`](crate::registry::observer::StreamObserver): launches call the
-/// tracking callbacks while tracking is on, and stream events feed the leak
-/// and use-after-free checks.
+/// The tracking layer as a runtime's [`StreamObserver`](crate::registry::observer::StreamObserver).
 pub struct TrackingObserver;
 
 impl crate::registry::observer::StreamObserver for TrackingObserver {

@@ -1,17 +1,12 @@
 //! The reports when the program is stopped by a signal.
 //!
-//! SIGTERM, SIGINT and SIGHUP end a process without `atexit`, so with
-//! tracking on from the environment they get a handler where the program
-//! left the default action. A handler must not allocate or lock, so it only
-//! stores the signal and writes a byte to a pipe; a watcher thread writes the
-//! reports, then restores the default action and raises the signal again
-//! (the exit status stays the signal's).
-//!
-//! After a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the handler
-//! wakes the watcher, waits at most [`CRASH_WAIT`] (the crashed thread may
-//! hold a lock the report needs), then restores the default action so the
-//! fault happens again. In a forked child there is no watcher: the default
-//! action at once.
+//! SIGTERM, SIGINT and SIGHUP skip `atexit`, so with tracking on from the
+//! environment they get a handler (where the program left the default). It
+//! only stores the signal and writes to a pipe; a watcher thread writes the
+//! reports, restores the default action and raises the signal again. After a
+//! crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the handler waits for the
+//! watcher at most [`CRASH_WAIT`] before the fault happens again. A forked
+//! child has no watcher.
 
 use crate::core::sync::statics::{AtomicBool, AtomicI32};
 
@@ -108,8 +103,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     // non-negative) and the buffer one byte on the stack.
     unsafe { libc::write(fd, [0u8].as_ptr().cast(), 1) };
     if CRASHING.contains(&sig) {
-        // Wait (bounded) for the report, then let the fault happen again
-        // with the default action.
+        // Wait (bounded) for the report, then let the fault happen again with the default action.
         let step = libc::timespec {
             tv_sec: 0,
             tv_nsec: 10_000_000,

@@ -91,8 +91,7 @@ pub fn snapshot_json() -> String {
     out
 }
 
-/// The fields of `fault`: sizes and ages as numbers, handles and addresses
-/// as hex strings.
+/// The fields of `fault`: sizes and ages as numbers, handles and addresses as hex strings.
 fn fault_fields(fault: &Fault) -> Map<String, Value> {
     const NUMBERS: [&str; 3] = ["size", "other_size", "age_ns"];
     let Ok(Value::Object(fields)) = serde_json::to_value(fault) else {

@@ -1,18 +1,12 @@
 //! The tracking objects handed out in place of the user's allocator, and the
 //! process-wide table of them.
 //!
-//! A [`TrackObj`] stands for one registration on one stream: it knows the
-//! stream (the allocator callbacks do not say which stream calls them), the
-//! user's callbacks it wraps, and the record of the user's allocator object.
-//! Tracking objects are interned by (stream, registration) and never freed:
-//! a runtime may keep the object pointer for as long as it likes, and
-//! re-registering the same allocator on the same stream finds the same one.
-//! When a stream is destroyed its objects become spares of their
-//! registration, and the next stream that registers the same allocator gets
-//! one back with only its stream word changed (one atomic store, so a late
-//! reader sees one stream or the other, never a torn object). A service that
-//! makes a stream per request thus keeps as many objects as it ever had
-//! streams alive at once, not one per stream it ever made.
+//! A [`TrackObj`] stands for one registration on one stream (the callbacks
+//! are not told the stream). They are interned by (stream, registration) and
+//! never freed, since a runtime may keep the pointer. A destroyed stream's
+//! objects become spares that the next stream registering the same allocator
+//! reuses with one atomic store of the stream word, so a service making a
+//! stream per request keeps only as many objects as streams alive at once.
 
 use super::history;
 use super::owner::AllocState;
@@ -25,8 +19,7 @@ use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
-/// knows (the tracking getAddrFromBlock must still return what the user's
-/// function would). Set here, where registrations are interned.
+/// knows (the tracking one must still return what the user's would).
 pub(crate) static FALLBACK_GET_ADDR: crate::core::sync::statics::AtomicUsize =
     crate::core::sync::statics::AtomicUsize::new(0);
 
@@ -37,10 +30,9 @@ pub struct TrackObj {
     stream: AtomicUsize,
     pub(crate) registration: Registration,
     pub(crate) state: &'static AllocState,
-    /// The stream's device as the history records it; `UNKNOWN_DEVICE`
-    /// until the first allocation recorded (asking the runtime for it
-    /// earlier would be a call the program did not make, and in CANN an
-    /// error message when no device is set).
+    /// The stream's device as the history records it; `UNKNOWN_DEVICE` until
+    /// the first recorded allocation (asking earlier would be a call the
+    /// program did not make).
     device: AtomicI32,
 }
 
@@ -54,10 +46,8 @@ impl TrackObj {
             .expect("a tracking object's stream is never NULL")
     }
 
-    /// The device to record this allocation under: 0 while the history is
-    /// off (nothing is recorded then); otherwise the calling thread's
-    /// current device the first time (the runtime allocates for a stream on
-    /// a thread whose device is the stream's), remembered.
+    /// The device to record this allocation under: 0 while the history is off,
+    /// else the calling thread's current device the first time, remembered.
     #[inline]
     pub(crate) fn device_for_history(&self) -> i32 {
         if !history::is_recording() {
@@ -114,8 +104,7 @@ struct Slow {
     /// Objects of destroyed streams, by registration, for reuse.
     spare: HashMap<[usize; VALUE_WORDS], Vec<&'static TrackObj>>,
     states: HashMap<usize, &'static AllocState>,
-    /// The last node of `Tracker::records` (`None` while empty): appended to
-    /// under this lock.
+    /// The last node of `Tracker::records` (`None` while empty): appended to under this lock.
     last: Option<&'static RecordNode>,
 }
 
@@ -126,15 +115,11 @@ struct RecordNode {
     next: AtomicPtr<RecordNode>,
 }
 
-/// Every allocator record, oldest first: an append-only linked list of
-/// leaked nodes, so the search of getAddrFromBlock's fallback (a block that
-/// is not the thread's last allocation, as in a launch with two
-/// workspaces) takes no lock and allocates nothing. Nodes are appended under
-/// the tracker's lock (one writer) with a release store of the link, and
-/// never removed or freed, so a reader that follows the links with acquire
-/// loads sees whole nodes and at worst misses one appended meanwhile (a
-/// record made after it began, for an allocator whose blocks it could not
-/// have been asked about).
+/// Every allocator record, oldest first: an append-only linked list of leaked
+/// nodes, so getAddrFromBlock's fallback search takes no lock and allocates
+/// nothing. One writer (under the tracker's lock) appends with a release
+/// store; readers follow acquire loads and at worst miss a node appended
+/// meanwhile, for an allocator they could not have been asked about.
 pub(crate) struct Records {
     first: AtomicPtr<RecordNode>,
 }

@@ -1,18 +1,11 @@
-//! `aclalloc viz`: one self-contained HTML page that draws a snapshot and
-//! its recorded history, offline (no network, no external script or font).
+//! `aclalloc viz`: one self-contained, offline HTML page that draws a
+//! snapshot and its recorded history: the memory timeline stacked by
+//! allocation, the segments at any point, the largest live allocations,
+//! out-of-memory failures and faults.
 //!
-//! The page shows the active-memory timeline (allocated bytes over time,
-//! stacked by allocation and coloured by stream, the reserved total as a
-//! line, the peak marked), the segments with their blocks at the end of the
-//! trace or at a point clicked on the timeline, the largest live
-//! allocations, out-of-memory failures and the faults `aclalloc run` found.
-//!
-//! The snapshot is read in Rust ([`model`], in exact 64-bit arithmetic) and
-//! embedded as JSON; the page's script (`page.js`) only draws, a pixel
-//! column at a time, so 100,000 events stay responsive.
-//!
-//! Depends only on std and serde_json: the `aclalloc` command includes it by
-//! path, without linking the library it preloads into programs.
+//! The snapshot is read in Rust ([`model`], exact 64-bit arithmetic) and
+//! embedded as JSON; `page.js` only draws. Depends only on std and
+//! serde_json: the `aclalloc` command includes it by path.
 
 pub mod model;
 

@@ -13,18 +13,14 @@ use crate::pool::handles;
 use std::ffi::c_void;
 
 /// The pool's alloc callback: a block of at least `size` bytes (rounded up to
-/// 512), or NULL with a message for `aclGetRecentErrMsg` that gives the bytes
-/// requested, allocated, reserved and the limit.
+/// 512), or NULL with a message giving the bytes requested, allocated,
+/// reserved and the limit.
 ///
-/// Streams: CANN gives the callbacks no stream, and frees blocks in stream
-/// order (right after the launch is enqueued), so a block freed by one
-/// stream's launch must not go to another stream's kernel that may run at the
-/// same time. When called from `aclallocLaunchKernel`, the pool knows the
-/// launch's stream and keeps each stream's freed blocks for that stream
-/// (PyTorch's per-stream pools); called from anywhere else, the stream is
-/// unknown (0) and every such caller shares one set of blocks, which is right
-/// for synchronous use and for one pool per stream. A descriptor from
-/// `aclallocPoolCreateStreamDesc` names its stream itself, whoever calls.
+/// CANN gives the callbacks no stream and frees blocks in stream order, so a
+/// block freed by one stream must not go to another's kernel. Called from
+/// `aclallocLaunchKernel` (or through a stream descriptor) the pool knows the
+/// stream and keeps each stream's freed blocks for it; otherwise all callers
+/// share stream 0, which is right for synchronous use.
 #[no_mangle]
 pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *mut c_void {
     boundary("aclallocPoolAlloc", || {
@@ -73,9 +69,7 @@ pub extern "C" fn aclallocPoolGetAddrFromBlock(block: aclrtAllocatorBlock) -> *m
     block
 }
 
-/// The pool's C callbacks for the pool whose handle is `obj`, as a
-/// descriptor registers them (the default allocator's pool uses them; the
-/// composition root hands this function down to it).
+/// The pool's C callbacks for the pool whose handle is `obj`, as its descriptor holds them.
 pub(crate) fn callbacks_of(obj: AllocatorObj) -> Callbacks {
     Callbacks {
         obj,

@@ -25,10 +25,8 @@ pub struct aclallocPoolConfig {
     /// The most the pool may reserve, as a fraction (0, 1] of the device's
     /// memory; used when `memory_limit` is 0. 0: no limit.
     pub memory_fraction: f64,
-    /// 1: expandable segments (PyTorch's `expandable_segments:True`): per
-    /// stream one reservation of address space mapped page by page, so
-    /// memory freed anywhere can serve a request of any size. 0: fixed
-    /// segments.
+    /// 1: expandable segments (PyTorch's `expandable_segments:True`), one
+    /// reservation per stream mapped page by page. 0: fixed segments.
     pub expandable_segments: i32,
     /// PyTorch's `roundup_power2_divisions`, per power-of-two size interval:
     /// entry 0 for requests below 2 MiB, entry i for [2^i, 2^(i+1)) MiB, the

@@ -32,10 +32,10 @@ macro_rules! text {
     };
 }
 
-/// The statistics as a text table like PyTorch's `memory_summary()`. Works as
-/// `snprintf`: writes at most `size - 1` bytes and a NUL to `buffer` and the
-/// full length (without the NUL) to `length` (optional). `buffer` may be NULL
-/// when `size` is 0, to ask for the length.
+/// The statistics as a text table like PyTorch's `memory_summary()`, written
+/// as `snprintf` writes: at most `size - 1` bytes and a NUL, the full length
+/// (without the NUL) to `length` if not NULL; `buffer` may be NULL when
+/// `size` is 0.
 ///
 /// # Safety
 /// `buffer` must be valid for `size` bytes; `length` NULL or writable.
@@ -58,14 +58,11 @@ pub unsafe extern "C" fn aclallocPoolSummary(
 /// "unmapped_size","allocated_size","active_size",
 /// "requested_size","blocks":[{"address","size","requested_size","state"}]}],
 /// "device_traces":[[{"action","addr","size","block_size","stream",
-/// "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`
-/// with `state` `"active_allocated"` or `"inactive"`, addresses and stream
-/// handles as hex strings ("0x..."), one trace list per device index (see
-/// `aclallocPoolRecordHistory`). `stream` is the handle of the stream whose launch
-/// (`aclallocLaunchKernel`) made the segment; its blocks serve only that
-/// stream. It is 0 for segments made by callback calls outside such a launch:
-/// CANN's callbacks are not told the stream. Buffer handling as
-/// `aclallocPoolSummary`.
+/// "time_us"}]],"history":{"enabled","max_entries","entries","dropped"}}`;
+/// `state` is `"active_allocated"` or `"inactive"`, addresses and streams are
+/// hex strings. A segment's `stream` is the stream whose launch made it (0
+/// outside a launch: CANN's callbacks are not told the stream). Buffer
+/// handling as `aclallocPoolSummary`.
 ///
 /// # Safety
 /// As `aclallocPoolSummary`.
@@ -82,19 +79,13 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
     )
 }
 
-/// Records the pool's allocation history, like PyTorch's
-/// `torch.cuda.memory._record_memory_history(max_entries=maxEntries)`: from
-/// now on the last `maxEntries` events (`alloc`, `free_requested`,
-/// `free_completed`, `segment_alloc`, `segment_free`, `oom`, each with
-/// address, size, stream, device and time in microseconds) are kept in a
-/// ring, older ones overwritten and counted as dropped. Every call discards
-/// what was recorded before; `maxEntries` 0 switches recording off. The
-/// ring (48 bytes per event) is allocated here, never while recording; when
-/// it cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
-/// `aclallocPoolSnapshot` writes the events as `device_traces`. Pools made by
-/// `aclallocPoolCreate`, and the default pool, start recording at creation
-/// when `ACLALLOC_RECORD_HISTORY=N` is set. A stream descriptor's object
-/// names its pool here.
+/// Records the last `maxEntries` events of the pool (`alloc`,
+/// `free_requested`, `free_completed`, `segment_alloc`, `segment_free`, `oom`)
+/// in a ring, like PyTorch's `_record_memory_history(max_entries=...)`;
+/// `aclallocPoolSnapshot` writes them as `device_traces`. Each call discards
+/// what was recorded; 0 stops recording. The ring is allocated here: when it
+/// cannot be, `ACL_ERROR_BAD_ALLOC` and nothing changes.
+/// `ACLALLOC_RECORD_HISTORY=N` starts recording at a pool's creation.
 #[no_mangle]
 pub extern "C" fn aclallocPoolRecordHistory(pool: aclallocPool, maxEntries: usize) -> aclError {
     boundary("aclallocPoolRecordHistory", || {

@@ -16,16 +16,13 @@ use std::ffi::c_void;
 use super::callbacks::*;
 use super::config::aclallocPoolConfig;
 
-/// Creates a caching pool over the memory of the calling thread's current
-/// device (`aclrtMalloc`/`aclrtFree`; no current device:
-/// `ACL_ERROR_RT_CONTEXT_NULL`) and a complete allocator descriptor for it: its object is the pool and its
-/// alloc, free, allocAdvise and getAddrFromBlock functions are
+/// Creates a caching pool over the calling thread's current device
+/// (`ACL_ERROR_RT_CONTEXT_NULL` without one) and a complete allocator
+/// descriptor whose object is the pool and whose functions are
 /// `aclallocPoolAlloc`, `aclallocPoolFree`, `aclallocPoolAllocAdvise` and
-/// `aclallocPoolGetAddrFromBlock`. Pass it to `aclrtAllocatorRegister` for as
-/// many streams as should share the pool; destroy it with
-/// `aclrtAllocatorDestroyDesc` when no more registrations are needed.
-/// `config` NULL: the defaults and `ACLALLOC_ALLOC_CONF`, as
-/// `aclallocPoolConfigInit` gives. Nothing is written unless the call succeeds.
+/// `aclallocPoolGetAddrFromBlock`: register it on the streams that share the
+/// pool. `config` NULL: `aclallocPoolConfigInit`'s defaults. Nothing is
+/// written unless the call succeeds.
 ///
 /// # Safety
 /// `config` must be NULL or point to an `aclallocPoolConfig`; `pool` and
@@ -59,14 +56,10 @@ pub unsafe extern "C" fn aclallocPoolCreate(
     })
 }
 
-/// Creates a descriptor for one stream's use of a pool: the same pool and
-/// callbacks, but an allocator object that names `stream`, so the pool knows
-/// which stream each block serves even when the runtime that calls the
-/// callbacks is not this library's (CANN's callbacks carry no stream). Blocks
-/// freed through it are reused only for `stream`, which keeps a block that
-/// CANN frees in stream order away from kernels on other streams. Register it
-/// on `stream`, and destroy it with `aclrtAllocatorDestroyDesc`; it stops
-/// working when the pool is destroyed.
+/// Creates a descriptor for `stream`'s use of a pool: its object names the
+/// stream (CANN's callbacks carry none), so blocks freed through it are
+/// reused only for `stream`. Register it on `stream`; it stops working when
+/// the pool is destroyed.
 ///
 /// # Safety
 /// `allocatorDesc` must point to writable memory for an `aclrtAllocatorDesc`.
@@ -87,8 +80,7 @@ pub unsafe extern "C" fn aclallocPoolCreateStreamDesc(
     })
 }
 
-/// A descriptor whose object is pool handle `handle` and whose callbacks are
-/// the pool's.
+/// A descriptor whose object is pool handle `handle` and whose callbacks are the pool's.
 fn pool_descriptor(handle: usize) -> Result<crate::registry::DescriptorHandle> {
     let obj = AllocatorObj::new(handle as *mut c_void).ok_or(Error::Internal {
         reason: "a pool handle was zero",
@@ -118,10 +110,9 @@ fn destroy(pool: aclallocPool) -> Result<()> {
     handles::remove(pool)
 }
 
-/// Destroys a pool: returns all its memory to the device. Refused
-/// (`ACL_ERROR_FAILURE`, nothing changes) while blocks are still allocated.
-/// Streams registered with its descriptor must be unregistered first: from
-/// now on its callbacks fail (alloc returns NULL).
+/// Destroys a pool, returning its memory to the device; while blocks are
+/// allocated: `ACL_ERROR_FAILURE`, nothing changes. Its callbacks fail from
+/// now on, so unregister its streams first.
 #[no_mangle]
 pub extern "C" fn aclallocPoolDestroy(pool: aclallocPool) -> aclError {
     boundary("aclallocPoolDestroy", || destroy(pool))

@@ -21,8 +21,7 @@ pub(crate) struct Part {
     pub allocated: i64,
     pub freed: i64,
     /// How much `current` may still rise before the pool-wide peak would;
-    /// negative only inside an operation under the pool-wide lock that rose
-    /// above the peak, until it is settled.
+    /// negative only until settled, under the pool-wide lock.
     pub headroom: i64,
 }
 

@@ -94,9 +94,8 @@ fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
 }
 
 impl Core {
-    /// Lends the block just handed out at `addr` to a cache, with its
-    /// statistics and the headroom its first parking needs. `None`: not
-    /// lendable (an oversize block, whose count the cache does not keep).
+    /// Lends the block just handed out at `addr` to a cache, with its statistics
+    /// and the headroom its first parking needs. `None`: an oversize block.
     pub(crate) fn lend(&mut self, addr: usize, to: &mut CacheStats) -> Option<Loan> {
         let &idx = self.live.get(&addr)?;
         let b = self.blocks[idx];

@@ -1,22 +1,17 @@
 //! The caching allocator's state and algorithm for one shard of the pool,
 //! without locking (what spans shards is in `sharded.rs`).
 //!
-//! The design follows PyTorch's CUDACachingAllocator: sizes rounded to 512
-//! B; requests up to 1 MiB served from 2 MiB segments, larger ones from 20
-//! MiB (from 10 MiB up, their size rounded to 2 MiB); best fit, splitting,
-//! merging of free neighbours, a max split size, release and one retry when
-//! the device refuses; per-stream pools.
-//!
-//! Differences from PyTorch: large best fit prefers the fitting block in the
-//! smallest segment; growing for a large request first returns smaller
-//! wholly free segments; an oversize request gets a segment of its own size
-//! rounded to 2 MiB (it is never split); a standard segment refused by the
-//! limit or the device is retried at the request's size rounded to 2 MiB.
+//! PyTorch's CUDACachingAllocator: sizes rounded to 512 B; requests up to
+//! 1 MiB from 2 MiB segments, larger ones from 20 MiB (from 10 MiB up, their
+//! size rounded to 2 MiB); best fit, splitting, merging, a max split size,
+//! release and one retry when the device refuses. Differences: large best fit
+//! prefers the smallest segment; growing for a large request first returns
+//! smaller free segments; an oversize request gets a segment of its own; a
+//! refused standard segment is retried at the request's size.
 //!
 //! A freed block first goes, unmerged, into a LIFO bin for its requested
-//! size, so the next request of that size takes it in O(1). Bins are merged
-//! only when best fit over the merged blocks fails (the pool never grows
-//! while merged memory could serve), so each binned block is merged once.
+//! size (O(1) reuse). Bins are merged only when best fit over the merged
+//! blocks fails, so the pool never grows while merged memory could serve.
 
 use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
@@ -195,10 +190,9 @@ impl Core {
         }
     }
 
-    /// A cached block for `rounded` bytes: the exact-size bin, then best fit,
-    /// then best fit after merging the bins. With `checked`, only within the
-    /// statistics' headroom. `map`: the virtual memory and the bytes the limit
-    /// allows, to map an expandable block's pages (without it: `NoRoom`).
+    /// A cached block for `rounded` bytes: the exact-size bin, best fit, then
+    /// best fit after merging the bins; with `checked`, within the headroom.
+    /// `map`: what an expandable block needs to map its pages (else `NoRoom`).
     #[inline]
     pub(crate) fn take_cached(
         &mut self,
@@ -352,16 +346,12 @@ impl Core {
         None
     }
 
-    /// The free block to serve `rounded` bytes from: the smallest that fits
-    /// (PyTorch's rule); for the large pool, among those that fit, the one in
-    /// the smallest segment, so a big segment is not pinned by a request a
-    /// smaller one could serve. The scan stops at a block as large as the
-    /// best segment found.
+    /// The free block to serve `rounded` bytes from: the smallest that fits; for
+    /// the large pool, the fitting one in the smallest segment, so a big segment
+    /// is not pinned by what a smaller one could serve.
     fn best_fit(&self, kind: Kind, rounded: usize, stream: usize) -> Option<u32> {
         let max_split = self.config.max_split_size;
-        // PyTorch's rules (small requests take no oversize block, oversize
-        // ones no much larger block), except in an expandable pool, whose
-        // free blocks are address ranges split to size at will.
+        // PyTorch's oversize rules, except for an expandable pool's free ranges.
         let expandable = self.config.expandable_segments;
         let usable = |size: usize| {
             expandable

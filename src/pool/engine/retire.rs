@@ -8,9 +8,8 @@ use super::*;
 pub(crate) const RETIRED: usize = usize::MAX;
 
 impl Core {
-    /// Forgets `stream` (destroyed): releases its wholly free segments and
-    /// those retired earlier that have become wholly free, retires the rest
-    /// of its segments, and drops its bins. Returns the bytes released.
+    /// Forgets destroyed `stream`: releases its and earlier retired wholly free
+    /// segments, retires the rest, drops its bins. Returns the bytes released.
     pub(crate) fn retire_stream(&mut self, dev: &dyn DeviceMemory, stream: usize) -> usize {
         self.flush_bins();
         self.bins.retain(|&(s, _), _| s != stream);
@@ -36,9 +35,8 @@ impl Core {
         released
     }
 
-    /// Moves every block of segment `seg` to [`RETIRED`]; free ones stay in
-    /// the best-fit set under their new key, handed-out ones are binned under
-    /// it when freed.
+    /// Moves every block of segment `seg` to [`RETIRED`] (handed-out ones are
+    /// binned under it when freed).
     fn retag_segment(&mut self, seg: u32) {
         self.segments[seg].stream = RETIRED;
         let mut idx = self.segments[seg].first;

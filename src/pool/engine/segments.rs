@@ -66,8 +66,7 @@ impl Core {
         idx
     }
 
-    /// Files a new segment at `addr` whose whole range is one free block,
-    /// returned, and counts it.
+    /// Files a new segment at `addr` whose whole range is one free block, returned, and counts it.
     pub(super) fn insert_segment(
         &mut self,
         addr: usize,
@@ -105,8 +104,7 @@ impl Core {
         idx
     }
 
-    /// This shard's wholly free segments, as (size, segment), after merging
-    /// the bins.
+    /// This shard's wholly free segments, as (size, segment), after merging the bins.
     pub(crate) fn free_segments(&mut self) -> Vec<(usize, u32)> {
         self.flush_bins();
         self.by_addr
@@ -119,10 +117,9 @@ impl Core {
             .collect()
     }
 
-    /// Before the pool grows for a large request, wholly free large segments
-    /// smaller than it go back to the device: they cannot serve it, and the
-    /// new segment can serve what they would have (otherwise reserved memory
-    /// climbs well above the peak in use).
+    /// Before the pool grows for a large request, wholly free smaller large
+    /// segments go back: they cannot serve it, and the new one serves what they
+    /// would (otherwise reserved memory climbs far above the peak in use).
     pub(crate) fn release_unfit_segments(&mut self, dev: &dyn DeviceMemory, rounded: usize) {
         let unfit: Vec<u32> = self
             .by_addr
