@@ -16,21 +16,3 @@ pub struct AllocatorStats {
     /// Calls of alloc that returned NULL.
     pub num_alloc_failures: u64,
 }
-
-impl AllocatorStats {
-    /// The flat key/value form, with the pool's key names.
-    pub fn flat(&self) -> Vec<(String, i64)> {
-        let mut out = Vec::with_capacity(9);
-        for (name, s) in [
-            ("allocation", &self.allocation),
-            ("allocated_bytes", &self.allocated_bytes),
-        ] {
-            out.push((format!("{name}.all.current"), s.current));
-            out.push((format!("{name}.all.peak"), s.peak));
-            out.push((format!("{name}.all.allocated"), s.allocated));
-            out.push((format!("{name}.all.freed"), s.freed));
-        }
-        out.push(("num_alloc_failures".into(), self.num_alloc_failures as i64));
-        out
-    }
-}
