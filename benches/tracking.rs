@@ -16,7 +16,7 @@
 //! into the loop with no call chain: the user's two calls (the anchor), the
 //! allocator's lock around each (noting the owner inside: the "two streams
 //! in one allocator" detector), one probe and one rewrite of the block's
-//! record per call (`core::tracked`, four words of metadata as the tracking
+//! record per call (`base::tracked`, four words of metadata as the tracking
 //! layer keeps), and the counters. What `tracked` costs above it is the tracking
 //! callbacks' own (calls, frames, the object's fields, the thread's last
 //! allocation, the history switch, the block's time).
@@ -31,7 +31,7 @@
 //! during the run as a long-running service's would); the `tracked`
 //! variants run with it off.
 
-use aclalloc::core::tracked::{History, Meta, Tracked, META_WORDS};
+use aclalloc::base::tracked::{History, Meta, Tracked, META_WORDS};
 use aclalloc::registry::DescriptorHandle;
 use aclalloc::{tracking, AllocatorObj, Callbacks, Registration, StreamKey};
 use divan::{black_box, Bencher};

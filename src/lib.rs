@@ -24,7 +24,7 @@
 //!   page that draws a snapshot (`aclalloc viz`).
 //! - [`registry`]: which allocator serves which stream, [`AllocatorApi`],
 //!   and the observer of stream events.
-//! - [`core`] (bottom): errors with CANN's codes, the panic boundary, the C
+//! - [`base`] (bottom): errors with CANN's codes, the panic boundary, the C
 //!   vocabulary, typed handles and their lock-free table, descriptors, and
 //!   the device port.
 //!
@@ -37,7 +37,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod core;
+pub mod base;
 pub mod default_allocator;
 pub mod ffi;
 pub mod history;
@@ -49,10 +49,10 @@ pub mod runtime;
 pub mod tracking;
 pub mod viz;
 
-pub use crate::core::descriptor::{
+pub use crate::base::descriptor::{
     AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, Descriptor, FreeFn, GetAddrFromBlockFn,
 };
-pub use crate::core::errlog::take_recent as take_recent_error_messages;
-pub use crate::core::error::{aclError, Error, Result};
+pub use crate::base::errlog::take_recent as take_recent_error_messages;
+pub use crate::base::error::{aclError, Error, Result};
 pub use crate::registry::api::{global, AllocatorApi};
 pub use crate::registry::{DescriptorHandle, Registration, StreamKey, StreamRegistry};

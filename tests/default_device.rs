@@ -5,7 +5,7 @@
 
 mod common;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::default_allocator::*;
 use aclalloc::ffi::launch::aclallocLaunchKernel;

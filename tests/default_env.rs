@@ -4,7 +4,7 @@
 mod common;
 mod plugin_support;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::default_allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use std::ffi::{c_void, CStr};

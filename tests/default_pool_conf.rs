@@ -5,7 +5,7 @@
 
 mod common;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::default_allocator::*;
 use aclalloc::ffi::runtime::*;
 use common::pool::{snapshot_text, stat};

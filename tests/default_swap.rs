@@ -6,7 +6,7 @@
 mod common;
 mod plugin_support;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::default_allocator::*;
 use aclalloc::ffi::plugin::*;
 use common::message;

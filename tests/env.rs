@@ -7,7 +7,7 @@
 
 mod common;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::runtime::aclrtGetDeviceCount;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;

@@ -1,7 +1,7 @@
-//! The environment syntax of `core::env`: truth values, sizes, numbers,
+//! The environment syntax of `base::env`: truth values, sizes, numbers,
 //! words, key:value lists and the messages that name what is wrong.
 
-use aclalloc::core::env::*;
+use aclalloc::base::env::*;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use aclalloc::core::error::{ACL_ERROR_BAD_ALLOC, ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
+use aclalloc::base::error::{ACL_ERROR_BAD_ALLOC, ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
 use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::pool::PoolStats;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use aclalloc::core::error::{ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
+use aclalloc::base::error::{ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
 use aclalloc::ffi::default_allocator::{
     aclallocDefaultFree, aclallocDefaultMalloc, aclallocGetDefaultAllocator,
 };

@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 
 /// The layer table: a module may import a module of a strictly lower layer
 /// only. Modules of one layer are siblings and do not import each other;
-/// they meet through traits and slots defined in `core`.
+/// they meet through traits and slots defined in `base`.
 const LAYERS: &[(&str, u8)] = &[
     // Errors, the per-thread error log, the C vocabulary, ids and handle
     // tables, statistics, the device port, "the stream being served".
-    ("core", 0),
+    ("base", 0),
     // Which allocator serves which stream, and the allocator API; the
     // allocation history recorder the subsystems write to.
     ("registry", 1),
@@ -352,12 +352,12 @@ fn every_module_imports_only_lower_layers() {
 
 #[test]
 fn the_checker_sees_imports_in_groups_and_inline_paths() {
-    let code = "use crate::{core::error::Error, registry::{a, b}};\n\
+    let code = "use crate::{base::error::Error, registry::{a, b}};\n\
                 fn f() { crate::pool::x(); let _ = $crate::ffi::y; }";
     let roots = imported_roots(code);
     assert_eq!(
         roots.into_iter().collect::<Vec<_>>(),
-        ["core", "pool", "registry"]
+        ["base", "pool", "registry"]
     );
 }
 
@@ -365,12 +365,12 @@ fn the_checker_sees_imports_in_groups_and_inline_paths() {
 fn the_checker_ignores_comments_strings_and_test_modules() {
     let code = strip_comments_and_strings(
         "// crate::ffi\n/* crate::ffi */ let s = \"crate::ffi\"; let c = '\"';\n\
-         #[cfg(test)]\nmod tests { use crate::ffi; }\n#[cfg(test)]\nmod more;\nuse crate::core;",
+         #[cfg(test)]\nmod tests { use crate::ffi; }\n#[cfg(test)]\nmod more;\nuse crate::base;",
     );
     let (code, test_files) = strip_test_modules(&code);
     assert_eq!(test_files, ["more"]);
     assert_eq!(
         imported_roots(&code).into_iter().collect::<Vec<_>>(),
-        ["core"]
+        ["base"]
     );
 }

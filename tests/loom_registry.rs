@@ -1,7 +1,7 @@
-//! Loom models of the lock-free table (`core::table::Table`, the stream
+//! Loom models of the lock-free table (`base::table::Table`, the stream
 //! registry's map and every handle table): every interleaving of a writer
 //! (rewrite, insert, removal with backward shift, growth) with a reader, up
-//! to a preemption bound. `src/core/table.rs` lists which ordering each
+//! to a preemption bound. `src/base/table.rs` lists which ordering each
 //! model pins.
 //!
 //! Run (`scripts/loom.sh` does exactly this):
@@ -17,7 +17,7 @@
 
 mod loom_support;
 
-use aclalloc::core::table::{home_slot, Table};
+use aclalloc::base::table::{home_slot, Table};
 use loom::sync::Arc;
 use loom::thread;
 use std::num::NonZeroUsize;

@@ -8,7 +8,7 @@ mod plugin_support;
 
 use plugin_support::{build as build_plugin, counters as plugin_counters, is_loaded};
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::plugin::*;
 use common::message;

@@ -1,10 +1,10 @@
 //! The device a pluggable allocator is told about follows the calling
 //! thread's current device through every way it changes, although the
-//! device port keeps it per thread (core::device_port::current_device):
+//! device port keeps it per thread (base::device_port::current_device):
 //! aclrtSetDevice, aclrtCreateContext, aclrtSetCurrentContext, and a
 //! context destroyed by another thread while it is current here.
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::plugin::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::plugin::{published, PluggableAllocator, PluginFunctions};

@@ -6,7 +6,7 @@
 mod common;
 mod plugin_support;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::plugin::*;

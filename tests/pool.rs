@@ -267,7 +267,7 @@ fn out_of_memory_releases_cached_segments_and_retries_once() {
     );
     assert_eq!(
         e.code(),
-        aclalloc::core::error::ACL_ERROR_RT_MEMORY_ALLOCATION
+        aclalloc::base::error::ACL_ERROR_RT_MEMORY_ALLOCATION
     );
     assert_eq!(pool.stats().num_ooms, 1);
     let e = pool.malloc(usize::MAX).unwrap_err();

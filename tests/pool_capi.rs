@@ -4,7 +4,7 @@
 
 mod common;
 
-use aclalloc::core::error::{ACL_ERROR_FAILURE, ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
+use aclalloc::base::error::{ACL_ERROR_FAILURE, ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::pool::*;
@@ -544,7 +544,7 @@ fn a_pool_destroyed_on_another_thread_refuses_this_threads_calls() {
 
 #[test]
 fn a_launch_whose_workspace_the_pool_cannot_serve_fails_with_the_pools_reason() {
-    use aclalloc::core::error::ACL_ERROR_RT_MEMORY_ALLOCATION;
+    use aclalloc::base::error::ACL_ERROR_RT_MEMORY_ALLOCATION;
     use aclalloc::ffi::launch::aclallocLaunchKernel;
     use aclalloc::ffi::runtime::{aclrtCreateStream, aclrtDestroyStream};
     let (pool, desc) = create(&config(8 * MIB));

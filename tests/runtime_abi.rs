@@ -3,7 +3,7 @@
 
 mod common;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::memory::*;

@@ -10,7 +10,7 @@
 
 mod common;
 
-use aclalloc::core::error::ACL_SUCCESS;
+use aclalloc::base::error::ACL_SUCCESS;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
 use aclalloc::ffi::launch::aclallocLaunchKernel;

@@ -5,7 +5,7 @@
 //! tables; this runs the shipped code on real threads and real memory
 //! ordering, through growth from a 2-slot table and through the C functions.
 
-use aclalloc::core::table::{Table, VALUE_WORDS};
+use aclalloc::base::table::{Table, VALUE_WORDS};
 use aclalloc::ffi::allocator::*;
 use aclalloc::{aclError, global};
 use std::ffi::c_void;

@@ -1,4 +1,4 @@
-//! The tracked-allocations adaptor (`core::tracked`, the table the pluggable
+//! The tracked-allocations adaptor (`base::tracked`, the table the pluggable
 //! allocators and the tracking layer keep their blocks in):
 //!
 //! - a property test against a model (a `HashMap`): random inserts, frees,
@@ -14,7 +14,7 @@
 //!   owner whichever form either side takes, and a re-entry from inside a
 //!   full hold is still refused after brief holds came and went.
 
-use aclalloc::core::tracked::{Block, History, Meta, Refused, Tracked, META_WORDS};
+use aclalloc::base::tracked::{Block, History, Meta, Refused, Tracked, META_WORDS};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

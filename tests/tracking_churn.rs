@@ -5,7 +5,7 @@
 
 mod common;
 
-use aclalloc::core::error::ACL_SUCCESS;
+use aclalloc::base::error::ACL_SUCCESS;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::runtime::*;

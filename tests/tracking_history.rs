@@ -9,7 +9,7 @@
 
 mod common;
 
-use aclalloc::core::error::{ACL_ERROR_BAD_ALLOC, ACL_SUCCESS};
+use aclalloc::base::error::{ACL_ERROR_BAD_ALLOC, ACL_SUCCESS};
 use aclalloc::ffi::runtime::aclrtSetDevice;
 use aclalloc::ffi::tracking::{aclallocTrackingRecordHistory, aclallocTrackingWriteSnapshot};
 use aclalloc::{tracking, AllocatorObj, Callbacks};

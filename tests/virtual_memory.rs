@@ -4,7 +4,7 @@
 
 mod common;
 
-use aclalloc::core::error::*;
+use aclalloc::base::error::*;
 use aclalloc::ffi::memory::*;
 use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::*;

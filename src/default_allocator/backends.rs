@@ -2,10 +2,10 @@
 
 use super::choice::Choice;
 use super::{per_device, Kind, Source};
-use crate::core::boundary::boundary;
-use crate::core::descriptor::{AllocatorObj, Callbacks};
-use crate::core::device_port::port;
-use crate::core::error::{Error, Result};
+use crate::base::boundary::boundary;
+use crate::base::descriptor::{AllocatorObj, Callbacks};
+use crate::base::device_port::port;
+use crate::base::error::{Error, Result};
 use crate::plugin::{published, PluggableAllocator, PluginSpec};
 use std::ffi::{c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;

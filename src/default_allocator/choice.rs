@@ -7,10 +7,10 @@
 //! | `plugin:PATH:ALLOC:FREE` | a pluggable allocator loaded from the shared object PATH with the symbols ALLOC and FREE (PATH may contain ':') |
 //!
 //! The words `pool`, `device` and `plugin` are matched in any case (the
-//! environment's rules, [`crate::core::env`]); PATH and the symbols as given.
+//! environment's rules, [`crate::base::env`]); PATH and the symbols as given.
 
-use crate::core::env::{self, Accepted, ConfigError};
-use crate::core::error::{Error, Result};
+use crate::base::env::{self, Accepted, ConfigError};
+use crate::base::error::{Error, Result};
 use std::ffi::CString;
 
 /// The environment variable that chooses the default allocator at start-up.

@@ -21,11 +21,11 @@ pub mod choice;
 pub mod per_device;
 pub mod workspace;
 
-use crate::core::descriptor::{AllocatorObj, Callbacks};
-use crate::core::error::{Error, Result};
-use crate::core::foreign_call::{self, Callback, Function};
-use crate::core::serving;
-use crate::core::sync::{AtomicU64, Ordering};
+use crate::base::descriptor::{AllocatorObj, Callbacks};
+use crate::base::error::{Error, Result};
+use crate::base::foreign_call::{self, Callback, Function};
+use crate::base::serving;
+use crate::base::sync::{AtomicU64, Ordering};
 use crate::plugin::context;
 use crate::plugin::live::{self, Books, LiveBlock, Stats};
 use crate::pool::Pool;
@@ -436,7 +436,7 @@ pub(crate) fn pool_refusal(pool_error: Option<Error>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sync::{AtomicUsize, Ordering};
+    use crate::base::sync::{AtomicUsize, Ordering};
 
     static ALLOCS: AtomicUsize = AtomicUsize::new(0);
     static FREES: AtomicUsize = AtomicUsize::new(0);
@@ -505,7 +505,7 @@ mod tests {
             Err(Error::AlreadyInitialized)
         );
         assert_eq!(
-            crate::core::errlog::message("aclallocSetDefaultAllocator", Error::AlreadyInitialized),
+            crate::base::errlog::message("aclallocSetDefaultAllocator", Error::AlreadyInitialized),
             "aclallocSetDefaultAllocator failed. can't swap an already initialized allocator."
         );
         let s = d.stats();
@@ -533,7 +533,7 @@ mod tests {
         let d = DefaultAllocator::new(choose_bad);
         assert!(matches!(
             d.alloc(8, None),
-            Err(Error::Config(crate::core::env::ConfigError {
+            Err(Error::Config(crate::base::env::ConfigError {
                 variable: "ACLALLOC_DEFAULT_ALLOCATOR",
                 ..
             }))

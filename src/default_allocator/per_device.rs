@@ -12,11 +12,11 @@
 //! are freed on stream workers, which have no current device).
 
 use super::backends::installed_pool_callbacks;
-use crate::core::descriptor::{AllocatorObj, Callbacks};
-use crate::core::errlog;
-use crate::core::error::{Error, Result};
-use crate::core::sync::statics::{AtomicPtr, AtomicUsize};
-use crate::core::sync::Ordering;
+use crate::base::descriptor::{AllocatorObj, Callbacks};
+use crate::base::errlog;
+use crate::base::error::{Error, Result};
+use crate::base::sync::statics::{AtomicPtr, AtomicUsize};
+use crate::base::sync::Ordering;
 use crate::plugin::context;
 use crate::pool::acl::AclMemory;
 use crate::pool::handles as pool_handles;

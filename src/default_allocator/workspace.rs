@@ -2,8 +2,8 @@
 //! serves launches on streams without a registration.
 
 use super::{global, Kind};
-use crate::core::errlog;
-use crate::core::error::Result;
+use crate::base::errlog;
+use crate::base::error::Result;
 use crate::registry::StreamKey;
 use crate::runtime::memory::DeviceHeap;
 use crate::runtime::workspace::{DirectDeviceMemory, Workspace, WorkspaceAllocator};

@@ -2,7 +2,7 @@
 //! writes through a caller's pointer is [`Out::write`], and every export calls
 //! it only after everything else has succeeded.
 
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::registry::{DescriptorHandle, StreamKey};
 use std::ffi::c_void;
 use std::ptr::NonNull;

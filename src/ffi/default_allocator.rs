@@ -7,7 +7,7 @@ use super::args::{self, Out};
 use super::boundary::boundary;
 use super::plugin::aclallocAllocatorStats;
 use super::types::*;
-use crate::core::error::Error;
+use crate::base::error::Error;
 use crate::default_allocator::{global, Kind, Source};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, CStr};

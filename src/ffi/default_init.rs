@@ -6,7 +6,7 @@
 use super::args::Out;
 use super::boundary::boundary;
 use super::types::*;
-use crate::core::error::Error;
+use crate::base::error::Error;
 use crate::default_allocator::{global, Kind};
 
 /// Builds the default allocator now, as its first allocation would, so that

@@ -8,7 +8,7 @@
 //! those whose effect this library must see wrapped in `crate::ffi::forward`,
 //! and the host runtime's for what it lacks (the launch extension).
 
-use crate::core::types::*;
+use crate::base::types::*;
 use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
 

@@ -2,7 +2,7 @@
 
 use super::boundary::boundary;
 use super::forward;
-use crate::core::errlog;
+use crate::base::errlog;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
 

@@ -10,10 +10,10 @@
 use super::boundary::{boundary, passthrough};
 use super::runtime::host as host_runtime;
 use super::types::*;
-use crate::core::descriptor::{Callbacks, Descriptor};
-use crate::core::error::ACL_SUCCESS;
-use crate::core::error::{Error, Result};
-use crate::core::handles::{tags, TAG_SHIFT};
+use crate::base::descriptor::{Callbacks, Descriptor};
+use crate::base::error::ACL_SUCCESS;
+use crate::base::error::{Error, Result};
+use crate::base::handles::{tags, TAG_SHIFT};
 use crate::interpose::next::{real, real_probed, Sym};
 use crate::interpose::shadow;
 use crate::registry::api::global;
@@ -244,7 +244,7 @@ fn read_back(stream: aclrtStream) -> Option<Callbacks> {
         return None;
     }
     Some(Callbacks {
-        obj: crate::core::descriptor::AllocatorObj::new(obj)?,
+        obj: crate::base::descriptor::AllocatorObj::new(obj)?,
         alloc: alloc?,
         free: free?,
         alloc_advise: advise,

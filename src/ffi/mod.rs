@@ -8,7 +8,7 @@
 
 pub mod allocator;
 pub(crate) mod args;
-pub(crate) use crate::core::boundary;
+pub(crate) use crate::base::boundary;
 pub mod default_allocator;
 pub mod default_init;
 pub mod dispatch;

@@ -9,7 +9,7 @@
 use super::args::{self, Out};
 use super::boundary::boundary;
 use super::types::*;
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::plugin::{published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
 use crate::registry::StreamKey;
 use std::ffi::{c_char, c_void, OsStr};
@@ -281,11 +281,11 @@ pub extern "C" fn aclallocPluggableSetMemoryFraction(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::errlog;
-    use crate::core::error::{
+    use crate::base::errlog;
+    use crate::base::error::{
         ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_SUCCESS,
     };
-    use crate::core::sync::{AtomicUsize, Ordering};
+    use crate::base::sync::{AtomicUsize, Ordering};
     use crate::plugin::PluginFunctions;
 
     static ALLOCS: AtomicUsize = AtomicUsize::new(0);

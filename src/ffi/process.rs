@@ -10,11 +10,11 @@
 //! is built here too.
 
 use super::dispatch::{self, Backend};
-use crate::core::descriptor::Callbacks;
-use crate::core::device_port::{self, DevicePort, VirtualMemoryCalls};
-use crate::core::error::{aclError, Error, Result, ACL_SUCCESS};
-use crate::core::ids::StreamKey;
-use crate::core::types::{aclrtMemAttr, aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE_FIRST};
+use crate::base::descriptor::Callbacks;
+use crate::base::device_port::{self, DevicePort, VirtualMemoryCalls};
+use crate::base::error::{aclError, Error, Result, ACL_SUCCESS};
+use crate::base::ids::StreamKey;
+use crate::base::types::{aclrtMemAttr, aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE_FIRST};
 use crate::registry::api::global;
 use crate::registry::observer::StreamObserver;
 use crate::registry::Registration;

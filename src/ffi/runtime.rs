@@ -321,7 +321,7 @@ pub(crate) mod host {
     ) -> aclError {
         boundary("aclrtSynchronizeStreamWithTimeout", || {
             if timeout < -1 {
-                return Err(crate::core::error::Error::InvalidParam {
+                return Err(crate::base::error::Error::InvalidParam {
                     param: "timeout",
                     reason: "It must be -1 (no limit) or a number of milliseconds",
                 });

@@ -4,7 +4,7 @@
 use super::args::{self, Out};
 use super::boundary::{boundary, passthrough};
 use super::types::*;
-use crate::core::error::Error;
+use crate::base::error::Error;
 use crate::pool::Stat;
 use crate::tracking;
 use std::ffi::{c_char, c_int};

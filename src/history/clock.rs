@@ -8,9 +8,9 @@
 //!   most [`STAMP_BOUND`] plus the wake-up delay. Without a clock thread
 //!   (not started, or after `fork`) the word is 0 and the clock is read.
 
-use crate::core::sync::statics::{AtomicU64, AtomicU8};
+use crate::base::sync::statics::{AtomicU64, AtomicU8};
 
-use crate::core::sync::Ordering;
+use crate::base::sync::Ordering;
 use std::time::Duration;
 
 /// Nanoseconds on `clock`.
@@ -103,7 +103,7 @@ pub(crate) fn ensure_ticker() {
     register_fork_handler();
     let period = period();
     NOW.0.store(coarse_ns(), Ordering::Relaxed);
-    let started = crate::core::threads::spawn("aclalloc-clock".into(), move || loop {
+    let started = crate::base::threads::spawn("aclalloc-clock".into(), move || loop {
         std::thread::sleep(period);
         if TICKER.load(Ordering::Relaxed) != RUNNING {
             return;

@@ -4,8 +4,8 @@
 
 use std::ffi::OsStr;
 
-use crate::core::env;
-use crate::core::error::Result;
+use crate::base::env;
+use crate::base::error::Result;
 
 /// The variable.
 pub const ENV_VAR: &str = "ACLALLOC_RECORD_HISTORY";

@@ -8,7 +8,7 @@
 use super::clock::now_us;
 use super::event::{Action, Event};
 use super::ring::Ring;
-use crate::core::sync::{AtomicBool, Ordering};
+use crate::base::sync::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use std::collections::TryReserveError;
 

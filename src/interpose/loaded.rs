@@ -7,8 +7,8 @@
 //! the definer; copies of this library are skipped). The runtime's handle is
 //! kept open; the others are closed. Nothing here allocates.
 
-use crate::core::sync::statics::AtomicBool;
-use crate::core::sync::Ordering;
+use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::Ordering;
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 

@@ -16,8 +16,8 @@
 //! A runtime loaded after the decision is not used ([`late_runtime`] finds
 //! it). `ACLALLOC_FORWARD=0` skips the lookup.
 
-use crate::core::sync::statics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
-use crate::core::sync::Ordering;
+use crate::base::sync::statics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
+use crate::base::sync::Ordering;
 use std::ffi::CStr;
 
 /// The ACL functions this library exports that a real runtime may also
@@ -303,9 +303,9 @@ fn forwarding_disabled() -> bool {
     const FORWARD_VAR: &str = "ACLALLOC_FORWARD";
     static FORWARD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     !*FORWARD.get_or_init(|| {
-        crate::core::env::with_var_no_alloc(FORWARD_VAR, |raw| {
-            let value = crate::core::env::truth_var(FORWARD_VAR, raw);
-            crate::core::env::or_default(value, true, "on")
+        crate::base::env::with_var_no_alloc(FORWARD_VAR, |raw| {
+            let value = crate::base::env::truth_var(FORWARD_VAR, raw);
+            crate::base::env::or_default(value, true, "on")
         })
     })
 }

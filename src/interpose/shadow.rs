@@ -5,7 +5,7 @@
 //! registration gives the runtime a descriptor of its own holding the
 //! tracking callbacks (a "mirror"), destroyed once the runtime drops it.
 
-use crate::core::descriptor::Descriptor;
+use crate::base::descriptor::Descriptor;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
@@ -54,7 +54,7 @@ pub fn set_mirror(stream: usize, mirror: Option<usize>) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::descriptor::AllocatorObj;
+    use crate::base::descriptor::AllocatorObj;
 
     #[test]
     fn descriptors_follow_the_runtime_and_mirrors_are_replaced() {

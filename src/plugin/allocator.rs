@@ -6,9 +6,9 @@ use super::library::{
     PluginMemoryFractionFn, PluginSpec,
 };
 use super::live::{self, Books, LiveBlock, Stats};
-use crate::core::error::{Error, Result};
-use crate::core::foreign_call::{self, Callback, Name, PluginFunction};
-use crate::core::sync::AtomicBool;
+use crate::base::error::{Error, Result};
+use crate::base::foreign_call::{self, Callback, Name, PluginFunction};
+use crate::base::sync::AtomicBool;
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -285,7 +285,7 @@ impl Names {
 
 // Unwinding: the `"C-unwind"` views of the plugin's function types, so that
 // a C++ exception thrown by one unwinds into `foreign_call::guarded`, which
-// names the function and aborts (`crate::core::foreign_call`). Same
+// names the function and aborts (`crate::base::foreign_call`). Same
 // signatures and call ABI as the `"C"` types the library resolves.
 type AllocUnwind =
     unsafe extern "C-unwind" fn(size: isize, device: i32, stream: *mut c_void) -> *mut c_void;
@@ -298,7 +298,7 @@ type MemoryFractionUnwind = unsafe extern "C-unwind" fn(fraction: f64, device: i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sync::{AtomicUsize, Ordering};
+    use crate::base::sync::{AtomicUsize, Ordering};
 
     static FREED: AtomicUsize = AtomicUsize::new(0);
     static LAST_FREE_SIZE: AtomicUsize = AtomicUsize::new(0);

@@ -1,12 +1,12 @@
 //! Which device and stream a plugin is told about: CANN's callbacks carry
 //! neither, torch_npu's plugin functions take both.
 //! - device: the calling thread's current device (0 without a context);
-//! - stream: the stream being served (`crate::core::serving`), else NULL,
+//! - stream: the stream being served (`crate::base::serving`), else NULL,
 //!   which a plugin must read as "any stream".
 //!
 //! Free always passes what alloc passed: the table of live blocks keeps it.
 
-use crate::core::device_port::{self, port};
+use crate::base::device_port::{self, port};
 
 /// The device current on the calling thread (0 when it has none), as the
 /// plugin receives it (kept per thread by the port when it can be).

@@ -1,7 +1,7 @@
 //! Loading a plugin's shared object and resolving its functions by name.
 
 use super::text;
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use std::ffi::{c_void, CStr, OsStr};
 use std::sync::Arc;
 

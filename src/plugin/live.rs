@@ -1,6 +1,6 @@
 //! The blocks an allocator has handed out (a pluggable one, or the default
 //! allocator's raw functions), and its statistics, kept in the one
-//! tracked-allocations adaptor ([`crate::core::tracked`]).
+//! tracked-allocations adaptor ([`crate::base::tracked`]).
 //!
 //! Every pointer the plugin returns is recorded with the size, device and
 //! stream it was allocated for, so that free can pass them back (torch_npu's
@@ -8,8 +8,8 @@
 //! refused before it reaches the plugin. The most recent frees are
 //! remembered to tell a double free from a foreign pointer in the message.
 
-use crate::core::error::{Error, Result};
-use crate::core::tracked::{
+use crate::base::error::{Error, Result};
+use crate::base::tracked::{
     Block, Counters, Guard, History, Meta, Refused, Tracked, INSPECTOR, META_WORDS,
 };
 use std::ffi::c_void;

@@ -16,14 +16,14 @@
 
 use super::allocator::PluggableAllocator;
 use super::context;
-use crate::core::boundary::boundary;
-use crate::core::descriptor::AllocatorObj;
-use crate::core::error::{Error, Result};
-use crate::core::handles::HandleMap;
-pub use crate::core::ids::PluggableHandle;
-use crate::core::serving;
-use crate::core::sync::{AtomicUsize, Ordering};
-use crate::core::table::Packed;
+use crate::base::boundary::boundary;
+use crate::base::descriptor::AllocatorObj;
+use crate::base::error::{Error, Result};
+use crate::base::handles::HandleMap;
+pub use crate::base::ids::PluggableHandle;
+use crate::base::serving;
+use crate::base::sync::{AtomicUsize, Ordering};
+use crate::base::table::Packed;
 use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, StreamKey};
 use crossbeam_epoch::{Collector, Guard, LocalHandle};
@@ -344,8 +344,8 @@ unsafe extern "C" fn desc_get_addr(block: *mut c_void) -> *mut c_void {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::errlog;
-    use crate::core::sync::{AtomicBool, AtomicUsize};
+    use crate::base::errlog;
+    use crate::base::sync::{AtomicBool, AtomicUsize};
     use crate::plugin::PluginFunctions;
     use std::sync::{Arc, Mutex};
 
@@ -380,7 +380,7 @@ mod tests {
         })
     }
 
-    fn callbacks(descriptor: DescriptorHandle) -> crate::core::descriptor::Callbacks {
+    fn callbacks(descriptor: DescriptorHandle) -> crate::base::descriptor::Callbacks {
         global()
             .descriptor(descriptor)
             .unwrap()
@@ -633,7 +633,7 @@ mod tests {
             [alloc_tag0, alloc_tag1, alloc_tag2, alloc_tag3];
         struct Published {
             handle: PluggableHandle,
-            callbacks: crate::core::descriptor::Callbacks,
+            callbacks: crate::base::descriptor::Callbacks,
             tag: usize,
             destroyed: AtomicBool,
         }

@@ -1,7 +1,7 @@
 //! The dynamic loader's messages, kept for errors that must stay `Copy`
 //! ([`Error`](crate::Error) holds only `&'static str`).
 
-use crate::core::env::Interned;
+use crate::base::env::Interned;
 
 /// At most this many distinct loader messages are kept for the life of the process.
 static TEXTS: Interned<str> = Interned::new(64);

@@ -1,12 +1,12 @@
 //! The pool's device memory in the C API: `aclrtMalloc` / `aclrtFree` /
-//! `aclrtGetMemInfo` through the device port (`crate::core::device_port`),
+//! `aclrtGetMemInfo` through the device port (`crate::base::device_port`),
 //! so that the host runtime serves them here and CANN's own would serve them
 //! in front of a real CANN runtime.
 
 use super::device::DeviceMemory;
-use crate::core::device_port::{port, VirtualMemoryCalls};
-use crate::core::error::{Error, Result, ACL_ERROR_RT_CONTEXT_NULL, ACL_SUCCESS};
-use crate::core::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
+use crate::base::device_port::{port, VirtualMemoryCalls};
+use crate::base::error::{Error, Result, ACL_ERROR_RT_CONTEXT_NULL, ACL_SUCCESS};
+use crate::base::types::{ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 

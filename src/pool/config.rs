@@ -17,11 +17,11 @@
 //! accepted and have no effect; its segment-sizing keys are refused. Unlike
 //! torch_npu, `expandable_segments:True` combines with `max_split_size_mb`
 //! and `garbage_collection_threshold`. The syntax and its errors are
-//! [`crate::core::env`]'s.
+//! [`crate::base::env`]'s.
 
 use super::roundup::{self, RoundupDivisions};
-use crate::core::env::{self, Key, KeyList};
-use crate::core::error::{Error, Result};
+use crate::base::env::{self, Key, KeyList};
+use crate::base::error::{Error, Result};
 
 /// The environment variable [`PoolConfig::from_env`] reads.
 pub const ENV_VAR: &str = "ACLALLOC_ALLOC_CONF";

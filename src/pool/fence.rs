@@ -7,9 +7,9 @@
 //! kernel refuses membarrier, both sides take a full fence. No lock is taken,
 //! so a forked child can use both sides.
 
-use crate::core::sync::statics::AtomicU8;
+use crate::base::sync::statics::AtomicU8;
 
-use crate::core::sync::{compiler_fence, fence, Ordering};
+use crate::base::sync::{compiler_fence, fence, Ordering};
 
 /// [`UNDECIDED`] until [`init`]; then whether membarrier is registered.
 static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
@@ -82,7 +82,7 @@ fn refused() -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sync::statics::AtomicUsize;
+    use crate::base::sync::statics::AtomicUsize;
 
     #[test]
     fn init_decides_once_and_prefers_membarrier() {

@@ -8,10 +8,10 @@
 //! resolved the handle just before the destroy still gets a clean error.
 
 use super::Pool;
-use crate::core::error::{Error, Result};
-use crate::core::handles::{Handle, HandleMap};
-pub use crate::core::ids::PoolHandle;
-use crate::core::table::{Packed, VALUE_WORDS};
+use crate::base::error::{Error, Result};
+use crate::base::handles::{Handle, HandleMap};
+pub use crate::base::ids::PoolHandle;
+use crate::base::table::{Packed, VALUE_WORDS};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::OnceLock;

@@ -45,7 +45,7 @@ use self::engine::counters::{self as counters, PARTS};
 use self::engine::{Core, Freed, CLOSED};
 use self::streams::{ShardMap, SHARDS};
 use self::thread_cache::{FastFree, Registry, Retire};
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::history::{History, Recorder};
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;

@@ -12,7 +12,7 @@
 //! `>` first leaves the first interval at 0).
 
 use super::engine::MIN_BLOCK_SIZE;
-use crate::core::env;
+use crate::base::env;
 
 /// What `roundup_power2_divisions` accepts, for messages.
 pub const ACCEPTED: &str = "a power of two (divisions for every size), or [MiB:divisions,...,>:divisions] with each MiB a power of two and each divisions 0 or a power of two, e.g. [256:1,512:2,1024:4,>:8]";
@@ -112,7 +112,7 @@ impl RoundupDivisions {
     }
 }
 
-/// A whole number (`core::env`'s syntax) that fits a `usize`.
+/// A whole number (`base::env`'s syntax) that fits a `usize`.
 fn whole(text: &str) -> Option<usize> {
     usize::try_from(env::whole(text)?).ok()
 }

@@ -11,7 +11,7 @@ pub const STAT_SMALL_POOL: usize = 1;
 /// Index of the large-pool entry (everything else).
 pub const STAT_LARGE_POOL: usize = 2;
 
-pub use crate::core::stats::Stat;
+pub use crate::base::stats::Stat;
 
 impl Stat {
     fn reset_peak(&mut self) {

@@ -4,11 +4,11 @@
 //! Streams get shards round-robin as they first allocate; once the table is
 //! full, further streams map by hash (a shared shard keys its bins by stream,
 //! so blocks stay apart). An entry is never removed or changed, so a stream's
-//! cached blocks stay in its shard. Not a [`crate::core::table::Table`]: it
+//! cached blocks stay in its shard. Not a [`crate::base::table::Table`]: it
 //! must stay bounded (a stream per request must not grow it).
 
-use crate::core::sync::{AtomicBool, AtomicUsize, Ordering};
-use crate::core::table::hash;
+use crate::base::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::base::table::hash;
 
 /// How many shards a pool has.
 pub(crate) const SHARDS: usize = 8;

@@ -21,8 +21,8 @@ use super::fence;
 use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
-use crate::core::sync::statics::{AtomicBool, AtomicU64};
-use crate::core::sync::Ordering;
+use crate::base::sync::statics::{AtomicBool, AtomicU64};
+use crate::base::sync::Ordering;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::Arc;
@@ -556,12 +556,12 @@ mod tests {
         let pool = pool();
         let a = pool.malloc_on(7, 4000).unwrap().get();
         pool.free(a).unwrap(); // parked
-        assert_eq!(pool.free(a), Err(crate::core::error::Error::PoolDoubleFree));
+        assert_eq!(pool.free(a), Err(crate::base::error::Error::PoolDoubleFree));
         let b = pool.malloc_on(7, 4000).unwrap().get(); // lent to this thread
         std::thread::scope(|s| {
             s.spawn(|| pool.free(b).unwrap());
         });
-        assert_eq!(pool.free(b), Err(crate::core::error::Error::PoolDoubleFree));
+        assert_eq!(pool.free(b), Err(crate::base::error::Error::PoolDoubleFree));
         assert_eq!(pool.stats().allocation[STAT_ALL].current, 0);
         pool.check_invariants().unwrap();
     }
@@ -583,7 +583,7 @@ mod tests {
         });
         assert!(pool.caches.slots.lock()[0]
             .orphaned
-            .load(crate::core::sync::Ordering::Acquire));
+            .load(crate::base::sync::Ordering::Acquire));
         // The next pool-wide operation takes the block back and drops the
         // cache; the stream's end gives its segment back.
         assert_eq!(pool.forget_stream(stream), 2 << 20);

@@ -5,8 +5,8 @@
 
 use super::acl::AclMemory;
 use super::device::HostMemory;
-use crate::core::error::ACL_SUCCESS;
-use crate::core::types::{
+use crate::base::error::ACL_SUCCESS;
+use crate::base::types::{
     aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
     ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };

@@ -35,9 +35,9 @@
 //! ```
 
 use super::{DescriptorHandle, Registration, StreamKey, StreamRegistry};
-use crate::core::descriptor::Descriptor;
-use crate::core::error::{Error, Result};
-use crate::core::handles::HandleTable;
+use crate::base::descriptor::Descriptor;
+use crate::base::error::{Error, Result};
+use crate::base::handles::HandleTable;
 use std::sync::OnceLock;
 
 const NOT_A_DESCRIPTOR: Error = Error::InvalidParam {
@@ -148,7 +148,7 @@ pub(crate) fn initialised() -> Option<&'static AllocatorApi> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::descriptor::AllocatorObj;
+    use crate::base::descriptor::AllocatorObj;
     use std::ffi::c_void;
 
     #[inline(never)] // a stable address: identity is compared

@@ -8,11 +8,11 @@
 pub mod api;
 pub mod observer;
 
-use crate::core::descriptor::GetAddrFromBlockFn;
-use crate::core::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
-use crate::core::handles::Handle;
-pub use crate::core::ids::{DescriptorHandle, StreamKey};
-pub use crate::core::table::{Packed, Table, VALUE_WORDS};
+use crate::base::descriptor::GetAddrFromBlockFn;
+use crate::base::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};
+use crate::base::handles::Handle;
+pub use crate::base::ids::{DescriptorHandle, StreamKey};
+pub use crate::base::table::{Packed, Table, VALUE_WORDS};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 

@@ -4,9 +4,9 @@
 //! tracking layer's observer to the process-wide runtime.
 
 use super::{Registration, StreamKey};
-use crate::core::descriptor::Callbacks;
-use crate::core::sync::statics::AtomicBool;
-use crate::core::sync::Ordering;
+use crate::base::descriptor::Callbacks;
+use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::Ordering;
 
 /// Whether launches call [`StreamObserver::callbacks_for`] (set by tracking);
 /// read inline on every launch, so the common case costs one load.

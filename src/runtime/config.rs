@@ -7,8 +7,8 @@
 //!
 //! The capacity is a budget: only touched pages cost host memory.
 
-use crate::core::env;
-use crate::core::error::Result;
+use crate::base::env;
+use crate::base::error::Result;
 use std::ffi::OsString;
 
 /// The most devices the runtime offers (CANN's servers have at most 16 NPUs;
@@ -82,7 +82,7 @@ pub fn parse_size(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::error::Error;
+    use crate::base::error::Error;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| {

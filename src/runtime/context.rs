@@ -8,8 +8,8 @@
 //! then simply no longer live and the thread has no current context.
 
 use super::host::HostRuntime;
-use crate::core::error::{Error, Result};
-use crate::core::ids::ContextHandle;
+use crate::base::error::{Error, Result};
+use crate::base::ids::ContextHandle;
 use std::cell::Cell;
 
 /// One context.
@@ -48,7 +48,7 @@ thread_local! {
 
 pub(crate) fn set_current(rt: &HostRuntime, ctx: usize) {
     CURRENT.with(|c| c.set((rt.instance(), ctx)));
-    crate::core::device_port::current_device_changed_here();
+    crate::base::device_port::current_device_changed_here();
 }
 
 fn current_handle(rt: &HostRuntime) -> Option<usize> {
@@ -94,7 +94,7 @@ impl HostRuntime {
         let ctx = current_handle(self).ok_or(Error::NoContext)?;
         let instance = self.instance();
         // Read before the lookup, so the answer is never newer than its stamp.
-        let released = crate::core::device_port::device_stamp();
+        let released = crate::base::device_port::device_stamp();
         let (i, c, r, device) = RESOLVED.with(Cell::get);
         if (i, c, r) == (instance, ctx, released) {
             return Ok((ctx, device));
@@ -119,7 +119,7 @@ impl HostRuntime {
             return;
         };
         // Every thread's `RESOLVED` and the port's kept device go stale.
-        crate::core::device_port::current_device_changed_everywhere();
+        crate::base::device_port::current_device_changed_everywhere();
         for stream in context.streams {
             let _ = self.destroy_stream_handle(stream, false);
         }

@@ -10,7 +10,7 @@
 use super::context::{self, Context};
 use super::host::HostRuntime;
 use super::memory::DeviceHeap;
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::Arc;
 

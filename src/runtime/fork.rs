@@ -7,9 +7,9 @@
 //! `fork()` stays held in the child (docs/HARDENING.md: fork before the first
 //! stream, or exec in the child).
 
-use crate::core::error::Error;
-use crate::core::sync::statics::AtomicU32;
-use crate::core::sync::Ordering;
+use crate::base::error::Error;
+use crate::base::sync::statics::AtomicU32;
+use crate::base::sync::Ordering;
 use std::sync::{Mutex, Once, PoisonError};
 use std::thread::JoinHandle;
 

@@ -6,11 +6,11 @@ use super::context::Context;
 use super::device::Device;
 use super::stream_worker::Stream;
 use super::workspace::{direct_device_memory, WorkspaceAllocator};
-use crate::core::error::{Error, Result};
-use crate::core::handles::HandleTable;
-use crate::core::ids::{ContextHandle, StreamHandle};
-use crate::core::sync::statics::AtomicUsize;
-use crate::core::sync::Ordering;
+use crate::base::error::{Error, Result};
+use crate::base::handles::HandleTable;
+use crate::base::ids::{ContextHandle, StreamHandle};
+use crate::base::sync::statics::AtomicUsize;
+use crate::base::sync::Ordering;
 use crate::registry::api::AllocatorApi;
 use crate::registry::observer::{NoObserver, StreamObserver};
 use parking_lot::Mutex;
@@ -18,9 +18,9 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 /// The tag of stream handles.
-pub const STREAM_TAG: u16 = crate::core::handles::tags::STREAM;
+pub const STREAM_TAG: u16 = crate::base::handles::tags::STREAM;
 /// The tag of context handles.
-pub const CONTEXT_TAG: u16 = crate::core::handles::tags::CONTEXT;
+pub const CONTEXT_TAG: u16 = crate::base::handles::tags::CONTEXT;
 
 /// A live stream and the context it was created in.
 #[derive(Clone)]
@@ -209,10 +209,10 @@ pub(super) mod tests {
     #[test]
     fn a_bad_configuration_fails_every_device_call_with_its_reason() {
         let api: &'static AllocatorApi = Box::leak(Box::new(AllocatorApi::new()));
-        let bad: Error = crate::core::env::ConfigError::value(
+        let bad: Error = crate::base::env::ConfigError::value(
             "ACLALLOC_DEVICE_COUNT",
             "two",
-            crate::core::env::Accepted::Text("a whole number from 1 to 64"),
+            crate::base::env::Accepted::Text("a whole number from 1 to 64"),
         )
         .into();
         let rt = HostRuntime::new(Err(bad), api);

@@ -9,9 +9,9 @@
 
 use super::host::HostRuntime;
 use super::stream_worker::{KernelFn, Task};
-use crate::core::error::{Error, Result};
-use crate::core::foreign_call::{self, Callback};
-use crate::core::serving::Serving;
+use crate::base::error::{Error, Result};
+use crate::base::foreign_call::{self, Callback};
+use crate::base::serving::Serving;
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 

@@ -7,7 +7,7 @@
 use super::host::HostRuntime;
 use super::memory::{Lookup, NOT_ALLOCATED};
 use super::stream_worker::Task;
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::registry::StreamKey;
 use std::ptr::NonNull;
 

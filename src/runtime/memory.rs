@@ -7,7 +7,7 @@
 //! Freeing unmaps, so a use after free faults as on a device. A pointer
 //! handed back is looked up in the table of live allocations, never trusted.
 
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;

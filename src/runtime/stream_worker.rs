@@ -13,9 +13,9 @@ use super::fork;
 use super::memory::DeviceHeap;
 use super::waits;
 use super::workspace::WorkspaceAllocator;
-use crate::core::error::{Error, Result};
-use crate::core::foreign_call;
-use crate::core::sync::{fence, AtomicBool, AtomicUsize, Ordering};
+use crate::base::error::{Error, Result};
+use crate::base::foreign_call;
+use crate::base::sync::{fence, AtomicBool, AtomicUsize, Ordering};
 use crossbeam_queue::ArrayQueue;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -147,7 +147,7 @@ impl Stream {
             workspaces,
         });
         let for_worker = Arc::clone(&shared);
-        let worker = crate::core::threads::spawn(
+        let worker = crate::base::threads::spawn(
             format!("aclalloc-stream-d{}", shared.memory.device()),
             move || for_worker.run(),
         )
@@ -529,7 +529,7 @@ mod test_hook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sync::AtomicUsize;
+    use crate::base::sync::AtomicUsize;
     use crate::runtime::workspace::direct_device_memory;
 
     unsafe extern "C" fn append(_: *mut c_void, size: usize, log: *mut c_void) {

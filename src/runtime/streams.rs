@@ -10,8 +10,8 @@ use super::host::{HostRuntime, StreamEntry};
 use super::launch_cache;
 use super::stream_worker::Stream;
 use super::waits::DEADLOCK;
-use crate::core::error::{Error, Result};
-use crate::core::ids::StreamHandle;
+use crate::base::error::{Error, Result};
+use crate::base::ids::StreamHandle;
 use crate::registry::StreamKey;
 use std::sync::Arc;
 

@@ -13,9 +13,9 @@
 //! the one state lock: freeing, mapping and unmapping change a physical
 //! allocation and a reservation together.
 
-use crate::core::error::{Error, Result};
-use crate::core::handles::Handle;
-use crate::core::ids::PhysicalHandle;
+use crate::base::error::{Error, Result};
+use crate::base::handles::Handle;
+use crate::base::ids::PhysicalHandle;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -5,8 +5,8 @@
 use super::host::HostRuntime;
 use super::memops::MAX_MEM_ATTR;
 use super::virtual_memory::{aligned, invalid, unaligned, virtual_memory, GRANULARITY};
-use crate::core::error::Result;
-use crate::core::types::{
+use crate::base::error::Result;
+use crate::base::types::{
     aclrtPhysicalMemProp, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
     ACL_MEM_HANDLE_TYPE_POSIX, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
     ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED,

@@ -7,7 +7,7 @@
 //! refused with [`DEADLOCK`], so the other kernel proceeds. Only kernels
 //! that wait take the lock: never the launch path.
 
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use parking_lot::Mutex;
 
 /// Why a wait from a kernel is refused.

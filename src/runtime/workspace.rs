@@ -7,8 +7,8 @@
 //! is enqueued, as CANN does; any other once the kernel has finished.
 
 use super::memory::DeviceHeap;
-use crate::core::error::Result;
-use crate::core::ids::StreamKey;
+use crate::base::error::Result;
+use crate::base::ids::StreamKey;
 use std::ptr::NonNull;
 
 /// A workspace an allocator handed out, and when it may be given back.

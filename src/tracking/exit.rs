@@ -7,9 +7,9 @@
 //! | `ACLALLOC_TRACK_JSON` | file for the JSON snapshot at exit (default: none); `%p` becomes the pid |
 
 use super::{report_leaks_now, report_text, set_enabled, snapshot_json};
-use crate::core::env;
-use crate::core::sync::statics::AtomicBool;
-use crate::core::sync::Ordering;
+use crate::base::env;
+use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::Ordering;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};

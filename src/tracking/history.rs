@@ -12,8 +12,8 @@
 //! No `segment_*` events. Events are recorded under the allocator's record,
 //! so one allocator's events are in order.
 
-use crate::core::env;
-use crate::core::error::{Error, Result};
+use crate::base::env;
+use crate::base::error::{Error, Result};
 use crate::history::env::{parse_raw, ENV_VAR};
 use crate::history::{Action, History, Recorder};
 use std::sync::OnceLock;

@@ -34,9 +34,9 @@ pub use snapshot::snapshot_json;
 pub use stats::{AllocatorStats, Stat};
 pub use tracker::TrackObj;
 
-use crate::core::descriptor::Callbacks;
-use crate::core::sync::statics::AtomicBool;
-use crate::core::sync::Ordering;
+use crate::base::descriptor::Callbacks;
+use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::Ordering;
 use crate::registry::{Registration, StreamKey};
 use tracker::tracker;
 

@@ -1,5 +1,5 @@
 //! The tracking record of one allocator object: the shared
-//! tracked-allocations adaptor ([`crate::core::tracked`]) with the tracking
+//! tracked-allocations adaptor ([`crate::base::tracked`]) with the tracking
 //! layer's metadata per block and its own books beside it.
 //!
 //! One [`AllocState`] exists per user allocator object, shared by every
@@ -10,13 +10,13 @@
 
 use super::events::{record, Fault};
 use super::state::{Inner, TrackMeta};
-use crate::core::tracked::{Guard, History, Tracked};
+use crate::base::tracked::{Guard, History, Tracked};
 use std::ops::{Deref, DerefMut};
 
 /// The owner of a record taken for something other than a stream's call
 /// into the allocator (an address lookup, a report): it never counts as a
 /// second stream.
-pub(crate) const NOT_A_STREAM: usize = crate::core::tracked::INSPECTOR;
+pub(crate) const NOT_A_STREAM: usize = crate::base::tracked::INSPECTOR;
 
 /// How long a report waits for an allocator that another thread is inside.
 pub(crate) const REPORT_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);

@@ -22,9 +22,9 @@
 use super::events::{record, Fault};
 use super::owner::AllocState;
 use super::tracker::{tracker, TrackObj, FALLBACK_GET_ADDR};
-use crate::core::descriptor::{AllocatorObj, Callbacks};
-use crate::core::foreign_call::{self, Callback};
-use crate::core::sync::Ordering;
+use crate::base::descriptor::{AllocatorObj, Callbacks};
+use crate::base::foreign_call::{self, Callback};
+use crate::base::sync::Ordering;
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -49,7 +49,7 @@ pub(crate) fn callbacks(t: &'static TrackObj) -> Callbacks {
             .registration
             .callbacks
             .alloc_advise
-            .map(|_| track_alloc_advise as crate::core::descriptor::AllocAdviseFn),
+            .map(|_| track_alloc_advise as crate::base::descriptor::AllocAdviseFn),
         get_addr_from_block: track_get_addr,
     }
 }
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn track_get_addr(block: *mut c_void) -> *mut c_void {
 #[inline]
 unsafe fn serve_get_addr(state: &AllocState, get_addr: usize, block: *mut c_void) -> *mut c_void {
     // SAFETY: the caller's contract.
-    let get_addr: crate::core::descriptor::GetAddrFromBlockFn =
+    let get_addr: crate::base::descriptor::GetAddrFromBlockFn =
         unsafe { std::mem::transmute(get_addr) };
     // SAFETY: the user's function (guarded as in track_alloc).
     let address = unsafe { guarded_get_addr(get_addr, block) };
@@ -234,7 +234,7 @@ unsafe fn serve_get_addr(state: &AllocState, get_addr: usize, block: *mut c_void
 /// As calling `get_addr` directly.
 #[inline]
 unsafe fn guarded_get_addr(
-    get_addr: crate::core::descriptor::GetAddrFromBlockFn,
+    get_addr: crate::base::descriptor::GetAddrFromBlockFn,
     block: *mut c_void,
 ) -> *mut c_void {
     let site = || Callback::TrackedGetAddr {
@@ -284,7 +284,7 @@ fn unknown_block(block: *mut c_void) -> *mut c_void {
         0 => std::ptr::null_mut(),
         f => {
             // SAFETY: stored from a GetAddrFromBlockFn.
-            let f: crate::core::descriptor::GetAddrFromBlockFn = unsafe { std::mem::transmute(f) };
+            let f: crate::base::descriptor::GetAddrFromBlockFn = unsafe { std::mem::transmute(f) };
             // SAFETY: the user's function (guarded as in track_alloc).
             unsafe { guarded_get_addr(f, block) }
         }

@@ -8,9 +8,9 @@
 //! watcher at most [`CRASH_WAIT`] before the fault happens again. A forked
 //! child has no watcher.
 
-use crate::core::sync::statics::{AtomicBool, AtomicI32};
+use crate::base::sync::statics::{AtomicBool, AtomicI32};
 
-use crate::core::sync::Ordering;
+use crate::base::sync::Ordering;
 use std::time::Duration;
 
 /// How long a crashing thread waits for the report (bounded: a report that
@@ -46,7 +46,7 @@ pub(crate) fn install() {
             return;
         }
         let read_end = fds[0];
-        let started = crate::core::threads::spawn("aclalloc-report-on-signal".into(), move || {
+        let started = crate::base::threads::spawn("aclalloc-report-on-signal".into(), move || {
             watch(read_end)
         });
         if started.is_err() {

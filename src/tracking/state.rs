@@ -9,7 +9,7 @@ use super::history;
 use super::owner::Inside;
 use super::stats::AllocatorStats;
 use super::syncclock;
-use crate::core::tracked::{Block, Meta, Refused, META_WORDS};
+use crate::base::tracked::{Block, Meta, Refused, META_WORDS};
 use crate::history::clock::{coarse_ns as now_ns, stamp};
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 
 /// One statistic: the pool's own type (`aclallocStat` in C), so that the
 /// tracking layer's figures read exactly like the pool's.
-pub use crate::core::stats::Stat;
+pub use crate::base::stats::Stat;
 
 /// What the tracking layer counts for one allocator object.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! stream counts as synchronized once its last (or a device-wide)
 //! synchronization is later. The map's lock is off the hot path.
 
-use crate::core::sync::statics::AtomicU64;
-use crate::core::sync::Ordering;
+use crate::base::sync::statics::AtomicU64;
+use crate::base::sync::Ordering;
 use std::collections::HashMap;
 use std::sync::Mutex;
 

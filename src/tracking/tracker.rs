@@ -10,9 +10,9 @@
 
 use super::history;
 use super::owner::AllocState;
-use crate::core::sync::statics::{AtomicI32, AtomicPtr, AtomicUsize};
-use crate::core::sync::Ordering;
-use crate::core::table::{Packed, Table, VALUE_WORDS};
+use crate::base::sync::statics::{AtomicI32, AtomicPtr, AtomicUsize};
+use crate::base::sync::Ordering;
+use crate::base::table::{Packed, Table, VALUE_WORDS};
 use crate::registry::{Registration, StreamKey};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -20,8 +20,8 @@ use std::sync::{Mutex, OnceLock};
 
 /// The getAddrFromBlock of the newest registration, for blocks no record
 /// knows (the tracking one must still return what the user's would).
-pub(crate) static FALLBACK_GET_ADDR: crate::core::sync::statics::AtomicUsize =
-    crate::core::sync::statics::AtomicUsize::new(0);
+pub(crate) static FALLBACK_GET_ADDR: crate::base::sync::statics::AtomicUsize =
+    crate::base::sync::statics::AtomicUsize::new(0);
 
 /// The allocator object the tracking callbacks receive.
 pub struct TrackObj {
@@ -62,7 +62,7 @@ impl TrackObj {
     #[cold]
     #[inline(never)]
     fn learn_device(&self) -> i32 {
-        let d = crate::core::device_port::port()
+        let d = crate::base::device_port::port()
             .current_device()
             .filter(|&d| d >= 0)
             .unwrap_or(0);
@@ -221,7 +221,7 @@ impl Tracker {
                 slow.objects.insert(key, t);
                 FALLBACK_GET_ADDR.store(
                     registration.callbacks.get_addr_from_block as usize,
-                    crate::core::sync::Ordering::Release,
+                    crate::base::sync::Ordering::Release,
                 );
                 t
             }

@@ -2,7 +2,7 @@
 //! runtime with tracking on and a registered pool's descriptor, and the
 //! process's resident memory.
 
-use aclalloc::core::error::ACL_SUCCESS;
+use aclalloc::base::error::ACL_SUCCESS;
 use aclalloc::ffi::pool::{aclallocPool, aclallocPoolCreate};
 use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;

@@ -96,7 +96,7 @@ pub fn descriptor(
     free: aclalloc::ffi::types::aclrtAllocatorFreeFunc,
     get_addr: aclalloc::ffi::types::aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclalloc::ffi::types::aclrtAllocatorDesc {
-    use aclalloc::core::error::ACL_SUCCESS;
+    use aclalloc::base::error::ACL_SUCCESS;
     use aclalloc::ffi::allocator::*;
     let desc = aclrtAllocatorCreateDesc();
     assert!(!desc.is_null(), "aclrtAllocatorCreateDesc");

@@ -1,6 +1,6 @@
 //! Driving the tracking layer as a runtime does, through the Rust API.
 
-use aclalloc::core::error::ACL_SUCCESS;
+use aclalloc::base::error::ACL_SUCCESS;
 use aclalloc::ffi::runtime::aclInit;
 use aclalloc::registry::DescriptorHandle;
 use aclalloc::{tracking, Callbacks, Registration, StreamKey};

@@ -4,7 +4,7 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
-use crate::core::error::Error;
+use crate::base::error::Error;
 use crate::ffi::boundary::boundary;
 use crate::ffi::types::*;
 use crate::pool::{handles, Limit};

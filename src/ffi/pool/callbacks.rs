@@ -4,9 +4,9 @@
 
 #![allow(non_snake_case, non_camel_case_types)]
 
-use crate::core::descriptor::{AllocatorObj, Callbacks};
-use crate::core::error::Error;
-use crate::core::serving;
+use crate::base::descriptor::{AllocatorObj, Callbacks};
+use crate::base::error::Error;
+use crate::base::serving;
 use crate::ffi::boundary::boundary;
 use crate::ffi::types::*;
 use crate::pool::handles;

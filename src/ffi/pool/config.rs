@@ -3,7 +3,7 @@
 
 #![allow(non_snake_case, non_camel_case_types)]
 
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::ffi::args;
 use crate::ffi::boundary::boundary;
 use crate::ffi::types::*;

@@ -4,8 +4,8 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
-use crate::core::descriptor::AllocatorObj;
-use crate::core::error::{Error, Result};
+use crate::base::descriptor::AllocatorObj;
+use crate::base::error::{Error, Result};
 use crate::ffi::args::{self, Out};
 use crate::ffi::boundary::boundary;
 use crate::ffi::types::*;

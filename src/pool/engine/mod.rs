@@ -18,7 +18,7 @@ use super::config::PoolConfig;
 use super::device::DeviceMemory;
 use super::roundup::RoundupDivisions;
 use super::stats::STAT_ALL;
-use crate::core::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::history::{Action, Recorder};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroUsize;

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-pub use crate::core::error::aclError;
+pub use crate::base::error::aclError;
 
 /// A stream handle.
 pub type aclrtStream = *mut c_void;

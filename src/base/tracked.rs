@@ -16,7 +16,7 @@
 use super::stats::Stat;
 use super::sync::back_off;
 use super::table::{Packed, Table, Writer};
-use crate::core::sync::{AtomicUsize, Ordering};
+use crate::base::sync::{AtomicUsize, Ordering};
 use std::num::NonZeroUsize;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! default allocator's raw alloc) publishes it around the callbacks, and an
 //! allocator shared by several streams reads it here.
 
-use crate::core::ids::StreamKey;
+use crate::base::ids::StreamKey;
 use std::cell::Cell;
 use std::ffi::c_void;
 

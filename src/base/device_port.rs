@@ -3,10 +3,10 @@
 //! behind this library. The composition root (`crate::ffi::process`)
 //! installs the process's one port at its first use.
 
-use crate::core::error::{aclError, Error, Result};
-use crate::core::sync::statics::AtomicUsize;
-use crate::core::sync::Ordering;
-use crate::core::types::{
+use crate::base::error::{aclError, Error, Result};
+use crate::base::sync::statics::AtomicUsize;
+use crate::base::sync::Ordering;
+use crate::base::types::{
     aclrtDrvMemHandle, aclrtMemAttr, aclrtMemGranularityOptions, aclrtMemMallocPolicy,
     aclrtPhysicalMemProp,
 };

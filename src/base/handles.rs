@@ -27,8 +27,8 @@
 
 use super::error::{Error, Result};
 use super::table::{Packed, Table, VALUE_WORDS};
-use crate::core::sync::statics::AtomicUsize;
-use crate::core::sync::Ordering;
+use crate::base::sync::statics::AtomicUsize;
+use crate::base::sync::Ordering;
 use parking_lot::{Mutex, RwLock};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
@@ -382,7 +382,7 @@ macro_rules! handle_kind {
             }
         }
 
-        impl $crate::core::handles::Handle for $name {
+        impl $crate::base::handles::Handle for $name {
             const TAG: u16 = $tag;
             #[inline]
             fn from_value(value: std::num::NonZeroUsize) -> Self {

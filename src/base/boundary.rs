@@ -3,8 +3,8 @@
 //! allocators), runs its body through [`boundary`]. It lives in the bottom
 //! layer so that a callback defined in any layer uses this one.
 
-use crate::core::errlog;
-use crate::core::error::{aclError, Error, ACL_SUCCESS};
+use crate::base::errlog;
+use crate::base::error::{aclError, Error, ACL_SUCCESS};
 use std::ffi::c_char;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -113,7 +113,7 @@ fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::error::ACL_ERROR_INTERNAL_ERROR;
+    use crate::base::error::ACL_ERROR_INTERNAL_ERROR;
 
     #[test]
     fn success_errors_and_panics_come_out_as_their_c_values_with_a_message() {

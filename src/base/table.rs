@@ -666,7 +666,7 @@ mod tests {
     fn updates_are_seen_whole_and_keep_the_key() {
         let table = Table::<Words, 6>::default();
         table.insert(key(64), [0; 6]);
-        let done = crate::core::sync::AtomicBool::new(false);
+        let done = crate::base::sync::AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
                 for i in 1..=20_000 {
