@@ -189,8 +189,8 @@ impl<const N: usize> Slot<N> {
     }
 
     /// Writer: replaces the words of the key the slot holds. Every word is
-    /// stored: skipping the unchanged ones measured slower (a compare and a
-    /// branch per word against a store to a line already owned).
+    /// stored: testing each word for a change costs more than storing it to
+    /// a line the writer already owns.
     #[inline]
     fn rewrite(&self, words: [usize; N]) {
         self.seq.write(|| {
