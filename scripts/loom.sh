@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The loom models: the lock-free table (tests/loom_registry.rs) and the
-# owner word's biased ownership (tests/loom_owner_word.rs), bounded so that
-# together they run in about a minute on 2 cores once built.
+# The loom models of the one lock-free table (tests/loom_registry.rs),
+# bounded so that they run in well under a minute on 2 cores once built.
 # Its own target directory keeps the --cfg loom build from evicting the
 # normal one.
 set -euo pipefail
