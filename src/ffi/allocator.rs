@@ -14,7 +14,7 @@ use super::boundary::boundary;
 use super::forward;
 use super::types::*;
 use crate::base::descriptor::{AllocatorObj, Callbacks, Descriptor};
-use crate::base::error::{Result, ACL_SUCCESS};
+use crate::base::error::Result;
 use crate::interpose::Sym;
 use crate::registry::api::{global, initialised};
 use crate::registry::StreamKey;
@@ -187,38 +187,40 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    // The hit on every launch; nothing in it can panic or fail, so it needs no boundary.
-    if !tracking::enabled() && !allocatorDesc.is_null() {
-        if let (Some(key), Some(api)) = (StreamKey::from_ptr(stream), initialised()) {
-            if let Some(found) = api.streams().get_if_hit(key) {
-                // SAFETY: the caller's contract for each out-parameter.
-                unsafe {
-                    allocatorDesc.write(found.descriptor.as_ptr());
-                    write_callbacks(
-                        &found.callbacks,
-                        allocator,
-                        allocFunc,
-                        freeFunc,
-                        allocAdviseFunc,
-                        getAddrFromBlockFunc,
-                    );
+    boundary("aclrtAllocatorGetByStream", move || -> Result<()> {
+        // The hit on every launch: one probe of the stream's slot, no call.
+        if !tracking::enabled() && !allocatorDesc.is_null() {
+            if let (Some(key), Some(api)) = (StreamKey::from_ptr(stream), initialised()) {
+                if let Some(found) = api.streams().get_if_hit(key) {
+                    // SAFETY: the caller's contract for each out-parameter.
+                    unsafe {
+                        allocatorDesc.write(found.descriptor.as_ptr());
+                        write_callbacks(
+                            &found.callbacks,
+                            allocator,
+                            allocFunc,
+                            freeFunc,
+                            allocAdviseFunc,
+                            getAddrFromBlockFunc,
+                        );
+                    }
+                    return Ok(());
                 }
-                return ACL_SUCCESS;
             }
         }
-    }
-    // SAFETY: the caller's contract, handed on.
-    unsafe {
-        get_by_stream_slow(
-            stream,
-            allocatorDesc,
-            allocator,
-            allocFunc,
-            freeFunc,
-            allocAdviseFunc,
-            getAddrFromBlockFunc,
-        )
-    }
+        // SAFETY: the caller's contract, handed on.
+        unsafe {
+            get_by_stream_slow(
+                stream,
+                allocatorDesc,
+                allocator,
+                allocFunc,
+                freeFunc,
+                allocAdviseFunc,
+                getAddrFromBlockFunc,
+            )
+        }
+    })
 }
 
 /// Writes `c` to the optional out-parameters the caller did not leave NULL.
@@ -257,14 +259,13 @@ unsafe fn write_wanted<T>(out: *mut T, value: T) {
 }
 
 /// `aclrtAllocatorGetByStream` off its hit (argument errors, a miss,
-/// tracking on), under the export's boundary. `extern "C"` with the export's
-/// signature so that the export reaches it by a tail call.
+/// tracking on), inside the export's boundary.
 ///
 /// # Safety
 /// As for `aclrtAllocatorGetByStream`.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn get_by_stream_slow(
+unsafe fn get_by_stream_slow(
     stream: aclrtStream,
     allocatorDesc: *mut aclrtAllocatorDesc,
     allocator: *mut aclrtAllocator,
@@ -272,31 +273,29 @@ unsafe extern "C" fn get_by_stream_slow(
     freeFunc: *mut aclrtAllocatorFreeFunc,
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
-) -> aclError {
-    boundary("aclrtAllocatorGetByStream", move || -> Result<()> {
-        // SAFETY: the caller's contract.
-        let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
-        let stream = args::stream(stream)?;
-        let found = global().get_by_stream(stream)?;
-        let callbacks = if tracking::enabled() {
-            tracking::tracked_callbacks(stream, &found)
-        } else {
-            found.callbacks
-        };
-        desc_out.write(found.descriptor.as_ptr());
-        // SAFETY: the caller's contract.
-        unsafe {
-            write_callbacks(
-                &callbacks,
-                allocator,
-                allocFunc,
-                freeFunc,
-                allocAdviseFunc,
-                getAddrFromBlockFunc,
-            )
-        };
-        Ok(())
-    })
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
+    let stream = args::stream(stream)?;
+    let found = global().get_by_stream(stream)?;
+    let callbacks = if tracking::enabled() {
+        tracking::tracked_callbacks(stream, &found)
+    } else {
+        found.callbacks
+    };
+    desc_out.write(found.descriptor.as_ptr());
+    // SAFETY: the caller's contract.
+    unsafe {
+        write_callbacks(
+            &callbacks,
+            allocator,
+            allocFunc,
+            freeFunc,
+            allocAdviseFunc,
+            getAddrFromBlockFunc,
+        )
+    };
+    Ok(())
 }
 
 /// Drops the registration of `stream`; a stream with none is left as it is
