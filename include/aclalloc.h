@@ -682,7 +682,8 @@ aclError aclallocPoolCreateStreamDesc(aclallocPool pool, aclrtStream stream, acl
 
 /**
  * Destroys a pool, returning its memory to the device; while blocks are
- * allocated: `ACL_ERROR_FAILURE`, nothing changes. Its callbacks fail from
+ * allocated: `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` (as a pluggable
+ * allocator's destroy), nothing changes. Its callbacks fail from
  * now on, so unregister its streams first.
  */
 aclError aclallocPoolDestroy(aclallocPool pool);

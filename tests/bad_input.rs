@@ -1002,6 +1002,23 @@ fn reservation() -> *mut c_void {
     }) as *mut c_void
 }
 
+/// An address near the end of 64 MiB of device memory allocated and freed
+/// once: dead for the whole run (later allocations reuse freed ranges from
+/// their start).
+fn freed_device_memory() -> *mut c_void {
+    use aclalloc::ffi::memory::{aclrtFree, aclrtMalloc};
+    static FREED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FREED.get_or_init(|| {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer, then the pointer it received.
+        unsafe {
+            assert_eq!(aclrtMalloc(&mut p, 64 << 20, ACL_MEM_MALLOC_HUGE_FIRST), OK);
+            assert_eq!(aclrtFree(p), OK);
+        }
+        p as usize + (63 << 20)
+    }) as *mut c_void
+}
+
 fn physical_prop() -> aclrtPhysicalMemProp {
     aclrtPhysicalMemProp {
         handleType: ACL_MEM_HANDLE_TYPE_NONE,
@@ -1382,6 +1399,79 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             let src = [0u8; 8];
             aclrtMemcpy(dev, 64, src.as_ptr() as *const c_void, 8, 99)
         }),
+        // Addresses the device records know as dead: refused in every kind,
+        // never touched (an ACL_MEMCPY_DEFAULT copy used to fault).
+        (
+            "aclrtMemcpy",
+            "DEFAULT into a reserved range with nothing mapped",
+            INVALID_PARAM,
+            |_, dev| unsafe { aclrtMemcpy(reservation(), 64, dev, 64, ACL_MEMCPY_DEFAULT) },
+        ),
+        (
+            "aclrtMemcpy",
+            "DEFAULT from a reserved range with nothing mapped",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let dst = &mut out.guard as *mut u64 as *mut c_void;
+                aclrtMemcpy(dst, 8, reservation(), 8, ACL_MEMCPY_DEFAULT)
+            },
+        ),
+        (
+            "aclrtMemcpy",
+            "DEFAULT into freed device memory",
+            INVALID_PARAM,
+            |_, dev| unsafe { aclrtMemcpy(freed_device_memory(), 64, dev, 64, ACL_MEMCPY_DEFAULT) },
+        ),
+        (
+            "aclrtMemcpy",
+            "DEFAULT from freed device memory",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let dst = &mut out.guard as *mut u64 as *mut c_void;
+                aclrtMemcpy(dst, 8, freed_device_memory(), 8, ACL_MEMCPY_DEFAULT)
+            },
+        ),
+        (
+            "aclrtMemcpy",
+            "HOST_TO_DEVICE from freed device memory",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                aclrtMemcpy(
+                    dev,
+                    64,
+                    freed_device_memory(),
+                    64,
+                    ACL_MEMCPY_HOST_TO_DEVICE,
+                )
+            },
+        ),
+        (
+            "aclrtMemcpyAsync",
+            "DEFAULT into a reserved range with nothing mapped",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                aclrtMemcpyAsync(
+                    reservation(),
+                    64,
+                    dev,
+                    64,
+                    ACL_MEMCPY_DEFAULT,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtMemset",
+            "freed device memory",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtMemset(freed_device_memory(), 64, 0, 64) },
+        ),
+        (
+            "aclrtMemsetAsync",
+            "a reserved range with nothing mapped",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtMemsetAsync(reservation(), 64, 0, 64, std::ptr::null_mut()) },
+        ),
         (
             "aclrtReserveMemAddress",
             "size 0",

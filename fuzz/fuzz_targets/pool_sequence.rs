@@ -42,7 +42,7 @@ use std::sync::{Mutex, OnceLock};
 
 const OK: aclError = 0;
 const INVALID_PARAM: aclError = 100_000;
-const FAILURE: aclError = 500_001;
+const RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148_051;
 const MIB: usize = 1 << 20;
 /// The device's capacity (ACLALLOC_DEVICE_MEMORY), small so limits bite.
 const DEVICE_MIB: usize = 64;
@@ -626,7 +626,7 @@ impl Model {
                     self.pools[pool].alive = false;
                     POOLS_DESTROYED.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    self.fail("aclallocPoolDestroy", rc, FAILURE);
+                    self.fail("aclallocPoolDestroy", rc, RELATIVE_RESOURCE_NOT_CLEARED);
                 }
             }
             _ => self.fail("aclallocPoolDestroy", rc, INVALID_PARAM),

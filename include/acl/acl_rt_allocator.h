@@ -80,7 +80,9 @@ aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc allocato
  * Registers a copy of the descriptor's current contents on `stream`,
  * replacing any earlier registration. The descriptor must hold an object and
  * the alloc, free and getAddrFromBlock functions; allocAdvise is optional.
- * Any non-NULL pointer is accepted as a stream.
+ * Any non-NULL pointer is accepted as a stream, except a value of the host
+ * runtime's stream handles that names no live stream
+ * (`ACL_ERROR_INVALID_PARAM`): a stream created later must not inherit it.
  */
 aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc);
 

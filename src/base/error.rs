@@ -63,6 +63,14 @@ pub enum Error {
         param: &'static str,
         reason: &'static str,
     },
+    /// An address the device records refuse: `len` bytes at `addr` given as `param`.
+    #[error("Parameter {param} is invalid. Reason: {reason} (address {addr:#x}, {len} bytes)")]
+    InvalidAddress {
+        param: &'static str,
+        addr: usize,
+        len: usize,
+        reason: &'static str,
+    },
     /// A pool was given back one of its blocks that it already took back.
     #[error("Parameter block is invalid. Reason: The block was already freed (double free)")]
     PoolDoubleFree,
@@ -128,9 +136,6 @@ pub enum Error {
         limit: usize,
         cause: &'static str,
     },
-    /// A pool cannot be destroyed while `blocks` are still handed out.
-    #[error("The pool still has {blocks} allocated blocks; free them first")]
-    PoolInUse { blocks: usize },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
     Internal { reason: &'static str },
@@ -178,6 +183,7 @@ impl Error {
         match self {
             Error::NullPointer { .. }
             | Error::InvalidParam { .. }
+            | Error::InvalidAddress { .. }
             | Error::PoolDoubleFree
             | Error::PoolForeignBlock
             | Error::StreamNotRegistered
@@ -192,7 +198,7 @@ impl Error {
             Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
             Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
-            Error::Failure { .. } | Error::PoolInUse { .. } => ACL_ERROR_FAILURE,
+            Error::Failure { .. } => ACL_ERROR_FAILURE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
             Error::InvalidDevice { .. } => ACL_ERROR_RT_INVALID_DEVICEID,
             Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,

@@ -78,6 +78,43 @@ pub trait Handle: Copy + Eq {
     }
 }
 
+/// `Box::new` that gives `None` instead of ending the process when the host
+/// has no memory.
+pub(crate) fn try_box<T>(value: T) -> Option<Box<T>> {
+    let layout = std::alloc::Layout::new::<T>();
+    if layout.size() == 0 {
+        return Some(Box::new(value));
+    }
+    // SAFETY: the layout's size is not zero.
+    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` is a fresh allocation with `T`'s layout, written before
+    // the Box owns it; the Box frees it with the same layout.
+    unsafe {
+        ptr.write(value);
+        Some(Box::from_raw(ptr))
+    }
+}
+
+/// True when `bytes` of host memory can be had now. Taken and given straight
+/// back, so that a create path's small allocations through the std
+/// containers, which end the process when the host has no memory, find room.
+pub(crate) fn host_has_room(bytes: usize) -> bool {
+    let Ok(layout) = std::alloc::Layout::from_size_align(bytes.max(1), 16) else {
+        return false;
+    };
+    // SAFETY: the layout's size is not zero.
+    let ptr = unsafe { std::alloc::alloc(layout) };
+    if ptr.is_null() {
+        return false;
+    }
+    // SAFETY: allocated just above with this layout.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+    true
+}
+
 /// Handle ids, issued once each.
 struct Ids {
     next: AtomicUsize,
@@ -123,10 +160,11 @@ impl<H: Handle, V: Packed<N>, const N: usize> HandleMap<H, V, N> {
         }
     }
 
-    /// Stores `value` under a new handle.
+    /// Stores `value` under a new handle; [`Error::BadAlloc`] when the host
+    /// has no memory for the table to grow.
     pub fn insert(&self, value: V) -> Result<H> {
         let handle = self.ids.issue::<H>()?;
-        self.live.insert(handle.value(), value);
+        self.live.try_insert(handle.value(), value)?;
         Ok(handle)
     }
 
@@ -262,11 +300,15 @@ impl<H: Handle, T: Send + Sync> HandleTable<H, T> {
                     what: "the handle table",
                 })?;
                 let index = shells.all.len();
-                shells.all.push(Box::new(Shell {
+                let shell = try_box(Shell {
                     index,
                     slot: RwLock::new(None),
-                }));
-                shells.all.len() - 1
+                })
+                .ok_or(Error::BadAlloc {
+                    what: "the handle table",
+                })?;
+                shells.all.push(shell);
+                index
             }
         };
         let shell: &Shell<T> = &shells.all[index];

@@ -42,6 +42,7 @@
 //! `slot_reused_for_another_key_vs_get` and `insert_and_remove_race_with_get`
 //! check the protocol as a whole.
 
+use super::error::{Error, Result};
 use super::sync::{
     back_off, fence, owned_load, AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering,
 };
@@ -218,12 +219,17 @@ struct Array<const N: usize> {
 }
 
 impl<const N: usize> Array<N> {
-    fn with_capacity(capacity: usize) -> Self {
+    /// `capacity` empty slots (rounded up to a power of two), or `None` when
+    /// the host has no memory for them.
+    fn try_with_capacity(capacity: usize) -> Option<Self> {
         let capacity = capacity.next_power_of_two().max(2);
-        Array {
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(capacity).ok()?;
+        slots.extend((0..capacity).map(|_| Slot::new()));
+        Some(Array {
             mask: capacity - 1,
-            slots: (0..capacity).map(|_| Slot::new()).collect(),
-        }
+            slots: slots.into_boxed_slice(),
+        })
     }
 
     #[inline]
@@ -313,7 +319,9 @@ impl<V: Packed<N>, const N: usize, W: Default> Table<V, N, W> {
 impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
     /// An empty table with `capacity` slots and the writer-side `state`.
     pub fn new(capacity: usize, state: W) -> Self {
-        let array = Array::with_capacity(capacity);
+        // A table is made once, up front: no memory for it is fatal, as for
+        // any std container.
+        let array = Array::try_with_capacity(capacity).unwrap_or_else(|| out_of_memory::<N>());
         Table {
             read: ReadSide {
                 layout: SeqLock::new(),
@@ -424,6 +432,12 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
         self.write().insert(key, value)
     }
 
+    /// As [`Table::insert`], failing with [`Error::BadAlloc`] (the map
+    /// unchanged) when the host has no memory for the table to grow.
+    pub fn try_insert(&self, key: NonZeroUsize, value: V) -> Result<Option<V>> {
+        self.write().try_insert(key, value)
+    }
+
     /// Removes `key`, returning its value.
     pub fn remove(&self, key: NonZeroUsize) -> Option<V> {
         self.write().remove(key)
@@ -478,9 +492,18 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
         Some(unsafe { V::unpack(array.slots[index].owned_words()) })
     }
 
-    /// Sets the value for `key`, returning the one it replaces.
+    /// Sets the value for `key`, returning the one it replaces; no memory
+    /// to grow is fatal (as for std containers).
     #[inline]
     pub fn insert(&mut self, key: NonZeroUsize, value: V) -> Option<V> {
+        self.try_insert(key, value)
+            .unwrap_or_else(|_| out_of_memory::<N>())
+    }
+
+    /// As [`Writer::insert`], failing with [`Error::BadAlloc`] (the map
+    /// unchanged) when the host has no memory for the table to grow.
+    #[inline]
+    pub fn try_insert(&mut self, key: NonZeroUsize, value: V) -> Result<Option<V>> {
         let (key, words) = (key.get(), value.pack());
         let inner = &mut *self.inner;
         match inner.current().locate(key) {
@@ -489,18 +512,18 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
                 // SAFETY: published words came from `pack`.
                 let old = unsafe { V::unpack(slot.owned_words()) };
                 slot.publish(key, words);
-                Some(old)
+                Ok(Some(old))
             }
             Err(mut index) => {
                 if (inner.len + 1) * GROW_AT > inner.current().capacity() {
-                    grow(self.read, inner);
+                    grow(self.read, inner)?;
                     index = inner.current().locate(key).unwrap_or_else(|empty| empty);
                 }
                 // Into an empty slot: no key moves, so the layout stays (a
                 // reader that saw the slot empty read the map before this).
                 inner.current().slots[index].publish(key, words);
                 inner.len += 1;
-                None
+                Ok(None)
             }
         }
     }
@@ -583,12 +606,24 @@ impl<V: Packed<N>, const N: usize, W> Writer<'_, V, N, W> {
     }
 }
 
-/// Writer: swaps in an array twice the size, holding the same keys.
+const NO_ROOM_TO_GROW: Error = Error::BadAlloc {
+    what: "a larger array for a lock-free table",
+};
+
+/// Ends the process as the std containers do when the host has no memory.
+#[cold]
+fn out_of_memory<const N: usize>() -> ! {
+    std::alloc::handle_alloc_error(std::alloc::Layout::new::<Slot<N>>())
+}
+
+/// Writer: swaps in an array twice the size, holding the same keys; with no
+/// memory for it, fails and leaves the table as it was.
 #[cold]
 #[inline(never)]
-fn grow<const N: usize, W>(read: &ReadSide<N>, inner: &mut Inner<N, W>) {
+fn grow<const N: usize, W>(read: &ReadSide<N>, inner: &mut Inner<N, W>) -> Result<()> {
+    inner.retired.try_reserve(1).map_err(|_| NO_ROOM_TO_GROW)?;
     let old = inner.current();
-    let bigger = Array::<N>::with_capacity(old.capacity() * 2);
+    let bigger = Array::<N>::try_with_capacity(old.capacity() * 2).ok_or(NO_ROOM_TO_GROW)?;
     for slot in old.slots.iter() {
         let key = slot.owned_key();
         if key != EMPTY {
@@ -605,6 +640,7 @@ fn grow<const N: usize, W>(read: &ReadSide<N>, inner: &mut Inner<N, W>) {
         read.slots.store(slots, Ordering::Release);
         read.mask.store(mask, Ordering::Release);
     });
+    Ok(())
 }
 
 #[cfg(all(test, not(loom)))]

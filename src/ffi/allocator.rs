@@ -151,7 +151,9 @@ pub extern "C" fn aclrtAllocatorSetGetAddrFromBlockFuncToDesc(
 /// Registers a copy of the descriptor's current contents on `stream`,
 /// replacing any earlier registration. The descriptor must hold an object and
 /// the alloc, free and getAddrFromBlock functions; allocAdvise is optional.
-/// Any non-NULL pointer is accepted as a stream.
+/// Any non-NULL pointer is accepted as a stream, except a value of the host
+/// runtime's stream handles that names no live stream
+/// (`ACL_ERROR_INVALID_PARAM`): a stream created later must not inherit it.
 #[no_mangle]
 pub extern "C" fn aclrtAllocatorRegister(
     stream: aclrtStream,
@@ -164,7 +166,16 @@ pub extern "C" fn aclrtAllocatorRegister(
     boundary("aclrtAllocatorRegister", || {
         let stream = args::stream(stream)?;
         let desc = args::descriptor(allocatorDesc)?;
-        global().register(stream, desc)
+        let host = super::process::host();
+        host.check_stream_value(stream)?;
+        global().register(stream, desc)?;
+        // A destroy between the check and the registration dropped the
+        // registration before this made it: drop it now.
+        if host.check_stream_value(stream).is_err() {
+            global().unregister(stream)?;
+            return Err(crate::runtime::streams::NOT_A_STREAM);
+        }
+        Ok(())
     })
 }
 

@@ -52,7 +52,9 @@ pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
 
 /// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
 /// must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
-/// that starts in device memory must.
+/// that starts in device memory must. On every side, a freed device address
+/// or a reserved one with nothing mapped is refused (`ACL_ERROR_INVALID_PARAM`,
+/// the address in the message), never touched.
 ///
 /// # Safety
 /// Host-side ranges must be valid for `count` bytes.

@@ -55,8 +55,13 @@ const NOT_A_POOL: Error = Error::InvalidParam {
 
 /// Makes `pool` reachable from C; returns its handle.
 pub fn insert(pool: Pool) -> Result<NonZeroUsize> {
-    let pool: &'static Pool = Box::leak(Box::new(pool));
-    insert_ref(PoolRef { pool, stream: 0 })
+    let boxed = crate::base::handles::try_box(pool).ok_or(Error::BadAlloc {
+        what: "a caching pool",
+    })?;
+    insert_ref(PoolRef {
+        pool: Box::leak(boxed),
+        stream: 0,
+    })
 }
 
 /// A new handle for the pool behind `pool`, bound to `stream` (non-zero).

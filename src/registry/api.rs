@@ -68,7 +68,14 @@ impl AllocatorApi {
 
     /// `aclrtAllocatorCreateDesc`: a new, empty descriptor.
     pub fn create_descriptor(&self) -> Result<DescriptorHandle> {
-        self.descriptors.insert(Descriptor::default())
+        self.descriptors
+            .insert(Descriptor::default())
+            .map_err(|e| match e {
+                Error::BadAlloc { .. } => Error::BadAlloc {
+                    what: "an allocator descriptor",
+                },
+                other => other,
+            })
     }
 
     /// `aclrtAllocatorDestroyDesc`. Registrations made from it stay.
@@ -104,14 +111,11 @@ impl AllocatorApi {
     /// `stream` from now on; later changes to the descriptor need a new one.
     pub fn register(&self, stream: StreamKey, desc: DescriptorHandle) -> Result<()> {
         let callbacks = self.descriptor(desc)?.callbacks()?;
-        self.streams.set(
-            stream,
-            Registration {
-                descriptor: desc,
-                callbacks,
-            },
-        );
-        Ok(())
+        let registration = Registration {
+            descriptor: desc,
+            callbacks,
+        };
+        self.streams.try_set(stream, registration).map(drop)
     }
 
     /// `aclrtAllocatorGetByStream`: the registration in force for `stream`.

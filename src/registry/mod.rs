@@ -89,6 +89,20 @@ impl StreamRegistry {
         self.table.insert(stream.get(), registration)
     }
 
+    /// As [`StreamRegistry::set`], failing with [`crate::Error::BadAlloc`]
+    /// (nothing changed) when the host has no memory for the map to grow.
+    pub fn try_set(
+        &self,
+        stream: StreamKey,
+        registration: Registration,
+    ) -> crate::base::error::Result<Option<Registration>> {
+        self.table
+            .try_insert(stream.get(), registration)
+            .map_err(|_| crate::base::error::Error::BadAlloc {
+                what: "a stream's registration (the registration table could not grow)",
+            })
+    }
+
     /// Drops the registration of `stream`, returning it.
     pub fn remove(&self, stream: StreamKey) -> Option<Registration> {
         self.table.remove(stream.get())

@@ -37,6 +37,8 @@ pub struct HostRuntime {
     initialized: Mutex<bool>,
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
+    /// Streams destroyed by force whose queued work may still be running.
+    pub(crate) draining: Mutex<Vec<Arc<Stream>>>,
     workspaces: &'static dyn WorkspaceAllocator,
     allocators: &'static AllocatorApi,
     observer: &'static dyn StreamObserver,
@@ -60,6 +62,7 @@ impl HostRuntime {
             initialized: Mutex::new(false),
             contexts: HandleTable::new(),
             streams: HandleTable::new(),
+            draining: Mutex::new(Vec::new()),
             workspaces: direct_device_memory(),
             allocators,
             observer: &NoObserver,
@@ -169,7 +172,7 @@ impl HostRuntime {
         for device in 0..self.devices.len() {
             self.reset_device(device as i32, true)?;
         }
-        Ok(())
+        self.synchronize_all()
     }
 
     /// True between `aclInit` and `aclFinalize`.

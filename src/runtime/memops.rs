@@ -1,8 +1,9 @@
 //! Memory calls: `aclrtMalloc[Align32]`, `aclrtFree`, `aclrtMemcpy[Async]`,
 //! `aclrtMemset[Async]`, `aclrtGetMemInfo`.
 //!
-//! Device ranges are checked against every device's live allocations before
-//! use; host pointers are the caller's to vouch for, as in CANN.
+//! Every address is checked against the device records before use: device
+//! ranges must be live device memory; an address no record knows of is a
+//! host pointer, the caller's to vouch for, as in CANN.
 
 use super::host::HostRuntime;
 use super::memory::{Lookup, NOT_ALLOCATED};
@@ -80,6 +81,10 @@ impl HostRuntime {
         device.memory().free(ptr)
     }
 
+    /// Decides from the device records alone whether `[ptr, ptr + len)` may
+    /// be touched: live device memory, or (unless `required`) memory no
+    /// device record knows of, which is the caller's. Freed or unmapped
+    /// device addresses, and ranges running off an allocation, are refused.
     fn check_device_range(
         &self,
         ptr: *const u8,
@@ -88,24 +93,28 @@ impl HostRuntime {
         required: bool,
     ) -> Result<()> {
         // Memory mapped with aclrtMapMem is device memory too.
-        let mut overruns = match super::virtual_memory::virtual_memory().lookup(ptr as usize, len) {
-            Lookup::Inside => return Ok(()),
-            Lookup::Overruns => true,
-            Lookup::Outside => false,
-        };
+        let mut found = super::virtual_memory::virtual_memory().lookup(ptr as usize, len);
         for device in self.devices()? {
-            match device.memory().lookup(ptr, len) {
-                Lookup::Inside => return Ok(()),
-                Lookup::Overruns => overruns = true,
-                Lookup::Outside => {}
+            if found != Lookup::Outside {
+                break;
             }
+            found = device.memory().lookup(ptr, len);
         }
-        let reason = match (overruns, required) {
-            (true, _) => "The range runs past the end of its device allocation",
-            (false, true) => "It is not device memory from aclrtMalloc",
-            (false, false) => return Ok(()),
+        let reason = match found {
+            Lookup::Inside => return Ok(()),
+            Lookup::Outside if !required => return Ok(()),
+            Lookup::Outside => "It is not device memory from aclrtMalloc",
+            Lookup::Overruns => "The range runs past the end of its device allocation",
+            Lookup::Dead => {
+                "It is device address space with no live memory (freed, or reserved and not mapped)"
+            }
         };
-        Err(Error::InvalidParam { param, reason })
+        Err(Error::InvalidAddress {
+            param,
+            addr: ptr as usize,
+            len,
+            reason,
+        })
     }
 
     fn check_copy(
@@ -123,14 +132,9 @@ impl HostRuntime {
                 reason: "It is greater than destMax",
             });
         }
-        let any = kind == CopyKind::Default;
-        if kind.device_dst() || any {
-            self.check_device_range(dst, count, "dst", !any)?;
-        }
-        if kind.device_src() || any {
-            self.check_device_range(src, count, "src", !any)?;
-        }
-        Ok(())
+        // Host sides are checked too: a dead device address is never the host's.
+        self.check_device_range(dst, count, "dst", kind.device_dst())?;
+        self.check_device_range(src, count, "src", kind.device_src())
     }
 
     fn check_set(&self, dst: *mut u8, max_count: usize, count: usize) -> Result<()> {

@@ -4,8 +4,11 @@
 //! Each allocation is its own anonymous `MAP_NORESERVE` mapping, so the
 //! configured capacity is only a budget: nothing is reserved up front, and an
 //! allocation costs host memory only for the pages that are touched.
-//! Freeing unmaps, so a use after free faults as on a device. A pointer
-//! handed back is looked up in the table of live allocations, never trusted.
+//! Freeing gives the pages back but keeps the range as `PROT_NONE` address
+//! space, recorded and reused by later allocations: the host never gets the
+//! range back for its own memory, so a freed pointer stays recognisable and a
+//! copy can refuse it instead of faulting. A pointer handed back is looked up
+//! in the table of live allocations, never trusted.
 
 use crate::base::error::{Error, Result};
 use parking_lot::Mutex;
@@ -31,6 +34,8 @@ struct State {
     used: usize,
     /// Start address → allocation.
     live: BTreeMap<usize, Region>,
+    /// Start address → length of freed ranges kept as `PROT_NONE`.
+    retired: BTreeMap<usize, usize>,
 }
 
 #[derive(Clone, Copy)]
@@ -50,6 +55,9 @@ pub enum Lookup {
     Overruns,
     /// The start is not in any live allocation of this device.
     Outside,
+    /// The start is device address space with nothing live there (freed, or
+    /// reserved and not mapped): touching it would fault.
+    Dead,
 }
 
 fn page_size() -> usize {
@@ -106,14 +114,17 @@ impl DeviceHeap {
             .map(|s| s & !(page - 1))
             .filter(|&mapped| mapped <= self.capacity - state.used)
             .ok_or_else(|| self.exhausted(size, state.used))?;
+        let reuse = state.retired.iter().find(|&(_, &len)| len >= mapped);
+        let (at, fixed) = reuse.map_or((0, 0), |(&start, _)| (start, libc::MAP_FIXED));
         // SAFETY: an anonymous private mapping at an address of the kernel's
-        // choice touches no existing memory.
+        // choice touches no existing memory; with MAP_FIXED it replaces part
+        // of a retired range, which nothing uses.
         let addr = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                at as *mut libc::c_void,
                 mapped,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | fixed,
                 -1,
                 0,
             )
@@ -123,6 +134,12 @@ impl DeviceHeap {
                 device: self.device,
                 size,
             });
+        }
+        if fixed != 0 {
+            let len = state.retired.remove(&at).unwrap_or(mapped);
+            if len > mapped {
+                state.retired.insert(at + mapped, len - mapped);
+            }
         }
         state.used += mapped;
         state.live.insert(addr as usize, Region { size, mapped });
@@ -163,9 +180,35 @@ impl DeviceHeap {
         let mut state = self.state.lock();
         let region = state.live.remove(&(ptr as usize)).ok_or(NOT_ALLOCATED)?;
         state.used -= region.mapped;
-        drop(state);
-        // SAFETY: the range is a mapping this table created and just forgot.
-        unsafe { libc::munmap(ptr.cast(), region.mapped) };
+        let (mut start, mut len) = (ptr as usize, region.mapped);
+        // SAFETY: the range is a mapping this table created and just forgot;
+        // a fresh PROT_NONE mapping drops its pages and keeps the range.
+        let kept = unsafe {
+            libc::mmap(
+                ptr.cast(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if kept == libc::MAP_FAILED {
+            // SAFETY: as above; the range goes back to the host.
+            unsafe { libc::munmap(ptr.cast(), len) };
+            return Ok(());
+        }
+        // Merge with retired neighbours, so reuse finds whole ranges.
+        if let Some(after) = state.retired.remove(&(start + len)) {
+            len += after;
+        }
+        if let Some((&before, &before_len)) = state.retired.range(..start).next_back() {
+            if before + before_len == start {
+                state.retired.remove(&before);
+                (start, len) = (before, before_len + len);
+            }
+        }
+        state.retired.insert(start, len);
         Ok(())
     }
 
@@ -189,16 +232,24 @@ impl DeviceHeap {
                     Lookup::Overruns
                 }
             }
-            _ => Lookup::Outside,
+            _ => match state.retired.range(..=addr).next_back() {
+                Some((&start, &len)) if addr < start + len => Lookup::Dead,
+                _ => Lookup::Outside,
+            },
         }
     }
 }
 
 impl Drop for DeviceHeap {
     fn drop(&mut self) {
-        for (&start, region) in &self.state.get_mut().live {
-            // SAFETY: every live region is a mapping this table created.
-            unsafe { libc::munmap(start as *mut libc::c_void, region.mapped) };
+        let state = self.state.get_mut();
+        let live = state
+            .live
+            .iter()
+            .map(|(&start, region)| (start, region.mapped));
+        for (start, len) in live.chain(state.retired.iter().map(|(&s, &l)| (s, l))) {
+            // SAFETY: every live and retired range is a mapping this table created.
+            unsafe { libc::munmap(start as *mut libc::c_void, len) };
         }
     }
 }
@@ -225,7 +276,35 @@ mod tests {
         assert_eq!(mem.lookup(inner, 50), Lookup::Inside);
         mem.free(p.as_ptr()).unwrap();
         assert_eq!(mem.used(), 0);
-        assert_eq!(mem.lookup(p.as_ptr(), 1), Lookup::Outside);
+        assert_eq!(
+            mem.lookup(p.as_ptr(), 1),
+            Lookup::Dead,
+            "freed: kept, never touched"
+        );
+        let local = 0u8;
+        assert_eq!(mem.lookup(&local, 1), Lookup::Outside);
+    }
+
+    #[test]
+    fn freed_ranges_are_reused_zeroed_and_merged() {
+        let mem = DeviceHeap::new(0, 1 << 30);
+        let page = page_size();
+        let a = mem.alloc(3 * page).unwrap();
+        // SAFETY: the allocation is 3 pages long.
+        unsafe { a.as_ptr().write_bytes(0xCD, 3 * page) };
+        mem.free(a.as_ptr()).unwrap();
+        let b = mem.alloc(page).unwrap();
+        assert_eq!(b.as_ptr(), a.as_ptr(), "the freed range serves first");
+        // SAFETY: one page was allocated.
+        assert_eq!(unsafe { *b.as_ptr() }, 0, "reused memory is zeroed");
+        // SAFETY: inside the freed tail of the first range.
+        let tail = unsafe { a.as_ptr().add(page) };
+        assert_eq!(mem.lookup(tail, 1), Lookup::Dead);
+        mem.free(b.as_ptr()).unwrap();
+        // The two retired pieces merged back into one range of three pages.
+        let c = mem.alloc(3 * page).unwrap();
+        assert_eq!(c.as_ptr(), a.as_ptr());
+        mem.free(c.as_ptr()).unwrap();
     }
 
     #[test]

@@ -130,6 +130,13 @@ impl Stream {
         memory: Arc<DeviceHeap>,
         workspaces: &'static dyn WorkspaceAllocator,
     ) -> Result<Self> {
+        // The queue and the shared state are std allocations: room first.
+        let room = 2 * QUEUE_CAPACITY * std::mem::size_of::<Task>();
+        if !crate::base::handles::host_has_room(room) {
+            return Err(Error::BadAlloc {
+                what: "a stream's queue",
+            });
+        }
         let shared = Arc::new(Shared {
             queue: ArrayQueue::new(QUEUE_CAPACITY),
             entering: AtomicUsize::new(0),
@@ -293,14 +300,13 @@ impl Stream {
         self.shared.queue.len()
     }
 
-    /// Stops the stream and returns once the worker has exited; with `force`,
-    /// work not yet started is dropped (its workspaces given back).
-    pub fn shut_down(&self, force: bool) -> Result<()> {
+    /// Stops the stream and returns once the worker has run what was queued
+    /// and exited.
+    pub fn shut_down(&self) -> Result<()> {
         if self.is_current_worker() {
             return Err(DESTROY_OWN);
         }
-        let shared = &*self.shared;
-        shared.closed.store(true, Ordering::SeqCst);
+        self.close();
         if self.is_inherited() {
             // The worker is the parent's: nothing to join, and the queue never runs.
             if let Some(worker) = self.worker.lock().take() {
@@ -308,25 +314,34 @@ impl Stream {
             }
             return Ok(());
         }
-        // Every push that passed the `closed` check is in the queue after this.
-        while shared.entering.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
-        }
-        if force {
-            while let Some(task) = shared.queue.pop() {
-                shared.retire(&task);
-            }
-        }
-        {
-            let _guard = shared.sleep_lock();
-            shared.work.notify_all();
-            shared.room.notify_all();
-        }
         if let Some(worker) = self.worker.lock().take() {
             // A worker that died has already exited: joining returns at once.
             let _ = worker.join();
         }
         Ok(())
+    }
+
+    /// Refuses new work and returns at once; the worker runs what was
+    /// queued, then exits.
+    pub fn close(&self) {
+        let shared = &*self.shared;
+        shared.closed.store(true, Ordering::SeqCst);
+        if self.is_inherited() {
+            return;
+        }
+        // Every push that passed the `closed` check is in the queue after this.
+        while shared.entering.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        let _guard = shared.sleep_lock();
+        shared.work.notify_all();
+        shared.room.notify_all();
+    }
+
+    /// True once the worker has exited (or died): nothing queued is left to run.
+    pub fn is_finished(&self) -> bool {
+        self.shared.worker_exited.load(Ordering::Acquire)
+            || self.shared.dead.load(Ordering::Acquire)
     }
 
     /// Fails when the stream was inherited through `fork()` or its worker died.
@@ -360,7 +375,7 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let _ = self.shut_down(false);
+        let _ = self.shut_down();
     }
 }
 
@@ -592,35 +607,32 @@ mod tests {
     }
 
     #[test]
-    fn destroy_waits_for_pending_work_and_force_drops_it() {
+    fn shut_down_waits_for_pending_work_and_close_lets_it_run() {
         let count = AtomicUsize::new(0);
         let s = stream();
         for _ in 0..10 {
             s.enqueue(kernel(slow, 0, ptr(&count))).unwrap();
         }
-        s.shut_down(false).unwrap();
+        s.shut_down().unwrap();
         assert_eq!(count.load(Ordering::SeqCst), 10);
         assert_eq!(s.enqueue(kernel(slow, 0, ptr(&count))), Err(DESTROYED));
 
-        // The first kernel holds the worker until the forced shutdown emptied the
-        // queue, so exactly that one runs.
+        // The first kernel holds the worker: `close` returns with all of the
+        // work still queued, and all of it runs afterwards.
         let gate = AtomicBool::new(true);
-        let forced = AtomicUsize::new(0);
+        let closed = AtomicUsize::new(0);
         let s = stream();
         s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
         for _ in 0..50 {
-            s.enqueue(kernel(slow, 0, ptr(&forced))).unwrap();
+            s.enqueue(kernel(slow, 0, ptr(&closed))).unwrap();
         }
-        std::thread::scope(|scope| {
-            let shutting = scope.spawn(|| s.shut_down(true));
-            while s.queued() > 0 {
-                std::thread::yield_now();
-            }
-            gate.store(false, Ordering::SeqCst);
-            shutting.join().unwrap().unwrap();
-        });
-        assert_eq!(forced.load(Ordering::SeqCst), 0, "queued work was dropped");
+        s.close();
+        assert_eq!(s.enqueue(kernel(slow, 0, ptr(&closed))), Err(DESTROYED));
+        assert!(!s.is_finished());
+        gate.store(false, Ordering::SeqCst);
         s.synchronize().unwrap();
+        assert!(s.is_finished());
+        assert_eq!(closed.load(Ordering::SeqCst), 50, "queued work ran");
     }
 
     #[test]
@@ -686,7 +698,7 @@ mod tests {
             gate.store(false, Ordering::SeqCst);
             assert_eq!(waiting.join().unwrap(), Err(DEAD));
         });
-        s.shut_down(false).unwrap();
+        s.shut_down().unwrap();
     }
 
     unsafe extern "C" fn noop(_: *mut c_void, _: usize, _: *mut c_void) {}

@@ -11,6 +11,7 @@ use super::launch_cache;
 use super::stream_worker::Stream;
 use super::waits::DEADLOCK;
 use crate::base::error::{Error, Result};
+use crate::base::handles::Handle;
 use crate::base::ids::StreamHandle;
 use crate::registry::StreamKey;
 use std::sync::Arc;
@@ -122,7 +123,7 @@ impl HostRuntime {
                             c.default_stream = None;
                         }
                     });
-                    let _ = self.destroy_stream_handle(handle, true);
+                    let _ = self.destroy_stream_handle(handle, false);
                     continue;
                 }
                 return Ok((key(handle), s));
@@ -131,8 +132,9 @@ impl HostRuntime {
         Err(Error::NoContext)
     }
 
-    /// `aclrtDestroyStream` (`force`: `aclrtDestroyStreamForce`, which drops
-    /// work not yet started). The default stream goes with its context.
+    /// `aclrtDestroyStream` (`force`: `aclrtDestroyStreamForce`, which
+    /// returns without waiting; the queued work still runs, then the stream's
+    /// registration goes). The default stream goes with its context.
     pub fn destroy_stream(&self, stream: StreamKey, force: bool) -> Result<()> {
         let handle = stream.get().get();
         let is_default = self
@@ -165,15 +167,44 @@ impl HostRuntime {
         let entry = StreamHandle::from_raw(handle)
             .and_then(|h| self.streams.remove(h))
             .ok_or(NOT_A_STREAM)?;
-        entry.stream.shut_down(force)?;
         self.with_context_mut(entry.context, |c| {
             c.streams.retain(|&s| s != handle);
             if c.default_stream == Some(handle) {
                 c.default_stream = None;
             }
         });
-        let old = self.allocators().unregister(key(handle)).ok().flatten();
-        self.observer().stream_destroyed(key(handle), old.as_ref());
+        let (allocators, observer) = (self.allocators(), self.observer());
+        let finish = move |stream: Arc<Stream>| {
+            // Allocators see the stream go only after its last kernel ran.
+            let _ = stream.shut_down();
+            let old = allocators.unregister(key(handle)).ok().flatten();
+            observer.stream_destroyed(key(handle), old.as_ref());
+        };
+        if force && !entry.stream.is_inherited() {
+            entry.stream.close();
+            let mut draining = self.draining.lock();
+            draining.retain(|s| !s.is_finished() && !s.is_inherited());
+            draining.push(Arc::clone(&entry.stream));
+            drop(draining);
+            let stream = Arc::clone(&entry.stream);
+            let drained =
+                crate::base::threads::spawn("aclalloc-drain".into(), move || finish(stream));
+            if drained.is_ok() {
+                return Ok(());
+            }
+        }
+        finish(entry.stream);
+        Ok(())
+    }
+
+    /// Refuses a value of this runtime's stream handles that names no live
+    /// stream; any other value (a real runtime's stream, a caller's own
+    /// key) passes.
+    pub fn check_stream_value(&self, stream: StreamKey) -> Result<()> {
+        let value = stream.get().get();
+        if StreamHandle::could_be(value) && self.with_stream(value, |_| ()).is_none() {
+            return Err(NOT_A_STREAM);
+        }
         Ok(())
     }
 
@@ -190,7 +221,13 @@ impl HostRuntime {
     /// and streams whose work can never run; fails only when a kernel calls it
     /// and waiting would deadlock.
     pub(crate) fn synchronize_all(&self) -> Result<()> {
-        let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
+        let mut streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
+        {
+            // Streams destroyed by force whose queued work is still running.
+            let mut draining = self.draining.lock();
+            draining.retain(|s| !s.is_finished() && !s.is_inherited());
+            streams.extend(draining.iter().cloned());
+        }
         for stream in streams {
             if stream.is_inherited() {
                 continue;

@@ -403,7 +403,7 @@ impl VirtualMemory {
                     at = m + msize;
                     first = false;
                 }
-                None if first => return Lookup::Outside,
+                None if first => return Lookup::Dead,
                 None => return Lookup::Overruns,
             }
         }
@@ -464,7 +464,7 @@ mod tests {
         }
         assert_eq!(vm.lookup(va + G, 2 * G), Lookup::Inside);
         assert_eq!(vm.lookup(va + G, 2 * G + 1), Lookup::Overruns);
-        assert_eq!(vm.lookup(va, 1), Lookup::Outside);
+        assert_eq!(vm.lookup(va, 1), Lookup::Dead, "reserved, not mapped");
         // Mapped twice? Over a live mapping: refused.
         let h2 = vm.malloc_physical(&mem, 2 * G).unwrap();
         assert!(vm.map(va + 2 * G, 2 * G, 0, h2, 0).is_err());

@@ -16,6 +16,9 @@ use std::ffi::c_void;
 use super::callbacks::*;
 use super::config::aclallocPoolConfig;
 
+/// Host memory a new pool and its descriptor take, with a margin.
+const NEW_POOL_ROOM: usize = 64 << 10;
+
 /// Creates a caching pool over the calling thread's current device
 /// (`ACL_ERROR_RT_CONTEXT_NULL` without one) and a complete allocator
 /// descriptor whose object is the pool and whose functions are
@@ -44,6 +47,12 @@ pub unsafe extern "C" fn aclallocPoolCreate(
             Some(config) => PoolConfig::try_from(config)?,
         };
         let device = crate::pool::acl::AclMemory::current()?;
+        // The pool's own parts are small std allocations: room first.
+        if !crate::base::handles::host_has_room(NEW_POOL_ROOM) {
+            return Err(Error::BadAlloc {
+                what: "a caching pool",
+            });
+        }
         let new_pool = Pool::new(config, device)?;
         new_pool.record_history(crate::history::env::max_entries_from_env()?)?;
         let handle = handles::insert(new_pool)?;
@@ -105,13 +114,16 @@ fn destroy(pool: aclallocPool) -> Result<()> {
         });
     }
     let p = handles::get(pool)?;
-    p.close_if_idle()
-        .map_err(|blocks| Error::PoolInUse { blocks })?;
+    p.close_if_idle().map_err(|count| Error::StillInUse {
+        what: "Blocks it handed out that were not freed",
+        count,
+    })?;
     handles::remove(pool)
 }
 
 /// Destroys a pool, returning its memory to the device; while blocks are
-/// allocated: `ACL_ERROR_FAILURE`, nothing changes. Its callbacks fail from
+/// allocated: `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED` (as a pluggable
+/// allocator's destroy), nothing changes. Its callbacks fail from
 /// now on, so unregister its streams first.
 #[no_mangle]
 pub extern "C" fn aclallocPoolDestroy(pool: aclallocPool) -> aclError {
