@@ -243,22 +243,36 @@ unsafe extern "C" fn write_index(workspace: *mut c_void, _: usize, data: *mut c_
     // workspace is live while the kernel runs.
     unsafe {
         (data as *mut u32).add(index).write(index as u32);
-        (workspace as *mut u8).write(1);
+        if !workspace.is_null() {
+            (workspace as *mut u8).write(1);
+        }
     }
 }
 
 /// `aclrtDestroyStreamForce` returns while a kernel still holds the stream
 /// (it does not wait), and every kernel queued behind it still runs:
-/// `aclrtSynchronizeDevice` waits for them. 20 runs of 20 kernels.
+/// `aclrtSynchronizeDevice` waits for them, and the stream's registration is
+/// gone once it returns. 20 runs of 20 kernels, every other run with
+/// workspaces from the runtime (held until the kernels ran), the others with
+/// an allocator registered.
 #[test]
 fn destroy_stream_force_returns_at_once_and_queued_work_still_runs() {
     let _serial = setup();
     const KERNELS: usize = 20;
     let out = device_malloc(KERNELS * 4) as *mut u32;
+    let desc = complete_descriptor();
     for run in 0..20 {
         RAN.store(0, Ordering::SeqCst);
         GATE.store(true, Ordering::SeqCst);
         let stream = create_stream();
+        let with_allocator = run % 2 == 1;
+        // The registered allocator's blocks are not memory: no workspace then.
+        let workspace = if with_allocator {
+            assert_eq!(aclrtAllocatorRegister(stream, desc), OK);
+            0
+        } else {
+            64
+        };
         // SAFETY: kernels with the arguments they expect.
         unsafe {
             assert_eq!(aclrtMemset(out.cast(), KERNELS * 4, 0xFF, KERNELS * 4), OK);
@@ -268,7 +282,7 @@ fn destroy_stream_force_returns_at_once_and_queued_work_still_runs() {
             );
             for _ in 0..KERNELS {
                 assert_eq!(
-                    aclallocLaunchKernel(stream, 64, Some(write_index), out.cast()),
+                    aclallocLaunchKernel(stream, workspace, Some(write_index), out.cast()),
                     OK
                 );
             }
@@ -294,6 +308,7 @@ fn destroy_stream_force_returns_at_once_and_queued_work_still_runs() {
             KERNELS,
             "run {run}: every queued kernel ran"
         );
+        assert!(!registered(stream), "run {run}: the registration went");
         let mut seen = [0u32; KERNELS];
         // SAFETY: `out` is device memory of KERNELS u32s; `seen` as large.
         let rc = unsafe {
@@ -310,4 +325,5 @@ fn destroy_stream_force_returns_at_once_and_queued_work_still_runs() {
     }
     // SAFETY: device memory from aclrtMalloc.
     assert_eq!(unsafe { aclrtFree(out.cast()) }, OK);
+    assert_eq!(aclrtAllocatorDestroyDesc(desc), OK);
 }

@@ -454,10 +454,10 @@ impl Model {
                         let st = &mut self.streams[i];
                         st.alive = false;
                         if force {
-                            // Work not started was dropped; nothing runs later.
-                            let ran = st.channel.runs.load(Ordering::Acquire);
-                            assert!(ran <= st.launched);
-                            st.launched = ran;
+                            // The call returned without waiting; the queued
+                            // work still runs, and the device's synchronize
+                            // waits for it (and drops the registration).
+                            assert_eq!(aclrtSynchronizeDevice(), OK);
                         }
                         Self::settled(&st.channel, st.launched);
                         self.registered.remove(&handle);
@@ -469,7 +469,18 @@ impl Model {
                 let (handle, _) = self.pick(s);
                 let desc = descs().kinds.iter().find(|k| k.0 == kind).unwrap().1;
                 let rc = aclrtAllocatorRegister(handle as *mut c_void, desc as *mut c_void);
-                if handle == 0 {
+                // A value of the runtime's stream range names a live stream
+                // or is refused. Default streams, whose handles the model
+                // does not hold, are asked of the runtime.
+                let dead = handle >> 48 == 0xACA3
+                    && handle & ((1 << 48) - 1) != 0
+                    && !self.streams.iter().any(|s| s.handle == handle && s.alive)
+                    && aclalloc::StreamKey::from_ptr(handle as *mut c_void).is_some_and(|k| {
+                        aclalloc::ffi::process::host()
+                            .check_stream_value(k)
+                            .is_err()
+                    });
+                if handle == 0 || dead {
                     self.expect("aclrtAllocatorRegister", rc, INVALID_PARAM);
                 } else {
                     self.expect("aclrtAllocatorRegister", rc, OK);

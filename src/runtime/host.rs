@@ -38,7 +38,7 @@ pub struct HostRuntime {
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
     /// Streams destroyed by force whose queued work may still be running.
-    pub(crate) draining: Mutex<Vec<Arc<Stream>>>,
+    pub(crate) draining: Mutex<Vec<Arc<super::streams::Draining>>>,
     workspaces: &'static dyn WorkspaceAllocator,
     allocators: &'static AllocatorApi,
     observer: &'static dyn StreamObserver,

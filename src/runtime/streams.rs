@@ -13,6 +13,9 @@ use super::waits::DEADLOCK;
 use crate::base::error::{Error, Result};
 use crate::base::handles::Handle;
 use crate::base::ids::StreamHandle;
+use crate::base::sync::{AtomicBool, Ordering};
+use crate::registry::api::AllocatorApi;
+use crate::registry::observer::StreamObserver;
 use crate::registry::StreamKey;
 use std::sync::Arc;
 
@@ -173,27 +176,26 @@ impl HostRuntime {
                 c.default_stream = None;
             }
         });
-        let (allocators, observer) = (self.allocators(), self.observer());
-        let finish = move |stream: Arc<Stream>| {
-            // Allocators see the stream go only after its last kernel ran.
-            let _ = stream.shut_down();
-            let old = allocators.unregister(key(handle)).ok().flatten();
-            observer.stream_destroyed(key(handle), old.as_ref());
-        };
-        if force && !entry.stream.is_inherited() {
-            entry.stream.close();
-            let mut draining = self.draining.lock();
-            draining.retain(|s| !s.is_finished() && !s.is_inherited());
-            draining.push(Arc::clone(&entry.stream));
-            drop(draining);
-            let stream = Arc::clone(&entry.stream);
-            let drained =
-                crate::base::threads::spawn("aclalloc-drain".into(), move || finish(stream));
-            if drained.is_ok() {
+        let drain = Arc::new(Draining {
+            stream: entry.stream,
+            handle,
+            done: AtomicBool::new(false),
+        });
+        if force && !drain.stream.is_inherited() {
+            drain.stream.close();
+            self.draining.lock().push(Arc::clone(&drain));
+            let (allocators, observer) = (self.allocators(), self.observer());
+            let drained = Arc::clone(&drain);
+            let finisher = move || {
+                let _ = drained.stream.shut_down();
+                drained.finish(allocators, observer);
+            };
+            if crate::base::threads::spawn("aclalloc-drain".into(), finisher).is_ok() {
                 return Ok(());
             }
         }
-        finish(entry.stream);
+        let _ = drain.stream.shut_down();
+        drain.finish(self.allocators(), self.observer());
         Ok(())
     }
 
@@ -221,14 +223,11 @@ impl HostRuntime {
     /// and streams whose work can never run; fails only when a kernel calls it
     /// and waiting would deadlock.
     pub(crate) fn synchronize_all(&self) -> Result<()> {
-        let mut streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
-        {
-            // Streams destroyed by force whose queued work is still running.
-            let mut draining = self.draining.lock();
-            draining.retain(|s| !s.is_finished() && !s.is_inherited());
-            streams.extend(draining.iter().cloned());
-        }
-        for stream in streams {
+        let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
+        // Streams destroyed by force whose queued work may still be running.
+        let draining = self.draining.lock().clone();
+        let drained = draining.iter().map(|d| &d.stream);
+        for stream in streams.iter().chain(drained) {
             if stream.is_inherited() {
                 continue;
             }
@@ -237,12 +236,37 @@ impl HostRuntime {
                 return Err(DEADLOCK);
             }
         }
+        // Their registrations go now, not whenever their finisher runs.
+        for d in draining.iter().filter(|d| d.stream.is_finished()) {
+            d.finish(self.allocators(), self.observer());
+        }
+        self.draining
+            .lock()
+            .retain(|d| !d.done.load(Ordering::Acquire) && !d.stream.is_inherited());
         Ok(())
     }
 
     /// The number of live streams (default streams included).
     pub fn live_streams(&self) -> usize {
         self.streams.len()
+    }
+}
+
+/// A stream taken out of the table whose registration has yet to go.
+pub(crate) struct Draining {
+    stream: Arc<Stream>,
+    handle: usize,
+    done: AtomicBool,
+}
+
+impl Draining {
+    /// Once its work has run: drops the stream's registration and tells the
+    /// observer (pools forget the stream). Only the first call does it.
+    fn finish(&self, allocators: &AllocatorApi, observer: &dyn StreamObserver) {
+        if !self.done.swap(true, Ordering::AcqRel) {
+            let old = allocators.unregister(key(self.handle)).ok().flatten();
+            observer.stream_destroyed(key(self.handle), old.as_ref());
+        }
     }
 }
 
