@@ -58,9 +58,10 @@ pub fn insert(pool: Pool) -> Result<NonZeroUsize> {
     let boxed = crate::base::handles::try_box(pool).ok_or(Error::BadAlloc {
         what: "a caching pool",
     })?;
-    insert_ref(PoolRef {
-        pool: Box::leak(boxed),
-        stream: 0,
+    let pool: &'static Pool = Box::leak(boxed);
+    insert_ref(PoolRef { pool, stream: 0 }).inspect_err(|_| {
+        // SAFETY: leaked just above and published nowhere: the box is taken back.
+        drop(unsafe { Box::from_raw(pool as *const Pool as *mut Pool) });
     })
 }
 
