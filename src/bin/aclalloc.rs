@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
 
 #[path = "../viz/mod.rs"]
 mod viz;
@@ -312,7 +313,9 @@ fn scratch_dir() -> std::io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!("aclalloc-run-{}-{nanos}", std::process::id()));
+    // Absolute, so a program that changes directory still finds it.
+    let dir = std::path::absolute(std::env::temp_dir())?
+        .join(format!("aclalloc-run-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -361,6 +364,8 @@ fn run(options: RunOptions) -> ExitCode {
             .env_remove("ACLALLOC_TRACK_REPORT")
             .env_remove("ACLALLOC_TRACK_JSON");
     }
+    // Before the spawn, so a stop request that comes meanwhile is not lost.
+    forward_stop_signals();
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -379,7 +384,7 @@ fn run(options: RunOptions) -> ExitCode {
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let pid = child.id();
-    forward_stop_signals(pid);
+    forward_to(pid);
     let status = match child.wait() {
         Ok(s) => s,
         Err(e) => {
@@ -409,17 +414,19 @@ fn run(options: RunOptions) -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-/// The program's process id, for [`forward`].
-static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The program's process id, for [`forward`] (0: not started yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+/// A stop signal that came before the program started.
+static PENDING: AtomicI32 = AtomicI32::new(0);
 
 /// SIGTERM and SIGHUP sent to the launcher (a service manager stopping it)
 /// go to the program, which writes its report; the launcher stays to deliver
 /// it and passes the program's status on (128+N).
-fn forward_stop_signals(pid: u32) {
-    CHILD.store(pid as i32, std::sync::atomic::Ordering::SeqCst);
+fn forward_stop_signals() {
     for sig in [libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: `forward` only loads an atomic and calls kill, both
-        // async-signal-safe.
+        // SAFETY: `forward` only uses atomics and kill, both
+        // async-signal-safe; a handler is reset to the default in the
+        // program at exec.
         unsafe {
             libc::signal(
                 sig,
@@ -429,11 +436,22 @@ fn forward_stop_signals(pid: u32) {
     }
 }
 
+/// The program started as `pid`: a stop signal that came before goes to it now.
+fn forward_to(pid: u32) {
+    CHILD.store(pid as i32, SeqCst);
+    let sig = PENDING.swap(0, SeqCst);
+    if sig != 0 {
+        forward(sig);
+    }
+}
+
 extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    let pid = CHILD.load(SeqCst);
     if pid > 0 {
         // SAFETY: kill is async-signal-safe.
         unsafe { libc::kill(pid, sig) };
+    } else {
+        PENDING.store(sig, SeqCst);
     }
 }
 

@@ -8,7 +8,7 @@
 
 use super::{report_leaks_now, report_text, set_enabled, snapshot_json};
 use crate::base::env;
-use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::statics::{AtomicBool, AtomicU8};
 use crate::base::sync::Ordering;
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -37,7 +37,7 @@ pub fn init_from_env() {
         set_enabled(true);
         FROM_ENV.store(true, Ordering::Release);
         report_at_exit();
-        // SIGTERM/SIGINT/SIGHUP end a process without `atexit`.
+        // Signals end a process without `atexit`.
         super::signals::install();
     }
 }
@@ -58,11 +58,21 @@ extern "C" fn at_exit() {
 }
 
 /// [`write_exit_reports`] unless the reports were already written (at exit,
-/// or by the signal watcher while the program went on to exit).
+/// or by the signal watcher); returns once they are written, also when
+/// another thread writes them, so the process does not end half-way.
 pub(crate) fn write_reports_once() {
-    static WRITTEN: AtomicBool = AtomicBool::new(false);
-    if !WRITTEN.swap(true, Ordering::AcqRel) {
+    const WRITING: u8 = 1;
+    const DONE: u8 = 2;
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    if STATE
+        .compare_exchange(0, WRITING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
         let _ = std::panic::catch_unwind(write_exit_reports);
+        STATE.store(DONE, Ordering::Release);
+    }
+    while STATE.load(Ordering::Acquire) != DONE {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
