@@ -232,3 +232,35 @@ fn a_relative_tmpdir_survives_a_chdir_in_the_program() {
     assert!(has_leak(&report, 4242), "{report}");
     assert_eq!(out.status.code(), Some(9), "{report}");
 }
+
+// --- The history ---
+
+#[test]
+fn a_history_too_large_is_refused_before_the_program_starts() {
+    let out = run(&["--history", "100000000000"], &["chdir"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--history 100000000000") && stderr.contains("ask for fewer events"),
+        "{stderr}"
+    );
+    assert!(!text(&out.stdout).contains("ready"), "the program ran");
+}
+
+#[test]
+fn a_history_too_large_from_the_environment_leaves_the_pools_working() {
+    let dir = common::scratch("exit_paths_history_env");
+    let out = alone("default", &dir.join("report.txt"))
+        .env("ACLALLOC_RECORD_HISTORY", "100000000000")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("default pool: 0"), "{stdout}");
+    assert!(
+        stderr.contains("ACLALLOC_RECORD_HISTORY=100000000000") && stderr.contains("no history"),
+        "{stderr}"
+    );
+}

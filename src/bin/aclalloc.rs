@@ -49,7 +49,8 @@ OPTIONS (run):
                     through the user's allocators (address, size, stream,
                     device, time), for --json's device_traces and --html's
                     timeline (sets ACLALLOC_RECORD_HISTORY=N for PROGRAM, so
-                    pools it makes record too). 0: off.
+                    pools it makes record too). 0: off. A history that
+                    cannot be allocated (48 bytes per event) is refused.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
     --error-exitcode N
@@ -211,7 +212,25 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
     if options.program.is_empty() {
         return Err("no program given: aclalloc run [OPTIONS] -- PROGRAM [ARGS...]".into());
     }
+    if let Some(n) = options.history {
+        check_history(n)?;
+    }
     Ok(Some(options))
+}
+
+/// Bytes one recorded event takes in the program (the history's `Event`).
+const EVENT_BYTES: usize = 48;
+
+/// Refuses, before the program starts, a history its memory cannot hold
+/// (the program would run without one).
+fn check_history(n: usize) -> Result<(), String> {
+    let bytes = n.checked_mul(EVENT_BYTES);
+    if bytes.is_some_and(|b| Vec::<u8>::new().try_reserve_exact(b).is_ok()) {
+        return Ok(());
+    }
+    Err(format!(
+        "--history {n}: {EVENT_BYTES} bytes per event cannot be allocated {n} times; ask for fewer events"
+    ))
 }
 
 /// The value of option `name`, a number (`what` says which).
