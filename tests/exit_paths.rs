@@ -264,3 +264,46 @@ fn a_history_too_large_from_the_environment_leaves_the_pools_working() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_leaked_block_whose_address_was_never_asked_is_in_the_history_and_the_page() {
+    let dir = common::scratch("exit_paths_unaddressed");
+    let (json, html) = (dir.join("run.json"), dir.join("run.html"));
+    let out = run(
+        &[
+            "--history",
+            "1000",
+            "--json",
+            json.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &["unaddressed"],
+    )
+    .output()
+    .unwrap();
+    let report = text(&out.stderr);
+    assert!(out.status.success() && has_leak(&report, 12345), "{report}");
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let trace = snapshot["device_traces"][0].as_array().unwrap();
+    assert!(
+        trace
+            .iter()
+            .any(|e| e["action"] == "alloc" && e["size"] == 12345),
+        "{snapshot}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    let start = page.find("id=\"aclalloc-data\">").unwrap() + "id=\"aclalloc-data\">".len();
+    let end = start + page[start..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&page[start..end]).unwrap();
+    let allocs = &data["devices"][0]["allocs"];
+    let sizes = allocs["size"].as_array().unwrap();
+    let at = sizes
+        .iter()
+        .position(|s| *s == 12345)
+        .unwrap_or_else(|| panic!("{data}"));
+    // Drawn from its allocation in the trace to the end, not as made before it.
+    assert!(allocs["start"][at].as_i64().unwrap() >= 0, "{data}");
+    assert_eq!(allocs["end"][at], -1, "{data}");
+}
