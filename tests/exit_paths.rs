@@ -307,3 +307,58 @@ fn a_leaked_block_whose_address_was_never_asked_is_in_the_history_and_the_page()
     assert!(allocs["start"][at].as_i64().unwrap() >= 0, "{data}");
     assert_eq!(allocs["end"][at], -1, "{data}");
 }
+
+// --- exec ---
+
+#[test]
+fn what_was_recorded_before_an_exec_is_reported() {
+    for how in ["execv", "execve", "execvp", "execvpe"] {
+        let out = run(&["--error-exitcode", "9"], &["exec", how])
+            .output()
+            .unwrap();
+        let (stdout, report) = (text(&out.stdout), text(&out.stderr));
+        assert!(!stdout.contains("went on"), "{how}: {stdout}");
+        assert!(has_leak(&report, 4242), "{how}:\n{report}");
+        // The new image's report too, after the replaced one's.
+        assert_eq!(
+            report.matches("allocator tracking report").count(),
+            2,
+            "{how}:\n{report}"
+        );
+        assert!(
+            report.contains("image 1 (until its exec)"),
+            "{how}:\n{report}"
+        );
+        assert_eq!(out.status.code(), Some(9), "{how}:\n{report}");
+    }
+}
+
+#[test]
+fn an_exec_alone_writes_the_replaced_images_report_beside_the_new_ones() {
+    let dir = common::scratch("exit_paths_exec_alone");
+    let report = dir.join("report.txt");
+    // Preloaded, so that /bin/true has the library and writes its own.
+    let lib = common::lib_dir().join("libaclalloc.so");
+    let out = alone("exec", &report)
+        .env("LD_PRELOAD", lib)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let before = std::fs::read_to_string(dir.join("report.txt.before-exec-0")).unwrap();
+    assert!(has_leak(&before, 4242), "{before}");
+    let after = std::fs::read_to_string(&report).unwrap();
+    assert!(!has_leak(&after, 4242), "{after}");
+}
+
+#[test]
+fn a_failed_exec_or_a_forked_childs_exec_leaves_one_report_per_image() {
+    for mode in ["exec-missing", "fork-exec"] {
+        let out = run(&[], &[mode]).output().unwrap();
+        let (stdout, report) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{mode}: {stdout}\n{report}");
+        assert!(stdout.contains("went on"), "{mode}: {stdout}");
+        assert!(!report.contains("until its exec"), "{mode}:\n{report}");
+        // The program's leak once: not again from the forked child.
+        assert_eq!(report.matches("size=4242 ").count(), 1, "{mode}:\n{report}");
+    }
+}

@@ -94,7 +94,9 @@ THE REPORT:
                                              destruction or exit (seen-at=...)
     Each fault is reported once; a repeating concurrent-use is counted (xN).
     Child processes that inherit the preload write their own reports; all are
-    printed, the PROGRAM's own first.
+    printed, the PROGRAM's own first. An image replaced by exec (execve,
+    execv, execvp, execvpe, fexecve; not execl, execle, execlp) writes its
+    report first, and the new image its own.
 
 WHERE THE LIBRARY IS FOUND (first that exists):
     1. --lib PATH
@@ -474,23 +476,41 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-/// The files `prefix<pid><suffix>` in `dir`, the program's own first.
-fn outputs(dir: &Path, prefix: &str, suffix: &str, pid: u32) -> Vec<(u32, PathBuf)> {
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+/// One image's output file: its process, and which image it was (`Some(n)`:
+/// the one replaced by its n-th `exec`, written with `.before-exec-N`;
+/// `None`: the last).
+struct Output {
+    pid: u32,
+    before_exec: Option<u32>,
+    path: PathBuf,
+}
+
+/// The files `prefix<pid><suffix>[.before-exec-N]` in `dir`: the program's
+/// own first, each process's images in the order they ran.
+fn outputs(dir: &Path, prefix: &str, suffix: &str, pid: u32) -> Vec<Output> {
+    let mut found: Vec<Output> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let id = name
+            let (name, before_exec) = match name.split_once(".before-exec-") {
+                Some((name, n)) => (name, Some(n.parse().ok()?)),
+                None => (name.as_str(), None),
+            };
+            let pid = name
                 .strip_prefix(prefix)?
                 .strip_suffix(suffix)?
                 .parse()
                 .ok()?;
-            Some((id, e.path()))
+            Some(Output {
+                pid,
+                before_exec,
+                path: e.path(),
+            })
         })
         .collect();
-    found.sort_by_key(|(id, _)| (*id != pid, *id));
+    found.sort_by_key(|o| (o.pid != pid, o.pid, o.before_exec.is_none(), o.before_exec));
     found
 }
 
@@ -503,11 +523,14 @@ fn deliver_report(
 ) -> u64 {
     let reports = outputs(dir, "report.", "", pid);
     let mut text = String::new();
-    for (id, path) in &reports {
+    for o in &reports {
         if reports.len() > 1 {
-            text.push_str(&format!("==aclalloc== --- process {id} ---\n"));
+            let image = o.before_exec.map_or(String::new(), |n| {
+                format!(", image {} (until its exec)", n + 1)
+            });
+            text.push_str(&format!("==aclalloc== --- process {}{image} ---\n", o.pid));
         }
-        text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+        text.push_str(&std::fs::read_to_string(&o.path).unwrap_or_default());
     }
     if reports.is_empty() && status.signal().is_some() {
         text.push_str(&format!(
@@ -541,10 +564,11 @@ fn fault_count(report: &str) -> u64 {
         .sum()
 }
 
-/// The program's own JSON snapshot, if it wrote one.
+/// The program's own JSON snapshot, if it wrote one: its last image's,
+/// else the last one written before an `exec`.
 fn snapshot(dir: &Path, pid: u32) -> Option<PathBuf> {
-    let found = outputs(dir, "snapshot.", ".json", pid).into_iter().next();
-    found.map(|(_, path)| path)
+    let own = outputs(dir, "snapshot.", ".json", pid).into_iter();
+    own.take_while(|o| o.pid == pid).last().map(|o| o.path)
 }
 
 /// The page of the program's snapshot (live blocks at exit and faults).
@@ -575,5 +599,15 @@ fn deliver_json(dir: &Path, pid: u32, to: &Path) {
     };
     if let Err(e) = std::fs::copy(&path, to) {
         eprintln!("aclalloc: cannot write {}: {e}", to.display());
+    }
+    // The snapshots of the images the program replaced by `exec`, next to it.
+    for o in outputs(dir, "snapshot.", ".json", pid) {
+        if let (true, Some(n)) = (o.pid == pid && o.path != path, o.before_exec) {
+            let mut name = to.as_os_str().to_owned();
+            name.push(format!(".before-exec-{n}"));
+            if let Err(e) = std::fs::copy(&o.path, &name) {
+                eprintln!("aclalloc: cannot write {}: {e}", Path::new(&name).display());
+            }
+        }
     }
 }

@@ -7,6 +7,8 @@
  *   raise-thread   raises SIGTERM on another thread
  *   wait           waits to be stopped from outside
  *   exec           execs /bin/true (argv[2]: execv, execve, execvp or execvpe)
+ *   exec-missing   execs a file that does not exist, then returns
+ *   fork-exec      forks a child that execs /bin/true, waits for it, returns
  *   chdir          changes to / and returns
  *   unaddressed    returns (the leaked block's address was never asked)
  *   default        allocates from the default pool and launches a kernel
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "acl/acl.h"
@@ -96,6 +99,14 @@ int main(int argc, char **argv) {
         for (;;) pause();
     } else if (strcmp(mode, "exec") == 0) {
         return exec_true(argc > 2 ? argv[2] : "execv");
+    } else if (strcmp(mode, "exec-missing") == 0) {
+        char *args[] = {"missing", NULL};
+        if (execv("/nonexistent/aclalloc-missing", args) != -1) return 1;
+    } else if (strcmp(mode, "fork-exec") == 0) {
+        pid_t child = fork();
+        if (child == 0) _exit(exec_true("execv"));
+        int status = 0;
+        if (child < 0 || waitpid(child, &status, 0) != child || status != 0) return 1;
     } else if (strcmp(mode, "chdir") == 0) {
         if (chdir("/") != 0) return 1;
     } else if (strcmp(mode, "default") == 0) {
