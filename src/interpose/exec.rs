@@ -32,26 +32,21 @@ pub fn resolve() {
 fn next<F: Copy>(i: usize) -> Option<F> {
     let p = NEXT[i].load(Ordering::Relaxed);
     // SAFETY: `F` is the function pointer type of `NAMES[i]` (each caller
-    // names its own), the size of a `usize` on Linux.
-    (p != 0).then(|| unsafe { std::mem::transmute_copy(&p) })
+    // names its own).
+    (p != 0).then(|| unsafe { super::next::as_fn(p) })
 }
 
-/// Runs `exec` (the real call) with the reports written first.
+/// Runs `exec` (the real call) with the reports written first. Only a
+/// failed exec returns, with its errno kept (ENOSYS: no libc function).
 fn replacing(exec: impl FnOnce() -> Option<c_int>) -> c_int {
     let written = write_reports_before_exec();
-    let Some(rc) = exec() else {
-        exec_failed(written);
-        // SAFETY: errno is this thread's.
-        unsafe { *libc::__errno_location() = libc::ENOSYS };
-        return -1;
-    };
-    // Only a failed exec returns; errno is the exec's.
+    let rc = exec();
     // SAFETY: errno is this thread's.
-    let errno = unsafe { *libc::__errno_location() };
+    let errno = rc.map_or(libc::ENOSYS, |_| unsafe { *libc::__errno_location() });
     exec_failed(written);
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
-    rc
+    rc.unwrap_or(-1)
 }
 
 /// `execve`, with this image's reports written first.
