@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
 
 #[path = "../viz/mod.rs"]
 mod viz;
@@ -48,7 +49,8 @@ OPTIONS (run):
                     through the user's allocators (address, size, stream,
                     device, time), for --json's device_traces and --html's
                     timeline (sets ACLALLOC_RECORD_HISTORY=N for PROGRAM, so
-                    pools it makes record too). 0: off.
+                    pools it makes record too). 0: off. A history that
+                    cannot be allocated (48 bytes per event) is refused.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
     --error-exitcode N
@@ -92,7 +94,9 @@ THE REPORT:
                                              destruction or exit (seen-at=...)
     Each fault is reported once; a repeating concurrent-use is counted (xN).
     Child processes that inherit the preload write their own reports; all are
-    printed, the PROGRAM's own first.
+    printed, the PROGRAM's own first. An image replaced by exec (execve,
+    execv, execvp, execvpe, fexecve; not execl, execle, execlp) writes its
+    report first, and the new image its own.
 
 WHERE THE LIBRARY IS FOUND (first that exists):
     1. --lib PATH
@@ -210,7 +214,25 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
     if options.program.is_empty() {
         return Err("no program given: aclalloc run [OPTIONS] -- PROGRAM [ARGS...]".into());
     }
+    if let Some(n) = options.history {
+        check_history(n)?;
+    }
     Ok(Some(options))
+}
+
+/// Bytes one recorded event takes in the program (the history's `Event`).
+const EVENT_BYTES: usize = 48;
+
+/// Refuses, before the program starts, a history its memory cannot hold
+/// (the program would run without one).
+fn check_history(n: usize) -> Result<(), String> {
+    let bytes = n.checked_mul(EVENT_BYTES);
+    if bytes.is_some_and(|b| Vec::<u8>::new().try_reserve_exact(b).is_ok()) {
+        return Ok(());
+    }
+    Err(format!(
+        "--history {n}: {EVENT_BYTES} bytes per event cannot be allocated {n} times; ask for fewer events"
+    ))
 }
 
 /// The value of option `name`, a number (`what` says which).
@@ -312,7 +334,9 @@ fn scratch_dir() -> std::io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!("aclalloc-run-{}-{nanos}", std::process::id()));
+    // Absolute, so a program that changes directory still finds it.
+    let dir = std::path::absolute(std::env::temp_dir())?
+        .join(format!("aclalloc-run-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -361,6 +385,8 @@ fn run(options: RunOptions) -> ExitCode {
             .env_remove("ACLALLOC_TRACK_REPORT")
             .env_remove("ACLALLOC_TRACK_JSON");
     }
+    // Before the spawn, so a stop request that comes meanwhile is not lost.
+    forward_stop_signals();
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -379,7 +405,7 @@ fn run(options: RunOptions) -> ExitCode {
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let pid = child.id();
-    forward_stop_signals(pid);
+    forward_to(pid);
     let status = match child.wait() {
         Ok(s) => s,
         Err(e) => {
@@ -409,17 +435,19 @@ fn run(options: RunOptions) -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-/// The program's process id, for [`forward`].
-static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The program's process id, for [`forward`] (0: not started yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+/// A stop signal that came before the program started.
+static PENDING: AtomicI32 = AtomicI32::new(0);
 
 /// SIGTERM and SIGHUP sent to the launcher (a service manager stopping it)
 /// go to the program, which writes its report; the launcher stays to deliver
 /// it and passes the program's status on (128+N).
-fn forward_stop_signals(pid: u32) {
-    CHILD.store(pid as i32, std::sync::atomic::Ordering::SeqCst);
+fn forward_stop_signals() {
     for sig in [libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: `forward` only loads an atomic and calls kill, both
-        // async-signal-safe.
+        // SAFETY: `forward` only uses atomics and kill, both
+        // async-signal-safe; a handler is reset to the default in the
+        // program at exec.
         unsafe {
             libc::signal(
                 sig,
@@ -429,31 +457,60 @@ fn forward_stop_signals(pid: u32) {
     }
 }
 
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
+/// The program started as `pid`: a stop signal that came before goes to it now.
+fn forward_to(pid: u32) {
+    CHILD.store(pid as i32, SeqCst);
+    let sig = PENDING.swap(0, SeqCst);
+    if sig != 0 {
+        forward(sig);
     }
 }
 
-/// The files `prefix<pid><suffix>` in `dir`, the program's own first.
-fn outputs(dir: &Path, prefix: &str, suffix: &str, pid: u32) -> Vec<(u32, PathBuf)> {
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    } else {
+        PENDING.store(sig, SeqCst);
+    }
+}
+
+/// One image's output file: its process, and which image it was (`Some(n)`:
+/// the one replaced by its n-th `exec`, written with `.before-exec-N`;
+/// `None`: the last).
+struct Output {
+    pid: u32,
+    before_exec: Option<u32>,
+    path: PathBuf,
+}
+
+/// The files `prefix<pid><suffix>[.before-exec-N]` in `dir`: the program's
+/// own first, each process's images in the order they ran.
+fn outputs(dir: &Path, prefix: &str, suffix: &str, pid: u32) -> Vec<Output> {
+    let mut found: Vec<Output> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let id = name
+            let (name, before_exec) = match name.split_once(".before-exec-") {
+                Some((name, n)) => (name, Some(n.parse().ok()?)),
+                None => (name.as_str(), None),
+            };
+            let pid = name
                 .strip_prefix(prefix)?
                 .strip_suffix(suffix)?
                 .parse()
                 .ok()?;
-            Some((id, e.path()))
+            Some(Output {
+                pid,
+                before_exec,
+                path: e.path(),
+            })
         })
         .collect();
-    found.sort_by_key(|(id, _)| (*id != pid, *id));
+    found.sort_by_key(|o| (o.pid != pid, o.pid, o.before_exec.is_none(), o.before_exec));
     found
 }
 
@@ -466,11 +523,14 @@ fn deliver_report(
 ) -> u64 {
     let reports = outputs(dir, "report.", "", pid);
     let mut text = String::new();
-    for (id, path) in &reports {
+    for o in &reports {
         if reports.len() > 1 {
-            text.push_str(&format!("==aclalloc== --- process {id} ---\n"));
+            let image = o.before_exec.map_or(String::new(), |n| {
+                format!(", image {} (until its exec)", n + 1)
+            });
+            text.push_str(&format!("==aclalloc== --- process {}{image} ---\n", o.pid));
         }
-        text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+        text.push_str(&std::fs::read_to_string(&o.path).unwrap_or_default());
     }
     if reports.is_empty() && status.signal().is_some() {
         text.push_str(&format!(
@@ -504,10 +564,11 @@ fn fault_count(report: &str) -> u64 {
         .sum()
 }
 
-/// The program's own JSON snapshot, if it wrote one.
+/// The program's own JSON snapshot, if it wrote one: its last image's,
+/// else the last one written before an `exec`.
 fn snapshot(dir: &Path, pid: u32) -> Option<PathBuf> {
-    let found = outputs(dir, "snapshot.", ".json", pid).into_iter().next();
-    found.map(|(_, path)| path)
+    let own = outputs(dir, "snapshot.", ".json", pid).into_iter();
+    own.take_while(|o| o.pid == pid).last().map(|o| o.path)
 }
 
 /// The page of the program's snapshot (live blocks at exit and faults).
@@ -538,5 +599,15 @@ fn deliver_json(dir: &Path, pid: u32, to: &Path) {
     };
     if let Err(e) = std::fs::copy(&path, to) {
         eprintln!("aclalloc: cannot write {}: {e}", to.display());
+    }
+    // The snapshots of the images the program replaced by `exec`, next to it.
+    for o in outputs(dir, "snapshot.", ".json", pid) {
+        if let (true, Some(n)) = (o.pid == pid && o.path != path, o.before_exec) {
+            let mut name = to.as_os_str().to_owned();
+            name.push(format!(".before-exec-{n}"));
+            if let Err(e) = std::fs::copy(&o.path, &name) {
+                eprintln!("aclalloc: cannot write {}: {e}", Path::new(&name).display());
+            }
+        }
     }
 }

@@ -71,7 +71,7 @@ fn create(slot: usize) -> Result<usize> {
     }
     let config = PoolConfig::default().from_env()?;
     let pool = Pool::new(config, AclMemory::current()?)?;
-    pool.record_history(crate::history::env::max_entries_from_env()?)?;
+    crate::history::env::start_from_env("the default pool", |n| pool.record_history(n))?;
     let handle = pool_handles::insert(pool)?.get();
     let pool: *const Pool = pool_handles::get(handle as *mut c_void)?;
     let first = POOLS.iter().all(|h| h.load(Ordering::Acquire) == 0);

@@ -25,7 +25,8 @@ use std::ptr::NonNull;
 use std::sync::{Once, OnceLock};
 
 /// The library's one load-time constructor: tracking if the environment asks
-/// for it, and the decision hooks; no lookup (a runtime may still arrive).
+/// for it, libc's exec functions, and the decision hooks; no runtime lookup
+/// (a runtime may still arrive).
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
@@ -33,6 +34,7 @@ static AT_LOAD: extern "C" fn() = at_load;
 extern "C" fn at_load() {
     crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
     crate::interpose::next::read_environment();
+    crate::interpose::exec::resolve();
     device_port::set_installer(ensure);
     crate::tracking::before_exit_report(note_late_runtime);
     crate::tracking::init_from_env();

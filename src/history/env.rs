@@ -3,9 +3,12 @@
 //! tracking layer from when it is first turned on.
 
 use std::ffi::OsStr;
+use std::io::Write as _;
 
 use crate::base::env;
 use crate::base::error::Result;
+use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::Ordering;
 
 /// The variable.
 pub const ENV_VAR: &str = "ACLALLOC_RECORD_HISTORY";
@@ -17,6 +20,26 @@ const ACCEPTED: &str = "a whole number of events to keep (0: off), e.g. 100000";
 /// not a whole number is an error naming the variable, not silently ignored.
 pub fn max_entries_from_env() -> Result<usize> {
     Ok(parse_raw(env::var(ENV_VAR).as_deref())?.unwrap_or(0))
+}
+
+/// Starts recording the variable's number of events with `start` (a pool's
+/// `record_history`). A history that cannot be allocated is one line on
+/// stderr (the first time) and no history: what records works on without it.
+pub fn start_from_env<E: std::fmt::Display>(
+    what: &str,
+    start: impl FnOnce(usize) -> std::result::Result<(), E>,
+) -> Result<()> {
+    static TOLD: AtomicBool = AtomicBool::new(false);
+    let entries = max_entries_from_env()?;
+    if let Err(e) = start(entries) {
+        if !TOLD.swap(true, Ordering::Relaxed) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "aclalloc: {ENV_VAR}={entries}: {e}; {what} records no history"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// What a raw value of the variable says (`None`: unset or blank), for

@@ -17,7 +17,13 @@
 //! | the other runtime functions (`aclInit`, devices, contexts, streams, memory) | forwarded, through the dispatch table (`crate::ffi::dispatch`, `Backend::Forward`) |
 //! | `aclallocLaunchKernel` | forwarded if the real runtime has it, else the host runtime's (CANN has none) |
 //! | `aclGetRecentErrMsg` | this library's messages if it has any, else the real runtime's |
+//!
+//! [`exec`] takes the `exec` family, so an image writes its tracking
+//! reports before it is replaced.
 
+/// Not C API of this library: libc's functions, taken in front of libc.
+/// cbindgen:ignore
+pub mod exec;
 mod loaded;
 pub mod next;
 pub mod shadow;

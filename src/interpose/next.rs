@@ -349,7 +349,7 @@ pub unsafe fn real_probed<F: Copy>(sym: Sym) -> Option<F> {
 /// # Safety
 /// `F` is a function pointer type and `a` the address of such a function.
 #[inline]
-unsafe fn as_fn<F: Copy>(a: usize) -> F {
+pub(crate) unsafe fn as_fn<F: Copy>(a: usize) -> F {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
     // SAFETY: the caller's contract.
     unsafe { std::mem::transmute_copy::<usize, F>(&a) }

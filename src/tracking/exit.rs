@@ -8,7 +8,7 @@
 
 use super::{report_leaks_now, report_text, set_enabled, snapshot_json};
 use crate::base::env;
-use crate::base::sync::statics::AtomicBool;
+use crate::base::sync::statics::{AtomicBool, AtomicI32, AtomicU8};
 use crate::base::sync::Ordering;
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -19,6 +19,10 @@ static AT_EXIT: AtomicBool = AtomicBool::new(false);
 /// Tracking was asked for by `ACLALLOC_TRACK` (as `aclalloc run` does): the
 /// report at exit is then written whatever the program did with tracking.
 static FROM_ENV: AtomicBool = AtomicBool::new(false);
+
+/// The process that arranged for the reports at exit (a forked child
+/// inherits the arrangement, not the pid).
+static ARMED_PID: AtomicI32 = AtomicI32::new(0);
 
 const TRACK_VAR: &str = "ACLALLOC_TRACK";
 
@@ -37,7 +41,7 @@ pub fn init_from_env() {
         set_enabled(true);
         FROM_ENV.store(true, Ordering::Release);
         report_at_exit();
-        // SIGTERM/SIGINT/SIGHUP end a process without `atexit`.
+        // Signals end a process without `atexit`.
         super::signals::install();
     }
 }
@@ -45,6 +49,8 @@ pub fn init_from_env() {
 /// Arranges (once) for [`write_exit_reports`] to run at exit.
 pub(crate) fn report_at_exit() {
     if !AT_EXIT.swap(true, Ordering::AcqRel) {
+        // SAFETY: getpid has no preconditions.
+        ARMED_PID.store(unsafe { libc::getpid() }, Ordering::Release);
         // SAFETY: registering a plain function; failure only means no report.
         unsafe { libc::atexit(at_exit) };
     }
@@ -58,11 +64,21 @@ extern "C" fn at_exit() {
 }
 
 /// [`write_exit_reports`] unless the reports were already written (at exit,
-/// or by the signal watcher while the program went on to exit).
+/// or by the signal watcher); returns once they are written, also when
+/// another thread writes them, so the process does not end half-way.
 pub(crate) fn write_reports_once() {
-    static WRITTEN: AtomicBool = AtomicBool::new(false);
-    if !WRITTEN.swap(true, Ordering::AcqRel) {
+    const WRITING: u8 = 1;
+    const DONE: u8 = 2;
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    if STATE
+        .compare_exchange(0, WRITING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
         let _ = std::panic::catch_unwind(write_exit_reports);
+        STATE.store(DONE, Ordering::Release);
+    }
+    while STATE.load(Ordering::Acquire) != DONE {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -104,34 +120,87 @@ pub fn before_exit_report(hook: fn()) {
 /// Reports every live block as a leak, then writes the text report and, if
 /// `ACLALLOC_TRACK_JSON` is set, the JSON snapshot.
 pub fn write_exit_reports() {
+    write_reports("");
+}
+
+/// The files of the report and the snapshot written before an `exec`.
+pub struct BeforeExec(Vec<PathBuf>);
+
+/// Before `exec` replaces this image: its reports as at exit, to the report
+/// files with `.before-exec-N` appended (the new image writes the files
+/// themselves at its exit; N counts the images of this process). Nothing in
+/// a forked child (its parent reports the blocks it inherited) or when no
+/// report at exit is due.
+pub fn write_reports_before_exec() -> BeforeExec {
+    // SAFETY: getpid has no preconditions.
+    let here = unsafe { libc::getpid() } == ARMED_PID.load(Ordering::Acquire);
+    if !(here && AT_EXIT.load(Ordering::Acquire))
+        || !(FROM_ENV.load(Ordering::Acquire) || super::enabled())
+    {
+        return BeforeExec(Vec::new());
+    }
+    let taken = |n: &u32| {
+        ["ACLALLOC_TRACK_REPORT", "ACLALLOC_TRACK_JSON"]
+            .iter()
+            .filter_map(|v| report_file(v))
+            .any(|p| with_suffix(p, &format!(".before-exec-{n}")).exists())
+    };
+    let n = (0..).find(|n| !taken(n)).unwrap_or(0);
+    let written = std::panic::catch_unwind(|| write_reports(&format!(".before-exec-{n}")));
+    BeforeExec(written.unwrap_or_default())
+}
+
+/// The `exec` failed and this image goes on: its report at exit will say
+/// everything, so the files written before it go.
+pub fn exec_failed(written: BeforeExec) {
+    for path in written.0 {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn with_suffix(path: PathBuf, suffix: &str) -> PathBuf {
+    let mut name = path.into_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// [`write_exit_reports`] to the files with `suffix` appended; returns the
+/// files written.
+fn write_reports(suffix: &str) -> Vec<PathBuf> {
     if let Some(hook) = BEFORE_REPORT.get() {
         hook();
     }
     report_leaks_now();
     let text = report_text();
-    match report_file("ACLALLOC_TRACK_REPORT") {
-        Some(path) => {
-            if let Err(e) = std::fs::write(&path, &text) {
+    let mut written = Vec::new();
+    match report_file("ACLALLOC_TRACK_REPORT").map(|p| with_suffix(p, suffix)) {
+        Some(path) => match std::fs::write(&path, &text) {
+            Ok(()) => written.push(path),
+            Err(e) => {
                 let _ = writeln!(
                     std::io::stderr(),
                     "==aclalloc== could not write the report to {}: {e}\n{text}",
                     path.display()
                 );
             }
-        }
+        },
         None => {
             let _ = std::io::stderr().write_all(text.as_bytes());
         }
     }
-    if let Some(path) = report_file("ACLALLOC_TRACK_JSON") {
-        if let Err(e) = std::fs::write(&path, snapshot_json()) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "==aclalloc== could not write the snapshot to {}: {e}",
-                path.display()
-            );
+    if let Some(path) = report_file("ACLALLOC_TRACK_JSON").map(|p| with_suffix(p, suffix)) {
+        match std::fs::write(&path, snapshot_json()) {
+            Ok(()) => written.push(path),
+            Err(e) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "==aclalloc== could not write the snapshot to {}: {e}",
+                    path.display()
+                );
+            }
         }
     }
+    written
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //!
 //! - `alloc`: at the block's first getAddrFromBlock (the layer never asks the
 //!   address itself; runtimes ask right after alloc). A block whose address
-//!   was never asked is not recorded.
+//!   was never asked is an `alloc` at address 0: at its free, or in
+//!   [`history`] at its alloc time while it is live.
 //! - `free_requested` + `free_completed`: together at free (runtimes free in
 //!   stream order).
 //! - `oom`: an alloc that returned NULL (`addr` 0).
@@ -12,10 +13,12 @@
 //! No `segment_*` events. Events are recorded under the allocator's record,
 //! so one allocator's events are in order.
 
+use super::owner::REPORT_PATIENCE;
+use super::tracker::tracker;
 use crate::base::env;
 use crate::base::error::{Error, Result};
 use crate::history::env::{parse_raw, ENV_VAR};
-use crate::history::{Action, History, Recorder};
+use crate::history::{Action, Event, History, Recorder};
 use std::sync::OnceLock;
 
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -48,11 +51,38 @@ pub fn record_history(max_entries: usize) -> Result<()> {
         })
 }
 
-/// A copy of the recorded events.
+/// A copy of the recorded events, with the live blocks whose address was
+/// never asked added as allocations at address 0, so every allocation is in it.
 pub fn history() -> History {
-    RECORDER
-        .get()
-        .map_or_else(History::default, Recorder::history)
+    let Some(mut history) = RECORDER.get().map(Recorder::history) else {
+        return History::default();
+    };
+    if history.max_entries == 0 {
+        return history;
+    }
+    let count = history.events.len();
+    for state in tracker().states() {
+        let Some(inside) = state.enter_for_report(REPORT_PATIENCE) else {
+            continue;
+        };
+        let unaddressed = inside
+            .live_blocks()
+            .into_iter()
+            .filter(|(_, b)| b.address == 0);
+        history.events.extend(unaddressed.map(|(_, b)| Event {
+            action: Action::Alloc,
+            device: b.device,
+            addr: 0,
+            size: b.size,
+            block_size: b.size,
+            stream: b.stream,
+            time_us: b.time_ns / 1_000,
+        }));
+    }
+    if history.events.len() > count {
+        history.events.sort_by_key(|e| e.time_us);
+    }
+    history
 }
 
 /// Applies `ACLALLOC_RECORD_HISTORY` when tracking is first turned on; an
@@ -83,6 +113,15 @@ pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize)
 pub(crate) fn freed(device: i32, address: usize, size: usize, stream: usize) {
     if let Some(r) = recording() {
         r.record_free_on(device, address, size, size, stream);
+    }
+}
+
+/// A block whose address was never asked was freed on `stream`.
+#[cold]
+pub(crate) fn freed_unaddressed(device: i32, size: usize, stream: usize) {
+    if let Some(r) = recording() {
+        r.record_on(device, Action::Alloc, 0, size, size, stream);
+        r.record_free_on(device, 0, size, size, stream);
     }
 }
 

@@ -26,7 +26,10 @@ mod tracker;
 pub use crate::history::clock::STAMP_BOUND as LEAK_AGE_BOUND;
 pub use events::{Event, Fault, LeakSeen};
 pub(crate) use exit::report_at_exit;
-pub use exit::{before_exit_report, expand as expand_path, init_from_env, write_exit_reports};
+pub use exit::{
+    before_exit_report, exec_failed, expand as expand_path, init_from_env, write_exit_reports,
+    write_reports_before_exec, BeforeExec,
+};
 pub use history::{history, record_history};
 pub use report::{add_note, report_text};
 pub use shim::{track_alloc, track_alloc_advise, track_free, track_get_addr};

@@ -1,24 +1,28 @@
 //! The reports when the program is stopped by a signal.
 //!
-//! SIGTERM, SIGINT and SIGHUP skip `atexit`, so with tracking on from the
-//! environment they get a handler (where the program left the default). It
-//! only stores the signal and writes to a pipe; a watcher thread writes the
-//! reports, restores the default action and raises the signal again. After a
-//! crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the handler waits for the
-//! watcher at most [`CRASH_WAIT`] before the fault happens again. A forked
-//! child has no watcher.
+//! SIGTERM, SIGINT, SIGHUP and SIGQUIT skip `atexit`, and crashes (SIGSEGV,
+//! SIGBUS, SIGFPE, SIGILL, SIGABRT) too, so with tracking on from the
+//! environment they get a handler (where the program left the default). The
+//! handler wakes a watcher thread through a pipe, waits (at most
+//! [`REPORT_WAIT`]) for it to write the reports, then takes the default
+//! action: it never returns into the program, so the process ends as the
+//! signal would have ended it (128+N) and no line after `raise` runs. A
+//! forked child has no watcher and gets the default action at once.
 
 use crate::base::sync::statics::{AtomicBool, AtomicI32};
 
 use crate::base::sync::Ordering;
 use std::time::Duration;
 
-/// How long a crashing thread waits for the report (bounded: a report that
-/// needs a lock the crashed thread holds never comes).
-const CRASH_WAIT: Duration = Duration::from_secs(2);
+/// How long a signalled thread waits for the report (bounded: a report that
+/// needs a lock the interrupted thread holds never comes).
+const REPORT_WAIT: Duration = Duration::from_secs(5);
 
-const STOPPING: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
-const CRASHING: [libc::c_int; 5] = [
+const HANDLED: [libc::c_int; 9] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGFPE,
@@ -30,8 +34,11 @@ const CRASHING: [libc::c_int; 5] = [
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 /// The process the watcher thread runs in.
 static WATCHER_PID: AtomicI32 = AtomicI32::new(0);
-/// The signal being handled (0: none yet).
-static CAUGHT: AtomicI32 = AtomicI32::new(0);
+/// The watcher's thread id: a signal it takes itself (SIGABRT stays
+/// unblocked there) must not wait for it.
+static WATCHER_TID: AtomicI32 = AtomicI32::new(0);
+/// A signal already woke the watcher.
+static WOKEN: AtomicBool = AtomicBool::new(false);
 /// Set by the watcher once the reports are written.
 static WRITTEN: AtomicBool = AtomicBool::new(false);
 
@@ -55,7 +62,7 @@ pub(crate) fn install() {
         // SAFETY: getpid has no preconditions.
         WATCHER_PID.store(unsafe { libc::getpid() }, Ordering::SeqCst);
         WAKE.store(fds[1], Ordering::SeqCst);
-        for sig in STOPPING.into_iter().chain(CRASHING) {
+        for sig in HANDLED {
             handle_if_default(sig);
         }
     });
@@ -80,55 +87,56 @@ fn handle_if_default(sig: libc::c_int) {
     }
 }
 
-/// Async-signal-safe: atomics, getpid, write, nanosleep, signal, raise.
+/// This thread's kernel id (async-signal-safe: a system call).
+fn thread_id() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Async-signal-safe: atomics, getpid, gettid, write, nanosleep, signal,
+/// pthread_sigmask, raise.
 extern "C" fn on_signal(sig: libc::c_int) {
     let fd = WAKE.load(Ordering::SeqCst);
     // SAFETY: `getpid` is async-signal-safe and takes no arguments.
-    let mine = unsafe { libc::getpid() } == WATCHER_PID.load(Ordering::SeqCst);
-    let first = CAUGHT
-        .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
-        .is_ok();
-    if fd < 0 || !mine || !first {
-        // No watcher here (a forked child), or another signal is being
-        // reported: the default action now.
-        // SAFETY: `signal` and `raise` are async-signal-safe; `sig` is the signal being
-        // handled.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
+    let here = unsafe { libc::getpid() } == WATCHER_PID.load(Ordering::SeqCst);
+    if fd >= 0 && here && thread_id() != WATCHER_TID.load(Ordering::SeqCst) {
+        if !WOKEN.swap(true, Ordering::SeqCst) {
+            // SAFETY: `write` is async-signal-safe; `fd` is the wake pipe's
+            // write end and the buffer one byte on the stack.
+            unsafe { libc::write(fd, [0u8].as_ptr().cast(), 1) };
         }
-        return;
-    }
-    // SAFETY: `write` is async-signal-safe; `fd` is the wake pipe's write end (checked
-    // non-negative) and the buffer one byte on the stack.
-    unsafe { libc::write(fd, [0u8].as_ptr().cast(), 1) };
-    if CRASHING.contains(&sig) {
-        // Wait (bounded) for the report, then let the fault happen again with the default action.
+        // Every signalled thread waits, so a second signal does not end
+        // the process while the first one's report is being written.
         let step = libc::timespec {
             tv_sec: 0,
             tv_nsec: 10_000_000,
         };
-        let steps = CRASH_WAIT.as_millis() / 10;
-        for _ in 0..steps {
+        for _ in 0..REPORT_WAIT.as_millis() / 10 {
             if WRITTEN.load(Ordering::SeqCst) {
                 break;
             }
-            // SAFETY: `nanosleep` is async-signal-safe; `step` is a valid timespec on the
-            // stack.
+            // SAFETY: `nanosleep` is async-signal-safe; `step` is a valid
+            // timespec on the stack.
             unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
         }
-        // SAFETY: `signal` is async-signal-safe; `sig` is the signal being handled.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
-        if sig == libc::SIGABRT {
-            // abort() raises again itself; this is for a SIGABRT from kill.
-            // SAFETY: `raise` is async-signal-safe; `sig` is the signal being handled.
-            unsafe { libc::raise(sig) };
-        }
     }
-    // SIGTERM, SIGINT, SIGHUP: the watcher re-raises once the report is out.
+    // The default action, now: `sig` is blocked inside its handler, so it
+    // is unblocked before being raised again (a fault raised this way ends
+    // the process just as the faulting instruction would).
+    // SAFETY: `signal`, `sigemptyset`, `sigaddset`, `pthread_sigmask` and
+    // `raise` are async-signal-safe; the set lives on the stack.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
 }
 
 fn watch(read_end: libc::c_int) {
+    WATCHER_TID.store(thread_id(), Ordering::SeqCst);
     let mut byte = 0u8;
     loop {
         // SAFETY: reading one byte into a valid buffer.
@@ -140,19 +148,6 @@ fn watch(read_end: libc::c_int) {
             return;
         }
     }
-    let sig = CAUGHT.load(Ordering::SeqCst);
     super::exit::write_reports_once();
     WRITTEN.store(true, Ordering::SeqCst);
-    if STOPPING.contains(&sig) {
-        // SAFETY: restoring the default action and raising the signal the
-        // process received, so it ends as the signal would have ended it.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::kill(libc::getpid(), sig);
-        }
-    }
 }

@@ -375,6 +375,8 @@ impl Inside<'_> {
             if let Some(range) = self.ranges.get_mut(&(address, block)) {
                 range.freed = Some((stream, generation));
             }
+        } else {
+            history::freed_unaddressed(live.meta.device, size, stream);
         }
         if self.g.freed_count() > FREED_KEPT {
             let this = std::panic::AssertUnwindSafe(&mut *self);

@@ -54,7 +54,7 @@ pub unsafe extern "C" fn aclallocPoolCreate(
             });
         }
         let new_pool = Pool::new(config, device)?;
-        new_pool.record_history(crate::history::env::max_entries_from_env()?)?;
+        crate::history::env::start_from_env("the pool", |n| new_pool.record_history(n))?;
         let handle = handles::insert(new_pool)?;
         let desc = pool_descriptor(handle.get()).inspect_err(|_| {
             let _ = destroy(handle.get() as *mut c_void);
