@@ -111,6 +111,9 @@ struct Shared {
     done: Condvar,
     memory: Arc<DeviceHeap>,
     workspaces: &'static dyn WorkspaceAllocator,
+    /// The worker thread; a worker that a kernel ends hands its place here
+    /// to the one it starts.
+    worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 thread_local! {
@@ -121,7 +124,6 @@ thread_local! {
 /// A stream of one device.
 pub struct Stream {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Stream {
@@ -145,19 +147,10 @@ impl Stream {
             done: Condvar::new(),
             memory,
             workspaces,
+            worker: Mutex::new(None),
         });
-        let for_worker = Arc::clone(&shared);
-        let worker = crate::base::threads::spawn(
-            format!("aclalloc-stream-d{}", shared.memory.device()),
-            move || for_worker.run(),
-        )
-        .map_err(|_| Error::BadAlloc {
-            what: "a stream's worker thread",
-        })?;
-        Ok(Stream {
-            shared,
-            worker: Mutex::new(Some(worker)),
-        })
+        Shared::start_worker(&shared)?;
+        Ok(Stream { shared })
     }
 
     /// The device this stream runs on.
@@ -303,7 +296,7 @@ impl Stream {
         shared.closed.store(true, Ordering::SeqCst);
         if self.is_inherited() {
             // The worker is the parent's: nothing to join, and the queue never runs.
-            if let Some(worker) = self.worker.lock().take() {
+            if let Some(worker) = shared.worker.lock().take() {
                 fork::keep_inherited(worker);
             }
             return Ok(());
@@ -322,8 +315,9 @@ impl Stream {
             shared.work.notify_all();
             shared.room.notify_all();
         }
-        if let Some(worker) = self.worker.lock().take() {
-            // A worker that died has already exited: joining returns at once.
+        // A worker that died has already exited: joining returns at once.
+        // One that a kernel ended stored its successor's handle first.
+        while let Some(worker) = shared.worker.lock().take() {
             let _ = worker.join();
         }
         Ok(())
@@ -375,11 +369,33 @@ impl Shared {
         self.lock.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn run(&self) {
-        WORKER_OF.with(|w| w.set(self as *const Shared as usize));
+    fn start_worker(shared: &Arc<Shared>) -> Result<()> {
+        let for_worker = Arc::clone(shared);
+        let worker = crate::base::threads::spawn(
+            format!("aclalloc-stream-d{}", shared.memory.device()),
+            move || Shared::run(&for_worker),
+        )
+        .map_err(|_| Error::BadAlloc {
+            what: "a stream's worker thread",
+        })?;
+        *shared.worker.lock() = Some(worker);
+        Ok(())
+    }
+
+    fn run(self: &Arc<Self>) {
+        WORKER_OF.with(|w| w.set(Arc::as_ptr(self) as usize));
         // After a panic the stream is dead and everyone waiting is woken.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
-        if outcome.is_err() {
+        if matches!(outcome, Ok(false)) {
+            // A kernel or a free callback ended this thread (pthread_exit,
+            // pthread_cancel: the unwind was paused in `foreign_call`): it
+            // ends by returning, and a new worker takes the rest of the queue.
+            foreign_call::forget_paused_unwind();
+            if Shared::start_worker(self).is_ok() {
+                return;
+            }
+        }
+        if !matches!(outcome, Ok(true)) {
             self.dead.store(true, Ordering::SeqCst);
             self.worker_exited.store(true, Ordering::Release);
             let _guard = self.sleep_lock();
@@ -388,10 +404,14 @@ impl Shared {
         }
     }
 
-    fn serve(&self) {
+    /// Runs the queue until the stream closes (true) or a kernel ends the
+    /// thread (false).
+    fn serve(&self) -> bool {
         loop {
             while let Some(task) = self.queue.pop() {
-                self.execute(&task);
+                if !self.execute(&task) {
+                    return false;
+                }
                 if self.room_waiters.load(Ordering::Relaxed) > 0 {
                     let _guard = self.sleep_lock();
                     self.room.notify_all();
@@ -403,7 +423,7 @@ impl Shared {
                 && self.queue.is_empty()
             {
                 self.worker_exited.store(true, Ordering::Release);
-                return;
+                return true;
             }
             if !self.spin_until_work() {
                 self.sleep();
@@ -439,7 +459,9 @@ impl Shared {
         self.worker_asleep.store(false, Ordering::Relaxed);
     }
 
-    fn execute(&self, task: &Task) {
+    /// Runs `task`; false when a kernel or a free callback ended the
+    /// thread (the task is retired all the same).
+    fn execute(&self, task: &Task) -> bool {
         match *task {
             Task::Kernel {
                 kernel,
@@ -477,6 +499,7 @@ impl Shared {
             Task::Panic => panic!("a test made the worker panic"),
         }
         self.retire(task);
+        !foreign_call::unwind_paused()
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.

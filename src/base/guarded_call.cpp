@@ -1,0 +1,80 @@
+// Calls a foreign function (an allocator callback, a plugin function, a
+// kernel) so that neither a C++ exception nor a forced unwind crosses
+// aclalloc's Rust frames (src/base/foreign_call.rs):
+// - an exception is caught here and its what() handed back;
+// - a forced unwind (pthread_exit, pthread_cancel) is paused here with
+//   glibc's cancellation buffer, the one pthread_cleanup_push uses in C:
+//   glibc unwinds the frames below, then jumps back into this frame. The
+//   library then returns normally, releasing what it holds, and resumes the
+//   unwind from the export's own frame (aclalloc_resume_unwind), or a stream
+//   worker simply ends.
+#include <csetjmp>
+#include <cstddef>
+#include <cstring>
+#include <cxxabi.h>
+#include <exception>
+#include <pthread.h>
+
+extern "C" {
+// glibc's ABI behind pthread_cleanup_push in C (declared by <pthread.h>
+// only for C).
+void __pthread_register_cancel(__pthread_unwind_buf_t *buf);
+void __pthread_unregister_cancel(__pthread_unwind_buf_t *buf);
+[[noreturn]] void __pthread_unwind_next(__pthread_unwind_buf_t *buf);
+}
+
+namespace {
+// The paused unwind of this thread: its buffer, whose saved link is where
+// glibc goes on from.
+thread_local __pthread_unwind_buf_t paused;
+thread_local bool is_paused;
+
+void copy(char *out, std::size_t len, const char *text) {
+    if (len == 0) return;
+    std::size_t n = std::strlen(text);
+    if (n >= len) n = len - 1;
+    std::memcpy(out, text, n);
+    out[n] = '\0';
+}
+}  // namespace
+
+// 0: returned; 1: threw (what() in `what`); 2: a forced unwind was paused.
+extern "C" int aclalloc_call_guarded(void (*thunk)(void *), void *context, char *what,
+                                     std::size_t len) {
+    __pthread_unwind_buf_t buf;
+    if (__builtin_expect(__sigsetjmp(reinterpret_cast<__jmp_buf_tag *>(buf.__cancel_jmp_buf), 0),
+                         0)) {
+        __pthread_unregister_cancel(&buf);
+        paused = buf;
+        is_paused = true;
+        return 2;
+    }
+    __pthread_register_cancel(&buf);
+    int status = 0;
+    try {
+        thunk(context);
+    } catch (abi::__forced_unwind &) {
+        // Not glibc's (it jumps back above first): let it go on.
+        throw;
+    } catch (const std::exception &e) {
+        copy(what, len, e.what());
+        status = 1;
+    } catch (...) {
+        copy(what, len, "an exception that is not a std::exception");
+        status = 1;
+    }
+    __pthread_unregister_cancel(&buf);
+    return status;
+}
+
+// True when this thread has a paused unwind.
+extern "C" bool aclalloc_unwind_paused(void) { return is_paused; }
+
+// Forgets the paused unwind (a stream worker that ends by returning).
+extern "C" void aclalloc_forget_unwind(void) { is_paused = false; }
+
+// Goes on with this thread's paused unwind; never returns.
+extern "C" [[noreturn]] void aclalloc_resume_unwind(void) {
+    is_paused = false;
+    __pthread_unwind_next(&paused);
+}
