@@ -146,6 +146,8 @@ impl std::fmt::Display for Name {
     }
 }
 
+// The trampoline (guarded_call.cpp); not part of the C API.
+/// cbindgen:ignore
 extern "C" {
     fn aclalloc_call_guarded(
         thunk: unsafe extern "C-unwind" fn(*mut c_void),
