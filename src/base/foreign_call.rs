@@ -147,14 +147,14 @@ impl std::fmt::Display for Name {
 }
 
 // The trampoline (guarded_call.cpp); not part of the C API.
+#[allow(unused_doc_comments)]
 /// cbindgen:ignore
 extern "C" {
     fn aclalloc_call_guarded(
         thunk: unsafe extern "C-unwind" fn(*mut c_void),
         context: *mut c_void,
-        what: *mut u8,
-        len: usize,
     ) -> i32;
+    fn aclalloc_exception_text() -> *const std::ffi::c_char;
     fn aclalloc_unwind_paused() -> bool;
     fn aclalloc_forget_unwind();
     // Declared without "-unwind" on purpose: it is called from the export's
@@ -187,19 +187,16 @@ pub(crate) fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
         }
     }
     let mut slot = (Some(call), None::<R>);
-    let mut what = [0u8; 256];
-    // SAFETY: `thunk` matches the slot's type; `what` is writable for its length.
+    // SAFETY: `thunk` matches the slot's type.
     let status = unsafe {
         aclalloc_call_guarded(
             thunk::<R, F>,
             (&mut slot as *mut (Option<F>, Option<R>)).cast(),
-            what.as_mut_ptr(),
-            what.len(),
         )
     };
     match (status, slot.1) {
         (0, Some(value)) => Outcome::Returned(value),
-        (1, _) => Outcome::Threw(threw(&what)),
+        (1, _) => Outcome::Threw(threw()),
         _ => {
             PAUSED.fetch_add(1, Ordering::SeqCst);
             Outcome::Paused
@@ -208,9 +205,10 @@ pub(crate) fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
 }
 
 #[cold]
-fn threw(what: &[u8]) -> Box<str> {
-    let end = what.iter().position(|&b| b == 0).unwrap_or(what.len());
-    String::from_utf8_lossy(&what[..end]).into()
+fn threw() -> Box<str> {
+    // SAFETY: the trampoline's NUL-terminated buffer of this thread.
+    let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
+    what.to_string_lossy().into()
 }
 
 /// True when some thread has a paused unwind: one load, for every export.

@@ -28,19 +28,19 @@ namespace {
 // glibc goes on from.
 thread_local __pthread_unwind_buf_t paused;
 thread_local bool is_paused;
+// The what() of this thread's last exception caught here.
+thread_local char what[256];
 
-void copy(char *out, std::size_t len, const char *text) {
-    if (len == 0) return;
+void keep(const char *text) {
     std::size_t n = std::strlen(text);
-    if (n >= len) n = len - 1;
-    std::memcpy(out, text, n);
-    out[n] = '\0';
+    if (n >= sizeof what) n = sizeof what - 1;
+    std::memcpy(what, text, n);
+    what[n] = '\0';
 }
 }  // namespace
 
-// 0: returned; 1: threw (what() in `what`); 2: a forced unwind was paused.
-extern "C" int aclalloc_call_guarded(void (*thunk)(void *), void *context, char *what,
-                                     std::size_t len) {
+// 0: returned; 1: threw (aclalloc_exception_text); 2: a forced unwind was paused.
+extern "C" int aclalloc_call_guarded(void (*thunk)(void *), void *context) {
     __pthread_unwind_buf_t buf;
     if (__builtin_expect(__sigsetjmp(reinterpret_cast<__jmp_buf_tag *>(buf.__cancel_jmp_buf), 0),
                          0)) {
@@ -57,15 +57,18 @@ extern "C" int aclalloc_call_guarded(void (*thunk)(void *), void *context, char 
         // Not glibc's (it jumps back above first): let it go on.
         throw;
     } catch (const std::exception &e) {
-        copy(what, len, e.what());
+        keep(e.what());
         status = 1;
     } catch (...) {
-        copy(what, len, "an exception that is not a std::exception");
+        keep("an exception that is not a std::exception");
         status = 1;
     }
     __pthread_unregister_cancel(&buf);
     return status;
 }
+
+// The what() of this thread's last exception caught here.
+extern "C" const char *aclalloc_exception_text(void) { return what; }
 
 // True when this thread has a paused unwind.
 extern "C" bool aclalloc_unwind_paused(void) { return is_paused; }

@@ -100,6 +100,11 @@ struct Shared {
     worker_exited: AtomicBool,
     /// The worker died of a panic: nothing queued will run.
     dead: AtomicBool,
+    /// A kernel or a free callback ended the worker thread (pthread_exit,
+    /// pthread_cancel); the next call on the stream starts a new one. Not
+    /// at once: a Python interpreter ends threads so while it shuts down,
+    /// and the kernels still queued must not call into it afterwards.
+    orphaned: AtomicBool,
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
@@ -111,8 +116,7 @@ struct Shared {
     done: Condvar,
     memory: Arc<DeviceHeap>,
     workspaces: &'static dyn WorkspaceAllocator,
-    /// The worker thread; a worker that a kernel ends hands its place here
-    /// to the one it starts.
+    /// The worker thread.
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -139,6 +143,7 @@ impl Stream {
             worker_asleep: AtomicBool::new(false),
             worker_exited: AtomicBool::new(false),
             dead: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
             lock: SleepMutex::new(()),
@@ -184,6 +189,9 @@ impl Stream {
             }
         };
         shared.entering.fetch_sub(1, Ordering::SeqCst);
+        if shared.orphaned.load(Ordering::SeqCst) {
+            self.restart_worker();
+        }
         if pushed.is_ok() {
             // Pairs with the fence in `Shared::sleep`: either the worker sees
             // the task, or this thread sees that the worker sleeps.
@@ -218,6 +226,12 @@ impl Stream {
             if shared.dead.load(Ordering::SeqCst) {
                 break Err(DEAD);
             }
+            if shared.orphaned.load(Ordering::SeqCst) {
+                drop(guard);
+                self.restart_worker();
+                guard = shared.sleep_lock();
+                continue;
+            }
             match shared.queue.push(task) {
                 Ok(()) => break Ok(()),
                 Err(back) => task = back,
@@ -250,6 +264,12 @@ impl Stream {
                 while !reached.load(Ordering::Acquire) {
                     if shared.dead.load(Ordering::Acquire) {
                         return Err(DEAD);
+                    }
+                    if shared.orphaned.load(Ordering::SeqCst) {
+                        drop(guard);
+                        self.restart_worker();
+                        guard = shared.sleep_lock();
+                        continue;
                     }
                     guard = shared
                         .done
@@ -315,12 +335,32 @@ impl Stream {
             shared.work.notify_all();
             shared.room.notify_all();
         }
+        // The queue still runs: a worker that a kernel ended is replaced.
+        self.restart_worker();
         // A worker that died has already exited: joining returns at once.
-        // One that a kernel ended stored its successor's handle first.
-        while let Some(worker) = shared.worker.lock().take() {
+        if let Some(worker) = shared.worker.lock().take() {
             let _ = worker.join();
         }
         Ok(())
+    }
+
+    /// Starts a new worker when a kernel ended the last one.
+    #[cold]
+    fn restart_worker(&self) {
+        let shared = &self.shared;
+        if shared
+            .orphaned
+            .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            // The ended thread returns right after it set the flag.
+            if let Some(ended) = shared.worker.lock().take() {
+                let _ = ended.join();
+            }
+            if Shared::start_worker(shared).is_err() {
+                shared.dead.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Fails when the stream was inherited through `fork()` or its worker died.
@@ -389,11 +429,13 @@ impl Shared {
         if matches!(outcome, Ok(false)) {
             // A kernel or a free callback ended this thread (pthread_exit,
             // pthread_cancel: the unwind was paused in `foreign_call`): it
-            // ends by returning, and a new worker takes the rest of the queue.
+            // ends by returning; waiters are woken to start a new worker.
             foreign_call::forget_paused_unwind();
-            if Shared::start_worker(self).is_ok() {
-                return;
-            }
+            self.orphaned.store(true, Ordering::SeqCst);
+            let _guard = self.sleep_lock();
+            self.done.notify_all();
+            self.room.notify_all();
+            return;
         }
         if !matches!(outcome, Ok(true)) {
             self.dead.store(true, Ordering::SeqCst);
