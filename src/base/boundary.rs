@@ -68,40 +68,36 @@ const PANIC: Error = Error::Internal {
 /// Runs an export's body: a failure is recorded under `function` for
 /// `aclGetRecentErrMsg` and returned as its code; a panic is caught and
 /// reported as `ACL_ERROR_INTERNAL_ERROR` (a bug in a diagnostic path should
-/// fail one call, not the service). When a callback was left by a forced
-/// unwind (`foreign_call`), the unwind goes on from here, once the body has
-/// returned and released everything: it crosses only the export's frame,
-/// which holds nothing to drop, as `catch_unwind` would not let it pass.
+/// fail one call, not the service). The error becomes its C value inside
+/// `catch_unwind`, so only a word crosses it.
+///
+/// When a callback was left by a forced unwind (`foreign_call`), the unwind
+/// goes on from here once the body has returned and released everything
+/// (inside `catch_unwind` it would abort). `extern "C"`, so that an export
+/// calling it out of line has no landing pad for it; the resuming call is
+/// through an opaque pointer, so that the unwind tables cover it as a call
+/// that may unwind with nothing to clean up (a direct call of a function
+/// known not to unwind is left out of them, and the unwinder would stop
+/// there). tests/foreign_unwinds.rs fails if either stops holding.
+#[allow(improper_ctypes_definitions)]
 #[inline]
-pub(crate) fn boundary<R: FfiReturn>(
+pub(crate) extern "C" fn boundary<R: FfiReturn>(
     function: &'static str,
     body: impl FnOnce() -> Result<R::Ok, Error>,
 ) -> R {
-    let value = caught(&mut (function, Some(body)));
-    if foreign_call::any_unwind_paused() {
-        foreign_call::resume_if_paused();
-    }
-    value
-}
-
-/// The body under `catch_unwind`, out of line and `extern "C"` (it never
-/// unwinds), so that the export's own frame has no landing pad. The error
-/// becomes its C value inside `catch_unwind`, so only a word crosses it.
-#[allow(improper_ctypes_definitions)]
-#[inline(never)]
-extern "C" fn caught<R: FfiReturn, F: FnOnce() -> Result<R::Ok, Error>>(
-    call: &mut (&'static str, Option<F>),
-) -> R {
-    let (function, body) = (call.0, call.1.take());
-    let guarded = move || match body.map(|body| body()) {
-        Some(Ok(value)) => R::success(value),
-        Some(Err(error)) => fail(function, error),
-        None => fail(function, PANIC),
+    let guarded = move || match body() {
+        Ok(value) => R::success(value),
+        Err(error) => fail(function, error),
     };
-    match catch_unwind(AssertUnwindSafe(guarded)) {
+    let value = match catch_unwind(AssertUnwindSafe(guarded)) {
         Ok(value) => value,
         Err(_) => fail(function, PANIC),
+    };
+    if foreign_call::any_unwind_paused() {
+        let resume: extern "C" fn() = std::hint::black_box(foreign_call::resume_if_paused);
+        resume();
     }
+    value
 }
 
 /// Runs a forwarding body whose result, from a real runtime, is passed

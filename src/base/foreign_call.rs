@@ -218,8 +218,8 @@ pub(crate) fn any_unwind_paused() -> bool {
 }
 
 /// Goes on with this thread's paused forced unwind, if it has one: the
-/// thread ends. `extern "C"` and holding nothing to drop, so that the
-/// export calling it keeps no landing pad (`boundary`).
+/// thread ends. Holds nothing to drop, so the unwind crosses its frame;
+/// `boundary` calls it through a pointer.
 pub(crate) extern "C" fn resume_if_paused() {
     // SAFETY: reads a thread-local flag.
     if unsafe { aclalloc_unwind_paused() } {

@@ -8,6 +8,7 @@
  * its value, and then the main thread keeps using the same stream and
  * allocator: every block handed out is given back exactly once.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,6 +52,57 @@ static void kernel(void *ws, size_t size, void *u) {
 }
 
 static aclrtStream stream;
+static aclallocPluggable plugin;
+static void *user(void *arg);
+
+static void *plugin_user(void *arg) {
+    (void)arg;
+    void *block = NULL;
+    aclallocPluggableMalloc(plugin, &block, 256, NULL);
+    return (void *)1;
+}
+
+/* A pluggable allocator's alloc ends the thread; then this thread goes on. */
+static int plugin_case(const char *so, int through_launch) {
+    void *lib = dlopen(so, RTLD_NOW);
+    if (lib == NULL) return 30;
+    void (*arm)(int) = (void (*)(int))dlsym(lib, "exiting_plugin_arm");
+    int (*live_blocks)(void) = (int (*)(void))dlsym(lib, "exiting_plugin_live");
+    aclallocPluggableConfig config;
+    memset(&config, 0, sizeof config);
+    config.path = so;
+    config.allocSymbol = "exiting_malloc";
+    config.freeSymbol = "exiting_free";
+    aclrtAllocatorDesc desc = NULL;
+    if (aclallocPluggableCreate(&config, &plugin, &desc) != ACL_SUCCESS) return 31;
+    if (through_launch && aclrtAllocatorRegister(stream, desc) != ACL_SUCCESS) return 32;
+    arm(cancel ? 2 : 1);
+    pthread_t t;
+    void *value = NULL;
+    pthread_create(&t, NULL, through_launch ? user : plugin_user, NULL);
+    pthread_join(t, &value);
+    void *expected = cancel ? PTHREAD_CANCELED : (void *)7;
+    if (value != expected) {
+        printf("the thread ended with %p, not %p\n", value, expected);
+        return 33;
+    }
+    for (int i = 0; i < 8; i++) {
+        void *block = NULL;
+        if (aclallocPluggableMalloc(plugin, &block, 512, NULL) != ACL_SUCCESS) return 34;
+        if (aclallocPluggableFree(plugin, block) != ACL_SUCCESS) return 35;
+        if (aclallocLaunchKernel(stream, 512, kernel, NULL) != ACL_SUCCESS) return 36;
+    }
+    if (aclrtSynchronizeStream(stream) != ACL_SUCCESS) return 37;
+    if (aclrtDestroyStream(stream) != ACL_SUCCESS) return 38;
+    aclallocAllocatorStats stats;
+    if (aclallocPluggableGetStats(plugin, &stats) != ACL_SUCCESS) return 39;
+    if (stats.activeCount != 0 || live_blocks() != 0) {
+        printf("%llu blocks live, %d for the plugin\n", (unsigned long long)stats.activeCount, live_blocks());
+        return 40;
+    }
+    printf("ok\n");
+    return 0;
+}
 
 static void *user(void *arg) {
     (void)arg;
@@ -62,10 +114,11 @@ static void *user(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) return 10;
+    if (argc != 3 && argc != 4) return 10;
     cancel = strcmp(argv[2], "cancel") == 0;
     if (aclInit(NULL) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS) return 11;
     if (aclrtCreateStream(&stream) != ACL_SUCCESS) return 12;
+    if (argc == 4) return plugin_case(argv[3], strcmp(argv[1], "plugin-launch") == 0);
     aclrtAllocatorDesc desc = aclrtAllocatorCreateDesc();
     aclrtAllocatorSetObjToDesc(desc, (aclrtAllocator)&live);
     aclrtAllocatorSetAllocFuncToDesc(desc, my_alloc);
