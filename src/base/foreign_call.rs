@@ -18,6 +18,7 @@ use super::error::Error;
 use super::fixed_line::Line;
 use std::ffi::c_void;
 use std::fmt::Write;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -151,9 +152,37 @@ impl std::fmt::Display for Name {
 /// cbindgen:ignore
 extern "C" {
     fn aclalloc_call_guarded(
+        status: &mut i32,
         thunk: unsafe extern "C-unwind" fn(*mut c_void),
         context: *mut c_void,
-    ) -> i32;
+    );
+    fn aclalloc_guarded_alloc(
+        status: &mut i32,
+        f: AllocFn,
+        obj: *mut c_void,
+        size: usize,
+    ) -> *mut c_void;
+    fn aclalloc_guarded_get_addr(
+        status: &mut i32,
+        f: GetAddrFromBlockFn,
+        block: *mut c_void,
+    ) -> *mut c_void;
+    fn aclalloc_guarded_free(status: &mut i32, f: FreeFn, obj: *mut c_void, block: *mut c_void);
+    fn aclalloc_guarded_plugin_alloc(
+        status: &mut i32,
+        f: PluginAlloc,
+        size: isize,
+        device: i32,
+        stream: *mut c_void,
+    ) -> *mut c_void;
+    fn aclalloc_guarded_plugin_free(
+        status: &mut i32,
+        f: PluginFree,
+        ptr: *mut c_void,
+        size: isize,
+        device: i32,
+        stream: *mut c_void,
+    );
     fn aclalloc_exception_text() -> *const std::ffi::c_char;
     fn aclalloc_unwind_paused() -> bool;
     fn aclalloc_forget_unwind();
@@ -169,8 +198,8 @@ static PAUSED: AtomicUsize = AtomicUsize::new(0);
 /// How a foreign call ended.
 pub(crate) enum Outcome<R> {
     Returned(R),
-    /// It threw a C++ exception; its what().
-    Threw(Box<str>),
+    /// It threw a C++ exception (its what(): [`threw_error`]).
+    Threw,
     /// A forced unwind left it; this thread is ending.
     Paused,
 }
@@ -179,24 +208,27 @@ pub(crate) enum Outcome<R> {
 /// through the trampoline.
 #[inline]
 pub(crate) fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
+    type Slot<F, R> = (ManuallyDrop<F>, MaybeUninit<R>);
     unsafe extern "C-unwind" fn thunk<R, F: FnOnce() -> R>(context: *mut c_void) {
         // SAFETY: `context` is the slot below, alive for the call.
-        let slot = unsafe { &mut *context.cast::<(Option<F>, Option<R>)>() };
-        if let Some(f) = slot.0.take() {
-            slot.1 = Some(f());
-        }
+        let slot = unsafe { &mut *context.cast::<Slot<F, R>>() };
+        // SAFETY: the trampoline calls the thunk once: the closure is taken once.
+        let f = unsafe { ManuallyDrop::take(&mut slot.0) };
+        slot.1.write(f());
     }
-    let mut slot = (Some(call), None::<R>);
+    let mut slot: Slot<F, R> = (ManuallyDrop::new(call), MaybeUninit::uninit());
+    let mut status = 0;
     // SAFETY: `thunk` matches the slot's type.
-    let status = unsafe {
-        aclalloc_call_guarded(
-            thunk::<R, F>,
-            (&mut slot as *mut (Option<F>, Option<R>)).cast(),
-        )
-    };
-    match (status, slot.1) {
-        (0, Some(value)) => Outcome::Returned(value),
-        (1, _) => Outcome::Threw(threw()),
+    unsafe { aclalloc_call_guarded(&mut status, thunk::<R, F>, (&raw mut slot).cast()) };
+    // SAFETY: status 0: the thunk returned, having written the value.
+    outcome(status, || unsafe { slot.1.assume_init() })
+}
+
+#[inline]
+fn outcome<R>(status: i32, value: impl FnOnce() -> R) -> Outcome<R> {
+    match status {
+        0 => Outcome::Returned(value()),
+        1 => Outcome::Threw,
         _ => {
             PAUSED.fetch_add(1, Ordering::SeqCst);
             Outcome::Paused
@@ -204,11 +236,41 @@ pub(crate) fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
     }
 }
 
-#[cold]
-fn threw() -> Box<str> {
-    // SAFETY: the trampoline's NUL-terminated buffer of this thread.
-    let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
-    what.to_string_lossy().into()
+/// A pluggable allocator's alloc and free (`crate::plugin::library`).
+pub(crate) type PluginAlloc =
+    unsafe extern "C" fn(size: isize, device: i32, stream: *mut c_void) -> *mut c_void;
+pub(crate) type PluginFree =
+    unsafe extern "C" fn(ptr: *mut c_void, size: isize, device: i32, stream: *mut c_void);
+
+/// A pluggable allocator's `alloc(size, device, stream)`, through the
+/// trampoline. Safety: as calling `alloc` directly.
+#[inline]
+pub(crate) unsafe fn plugin_alloc(
+    alloc: PluginAlloc,
+    size: isize,
+    device: i32,
+    stream: *mut c_void,
+) -> Outcome<*mut c_void> {
+    let mut status = 0;
+    // SAFETY: the caller's contract.
+    let p = unsafe { aclalloc_guarded_plugin_alloc(&mut status, alloc, size, device, stream) };
+    outcome(status, || p)
+}
+
+/// A pluggable allocator's `free(ptr, size, device, stream)`, through the
+/// trampoline. Safety: as calling `free` directly.
+#[inline]
+pub(crate) unsafe fn plugin_free(
+    free: PluginFree,
+    ptr: *mut c_void,
+    size: isize,
+    device: i32,
+    stream: *mut c_void,
+) -> Outcome<()> {
+    let mut status = 0;
+    // SAFETY: the caller's contract.
+    unsafe { aclalloc_guarded_plugin_free(&mut status, free, ptr, size, device, stream) };
+    outcome(status, || ())
 }
 
 /// True when some thread has a paused unwind: one load, for every export.
@@ -250,12 +312,15 @@ pub(crate) fn forget_paused_unwind() {
 /// Static copies of exception texts for [`Error::Threw`].
 static TEXTS: Interned<str> = Interned::new(64);
 
-/// The error for a foreign function that threw `what`, named by `callback`.
+/// The error for the foreign function `callback` names, which threw: with
+/// its what(), which the trampoline kept for this thread.
 #[cold]
-pub(crate) fn threw_error(callback: Callback, what: &str) -> Error {
+pub(crate) fn threw_error(callback: Callback) -> Error {
+    // SAFETY: the trampoline's NUL-terminated buffer of this thread.
+    let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
     let mut text = String::new();
     let _ = write_name(&mut text, callback);
-    let _ = write!(text, " threw a C++ exception: {what}");
+    let _ = write!(text, " threw a C++ exception: {}", what.to_string_lossy());
     Error::Threw {
         what: TEXTS.get(&text, |t| Box::leak(t.into())).unwrap_or(
             "A foreign function threw a C++ exception (its text was not kept: too many distinct ones)",
@@ -266,12 +331,12 @@ pub(crate) fn threw_error(callback: Callback, what: &str) -> Error {
 /// An allocator callback's outcome: a throw is recorded for
 /// `aclGetRecentErrMsg` and, like a paused unwind, answered with `failed`.
 #[inline]
-fn allocator_call<R>(site: impl Fn() -> Callback, failed: R, f: impl FnOnce() -> R) -> R {
-    match call(f) {
+fn allocator_call<R>(site: impl Fn() -> Callback, failed: R, outcome: Outcome<R>) -> R {
+    match outcome {
         Outcome::Returned(value) => value,
-        Outcome::Threw(what) => {
+        Outcome::Threw => {
             let callback = site();
-            errlog::record(callback.c_name(), threw_error(callback, &what));
+            errlog::record(callback.c_name(), threw_error(callback));
             failed
         }
         Outcome::Paused => failed,
@@ -281,10 +346,13 @@ fn allocator_call<R>(site: impl Fn() -> Callback, failed: R, f: impl FnOnce() ->
 /// Reports a kernel that threw and aborts.
 #[cold]
 #[inline(never)]
-fn kernel_threw(callback: Callback, what: &str) -> ! {
+fn kernel_threw(callback: Callback) -> ! {
+    // SAFETY: the trampoline's NUL-terminated buffer of this thread.
+    let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
     let mut line = Line::default();
     let _ = write_name(&mut line, callback);
-    let _ = writeln!(line, " threw a C++ exception ({what}). Kernels must return normally: catch exceptions inside the kernel. Aborting the process (the stream cannot tell what the kernel left undone)");
+    let _ = write!(line, " threw a C++ exception ({}).", what.to_string_lossy());
+    let _ = writeln!(line, " Kernels must return normally: catch exceptions inside the kernel. Aborting the process (the stream cannot tell what the kernel left undone)");
     line.emit();
     std::process::abort();
 }
@@ -355,11 +423,10 @@ pub(crate) unsafe fn alloc(
     size: usize,
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
-    // SAFETY: same signature and call ABI; a throw unwinds into the trampoline.
-    let alloc: unsafe extern "C-unwind" fn(*mut c_void, usize) -> *mut c_void =
-        unsafe { std::mem::transmute(alloc) };
+    let mut status = 0;
     // SAFETY: the caller's contract.
-    allocator_call(site, null_mut(), || unsafe { alloc(obj, size) })
+    let p = unsafe { aclalloc_guarded_alloc(&mut status, alloc, obj, size) };
+    allocator_call(site, null_mut(), outcome(status, || p))
 }
 
 /// `alloc_advise(obj, size, addr)`, guarded: NULL when it throws. Safety: as calling `alloc_advise` directly.
@@ -375,7 +442,8 @@ pub(crate) unsafe fn alloc_advise(
     let advise: unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) -> *mut c_void =
         unsafe { std::mem::transmute(alloc_advise) };
     // SAFETY: the caller's contract.
-    allocator_call(site, null_mut(), || unsafe { advise(obj, size, addr) })
+    let outcome = call(|| unsafe { advise(obj, size, addr) });
+    allocator_call(site, null_mut(), outcome)
 }
 
 /// `getAddrFromBlock(block)`, guarded: NULL when it throws. Safety: as calling `get_addr` directly.
@@ -385,11 +453,10 @@ pub(crate) unsafe fn get_addr_from_block(
     block: *mut c_void,
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
-    // SAFETY: same signature and call ABI; a throw unwinds into the trampoline.
-    let get_addr: unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void =
-        unsafe { std::mem::transmute(get_addr) };
+    let mut status = 0;
     // SAFETY: the caller's contract.
-    allocator_call(site, null_mut(), || unsafe { get_addr(block) })
+    let p = unsafe { aclalloc_guarded_get_addr(&mut status, get_addr, block) };
+    allocator_call(site, null_mut(), outcome(status, || p))
 }
 
 /// `free(obj, block)`, guarded: a throw is recorded and the block taken as
@@ -401,11 +468,10 @@ pub(crate) unsafe fn free(
     block: *mut c_void,
     site: impl Fn() -> Callback,
 ) {
-    // SAFETY: same signature and call ABI; a throw unwinds into the trampoline.
-    let free: unsafe extern "C-unwind" fn(*mut c_void, *mut c_void) =
-        unsafe { std::mem::transmute(free) };
+    let mut status = 0;
     // SAFETY: the caller's contract.
-    allocator_call(site, (), || unsafe { free(obj, block) })
+    unsafe { aclalloc_guarded_free(&mut status, free, obj, block) };
+    allocator_call(site, (), outcome(status, || ()))
 }
 
 /// `kernel(workspace, size, user_data)` of a stream of `device`, guarded;
@@ -424,8 +490,8 @@ pub(crate) unsafe fn kernel(
     let kernel: unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) =
         unsafe { std::mem::transmute(kernel) };
     // SAFETY: the caller's contract.
-    if let Outcome::Threw(what) = call(|| unsafe { kernel(workspace, size, user_data) }) {
-        kernel_threw(Callback::Kernel { function, device }, &what)
+    if let Outcome::Threw = call(|| unsafe { kernel(workspace, size, user_data) }) {
+        kernel_threw(Callback::Kernel { function, device })
     }
 }
 
@@ -488,11 +554,11 @@ mod tests {
             assert!(!n.contains("0x1234") && !n.contains("0xabc"), "{n}");
             assert_eq!(callback.c_name(), c_name);
         }
-        let error = threw_error(plugin, "std::bad_alloc");
+        let error = threw_error(plugin);
         assert_eq!(error.code(), crate::base::error::ACL_ERROR_BAD_ALLOC);
         assert!(error
             .to_string()
-            .ends_with("of /opt/lib/libmine.so threw a C++ exception: std::bad_alloc"));
+            .ends_with("of /opt/lib/libmine.so threw a C++ exception: "));
     }
 
     #[test]

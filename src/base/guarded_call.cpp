@@ -14,6 +14,9 @@
 #include <cxxabi.h>
 #include <exception>
 #include <pthread.h>
+#include <sys/types.h>
+
+#include <type_traits>
 
 extern "C" {
 // glibc's ABI behind pthread_cleanup_push in C (declared by <pthread.h>
@@ -39,32 +42,68 @@ void keep(const char *text) {
 }
 }  // namespace
 
-// 0: returned; 1: threw (aclalloc_exception_text); 2: a forced unwind was paused.
-extern "C" int aclalloc_call_guarded(void (*thunk)(void *), void *context) {
+namespace {
+// Calls fn(args...); *status: 0 returned, 1 threw (aclalloc_exception_text),
+// 2 a forced unwind was paused (then the value is R's zero).
+template <typename R, typename... A>
+R guarded(int *status, R (*fn)(A...), A... args) {
     __pthread_unwind_buf_t buf;
     if (__builtin_expect(__sigsetjmp(reinterpret_cast<__jmp_buf_tag *>(buf.__cancel_jmp_buf), 0),
                          0)) {
         __pthread_unregister_cancel(&buf);
         paused = buf;
         is_paused = true;
-        return 2;
+        *status = 2;
+        return R();
     }
     __pthread_register_cancel(&buf);
-    int status = 0;
+    *status = 1;
     try {
-        thunk(context);
+        if constexpr (std::is_void_v<R>) {
+            fn(args...);
+            *status = 0;
+        } else {
+            R value = fn(args...);
+            *status = 0;
+            __pthread_unregister_cancel(&buf);
+            return value;
+        }
     } catch (abi::__forced_unwind &) {
         // Not glibc's (it jumps back above first): let it go on.
         throw;
     } catch (const std::exception &e) {
         keep(e.what());
-        status = 1;
     } catch (...) {
         keep("an exception that is not a std::exception");
-        status = 1;
     }
     __pthread_unregister_cancel(&buf);
-    return status;
+    return R();
+}
+}  // namespace
+
+// The hot signatures get their own entry (no thunk); the rest go through a
+// thunk that calls a Rust closure.
+extern "C" void aclalloc_call_guarded(int *status, void (*thunk)(void *), void *context) {
+    guarded(status, thunk, context);
+}
+extern "C" void *aclalloc_guarded_alloc(int *status, void *(*fn)(void *, size_t), void *obj,
+                                        size_t size) {
+    return guarded(status, fn, obj, size);
+}
+extern "C" void *aclalloc_guarded_get_addr(int *status, void *(*fn)(void *), void *block) {
+    return guarded(status, fn, block);
+}
+extern "C" void aclalloc_guarded_free(int *status, void (*fn)(void *, void *), void *obj,
+                                      void *block) {
+    guarded(status, fn, obj, block);
+}
+extern "C" void *aclalloc_guarded_plugin_alloc(int *status, void *(*fn)(ssize_t, int, void *),
+                                               ssize_t size, int device, void *stream) {
+    return guarded(status, fn, size, device, stream);
+}
+extern "C" void aclalloc_guarded_plugin_free(int *status, void (*fn)(void *, ssize_t, int, void *),
+                                             void *ptr, ssize_t size, int device, void *stream) {
+    guarded(status, fn, ptr, size, device, stream);
 }
 
 // The what() of this thread's last exception caught here.

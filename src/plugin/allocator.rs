@@ -2,8 +2,8 @@
 
 use super::context;
 use super::library::{
-    self, Loaded, PluginAllocFn, PluginEmptyCacheFn, PluginFreeFn, PluginFunctions, PluginInitFn,
-    PluginMemoryFractionFn, PluginSpec,
+    self, Loaded, PluginEmptyCacheFn, PluginFunctions, PluginInitFn, PluginMemoryFractionFn,
+    PluginSpec,
 };
 use super::live::{self, Books, LiveBlock, Stats};
 use crate::base::error::{Error, Result};
@@ -97,16 +97,12 @@ impl PluggableAllocator {
         let Ok(ssize) = isize::try_from(size) else {
             return Err(too_large());
         };
-        // SAFETY: the plugin's documented signature. The books are not
-        // entered: a plugin may take its time or call back into this library.
-        let alloc =
-            unsafe { std::mem::transmute::<PluginAllocFn, AllocUnwind>(self.functions.alloc) };
-        // SAFETY: `alloc` is the plugin's function with its documented signature, called with
-        // plain values.
-        let ptr = self.call(PluginFunction::Alloc, std::ptr::null_mut(), || unsafe {
-            alloc(ssize, device, stream)
-        });
-        let ptr = match ptr {
+        // SAFETY: the plugin's documented signature, called with plain
+        // values. The books are not entered: a plugin may take its time or
+        // call back into this library.
+        let outcome =
+            unsafe { foreign_call::plugin_alloc(self.functions.alloc, ssize, device, stream) };
+        let ptr = match self.settle(PluginFunction::Alloc, std::ptr::null_mut(), outcome) {
             Ok(ptr) => ptr,
             Err(threw) => return Err(self.count_failure(threw)),
         };
@@ -146,21 +142,20 @@ impl PluggableAllocator {
     #[inline]
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
         let block = live::remove(&self.live, ptr.as_ptr() as usize)?;
-        // SAFETY: the plugin's documented signature; `ptr` is live and is
-        // passed back with what it was allocated with. Removed from the table
-        // first, so a concurrent second free of it is refused.
-        let free = unsafe { std::mem::transmute::<PluginFreeFn, FreeUnwind>(self.functions.free) };
-        // SAFETY: `free` is the plugin's function; `ptr` was live (just removed from the table)
-        // and goes back with its own size, device and stream. A throw
-        // leaves it freed as far as the books go.
-        self.call(PluginFunction::Free, (), || unsafe {
-            free(
+        // SAFETY: the plugin's documented signature; `ptr` was live (just
+        // removed from the table, so a concurrent second free of it is
+        // refused) and goes back with its own size, device and stream. A
+        // throw leaves it freed as far as the books go.
+        let outcome = unsafe {
+            foreign_call::plugin_free(
+                self.functions.free,
                 ptr.as_ptr(),
                 block.size as isize,
                 block.device,
                 block.stream_ptr(),
             )
-        })
+        };
+        self.settle(PluginFunction::Free, (), outcome)
     }
 
     /// The plugin's empty-cache hook; without one there is nothing cached
@@ -202,10 +197,15 @@ impl PluggableAllocator {
     /// (the thread is ending) answers `failed`.
     #[inline]
     fn call<R>(&self, function: PluginFunction, failed: R, f: impl FnOnce() -> R) -> Result<R> {
-        match foreign_call::call(f) {
+        self.settle(function, failed, foreign_call::call(f))
+    }
+
+    #[inline]
+    fn settle<R>(&self, function: PluginFunction, failed: R, outcome: Outcome<R>) -> Result<R> {
+        match outcome {
             Outcome::Returned(value) => Ok(value),
             Outcome::Paused => Ok(failed),
-            Outcome::Threw(what) => Err(foreign_call::threw_error(self.callback(function), &what)),
+            Outcome::Threw => Err(foreign_call::threw_error(self.callback(function))),
         }
     }
 
@@ -297,10 +297,6 @@ impl Names {
 // a C++ exception or a forced unwind may leave one into the trampoline of
 // `crate::base::foreign_call`. Same signatures and call ABI as the `"C"`
 // types the library resolves.
-type AllocUnwind =
-    unsafe extern "C-unwind" fn(size: isize, device: i32, stream: *mut c_void) -> *mut c_void;
-type FreeUnwind =
-    unsafe extern "C-unwind" fn(ptr: *mut c_void, size: isize, device: i32, stream: *mut c_void);
 type InitUnwind = unsafe extern "C-unwind" fn(device_count: i32);
 type EmptyCacheUnwind = unsafe extern "C-unwind" fn();
 type MemoryFractionUnwind = unsafe extern "C-unwind" fn(fraction: f64, device: i32);
