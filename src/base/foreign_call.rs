@@ -186,9 +186,8 @@ extern "C" {
     fn aclalloc_exception_text() -> *const std::ffi::c_char;
     fn aclalloc_unwind_paused() -> bool;
     fn aclalloc_forget_unwind();
-    // Declared without "-unwind" on purpose: it is called from the export's
-    // own frame, which holds nothing to drop (see `boundary`), and a forced
-    // unwind may cross such frames.
+    // Declared without "-unwind" on purpose: `resume_if_paused` calls it
+    // holding nothing to drop, and a forced unwind may cross such frames.
     fn aclalloc_resume_unwind() -> !;
 }
 
