@@ -24,6 +24,7 @@ fn main() {
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=ACLALLOC_UPDATE_HEADER");
     link_as_system_library();
+    build_guarded_call(&crate_dir);
 
     let scan = scan::scan(&crate_dir.join("src"));
     let generated = out_dir.join("include");
@@ -128,6 +129,19 @@ fn link_as_system_library() {
     // queued and would deadlock when dlclose runs on a worker or under the
     // loader's lock, so the library is never unloaded once loaded.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
+}
+
+/// The C++ trampoline that foreign calls go through (src/base/foreign_call.rs):
+/// catching a C++ exception and pausing a forced unwind take C++ code.
+fn build_guarded_call(crate_dir: &Path) {
+    let source = crate_dir.join("src/base/guarded_call.cpp");
+    println!("cargo:rerun-if-changed={}", source.display());
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .warnings_into_errors(true)
+        .file(source)
+        .compile("aclalloc_guarded_call");
 }
 
 /// `ACLALLOC_VERSION_*` macros, so C code can check what it was built against.

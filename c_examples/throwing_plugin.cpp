@@ -1,6 +1,6 @@
 // A pluggable allocator (torch_npu style) written in C++ whose alloc throws:
 // what c_examples/throwing_callback.cpp loads to show what happens when a
-// plugin function does not return normally.
+// plugin function throws.
 #include <cstddef>
 #include <new>
 #include <sys/types.h>

@@ -1,12 +1,12 @@
 //! A pluggable allocator's function that throws a C++ exception, reached
 //! through the C functions and through the descriptor callbacks, on a
 //! thread's first call (the slow path) and on the hot path after it: the
-//! process ends at once (SIGABRT) with one line naming the function, its
-//! symbol and its library; the exception never crosses the library.
+//! call fails (`ACL_ERROR_BAD_ALLOC`, NULL) with a message naming the
+//! function, its symbol, its library and the exception's what(); the
+//! exception never crosses the library, and the next calls succeed.
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,103 +35,83 @@ fn build(name: &str) -> (PathBuf, PathBuf) {
     (so, exe)
 }
 
-/// Runs the program with the plugin throwing on call `at`; the process
-/// must abort after printing `pair {pair}` and name `function`.
-fn aborts_naming(exe: &Path, so: &Path, how: &str, at: u32, pair: u32, function: &str) {
+/// Runs the program with the plugin throwing on call `at` (0: never); it
+/// must exit normally. Returns each pair's line and the live block count.
+fn run(exe: &Path, so: &Path, how: &str, at: u32) -> (Vec<String>, String) {
     let out = Command::new(exe)
         .arg(so)
         .arg(how)
         .env("THROWING_CALL", at.to_string())
         .output()
         .expect("run the program");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let context = format!("{how}, call {at}:\n{stdout}\n{stderr}");
-    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{context}");
-    let last = stdout.lines().last().unwrap_or_default();
-    assert_eq!(last, format!("pair {pair}"), "{context}");
-    let line = stderr
-        .lines()
-        .find(|l| l.contains("did not return normally"))
-        .unwrap_or_else(|| panic!("no line naming the function: {context}"));
-    assert!(line.contains(function), "{line}");
-    assert!(line.contains(&so.display().to_string()), "{line}");
-    assert!(
-        line.contains("catch exceptions inside the function"),
-        "{line}"
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let context = format!(
+        "{how}, call {at}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    assert!(out.status.success(), "{:?} {context}", out.status);
+    let lines: Vec<String> = stdout.lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 5, "{context}");
+    (lines[..4].to_vec(), lines[4].clone())
 }
 
+/// `line` reports the pair's codes and names the function and what() it threw.
+fn threw(line: &str, codes: &str, function: &str, so: &Path) {
+    assert!(line.starts_with(codes), "{line}");
+    for part in [
+        function,
+        &so.display().to_string(),
+        "threw a C++ exception: the plugin gives up",
+    ] {
+        assert!(line.contains(part), "{part} not in: {line}");
+    }
+}
+
+const ALLOC: &str = "alloc function (allocSymbol) throwing_malloc";
+const FREE: &str = "free function (freeSymbol) throwing_free";
+
 #[test]
-fn a_throwing_plugin_function_aborts_with_its_name_through_the_c_functions() {
+fn a_throwing_plugin_function_is_an_allocation_failure_through_the_c_functions() {
     let (so, exe) = build("c");
     // Calls alternate alloc, free: call 1 is the first pair's alloc (the
     // thread's first pin: the slow path), calls 3 and 4 the second pair's
-    // (the hot path), call 6 the third pair's free.
-    aborts_naming(
-        &exe,
-        &so,
-        "c",
-        1,
-        1,
-        "alloc function (allocSymbol) throwing_malloc",
-    );
-    aborts_naming(
-        &exe,
-        &so,
-        "c",
-        3,
-        2,
-        "alloc function (allocSymbol) throwing_malloc",
-    );
-    aborts_naming(
-        &exe,
-        &so,
-        "c",
-        4,
-        2,
-        "free function (freeSymbol) throwing_free",
-    );
-    aborts_naming(
-        &exe,
-        &so,
-        "c",
-        6,
-        3,
-        "free function (freeSymbol) throwing_free",
-    );
-    // Without a throw, every pair returns.
-    let out = Command::new(&exe).arg(&so).arg("c").output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    // (the hot path). ACL_ERROR_BAD_ALLOC is 200000; -1: no free was made.
+    for (at, pair, codes, function) in [
+        (1, 0, "pair 1: 200000 -1 ", ALLOC),
+        (3, 1, "pair 2: 200000 -1 ", ALLOC),
+        (4, 1, "pair 2: 0 200000 ", FREE),
+    ] {
+        let (pairs, live) = run(&exe, &so, "c", at);
+        threw(&pairs[pair], codes, function, &so);
+        for (i, line) in pairs.iter().enumerate().filter(|(i, _)| *i != pair) {
+            assert_eq!(line, &format!("pair {}: 0 0 ", i + 1), "call {at}");
+        }
+        assert_eq!(live, "live 0", "call {at}");
+    }
 }
 
 #[test]
-fn a_throwing_plugin_function_aborts_with_its_name_through_the_descriptor() {
+fn a_throwing_plugin_function_is_an_allocation_failure_through_the_descriptor() {
     let (so, exe) = build("launch");
-    aborts_naming(
-        &exe,
-        &so,
-        "launch",
-        1,
-        1,
-        "alloc function (allocSymbol) throwing_malloc",
-    );
-    aborts_naming(
-        &exe,
-        &so,
-        "launch",
-        3,
-        2,
-        "alloc function (allocSymbol) throwing_malloc",
-    );
-    aborts_naming(
-        &exe,
-        &so,
-        "launch",
-        6,
-        3,
-        "free function (freeSymbol) throwing_free",
-    );
-    let out = Command::new(&exe).arg(&so).arg("launch").output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    for (at, pair) in [(1, 0), (3, 1)] {
+        let (pairs, live) = run(&exe, &so, "launch", at);
+        let line = &pairs[pair];
+        assert!(
+            !line.starts_with(&format!("pair {}: 0 ", pair + 1)),
+            "{line}"
+        );
+        threw(line, &format!("pair {}: ", pair + 1), ALLOC, &so);
+        for (i, line) in pairs.iter().enumerate().filter(|(i, _)| *i != pair) {
+            assert_eq!(line, &format!("pair {}: 0 0 ", i + 1), "call {at}");
+        }
+        assert_eq!(live, "live 0", "call {at}");
+    }
+    // A free that throws leaves the block freed and the launches succeed;
+    // the message is on whichever thread gave the workspace back.
+    let (pairs, live) = run(&exe, &so, "launch", 6);
+    for (i, line) in pairs.iter().enumerate() {
+        let codes = format!("pair {}: 0 0 ", i + 1);
+        assert!(line == &codes || line.contains(FREE), "{line}");
+    }
+    assert_eq!(live, "live 0");
 }

@@ -5,6 +5,7 @@
 
 use crate::base::errlog;
 use crate::base::error::{aclError, Error, ACL_SUCCESS};
+use crate::base::foreign_call;
 use std::ffi::c_char;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -69,8 +70,18 @@ const PANIC: Error = Error::Internal {
 /// reported as `ACL_ERROR_INTERNAL_ERROR` (a bug in a diagnostic path should
 /// fail one call, not the service). The error becomes its C value inside
 /// `catch_unwind`, so only a word crosses it.
+///
+/// When a callback was left by a forced unwind (`foreign_call`), the unwind
+/// goes on from here once the body has returned and released everything
+/// (inside `catch_unwind` it would abort). `extern "C"`, so that an export
+/// calling it out of line has no landing pad for it; the resuming call is
+/// through an opaque pointer, so that the unwind tables cover it as a call
+/// that may unwind with nothing to clean up (a direct call of a function
+/// known not to unwind is left out of them, and the unwinder would stop
+/// there). tests/foreign_unwinds.rs fails if either stops holding.
+#[allow(improper_ctypes_definitions)]
 #[inline]
-pub(crate) fn boundary<R: FfiReturn>(
+pub(crate) extern "C" fn boundary<R: FfiReturn>(
     function: &'static str,
     body: impl FnOnce() -> Result<R::Ok, Error>,
 ) -> R {
@@ -78,10 +89,15 @@ pub(crate) fn boundary<R: FfiReturn>(
         Ok(value) => R::success(value),
         Err(error) => fail(function, error),
     };
-    match catch_unwind(AssertUnwindSafe(guarded)) {
+    let value = match catch_unwind(AssertUnwindSafe(guarded)) {
         Ok(value) => value,
         Err(_) => fail(function, PANIC),
+    };
+    if foreign_call::any_unwind_paused() {
+        let resume: extern "C" fn() = std::hint::black_box(foreign_call::resume_if_paused);
+        resume();
     }
+    value
 }
 
 /// Runs a forwarding body whose result, from a real runtime, is passed

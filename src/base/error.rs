@@ -136,6 +136,10 @@ pub enum Error {
         limit: usize,
         cause: &'static str,
     },
+    /// A foreign function (an allocator callback, a pluggable allocator's
+    /// function) threw a C++ exception: which one, and its what().
+    #[error("{what}")]
+    Threw { what: &'static str },
     /// A bug or an unexpected state inside the library.
     #[error("Internal error. Reason: {reason}")]
     Internal { reason: &'static str },
@@ -196,7 +200,7 @@ impl Error {
             Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,
             Error::StillInUse { .. } => ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED,
             Error::NotSupported { .. } => ACL_ERROR_API_NOT_SUPPORT,
-            Error::BadAlloc { .. } => ACL_ERROR_BAD_ALLOC,
+            Error::BadAlloc { .. } | Error::Threw { .. } => ACL_ERROR_BAD_ALLOC,
             Error::Internal { .. } => ACL_ERROR_INTERNAL_ERROR,
             Error::Failure { .. } => ACL_ERROR_FAILURE,
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,

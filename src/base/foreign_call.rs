@@ -1,20 +1,32 @@
-//! Calling C callbacks that might unwind: allocator callbacks and kernels.
+//! Calling foreign functions: allocator callbacks, plugin functions, kernels.
 //!
-//! Rust cannot catch a C++ exception, and one would leave this library's
-//! state half-updated, so callbacks must return normally
-//! (docs/HARDENING.md); when one throws, the process ends with one line on
-//! stderr naming the callback. It is called through an `extern "C-unwind"`
-//! pointer inside a [`CallGuard`], which is forgotten on return and, dropped
-//! while unwinding, reports and aborts: the normal path costs nothing.
+//! Each call goes through a C++ trampoline (guarded_call.cpp, built by
+//! build.rs), so nothing unwinds through this library's frames:
+//! - a C++ exception is caught there: from an allocator callback or a plugin
+//!   function it is an allocation failure (NULL, `ACL_ERROR_BAD_ALLOC`, its
+//!   what() in the message); from a kernel it ends the process with its name
+//!   (a stream cannot tell what the kernel left half done);
+//! - a forced unwind (`pthread_exit`, `pthread_cancel`) is paused there: the
+//!   call returns as a failure, the library returns normally, releasing its
+//!   locks and pins, and [`resume_if_paused`] goes on with it from the
+//!   export's frame, or a stream worker ends.
 
 use super::descriptor::{AllocAdviseFn, AllocFn, FreeFn, GetAddrFromBlockFn};
+use super::env::Interned;
+use super::errlog;
+use super::error::Error;
 use super::fixed_line::Line;
 use std::ffi::c_void;
 use std::fmt::Write;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Which callback a guard watches, and what it was called for. Built only
-/// when a callback unwinds, so its size costs nothing on the normal path.
-#[allow(clippy::large_enum_variant)]
+/// Which foreign function a call is, and what for. Built only when it
+/// throws, so its size costs nothing on the normal path.
+// The streams, descriptors and blocks are for Debug only: a message's text
+// is kept for the life of the process, so it leaves them out.
+#[allow(clippy::large_enum_variant, dead_code)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Callback {
     /// `aclrtAllocatorAllocFunc` of the allocator serving `stream`
@@ -88,7 +100,7 @@ impl PluginFunction {
 }
 
 /// A name (a path, a symbol) in a fixed buffer, so a [`Callback`] needs no
-/// allocation while an exception is in flight; a longer name keeps its end.
+/// allocation on the normal path; a longer name keeps its end.
 #[derive(Clone, Copy)]
 pub(crate) struct Name {
     bytes: [u8; Name::CAPACITY],
@@ -135,92 +147,274 @@ impl std::fmt::Display for Name {
     }
 }
 
-/// Armed around one callback call; its closure names the callback and runs
-/// only if the callback unwinds.
-struct CallGuard<S: Fn() -> Callback>(S);
+// The trampoline (guarded_call.cpp); not part of the C API.
+#[allow(unused_doc_comments)]
+/// cbindgen:ignore
+extern "C" {
+    fn aclalloc_call_guarded(
+        status: &mut i32,
+        thunk: unsafe extern "C-unwind" fn(*mut c_void),
+        context: *mut c_void,
+    );
+    fn aclalloc_guarded_alloc(
+        status: &mut i32,
+        f: AllocFn,
+        obj: *mut c_void,
+        size: usize,
+    ) -> *mut c_void;
+    fn aclalloc_guarded_get_addr(
+        status: &mut i32,
+        f: GetAddrFromBlockFn,
+        block: *mut c_void,
+    ) -> *mut c_void;
+    fn aclalloc_guarded_free(status: &mut i32, f: FreeFn, obj: *mut c_void, block: *mut c_void);
+    fn aclalloc_guarded_plugin_alloc(
+        status: &mut i32,
+        f: PluginAlloc,
+        size: isize,
+        device: i32,
+        stream: *mut c_void,
+    ) -> *mut c_void;
+    fn aclalloc_guarded_plugin_free(
+        status: &mut i32,
+        f: PluginFree,
+        ptr: *mut c_void,
+        size: isize,
+        device: i32,
+        stream: *mut c_void,
+    );
+    fn aclalloc_exception_text() -> *const std::ffi::c_char;
+    fn aclalloc_unwind_paused() -> bool;
+    fn aclalloc_forget_unwind();
+    // Declared without "-unwind" on purpose: `resume_if_paused` calls it
+    // holding nothing to drop, and a forced unwind may cross such frames.
+    fn aclalloc_resume_unwind() -> !;
+}
 
-impl<S: Fn() -> Callback> Drop for CallGuard<S> {
-    fn drop(&mut self) {
-        unwound((self.0)())
+/// Threads with a paused unwind: the exports' check reads this word first.
+static PAUSED: AtomicUsize = AtomicUsize::new(0);
+
+/// How a foreign call ended.
+pub(crate) enum Outcome<R> {
+    Returned(R),
+    /// It threw a C++ exception (its what(): [`threw_error`]).
+    Threw,
+    /// A forced unwind left it; this thread is ending.
+    Paused,
+}
+
+/// Calls `call` (a foreign function's call, capturing plain values only)
+/// through the trampoline.
+#[inline]
+pub(crate) fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
+    type Slot<F, R> = (ManuallyDrop<F>, MaybeUninit<R>);
+    unsafe extern "C-unwind" fn thunk<R, F: FnOnce() -> R>(context: *mut c_void) {
+        // SAFETY: `context` is the slot below, alive for the call.
+        let slot = unsafe { &mut *context.cast::<Slot<F, R>>() };
+        // SAFETY: the trampoline calls the thunk once: the closure is taken once.
+        let f = unsafe { ManuallyDrop::take(&mut slot.0) };
+        slot.1.write(f());
+    }
+    let mut slot: Slot<F, R> = (ManuallyDrop::new(call), MaybeUninit::uninit());
+    let mut status = 0;
+    // SAFETY: `thunk` matches the slot's type.
+    unsafe { aclalloc_call_guarded(&mut status, thunk::<R, F>, (&raw mut slot).cast()) };
+    // SAFETY: status 0: the thunk returned, having written the value.
+    outcome(status, || unsafe { slot.1.assume_init() })
+}
+
+#[inline]
+fn outcome<R>(status: i32, value: impl FnOnce() -> R) -> Outcome<R> {
+    match status {
+        0 => Outcome::Returned(value()),
+        1 => Outcome::Threw,
+        _ => {
+            PAUSED.fetch_add(1, Ordering::SeqCst);
+            Outcome::Paused
+        }
     }
 }
 
-/// Reports the callback that is unwinding through us and aborts.
+/// A pluggable allocator's alloc and free (`crate::plugin::library`).
+pub(crate) type PluginAlloc =
+    unsafe extern "C" fn(size: isize, device: i32, stream: *mut c_void) -> *mut c_void;
+pub(crate) type PluginFree =
+    unsafe extern "C" fn(ptr: *mut c_void, size: isize, device: i32, stream: *mut c_void);
+
+/// A pluggable allocator's `alloc(size, device, stream)`, through the
+/// trampoline. Safety: as calling `alloc` directly.
+#[inline]
+pub(crate) unsafe fn plugin_alloc(
+    alloc: PluginAlloc,
+    size: isize,
+    device: i32,
+    stream: *mut c_void,
+) -> Outcome<*mut c_void> {
+    let mut status = 0;
+    // SAFETY: the caller's contract.
+    let p = unsafe { aclalloc_guarded_plugin_alloc(&mut status, alloc, size, device, stream) };
+    outcome(status, || p)
+}
+
+/// A pluggable allocator's `free(ptr, size, device, stream)`, through the
+/// trampoline. Safety: as calling `free` directly.
+#[inline]
+pub(crate) unsafe fn plugin_free(
+    free: PluginFree,
+    ptr: *mut c_void,
+    size: isize,
+    device: i32,
+    stream: *mut c_void,
+) -> Outcome<()> {
+    let mut status = 0;
+    // SAFETY: the caller's contract.
+    unsafe { aclalloc_guarded_plugin_free(&mut status, free, ptr, size, device, stream) };
+    outcome(status, || ())
+}
+
+/// True when some thread has a paused unwind: one load, for every export.
+#[inline]
+pub(crate) fn any_unwind_paused() -> bool {
+    PAUSED.load(Ordering::Relaxed) != 0
+}
+
+/// Goes on with this thread's paused forced unwind, if it has one: the
+/// thread ends. Holds nothing to drop, so the unwind crosses its frame;
+/// `boundary` calls it through a pointer.
+pub(crate) extern "C" fn resume_if_paused() {
+    // SAFETY: reads a thread-local flag.
+    if unsafe { aclalloc_unwind_paused() } {
+        PAUSED.fetch_sub(1, Ordering::SeqCst);
+        // SAFETY: this thread has a paused unwind.
+        unsafe { aclalloc_resume_unwind() }
+    }
+}
+
+/// True when this thread has a paused unwind.
+#[inline]
+pub(crate) fn unwind_paused() -> bool {
+    // SAFETY: reads a thread-local flag.
+    any_unwind_paused() && unsafe { aclalloc_unwind_paused() }
+}
+
+/// Drops this thread's paused unwind, if any: a stream worker that a
+/// kernel tried to end ends by returning instead.
+pub(crate) fn forget_paused_unwind() {
+    // SAFETY: reads and clears a thread-local flag.
+    if unsafe { aclalloc_unwind_paused() } {
+        PAUSED.fetch_sub(1, Ordering::SeqCst);
+        // SAFETY: as above.
+        unsafe { aclalloc_forget_unwind() }
+    }
+}
+
+/// Static copies of exception texts for [`Error::Threw`].
+static TEXTS: Interned<str> = Interned::new(64);
+
+/// The error for the foreign function `callback` names, which threw: with
+/// its what(), which the trampoline kept for this thread.
+#[cold]
+pub(crate) fn threw_error(callback: Callback) -> Error {
+    // SAFETY: the trampoline's NUL-terminated buffer of this thread.
+    let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
+    let mut text = String::new();
+    let _ = write_name(&mut text, callback);
+    let _ = write!(text, " threw a C++ exception: {}", what.to_string_lossy());
+    Error::Threw {
+        what: TEXTS.get(&text, |t| Box::leak(t.into())).unwrap_or(
+            "A foreign function threw a C++ exception (its text was not kept: too many distinct ones)",
+        ),
+    }
+}
+
+/// An allocator callback's outcome: a throw is recorded for
+/// `aclGetRecentErrMsg` and, like a paused unwind, answered with `failed`.
+#[inline]
+fn allocator_call<R>(site: impl Fn() -> Callback, failed: R, outcome: Outcome<R>) -> R {
+    match outcome {
+        Outcome::Returned(value) => value,
+        Outcome::Threw => {
+            let callback = site();
+            errlog::record(callback.c_name(), threw_error(callback));
+            failed
+        }
+        Outcome::Paused => failed,
+    }
+}
+
+/// Reports a kernel that threw and aborts.
 #[cold]
 #[inline(never)]
-fn unwound(callback: Callback) -> ! {
+fn kernel_threw(callback: Callback) -> ! {
+    // SAFETY: the trampoline's NUL-terminated buffer of this thread.
+    let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
     let mut line = Line::default();
-    let _ = write_message(&mut line, callback);
+    let _ = write_name(&mut line, callback);
+    let _ = write!(line, " threw a C++ exception ({}).", what.to_string_lossy());
+    let _ = writeln!(line, " Kernels must return normally: catch exceptions inside the kernel. Aborting the process (the stream cannot tell what the kernel left undone)");
     line.emit();
     std::process::abort();
 }
 
-/// What an allocator callback that threw is told to do instead.
-const ALLOCATOR_ADVICE: &str = "did not return normally: a C++ exception was thrown through aclalloc. Allocator callbacks must return normally (no exception, no longjmp out of them): catch exceptions inside the callback and return NULL from alloc (include/aclalloc/ge_allocator.h does this for C++ allocators). Aborting the process (aclalloc's locks and bookkeeping for the allocator cannot be recovered)";
-
-/// The message: which callback, for what, and what to do.
-fn write_message(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
-    let (function, stream, descriptor) = match callback {
-        Callback::Alloc { stream, descriptor } => (Function::Alloc, stream, descriptor),
-        Callback::AllocAdvise { stream, descriptor } => (Function::AllocAdvise, stream, descriptor),
-        Callback::GetAddrFromBlock { stream, descriptor } => {
-            (Function::GetAddrFromBlock, stream, descriptor)
-        }
-        Callback::Free { stream, descriptor } => (Function::Free, stream, descriptor),
-        Callback::TrackedGetAddr { function, block } => {
-            return writeln!(
-                out,
-                "aclalloc: the {} at {function:#x}, called by the tracking layer for block {block:#x}, {ALLOCATOR_ADVICE}",
-                Function::GetAddrFromBlock.name()
-            );
-        }
-        Callback::Default { function, stream } => {
-            write!(
-                out,
-                "aclalloc: the {} of the default allocator (set with aclallocSetDefaultAllocator)",
-                function.name()
-            )?;
-            if stream != 0 {
-                write!(out, " for stream {stream:#x}")?;
+impl Callback {
+    /// The C type of the callback, for the message log.
+    fn c_name(self) -> &'static str {
+        match self {
+            Callback::Alloc { .. } => "aclrtAllocatorAllocFunc",
+            Callback::AllocAdvise { .. } => "aclrtAllocatorAllocAdviseFunc",
+            Callback::GetAddrFromBlock { .. } | Callback::TrackedGetAddr { .. } => {
+                "aclrtAllocatorGetAddrFromBlockFunc"
             }
-            return writeln!(out, " {ALLOCATOR_ADVICE}");
+            Callback::Free { .. } => "aclrtAllocatorFreeFunc",
+            Callback::Default { function, .. } => match function {
+                Function::Alloc => "aclrtAllocatorAllocFunc",
+                Function::AllocAdvise => "aclrtAllocatorAllocAdviseFunc",
+                Function::GetAddrFromBlock => "aclrtAllocatorGetAddrFromBlockFunc",
+                Function::Free => "aclrtAllocatorFreeFunc",
+            },
+            Callback::Plugin { .. } => "the pluggable allocator",
+            Callback::Kernel { .. } => "aclallocKernelFunc",
         }
+    }
+}
+
+/// Which function it is (stream and descriptor addresses are left out:
+/// the text is kept for the life of the process).
+fn write_name(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
+    match callback {
+        Callback::Alloc { .. } => write!(out, "The {}", Function::Alloc.name()),
+        Callback::AllocAdvise { .. } => write!(out, "The {}", Function::AllocAdvise.name()),
+        Callback::GetAddrFromBlock { .. } => {
+            write!(out, "The {}", Function::GetAddrFromBlock.name())
+        }
+        Callback::Free { .. } => write!(out, "The {}", Function::Free.name()),
+        Callback::TrackedGetAddr { function, .. } => write!(
+            out,
+            "The {} at {function:#x}, called by the tracking layer,",
+            Function::GetAddrFromBlock.name()
+        ),
+        Callback::Default { function, .. } => write!(
+            out,
+            "The {} of the default allocator (set with aclallocSetDefaultAllocator)",
+            function.name()
+        ),
         Callback::Plugin {
             function,
             library,
             symbol,
-        } => {
-            return writeln!(
-                out,
-                "aclalloc: the pluggable allocator's {} {symbol} of {library} did not return normally: a C++ exception was thrown through aclalloc. Plugin functions must return normally (no exception, no longjmp out of them): catch exceptions inside the function and return NULL from alloc. Aborting the process (aclalloc's bookkeeping for the allocator cannot be recovered)",
-                function.name()
-            );
-        }
-        Callback::Kernel { function, device } => {
-            return writeln!(
-                out,
-                "aclalloc: the kernel at {function:#x} (aclallocKernelFunc, on a stream of device {device}) did not return normally: a C++ exception was thrown through aclalloc. Kernels must return normally (no exception, no longjmp out of them): catch exceptions inside the kernel. Aborting the process (the stream's state cannot be recovered)"
-            );
-        }
-    };
-    write!(out, "aclalloc: the {} of the allocator", function.name())?;
-    if descriptor != 0 {
-        write!(out, " registered with descriptor {descriptor:#x}")?;
+        } => write!(
+            out,
+            "The pluggable allocator's {} {symbol} of {library}",
+            function.name()
+        ),
+        Callback::Kernel { function, device } => write!(
+            out,
+            "aclalloc: the kernel at {function:#x} (aclallocKernelFunc, on a stream of device {device})"
+        ),
     }
-    writeln!(out, " for stream {stream:#x} {ALLOCATOR_ADVICE}")
 }
 
-/// Runs `call`, which calls a foreign function through an `extern
-/// "C-unwind"` pointer, guarded for the callback `site` names.
-#[inline]
-pub(crate) fn guarded<R>(site: impl Fn() -> Callback, call: impl FnOnce() -> R) -> R {
-    let guard = CallGuard(site);
-    let result = call();
-    std::mem::forget(guard);
-    result
-}
-
-/// `alloc(obj, size)`, guarded. Safety: as calling `alloc` directly.
+/// `alloc(obj, size)`, guarded: NULL when it throws. Safety: as calling `alloc` directly.
 #[inline]
 pub(crate) unsafe fn alloc(
     alloc: AllocFn,
@@ -228,14 +422,13 @@ pub(crate) unsafe fn alloc(
     size: usize,
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
-    // SAFETY: same signature and call ABI; see the module documentation.
-    let alloc: unsafe extern "C-unwind" fn(*mut c_void, usize) -> *mut c_void =
-        unsafe { std::mem::transmute(alloc) };
+    let mut status = 0;
     // SAFETY: the caller's contract.
-    guarded(site, || unsafe { alloc(obj, size) })
+    let p = unsafe { aclalloc_guarded_alloc(&mut status, alloc, obj, size) };
+    allocator_call(site, null_mut(), outcome(status, || p))
 }
 
-/// `alloc_advise(obj, size, addr)`, guarded. Safety: as calling `alloc_advise` directly.
+/// `alloc_advise(obj, size, addr)`, guarded: NULL when it throws. Safety: as calling `alloc_advise` directly.
 #[inline]
 pub(crate) unsafe fn alloc_advise(
     alloc_advise: AllocAdviseFn,
@@ -244,28 +437,29 @@ pub(crate) unsafe fn alloc_advise(
     addr: *mut c_void,
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
-    // SAFETY: same signature and call ABI; see the module documentation.
+    // SAFETY: same signature and call ABI; a throw unwinds into the trampoline.
     let advise: unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) -> *mut c_void =
         unsafe { std::mem::transmute(alloc_advise) };
     // SAFETY: the caller's contract.
-    guarded(site, || unsafe { advise(obj, size, addr) })
+    let outcome = call(|| unsafe { advise(obj, size, addr) });
+    allocator_call(site, null_mut(), outcome)
 }
 
-/// `getAddrFromBlock(block)`, guarded. Safety: as calling `get_addr` directly.
+/// `getAddrFromBlock(block)`, guarded: NULL when it throws. Safety: as calling `get_addr` directly.
 #[inline]
 pub(crate) unsafe fn get_addr_from_block(
     get_addr: GetAddrFromBlockFn,
     block: *mut c_void,
     site: impl Fn() -> Callback,
 ) -> *mut c_void {
-    // SAFETY: same signature and call ABI; see the module documentation.
-    let get_addr: unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void =
-        unsafe { std::mem::transmute(get_addr) };
+    let mut status = 0;
     // SAFETY: the caller's contract.
-    guarded(site, || unsafe { get_addr(block) })
+    let p = unsafe { aclalloc_guarded_get_addr(&mut status, get_addr, block) };
+    allocator_call(site, null_mut(), outcome(status, || p))
 }
 
-/// `free(obj, block)`, guarded. Safety: as calling `free` directly.
+/// `free(obj, block)`, guarded: a throw is recorded and the block taken as
+/// freed. Safety: as calling `free` directly.
 #[inline]
 pub(crate) unsafe fn free(
     free: FreeFn,
@@ -273,15 +467,15 @@ pub(crate) unsafe fn free(
     block: *mut c_void,
     site: impl Fn() -> Callback,
 ) {
-    // SAFETY: same signature and call ABI; see the module documentation.
-    let free: unsafe extern "C-unwind" fn(*mut c_void, *mut c_void) =
-        unsafe { std::mem::transmute(free) };
+    let mut status = 0;
     // SAFETY: the caller's contract.
-    guarded(site, || unsafe { free(obj, block) })
+    unsafe { aclalloc_guarded_free(&mut status, free, obj, block) };
+    allocator_call(site, (), outcome(status, || ()))
 }
 
-/// `kernel(workspace, size, user_data)` of a stream of `device`, guarded.
-/// Safety: as calling `kernel` directly.
+/// `kernel(workspace, size, user_data)` of a stream of `device`, guarded;
+/// a forced unwind leaves [`unwind_paused`] set. Safety: as calling
+/// `kernel` directly.
 #[inline]
 pub(crate) unsafe fn kernel(
     kernel: unsafe extern "C" fn(*mut c_void, usize, *mut c_void),
@@ -291,90 +485,79 @@ pub(crate) unsafe fn kernel(
     device: u32,
 ) {
     let function = kernel as usize;
-    // SAFETY: same signature and call ABI; see the module documentation.
+    // SAFETY: same signature and call ABI; a throw unwinds into the trampoline.
     let kernel: unsafe extern "C-unwind" fn(*mut c_void, usize, *mut c_void) =
         unsafe { std::mem::transmute(kernel) };
-    let site = || Callback::Kernel { function, device };
     // SAFETY: the caller's contract.
-    guarded(site, || unsafe { kernel(workspace, size, user_data) })
+    if let Outcome::Threw = call(|| unsafe { kernel(workspace, size, user_data) }) {
+        kernel_threw(Callback::Kernel { function, device })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn message(callback: Callback) -> String {
+    fn name(callback: Callback) -> String {
         let mut s = String::new();
-        write_message(&mut s, callback).unwrap();
+        write_name(&mut s, callback).unwrap();
         s
     }
 
     #[test]
-    fn the_message_names_the_callback_and_what_it_was_called_for() {
+    fn the_name_says_which_function_it_is() {
         let (stream, descriptor, function, block, device) = (0x1234, 0xabc, 0x4000, 0x40, 1);
         let plugin = Callback::Plugin {
             function: PluginFunction::EmptyCache,
             library: Name::new(b"/opt/lib/libmine.so"),
             symbol: Name::new(b"my_empty"),
         };
-        let (alloc, advise) = (
-            "alloc callback (aclrtAllocatorAllocFunc)",
-            "allocAdvise callback",
-        );
-        let cases: [(Callback, &[&str], &str); 7] = [
+        let cases: [(Callback, &str, &str); 6] = [
             (
                 Callback::Alloc { stream, descriptor },
-                &[alloc, "descriptor 0xabc"],
-                "",
+                "alloc callback (aclrtAllocatorAllocFunc)",
+                "aclrtAllocatorAllocFunc",
             ),
             (
                 Callback::AllocAdvise { stream, descriptor },
-                &[advise, "stream 0x1234"],
-                "",
-            ),
-            (
-                Callback::Free {
-                    stream,
-                    descriptor: 0,
-                },
-                &["free callback"],
-                "descriptor 0x",
-            ),
-            (
-                Callback::Kernel { function, device },
-                &["kernel at 0x4000", "device 1"],
-                "",
+                "allocAdvise callback (aclrtAllocatorAllocAdviseFunc)",
+                "aclrtAllocatorAllocAdviseFunc",
             ),
             (
                 Callback::TrackedGetAddr { function, block },
-                &["at 0x4000", "block 0x40"],
-                "",
+                "getAddrFromBlock callback (aclrtAllocatorGetAddrFromBlockFunc) at 0x4000",
+                "aclrtAllocatorGetAddrFromBlockFunc",
             ),
             (
                 Callback::Default {
                     function: Function::Free,
                     stream: 0,
                 },
-                &["free callback (aclrtAllocatorFreeFunc) of the default allocator"],
-                "for stream",
+                "free callback (aclrtAllocatorFreeFunc) of the default allocator",
+                "aclrtAllocatorFreeFunc",
             ),
             (
                 plugin,
-                &["empty-cache function (emptyCacheSymbol) my_empty of /opt/lib/libmine.so"],
-                "",
+                "empty-cache function (emptyCacheSymbol) my_empty of /opt/lib/libmine.so",
+                "the pluggable allocator",
+            ),
+            (
+                Callback::Kernel { function, device },
+                "kernel at 0x4000 (aclallocKernelFunc, on a stream of device 1)",
+                "aclallocKernelFunc",
             ),
         ];
-        for (callback, present, absent) in cases {
-            let m = message(callback);
-            assert!(present.iter().all(|p| m.contains(p)), "{m}");
-            assert!(absent.is_empty() || !m.contains(absent), "{m}");
+        for (callback, text, c_name) in cases {
+            let n = name(callback);
+            assert!(n.contains(text), "{n}");
+            assert!(!n.contains("0x1234") && !n.contains("0xabc"), "{n}");
+            assert_eq!(callback.c_name(), c_name);
         }
-        let m = message(Callback::Alloc { stream, descriptor });
-        assert!(m.contains("stream 0x1234") && m.contains("catch exceptions inside the callback"));
-        let m = message(Callback::AllocAdvise { stream, descriptor });
-        assert!(m.contains("(aclrtAllocatorAllocAdviseFunc)") && m.contains("descriptor 0xabc"));
-        let m = message(Callback::TrackedGetAddr { function, block });
-        assert!(m.contains("getAddrFromBlock callback"), "{m}");
+        let error = threw_error(plugin);
+        assert_eq!(error.code(), crate::base::error::ACL_ERROR_BAD_ALLOC);
+        assert!(error
+            .to_string()
+            .ends_with("of /opt/lib/libmine.so threw a C++ exception: "));
     }
 
     #[test]
@@ -390,41 +573,8 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_message_fits_the_buffer() {
-        let (long, max) = (Name::new(&[b'x'; 500]), usize::MAX);
-        let callbacks = [
-            Callback::GetAddrFromBlock {
-                stream: max,
-                descriptor: max,
-            },
-            Callback::AllocAdvise {
-                stream: max,
-                descriptor: max,
-            },
-            Callback::TrackedGetAddr {
-                function: max,
-                block: max,
-            },
-            Callback::Default {
-                function: Function::GetAddrFromBlock,
-                stream: max,
-            },
-            Callback::Plugin {
-                function: PluginFunction::MemoryFraction,
-                library: long,
-                symbol: long,
-            },
-            Callback::Kernel {
-                function: max,
-                device: u32::MAX,
-            },
-        ];
-        for callback in callbacks {
-            let mut line = Line::default();
-            write_message(&mut line, callback).unwrap();
-            let text = line.as_bytes();
-            assert!(text.len() < 1024, "{} bytes", text.len());
-            assert_eq!(text.last(), Some(&b'\n'));
-        }
+    fn a_call_that_returns_is_passed_through() {
+        assert!(matches!(call(|| 7), Outcome::Returned(7)));
+        assert!(!any_unwind_paused());
     }
 }

@@ -255,10 +255,7 @@ pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) 
 #[no_mangle]
 pub extern "C" fn aclallocPluggableEmptyCache(allocator: aclallocPluggable) -> aclError {
     boundary("aclallocPluggableEmptyCache", || {
-        published::with_allocator(handle(allocator)?, |a| {
-            a.empty_cache();
-            Ok(())
-        })
+        published::with_allocator(handle(allocator)?, |a| a.empty_cache())
     })
 }
 

@@ -2,12 +2,12 @@
 
 use super::context;
 use super::library::{
-    self, Loaded, PluginAllocFn, PluginEmptyCacheFn, PluginFreeFn, PluginFunctions, PluginInitFn,
-    PluginMemoryFractionFn, PluginSpec,
+    self, Loaded, PluginEmptyCacheFn, PluginFunctions, PluginInitFn, PluginMemoryFractionFn,
+    PluginSpec,
 };
 use super::live::{self, Books, LiveBlock, Stats};
 use crate::base::error::{Error, Result};
-use crate::base::foreign_call::{self, Callback, Name, PluginFunction};
+use crate::base::foreign_call::{self, Callback, Name, Outcome, PluginFunction};
 use crate::base::sync::AtomicBool;
 use crate::registry::StreamKey;
 use std::ffi::c_void;
@@ -41,7 +41,7 @@ impl Drop for PluggableAllocator {
     /// allocator any more, so no call of the plugin runs concurrently with it
     /// through this allocator.
     fn drop(&mut self) {
-        self.empty_cache();
+        let _ = self.empty_cache();
     }
 }
 
@@ -72,16 +72,15 @@ impl PluggableAllocator {
     }
 
     /// Calls the plugin's init hook, if it has one, with the device count.
-    pub fn init(&self) {
+    pub fn init(&self) -> Result<()> {
         if let Some(init) = self.functions.init {
             // SAFETY: same signature and call ABI (`unwinding`).
             let init = unsafe { std::mem::transmute::<PluginInitFn, InitUnwind>(init) };
             let device_count = context::device_count();
             // SAFETY: the plugin's documented signature.
-            foreign_call::guarded(self.site(PluginFunction::Init), || unsafe {
-                init(device_count)
-            })
+            self.call(PluginFunction::Init, (), || unsafe { init(device_count) })?;
         }
+        Ok(())
     }
 
     /// Allocates `size` bytes on `device` for `stream` (`None`: any stream,
@@ -98,17 +97,15 @@ impl PluggableAllocator {
         let Ok(ssize) = isize::try_from(size) else {
             return Err(too_large());
         };
-        // SAFETY: the plugin's documented signature. The books are not
-        // entered: a plugin may take its time or call back into this library.
-        // A plugin function that throws ends the process with its name
-        // (`foreign_call`).
-        let alloc =
-            unsafe { std::mem::transmute::<PluginAllocFn, AllocUnwind>(self.functions.alloc) };
-        // SAFETY: `alloc` is the plugin's function with its documented signature, called with
-        // plain values; a throw ends the process (`guarded`).
-        let ptr = foreign_call::guarded(self.site(PluginFunction::Alloc), || unsafe {
-            alloc(ssize, device, stream)
-        });
+        // SAFETY: the plugin's documented signature, called with plain
+        // values. The books are not entered: a plugin may take its time or
+        // call back into this library.
+        let outcome =
+            unsafe { foreign_call::plugin_alloc(self.functions.alloc, ssize, device, stream) };
+        let ptr = match self.settle(PluginFunction::Alloc, std::ptr::null_mut(), outcome) {
+            Ok(ptr) => ptr,
+            Err(threw) => return Err(self.count_failure(threw)),
+        };
         let Some(ptr) = NonNull::new(ptr) else {
             return Err(self.failed(size, device));
         };
@@ -126,12 +123,17 @@ impl PluggableAllocator {
     #[cold]
     #[inline(never)]
     fn failed(&self, size: usize, device: i32) -> Error {
-        let _ = live::with(&self.live, |g| g.count_failure());
-        Error::AllocatorReturnedNull {
+        self.count_failure(Error::AllocatorReturnedNull {
             allocator: "pluggable",
             size,
             device,
-        }
+        })
+    }
+
+    #[cold]
+    fn count_failure(&self, error: Error) -> Error {
+        let _ = live::with(&self.live, |g| g.count_failure());
+        error
     }
 
     /// Frees a pointer this allocator returned, passing the plugin the size,
@@ -140,35 +142,33 @@ impl PluggableAllocator {
     #[inline]
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
         let block = live::remove(&self.live, ptr.as_ptr() as usize)?;
-        // SAFETY: the plugin's documented signature; `ptr` is live and is
-        // passed back with what it was allocated with. Removed from the table
-        // first, so a concurrent second free of it is refused.
-        let free = unsafe { std::mem::transmute::<PluginFreeFn, FreeUnwind>(self.functions.free) };
-        // SAFETY: `free` is the plugin's function; `ptr` was live (just removed from the table)
-        // and goes back with its own size, device and stream.
-        foreign_call::guarded(self.site(PluginFunction::Free), || unsafe {
-            free(
+        // SAFETY: the plugin's documented signature; `ptr` was live (just
+        // removed from the table, so a concurrent second free of it is
+        // refused) and goes back with its own size, device and stream. A
+        // throw leaves it freed as far as the books go.
+        let outcome = unsafe {
+            foreign_call::plugin_free(
+                self.functions.free,
                 ptr.as_ptr(),
                 block.size as isize,
                 block.device,
                 block.stream_ptr(),
             )
-        });
-        Ok(())
+        };
+        self.settle(PluginFunction::Free, (), outcome)
     }
 
     /// The plugin's empty-cache hook; without one there is nothing cached
     /// that this library knows of, and the call does nothing (as PyTorch's).
-    pub fn empty_cache(&self) {
+    pub fn empty_cache(&self) -> Result<()> {
         if let Some(empty_cache) = self.functions.empty_cache {
             // SAFETY: same signature and call ABI (`unwinding`).
             let empty_cache =
                 unsafe { std::mem::transmute::<PluginEmptyCacheFn, EmptyCacheUnwind>(empty_cache) };
             // SAFETY: the plugin's documented signature.
-            foreign_call::guarded(self.site(PluginFunction::EmptyCache), || unsafe {
-                empty_cache()
-            })
+            self.call(PluginFunction::EmptyCache, (), || unsafe { empty_cache() })?;
         }
+        Ok(())
     }
 
     /// The plugin's memory-fraction hook. A limit silently ignored would be
@@ -187,16 +187,26 @@ impl PluggableAllocator {
         let hook =
             unsafe { std::mem::transmute::<PluginMemoryFractionFn, MemoryFractionUnwind>(hook) };
         // SAFETY: the plugin's documented signature.
-        foreign_call::guarded(self.site(PluginFunction::MemoryFraction), || unsafe {
+        self.call(PluginFunction::MemoryFraction, (), || unsafe {
             hook(fraction, device)
-        });
-        Ok(())
+        })
     }
 
-    /// Names `function` for the message when it throws; run only then.
+    /// Calls one of the plugin's functions (`foreign_call`): a C++ exception
+    /// is an error naming the function with its what(); a forced unwind
+    /// (the thread is ending) answers `failed`.
     #[inline]
-    fn site(&self, function: PluginFunction) -> impl Fn() -> Callback + '_ {
-        move || self.callback(function)
+    fn call<R>(&self, function: PluginFunction, failed: R, f: impl FnOnce() -> R) -> Result<R> {
+        self.settle(function, failed, foreign_call::call(f))
+    }
+
+    #[inline]
+    fn settle<R>(&self, function: PluginFunction, failed: R, outcome: Outcome<R>) -> Result<R> {
+        match outcome {
+            Outcome::Returned(value) => Ok(value),
+            Outcome::Paused => Ok(failed),
+            Outcome::Threw => Err(foreign_call::threw_error(self.callback(function))),
+        }
     }
 
     #[cold]
@@ -284,13 +294,9 @@ impl Names {
 }
 
 // Unwinding: the `"C-unwind"` views of the plugin's function types, so that
-// a C++ exception thrown by one unwinds into `foreign_call::guarded`, which
-// names the function and aborts (`crate::base::foreign_call`). Same
-// signatures and call ABI as the `"C"` types the library resolves.
-type AllocUnwind =
-    unsafe extern "C-unwind" fn(size: isize, device: i32, stream: *mut c_void) -> *mut c_void;
-type FreeUnwind =
-    unsafe extern "C-unwind" fn(ptr: *mut c_void, size: isize, device: i32, stream: *mut c_void);
+// a C++ exception or a forced unwind may leave one into the trampoline of
+// `crate::base::foreign_call`. Same signatures and call ABI as the `"C"`
+// types the library resolves.
 type InitUnwind = unsafe extern "C-unwind" fn(device_count: i32);
 type EmptyCacheUnwind = unsafe extern "C-unwind" fn();
 type MemoryFractionUnwind = unsafe extern "C-unwind" fn(fraction: f64, device: i32);
@@ -407,8 +413,8 @@ mod tests {
     #[test]
     fn missing_hooks_behave_as_documented() {
         let a = allocator();
-        a.init();
-        a.empty_cache();
+        a.init().unwrap();
+        a.empty_cache().unwrap();
         assert!(matches!(
             a.set_memory_fraction(0.5, 0),
             Err(Error::NotSupported { .. })

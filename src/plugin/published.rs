@@ -215,10 +215,11 @@ pub fn publish(allocator: PluggableAllocator) -> Result<(PluggableHandle, Descri
         let _ = api.destroy_descriptor(descriptor);
         return Err(e);
     }
-    with_allocator(handle, |a| {
-        a.init();
-        Ok(())
-    })?;
+    if let Err(e) = with_allocator(handle, |a| a.init()) {
+        unpublish(handle);
+        let _ = api.destroy_descriptor(descriptor);
+        return Err(e);
+    }
     Ok((handle, descriptor))
 }
 
@@ -587,11 +588,7 @@ mod tests {
         .unwrap();
         EMPTYING.store(h.get(), Ordering::SeqCst);
         // What aclallocPluggableEmptyCache does.
-        with_allocator(h, |a| {
-            a.empty_cache();
-            Ok(())
-        })
-        .unwrap();
+        with_allocator(h, |a| a.empty_cache()).unwrap();
         assert!(matches!(
             EMPTY_SEEN.lock().unwrap().pop(),
             Some(Err(Error::StillInUse { count: 1, .. }))

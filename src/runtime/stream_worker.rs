@@ -100,6 +100,11 @@ struct Shared {
     worker_exited: AtomicBool,
     /// The worker died of a panic: nothing queued will run.
     dead: AtomicBool,
+    /// A kernel or a free callback ended the worker thread (pthread_exit,
+    /// pthread_cancel); the next call on the stream starts a new one. Not
+    /// at once: a Python interpreter ends threads so while it shuts down,
+    /// and the kernels still queued must not call into it afterwards.
+    orphaned: AtomicBool,
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
@@ -111,6 +116,8 @@ struct Shared {
     done: Condvar,
     memory: Arc<DeviceHeap>,
     workspaces: &'static dyn WorkspaceAllocator,
+    /// The worker thread.
+    worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 thread_local! {
@@ -121,7 +128,6 @@ thread_local! {
 /// A stream of one device.
 pub struct Stream {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Stream {
@@ -144,6 +150,7 @@ impl Stream {
             worker_asleep: AtomicBool::new(false),
             worker_exited: AtomicBool::new(false),
             dead: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
             lock: SleepMutex::new(()),
@@ -152,19 +159,10 @@ impl Stream {
             done: Condvar::new(),
             memory,
             workspaces,
+            worker: Mutex::new(None),
         });
-        let for_worker = Arc::clone(&shared);
-        let worker = crate::base::threads::spawn(
-            format!("aclalloc-stream-d{}", shared.memory.device()),
-            move || for_worker.run(),
-        )
-        .map_err(|_| Error::BadAlloc {
-            what: "a stream's worker thread",
-        })?;
-        Ok(Stream {
-            shared,
-            worker: Mutex::new(Some(worker)),
-        })
+        Shared::start_worker(&shared)?;
+        Ok(Stream { shared })
     }
 
     /// The device this stream runs on.
@@ -198,6 +196,9 @@ impl Stream {
             }
         };
         shared.entering.fetch_sub(1, Ordering::SeqCst);
+        if shared.orphaned.load(Ordering::SeqCst) {
+            self.restart_worker();
+        }
         if pushed.is_ok() {
             // Pairs with the fence in `Shared::sleep`: either the worker sees
             // the task, or this thread sees that the worker sleeps.
@@ -232,6 +233,12 @@ impl Stream {
             if shared.dead.load(Ordering::SeqCst) {
                 break Err(DEAD);
             }
+            if shared.orphaned.load(Ordering::SeqCst) {
+                drop(guard);
+                self.restart_worker();
+                guard = shared.sleep_lock();
+                continue;
+            }
             match shared.queue.push(task) {
                 Ok(()) => break Ok(()),
                 Err(back) => task = back,
@@ -265,6 +272,12 @@ impl Stream {
                     if shared.dead.load(Ordering::Acquire) {
                         return Err(DEAD);
                     }
+                    if shared.orphaned.load(Ordering::SeqCst) {
+                        drop(guard);
+                        self.restart_worker();
+                        guard = shared.sleep_lock();
+                        continue;
+                    }
                     guard = shared
                         .done
                         .wait(guard)
@@ -278,6 +291,8 @@ impl Stream {
                 while !shared.worker_exited.load(Ordering::Acquire)
                     && !shared.dead.load(Ordering::Acquire)
                 {
+                    // Queued work still runs when a kernel ended the worker.
+                    self.restart_worker();
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 Ok(())
@@ -309,13 +324,13 @@ impl Stream {
         self.close();
         if self.is_inherited() {
             // The worker is the parent's: nothing to join, and the queue never runs.
-            if let Some(worker) = self.worker.lock().take() {
+            if let Some(worker) = self.shared.worker.lock().take() {
                 fork::keep_inherited(worker);
             }
             return Ok(());
         }
-        if let Some(worker) = self.worker.lock().take() {
-            // A worker that died has already exited: joining returns at once.
+        // A worker that died has already exited: joining returns at once.
+        if let Some(worker) = self.shared.worker.lock().take() {
             let _ = worker.join();
         }
         Ok(())
@@ -333,15 +348,38 @@ impl Stream {
         while shared.entering.load(Ordering::SeqCst) != 0 {
             std::thread::yield_now();
         }
-        let _guard = shared.sleep_lock();
-        shared.work.notify_all();
-        shared.room.notify_all();
+        {
+            let _guard = shared.sleep_lock();
+            shared.work.notify_all();
+            shared.room.notify_all();
+        }
+        // The queue still runs: a worker that a kernel ended is replaced.
+        self.restart_worker();
     }
 
     /// True once the worker has exited (or died): nothing queued is left to run.
     pub fn is_finished(&self) -> bool {
         self.shared.worker_exited.load(Ordering::Acquire)
             || self.shared.dead.load(Ordering::Acquire)
+    }
+
+    /// Starts a new worker when a kernel ended the last one.
+    #[cold]
+    fn restart_worker(&self) {
+        let shared = &self.shared;
+        if shared
+            .orphaned
+            .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            // The ended thread returns right after it set the flag.
+            if let Some(ended) = shared.worker.lock().take() {
+                let _ = ended.join();
+            }
+            if Shared::start_worker(shared).is_err() {
+                shared.dead.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Fails when the stream was inherited through `fork()` or its worker died.
@@ -390,11 +428,35 @@ impl Shared {
         self.lock.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn run(&self) {
-        WORKER_OF.with(|w| w.set(self as *const Shared as usize));
+    fn start_worker(shared: &Arc<Shared>) -> Result<()> {
+        let for_worker = Arc::clone(shared);
+        let worker = crate::base::threads::spawn(
+            format!("aclalloc-stream-d{}", shared.memory.device()),
+            move || Shared::run(&for_worker),
+        )
+        .map_err(|_| Error::BadAlloc {
+            what: "a stream's worker thread",
+        })?;
+        *shared.worker.lock() = Some(worker);
+        Ok(())
+    }
+
+    fn run(self: &Arc<Self>) {
+        WORKER_OF.with(|w| w.set(Arc::as_ptr(self) as usize));
         // After a panic the stream is dead and everyone waiting is woken.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
-        if outcome.is_err() {
+        if matches!(outcome, Ok(false)) {
+            // A kernel or a free callback ended this thread (pthread_exit,
+            // pthread_cancel: the unwind was paused in `foreign_call`): it
+            // ends by returning; waiters are woken to start a new worker.
+            foreign_call::forget_paused_unwind();
+            self.orphaned.store(true, Ordering::SeqCst);
+            let _guard = self.sleep_lock();
+            self.done.notify_all();
+            self.room.notify_all();
+            return;
+        }
+        if !matches!(outcome, Ok(true)) {
             self.dead.store(true, Ordering::SeqCst);
             self.worker_exited.store(true, Ordering::Release);
             let _guard = self.sleep_lock();
@@ -403,10 +465,14 @@ impl Shared {
         }
     }
 
-    fn serve(&self) {
+    /// Runs the queue until the stream closes (true) or a kernel ends the
+    /// thread (false).
+    fn serve(&self) -> bool {
         loop {
             while let Some(task) = self.queue.pop() {
-                self.execute(&task);
+                if !self.execute(&task) {
+                    return false;
+                }
                 if self.room_waiters.load(Ordering::Relaxed) > 0 {
                     let _guard = self.sleep_lock();
                     self.room.notify_all();
@@ -418,7 +484,7 @@ impl Shared {
                 && self.queue.is_empty()
             {
                 self.worker_exited.store(true, Ordering::Release);
-                return;
+                return true;
             }
             if !self.spin_until_work() {
                 self.sleep();
@@ -454,7 +520,9 @@ impl Shared {
         self.worker_asleep.store(false, Ordering::Relaxed);
     }
 
-    fn execute(&self, task: &Task) {
+    /// Runs `task`; false when a kernel or a free callback ended the
+    /// thread (the task is retired all the same).
+    fn execute(&self, task: &Task) -> bool {
         match *task {
             Task::Kernel {
                 kernel,
@@ -492,6 +560,7 @@ impl Shared {
             Task::Panic => panic!("a test made the worker panic"),
         }
         self.retire(task);
+        !foreign_call::unwind_paused()
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.

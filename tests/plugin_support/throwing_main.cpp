@@ -1,11 +1,12 @@
 // Drives a pluggable allocator whose functions throw (throwing_plugin.cpp,
 // loaded from argv[1]) through the C functions ("c") or through its
 // descriptor's callbacks as a launch calls them ("launch"), a few pairs in
-// a row: a thread's first call and the hot path after it. Prints each step
-// before it, so the test sees how far the program got.
+// a row: a thread's first call and the hot path after it. Prints each
+// pair's two codes and the message left, then the live block count.
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "aclalloc.h"
 
@@ -30,22 +31,28 @@ int main(int argc, char **argv) {
     }
     try {
         for (int pair = 1; pair <= 4; pair++) {
-            std::printf("pair %d\n", pair);
-            std::fflush(stdout);
+            int first, second = -1;
             if (launch) {
-                if (aclallocLaunchKernel(stream, 512, nothing, nullptr) != ACL_SUCCESS) return 15;
-                if (aclrtSynchronizeStream(stream) != ACL_SUCCESS) return 16;
+                first = aclallocLaunchKernel(stream, 512, nothing, nullptr);
+                second = aclrtSynchronizeStream(stream);
             } else {
                 void *block = nullptr;
-                if (aclallocPluggableMalloc(plugin, &block, 512, nullptr) != ACL_SUCCESS) return 17;
-                if (aclallocPluggableFree(plugin, block) != ACL_SUCCESS) return 18;
+                first = aclallocPluggableMalloc(plugin, &block, 512, nullptr);
+                if (block != nullptr) second = aclallocPluggableFree(plugin, block);
             }
+            const char *m = aclGetRecentErrMsg();
+            std::string message = m != nullptr ? m : "";
+            for (char &c : message) c = c == '\n' ? '|' : c;
+            std::printf("pair %d: %d %d %s\n", pair, first, second, message.c_str());
         }
     } catch (const std::exception &e) {
         // Reaching here would mean the exception crossed the library.
         std::printf("caught after the library: %s\n", e.what());
         return 3;
     }
-    std::printf("every pair returned\n");
+    if (launch && aclrtDestroyStream(stream) != ACL_SUCCESS) return 15;
+    aclallocAllocatorStats stats;
+    if (aclallocPluggableGetStats(plugin, &stats) != ACL_SUCCESS) return 16;
+    std::printf("live %llu\n", (unsigned long long)stats.activeCount);
     return 0;
 }

@@ -1,7 +1,7 @@
 // A pluggable allocator whose functions throw a C++ exception on the call
 // THROWING_CALL names (counted over alloc and free together), for
-// tests/plugin_throwing.rs: the library must end the process naming the
-// function, never let the exception cross it.
+// tests/plugin_throwing.rs: the library takes it as an allocation failure
+// with the exception's text, never lets it cross, and keeps working.
 #include <cstdlib>
 #include <stdexcept>
 #include <sys/types.h>
