@@ -49,6 +49,17 @@ OPTIONS (run):
                     device, time), for --json's device_traces and --html's
                     timeline (sets ACLALLOC_RECORD_HISTORY=N for PROGRAM, so
                     pools it makes record too). 0: off.
+    --stacks[=N]    Capture the call stack (N frames, default 16) of each tracked
+                    allocation: faults show the stack that allocated their block,
+                    leaks are grouped by it (largest first), snapshots carry
+                    PyTorch's 'frames'. Sets ACLALLOC_TRACK_STACKS=N.
+    --suppressions FILE
+                    Leave out faults matching FILE's LeakSanitizer-style lines,
+                    'leak:PATTERN' (or another KIND:PATTERN), PATTERN a part of
+                    a function, file or module name in the stack, '*' any text
+                    ('#' starts a comment). Suppressed faults do not count for
+                    --error-exitcode; the report says how many there were.
+                    Sets ACLALLOC_SUPPRESSIONS=FILE.
     --no-track      Preload the library without tracking (forwarding only);
                     no report is printed.
     --error-exitcode N
@@ -104,6 +115,8 @@ ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
     ACLALLOC_TRACK=1              tracking on from load time
     ACLALLOC_TRACK_REPORT=FILE    text report at exit to FILE (%p: the pid)
     ACLALLOC_TRACK_JSON=FILE      JSON snapshot at exit to FILE (%p: the pid)
+    ACLALLOC_TRACK_STACKS=N       allocating stacks of N frames (0: off)
+    ACLALLOC_SUPPRESSIONS=FILE    faults to leave out of the report
     ACLALLOC_FORWARD=0            never forward, even in front of a real runtime
 
     ACLALLOC_RECORD_HISTORY=N     pools made by aclallocPoolCreate, the
@@ -113,6 +126,7 @@ ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
 EXAMPLES:
     aclalloc run --json snapshot.json -- ./my_inference_server --model m.om
     aclalloc run --html memory.html -- ./my_inference_server --model m.om
+    aclalloc run --stacks --suppressions known.supp --error-exitcode 1 -- ./tests
     aclalloc viz pool_snapshot.json -o memory.html
 ";
 
@@ -128,6 +142,9 @@ struct RunOptions {
     /// Events to record (`None`: not asked; `--html` then records [`HTML_HISTORY`]).
     history: Option<usize>,
     no_track: bool,
+    /// Frames of each allocating stack (0: none).
+    stacks: usize,
+    suppressions: Option<PathBuf>,
     lib: Option<PathBuf>,
     /// Exit code when faults were found (valgrind's option); 0 is off.
     error_exitcode: u8,
@@ -193,6 +210,20 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
                 options.history = Some(number(value("--history")?, "--history", what)?);
             }
             "--no-track" => options.no_track = true,
+            "--stacks" => options.stacks = 16,
+            _ if arg.starts_with("--stacks=") => {
+                let what = "a number of frames, from 1 to 64";
+                let n = PathBuf::from(&arg["--stacks=".len()..]);
+                options.stacks = number(n, "--stacks", what)?;
+            }
+            "--suppressions" => {
+                let file = value("--suppressions")?;
+                // The program may change directory.
+                let file = file
+                    .canonicalize()
+                    .map_err(|e| format!("--suppressions {}: {e}", file.display()))?;
+                options.suppressions = Some(file);
+            }
             "--error-exitcode" => {
                 let what = "a number from 0 to 255";
                 options.error_exitcode =
@@ -354,6 +385,12 @@ fn run(options: RunOptions) -> ExitCode {
             .or(options.html.as_ref().map(|_| HTML_HISTORY));
         if let Some(n) = history {
             command.env("ACLALLOC_RECORD_HISTORY", n.to_string());
+        }
+        if options.stacks > 0 {
+            command.env("ACLALLOC_TRACK_STACKS", options.stacks.to_string());
+        }
+        if let Some(file) = &options.suppressions {
+            command.env("ACLALLOC_SUPPRESSIONS", file);
         }
     } else {
         command

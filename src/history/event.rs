@@ -50,4 +50,6 @@ pub struct Event {
     pub stream: usize,
     /// Microseconds on the monotonic clock.
     pub time_us: u64,
+    /// The call stack, when the recorder captures them.
+    pub stack: super::stacks::StackId,
 }

@@ -15,7 +15,8 @@
 use crate::base::env;
 use crate::base::error::{Error, Result};
 use crate::history::env::{parse_raw, ENV_VAR};
-use crate::history::{Action, History, Recorder};
+use crate::history::stacks::StackId;
+use crate::history::{Action, History, Recorder, StackContext};
 use std::sync::OnceLock;
 
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -70,12 +71,18 @@ pub(crate) fn init_from_env() {
     }
 }
 
-/// A live block got its first address.
+/// A live block allocated from `stack` got its first address.
 #[inline]
-pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize) {
+pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize, stack: StackId) {
     if let Some(r) = recording() {
-        r.record_on(device, Action::Alloc, address, size, size, stream);
+        r.record_alloc_with_stack(device, address, size, stream, stack);
     }
+}
+
+/// Trace events show the allocating stacks the layer captures (it passes
+/// them itself: the recorder captures none).
+pub(crate) fn show_stacks() {
+    recorder().set_stacks(StackContext::Alloc, 0);
 }
 
 /// A block with a known address was freed on `stream`.

@@ -1,0 +1,187 @@
+//! Allocation stacks end to end: a C program (tests/stacks_support/leaks.c,
+//! built with -g) leaks from two call sites; under `aclalloc run --stacks`
+//! the report names both with file and line, grouped, the larger first; a
+//! suppressions file silences one and `--error-exitcode` follows; the
+//! snapshot's blocks carry PyTorch's `frames`, which `_memory_viz.py`'s
+//! memory flame graph reads.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use common::vendor::{text, under_aclalloc};
+use serde_json::Value;
+
+fn source() -> PathBuf {
+    common::root().join("tests/stacks_support/leaks.c")
+}
+
+/// The program, built once.
+fn program() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = common::scratch("stacks");
+        let binary = dir.join("leaks");
+        common::compile("cc", "c11", &[&source()], &binary, &[]);
+        binary
+    })
+}
+
+/// `leaks.c:N`, N the line marked `site: NAME`.
+fn site(name: &str) -> String {
+    let text = std::fs::read_to_string(source()).unwrap();
+    let marker = format!("site: {name} ");
+    let line = text.lines().position(|l| l.contains(&marker)).unwrap() + 1;
+    format!("leaks.c:{line}")
+}
+
+fn run(options: &[&str]) -> Output {
+    let out = under_aclalloc(options, &[program()]);
+    assert_eq!(text(&out.stdout), "done\n", "{}", text(&out.stderr));
+    out
+}
+
+#[test]
+fn leaks_are_grouped_by_their_allocating_stack_the_largest_first() {
+    let out = run(&["--stacks"]);
+    let report = text(&out.stderr);
+    let weights = format!(
+        "stack #1: 3 leaks, 12 KiB, from load_weights at {}",
+        site("load_weights")
+    );
+    let cache = format!(
+        "stack #2: 1 leak, 512 B, from make_cache at {}",
+        site("make_cache")
+    );
+    assert!(report.contains(&weights), "{report}");
+    assert!(report.contains(&cache), "{report}");
+    let frame = format!("#0 load_weights at {}", site("load_weights"));
+    assert!(report.contains(&frame), "{report}");
+    assert!(
+        report.contains("totals: allocations=4 frees=0 live=4 faults=4"),
+        "{report}"
+    );
+    let leak_lines = report.lines().filter(|l| l.contains("fault leak:"));
+    assert_eq!(
+        leak_lines.filter(|l| l.ends_with(" stack=#1")).count(),
+        3,
+        "{report}"
+    );
+}
+
+#[test]
+fn without_stacks_the_report_has_none() {
+    let report = text(&run(&[]).stderr);
+    assert!(
+        !report.contains("stack #") && !report.contains("stack=#"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_suppressions_file_silences_a_site_and_the_exit_code_follows() {
+    let dir = common::scratch("stacks_suppressions");
+    let one = dir.join("one.supp");
+    std::fs::write(&one, "# known\nleak:make_*cache\n").unwrap();
+    let both = dir.join("both.supp");
+    std::fs::write(&both, "leak:load_weights\nleak:leaks.c\n").unwrap();
+    let with = |file: &Path| {
+        let file = file.to_str().unwrap().to_string();
+        run(&["--stacks", "--suppressions", &file, "--error-exitcode", "9"])
+    };
+    let out = with(&one);
+    let report = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{report}");
+    assert!(report.contains("faults=3"), "{report}");
+    assert!(!report.contains("from make_cache"), "{report}");
+    assert!(
+        report.contains("suppressed: 1 fault(s) (512 B of leaks), by make_*cache"),
+        "{report}"
+    );
+    let out = with(&both);
+    let report = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("faults=0"), "{report}");
+    assert!(report.contains("suppressed: 4 fault(s)"), "{report}");
+}
+
+/// What `torch/cuda/_memory_viz.py`'s `memory()` hands to flamegraph.pl:
+/// per block of each segment, `stream_S;STATE;FRAMES SIZE`, FRAMES the
+/// block's `frames` outermost first as `file:line:name` (file without its
+/// directory), or `<non-python>` without frames.
+fn memory_flame_graph_lines(snapshot: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for seg in snapshot["segments"].as_array().unwrap() {
+        for b in seg["blocks"].as_array().unwrap() {
+            let frames: Vec<String> = b["frames"]
+                .as_array()
+                .map(|f| {
+                    f.iter()
+                        .rev()
+                        .map(|f| {
+                            let file = f["filename"].as_str().unwrap();
+                            let file = file.rsplit('/').next().unwrap();
+                            format!("{file}:{}:{}", f["line"], f["name"].as_str().unwrap())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let fragment = if frames.is_empty() {
+                "<non-python>".to_string()
+            } else {
+                frames.join(";")
+            };
+            lines.push(format!(
+                "stream_{};{};{fragment} {}",
+                seg["stream"].as_str().unwrap(),
+                b["state"].as_str().unwrap(),
+                b["requested_size"]
+            ));
+        }
+    }
+    lines
+}
+
+#[test]
+fn the_snapshot_carries_frames_that_the_memory_flame_graph_shows() {
+    let dir = common::scratch("stacks_snapshot");
+    let json = dir.join("snapshot.json");
+    run(&[
+        "--stacks",
+        "--history",
+        "100",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let snapshot: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lines = memory_flame_graph_lines(&snapshot);
+    let with = |name: &str| {
+        let frame = format!("{}:{name}", site(name));
+        lines.iter().filter(|l| l.contains(&frame)).count()
+    };
+    assert_eq!(with("load_weights"), 3, "{lines:#?}");
+    assert_eq!(with("make_cache"), 1, "{lines:#?}");
+    // The trace's allocations and the leak events carry them too.
+    let trace = &snapshot["device_traces"][0];
+    let alloc_frames = trace
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "alloc");
+    assert!(
+        alloc_frames.clone().count() == 4
+            && alloc_frames
+                .clone()
+                .all(|e| e["frames"][0]["name"].is_string()),
+        "{trace}"
+    );
+    let leaks = snapshot["events"].as_array().unwrap();
+    assert!(
+        leaks
+            .iter()
+            .all(|e| e["kind"] == "leak" && e["frames"][0]["name"].is_string()),
+        "{leaks:?}"
+    );
+}
