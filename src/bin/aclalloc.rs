@@ -131,7 +131,7 @@ EXAMPLES:
 ";
 
 /// The history `--html` records when `--history` is not given: enough for a
-/// long run's timeline, 4.8 MB of ring.
+/// long run's timeline, 5.6 MB of ring.
 const HTML_HISTORY: usize = 100_000;
 
 #[derive(Default)]

@@ -53,3 +53,6 @@ pub struct Event {
     /// The call stack, when the recorder captures them.
     pub stack: super::stacks::StackId,
 }
+
+// The messages that ask for fewer events name this size.
+const _: () = assert!(std::mem::size_of::<Event>() == 56);

@@ -125,10 +125,10 @@ impl Recorder {
     /// The caller's stack if events of `action` keep one.
     #[inline]
     fn stack_for(&self, action: Action) -> StackId {
-        match self.depth.load(Ordering::Relaxed) {
-            0 => NO_STACK,
-            d if action == Action::Alloc || self.context().traces(action) => {
-                stacks::capture_depth(d)
+        match self.context() {
+            StackContext::Off => NO_STACK,
+            c if action == Action::Alloc || c.traces(action) => {
+                stacks::capture_depth(self.depth.load(Ordering::Relaxed))
             }
             _ => NO_STACK,
         }

@@ -67,10 +67,70 @@ pub fn capture_depth(depth: usize) -> StackId {
         }
         n < depth
     };
-    // SAFETY: the lock `trace` would take serializes Windows' dbghelp; on
-    // Unix the unwinder it calls (_Unwind_Backtrace) is thread-safe.
-    unsafe { backtrace::trace_unsynchronized(&mut record) };
-    intern(&ips[..n])
+    if depth > 0 {
+        // SAFETY: the lock `trace` would take serializes Windows' dbghelp;
+        // on Unix the unwinder it calls (_Unwind_Backtrace) is thread-safe.
+        unsafe { backtrace::trace_unsynchronized(&mut record) };
+    }
+    // The Python frames the caller set go after the native ones (outermost).
+    let mut all = [0usize; 2 * MAX_DEPTH];
+    all[..n].copy_from_slice(&ips[..n]);
+    let python = PYTHON.try_with(|p| {
+        let p = p.borrow();
+        let k = p.len().min(MAX_DEPTH);
+        all[n..n + k].copy_from_slice(&p[..k]);
+        k
+    });
+    intern(&all[..n + python.unwrap_or(0)])
+}
+
+/// Marks an entry of a stack as a Python frame (an index into
+/// [`PythonFrames`]): no user-space code address has the top bit set.
+const PYTHON_TAG: usize = 1 << (usize::BITS - 1);
+
+thread_local! {
+    /// The calling thread's Python frames, innermost first, as tagged
+    /// indices: set by the Python package around calls that allocate.
+    static PYTHON: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Every Python frame seen, interned.
+#[derive(Default)]
+struct PythonFrames {
+    frames: Vec<Frame>,
+    index: HashMap<(String, u32, String), usize>,
+}
+
+fn python_frames() -> &'static Mutex<PythonFrames> {
+    static FRAMES: OnceLock<Mutex<PythonFrames>> = OnceLock::new();
+    FRAMES.get_or_init(Mutex::default)
+}
+
+/// The calling thread's Python stack from now on, innermost first, as
+/// `(filename, line, function)`; empty: none. Stacks captured on this thread
+/// end with these frames.
+pub fn set_python_frames<'a>(frames: impl Iterator<Item = (&'a str, u32, &'a str)>) {
+    let mut tags = Vec::new();
+    let mut table = python_frames().lock();
+    for (file, line, name) in frames.take(MAX_DEPTH) {
+        let key = (file.to_string(), line, name.to_string());
+        if table.frames.len() >= MAX_STACKS && !table.index.contains_key(&key) {
+            break;
+        }
+        let next = table.frames.len();
+        let i = *table.index.entry(key).or_insert(next);
+        if i == next {
+            table.frames.push(Frame {
+                name: name.into(),
+                filename: file.into(),
+                line,
+                module: String::new(),
+            });
+        }
+        tags.push(PYTHON_TAG | i);
+    }
+    drop(table);
+    let _ = PYTHON.try_with(|p| *p.borrow_mut() = tags);
 }
 
 /// Interned stacks: `stacks[id - 1]` and the id of each.
@@ -204,10 +264,29 @@ pub fn frames(id: StackId) -> Vec<Frame> {
     static CACHE: OnceLock<Mutex<HashMap<usize, Vec<Frame>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
     let mut out = Vec::new();
+    let mut python = Vec::new();
     for ip in program_counters(id) {
+        if ip & PYTHON_TAG != 0 {
+            let table = python_frames().lock();
+            python.extend(table.frames.get(ip & !PYTHON_TAG).cloned());
+            continue;
+        }
         let mut cache = cache.lock();
         let resolved = cache.entry(ip).or_insert_with(|| symbolize(ip));
         out.extend(resolved.iter().cloned());
+    }
+    if !python.is_empty() {
+        // The Python frames stand where the interpreter's own begin (the
+        // call into ctypes), as PyTorch interleaves them.
+        let interpreter = |f: &Frame| {
+            let module = f.module.rsplit('/').next().unwrap_or("");
+            ["libffi", "_ctypes", "python", "libpython"]
+                .iter()
+                .any(|m| module.starts_with(m))
+        };
+        let cut = out.iter().position(interpreter).unwrap_or(out.len());
+        out.truncate(cut);
+        out.extend(python);
     }
     // Linked into a program, the library's frames are those of its sources
     // (debug information names functions without their paths).
@@ -315,6 +394,19 @@ mod tests {
         assert!(all.iter().any(here), "{all:#?}");
         let shown = frames(id);
         assert!(!shown.is_empty() && !here(&shown[0]), "{shown:#?}");
+    }
+
+    #[test]
+    fn python_frames_follow_the_native_ones() {
+        set_python_frames([("model.py", 12, "load"), ("main.py", 3, "<module>")].into_iter());
+        let id = capture_depth(0);
+        set_python_frames(std::iter::empty());
+        let names: Vec<(String, u32)> = frames(id).into_iter().map(|f| (f.name, f.line)).collect();
+        assert_eq!(
+            names,
+            [("load".to_string(), 12), ("<module>".to_string(), 3)]
+        );
+        assert_eq!(capture_depth(0), NO_STACK);
     }
 
     #[test]

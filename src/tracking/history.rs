@@ -44,7 +44,7 @@ pub fn record_history(max_entries: usize) -> Result<()> {
     recorder()
         .set_max_entries(max_entries)
         .map_err(|_| Error::BadAlloc {
-            what: "the tracking layer's allocation history (48 bytes per event); ask for fewer \
+            what: "the tracking layer's allocation history (56 bytes per event); ask for fewer \
                    events",
         })
 }
