@@ -185,3 +185,88 @@ fn the_snapshot_carries_frames_that_the_memory_flame_graph_shows() {
         "{leaks:?}"
     );
 }
+
+/// Chromium, if installed (under CI, where `.ci/run` installs it, a
+/// missing one is a failure).
+fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            let out = std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {name}")])
+                .output()
+                .ok()?;
+            let path = text(&out.stdout).trim().to_string();
+            (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Chromium is not installed"
+        );
+        eprintln!("SKIPPED: Chromium is not installed; the page was not opened");
+    }
+    found
+}
+
+/// Clicks the segments canvas, point by point, until a block's stack shows.
+const CLICK_A_BLOCK: &str = r#"<script>
+(function () {
+  var c = document.getElementById("segments-canvas"), r = c.getBoundingClientRect();
+  var box = document.getElementById("stack");
+  for (var y = 2; y < r.height && !box.hasAttribute("data-alloc"); y += 4)
+    for (var x = 0; x < r.width && !box.hasAttribute("data-alloc"); x += 3)
+      c.dispatchEvent(new MouseEvent("click", { clientX: r.left + x, clientY: r.top + y, bubbles: true }));
+})();
+</script>
+</body>"#;
+
+#[test]
+fn the_page_shows_the_stack_of_a_clicked_block_and_live_memory_by_stack() {
+    let Some(chrome) = chromium() else { return };
+    let dir = common::scratch("stacks_page");
+    let page = dir.join("page.html");
+    run(&["--stacks", "--html", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let end = html.rfind("</body>").unwrap();
+    let clicked = dir.join("clicked.html");
+    std::fs::write(
+        &clicked,
+        format!("{}{CLICK_A_BLOCK}{}", &html[..end], &html[end + 7..]),
+    )
+    .unwrap();
+    let out = std::process::Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+        ])
+        .args(["--window-size=1280,1400", "--virtual-time-budget=10000"])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", clicked.display()))
+        .output()
+        .unwrap();
+    let dom = text(&out.stdout);
+    assert!(!dom.contains("id=\"js-error\""), "a script error: {dom}");
+    let stack = &dom[dom.find("<pre id=\"stack\"").expect("the stack box")..];
+    let stack = &stack[..stack.find("</pre>").unwrap()];
+    assert!(
+        stack.contains("data-alloc="),
+        "no block was clicked: {stack}"
+    );
+    let weights = format!("load_weights at {}", site("load_weights"));
+    let cache = format!("make_cache at {}", site("make_cache"));
+    assert!(
+        stack.contains(&weights) || stack.contains(&cache),
+        "{stack}"
+    );
+    let table = &dom[dom.find("id=\"by-stack\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let (w, c) = (table.find(&weights), table.find(&cache));
+    assert!(
+        w.is_some() && c.is_some() && w < c,
+        "largest first: {table}"
+    );
+}
