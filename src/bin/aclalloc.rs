@@ -396,7 +396,9 @@ fn run(options: RunOptions) -> ExitCode {
         command
             .env_remove("ACLALLOC_TRACK")
             .env_remove("ACLALLOC_TRACK_REPORT")
-            .env_remove("ACLALLOC_TRACK_JSON");
+            .env_remove("ACLALLOC_TRACK_JSON")
+            .env_remove("ACLALLOC_TRACK_STACKS")
+            .env_remove("ACLALLOC_SUPPRESSIONS");
     }
     let mut child = match command.spawn() {
         Ok(c) => c,
