@@ -30,19 +30,19 @@ const MAX_STACKS: usize = 1 << 20;
 static DEPTH: AtomicUsize = AtomicUsize::new(0);
 
 /// Captures stacks of up to `depth` frames from now on (0: off).
-pub fn set_depth(depth: usize) {
+pub(crate) fn set_depth(depth: usize) {
     DEPTH.store(depth.min(MAX_DEPTH), Ordering::Relaxed);
 }
 
 /// The frames captured per stack (0: off).
 #[inline]
-pub fn depth() -> usize {
+pub(crate) fn depth() -> usize {
     DEPTH.load(Ordering::Relaxed)
 }
 
 /// The caller's stack, interned, when capture is on; else [`NO_STACK`].
 #[inline]
-pub fn capture() -> StackId {
+pub(crate) fn capture() -> StackId {
     match depth() {
         0 => NO_STACK,
         d => capture_depth(d),
@@ -52,7 +52,7 @@ pub fn capture() -> StackId {
 /// The caller's stack of up to `depth` frames, interned.
 #[cold]
 #[inline(never)]
-pub fn capture_depth(depth: usize) -> StackId {
+pub(crate) fn capture_depth(depth: usize) -> StackId {
     let mut ips = [0usize; MAX_DEPTH];
     let depth = depth.min(MAX_DEPTH);
     let own = own_text();
@@ -109,7 +109,7 @@ fn python_frames() -> &'static Mutex<PythonFrames> {
 /// The calling thread's Python stack from now on, innermost first, as
 /// `(filename, line, function)`; empty: none. Stacks captured on this thread
 /// end with these frames.
-pub fn set_python_frames<'a>(frames: impl Iterator<Item = (&'a str, u32, &'a str)>) {
+pub(crate) fn set_python_frames<'a>(frames: impl Iterator<Item = (&'a str, u32, &'a str)>) {
     let mut tags = Vec::new();
     let mut table = python_frames().lock();
     for (file, line, name) in frames.take(MAX_DEPTH) {
@@ -147,7 +147,7 @@ fn table() -> &'static Mutex<Table> {
 }
 
 /// The id of `ips` (a new one the first time).
-pub fn intern(ips: &[usize]) -> StackId {
+pub(crate) fn intern(ips: &[usize]) -> StackId {
     if ips.is_empty() {
         return NO_STACK;
     }
@@ -165,7 +165,7 @@ pub fn intern(ips: &[usize]) -> StackId {
 }
 
 /// The program counters of stack `id`, innermost first.
-pub fn program_counters(id: StackId) -> Vec<usize> {
+pub(crate) fn program_counters(id: StackId) -> Vec<usize> {
     let t = table().lock();
     let i = (id as usize).wrapping_sub(1);
     t.stacks.get(i).map_or_else(Vec::new, |s| s.to_vec())
@@ -260,7 +260,7 @@ impl Frame {
 
 /// The frames of stack `id`, innermost first (inlined calls each a frame),
 /// the library's own leading frames left out.
-pub fn frames(id: StackId) -> Vec<Frame> {
+pub(crate) fn frames(id: StackId) -> Vec<Frame> {
     static CACHE: OnceLock<Mutex<HashMap<usize, Vec<Frame>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
     let mut out = Vec::new();
