@@ -270,3 +270,30 @@ fn the_page_shows_the_stack_of_a_clicked_block_and_live_memory_by_stack() {
         "largest first: {table}"
     );
 }
+
+/// In front of a runtime (the stand-in vendor runtime of tests/vendor),
+/// each fault is followed by the stack that allocated its block, through
+/// the runtime to the application, the library's own frames left out.
+#[test]
+fn every_fault_in_front_of_a_runtime_shows_the_applications_frames() {
+    let dir = common::scratch("stacks_vendor");
+    let app = common::vendor::app_on_the_vendor_runtime(&dir);
+    for mode in ["double-free", "cross-stream", "overlap", "null-address"] {
+        let out = under_aclalloc(&["--stacks"], &[app.as_os_str(), mode.as_ref()]);
+        let report = text(&out.stderr);
+        let fault = report
+            .find("fault ")
+            .unwrap_or_else(|| panic!("{mode}: {report}"));
+        let frames: Vec<&str> = report[fault..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("==aclalloc==     #"))
+            .collect();
+        assert!(
+            frames.iter().any(|f| f.contains("at alloc_app.c:")),
+            "{mode}: {report}"
+        );
+        let own = frames.iter().any(|f| f.contains(".rs:"));
+        assert!(!own, "{mode}: the library's frames are left out: {report}");
+    }
+}

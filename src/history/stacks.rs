@@ -2,10 +2,11 @@
 //! captured without symbol work and interned, so a block keeps one `u32`;
 //! symbolized only when a report or snapshot is written.
 //!
-//! The library's own frames at the top of a stack are dropped at capture,
-//! so the first frame kept is the user's call site: when the library is a
-//! shared object by their addresses, when it is linked into a program (Rust
-//! tests) by their source files at symbolization.
+//! The library's own frames are dropped, so the first frame kept is the
+//! user's call site (and a call forwarded through the library to a real
+//! runtime reads as the runtime's): when the library is a shared object, by
+//! their addresses at capture; when it is linked into a program (Rust
+//! tests), the leading ones by their source files at symbolization.
 
 use crate::base::sync::statics::AtomicUsize;
 use crate::base::sync::Ordering;
@@ -57,11 +58,9 @@ pub(crate) fn capture_depth(depth: usize) -> StackId {
     let depth = depth.min(MAX_DEPTH);
     let own = own_text();
     let mut n = 0;
-    let mut past_own = false;
     let mut record = |frame: &backtrace::Frame| {
         let ip = frame.ip() as usize;
-        past_own = past_own || !own.as_ref().is_some_and(|r| r.contains(&ip));
-        if past_own && ip != 0 {
+        if ip != 0 && !own.as_ref().is_some_and(|r| r.contains(&ip)) {
             ips[n] = ip;
             n += 1;
         }
