@@ -3,7 +3,8 @@
 //! the report names both with file and line, grouped, the larger first; a
 //! suppressions file silences one and `--error-exitcode` follows; the
 //! snapshot's blocks carry PyTorch's `frames`, which `_memory_viz.py`'s
-//! memory flame graph reads.
+//! memory flame graph reads; the page shows a clicked block's stack; a
+//! Python program's allocation names its Python line.
 
 mod common;
 
@@ -296,4 +297,67 @@ fn every_fault_in_front_of_a_runtime_shows_the_applications_frames() {
         let own = frames.iter().any(|f| f.contains(".rs:"));
         assert!(!own, "{mode}: the library's frames are left out: {report}");
     }
+}
+
+/// A Python program whose allocator the runtime calls during a launch:
+/// under `aclalloc run --stacks` the allocation's stack ends with the
+/// Python frames of the launch (file, line, function), as PyTorch records
+/// them.
+const PYTHON_PROGRAM: &str = r#"
+from aclalloc import acl
+import aclalloc
+
+acl.init()
+acl.rt.set_device(0)
+stream, _ = acl.rt.create_stream()
+desc = acl.rt.allocator_create_desc()
+acl.rt.allocator_set_obj_to_desc(desc, object())
+acl.rt.allocator_set_alloc_func_to_desc(desc, lambda obj, size: acl.rt.malloc(size)[0])
+acl.rt.allocator_set_free_func_to_desc(desc, lambda obj, block: acl.rt.free(block))
+acl.rt.allocator_set_get_addr_from_block_func_to_desc(desc, lambda block: block)
+acl.rt.allocator_register(stream, desc)
+
+def run_model():
+    aclalloc.launch_kernel(stream, 4096)  # site: run_model
+
+run_model()
+acl.rt.synchronize_stream(stream)
+print("done")
+"#;
+
+#[test]
+fn a_python_programs_allocation_names_its_python_line() {
+    let dir = common::scratch("stacks_python");
+    let (program, json) = (dir.join("model.py"), dir.join("snapshot.json"));
+    std::fs::write(&program, PYTHON_PROGRAM).unwrap();
+    let line = PYTHON_PROGRAM
+        .lines()
+        .position(|l| l.contains("site: run_model"))
+        .unwrap()
+        + 1;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aclalloc"))
+        .args(["run", "--stacks", "--history", "100", "--json"])
+        .arg(&json)
+        .args(["--", "python3"])
+        .arg(&program)
+        .env("PYTHONPATH", common::root().join("python"))
+        .env("ACLALLOC_LIB", common::lib_dir().join("libaclalloc.so"))
+        .output()
+        .expect("python3");
+    assert_eq!(text(&out.stdout), "done\n", "{}", text(&out.stderr));
+    let snapshot: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let allocs: Vec<&Value> = snapshot["device_traces"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "alloc")
+        .collect();
+    assert_eq!(allocs.len(), 1, "{snapshot}");
+    let top = &allocs[0]["frames"][0];
+    assert_eq!(top["name"], "run_model", "{snapshot}");
+    assert_eq!(top["line"], line, "{snapshot}");
+    assert!(
+        top["filename"].as_str().unwrap().ends_with("model.py"),
+        "{snapshot}"
+    );
 }
