@@ -33,6 +33,9 @@ pub fn report_text() -> String {
         "{P} allocator tracking report, process {}",
         std::process::id()
     );
+    // Annotated first: reading the suppressions file may add a note.
+    let (events, dropped) = events();
+    let faults = leaks::annotate(&events);
     for note in NOTES.lock().iter() {
         let _ = writeln!(out, "{P} note: {note}");
     }
@@ -86,8 +89,6 @@ pub fn report_text() -> String {
         totals.freed += s.allocation.freed;
         live += s.allocation.current;
     }
-    let (events, dropped) = events();
-    let faults = leaks::annotate(&events);
     let (suppressed, shown): (Vec<&Annotated>, Vec<&Annotated>) =
         faults.iter().partition(|a| a.suppressed_by.is_some());
     let count: u64 = shown.iter().map(|a| a.event.count).sum::<u64>() + dropped;
