@@ -102,6 +102,10 @@ THE REPORT:
       leak                                   a block live at unregister, stream
                                              destruction or exit (seen-at=...)
     Each fault is reported once; a repeating concurrent-use is counted (xN).
+    With --stacks, a fault is followed by the stack that allocated its block
+    ('#0 FUNCTION at FILE:LINE', the program's call site first), and leaks are
+    grouped by that stack, the most bytes first ('stack #1: 3 leaks, 12 KiB,
+    from load_weights at model.c:88'; each leak line ends with its group).
     Child processes that inherit the preload write their own reports; all are
     printed, the PROGRAM's own first.
 
