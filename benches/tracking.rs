@@ -26,6 +26,10 @@
 //! free B, free A): A is not the thread's last allocation, so its
 //! getAddrFromBlock searches the allocator records.
 //!
+//! `stacks`: the tracked pair with allocating stacks on (16 frames, as
+//! `aclalloc run --stacks`), against the tracked pair without and against
+//! glibc's `backtrace()` of 16 frames alone, in the same run.
+//!
 //! `recorded`: the tracked callbacks with the history on
 //! (`aclallocTrackingRecordHistory`, a ring of 100,000 events, which wraps
 //! during the run as a long-running service's would); the `tracked`
@@ -229,6 +233,33 @@ mod alloc_free {
     #[divan::bench(sample_count = 1000, sample_size = 1000)]
     fn floor(bencher: Bencher) {
         super::floor(bencher);
+    }
+}
+
+#[divan::bench_group]
+mod stacks {
+    use super::*;
+
+    #[divan::bench(sample_count = 200, sample_size = 100)]
+    fn tracked(bencher: Bencher) {
+        alloc_free(bencher, tracked_callbacks());
+    }
+
+    #[divan::bench(sample_count = 200, sample_size = 100)]
+    fn tracked_with_stacks(bencher: Bencher) {
+        let c = tracked_callbacks();
+        tracking::set_stack_depth(16);
+        alloc_free(bencher, c);
+        tracking::set_stack_depth(0);
+    }
+
+    #[divan::bench(sample_count = 200, sample_size = 100)]
+    fn libc_backtrace(bencher: Bencher) {
+        bencher.bench_local(|| {
+            let mut frames = [std::ptr::null_mut::<c_void>(); 16];
+            // SAFETY: `frames` holds the 16 entries asked for.
+            black_box(unsafe { libc::backtrace(frames.as_mut_ptr(), 16) });
+        });
     }
 }
 

@@ -655,6 +655,20 @@ aclError aclallocPoolSnapshot(aclallocPool pool, char *buffer, size_t size, size
 aclError aclallocPoolRecordHistory(aclallocPool pool, size_t maxEntries);
 
 /**
+ * Which recorded events carry their call stack, with the meanings of
+ * PyTorch's `_record_memory_history(context=..., stacks=...)`: `context`
+ * NULL (none), `"state"` (live blocks only: the snapshot's blocks),
+ * `"alloc"` (and allocation events), `"all"` (and frees); `stacks`
+ * `"all"` (native frames, 16 deep, then the Python frames that
+ * `aclallocSetPythonFrames` set) or `"python"` (the Python frames only).
+ * They show as `frames` in `aclallocPoolSnapshot`'s `device_traces`.
+ *
+ * # Safety
+ * `context` and `stacks` are NULL or NUL-terminated strings.
+ */
+aclError aclallocPoolRecordStacks(aclallocPool pool, const char *context, const char *stacks);
+
+/**
  * Creates a caching pool over the calling thread's current device
  * (`ACL_ERROR_RT_CONTEXT_NULL` without one) and a complete allocator
  * descriptor whose object is the pool and whose functions are
@@ -805,6 +819,26 @@ aclError aclallocTrackingWriteSnapshot(const char *path);
  * starts recording when tracking is first turned on.
  */
 aclError aclallocTrackingRecordHistory(size_t maxEntries);
+
+/**
+ * Tracked allocations capture their call stack, `frames` frames deep (at
+ * most 64; 0: off), from now on: faults and leaks in the report show the
+ * stack that allocated their block, and the snapshot's blocks, faults and
+ * allocation events carry it as PyTorch's `frames`. `ACLALLOC_TRACK_STACKS=N`
+ * does the same at load time.
+ */
+aclError aclallocTrackingSetStacks(size_t frames);
+
+/**
+ * The calling thread's interpreter stack, which stacks captured on this
+ * thread end with (a Python package sets it around calls that allocate):
+ * one frame a line, innermost first, as `FILENAME<TAB>LINE<TAB>FUNCTION`.
+ * NULL or "" clears it.
+ *
+ * # Safety
+ * `frames` is NULL or a NUL-terminated string.
+ */
+aclError aclallocSetPythonFrames(const char *frames);
 
 /**
  * Reads the statistics the tracking layer keeps for the user allocator

@@ -31,7 +31,7 @@ import itertools
 import threading
 from typing import Any, Callable, NamedTuple, Optional
 
-from . import _errors
+from . import _errors, _stacks
 from ._lib import (
     ALLOC_ADVISE_FUNC,
     ALLOC_FUNC,
@@ -315,10 +315,10 @@ def launch(stream: int, size: int, fn: Optional[Callable[[int, int], Any]]) -> i
     """``aclallocLaunchKernel`` with a Python kernel, or without one (then the
     library's empty kernel runs, and the stream's worker never needs the GIL)."""
     if fn is None:
-        return lib.aclallocLaunchKernel(stream or None, size, _EMPTY_KERNEL, None)
+        return _stacks.call(lib.aclallocLaunchKernel, stream or None, size, _EMPTY_KERNEL, None)
     token = _token()
     _kernels[token] = (fn, stream)
-    rc = lib.aclallocLaunchKernel(stream or None, size, _kernel_trampoline, token)
+    rc = _stacks.call(lib.aclallocLaunchKernel, stream or None, size, _kernel_trampoline, token)
     if rc != 0:
         _kernels.pop(token, None)
     return rc

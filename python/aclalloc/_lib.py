@@ -161,6 +161,8 @@ _SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
     "aclallocPoolSummary": (c_error, (c_void_p, c_char_p, c_size_t, _P(c_size_t))),
     "aclallocPoolSnapshot": (c_error, (c_void_p, c_char_p, c_size_t, _P(c_size_t))),
     "aclallocPoolRecordHistory": (c_error, (c_void_p, c_size_t)),
+    "aclallocPoolRecordStacks": (c_error, (c_void_p, c_char_p, c_char_p)),
+    "aclallocSetPythonFrames": (c_error, (c_char_p,)),
     "aclallocPoolEmptyCache": (c_error, (c_void_p,)),
     "aclallocPoolSetMemoryLimit": (c_error, (c_void_p, c_size_t)),
     "aclallocPoolSetMemoryFraction": (c_error, (c_void_p, c_double)),

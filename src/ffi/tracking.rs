@@ -101,6 +101,44 @@ pub extern "C" fn aclallocTrackingRecordHistory(maxEntries: usize) -> aclError {
     })
 }
 
+/// Tracked allocations capture their call stack, `frames` frames deep (at
+/// most 64; 0: off), from now on: faults and leaks in the report show the
+/// stack that allocated their block, and the snapshot's blocks, faults and
+/// allocation events carry it as PyTorch's `frames`. `ACLALLOC_TRACK_STACKS=N`
+/// does the same at load time.
+#[no_mangle]
+pub extern "C" fn aclallocTrackingSetStacks(frames: usize) -> aclError {
+    boundary("aclallocTrackingSetStacks", || {
+        tracking::set_stack_depth(frames);
+        Ok(())
+    })
+}
+
+/// The calling thread's interpreter stack, which stacks captured on this
+/// thread end with (a Python package sets it around calls that allocate):
+/// one frame a line, innermost first, as `FILENAME<TAB>LINE<TAB>FUNCTION`.
+/// NULL or "" clears it.
+///
+/// # Safety
+/// `frames` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocSetPythonFrames(frames: *const c_char) -> aclError {
+    boundary("aclallocSetPythonFrames", || {
+        let text = match frames.is_null() {
+            true => "",
+            // SAFETY: the caller's contract.
+            false => unsafe { args::c_str(frames, "frames") }?,
+        };
+        fn frame(line: &str) -> Option<(&str, u32, &str)> {
+            let mut parts = line.splitn(3, '\t');
+            let (file, line, name) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((file, line.trim().parse().ok()?, name))
+        }
+        crate::history::stacks::set_python_frames(text.lines().filter_map(frame));
+        Ok(())
+    })
+}
+
 fn write_file(path: &str, text: &str) -> Result<(), Error> {
     std::fs::write(tracking::expand_path(path), text).map_err(|_| Error::Failure {
         reason: "The file could not be written",

@@ -50,4 +50,9 @@ pub struct Event {
     pub stream: usize,
     /// Microseconds on the monotonic clock.
     pub time_us: u64,
+    /// The call stack, when the recorder captures them.
+    pub stack: super::stacks::StackId,
 }
+
+// The messages that ask for fewer events name this size.
+const _: () = assert!(std::mem::size_of::<Event>() == 56);

@@ -28,6 +28,20 @@ pub struct TraceEntry {
     pub block_size: Option<usize>,
     pub stream: Hex,
     pub time_us: u64,
+    /// The call stack, innermost first, when the recording keeps it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<Vec<super::stacks::Frame>>,
+}
+
+impl TraceEntry {
+    /// The entry of `e`, with its frames when `context` shows them.
+    pub fn new(e: &Event, context: super::StackContext) -> Self {
+        let mut entry = TraceEntry::from(e);
+        if e.stack != super::stacks::NO_STACK && context.traces(e.action) {
+            entry.frames = Some(super::stacks::frames(e.stack));
+        }
+        entry
+    }
 }
 
 impl From<&Event> for TraceEntry {
@@ -41,6 +55,7 @@ impl From<&Event> for TraceEntry {
             block_size: with_block.then_some(e.block_size),
             stream: Hex(e.stream),
             time_us: e.time_us,
+            frames: None,
         }
     }
 }
@@ -68,7 +83,7 @@ pub fn device_traces(histories: &[&History]) -> Vec<Vec<TraceEntry>> {
     let mut out: Vec<Vec<TraceEntry>> = (0..devices).map(|_| Vec::new()).collect();
     for h in histories {
         for e in &h.events {
-            out[index(e.device)].push(TraceEntry::from(e));
+            out[index(e.device)].push(TraceEntry::new(e, h.context));
         }
     }
     out

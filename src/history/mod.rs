@@ -8,8 +8,9 @@ pub mod event;
 pub mod json;
 pub mod recorder;
 pub mod ring;
+pub mod stacks;
 
 pub use self::event::{Action, Event};
 pub use self::json::Hex;
-pub use self::recorder::{History, Recorder};
+pub use self::recorder::{History, Recorder, StackContext};
 pub use self::ring::Ring;

@@ -8,7 +8,8 @@
 use super::clock::now_us;
 use super::event::{Action, Event};
 use super::ring::Ring;
-use crate::base::sync::{AtomicBool, Ordering};
+use super::stacks::{self, StackId, NO_STACK};
+use crate::base::sync::{AtomicBool, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use std::collections::TryReserveError;
 
@@ -16,6 +17,9 @@ use std::collections::TryReserveError;
 pub struct Recorder {
     on: AtomicBool,
     device: i32,
+    /// [`StackContext`] as a number, and the frames each stack keeps.
+    context: AtomicUsize,
+    depth: AtomicUsize,
     ring: Mutex<Ring<Event>>,
 }
 
@@ -30,6 +34,49 @@ pub struct History {
     pub max_entries: usize,
     /// Events overwritten because the ring was full.
     pub dropped: u64,
+    /// Which events carry their stack.
+    pub context: StackContext,
+}
+
+/// Which events carry a call stack, with the meanings of PyTorch's
+/// `_record_memory_history(context=...)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StackContext {
+    /// None.
+    #[default]
+    Off,
+    /// Only live blocks (in snapshots), not trace events.
+    State,
+    /// Live blocks and allocations.
+    Alloc,
+    /// Live blocks, allocations and frees.
+    All,
+}
+
+impl StackContext {
+    fn from_usize(n: usize) -> Self {
+        [Self::Off, Self::State, Self::Alloc, Self::All][n.min(3)]
+    }
+
+    /// Whether a trace event of `action` shows its stack.
+    pub fn traces(self, action: Action) -> bool {
+        match action {
+            Action::Alloc => self >= Self::Alloc,
+            Action::FreeRequested | Action::FreeCompleted => self == Self::All,
+            _ => false,
+        }
+    }
+
+    /// PyTorch's name (`None` for off).
+    pub fn parse(name: Option<&str>) -> Option<Self> {
+        Some(match name {
+            None => Self::Off,
+            Some("state") => Self::State,
+            Some("alloc") => Self::Alloc,
+            Some("all") => Self::All,
+            Some(_) => return None,
+        })
+    }
 }
 
 impl Recorder {
@@ -38,6 +85,8 @@ impl Recorder {
         Recorder {
             on: AtomicBool::new(false),
             device,
+            context: AtomicUsize::new(0),
+            depth: AtomicUsize::new(0),
             ring: Mutex::new(Ring::with_capacity(0).expect("an empty ring takes no memory")),
         }
     }
@@ -55,6 +104,34 @@ impl Recorder {
         }
         drop(old); // freed outside the lock
         Ok(())
+    }
+
+    /// Events from now on carry a stack of up to `depth` frames (0: none)
+    /// as `context` says.
+    pub fn set_stacks(&self, context: StackContext, depth: usize) {
+        let depth = if context == StackContext::Off {
+            0
+        } else {
+            depth
+        };
+        self.depth.store(depth, Ordering::Relaxed);
+        self.context.store(context as usize, Ordering::Relaxed);
+    }
+
+    fn context(&self) -> StackContext {
+        StackContext::from_usize(self.context.load(Ordering::Relaxed))
+    }
+
+    /// The caller's stack if events of `action` keep one.
+    #[inline]
+    fn stack_for(&self, action: Action) -> StackId {
+        match self.context() {
+            StackContext::Off => NO_STACK,
+            c if action == Action::Alloc || c.traces(action) => {
+                stacks::capture_depth(self.depth.load(Ordering::Relaxed))
+            }
+            _ => NO_STACK,
+        }
     }
 
     /// True while recording.
@@ -96,7 +173,24 @@ impl Recorder {
         stream: usize,
     ) {
         if self.is_on() {
-            self.push_all(device, &[action], addr, size, block_size, stream);
+            let stack = self.stack_for(action);
+            self.push_all(device, &[action], addr, size, block_size, stream, stack);
+        }
+    }
+
+    /// [`Recorder::record_on`] of an allocation whose stack the caller
+    /// captured.
+    #[inline]
+    pub fn record_alloc_with_stack(
+        &self,
+        device: i32,
+        addr: usize,
+        size: usize,
+        stream: usize,
+        stack: StackId,
+    ) {
+        if self.is_on() {
+            self.push_all(device, &[Action::Alloc], addr, size, size, stream, stack);
         }
     }
 
@@ -111,6 +205,7 @@ impl Recorder {
         stream: usize,
     ) {
         if self.is_on() {
+            let stack = self.stack_for(Action::FreeRequested);
             self.push_all(
                 device,
                 &[Action::FreeRequested, Action::FreeCompleted],
@@ -118,11 +213,13 @@ impl Recorder {
                 size,
                 block_size,
                 stream,
+                stack,
             );
         }
     }
 
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn push_all(
         &self,
         device: i32,
@@ -131,6 +228,7 @@ impl Recorder {
         size: usize,
         block_size: usize,
         stream: usize,
+        stack: StackId,
     ) {
         let mut ring = self.ring.lock();
         if ring.capacity() == 0 {
@@ -146,6 +244,7 @@ impl Recorder {
                 block_size,
                 stream,
                 time_us,
+                stack,
             });
         }
     }
@@ -158,6 +257,7 @@ impl Recorder {
             events: ring.iter().copied().collect(),
             max_entries: ring.capacity(),
             dropped: ring.dropped(),
+            context: self.context(),
         }
     }
 }

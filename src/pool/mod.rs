@@ -424,8 +424,13 @@ impl Pool {
         self.history
             .set_max_entries(max_entries)
             .map_err(|_| Error::BadAlloc {
-                what: "the allocation history's ring (48 bytes per event); ask for fewer events",
+                what: "the allocation history's ring (56 bytes per event); ask for fewer events",
             })
+    }
+
+    /// Which recorded events carry a stack of up to `depth` native frames.
+    pub fn record_stacks(&self, context: crate::history::StackContext, depth: usize) {
+        self.history.set_stacks(context, depth);
     }
 
     /// A copy of the recorded events (see [`Pool::record_history`]).

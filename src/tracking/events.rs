@@ -132,6 +132,8 @@ pub struct Event {
     pub time_ns: u64,
     /// How many times it happened (more than 1 only for repeating faults).
     pub count: u64,
+    /// The stack that allocated the block concerned, when stacks are captured.
+    pub stack: crate::history::stacks::StackId,
 }
 
 /// How many events are kept; later ones are only counted, so a program that
@@ -157,11 +159,18 @@ pub(crate) fn log() -> std::sync::MutexGuard<'static, EventLog> {
 #[cold]
 #[inline(never)]
 pub(crate) fn record(fault: Fault) {
-    // Called from the tracking callbacks, under C frames: nothing may unwind.
-    let _ = std::panic::catch_unwind(|| push(fault));
+    record_with_stack(fault, crate::history::stacks::NO_STACK);
 }
 
-fn push(fault: Fault) {
+/// Records a fault about a block that `stack` allocated.
+#[cold]
+#[inline(never)]
+pub(crate) fn record_with_stack(fault: Fault, stack: crate::history::stacks::StackId) {
+    // Called from the tracking callbacks, under C frames: nothing may unwind.
+    let _ = std::panic::catch_unwind(|| push(fault, stack));
+}
+
+fn push(fault: Fault, stack: crate::history::stacks::StackId) {
     let mut log = log();
     if let Some(seen) = log.events.iter_mut().find(|e| e.fault.same_as(&fault)) {
         seen.count += 1;
@@ -175,6 +184,7 @@ fn push(fault: Fault) {
         fault,
         time_ns: now_ns(),
         count: 1,
+        stack,
     });
 }
 

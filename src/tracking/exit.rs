@@ -39,6 +39,7 @@ fn tracking_requested() -> bool {
 pub fn init_from_env() {
     if tracking_requested() {
         set_enabled(true);
+        super::leaks::stacks_from_env();
         FROM_ENV.store(true, Ordering::Release);
         report_at_exit();
         // Signals end a process without `atexit`.

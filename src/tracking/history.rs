@@ -18,7 +18,8 @@ use super::tracker::tracker;
 use crate::base::env;
 use crate::base::error::{Error, Result};
 use crate::history::env::{parse_raw, ENV_VAR};
-use crate::history::{Action, Event, History, Recorder};
+use crate::history::stacks::StackId;
+use crate::history::{Action, Event, History, Recorder, StackContext};
 use std::sync::OnceLock;
 
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -46,7 +47,7 @@ pub fn record_history(max_entries: usize) -> Result<()> {
     recorder()
         .set_max_entries(max_entries)
         .map_err(|_| Error::BadAlloc {
-            what: "the tracking layer's allocation history (48 bytes per event); ask for fewer \
+            what: "the tracking layer's allocation history (56 bytes per event); ask for fewer \
                    events",
         })
 }
@@ -77,6 +78,7 @@ pub fn history() -> History {
             block_size: b.size,
             stream: b.stream,
             time_us: b.time_ns / 1_000,
+            stack: b.stack,
         }));
     }
     if history.events.len() > count {
@@ -100,12 +102,18 @@ pub(crate) fn init_from_env() {
     }
 }
 
-/// A live block got its first address.
+/// A live block allocated from `stack` got its first address.
 #[inline]
-pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize) {
+pub(crate) fn allocated(device: i32, address: usize, size: usize, stream: usize, stack: StackId) {
     if let Some(r) = recording() {
-        r.record_on(device, Action::Alloc, address, size, size, stream);
+        r.record_alloc_with_stack(device, address, size, stream, stack);
     }
+}
+
+/// Trace events show the allocating stacks the layer captures (it passes
+/// them itself: the recorder captures none).
+pub(crate) fn show_stacks() {
+    recorder().set_stacks(StackContext::Alloc, 0);
 }
 
 /// A block with a known address was freed on `stream`.
@@ -118,9 +126,9 @@ pub(crate) fn freed(device: i32, address: usize, size: usize, stream: usize) {
 
 /// A block whose address was never asked was freed on `stream`.
 #[cold]
-pub(crate) fn freed_unaddressed(device: i32, size: usize, stream: usize) {
+pub(crate) fn freed_unaddressed(device: i32, size: usize, stream: usize, stack: StackId) {
     if let Some(r) = recording() {
-        r.record_on(device, Action::Alloc, 0, size, size, stream);
+        r.record_alloc_with_stack(device, 0, size, stream, stack);
         r.record_free_on(device, 0, size, size, stream);
     }
 }

@@ -13,6 +13,7 @@ mod churn;
 pub mod events;
 mod exit;
 mod history;
+mod leaks;
 mod owner;
 mod report;
 mod shim;
@@ -31,6 +32,7 @@ pub use exit::{
     write_reports_before_exec, BeforeExec,
 };
 pub use history::{history, record_history};
+pub use leaks::set_stack_depth;
 pub use report::{add_note, report_text};
 pub use shim::{track_alloc, track_alloc_advise, track_free, track_get_addr};
 pub use snapshot::snapshot_json;

@@ -2,12 +2,16 @@
 //!
 //! Every line starts with `==aclalloc==` so that it stands out in a
 //! program's stderr; fault lines are `key=value` pairs so that scripts can
-//! pick them apart.
+//! pick them apart. A fault whose block's allocating stack was captured is
+//! followed by its frames; leaks are also grouped by stack, the most bytes
+//! first, and each leak line names its group (`stack=#N`).
 
 use super::events::{events, Event, Fault, LeakSeen};
+use super::leaks::{self, Annotated};
 use super::owner::REPORT_PATIENCE;
 use super::stats::Stat;
 use super::tracker::tracker;
+use crate::history::stacks::Frame;
 use std::fmt::Write as _;
 
 const P: &str = "==aclalloc==";
@@ -29,6 +33,9 @@ pub fn report_text() -> String {
         "{P} allocator tracking report, process {}",
         std::process::id()
     );
+    // Annotated first: reading the suppressions file may add a note.
+    let (events, dropped) = events();
+    let faults = leaks::annotate(&events);
     for note in NOTES.lock().iter() {
         let _ = writeln!(out, "{P} note: {note}");
     }
@@ -82,20 +89,69 @@ pub fn report_text() -> String {
         totals.freed += s.allocation.freed;
         live += s.allocation.current;
     }
-    let (events, dropped) = events();
-    let faults: u64 = events.iter().map(|e| e.count).sum::<u64>() + dropped;
+    let (suppressed, shown): (Vec<&Annotated>, Vec<&Annotated>) =
+        faults.iter().partition(|a| a.suppressed_by.is_some());
+    let count: u64 = shown.iter().map(|a| a.event.count).sum::<u64>() + dropped;
     let _ = writeln!(
         out,
-        "{P} totals: allocations={} frees={} live={} faults={}",
-        totals.allocated, totals.freed, live, faults
+        "{P} totals: allocations={} frees={} live={} faults={count}",
+        totals.allocated, totals.freed, live
     );
-    for event in &events {
-        let _ = writeln!(out, "{P} {}", fault_line(event));
+    let groups = leaks::leak_groups(&faults);
+    for a in &shown {
+        let _ = write!(out, "{P} {}", fault_line(&a.event));
+        let leak = matches!(a.event.fault, Fault::Leak { .. });
+        match groups.iter().position(|g| leak && g.stack == a.event.stack) {
+            // A leak names its group, whose stack is printed once below.
+            Some(i) => {
+                let _ = writeln!(out, " stack=#{}", i + 1);
+            }
+            _ => {
+                let _ = writeln!(out);
+                write_frames(&mut out, &a.frames);
+            }
+        }
     }
     if dropped > 0 {
         let _ = writeln!(out, "{P} ... and {dropped} more faults not kept");
     }
+    if !groups.is_empty() {
+        let _ = writeln!(out, "{P} leaks by allocating stack, largest first:");
+    }
+    for (i, group) in groups.iter().enumerate() {
+        let _ = writeln!(out, "{P} stack #{}: {}", i + 1, group.title());
+        write_frames(&mut out, group.frames);
+    }
+    if !suppressed.is_empty() {
+        let leaked: usize = suppressed
+            .iter()
+            .map(|a| match a.event.fault {
+                Fault::Leak { size, .. } => size,
+                _ => 0,
+            })
+            .sum();
+        let mut patterns: Vec<&str> = Vec::new();
+        for p in suppressed.iter().filter_map(|a| a.suppressed_by.as_deref()) {
+            if !patterns.contains(&p) {
+                patterns.push(p);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{P} suppressed: {} fault(s) ({} of leaks), by {}",
+            suppressed.len(),
+            leaks::human(leaked as u64),
+            patterns.join(", ")
+        );
+    }
     out
+}
+
+/// The frames of a stack, one line each.
+fn write_frames(out: &mut String, frames: &[Frame]) {
+    for (i, frame) in frames.iter().enumerate() {
+        let _ = writeln!(out, "{P}     #{i} {}", frame.site());
+    }
 }
 
 /// One fault as `fault <kind>: key=value ...`.

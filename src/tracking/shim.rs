@@ -118,6 +118,7 @@ fn record_alloc(
     user_alloc: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
     let stream = t.stream().get().get();
+    let stack = crate::history::stacks::capture();
     let Some(mut inside) = t.state.enter(stream) else {
         return user_alloc();
     };
@@ -129,6 +130,7 @@ fn record_alloc(
         stream,
         t.device_for_history(),
         t.registration.callbacks.get_addr_from_block as usize,
+        stack,
     );
     drop(inside);
     remember(block, t);

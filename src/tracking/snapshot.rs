@@ -4,12 +4,15 @@
 //! the history learnt it, else 0); `allocators` carries each allocator's
 //! statistics, `events` the faults, `device_traces` and `history` the
 //! recorded history. Handles and addresses are hex strings, as in the
-//! pool's snapshot.
+//! pool's snapshot. With stacks captured, blocks, faults and allocation
+//! events carry PyTorch's `frames` (`filename`, `line`, `name`, innermost
+//! first); a suppressed fault names its pattern in `suppressed_by`.
 
 use super::events::{events, Fault};
 use super::owner::REPORT_PATIENCE;
 use super::tracker::tracker;
 use crate::history::json::{device_traces, recording_info};
+use crate::history::stacks::{self, NO_STACK};
 use crate::history::Hex;
 use serde_json::{json, Map, Value};
 
@@ -41,6 +44,17 @@ pub fn snapshot_json() -> String {
         for (block, rec) in inside.live_blocks() {
             let address = (rec.address != 0).then_some(Hex(rec.address));
             let size = rec.size;
+            let mut entry = json!({
+                "address": address,
+                "size": size,
+                "requested_size": size,
+                "state": "active_allocated",
+                "block": Hex(block),
+                "time_ns": rec.time_ns,
+            });
+            if rec.stack != NO_STACK {
+                entry["frames"] = json!(stacks::frames(rec.stack));
+            }
             segments.push(json!({
                 "address": address,
                 "total_size": size,
@@ -51,14 +65,7 @@ pub fn snapshot_json() -> String {
                 "allocated_size": size,
                 "active_size": size,
                 "requested_size": size,
-                "blocks": [{
-                    "address": address,
-                    "size": size,
-                    "requested_size": size,
-                    "state": "active_allocated",
-                    "block": Hex(block),
-                    "time_ns": rec.time_ns,
-                }],
+                "blocks": [entry],
             }));
         }
     }
@@ -66,13 +73,20 @@ pub fn snapshot_json() -> String {
     // live block, is drawn as live to the end anyway.
     let history = super::history::history();
     let (events, dropped) = events();
-    let events: Vec<Value> = events
-        .iter()
-        .map(|e| {
+    let events: Vec<Value> = super::leaks::annotate(&events)
+        .into_iter()
+        .map(|a| {
+            let e = a.event;
             let mut fields = fault_fields(&e.fault);
             fields.insert("kind".into(), e.fault.kind().into());
             fields.insert("time_ns".into(), e.time_ns.into());
             fields.insert("count".into(), e.count.into());
+            if e.stack != NO_STACK {
+                fields.insert("frames".into(), json!(a.frames));
+            }
+            if let Some(pattern) = a.suppressed_by {
+                fields.insert("suppressed_by".into(), pattern.into());
+            }
             Value::Object(fields)
         })
         .collect();

@@ -4,13 +4,14 @@
 //! rules applied to each alloc and free. The record is guarded by the lock
 //! of [`super::owner::AllocState`].
 
-use super::events::{record, Fault, LeakSeen};
+use super::events::{record, record_with_stack, Fault, LeakSeen};
 use super::history;
 use super::owner::Inside;
 use super::stats::AllocatorStats;
 use super::syncclock;
 use crate::base::tracked::{Block, Meta, Refused, META_WORDS};
 use crate::history::clock::{coarse_ns as now_ns, stamp};
+use crate::history::stacks::StackId;
 use std::collections::BTreeMap;
 
 /// How many freed blocks are remembered (for double-free and cross-stream
@@ -23,6 +24,8 @@ const FREED_KEPT: usize = 1 << 14;
 pub(crate) struct TrackMeta {
     device: i32,
     leak_reported: bool,
+    /// The allocating stack (31 bits are kept: ids stay far below).
+    stack: StackId,
     time_ns: u64,
     address: usize,
     get_addr: usize,
@@ -32,7 +35,9 @@ impl Meta for TrackMeta {
     #[inline]
     fn pack(&self) -> [usize; META_WORDS] {
         [
-            self.device as u32 as usize | (self.leak_reported as usize) << 32,
+            self.device as u32 as usize
+                | (self.leak_reported as usize) << 32
+                | (self.stack as usize) << 33,
             self.time_ns as usize,
             self.address,
             self.get_addr,
@@ -42,7 +47,8 @@ impl Meta for TrackMeta {
     fn unpack(w: &[usize; META_WORDS]) -> Self {
         TrackMeta {
             device: w[0] as u32 as i32,
-            leak_reported: w[0] >> 32 != 0,
+            leak_reported: w[0] >> 32 & 1 != 0,
+            stack: (w[0] >> 33) as StackId,
             time_ns: w[1] as u64,
             address: w[2],
             get_addr: w[3],
@@ -71,6 +77,8 @@ pub(crate) struct BlockRec {
     pub time_ns: u64,
     /// Its device address, once getAddrFromBlock was called (0 before).
     pub address: usize,
+    /// The allocating stack.
+    pub stack: StackId,
 }
 
 impl From<Block<TrackMeta>> for BlockRec {
@@ -82,6 +90,7 @@ impl From<Block<TrackMeta>> for BlockRec {
             device: b.meta.device,
             time_ns: b.meta.time_ns,
             address: b.meta.address,
+            stack: b.meta.stack,
         }
     }
 }
@@ -143,10 +152,11 @@ impl Inside<'_> {
         }
     }
 
-    /// alloc on `stream` (of `device`) returned `block` for `size` bytes.
-    /// Inlined into the tracking callbacks: this is the common path of every
-    /// allocation.
+    /// alloc on `stream` (of `device`) called from `stack` returned `block`
+    /// for `size` bytes. Inlined into the tracking callbacks: this is the
+    /// common path of every allocation.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_alloc(
         &mut self,
         allocator: usize,
@@ -155,6 +165,7 @@ impl Inside<'_> {
         stream: usize,
         device: i32,
         get_addr: usize,
+        stack: StackId,
     ) {
         if block == 0 {
             self.g.count_failure();
@@ -164,6 +175,7 @@ impl Inside<'_> {
         let meta = TrackMeta {
             device,
             leak_reported: false,
+            stack,
             // The clock thread's word, not a clock read (see `clock`).
             time_ns: stamp(),
             address: 0,
@@ -186,7 +198,7 @@ impl Inside<'_> {
         stream: usize,
         size: usize,
     ) {
-        record(Fault::Overlap {
+        let fault = Fault::Overlap {
             stream,
             allocator,
             block,
@@ -196,7 +208,8 @@ impl Inside<'_> {
             other_block: block,
             other_address: old.address,
             other_size: old.size,
-        });
+        };
+        record_with_stack(fault, old.stack);
         if old.address != 0 {
             self.ranges.remove(&(old.address, block));
             history::freed(old.device, old.address, old.size, old.stream);
@@ -218,12 +231,13 @@ impl Inside<'_> {
             return;
         };
         if address == 0 {
-            record(Fault::NullAddress {
+            let fault = Fault::NullAddress {
                 stream: found.owner,
                 allocator,
                 block,
                 size: found.size,
-            });
+            };
+            record_with_stack(fault, found.meta.stack);
             return;
         }
         let old = found.meta.address;
@@ -239,7 +253,7 @@ impl Inside<'_> {
             self.ranges.remove(&(old, block));
         }
         // The block's memory begins here (see `history`: why not at alloc).
-        history::allocated(rec.device, address, rec.size, rec.stream);
+        history::allocated(rec.device, address, rec.size, rec.stream, rec.stack);
         if old == 0 && self.reuse_own_range(allocator, block, &rec) {
             return;
         }
@@ -279,7 +293,7 @@ impl Inside<'_> {
         range.end = end;
         range.freed = None;
         if freed_on != rec.stream && !syncclock::synchronized_since(freed_on, generation) {
-            record(Fault::CrossStreamReuse {
+            let fault = Fault::CrossStreamReuse {
                 stream: rec.stream,
                 allocator,
                 block,
@@ -287,7 +301,8 @@ impl Inside<'_> {
                 size: rec.size,
                 freed_on,
                 freed_block: block,
-            });
+            };
+            record_with_stack(fault, rec.stack);
         }
         true
     }
@@ -311,32 +326,38 @@ impl Inside<'_> {
                 match range.freed {
                     None if first_pass => {
                         let other = self.g.get(range.block).map(BlockRec::from);
-                        record(Fault::Overlap {
-                            stream: rec.stream,
-                            allocator,
-                            block,
-                            address: start,
-                            size: rec.size,
-                            other_stream: other.map_or(0, |o| o.stream),
-                            other_block: range.block,
-                            other_address: key.0,
-                            other_size: other.map_or(range.end - key.0, |o| o.size),
-                        });
+                        record_with_stack(
+                            Fault::Overlap {
+                                stream: rec.stream,
+                                allocator,
+                                block,
+                                address: start,
+                                size: rec.size,
+                                other_stream: other.map_or(0, |o| o.stream),
+                                other_block: range.block,
+                                other_address: key.0,
+                                other_size: other.map_or(range.end - key.0, |o| o.size),
+                            },
+                            rec.stack,
+                        );
                     }
                     None => {}
                     Some((freed_on, generation)) => {
                         if freed_on != rec.stream
                             && !syncclock::synchronized_since(freed_on, generation)
                         {
-                            record(Fault::CrossStreamReuse {
-                                stream: rec.stream,
-                                allocator,
-                                block,
-                                address: start,
-                                size: rec.size,
-                                freed_on,
-                                freed_block: range.block,
-                            });
+                            record_with_stack(
+                                Fault::CrossStreamReuse {
+                                    stream: rec.stream,
+                                    allocator,
+                                    block,
+                                    address: start,
+                                    size: rec.size,
+                                    freed_on,
+                                    freed_block: range.block,
+                                },
+                                rec.stack,
+                            );
                         }
                         superseded[found] = key;
                         found += 1;
@@ -376,7 +397,7 @@ impl Inside<'_> {
                 range.freed = Some((stream, generation));
             }
         } else {
-            history::freed_unaddressed(live.meta.device, size, stream);
+            history::freed_unaddressed(live.meta.device, size, stream, live.meta.stack);
         }
         if self.g.freed_count() > FREED_KEPT {
             let this = std::panic::AssertUnwindSafe(&mut *self);
@@ -409,15 +430,18 @@ impl Inside<'_> {
         for (block, rec) in self.g.live() {
             if !rec.meta.leak_reported && stream.map_or(true, |s| s == rec.owner) {
                 self.g.update_meta(block, |m| m.leak_reported = true);
-                record(Fault::Leak {
-                    stream: rec.owner,
-                    allocator,
-                    block,
-                    address: rec.meta.address,
-                    size: rec.size,
-                    age_ns: now.saturating_sub(rec.meta.time_ns),
-                    seen,
-                });
+                record_with_stack(
+                    Fault::Leak {
+                        stream: rec.owner,
+                        allocator,
+                        block,
+                        address: rec.meta.address,
+                        size: rec.size,
+                        age_ns: now.saturating_sub(rec.meta.time_ns),
+                        seen,
+                    },
+                    rec.meta.stack,
+                );
             }
         }
     }
@@ -444,13 +468,16 @@ fn refused_free(refused: Refused<TrackMeta>, allocator: usize, block: usize, str
             allocator,
             block,
         }),
-        Refused::DoubleFree(first) => record(Fault::DoubleFree {
-            stream,
-            allocator,
-            block,
-            size: first.size,
-            first_freed_on: first.freed.map_or(0, |f| f.by),
-        }),
+        Refused::DoubleFree(first) => record_with_stack(
+            Fault::DoubleFree {
+                stream,
+                allocator,
+                block,
+                size: first.size,
+                first_freed_on: first.freed.map_or(0, |f| f.by),
+            },
+            first.meta.stack,
+        ),
     }
 }
 
@@ -486,7 +513,7 @@ mod tests {
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
         for _ in 0..3 {
-            g.on_alloc(a, 0x1000, 64, 0x10, 0, 1);
+            g.on_alloc(a, 0x1000, 64, 0x10, 0, 1, 0);
             g.on_get_addr(a, 0x1000, 0x9000);
             g.on_free(a, 0x1000, 0x10);
         }
@@ -501,7 +528,7 @@ mod tests {
         let a = 0xA110_0002;
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
-        g.on_alloc(a, 0x1000, 64, 0x10, 0, 1);
+        g.on_alloc(a, 0x1000, 64, 0x10, 0, 1, 0);
         g.on_free(a, 0x1000, 0x10);
         g.on_free(a, 0x1000, 0x20);
         g.on_free(a, 0x2000, 0x20);
@@ -534,11 +561,11 @@ mod tests {
         let a = 0xA110_0003;
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
-        g.on_alloc(a, 0x1, 100, 0x10, 0, 1);
+        g.on_alloc(a, 0x1, 100, 0x10, 0, 1, 0);
         g.on_get_addr(a, 0x1, 0x1000);
-        g.on_alloc(a, 0x2, 100, 0x10, 0, 1);
+        g.on_alloc(a, 0x2, 100, 0x10, 0, 1, 0);
         g.on_get_addr(a, 0x2, 0x1064); // adjacent: 0x1000 + 100
-        g.on_alloc(a, 0x3, 50, 0x10, 0, 1);
+        g.on_alloc(a, 0x3, 50, 0x10, 0, 1, 0);
         g.on_get_addr(a, 0x3, 0x1080); // inside block 2
         let faults = faults_of(a);
         assert_eq!(faults.len(), 1, "{faults:?}");
@@ -560,19 +587,19 @@ mod tests {
         let (s1, s2) = (0xA110_0400, 0xA110_0408);
         let state = AllocState::new(a);
         let mut g = state.enter(s1).unwrap();
-        g.on_alloc(a, 0x1, 256, s1, 0, 1);
+        g.on_alloc(a, 0x1, 256, s1, 0, 1, 0);
         g.on_get_addr(a, 0x1, 0x4000);
         g.on_free(a, 0x1, s1);
         // Same stream: stream order makes the reuse safe.
-        g.on_alloc(a, 0x1, 256, s1, 0, 1);
+        g.on_alloc(a, 0x1, 256, s1, 0, 1, 0);
         g.on_get_addr(a, 0x1, 0x4000);
         g.on_free(a, 0x1, s1);
         // Another stream, no synchronize: a fault, with the new stream and size.
-        g.on_alloc(a, 0x2, 128, s2, 0, 1);
+        g.on_alloc(a, 0x2, 128, s2, 0, 1, 0);
         g.on_get_addr(a, 0x2, 0x4000);
         g.on_free(a, 0x2, s2);
         syncclock::stream_synchronized(s2);
-        g.on_alloc(a, 0x3, 128, s1, 0, 1);
+        g.on_alloc(a, 0x3, 128, s1, 0, 1, 0);
         g.on_get_addr(a, 0x3, 0x4040);
         assert_eq!(
             faults_of(a),
@@ -593,9 +620,9 @@ mod tests {
         let a = 0xA110_0005;
         let state = AllocState::new(a);
         let mut g = state.enter(0x10).unwrap();
-        g.on_alloc(a, 0x1, 32, 0x10, 0, 1);
+        g.on_alloc(a, 0x1, 32, 0x10, 0, 1, 0);
         g.on_get_addr(a, 0x1, 0);
-        g.on_alloc(a, 0x2, 48, 0x20, 0, 1);
+        g.on_alloc(a, 0x2, 48, 0x20, 0, 1, 0);
         g.report_leaks(a, Some(0x20), LeakSeen::Unregister);
         g.report_leaks(a, None, LeakSeen::Exit);
         let faults = faults_of(a);

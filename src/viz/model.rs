@@ -65,6 +65,8 @@ struct Interval {
     start: i64,
     end: i64,
     kind: String,
+    /// Index into the device's stacks (-1: none recorded).
+    stack: i64,
 }
 
 impl Interval {
@@ -79,6 +81,7 @@ impl Interval {
             start: -1,
             end: -1,
             kind: String::new(),
+            stack: -1,
         }
     }
 }
@@ -94,6 +97,9 @@ struct DeviceModel {
     /// (segment, offset, size, requested, state, allocation or -1)
     end_blocks: Vec<(usize, u64, u64, u64, String, i64)>,
     streams: Streams,
+    /// Allocating stacks, one frame a line (`name at file:line`), interned.
+    stacks: Vec<String>,
+    stack_index: HashMap<String, usize>,
 }
 
 /// What a snapshot the page can draw comes from.
@@ -177,6 +183,8 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
         ooms: Vec::new(),
         end_blocks: Vec::new(),
         streams: Streams::default(),
+        stacks: Vec::new(),
+        stack_index: HashMap::new(),
     };
     let mut open_allocs: HashMap<u64, usize> = HashMap::new();
     let mut open_segs: HashMap<u64, usize> = HashMap::new();
@@ -194,6 +202,10 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
         let stream = m.streams.id(e.get("stream").and_then(number).unwrap_or(0));
         let index = m.times.len() as i64;
         let t = e.get("time_us").and_then(number).map_or(last_t, |t| t - t0);
+        let stack = match action {
+            "alloc" => m.stack_of(e.get("frames")),
+            _ => -1,
+        };
         // (intervals, the open ones by address, their size, opens one)
         let target = match action {
             "alloc" => Some((&mut m.allocs, &mut open_allocs, block, true)),
@@ -213,6 +225,7 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
                     list[previous].end = index; // a free the trace lost
                 }
                 interval.start = index;
+                interval.stack = stack;
                 list.push(interval);
             } else {
                 match open.remove(&addr) {
@@ -267,6 +280,9 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
                         .push(Interval::before_trace(b_addr, b_size, requested, stream));
                     m.allocs.len() - 1
                 });
+                if m.allocs[a].stack < 0 {
+                    m.allocs[a].stack = m.stack_of(b.get("frames"));
+                }
                 a as i64
             } else {
                 -1
@@ -285,6 +301,30 @@ fn device_model(device: i64, trace: &[Value], segments: &[&Value]) -> DeviceMode
 }
 
 impl DeviceModel {
+    /// The index of a snapshot's `frames` (PyTorch's shape) among the
+    /// device's stacks; -1 without frames.
+    fn stack_of(&mut self, frames: Option<&Value>) -> i64 {
+        let Some(frames) = frames.and_then(Value::as_array).filter(|f| !f.is_empty()) else {
+            return -1;
+        };
+        let line = |f: &Value| {
+            let name = f.get("name").and_then(Value::as_str).unwrap_or("??");
+            let file = f.get("filename").and_then(Value::as_str).unwrap_or("");
+            let file = file.rsplit('/').next().unwrap_or(file);
+            match f.get("line").and_then(number).unwrap_or(0) {
+                0 => format!("{name} ({file})"),
+                n => format!("{name} at {file}:{n}"),
+            }
+        };
+        let text: Vec<String> = frames.iter().map(line).collect();
+        let text = text.join("\n");
+        let stacks = &mut self.stacks;
+        *self.stack_index.entry(text).or_insert_with_key(|text| {
+            stacks.push(text.clone());
+            stacks.len() - 1
+        }) as i64
+    }
+
     /// The segment each allocation lies in, and its offset there (-1, 0
     /// when none is known: a trace that lost its segment events).
     fn placement(&self) -> (Vec<i64>, Vec<u64>) {
@@ -333,6 +373,7 @@ impl DeviceModel {
             o
         };
         let mut allocs = intervals(&self.allocs);
+        allocs.insert("stack".into(), column(&|a| a.stack.into(), &self.allocs));
         allocs.insert("seg".into(), json!(seg));
         allocs.insert("off".into(), json!(off));
         let mut segs = intervals(&self.segs);
@@ -348,6 +389,7 @@ impl DeviceModel {
             "segs": segs,
             "ooms": self.ooms,
             "end_blocks": self.end_blocks,
+            "stacks": self.stacks,
         })
     }
 }
@@ -407,6 +449,27 @@ mod tests {
             json!([0, 0, 512, 500, "active_allocated", 0])
         );
         assert_eq!(d["end_blocks"][1], json!([0, 512, 1536, 0, "inactive", -1]));
+    }
+
+    #[test]
+    fn allocations_keep_their_stack_from_the_trace_or_their_block() {
+        let frames = json!([{"filename": "/src/model.py", "line": 7, "name": "load"},
+                            {"filename": "libx.so", "line": 0, "name": "libx.so+0x10"}]);
+        let snapshot = json!({
+            "segments": [{"address": 4096, "total_size": 1024, "stream": 1, "blocks": [
+                {"address": 4096, "size": 512, "requested_size": 512, "state": "active_allocated"},
+                {"address": 4608, "size": 512, "requested_size": 512, "state": "active_allocated",
+                 "frames": frames}]}],
+            "device_traces": [[
+                {"action": "alloc", "addr": 4096, "size": 512, "stream": 1, "frames": frames},
+                {"action": "alloc", "addr": 8192, "size": 64, "stream": 1}]]
+        });
+        let d = &build(&snapshot).unwrap()["devices"][0];
+        assert_eq!(
+            d["stacks"],
+            json!(["load at model.py:7\nlibx.so+0x10 (libx.so)"])
+        );
+        assert_eq!(d["allocs"]["stack"], json!([0, -1, 0]));
     }
 
     #[test]

@@ -290,7 +290,22 @@
       "size " + fmtExact(a.size[id]) + (a.req[id] && a.req[id] !== a.size[id] ? ", requested " + fmtExact(a.req[id]) : "") + "\n" +
       "stream " + p.dev.streams[a.stream[id]] + "\n" +
       "allocated " + timeOf(p, a.start[id]) + "\n" +
-      "freed " + (a.end[id] >= 0 ? timeOf(p, a.end[id]) : "never (live at the end)");
+      "freed " + (a.end[id] >= 0 ? timeOf(p, a.end[id]) : "never (live at the end)") +
+      (stackOf(p, id) ? "\nfrom:\n  " + stackOf(p, id).split("\n").slice(0, 12).join("\n  ") : "");
+  }
+
+  // The allocating stack of allocation `id`, one frame a line ("" if none).
+  function stackOf(p, id) {
+    var s = p.a.stack ? p.a.stack[id] : -1;
+    return s >= 0 ? p.dev.stacks[s] : "";
+  }
+
+  function showStack(p, id) {
+    var box = $("stack"), text = stackOf(p, id);
+    box.textContent = "allocation " + p.a.addr[id] + ", " + fmtExact(p.a.size[id]) + "\n" +
+      (text || "(no stack recorded)");
+    box.className = "";
+    box.setAttribute("data-alloc", String(id));
   }
 
   function showTip(ev, text) {
@@ -326,6 +341,7 @@
     if (!hit) return;
     state.selected = hit.state;
     state.selectedCol = hit.col;
+    if (hit.id !== null && hit.id >= 0) showStack(D, hit.id);
     drawOverlay(hit.col);
     drawSegments();
     drawTables();
@@ -431,6 +447,12 @@
       showTip(ev, null);
     };
     canvas.onmouseleave = function (ev) { showTip(ev, null); };
+    canvas.onclick = function (ev) {
+      var r = canvas.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+      rects.forEach(function (q) {
+        if (x >= q.x0 && x < q.x1 && y >= q.y0 && y < q.y1 && q.block.live && q.block.alloc >= 0) showStack(p, q.block.alloc);
+      });
+    };
     canvas.setAttribute("data-segments", String(segs.length));
   }
 
@@ -462,16 +484,31 @@
       ids.slice(0, 25).map(function (id) {
         return [[a.addr[id]], [fmtExact(a.size[id]), 1], [a.req[id] ? fmtExact(a.req[id]) : "", 1], [p.dev.streams[a.stream[id]]], [timeOf(p, a.start[id])]];
       }), "no live allocation");
+    // Live bytes by allocating stack, the most first.
+    var groups = {}, order = [];
+    ids.forEach(function (id) {
+      var k = a.stack ? a.stack[id] : -1;
+      if (!groups[k]) { groups[k] = { stack: k, count: 0, bytes: 0 }; order.push(groups[k]); }
+      groups[k].count++; groups[k].bytes += a.size[id];
+    });
+    order.sort(function (x, y) { return y.bytes - x.bytes; });
+    fillTable($("by-stack"), ["bytes", "allocations", "allocated from"],
+      order.slice(0, 25).map(function (g) {
+        var frames = g.stack >= 0 ? p.dev.stacks[g.stack].split("\n") : ["(no stack recorded)"];
+        return [[fmtExact(g.bytes), 1], [String(g.count), 1], [frames.slice(0, 3).join(" \u2190 ")]];
+      }), "no live allocation");
     fillTable($("ooms"), ["time", "requested", "room left"],
       p.dev.ooms.map(function (o) { return [[timeOf(p, o[0])], [fmtExact(o[1]), 1], [fmtExact(o[2]), 1]]; }),
       "none recorded");
     var keys = ["kind", "stream", "allocator", "block", "address", "size", "count"];
-    fillTable($("faults"), keys.concat(["details"]),
+    fillTable($("faults"), keys.concat(["details", "allocated from"]),
       DATA.faults.map(function (f) {
         var row = keys.map(function (k) { return [f[k] === undefined || f[k] === null ? "" : String(f[k]), k === "size" || k === "count"]; });
-        var rest = Object.keys(f).filter(function (k) { return keys.indexOf(k) < 0 && k !== "time_ns"; })
+        var rest = Object.keys(f).filter(function (k) { return keys.indexOf(k) < 0 && k !== "time_ns" && k !== "frames"; })
           .map(function (k) { return k + "=" + f[k]; }).join(" ");
         row.push([rest]);
+        var top = (f.frames || []).slice(0, 3).map(function (fr) { return fr.name + (fr.line ? " at " + fr.filename.split("/").pop() + ":" + fr.line : ""); });
+        row.push([top.join(" \u2190 ")]);
         return row;
       }), "none (faults come from 'aclalloc run' snapshots)");
   }

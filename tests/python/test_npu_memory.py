@@ -139,6 +139,9 @@ def _trace(device: int = 0) -> list:
     return npu.memory._snapshot()["device_traces"][device]
 
 
+_HISTORY_TEST = "test_history_records_the_default_pools_events_in_pytorchs_shape"
+
+
 def test_history_records_the_default_pools_events_in_pytorchs_shape(stats_session, tmp_path):
     npu.memory._record_memory_history(max_entries=10_000)
     assert _trace() == [], "each call starts a fresh history"
@@ -157,7 +160,10 @@ def test_history_records_the_default_pools_events_in_pytorchs_shape(stats_sessio
         assert set(e) == {"action", "addr", "size", "stream", "time_us", "frames"}, e
         for key in ("addr", "size", "stream", "time_us"):
             assert type(e[key]) is int, (key, e)
-        assert e["frames"] == []
+        # context="all": allocations and frees carry their Python stack.
+        names = [f["name"] for f in e["frames"]]
+        with_stack = e["action"] in ("alloc", "free_requested", "free_completed")
+        assert (_HISTORY_TEST in names) == with_stack, e
     times = [e["time_us"] for e in trace]
     assert times == sorted(times)
     allocs = [e for e in trace if e["action"] == "alloc"]

@@ -26,7 +26,7 @@ import ctypes
 from ctypes import byref, c_int32, c_size_t, c_uint32, c_void_p
 from typing import Any, Callable, Tuple, Union
 
-from .. import _callbacks
+from .. import _callbacks, _stacks
 from .._args import BadArgument, handle, int32, refuse
 from .._args import size as _size
 from .._lib import lib
@@ -181,7 +181,7 @@ def malloc(size: int, policy: int = 0) -> Tuple[int, int]:
     except BadArgument as e:
         return 0, refuse("acl.rt.malloc", e)
     ptr = c_void_p()
-    rc = lib.aclrtMalloc(byref(ptr), n, p)
+    rc = _stacks.call(lib.aclrtMalloc, byref(ptr), n, p)
     return (ptr.value or 0 if rc == 0 else 0), rc
 
 
@@ -189,7 +189,7 @@ def free(dev_ptr: int) -> int:
     """``aclrtFree``: a pointer not from ``malloc``, interior or freed twice is
     refused (``ACL_ERROR_INVALID_PARAM``)."""
     try:
-        return lib.aclrtFree(handle("dev_ptr", dev_ptr))
+        return _stacks.call(lib.aclrtFree, handle("dev_ptr", dev_ptr))
     except BadArgument as e:
         return refuse("acl.rt.free", e)
 

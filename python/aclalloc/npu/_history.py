@@ -20,6 +20,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, List, Optional
 
+from .. import _stacks
 from .._lib import lib
 from . import _default
 
@@ -28,10 +29,18 @@ _ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segme
 DEFAULT_MAX_ENTRIES = 1_000_000
 """The events kept when ``max_entries`` is not given (PyTorch's default,
 ``sys.maxsize``, means unbounded; the library's ring is allocated up front,
-48 bytes per event, so the default is bounded: 48 MB)."""
+56 bytes per event, so the default is bounded: 56 MB)."""
+
+_context: Optional[str] = None
+"""The ``context`` recording was started with."""
 
 
-def record(enabled: Optional[str], max_entries: Optional[int]) -> None:
+def record(
+    enabled: Optional[str],
+    max_entries: Optional[int],
+    context: Optional[str] = None,
+    stacks: str = "all",
+) -> None:
     """Turns the default pool's history on (``"all"``: every event, at most
     ``max_entries``, :data:`DEFAULT_MAX_ENTRIES` when None) or off (None or
     ``"state"``: PyTorch's "state" keeps stacks of live blocks only, and no
@@ -59,6 +68,15 @@ def record(enabled: Optional[str], max_entries: Optional[int]) -> None:
     rc = lib.aclallocPoolRecordHistory(state.obj, entries)
     if rc != 0:
         raise _default.fail("aclallocPoolRecordHistory", rc)
+    global _context
+    _context = context if entries else None
+    # "state" keeps the stacks of live blocks: the pool keeps those of its
+    # allocation events, which the trace entries then leave out.
+    asked = "alloc" if _context == "state" else _context
+    rc = lib.aclallocPoolRecordStacks(state.obj, asked.encode() if asked else None, stacks.encode())
+    if rc != 0:
+        raise _default.fail("aclallocPoolRecordStacks", rc)
+    _stacks.want(_context is not None)
 
 
 def integer(value: Any) -> int:
@@ -68,6 +86,13 @@ def integer(value: Any) -> int:
     return int(value or 0)
 
 
+def _frames(event: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [
+        {"filename": f["filename"], "line": int(f["line"]), "name": f["name"]}
+        for f in event.get("frames") or []
+    ]
+
+
 def _entry(event: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "action": event["action"],
@@ -75,8 +100,19 @@ def _entry(event: Dict[str, Any]) -> Dict[str, Any]:
         "size": int(event["size"]),
         "stream": integer(event.get("stream", 0)),
         "time_us": int(event.get("time_us", 0)),
-        "frames": [],
+        "frames": [] if _context == "state" else _frames(event),
     }
+
+
+def block_frames(raw: Dict[str, Any]) -> Dict[int, List[Dict[str, Any]]]:
+    """The frames of the newest allocation at each address in the recorded
+    history: a live block's stack."""
+    frames: Dict[int, List[Dict[str, Any]]] = {}
+    for events in raw.get("device_traces") or []:
+        for e in events if isinstance(events, list) else []:
+            if e.get("action") == "alloc":
+                frames[integer(e["addr"])] = _frames(e)
+    return frames
 
 
 def device_traces(raw: Dict[str, Any], device_count: int) -> List[List[Dict[str, Any]]]:

@@ -26,6 +26,7 @@ import warnings
 from ctypes import byref, c_size_t, c_void_p
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import _stacks
 from .._lib import (
     ACL_ERROR_REPEAT_INITIALIZE,
     ACL_HBM_MEM,
@@ -86,7 +87,7 @@ def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[i
         _default.current_device(set_if_none=True)
     ptr = c_void_p()
     with _default.on_device(index):
-        rc = lib.aclallocDefaultMalloc(byref(ptr), n, s)
+        rc = _stacks.call(lib.aclallocDefaultMalloc, byref(ptr), n, s)
     if rc != 0:
         raise fail("aclallocDefaultMalloc", rc)
     return ptr.value or 0
@@ -99,7 +100,7 @@ def caching_allocator_delete(mem_ptr: int) -> None:
         raise TypeError(f"mem_ptr must be an int, not {type(mem_ptr).__name__}")
     if not 0 < mem_ptr < 1 << 64:
         raise ValueError(f"mem_ptr {mem_ptr} is not a device address")
-    rc = lib.aclallocDefaultFree(mem_ptr)
+    rc = _stacks.call(lib.aclallocDefaultFree, mem_ptr)
     if rc != 0:
         raise fail("aclallocDefaultFree", rc)
 
@@ -387,6 +388,7 @@ def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
     """The library's JSON segments in PyTorch's snapshot shape (addresses and
     streams as integers: the JSON writes them as hex strings)."""
     integer = _history.integer
+    frames = _history.block_frames(raw)
     out = []
     for seg in raw.get("segments", []):
         blocks = [
@@ -395,7 +397,9 @@ def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
                 "size": b["size"],
                 "requested_size": b["requested_size"],
                 "state": b["state"],
-                "frames": [],
+                "frames": frames.get(integer(b["address"]), [])
+                if b["state"] == "active_allocated"
+                else [],
             }
             for b in seg["blocks"]
         ]
@@ -421,8 +425,9 @@ def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
 def _snapshot(device: Device = None) -> Dict[str, Any]:
     """PyTorch's memory snapshot: ``{"segments": [...], "device_traces": [[...] per
     device]}``, with PyTorch's keys and integers for addresses and streams.
-    Segments are the default pool's (``frames`` empty: the library records no
-    stacks). ``device_traces`` holds the default pool's allocation history
+    Segments are the default pool's; a live block's ``frames`` are those of
+    its allocation in the recorded history (see :func:`_record_memory_history`).
+    ``device_traces`` holds the default pool's allocation history
     while :func:`_record_memory_history` is on: ``alloc``, ``free_requested``,
     ``free_completed``, ``segment_alloc``, ``segment_free`` and ``oom``
     entries with ``addr``, ``size``, ``stream`` and ``time_us`` (microseconds
@@ -461,10 +466,13 @@ def _record_memory_history(
     """Starts (``enabled="all"``) or stops (None) recording the default
     pool's allocation history into ``_snapshot()["device_traces"]``, keeping
     the last ``max_entries`` events (default: 1,000,000; the ring is
-    allocated now, 48 bytes per event). Each call discards what was recorded
-    before. ``"state"`` records no trace (PyTorch's "state" keeps only the
-    stacks of live blocks, and no stacks are recorded here). ``context`` and
-    ``stacks`` are checked and otherwise ignored (no stacks). Builds the
+    allocated now, 56 bytes per event). Each call discards what was recorded
+    before. ``context`` says which carry their stack as PyTorch's ``frames``:
+    ``"state"`` live blocks only, ``"alloc"`` also allocation events,
+    ``"all"`` also frees, None none; ``stacks="python"`` records the Python
+    frames, ``"all"`` native frames (16 deep) and then the Python ones. With
+    ``enabled="state"`` the ring records too, for the live blocks' stacks,
+    and its events carry none. Builds the
     default allocator if needed, as PyTorch does; warns (``RuntimeWarning``)
     when the default allocator is not the caching pool, which alone records.
     See :mod:`aclalloc.npu._history`."""
@@ -482,7 +490,7 @@ def _record_memory_history(
         if max_entries == sys.maxsize:
             max_entries = None  # PyTorch's "unbounded": the bounded default here
     _default.device_index(device)
-    _history.record(enabled, max_entries)
+    _history.record(enabled, max_entries, context, stacks)
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:

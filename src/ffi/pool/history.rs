@@ -1,12 +1,15 @@
 //! A pool as text and JSON, and the history recorder: `aclallocPoolSummary`,
-//! `aclallocPoolSnapshot`, `aclallocPoolRecordHistory`.
+//! `aclallocPoolSnapshot`, `aclallocPoolRecordHistory`,
+//! `aclallocPoolRecordStacks`.
 
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
+use crate::base::error::Error;
 use crate::ffi::args::{self, write_text, Out, OutSlice};
 use crate::ffi::boundary::boundary;
 use crate::ffi::types::*;
+use crate::history::StackContext;
 use crate::pool::{handles, Pool};
 use std::ffi::c_char;
 
@@ -90,5 +93,42 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
 pub extern "C" fn aclallocPoolRecordHistory(pool: aclallocPool, maxEntries: usize) -> aclError {
     boundary("aclallocPoolRecordHistory", || {
         handles::get(pool)?.record_history(maxEntries)
+    })
+}
+
+/// Which recorded events carry their call stack, with the meanings of
+/// PyTorch's `_record_memory_history(context=..., stacks=...)`: `context`
+/// NULL (none), `"state"` (live blocks only: the snapshot's blocks),
+/// `"alloc"` (and allocation events), `"all"` (and frees); `stacks`
+/// `"all"` (native frames, 16 deep, then the Python frames that
+/// `aclallocSetPythonFrames` set) or `"python"` (the Python frames only).
+/// They show as `frames` in `aclallocPoolSnapshot`'s `device_traces`.
+///
+/// # Safety
+/// `context` and `stacks` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocPoolRecordStacks(
+    pool: aclallocPool,
+    context: *const c_char,
+    stacks: *const c_char,
+) -> aclError {
+    boundary("aclallocPoolRecordStacks", || {
+        let text = |ptr: *const c_char, param| match ptr.is_null() {
+            true => Ok(None),
+            // SAFETY: the caller's contract.
+            false => unsafe { args::c_str(ptr, param) }.map(Some),
+        };
+        let invalid = |param, reason| Error::InvalidParam { param, reason };
+        let context = StackContext::parse(text(context, "context")?).ok_or(invalid(
+            "context",
+            "Expected NULL, \"state\", \"alloc\" or \"all\"",
+        ))?;
+        let depth = match text(stacks, "stacks")? {
+            None | Some("all") => crate::history::stacks::DEFAULT_DEPTH,
+            Some("python") => 0,
+            Some(_) => return Err(invalid("stacks", "Expected \"python\" or \"all\"")),
+        };
+        handles::get(pool)?.record_stacks(context, depth);
+        Ok(())
     })
 }
