@@ -1,0 +1,255 @@
+//! The pool through its C ABI against a model of PyTorch's caching
+//! allocator (`pool_model/pytorch.rs`) and glibc `malloc`/`free` of the same
+//! sizes, timed in one run, interleaved, three times. Sizes: 8, from 512 B to
+//! 12 MiB, cycled. Figures are nanoseconds per alloc+free (median of 5
+//! samples); the two-thread line is the pool's throughput on two threads,
+//! each on a stream of its own, over its throughput on one.
+//!
+//! Run: `cargo bench --bench pool_model`
+
+#[path = "pool_model/pytorch.rs"]
+mod pytorch;
+
+use aclalloc::ffi::pool::{aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolFree};
+use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::pool::{HostMemory, Pool, PoolConfig};
+use pytorch::TorchModel;
+use std::ffi::c_void;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Instant;
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+const SIZES: [usize; 8] = [
+    512,
+    4 * KIB,
+    48 * KIB,
+    320 * KIB,
+    MIB,
+    3 * MIB,
+    7 * MIB,
+    12 * MIB,
+];
+
+extern "C" {
+    fn malloc(size: usize) -> *mut c_void;
+    fn free(ptr: *mut c_void);
+}
+
+/// An allocator under test: alloc on a stream, free.
+trait Alloc: Sync {
+    fn alloc(&self, size: usize, stream: usize) -> usize;
+    fn free(&self, addr: usize);
+}
+
+struct CPool(*mut c_void);
+// SAFETY: a pool handle is an integer the C ABI looks up; any thread may pass it.
+unsafe impl Sync for CPool {}
+
+impl Alloc for CPool {
+    #[inline]
+    fn alloc(&self, size: usize, _stream: usize) -> usize {
+        aclallocPoolAlloc(self.0, size) as usize
+    }
+    #[inline]
+    fn free(&self, addr: usize) {
+        aclallocPoolFree(self.0, addr as *mut c_void)
+    }
+}
+
+/// The pool's Rust API, which takes a stream (the C callbacks carry none).
+impl Alloc for Pool {
+    #[inline]
+    fn alloc(&self, size: usize, stream: usize) -> usize {
+        self.malloc_on(stream, size).unwrap().get()
+    }
+    #[inline]
+    fn free(&self, addr: usize) {
+        Pool::free(self, addr).unwrap()
+    }
+}
+
+impl Alloc for TorchModel {
+    #[inline]
+    fn alloc(&self, size: usize, stream: usize) -> usize {
+        self.malloc(size, stream)
+    }
+    #[inline]
+    fn free(&self, addr: usize) {
+        TorchModel::free(self, addr)
+    }
+}
+
+struct Glibc;
+impl Alloc for Glibc {
+    #[inline]
+    fn alloc(&self, size: usize, _stream: usize) -> usize {
+        // SAFETY: plain malloc; the address is freed by `free` below.
+        unsafe { malloc(size) as usize }
+    }
+    #[inline]
+    fn free(&self, addr: usize) {
+        // SAFETY: `addr` came from `malloc` above and is freed once.
+        unsafe { free(addr as *mut c_void) }
+    }
+}
+
+fn c_pool() -> CPool {
+    // SAFETY: no configuration file; the host runtime.
+    unsafe { aclInit(std::ptr::null()) };
+    assert_eq!(aclrtSetDevice(0), 0);
+    let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: NULL config (the defaults); both outputs are writable.
+    assert_eq!(
+        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
+        0
+    );
+    CPool(pool)
+}
+
+/// A fixed permutation of `0..n` (xorshift Fisher-Yates): the free order.
+fn shuffled(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// Allocates `n` blocks of the cycled sizes, frees them in a shuffled
+/// order; `rounds` times. Returns the number of alloc+free pairs.
+fn batches(a: &dyn Alloc, n: usize, rounds: usize, stream: usize, order: &[usize]) -> usize {
+    let mut live = vec![0usize; n];
+    for _ in 0..rounds {
+        for (i, slot) in live.iter_mut().enumerate() {
+            *slot = a.alloc(black_box(SIZES[i % 8]), stream);
+        }
+        for &i in order {
+            a.free(black_box(live[i]));
+        }
+    }
+    n * rounds
+}
+
+fn pairs(a: &dyn Alloc, rounds: usize) -> usize {
+    for r in 0..rounds {
+        a.free(black_box(a.alloc(black_box(SIZES[r % 8]), 0)));
+    }
+    rounds
+}
+
+/// One decode token of a 7B-class model (as `benches/pool.rs`): 32 layers
+/// of nested workspaces.
+fn decode(a: &dyn Alloc, tokens: usize) -> usize {
+    for _ in 0..tokens {
+        let hidden = a.alloc(32 * KIB, 0);
+        for _ in 0..32 {
+            let norm = a.alloc(16 * KIB, 0);
+            let attn = a.alloc(1536 * KIB, 0);
+            let proj = a.alloc(256 * KIB, 0);
+            a.free(black_box(proj));
+            let mlp = a.alloc(11 * MIB, 0);
+            a.free(black_box(mlp));
+            a.free(black_box(attn));
+            a.free(black_box(norm));
+        }
+        a.free(hidden);
+    }
+    tokens * (1 + 4 * 32)
+}
+
+/// Nanoseconds per pair: the median of 5 samples of `work` (after one warm-up).
+fn time(work: &dyn Fn() -> usize) -> f64 {
+    work();
+    let mut samples: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            let n = work();
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[2]
+}
+
+/// Pairs per second of `threads` threads, each doing batches of 64 on
+/// stream `t + 1` of `a`.
+fn throughput(a: &dyn Alloc, threads: usize, order: &[usize]) -> f64 {
+    let per_thread = 3000;
+    let run = || {
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || batches(a, 64, per_thread, t + 1, order));
+            }
+        });
+        (threads * per_thread * 64) as f64 / t.elapsed().as_secs_f64()
+    };
+    run();
+    let mut samples: Vec<f64> = (0..5).map(|_| run()).collect();
+    samples.sort_by(f64::total_cmp);
+    samples[2]
+}
+
+/// A workload: runs on an allocator, returns its number of pairs.
+type Workload<'a> = dyn Fn(&dyn Alloc) -> usize + 'a;
+
+fn main() {
+    let pool = c_pool();
+    let model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
+    let rust_pool = Pool::new(PoolConfig::default(), Arc::new(HostMemory::new(1 << 44))).unwrap();
+    let threaded_model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
+    let (o64, o1024) = (shuffled(64), shuffled(1024));
+    let workloads: [(&str, &Workload); 4] = [
+        ("single pairs", &|a| pairs(a, 200_000)),
+        ("batches of 64", &|a| batches(a, 64, 2000, 0, &o64)),
+        ("batches of 1,024", &|a| batches(a, 1024, 100, 0, &o1024)),
+        ("decode token", &|a| decode(a, 500)),
+    ];
+    println!("ns per alloc+free (median of 5); ratio = model / pool");
+    println!(
+        "{:<18} {:>3} {:>10} {:>10} {:>10} {:>7}",
+        "workload", "run", "model", "pool", "glibc", "ratio"
+    );
+    for (name, work) in workloads {
+        for run in 1..=3 {
+            let m = time(&|| work(&model));
+            let p = time(&|| work(&pool));
+            let g = time(&|| work(&Glibc));
+            println!(
+                "{name:<18} {run:>3} {m:>10.1} {p:>10.1} {g:>10.1} {:>6.2}x",
+                m / p
+            );
+        }
+    }
+    println!("pairs per second, batches of 64, each thread on its own stream (Rust API)");
+    println!(
+        "{:<18} {:>3} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "", "run", "pool 1 th", "pool 2 th", "scale", "model 1", "model 2", "scale"
+    );
+    for run in 1..=3 {
+        let p1 = throughput(&rust_pool, 1, &o64);
+        let p2 = throughput(&rust_pool, 2, &o64);
+        let m1 = throughput(&threaded_model, 1, &o64);
+        let m2 = throughput(&threaded_model, 2, &o64);
+        println!(
+            "{:<18} {run:>3} {:>9.2}M {:>9.2}M {:>6.2}x {:>9.2}M {:>9.2}M {:>6.2}x",
+            "two threads",
+            p1 / 1e6,
+            p2 / 1e6,
+            p2 / p1,
+            m1 / 1e6,
+            m2 / 1e6,
+            m2 / m1
+        );
+    }
+    println!(
+        "reserved after the run: model {} MiB",
+        model.reserved() >> 20
+    );
+}
