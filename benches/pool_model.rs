@@ -216,7 +216,10 @@ fn main() {
         "{:<18} {:>3} {:>10} {:>10} {:>10} {:>7}",
         "workload", "run", "model", "pool", "glibc", "ratio"
     );
-    for (name, work) in workloads {
+    // `cargo bench --bench pool_model -- batches` runs the workloads whose name has "batches".
+    let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let chosen = |name: &str| only.as_deref().map_or(true, |o| name.contains(o));
+    for (name, work) in workloads.into_iter().filter(|w| chosen(w.0)) {
         for run in 1..=3 {
             let m = time(&|| work(&model));
             let p = time(&|| work(&pool));
@@ -232,7 +235,7 @@ fn main() {
         "{:<18} {:>3} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
         "", "run", "pool 1 th", "pool 2 th", "scale", "model 1", "model 2", "scale"
     );
-    for run in 1..=3 {
+    for run in (1..=3).filter(|_| chosen("two threads")) {
         let p1 = throughput(&rust_pool, 1, &o64);
         let p2 = throughput(&rust_pool, 2, &o64);
         let m1 = throughput(&threaded_model, 1, &o64);
