@@ -260,10 +260,16 @@ impl Core {
             let tail = self.tail_after(&b, rounded);
             let handed = if tail > 0 { rounded } else { b.size };
             let max_split = self.config.max_split_size;
+            // Taking `b` uncounts it before its tail is counted.
+            let (n, bytes) = if b.counted_split {
+                (1, b.size as i64)
+            } else {
+                (0, 0)
+            };
             let split_room = tail == 0
                 || [STAT_ALL, kind.index()].iter().all(|&i| {
-                    self.stats.inactive_split[i].room(1)
-                        && self.stats.inactive_split_bytes[i].room(tail as i64)
+                    self.stats.inactive_split[i].room(1 - n)
+                        && self.stats.inactive_split_bytes[i].room(tail as i64 - bytes)
                 });
             if !split_room || !room_to_hand_out(&self.stats, kind, handed, size, max_split) {
                 return Take::NoRoom;
