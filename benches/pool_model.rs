@@ -1,16 +1,19 @@
 //! The pool through its C ABI against a model of PyTorch's caching
 //! allocator (`pool_model/pytorch.rs`) and glibc `malloc`/`free` of the same
-//! sizes, timed in one run, interleaved, three times. Sizes: 8, from 512 B to
-//! 12 MiB, cycled. Figures are nanoseconds per alloc+free (median of 5
-//! samples); the two-thread line is the pool's throughput on two threads,
-//! each on a stream of its own, over its throughput on one.
+//! sizes, timed in one run, interleaved, three times. Each workload runs on
+//! each of 8 sizes from 512 B to 12 MiB alone (a line gives the range over
+//! the sizes), then on the 8 sizes cycled ("mixed"). Figures are nanoseconds
+//! per alloc+free (median of 5 samples); the two-thread line is throughput on
+//! two threads, each on a stream of its own, over throughput on one.
 //!
 //! Run: `cargo bench --bench pool_model`
 
 #[path = "pool_model/pytorch.rs"]
 mod pytorch;
 
-use aclalloc::ffi::pool::{aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolFree};
+use aclalloc::ffi::pool::{
+    aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolDestroy, aclallocPoolFree,
+};
 use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::pool::{HostMemory, Pool, PoolConfig};
 use pytorch::TorchModel;
@@ -50,7 +53,9 @@ unsafe impl Sync for CPool {}
 impl Alloc for CPool {
     #[inline]
     fn alloc(&self, size: usize, _stream: usize) -> usize {
-        aclallocPoolAlloc(self.0, size) as usize
+        let addr = aclallocPoolAlloc(self.0, size) as usize;
+        assert_ne!(addr, 0, "the pool is out of memory");
+        addr
     }
     #[inline]
     fn free(&self, addr: usize) {
@@ -121,13 +126,20 @@ fn shuffled(n: usize) -> Vec<usize> {
     order
 }
 
-/// Allocates `n` blocks of the cycled sizes, frees them in a shuffled
+/// Allocates `n` blocks of `sizes` cycled, frees them in a shuffled
 /// order; `rounds` times. Returns the number of alloc+free pairs.
-fn batches(a: &dyn Alloc, n: usize, rounds: usize, stream: usize, order: &[usize]) -> usize {
+fn batches(
+    a: &dyn Alloc,
+    n: usize,
+    rounds: usize,
+    stream: usize,
+    order: &[usize],
+    sizes: &[usize],
+) -> usize {
     let mut live = vec![0usize; n];
     for _ in 0..rounds {
         for (i, slot) in live.iter_mut().enumerate() {
-            *slot = a.alloc(black_box(SIZES[i % 8]), stream);
+            *slot = a.alloc(black_box(sizes[i % sizes.len()]), stream);
         }
         for &i in order {
             a.free(black_box(live[i]));
@@ -136,9 +148,9 @@ fn batches(a: &dyn Alloc, n: usize, rounds: usize, stream: usize, order: &[usize
     n * rounds
 }
 
-fn pairs(a: &dyn Alloc, rounds: usize) -> usize {
+fn pairs(a: &dyn Alloc, rounds: usize, sizes: &[usize]) -> usize {
     for r in 0..rounds {
-        a.free(black_box(a.alloc(black_box(SIZES[r % 8]), 0)));
+        a.free(black_box(a.alloc(black_box(sizes[r % sizes.len()]), 0)));
     }
     rounds
 }
@@ -177,7 +189,7 @@ fn time(work: &dyn Fn() -> usize) -> f64 {
     samples[2]
 }
 
-/// Pairs per second of `threads` threads, each doing batches of 64 on
+/// Pairs per second of `threads` threads, each doing batches of 64 blocks of 4 KiB on
 /// stream `t + 1` of `a`.
 fn throughput(a: &dyn Alloc, threads: usize, order: &[usize]) -> f64 {
     let per_thread = 3000;
@@ -185,7 +197,7 @@ fn throughput(a: &dyn Alloc, threads: usize, order: &[usize]) -> f64 {
         let t = Instant::now();
         std::thread::scope(|s| {
             for t in 0..threads {
-                s.spawn(move || batches(a, 64, per_thread, t + 1, order));
+                s.spawn(move || batches(a, 64, per_thread, t + 1, order, &[4096]));
             }
         });
         (threads * per_thread * 64) as f64 / t.elapsed().as_secs_f64()
@@ -197,37 +209,85 @@ fn throughput(a: &dyn Alloc, threads: usize, order: &[usize]) -> f64 {
 }
 
 /// A workload: runs on an allocator, returns its number of pairs.
-type Workload<'a> = dyn Fn(&dyn Alloc) -> usize + 'a;
+type Workload<'a> = dyn Fn(&dyn Alloc, &[usize]) -> usize + 'a;
 
 fn main() {
-    let pool = c_pool();
-    let model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
+    // 1,024 live blocks of 12 MiB: more than the host runtime's default 4 GiB
+    // device (a budget: untouched pages cost nothing).
+    std::env::set_var("ACLALLOC_DEVICE_MEMORY", "64GiB");
     let rust_pool = Pool::new(PoolConfig::default(), Arc::new(HostMemory::new(1 << 44))).unwrap();
     let threaded_model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
     let (o64, o1024) = (shuffled(64), shuffled(1024));
     let workloads: [(&str, &Workload); 4] = [
-        ("single pairs", &|a| pairs(a, 200_000)),
-        ("batches of 64", &|a| batches(a, 64, 2000, 0, &o64)),
-        ("batches of 1,024", &|a| batches(a, 1024, 100, 0, &o1024)),
-        ("decode token", &|a| decode(a, 500)),
+        ("single pairs", &|a, sizes| pairs(a, 50_000, sizes)),
+        ("batches of 64", &|a, sizes| {
+            batches(a, 64, 300, 0, &o64, sizes)
+        }),
+        ("batches of 1,024", &|a, sizes| {
+            batches(a, 1024, 10, 0, &o1024, sizes)
+        }),
+        ("decode token", &|a, _| decode(a, 200)),
     ];
     println!("ns per alloc+free (median of 5); ratio = model / pool");
     println!(
-        "{:<18} {:>3} {:>10} {:>10} {:>10} {:>7}",
-        "workload", "run", "model", "pool", "glibc", "ratio"
+        "{:<18} {:>5} {:>3} {:>15} {:>15} {:>15} {:>13}",
+        "workload", "sizes", "run", "model", "pool", "glibc", "ratio"
     );
     // `cargo bench --bench pool_model -- batches` runs the workloads whose name has "batches".
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let chosen = |name: &str| only.as_deref().map_or(true, |o| name.contains(o));
+    let range = |v: &[f64]| {
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(0.0, f64::max);
+        (min, max)
+    };
     for (name, work) in workloads.into_iter().filter(|w| chosen(w.0)) {
-        for run in 1..=3 {
-            let m = time(&|| work(&model));
-            let p = time(&|| work(&pool));
-            let g = time(&|| work(&Glibc));
-            println!(
-                "{name:<18} {run:>3} {m:>10.1} {p:>10.1} {g:>10.1} {:>6.2}x",
-                m / p
-            );
+        let groups: Vec<(&str, Vec<&[usize]>)> = if name.starts_with("decode") {
+            vec![("trace", vec![&SIZES[..1]])]
+        } else {
+            vec![
+                ("each", SIZES.iter().map(std::slice::from_ref).collect()),
+                ("mixed", vec![&SIZES[..]]),
+            ]
+        };
+        for (label, sets) in groups {
+            for run in 1..=3 {
+                let (mut m, mut p, mut g, mut r) = (vec![], vec![], vec![], vec![]);
+                for sizes in &sets {
+                    // Fresh allocators: what one size leaves cached does not
+                    // crowd the device for the next.
+                    let model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
+                    let pool = c_pool();
+                    m.push(time(&|| work(&model, sizes)));
+                    p.push(time(&|| work(&pool, sizes)));
+                    assert_eq!(aclallocPoolDestroy(pool.0), 0);
+                    if std::env::var_os("POOL_MODEL_VERBOSE").is_some() {
+                        println!(
+                            "  {sizes:?}: model {:.0} pool {:.0}",
+                            m[m.len() - 1],
+                            p[p.len() - 1]
+                        );
+                    }
+                    g.push(time(&|| work(&Glibc, sizes)));
+                    r.push(m[m.len() - 1] / p[p.len() - 1]);
+                }
+                let cell = |v: &[f64]| match range(v) {
+                    (a, b) if a == b => format!("{a:.0}"),
+                    (a, b) => format!("{a:.0}-{b:.0}"),
+                };
+                let (r0, r1) = range(&r);
+                let ratio = if r0 == r1 {
+                    format!("{r0:.2}x")
+                } else {
+                    format!("{r0:.2}-{r1:.2}x")
+                };
+                println!(
+                    "{name:<18} {label:>5} {run:>3} {:>15} {:>15} {:>15} {ratio:>13}",
+                    cell(&m),
+                    cell(&p),
+                    cell(&g)
+                );
+            }
         }
     }
     println!("pairs per second, batches of 64, each thread on its own stream (Rust API)");
@@ -251,8 +311,4 @@ fn main() {
             m2 / m1
         );
     }
-    println!(
-        "reserved after the run: model {} MiB",
-        model.reserved() >> 20
-    );
 }

@@ -327,11 +327,6 @@ impl TorchModel {
             update(&mut s.requested_bytes[t], -(requested as i64));
         }
     }
-
-    /// Bytes reserved from the device (current).
-    pub fn reserved(&self) -> i64 {
-        self.state.lock().borrow().stats.reserved_bytes[0].current
-    }
 }
 
 fn new_block(st: &mut State, b: Block) -> u32 {

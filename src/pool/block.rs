@@ -136,7 +136,7 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 }
 
 /// A multiplicative hash for addresses and sizes (multiples of 512): one
-/// multiply, far cheaper than SipHash; the pool makes its own keys.
+/// multiply and a shift, far cheaper than SipHash; the pool makes its own keys.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct AddrHasher(u64);
 
@@ -153,7 +153,10 @@ impl Hasher for AddrHasher {
     }
     #[inline]
     fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ (x >> 9) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // The table indexes by the low bits, which a multiply leaves zero for
+        // aligned addresses: fold the high bits down.
+        self.0 = h ^ (h >> 32);
     }
     #[inline]
     fn write_usize(&mut self, x: usize) {

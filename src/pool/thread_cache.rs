@@ -512,6 +512,25 @@ impl Pool {
     /// cache of the shard has it handed out.
     pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
         let mut core = self.shards[shard].0.lock();
+        // Most often this thread's own cache, whose owner need not be stopped.
+        let own = CACHES.try_with(|c| {
+            let caches = c.slots.try_borrow().ok()?;
+            caches
+                .iter()
+                .filter(|s| s.pool == self.caches.id && s.shard == shard)
+                .find_map(|slot| {
+                    // SAFETY: this thread owns the slot and is not in its
+                    // fast path; the shard's lock keeps every slow path out.
+                    let st = unsafe { slot.state_mut() };
+                    let at = st.handed_out.iter().position(|l| l.addr == addr)?;
+                    let loan = st.handed_out.swap_remove(at);
+                    core.take_back_handed_out(loan, &mut st.stats);
+                    Some(core.free(addr, true))
+                })
+        });
+        if let Ok(Some(freed)) = own {
+            return Some(freed);
+        }
         let slots = self.caches.slots.lock();
         let mine = slots.iter().filter(|s| s.shard == shard);
         stop_owners(mine.clone());
