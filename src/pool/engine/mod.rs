@@ -373,16 +373,19 @@ impl Core {
             return Some(first);
         }
         // A block no smaller than the best one's segment is in no smaller segment.
-        let segment_size = |idx: u32| self.segments[self.blocks[idx].segment].size;
-        let mut best = (segment_size(first), first);
+        // Among equal segments, the smallest block, then the lowest address.
+        let key = |idx: u32| {
+            let b = &self.blocks[idx];
+            (self.segments[b.segment].size, b.size, b.addr, idx)
+        };
+        let mut best = key(first);
         index.for_each_fit(&self.blocks, rounded, best.0, BEST_FIT_SCAN, |idx| {
-            let size = self.blocks[idx].size;
-            let seg = segment_size(idx);
-            if size < best.0 && usable(size) && seg < best.0 {
-                best = (seg, idx);
+            let k = key(idx);
+            if k.1 < best.0 && usable(k.1) && k < best {
+                best = k;
             }
         });
-        Some(best.1)
+        Some(best.3)
     }
 
     /// The bytes of free block `b` that a request of `rounded` leaves as a
