@@ -124,6 +124,10 @@ enum Size {
     Small(u32),
     Large(u32),
     Huge(u16),
+    /// Near a boundary of the free index's size classes (16 per power of
+    /// two, in 512-byte units; `src/pool/engine/tlsf.rs`): (power, step,
+    /// offset of -1, 0 or +1 unit).
+    ClassEdge(u8, u8, u8),
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -484,6 +488,10 @@ impl Model {
             Size::Small(v) => v as usize % (MIB + 1),
             Size::Large(v) => MIB + 1 + v as usize % (23 * MIB),
             Size::Huge(v) => usize::MAX - v as usize,
+            Size::ClassEdge(f, s, d) => {
+                let units = (16 + s as usize % 16) << (f as usize % 13);
+                (units + d as usize % 3).saturating_sub(1) * 512
+            }
         }
     }
 
