@@ -94,8 +94,9 @@ fn spare_count() -> usize {
 }
 const MAX_LIVE_POOLS: usize = 3;
 /// What `aclGetRecentErrMsg` may hold beyond the model's lines: the host
-/// runtime's own refusals when a pool asks the device for a segment.
-const DEVICE_LINES: [&str; 1] = ["aclrtMalloc failed"];
+/// runtime's own refusals when a pool asks the device for a segment or,
+/// for an expandable one, for physical pages.
+const DEVICE_LINES: [&str; 2] = ["aclrtMalloc failed", "aclrtMallocPhysical failed"];
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 struct Config {
