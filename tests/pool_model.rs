@@ -84,6 +84,10 @@ fn size() -> impl Strategy<Value = usize> {
         3 => 4096usize..=MIB,
         2 => (MIB + 1)..12 * MIB,
         1 => (12 * MIB)..40 * MIB,
+        // Near a boundary of the free index's size classes (16 per power of
+        // two, in 512-byte units; src/pool/engine/tlsf.rs), a unit either side.
+        2 => (0usize..13, 0usize..16, 0usize..3)
+            .prop_map(|(f, s, d)| (((16 + s) << f) + d - 1) * 512),
     ]
 }
 

@@ -94,8 +94,9 @@ fn spare_count() -> usize {
 }
 const MAX_LIVE_POOLS: usize = 3;
 /// What `aclGetRecentErrMsg` may hold beyond the model's lines: the host
-/// runtime's own refusals when a pool asks the device for a segment.
-const DEVICE_LINES: [&str; 1] = ["aclrtMalloc failed"];
+/// runtime's own refusals when a pool asks the device for a segment or,
+/// for an expandable one, for physical pages.
+const DEVICE_LINES: [&str; 2] = ["aclrtMalloc failed", "aclrtMallocPhysical failed"];
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 struct Config {
@@ -124,6 +125,10 @@ enum Size {
     Small(u32),
     Large(u32),
     Huge(u16),
+    /// Near a boundary of the free index's size classes (16 per power of
+    /// two, in 512-byte units; `src/pool/engine/tlsf.rs`): (power, step,
+    /// offset of -1, 0 or +1 unit).
+    ClassEdge(u8, u8, u8),
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -484,6 +489,10 @@ impl Model {
             Size::Small(v) => v as usize % (MIB + 1),
             Size::Large(v) => MIB + 1 + v as usize % (23 * MIB),
             Size::Huge(v) => usize::MAX - v as usize,
+            Size::ClassEdge(f, s, d) => {
+                let units = (16 + s as usize % 16) << (f as usize % 13);
+                (units + d as usize % 3).saturating_sub(1) * 512
+            }
         }
     }
 

@@ -19,7 +19,7 @@ impl Kind {
     pub(crate) fn index(self) -> usize {
         self as usize
     }
-    /// Index into the per-kind free sets.
+    /// Index into the per-kind free indices.
     pub(crate) fn set(self) -> usize {
         self as usize - 1
     }
@@ -32,7 +32,7 @@ pub(crate) enum State {
     /// Freed by a caller and parked in its exact-size bin, not yet merged
     /// with free neighbours (the fast path of the next request of that size).
     Cached,
-    /// Free, merged with its free neighbours, in the best-fit set.
+    /// Free, merged with its free neighbours, in the best-fit index.
     Free,
     /// Kept by a thread's cache (`src/pool/thread_cache.rs`): handed out
     /// from it or parked in it; its statistics are the cache's.
@@ -48,6 +48,10 @@ pub(crate) struct Block {
     pub requested: usize,
     pub prev: u32,
     pub next: u32,
+    /// Neighbours in the free list of its size class, while `Free`
+    /// (`src/pool/engine/tlsf.rs`).
+    pub free_prev: u32,
+    pub free_next: u32,
     pub segment: u32,
     /// The segment's kind and stream, kept here so the hot path reads one cache line.
     pub kind: Kind,
@@ -132,7 +136,7 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 }
 
 /// A multiplicative hash for addresses and sizes (multiples of 512): one
-/// multiply, far cheaper than SipHash; the pool makes its own keys.
+/// multiply and a shift, far cheaper than SipHash; the pool makes its own keys.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct AddrHasher(u64);
 
@@ -149,7 +153,10 @@ impl Hasher for AddrHasher {
     }
     #[inline]
     fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ (x >> 9) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // The table indexes by the low bits, which a multiply leaves zero for
+        // aligned addresses: fold the high bits down.
+        self.0 = h ^ (h >> 32);
     }
     #[inline]
     fn write_usize(&mut self, x: usize) {

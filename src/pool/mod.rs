@@ -165,7 +165,13 @@ impl Pool {
         LAST_SHARD.with(|c| c.set((self as *const Pool as usize, shard)));
         let local = {
             let mut core = self.shards[shard].0.lock();
-            let local = core.malloc_local(size, stream);
+            let mut local = core.malloc_local(size, stream);
+            for drain in [false, true] {
+                if local.is_some() || !self.reclaim_from_own_caches(&mut core, shard, drain) {
+                    continue;
+                }
+                local = core.malloc_local(size, stream);
+            }
             if let Some(addr) = local {
                 self.lend_to_cache(&mut core, shard, stream, addr);
             }

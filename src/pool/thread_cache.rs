@@ -183,6 +183,26 @@ impl State {
         core.absorb(&mut self.stats);
     }
 
+    /// The headroom the cache keeps: enough to unpark every parked block and
+    /// park every handed-out one.
+    fn headroom_kept(&self) -> [[i64; 3]; 5] {
+        let mut keep = [[0; 3]; 5];
+        for l in &self.parked {
+            for i in [STAT_ALL, l.kind as usize] {
+                keep[0][i] += 1;
+                keep[1][i] += l.size as i64;
+                keep[2][i] += l.size_key as i64;
+            }
+        }
+        for l in self.handed_out.iter().filter(|l| l.split) {
+            for i in [STAT_ALL, l.kind as usize] {
+                keep[3][i] += 1;
+                keep[4][i] += l.size as i64;
+            }
+        }
+        keep
+    }
+
     /// Parks handed-out block `at` if the cache has the room and the
     /// headroom for what parking raises.
     #[inline]
@@ -453,10 +473,64 @@ impl Pool {
         });
     }
 
+    /// Under shard `shard`'s lock, when it cannot serve a request alone:
+    /// gives it what this thread's caches of the shard hold, so the request
+    /// does not take the pool-wide path. First their spare headroom; with
+    /// `drain`, their blocks too (so they can merge). True if any came back.
+    pub(super) fn reclaim_from_own_caches(
+        &self,
+        core: &mut Core,
+        shard: usize,
+        drain: bool,
+    ) -> bool {
+        CACHES
+            .try_with(|c| {
+                let Ok(caches) = c.slots.try_borrow() else {
+                    return false;
+                };
+                let mut any = false;
+                for slot in caches.iter().filter(|s| {
+                    s.pool == self.caches.id && s.shard == shard && !s.dead.load(Ordering::Relaxed)
+                }) {
+                    // SAFETY: this thread owns the slot and is not in its fast
+                    // path; the shard's lock keeps every slow path out.
+                    let st = unsafe { slot.state_mut() };
+                    if drain {
+                        any |= !(st.parked.is_empty() && st.handed_out.is_empty());
+                        st.drain_into(core);
+                    } else {
+                        let keep = st.headroom_kept();
+                        any |= core.reclaim_headroom(&mut st.stats, &keep);
+                    }
+                }
+                any
+            })
+            .unwrap_or(false)
+    }
+
     /// Frees `addr`, lent to a cache of shard `shard`, in the shard. `None`: no
     /// cache of the shard has it handed out.
     pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
         let mut core = self.shards[shard].0.lock();
+        // Most often this thread's own cache, whose owner need not be stopped.
+        let own = CACHES.try_with(|c| {
+            let caches = c.slots.try_borrow().ok()?;
+            caches
+                .iter()
+                .filter(|s| s.pool == self.caches.id && s.shard == shard)
+                .find_map(|slot| {
+                    // SAFETY: this thread owns the slot and is not in its
+                    // fast path; the shard's lock keeps every slow path out.
+                    let st = unsafe { slot.state_mut() };
+                    let at = st.handed_out.iter().position(|l| l.addr == addr)?;
+                    let loan = st.handed_out.swap_remove(at);
+                    core.take_back_handed_out(loan, &mut st.stats);
+                    Some(core.free(addr, true))
+                })
+        });
+        if let Ok(Some(freed)) = own {
+            return Some(freed);
+        }
         let slots = self.caches.slots.lock();
         let mine = slots.iter().filter(|s| s.shard == shard);
         stop_owners(mine.clone());

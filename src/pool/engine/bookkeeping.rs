@@ -1,18 +1,42 @@
-//! Free-block bookkeeping: the best-fit sets, the inactive-split counts,
+//! Free-block bookkeeping: the best-fit indices, the inactive-split counts,
 //! the bins and merging.
 
 use super::*;
 
 impl Core {
-    pub(super) fn insert_free(&mut self, idx: u32) {
-        let b = self.blocks[idx];
-        self.free[b.kind.set()].insert((b.stream, b.size, b.addr, idx));
+    /// The best-fit index of `kind`'s free blocks of `stream`, if any.
+    #[inline]
+    pub(super) fn free_index(&self, kind: Kind, stream: usize) -> Option<&Tlsf> {
+        let set = &self.free[kind.set()];
+        set.iter().find(|(s, _)| *s == stream).map(|(_, t)| &**t)
     }
 
-    /// Takes free block `idx` out of the best-fit set and the split count.
-    pub(super) fn detach_free(&mut self, idx: u32) {
+    pub(super) fn insert_free(&mut self, idx: u32) {
         let b = self.blocks[idx];
-        self.free[b.kind.set()].remove(&(b.stream, b.size, b.addr, idx));
+        let set = &mut self.free[b.kind.set()];
+        let at = match set.iter().position(|(s, _)| *s == b.stream) {
+            Some(at) => at,
+            None => {
+                set.push((b.stream, Box::new(Tlsf::new())));
+                set.len() - 1
+            }
+        };
+        set[at].1.insert(&mut self.blocks, idx);
+    }
+
+    /// Takes free block `idx` out of its best-fit index.
+    pub(super) fn unlink_free(&mut self, idx: u32) {
+        let b = self.blocks[idx];
+        let set = &mut self.free[b.kind.set()];
+        let at = set.iter().position(|(s, _)| *s == b.stream);
+        set[at.expect("a free block's stream has an index")]
+            .1
+            .remove(&mut self.blocks, idx);
+    }
+
+    /// Takes free block `idx` out of the best-fit index and the split count.
+    pub(super) fn detach_free(&mut self, idx: u32) {
+        self.unlink_free(idx);
         self.unmark_split(idx);
     }
 

@@ -110,10 +110,12 @@ impl Core {
                     }
                     State::Free => {
                         free_count += 1;
-                        let key = (s.stream, b.size, a, idx);
                         ensure!(
-                            self.free[s.kind.set()].contains(&key),
-                            "free block {a:#x} is not in the free set"
+                            b.stream == s.stream
+                                && self
+                                    .free_index(s.kind, s.stream)
+                                    .is_some_and(|t| t.contains(&self.blocks, idx)),
+                            "free block {a:#x} is not in the free index"
                         );
                     }
                     State::Cached => binned += 1,
@@ -166,10 +168,10 @@ impl Core {
             live == self.live.len(),
             "the live map holds blocks that are not allocated"
         );
-        let free_sets = self.free[0].len() + self.free[1].len();
+        let indexed: usize = self.free.iter().flatten().map(|(_, t)| t.len()).sum();
         ensure!(
-            free_count == free_sets,
-            "the free sets hold blocks that are not free"
+            free_count == indexed,
+            "the free indices hold blocks that are not free"
         );
         let in_bins: usize = self.bins.values().map(|b| b.blocks.len()).sum();
         ensure!(

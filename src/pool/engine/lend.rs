@@ -173,6 +173,30 @@ impl Core {
         self.bin(loan.idx, (stream, loan.size_key));
     }
 
+    /// Moves a cache's headroom beyond `keep` (what its parked and handed-out
+    /// blocks may still need, in the order of [`CacheStats`]' fields) back to
+    /// this shard. True if any moved.
+    pub(crate) fn reclaim_headroom(&mut self, from: &mut CacheStats, keep: &[[i64; 3]; 5]) -> bool {
+        let s = &mut self.stats;
+        let pairs = [
+            (&mut from.allocation, &mut s.allocation),
+            (&mut from.allocated_bytes, &mut s.allocated_bytes),
+            (&mut from.requested_bytes, &mut s.requested_bytes),
+            (&mut from.inactive_split, &mut s.inactive_split),
+            (&mut from.inactive_split_bytes, &mut s.inactive_split_bytes),
+        ];
+        let mut moved = false;
+        for ((from, to), keep) in pairs.into_iter().zip(keep) {
+            for ((f, t), &keep) in from.iter_mut().zip(to.iter_mut()).zip(keep) {
+                let h = (f.headroom() - keep).max(0);
+                f.given -= h;
+                t.headroom += h;
+                moved |= h > 0;
+            }
+        }
+        moved
+    }
+
     /// Adds what is left of a drained cache's statistics (its totals and
     /// headroom; its `current` is zero once every block is taken back).
     pub(crate) fn absorb(&mut self, from: &mut CacheStats) {

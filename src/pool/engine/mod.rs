@@ -20,9 +20,10 @@ use super::roundup::RoundupDivisions;
 use super::stats::STAT_ALL;
 use crate::base::error::{Error, Result};
 use crate::history::{Action, Recorder};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use tlsf::Tlsf;
 
 mod bookkeeping;
 pub(crate) mod counters;
@@ -32,6 +33,7 @@ mod introspect;
 mod lend;
 mod retire;
 mod segments;
+mod tlsf;
 
 pub(crate) use self::counters::ShardStats;
 pub(crate) use self::lend::{CacheStats, Loan};
@@ -123,8 +125,6 @@ pub(crate) const CLOSED: Error = Error::InvalidParam {
     reason: "The pool was destroyed",
 };
 
-type FreeKey = (usize, usize, usize, u32);
-
 /// Freed blocks of one (stream, size), newest last.
 #[derive(Default)]
 struct Bin {
@@ -138,8 +138,8 @@ pub(crate) struct Core {
     segments: Slab<Segment>,
     /// Segment start → segment, to find the segment of an address.
     by_addr: BTreeMap<usize, u32>,
-    /// Free (merged) blocks of each kind, by (stream, size, address).
-    free: [BTreeSet<FreeKey>; 2],
+    /// Free (merged) blocks of each kind, per stream.
+    free: [Vec<(usize, Box<Tlsf>)>; 2],
     /// Bins of freed, not yet merged blocks, by (stream, requested size).
     bins: FastMap<(usize, usize), Bin>,
     /// Keys of bins that may be non-empty, so a flush visits only those.
@@ -163,7 +163,7 @@ impl Core {
             blocks: Slab::new(),
             segments: Slab::new(),
             by_addr: BTreeMap::new(),
-            free: [BTreeSet::new(), BTreeSet::new()],
+            free: [Vec::new(), Vec::new()],
             bins: FastMap::default(),
             bins_used: Vec::new(),
             binned: 0,
@@ -260,10 +260,16 @@ impl Core {
             let tail = self.tail_after(&b, rounded);
             let handed = if tail > 0 { rounded } else { b.size };
             let max_split = self.config.max_split_size;
+            // Taking `b` uncounts it before its tail is counted.
+            let (n, bytes) = if b.counted_split {
+                (1, b.size as i64)
+            } else {
+                (0, 0)
+            };
             let split_room = tail == 0
                 || [STAT_ALL, kind.index()].iter().all(|&i| {
-                    self.stats.inactive_split[i].room(1)
-                        && self.stats.inactive_split_bytes[i].room(tail as i64)
+                    self.stats.inactive_split[i].room(1 - n)
+                        && self.stats.inactive_split_bytes[i].room(tail as i64 - bytes)
                 });
             if !split_room || !room_to_hand_out(&self.stats, kind, handed, size, max_split) {
                 return Take::NoRoom;
@@ -358,28 +364,28 @@ impl Core {
                 || !(rounded < max_split && size >= max_split
                     || rounded >= max_split && size >= rounded.saturating_add(LARGE_BUFFER))
         };
-        let mut fits = self.free[kind.set()]
-            .range((stream, rounded, 0, 0)..)
-            .take_while(|k| k.0 == stream);
-        let &(_, size, _, first) = fits.next()?;
-        if !usable(size) {
+        let index = self.free_index(kind, stream)?;
+        let first = index.best_fit(&self.blocks, rounded)?;
+        if !usable(self.blocks[first].size) {
             return None;
         }
         if kind == Kind::Small {
             return Some(first);
         }
-        let segment_size = |idx: u32| self.segments[self.blocks[idx].segment].size;
-        let mut best = (segment_size(first), first);
-        for &(_, size, _, idx) in fits.take(BEST_FIT_SCAN) {
-            if size >= best.0 || !usable(size) {
-                break;
+        // A block no smaller than the best one's segment is in no smaller segment.
+        // Among equal segments, the smallest block, then the lowest address.
+        let key = |idx: u32| {
+            let b = &self.blocks[idx];
+            (self.segments[b.segment].size, b.size, b.addr, idx)
+        };
+        let mut best = key(first);
+        index.for_each_fit(&self.blocks, rounded, best.0, BEST_FIT_SCAN, |idx| {
+            let k = key(idx);
+            if k.1 < best.0 && usable(k.1) && k < best {
+                best = k;
             }
-            let seg = segment_size(idx);
-            if seg < best.0 {
-                best = (seg, idx);
-            }
-        }
-        Some(best.1)
+        });
+        Some(best.3)
     }
 
     /// The bytes of free block `b` that a request of `rounded` leaves as a
@@ -423,6 +429,8 @@ impl Core {
             requested: 0,
             prev: idx,
             next: b.next,
+            free_prev: NIL,
+            free_next: NIL,
             segment: b.segment,
             kind: b.kind,
             stream: b.stream,

@@ -32,6 +32,9 @@ impl Core {
                 self.retag_segment(seg);
             }
         }
+        for set in &mut self.free {
+            set.retain(|(_, t)| t.len() > 0);
+        }
         released
     }
 
@@ -43,7 +46,7 @@ impl Core {
         while idx != NIL {
             let b = self.blocks[idx];
             if b.state == State::Free {
-                self.free[b.kind.set()].remove(&(b.stream, b.size, b.addr, idx));
+                self.unlink_free(idx);
                 self.blocks[idx].stream = RETIRED;
                 self.insert_free(idx);
             } else {

@@ -89,6 +89,8 @@ impl Core {
             requested: 0,
             prev: NIL,
             next: NIL,
+            free_prev: NIL,
+            free_next: NIL,
             segment: seg,
             kind,
             stream,
@@ -181,7 +183,7 @@ impl Core {
         self.by_addr.clear();
         self.blocks.clear();
         self.segments.clear();
-        self.free = [BTreeSet::new(), BTreeSet::new()];
+        self.free = [Vec::new(), Vec::new()];
         self.bins_used = Vec::new();
         self.bins = FastMap::default();
         self.live = FastMap::default();
