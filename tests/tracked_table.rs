@@ -17,7 +17,7 @@
 use aclalloc::base::tracked::{Block, History, Meta, Refused, Tracked, META_WORDS};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Metadata whose words all derive from one number, so a torn read shows.
@@ -317,12 +317,28 @@ fn brief_and_full_holds_exclude_each_other_and_reentry_is_still_told() {
         "no update lost: the holds exclude"
     );
     drop(g);
-    // With two owners contending for 80,000 holds, at least one overlap is
-    // seen (each thread yields inside its hold).
-    assert!(
-        reported.load(Ordering::Relaxed) > 0,
-        "second owner reported"
-    );
+    // Whether the threads above overlapped depends on scheduling; an
+    // overlap made on purpose must be reported: one owner holds until the
+    // other, waiting, has reported it.
+    let told = Arc::new(AtomicUsize::new(0));
+    let held = t.enter(0x100, |_| unreachable!()).unwrap();
+    let waiter = {
+        let (t, told) = (t.clone(), told.clone());
+        std::thread::spawn(move || {
+            let g = t.enter_brief(0x200, |current| {
+                assert_eq!(current, 0x100, "the owner inside is reported");
+                told.fetch_add(1, Ordering::SeqCst);
+            });
+            assert!(g.is_some(), "the waiter gets in once the hold ends");
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while told.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    drop(held);
+    waiter.join().unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 1, "second owner reported once");
     // After all of that, the lock is free for anyone, in either form.
     assert!(t.enter(7, |_| unreachable!()).is_some());
     assert!(t.enter_brief(7, |_| unreachable!()).is_some());
