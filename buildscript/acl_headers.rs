@@ -45,6 +45,7 @@ const BASE_TYPES: &[&str] = &[
     "aclError",
     "aclrtStream",
     "aclrtContext",
+    "aclrtEvent",
     "aclrtAllocatorDesc",
     "aclrtAllocator",
     "aclrtAllocatorBlock",
@@ -62,6 +63,9 @@ pub const ENUMS: &[&str] = &[
     "aclrtMemHandleType",
     "aclrtMemAllocationType",
     "aclrtMemGranularityOptions",
+    "aclrtEventStatus",
+    "aclrtEventRecordedStatus",
+    "aclrtEventWaitStatus",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -27,6 +27,18 @@
 #define ACL_STREAM_CPU_SCHEDULE 0x00000010U
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
 #define ACL_STREAM_DEVICE_USE_ONLY 0x00000020U
+/** `aclrtCreateEventExWithFlag` flag: the event synchronizes streams. */
+#define ACL_EVENT_SYNC 0x00000001U
+/** `aclrtCreateEventExWithFlag` flag: the event tracks a stream's progress. */
+#define ACL_EVENT_CAPTURE_STREAM_PROGRESS 0x00000002U
+/** `aclrtCreateEventExWithFlag` flag: the event records timestamps. */
+#define ACL_EVENT_TIME_LINE 0x00000008U
+/** `aclrtCreateEventExWithFlag` flag: used on the device only. */
+#define ACL_EVENT_DEVICE_USE_ONLY 0x00000010U
+/** `aclrtCreateEventExWithFlag` flag: an external event. */
+#define ACL_EVENT_EXTERNAL 0x00000020U
+/** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
+#define ACL_EVENT_IPC 0x00000040U
 
 typedef enum aclrtMemcpyKind {
     /** Host to host. */
@@ -145,6 +157,31 @@ typedef enum aclrtMemGranularityOptions {
     ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF = 0xFFFF,
 } aclrtMemGranularityOptions;
 
+typedef enum aclrtEventStatus {
+    /** Complete. */
+    ACL_EVENT_STATUS_COMPLETE = 0,
+    /** Not ready. */
+    ACL_EVENT_STATUS_NOT_READY = 1,
+    /** Reserved. */
+    ACL_EVENT_STATUS_RESERVED = 2,
+} aclrtEventStatus;
+
+typedef enum aclrtEventRecordedStatus {
+    /** Some recorded work has not run. */
+    ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+    /** All recorded work has run (or the event was never recorded). */
+    ACL_EVENT_RECORDED_STATUS_COMPLETE = 1,
+} aclrtEventRecordedStatus;
+
+typedef enum aclrtEventWaitStatus {
+    /** Every wait has run. */
+    ACL_EVENT_WAIT_STATUS_COMPLETE = 0,
+    /** Some wait has not run. */
+    ACL_EVENT_WAIT_STATUS_NOT_READY = 1,
+    /** Reserved. */
+    ACL_EVENT_WAIT_STATUS_RESERVED = 0xFFFF,
+} aclrtEventWaitStatus;
+
 
 /**
  * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
@@ -195,6 +232,141 @@ typedef struct aclrtPhysicalMemProp {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Creates an event in the current context. No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtCreateEvent(aclrtEvent *event);
+
+/**
+ * `aclrtCreateEvent` with `ACL_EVENT_*` flags (other bits:
+ * `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC`: `ACL_ERROR_API_NOT_SUPPORT`).
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag);
+
+/**
+ * As `aclrtCreateEventWithFlag`; each record replaces the work the event
+ * stands for, and a wait uses the last record made before it.
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag);
+
+/**
+ * Destroys an event at once; markers already queued still run.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyEvent(aclrtEvent event);
+
+/**
+ * Records the event on `stream` (NULL: the default stream): a marker that
+ * completes once everything enqueued on `stream` before it has run.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+
+/**
+ * Puts the event back in its initial state when `stream` reaches this point.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
+
+/**
+ * Makes `stream` (NULL: the default stream) run nothing enqueued after this
+ * call before the event's last record has completed. Returns at once.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+
+/**
+ * `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run (an
+ * event never recorded is complete), else `_NOT_READY`.
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
+
+/**
+ * `ACL_EVENT_WAIT_STATUS_COMPLETE` once every `aclrtStreamWaitEvent` on the
+ * event has been passed by its stream, else `_NOT_READY`.
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+aclError aclrtQueryEventWaitStatus(aclrtEvent event, aclrtEventWaitStatus *status);
+
+/**
+ * Blocks until the event's last record (made before the call) has run.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSynchronizeEvent(aclrtEvent event);
+
+/**
+ * As `aclrtSynchronizeEvent`, giving up after `timeout` ms (-1: no limit;
+ * 0 or below -1: `ACL_ERROR_INVALID_PARAM`) with
+ * `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout);
+
+/**
+ * Milliseconds between the runs of two completed records. Either not
+ * recorded or not run yet: `ACL_ERROR_RT_EVENT_NOT_COMPLETE`.
+ *
+ * # Safety
+ * `ms` is NULL or writable.
+ */
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
+
+/**
+ * When the event's last record ran, in µs on a monotonic clock. Not
+ * recorded or not run yet: `ACL_ERROR_RT_EVENT_NOT_COMPLETE`.
+ *
+ * # Safety
+ * `timestamp` is NULL or writable.
+ */
+aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp);
+
+/**
+ * Allocates `size` bytes of host memory (page-aligned, zeroed) that every
+ * `aclrtMemcpy[Async]` kind and every kernel accepts. `size` 0:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `hostPtr` is NULL or writable.
+ */
+aclError aclrtMallocHost(void **hostPtr, size_t size);
+
+/**
+ * Frees memory from `aclrtMallocHost` once every stream's pending work has
+ * run. Anything else (device memory, an interior or freed pointer):
+ * `ACL_ERROR_INVALID_PARAM`, nothing freed.
+ *
+ * # Safety
+ * None for the host runtime: the pointer is looked up, never trusted.
+ */
+aclError aclrtFreeHost(void *hostPtr);
 
 /**
  * Allocates `size` bytes of device memory on the current context's device

@@ -8,7 +8,7 @@ use super::stream_worker::Stream;
 use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::base::error::{Error, Result};
 use crate::base::handles::HandleTable;
-use crate::base::ids::{ContextHandle, StreamHandle};
+use crate::base::ids::{ContextHandle, EventHandle, StreamHandle};
 use crate::base::sync::statics::AtomicUsize;
 use crate::base::sync::Ordering;
 use crate::registry::api::AllocatorApi;
@@ -34,9 +34,13 @@ pub struct HostRuntime {
     instance: usize,
     config: Result<Config>,
     devices: Vec<Device>,
+    /// `aclrtMallocHost` memory: kept apart from every device's, so a freed
+    /// host pointer stays recognisable as such.
+    pub(crate) host_memory: super::memory::DeviceHeap,
     initialized: Mutex<bool>,
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
+    pub(crate) events: HandleTable<EventHandle, Arc<super::events::Event>>,
     /// Streams destroyed by force whose queued work may still be running.
     pub(crate) draining: Mutex<Vec<Arc<super::streams::Draining>>>,
     workspaces: &'static dyn WorkspaceAllocator,
@@ -59,9 +63,11 @@ impl HostRuntime {
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             config,
             devices,
+            host_memory: super::memory::DeviceHeap::new(u32::MAX, usize::MAX >> 1),
             initialized: Mutex::new(false),
             contexts: HandleTable::new(),
             streams: HandleTable::new(),
+            events: HandleTable::new(),
             draining: Mutex::new(Vec::new()),
             workspaces: direct_device_memory(),
             allocators,

@@ -13,8 +13,10 @@
 pub mod config;
 pub mod context;
 pub mod device;
+pub mod events;
 mod fork;
 pub mod host;
+mod host_memory;
 pub mod launch;
 mod launch_cache;
 pub mod memops;

@@ -9,6 +9,7 @@
 //! fence, so no wake-up is lost). `synchronize` enqueues a fence task and
 //! waits until the worker reaches it.
 
+use super::events::Event;
 use super::fork;
 use super::memory::DeviceHeap;
 use super::waits;
@@ -81,6 +82,13 @@ pub enum Task {
     },
     /// Marks the point a synchronizer waits for.
     Fence(*const AtomicBool),
+    /// An event's marker: the event's record `.1` completes when it runs.
+    /// Holds a count of the event (`Arc::into_raw`), given back on retiring.
+    Record(*const Event, u64),
+    /// Blocks the stream until the event's record `.1` has completed.
+    Wait(*const Event, u64),
+    /// Puts the event back in its initial state.
+    Reset(*const Event),
     /// Makes the worker panic, as a bug inside the library would (tests).
     #[cfg(test)]
     Panic,
@@ -487,7 +495,11 @@ impl Shared {
                 // vouched for by the caller, when the task was enqueued.
                 unsafe { dst.write_bytes(value, count) }
             }
-            Task::Fence(_) => {}
+            Task::Fence(_) | Task::Record(..) => {}
+            // SAFETY: the task holds a count of the event until it retires.
+            Task::Wait(event, generation) => unsafe { &*event }.stream_wait(generation),
+            // SAFETY: as above.
+            Task::Reset(event) => unsafe { &*event }.reset(),
             #[cfg(test)]
             Task::Panic => panic!("a test made the worker panic"),
         }
@@ -512,6 +524,15 @@ impl Shared {
                 unsafe { &*reached }.store(true, Ordering::Release);
                 let _guard = self.sleep_lock();
                 self.done.notify_all();
+            }
+            // A record completes even when dropped, so no waiter waits forever.
+            Task::Record(event, generation) => {
+                // SAFETY: the count `Record` was made with, given back once.
+                unsafe { Arc::from_raw(event) }.complete(generation);
+            }
+            Task::Wait(event, _) | Task::Reset(event) => {
+                // SAFETY: as above.
+                drop(unsafe { Arc::from_raw(event) });
             }
             _ => {}
         }
