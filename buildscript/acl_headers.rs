@@ -66,6 +66,10 @@ pub const ENUMS: &[&str] = &[
     "aclrtEventStatus",
     "aclrtEventRecordedStatus",
     "aclrtEventWaitStatus",
+    "aclrtStreamStatus",
+    "aclrtRunMode",
+    "aclrtLastErrLevel",
+    "aclDataType",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -40,7 +40,14 @@ int main(void) {
 
     aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
     CHECK(aclrtQueryEventStatus(done, &status));
-    EXPECT(status == ACL_EVENT_RECORDED_STATUS_COMPLETE); /* never recorded */
+    EXPECT(status == ACL_EVENT_RECORDED_STATUS_NOT_READY); /* never recorded */
+    aclrtEvent ex = NULL;
+    CHECK(aclrtCreateEventExWithFlag(&ex, ACL_EVENT_SYNC));
+    CHECK(aclrtQueryEventStatus(ex, &status));
+    EXPECT(status == ACL_EVENT_RECORDED_STATUS_COMPLETE); /* Ex: complete until recorded */
+    expect("aclrtResetEvent(Ex event)", aclrtResetEvent(ex, a), ACL_ERROR_INVALID_PARAM,
+           "aclrtCreateEventExWithFlag");
+    CHECK(aclrtDestroyEvent(ex));
 
     /* Stream b waits for a's marker: b's note runs after a's. */
     CHECK(aclrtRecordEvent(start, a));
@@ -83,6 +90,8 @@ int main(void) {
     CHECK(aclrtSynchronizeStream(a));
     expect("aclrtEventGetTimestamp(after a reset)", aclrtEventGetTimestamp(done, &t1),
            ACL_ERROR_RT_EVENT_NOT_COMPLETE, "has not completed");
+    CHECK(aclrtQueryEventStatus(done, &status));
+    EXPECT(status == ACL_EVENT_RECORDED_STATUS_NOT_READY); /* reset: as never recorded */
 
     /* Creating an event needs a context; the handles are checked. */
     aclrtEvent ev = NULL;

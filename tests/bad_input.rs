@@ -1123,6 +1123,27 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
         ("aclrtStreamWaitEvent", Kind::Stream, |h, _| unsafe {
             aclrtStreamWaitEvent(h, live_event())
         }),
+        ("aclrtStreamQuery", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamQuery(h, &mut out.guard as *mut u64 as *mut i32)
+        }),
+        ("aclrtStreamGetPriority", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamGetPriority(
+                h,
+                &mut out.guard as *mut u64 as *mut u32,
+            )
+        }),
+        ("aclrtStreamGetFlags", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamGetFlags(
+                h,
+                &mut out.guard as *mut u64 as *mut u32,
+            )
+        }),
+        ("aclrtStreamGetId", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamGetId(h, &mut out.guard as *mut u64 as *mut i32)
+        }),
+        ("aclrtSetStreamFailureMode", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(h, 1)
+        }),
         ("aclrtQueryEventStatus", Kind::Event, |h, out| unsafe {
             aclrtQueryEventStatus(h, &mut out.guard as *mut u64 as *mut i32)
         }),

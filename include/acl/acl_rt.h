@@ -27,6 +27,8 @@
 #define ACL_STREAM_CPU_SCHEDULE 0x00000010U
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
 #define ACL_STREAM_DEVICE_USE_ONLY 0x00000020U
+/** The size `aclsysGetVersionStr`'s `versionStr` must have room for. */
+#define ACL_PKG_VERSION_MAX_SIZE 0x00000080U
 /** `aclrtCreateEventExWithFlag` flag: the event synchronizes streams. */
 #define ACL_EVENT_SYNC 0x00000001U
 /** `aclrtCreateEventExWithFlag` flag: the event tracks a stream's progress. */
@@ -39,6 +41,10 @@
 #define ACL_EVENT_EXTERNAL 0x00000020U
 /** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
 #define ACL_EVENT_IPC 0x00000040U
+/** `aclrtSetStreamFailureMode`: the stream goes on after a failed task. */
+#define ACL_CONTINUE_ON_FAILURE 0x00000000U
+/** `aclrtSetStreamFailureMode`: the stream stops at a failed task. */
+#define ACL_STOP_ON_FAILURE 0x00000001U
 
 typedef enum aclrtMemcpyKind {
     /** Host to host. */
@@ -169,7 +175,7 @@ typedef enum aclrtEventStatus {
 typedef enum aclrtEventRecordedStatus {
     /** Some recorded work has not run. */
     ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
-    /** All recorded work has run (or the event was never recorded). */
+    /** All recorded work has run. */
     ACL_EVENT_RECORDED_STATUS_COMPLETE = 1,
 } aclrtEventRecordedStatus;
 
@@ -182,6 +188,91 @@ typedef enum aclrtEventWaitStatus {
     ACL_EVENT_WAIT_STATUS_RESERVED = 0xFFFF,
 } aclrtEventWaitStatus;
 
+typedef enum aclrtStreamStatus {
+    /** Everything enqueued has run. */
+    ACL_STREAM_STATUS_COMPLETE = 0,
+    /** Some enqueued work has not run. */
+    ACL_STREAM_STATUS_NOT_READY = 1,
+    /** Reserved. */
+    ACL_STREAM_STATUS_RESERVED = 0xFFFF,
+} aclrtStreamStatus;
+
+typedef enum aclrtRunMode {
+    /** On the device (a device-side program). */
+    ACL_DEVICE = 0,
+    /** On the host, with devices attached: always the host runtime's answer. */
+    ACL_HOST = 1,
+} aclrtRunMode;
+
+typedef enum aclrtLastErrLevel {
+    /** The calling thread's. */
+    ACL_RT_THREAD_LEVEL = 0,
+} aclrtLastErrLevel;
+
+typedef enum aclDataType {
+    /** Undefined. */
+    ACL_DT_UNDEFINED = -1,
+    /** float. */
+    ACL_FLOAT = 0,
+    /** float16. */
+    ACL_FLOAT16 = 1,
+    /** int8. */
+    ACL_INT8 = 2,
+    /** int32. */
+    ACL_INT32 = 3,
+    /** uint8. */
+    ACL_UINT8 = 4,
+    /** int16. */
+    ACL_INT16 = 6,
+    /** uint16. */
+    ACL_UINT16 = 7,
+    /** uint32. */
+    ACL_UINT32 = 8,
+    /** int64. */
+    ACL_INT64 = 9,
+    /** uint64. */
+    ACL_UINT64 = 10,
+    /** double. */
+    ACL_DOUBLE = 11,
+    /** bool. */
+    ACL_BOOL = 12,
+    /** string. */
+    ACL_STRING = 13,
+    /** complex64. */
+    ACL_COMPLEX64 = 16,
+    /** complex128. */
+    ACL_COMPLEX128 = 17,
+    /** bfloat16. */
+    ACL_BF16 = 27,
+    /** int4. */
+    ACL_INT4 = 29,
+    /** uint1. */
+    ACL_UINT1 = 30,
+    /** complex32. */
+    ACL_COMPLEX32 = 33,
+    /** hifloat8. */
+    ACL_HIFLOAT8 = 34,
+    /** float8 e5m2. */
+    ACL_FLOAT8_E5M2 = 35,
+    /** float8 e4m3fn. */
+    ACL_FLOAT8_E4M3FN = 36,
+    /** float8 e8m0. */
+    ACL_FLOAT8_E8M0 = 37,
+    /** float6 e3m2. */
+    ACL_FLOAT6_E3M2 = 38,
+    /** float6 e2m3. */
+    ACL_FLOAT6_E2M3 = 39,
+    /** float4 e2m1. */
+    ACL_FLOAT4_E2M1 = 40,
+    /** float4 e1m2. */
+    ACL_FLOAT4_E1M2 = 41,
+} aclDataType;
+
+
+/**
+ * A half-precision float's bits.
+ */
+typedef uint16_t aclFloat16;
 
 /**
  * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
@@ -234,6 +325,96 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * The bytes of one element of `dataType`: sub-byte types count 1 (their
+ * smallest addressable unit); `ACL_STRING` and unknown values 0.
+ */
+size_t aclDataTypeSize(aclDataType dataType);
+
+/**
+ * `value` as IEEE half precision, rounded to nearest even.
+ */
+aclFloat16 aclFloatToFloat16(float value);
+
+/**
+ * The float a half-precision value stands for (exactly).
+ */
+float aclFloat16ToFloat(aclFloat16 value);
+
+/**
+ * The name of the SoC: `"aclalloc-host"` on the host runtime (no Ascend
+ * SoC), the real runtime's answer in front of one.
+ */
+const char *aclrtGetSocName(void);
+
+/**
+ * `ACL_HOST`: the program runs on the host.
+ *
+ * # Safety
+ * `runMode` is NULL or writable.
+ */
+aclError aclrtGetRunMode(aclrtRunMode *runMode);
+
+/**
+ * The version of the package `pkgName` as text: on the host runtime every
+ * package is aclalloc, and this is aclalloc's version. `versionStr` must
+ * have room for `ACL_PKG_VERSION_MAX_SIZE` bytes.
+ *
+ * # Safety
+ * `pkgName` is NULL or a NUL-terminated string; `versionStr` is NULL or
+ * writable for `ACL_PKG_VERSION_MAX_SIZE` bytes.
+ */
+aclError aclsysGetVersionStr(char *pkgName, char *versionStr);
+
+/**
+ * `aclsysGetVersionStr` as a number that grows with the version:
+ * major × 1000000 + minor × 1000 + patch.
+ *
+ * # Safety
+ * `pkgName` is NULL or a NUL-terminated string; `versionNum` is NULL or writable.
+ */
+aclError aclsysGetVersionNum(char *pkgName, int32_t *versionNum);
+
+/**
+ * The calling thread's last error code (`ACL_SUCCESS` if none), cleared.
+ * `level` must be `ACL_RT_THREAD_LEVEL`.
+ */
+aclError aclrtGetLastError(aclrtLastErrLevel level);
+
+/**
+ * As `aclrtGetLastError`, without clearing it.
+ */
+aclError aclrtPeekAtLastError(aclrtLastErrLevel level);
+
+/**
+ * The current context's default stream. No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCtxGetCurrentDefaultStream(aclrtStream *stream);
+
+/**
+ * 1 when `deviceId` can reach `peerDeviceId`'s memory: any two different
+ * devices of the host runtime (all are host memory); 0 for the same device.
+ *
+ * # Safety
+ * `canAccessPeer` is NULL or writable.
+ */
+aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId, int32_t peerDeviceId);
+
+/**
+ * Lets the current device reach `peerDeviceId`'s memory (always so on the
+ * host). `flags` must be 0; the peer must be another existing device.
+ */
+aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
+
+/**
+ * Undoes `aclrtDeviceEnablePeerAccess` (nothing changes on the host).
+ */
+aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId);
+
+/**
  * Creates an event in the current context. No current context:
  * `ACL_ERROR_RT_CONTEXT_NULL`.
  *
@@ -252,8 +433,8 @@ aclError aclrtCreateEvent(aclrtEvent *event);
 aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag);
 
 /**
- * As `aclrtCreateEventWithFlag`; each record replaces the work the event
- * stands for, and a wait uses the last record made before it.
+ * As `aclrtCreateEventWithFlag`, but complete before its first record, and
+ * `aclrtResetEvent` / `aclrtQueryEventWaitStatus` refuse it.
  *
  * # Safety
  * `event` is NULL or writable.
@@ -295,8 +476,9 @@ aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
 
 /**
- * `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run (an
- * event never recorded is complete), else `_NOT_READY`.
+ * `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run, else
+ * `_NOT_READY` (also for an event never recorded, unless it is from
+ * `aclrtCreateEventExWithFlag`).
  *
  * # Safety
  * `status` is NULL or writable.
@@ -576,6 +758,58 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
  * Waits until all work enqueued on every stream has run.
  */
 aclError aclrtSynchronizeDevice(void);
+
+/**
+ * `ACL_STREAM_STATUS_COMPLETE` once everything enqueued on `stream` (NULL:
+ * the default stream) has run, else `_NOT_READY`.
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status);
+
+/**
+ * The priority `stream` was created with (0 for `aclrtCreateStream`).
+ *
+ * # Safety
+ * `priority` is NULL or writable.
+ */
+aclError aclrtStreamGetPriority(aclrtStream stream, uint32_t *priority);
+
+/**
+ * The `ACL_STREAM_*` flags `stream` was created with.
+ *
+ * # Safety
+ * `flags` is NULL or writable.
+ */
+aclError aclrtStreamGetFlags(aclrtStream stream, uint32_t *flags);
+
+/**
+ * A number that tells `stream` apart from the other live streams.
+ *
+ * # Safety
+ * `streamId` is NULL or writable.
+ */
+aclError aclrtStreamGetId(aclrtStream stream, int32_t *streamId);
+
+/**
+ * The priorities streams may have on the current device: least 7,
+ * greatest 0 (a lower number is a higher priority).
+ *
+ * # Safety
+ * Both pointers are NULL or writable.
+ */
+aclError aclrtDeviceGetStreamPriorityRange(int32_t *leastPriority, int32_t *greatestPriority);
+
+/**
+ * Sets what `stream` does after a failed task: `ACL_CONTINUE_ON_FAILURE` or
+ * `ACL_STOP_ON_FAILURE` (other values: `ACL_ERROR_INVALID_PARAM`). The
+ * host's kernels cannot fail, so both run the same.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode);
 
 /**
  * Reserves `size` bytes of device address space without memory behind it

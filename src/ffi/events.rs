@@ -38,7 +38,7 @@ pub const ACL_EVENT_STATUS_RESERVED: aclrtEventStatus = 2;
 pub type aclrtEventRecordedStatus = i32;
 /// Some recorded work has not run.
 pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: aclrtEventRecordedStatus = 0;
-/// All recorded work has run (or the event was never recorded).
+/// All recorded work has run.
 pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: aclrtEventRecordedStatus = 1;
 
 /// Whether the stream waits on an event have run (`aclrtQueryEventWaitStatus`).
@@ -53,7 +53,7 @@ pub const ACL_EVENT_WAIT_STATUS_RESERVED: aclrtEventWaitStatus = 0xFFFF;
 const ONLY_HOST_FLAGS: u32 =
     ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE | ACL_EVENT_CAPTURE_STREAM_PROGRESS;
 
-unsafe fn create(event: *mut aclrtEvent, flag: u32) -> crate::base::error::Result<()> {
+unsafe fn create(event: *mut aclrtEvent, flag: u32, ex: bool) -> crate::base::error::Result<()> {
     if flag & ACL_EVENT_IPC != 0 {
         return Err(Error::NotSupported {
             what: "IPC events (ACL_EVENT_IPC) on the host runtime",
@@ -62,7 +62,7 @@ unsafe fn create(event: *mut aclrtEvent, flag: u32) -> crate::base::error::Resul
     // SAFETY: the caller's contract.
     unsafe {
         args::write_out(event, "event", || {
-            Ok(host().create_event(flag)? as aclrtEvent)
+            Ok(host().create_event(flag, ex)? as aclrtEvent)
         })
     }
 }
@@ -76,7 +76,7 @@ unsafe fn create(event: *mut aclrtEvent, flag: u32) -> crate::base::error::Resul
 pub unsafe extern "C" fn aclrtCreateEvent(event: *mut aclrtEvent) -> aclError {
     real_or_host!(aclrtCreateEvent(event: *mut aclrtEvent) {
         // SAFETY: the caller's contract.
-        unsafe { create(event, ACL_EVENT_SYNC) }
+        unsafe { create(event, ACL_EVENT_SYNC, false) }
     })
 }
 
@@ -89,12 +89,12 @@ pub unsafe extern "C" fn aclrtCreateEvent(event: *mut aclrtEvent) -> aclError {
 pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut aclrtEvent, flag: u32) -> aclError {
     real_or_host!(aclrtCreateEventWithFlag(event: *mut aclrtEvent, flag: u32) {
         // SAFETY: the caller's contract.
-        unsafe { create(event, flag) }
+        unsafe { create(event, flag, false) }
     })
 }
 
-/// As `aclrtCreateEventWithFlag`; each record replaces the work the event
-/// stands for, and a wait uses the last record made before it.
+/// As `aclrtCreateEventWithFlag`, but complete before its first record, and
+/// `aclrtResetEvent` / `aclrtQueryEventWaitStatus` refuse it.
 ///
 /// # Safety
 /// `event` is NULL or writable.
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut aclrtEvent, flag
             });
         }
         // SAFETY: the caller's contract.
-        unsafe { create(event, flag) }
+        unsafe { create(event, flag, true) }
     })
 }
 
@@ -162,8 +162,9 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtE
     })
 }
 
-/// `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run (an
-/// event never recorded is complete), else `_NOT_READY`.
+/// `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run, else
+/// `_NOT_READY` (also for an event never recorded, unless it is from
+/// `aclrtCreateEventExWithFlag`).
 ///
 /// # Safety
 /// `status` is NULL or writable.

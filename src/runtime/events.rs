@@ -24,6 +24,9 @@ const NOT_AN_EVENT: Error = Error::InvalidParam {
 /// One event: the records made on it and how far they have run.
 pub struct Event {
     flags: u32,
+    /// From `aclrtCreateEventExWithFlag`: complete before its first record,
+    /// and neither reset nor queried for its waits.
+    ex: bool,
     marks: Mutex<Marks>,
     changed: Condvar,
 }
@@ -36,6 +39,8 @@ struct Marks {
     completed: u64,
     /// When the last completed record ran, in µs since the first event.
     stamp_us: Option<u64>,
+    /// `recorded` at the last reset: no record since means "never recorded".
+    reset_at: u64,
     waits: u64,
     waits_done: u64,
 }
@@ -87,7 +92,10 @@ impl Event {
 
     pub(crate) fn reset(&self) {
         let mut marks = self.marks.lock();
+        // Numbers stay monotonic so that no waiter waits for a record that
+        // can no longer complete; the event reads as never recorded.
         marks.completed = marks.recorded;
+        marks.reset_at = marks.recorded;
         marks.stamp_us = None;
         self.changed.notify_all();
     }
@@ -102,7 +110,7 @@ impl HostRuntime {
 
     /// `aclrtCreateEvent[ExWithFlag|WithFlag]`: an event in the current
     /// context, with CANN's `ACL_EVENT_*` flags (which change nothing on the host).
-    pub fn create_event(&self, flags: u32) -> Result<usize> {
+    pub fn create_event(&self, flags: u32, ex: bool) -> Result<usize> {
         if flags & !KNOWN_EVENT_FLAGS != 0 {
             return Err(Error::InvalidParam {
                 param: "flag",
@@ -112,6 +120,7 @@ impl HostRuntime {
         self.current_context()?;
         let event = Arc::new(Event {
             flags,
+            ex,
             marks: Mutex::new(Marks::default()),
             changed: Condvar::new(),
         });
@@ -177,20 +186,32 @@ impl HostRuntime {
     /// `aclrtResetEvent`: back to the initial state once `stream` reaches it.
     pub fn reset_event(&self, event: usize, stream: Option<StreamKey>) -> Result<()> {
         let event = self.event(event)?;
+        Self::not_ex(&event)?;
         self.enqueue_on(stream, &event, |_| 0, |_| {}, |e, _| Task::Reset(e))
     }
 
-    /// `aclrtQueryEventStatus`: true once everything recorded has run
-    /// (an event never recorded is complete).
+    /// `aclrtQueryEventStatus`: true once everything recorded has run. An
+    /// event never recorded is complete only if made by `aclrtCreateEventExWithFlag`.
     pub fn event_complete(&self, event: usize) -> Result<bool> {
         let event = self.event(event)?;
         let marks = event.marks.lock();
-        Ok(marks.completed >= marks.recorded)
+        Ok(marks.completed >= marks.recorded && (marks.recorded > marks.reset_at || event.ex))
+    }
+
+    fn not_ex(event: &Event) -> Result<()> {
+        if event.ex {
+            return Err(Error::InvalidParam {
+                param: "event",
+                reason: "Events from aclrtCreateEventExWithFlag cannot be reset or queried for their waits",
+            });
+        }
+        Ok(())
     }
 
     /// `aclrtQueryEventWaitStatus`: true once every stream wait on the event has run.
     pub fn event_waits_complete(&self, event: usize) -> Result<bool> {
         let event = self.event(event)?;
+        Self::not_ex(&event)?;
         let marks = event.marks.lock();
         Ok(marks.waits_done >= marks.waits)
     }
@@ -268,10 +289,16 @@ mod tests {
             rt.create_stream(0, 0).unwrap(),
             rt.create_stream(0, 0).unwrap(),
         );
-        let ev = rt.create_event(0).unwrap();
-        assert!(rt.event_complete(ev).unwrap(), "never recorded: complete");
+        let ev = rt.create_event(0, false).unwrap();
+        assert!(!rt.event_complete(ev).unwrap(), "never recorded: not ready");
+        let ex = rt.create_event(0, true).unwrap();
+        assert!(
+            rt.event_complete(ex).unwrap(),
+            "Ex, never recorded: complete"
+        );
+        assert!(rt.reset_event(ex, Some(a)).is_err());
         assert!(rt.event_timestamp_us(ev).is_err());
-        let start = rt.create_event(0).unwrap();
+        let start = rt.create_event(0, false).unwrap();
         rt.record_event(start, Some(a)).unwrap();
         sleeper(&rt, a);
         rt.record_event(ev, Some(a)).unwrap();
@@ -294,7 +321,7 @@ mod tests {
         rt.destroy_event(ev).unwrap();
         assert_eq!(rt.destroy_event(ev), Err(NOT_AN_EVENT));
         assert_eq!(rt.record_event(ev, Some(a)), Err(NOT_AN_EVENT));
-        assert!(rt.create_event(0x100).is_err());
+        assert!(rt.create_event(0x100, false).is_err());
     }
 
     #[test]
@@ -305,7 +332,7 @@ mod tests {
             rt.create_stream(0, 0).unwrap(),
             rt.create_stream(0, 0).unwrap(),
         );
-        let ev = rt.create_event(0).unwrap();
+        let ev = rt.create_event(0, false).unwrap();
         sleeper(&rt, a);
         rt.record_event(ev, Some(a)).unwrap();
         rt.stream_wait_event(Some(b), ev).unwrap();

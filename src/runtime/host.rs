@@ -27,6 +27,9 @@ pub const CONTEXT_TAG: u16 = crate::base::handles::tags::CONTEXT;
 pub(crate) struct StreamEntry {
     pub(crate) stream: Arc<Stream>,
     pub(crate) context: usize,
+    /// As created (`aclrtCreateStreamWithConfig`), for the queries.
+    pub(crate) priority: u32,
+    pub(crate) flags: u32,
 }
 
 /// An ACL runtime on the host: devices are host memory and a stream's work runs on a host thread.

@@ -21,6 +21,7 @@ pub mod launch;
 mod launch_cache;
 pub mod memops;
 pub mod memory;
+mod stream_queries;
 pub mod stream_worker;
 pub mod streams;
 pub mod virtual_memory;

@@ -111,6 +111,8 @@ struct Shared {
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
+    /// Tasks enqueued that have not finished (`aclrtStreamQuery`).
+    pending: AtomicUsize,
     /// Guards the sleeps below: std's futex lock, not parking_lot's parking
     /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
@@ -154,6 +156,7 @@ impl Stream {
             dead: AtomicBool::new(false),
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
             lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -197,6 +200,7 @@ impl Stream {
         // Announce the push before checking `closed`, so that shutting down
         // can wait for every push that got past the check.
         shared.entering.fetch_add(1, Ordering::SeqCst);
+        shared.pending.fetch_add(1, Ordering::SeqCst);
         let pushed = if shared.closed.load(Ordering::SeqCst) {
             Err(DESTROYED)
         } else {
@@ -205,6 +209,9 @@ impl Stream {
                 Err(task) => self.enqueue_when_room(task),
             }
         };
+        if pushed.is_err() {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+        }
         shared.entering.fetch_sub(1, Ordering::SeqCst);
         if pushed.is_ok() {
             // Pairs with the fence in `Shared::sleep`: either the worker sees
@@ -306,6 +313,11 @@ impl Stream {
     /// Tasks enqueued that have not started.
     pub fn queued(&self) -> usize {
         self.shared.queue.len()
+    }
+
+    /// True when every task enqueued so far has finished.
+    pub fn is_idle(&self) -> bool {
+        self.shared.pending.load(Ordering::SeqCst) == 0
     }
 
     /// Stops the stream and returns once the worker has run what was queued
@@ -504,6 +516,7 @@ impl Shared {
             Task::Panic => panic!("a test made the worker panic"),
         }
         self.retire(task);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.
