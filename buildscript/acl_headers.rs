@@ -70,6 +70,7 @@ pub const ENUMS: &[&str] = &[
     "aclrtRunMode",
     "aclrtLastErrLevel",
     "aclDataType",
+    "aclrtCallbackBlockType",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

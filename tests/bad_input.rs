@@ -989,6 +989,11 @@ enum Kind {
     HostPtr,
 }
 
+/// A host function the bad-input cases never let run.
+unsafe extern "C" fn never_called(_: *mut c_void) {
+    panic!("a refused launch ran its function");
+}
+
 /// An event kept for the whole run (the cases that need a live one).
 fn live_event() -> *mut c_void {
     use aclalloc::ffi::events::aclrtCreateEvent;
@@ -1143,6 +1148,27 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
         }),
         ("aclrtSetStreamFailureMode", Kind::Stream, |h, _| unsafe {
             aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(h, 1)
+        }),
+        ("aclrtLaunchHostFunc", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtLaunchHostFunc(
+                h,
+                Some(never_called),
+                std::ptr::null_mut(),
+            )
+        }),
+        ("aclrtSubscribeReport", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtSubscribeReport(1, h)
+        }),
+        ("aclrtUnSubscribeReport", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtUnSubscribeReport(1, h)
+        }),
+        ("aclrtLaunchCallback", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtLaunchCallback(
+                Some(never_called),
+                std::ptr::null_mut(),
+                1,
+                h,
+            )
         }),
         ("aclrtQueryEventStatus", Kind::Event, |h, out| unsafe {
             aclrtQueryEventStatus(h, &mut out.guard as *mut u64 as *mut i32)

@@ -47,6 +47,8 @@ static const int ACL_ERROR_RT_MEMORY_ALLOCATION = 207001;
 static const int ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006;
 /** A wait for an event ran out of time. */
 static const int ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
+/** `aclrtProcessReport` found no callback to run in time. */
+static const int ACL_ERROR_RT_REPORT_TIMEOUT = 507012;
 
 
 /**

@@ -268,11 +268,28 @@ typedef enum aclDataType {
     ACL_FLOAT4_E1M2 = 41,
 } aclDataType;
 
+typedef enum aclrtCallbackBlockType {
+    /** The stream goes on at once. */
+    ACL_CALLBACK_NO_BLOCK = 0,
+    /** The stream waits until the callback has run. */
+    ACL_CALLBACK_BLOCK = 1,
+} aclrtCallbackBlockType;
+
 
 /**
  * A half-precision float's bits.
  */
 typedef uint16_t aclFloat16;
+
+/**
+ * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
+ */
+typedef void (*aclrtHostFunc)(void *args);
+
+/**
+ * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
+ */
+typedef void (*aclrtCallback)(void *userData);
 
 /**
  * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
@@ -810,6 +827,50 @@ aclError aclrtDeviceGetStreamPriorityRange(int32_t *leastPriority, int32_t *grea
  * None for the host runtime: the handle is looked up, never trusted.
  */
 aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode);
+
+/**
+ * Runs `fn(args)` on `stream` (NULL: the default stream) in order with its
+ * other work, on the stream's own thread.
+ *
+ * # Safety
+ * `fn` may be called with `args` from another thread.
+ */
+aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn_, void *args);
+
+/**
+ * When `stream` reaches this point, `fn(userData)` runs on the thread
+ * subscribed to the stream, inside its `aclrtProcessReport`.
+ * `ACL_CALLBACK_BLOCK` holds the stream until it has run. A stream no
+ * thread is subscribed to: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `fn` may be called with `userData` from the subscribed thread.
+ */
+aclError aclrtLaunchCallback(aclrtCallback fn_, void *userData, aclrtCallbackBlockType blockType, aclrtStream stream);
+
+/**
+ * Makes the thread `threadId` (its `pthread_self()`) the one that runs
+ * `stream`'s callbacks. One thread per stream.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream);
+
+/**
+ * Undoes `aclrtSubscribeReport`.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
+
+/**
+ * Runs one callback posted for the calling (subscribed) thread, waiting up
+ * to `timeout` ms for one (-1: no limit); none in time:
+ * `ACL_ERROR_RT_REPORT_TIMEOUT`.
+ */
+aclError aclrtProcessReport(int32_t timeout);
 
 /**
  * Reserves `size` bytes of device address space without memory behind it

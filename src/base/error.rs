@@ -51,6 +51,8 @@ pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
 pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: aclError = 507006;
 /// A wait for an event ran out of time.
 pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507047;
+/// `aclrtProcessReport` found no callback to run in time.
+pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507012;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.
@@ -182,6 +184,9 @@ pub enum Error {
     /// A wait for an event gave up after `timeout_ms` milliseconds.
     #[error("The event did not complete within {timeout_ms} ms")]
     EventTimeout { timeout_ms: i32 },
+    /// `aclrtProcessReport` found no callback within `timeout_ms` milliseconds.
+    #[error("No callback was ready within {timeout_ms} ms")]
+    ReportTimeout { timeout_ms: i32 },
     /// An environment variable's value is refused (see [`super::env`]).
     #[error("{0}")]
     Config(&'static ConfigError),
@@ -214,6 +219,7 @@ impl Error {
             Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
             Error::EventNotComplete { .. } => ACL_ERROR_RT_EVENT_NOT_COMPLETE,
             Error::EventTimeout { .. } => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+            Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
             Error::AllocatorReturnedNull { .. }
             | Error::PoolOutOfMemory { .. }
             | Error::DeviceMemoryExhausted { .. }

@@ -6,6 +6,7 @@ use super::args;
 use super::forward::real_or_host;
 use super::process::host;
 use super::types::*;
+use std::ffi::c_void;
 
 /// Whether a stream's work has all run (`aclrtStreamQuery`).
 pub type aclrtStreamStatus = i32;
@@ -111,5 +112,99 @@ pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(
 pub unsafe extern "C" fn aclrtSetStreamFailureMode(stream: aclrtStream, mode: u64) -> aclError {
     real_or_host!(aclrtSetStreamFailureMode(stream: aclrtStream, mode: u64) {
         host().set_stream_failure_mode(args::optional_stream(stream), mode)
+    })
+}
+
+/// `void fn(void *userData)`, run by `aclrtLaunchCallback`.
+pub type aclrtCallback = Option<unsafe extern "C" fn(userData: *mut c_void)>;
+/// `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
+pub type aclrtHostFunc = Option<unsafe extern "C" fn(args: *mut c_void)>;
+
+/// Whether a callback holds its stream until it has run.
+pub type aclrtCallbackBlockType = i32;
+/// The stream goes on at once.
+pub const ACL_CALLBACK_NO_BLOCK: aclrtCallbackBlockType = 0;
+/// The stream waits until the callback has run.
+pub const ACL_CALLBACK_BLOCK: aclrtCallbackBlockType = 1;
+
+/// Runs `fn(args)` on `stream` (NULL: the default stream) in order with its
+/// other work, on the stream's own thread.
+///
+/// # Safety
+/// `fn` may be called with `args` from another thread.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtLaunchHostFunc(
+    stream: aclrtStream,
+    fn_: aclrtHostFunc,
+    args: *mut c_void,
+) -> aclError {
+    real_or_host!(aclrtLaunchHostFunc(stream: aclrtStream, fn_: aclrtHostFunc, args: *mut c_void) {
+        let f = args::required(fn_, "fn")?;
+        host().launch_host_func(args::optional_stream(stream), f, args)
+    })
+}
+
+/// When `stream` reaches this point, `fn(userData)` runs on the thread
+/// subscribed to the stream, inside its `aclrtProcessReport`.
+/// `ACL_CALLBACK_BLOCK` holds the stream until it has run. A stream no
+/// thread is subscribed to: `ACL_ERROR_INVALID_PARAM`.
+///
+/// # Safety
+/// `fn` may be called with `userData` from the subscribed thread.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtLaunchCallback(
+    fn_: aclrtCallback,
+    userData: *mut c_void,
+    blockType: aclrtCallbackBlockType,
+    stream: aclrtStream,
+) -> aclError {
+    real_or_host!(aclrtLaunchCallback(fn_: aclrtCallback, userData: *mut c_void, blockType: aclrtCallbackBlockType, stream: aclrtStream) {
+        let f = args::required(fn_, "fn")?;
+        let blocking = match blockType {
+            ACL_CALLBACK_NO_BLOCK => false,
+            ACL_CALLBACK_BLOCK => true,
+            _ => {
+                return Err(crate::base::error::Error::InvalidParam {
+                    param: "blockType",
+                    reason: "It must be ACL_CALLBACK_NO_BLOCK or ACL_CALLBACK_BLOCK",
+                })
+            }
+        };
+        host().launch_callback(args::optional_stream(stream), f, userData, blocking)
+    })
+}
+
+/// Makes the thread `threadId` (its `pthread_self()`) the one that runs
+/// `stream`'s callbacks. One thread per stream.
+///
+/// # Safety
+/// None for the host runtime: the handle is looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
+    real_or_host!(aclrtSubscribeReport(threadId: u64, stream: aclrtStream) {
+        host().subscribe_report(threadId, args::optional_stream(stream))
+    })
+}
+
+/// Undoes `aclrtSubscribeReport`.
+///
+/// # Safety
+/// None for the host runtime: the handle is looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
+    real_or_host!(aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) {
+        host().unsubscribe_report(threadId, args::optional_stream(stream))
+    })
+}
+
+/// Runs one callback posted for the calling (subscribed) thread, waiting up
+/// to `timeout` ms for one (-1: no limit); none in time:
+/// `ACL_ERROR_RT_REPORT_TIMEOUT`.
+#[no_mangle]
+pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
+    real_or_host!(aclrtProcessReport(timeout: i32) {
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() } as u64;
+        host().process_report(me, timeout)
     })
 }

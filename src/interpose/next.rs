@@ -110,6 +110,11 @@ macro_rules! symbol_groups {
                 aclrtStreamGetId,
                 aclrtDeviceGetStreamPriorityRange,
                 aclrtSetStreamFailureMode,
+                aclrtLaunchHostFunc,
+                aclrtLaunchCallback,
+                aclrtSubscribeReport,
+                aclrtUnSubscribeReport,
+                aclrtProcessReport,
             ],
         }
     };

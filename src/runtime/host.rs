@@ -44,6 +44,7 @@ pub struct HostRuntime {
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
     pub(crate) events: HandleTable<EventHandle, Arc<super::events::Event>>,
+    pub(crate) reports: Arc<super::callbacks::Reports>,
     /// Streams destroyed by force whose queued work may still be running.
     pub(crate) draining: Mutex<Vec<Arc<super::streams::Draining>>>,
     workspaces: &'static dyn WorkspaceAllocator,
@@ -71,6 +72,7 @@ impl HostRuntime {
             contexts: HandleTable::new(),
             streams: HandleTable::new(),
             events: HandleTable::new(),
+            reports: Arc::default(),
             draining: Mutex::new(Vec::new()),
             workspaces: direct_device_memory(),
             allocators,

@@ -10,6 +10,7 @@
 //! this runtime through `crate::ffi::dispatch`; `crate::ffi::process` builds
 //! the process-wide instance.
 
+pub mod callbacks;
 pub mod config;
 pub mod context;
 pub mod device;

@@ -515,8 +515,9 @@ impl Shared {
             #[cfg(test)]
             Task::Panic => panic!("a test made the worker panic"),
         }
-        self.retire(task);
+        // Before retiring: a synchronizer woken by a fence sees the stream idle.
         self.pending.fetch_sub(1, Ordering::SeqCst);
+        self.retire(task);
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.
