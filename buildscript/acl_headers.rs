@@ -71,6 +71,7 @@ pub const ENUMS: &[&str] = &[
     "aclrtLastErrLevel",
     "aclDataType",
     "aclrtCallbackBlockType",
+    "aclrtDevResLimitType",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -47,6 +47,14 @@ int main(void) {
     EXPECT(def == again);
     CHECK(aclrtSynchronizeStream(def));
 
+    uint32_t cores = 0;
+    CHECK(aclrtGetResInCurrentThread(ACL_RT_DEV_RES_CUBE_CORE, &cores));
+    EXPECT(cores >= 1);
+    CHECK(aclrtGetResInCurrentThread(ACL_RT_DEV_RES_VECTOR_CORE, &cores));
+    EXPECT(cores >= 1);
+    expect("aclrtGetResInCurrentThread(type 7)", aclrtGetResInCurrentThread(7, &cores),
+           ACL_ERROR_INVALID_PARAM, "aclrtDevResLimitType");
+
     int32_t can = -1;
     CHECK(aclrtDeviceCanAccessPeer(&can, 0, 1));
     EXPECT(can == 1);

@@ -1955,6 +1955,168 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
                 )
             },
         ),
+        (
+            "aclrtStreamQuery",
+            "status NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtStreamQuery(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtStreamGetId",
+            "streamId NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtStreamGetId(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtSetStreamFailureMode",
+            "mode 2",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(std::ptr::null_mut(), 2)
+            },
+        ),
+        (
+            "aclrtDeviceGetStreamPriorityRange",
+            "leastPriority NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtDeviceGetStreamPriorityRange(
+                    std::ptr::null_mut(),
+                    &mut out.guard as *mut u64 as *mut i32,
+                )
+            },
+        ),
+        (
+            "aclrtLaunchHostFunc",
+            "fn NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtLaunchHostFunc(
+                    std::ptr::null_mut(),
+                    None,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtLaunchCallback",
+            "blockType 2",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtLaunchCallback(
+                    Some(never_called),
+                    std::ptr::null_mut(),
+                    2,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        ("aclrtProcessReport", "timeout 0", INVALID_PARAM, |_, _| {
+            aclalloc::ffi::stream_info::aclrtProcessReport(0)
+        }),
+        (
+            "aclrtProcessReport",
+            "not subscribed",
+            INVALID_PARAM,
+            |_, _| aclalloc::ffi::stream_info::aclrtProcessReport(1),
+        ),
+        (
+            "aclrtGetResInCurrentThread",
+            "type 7",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetResInCurrentThread(
+                    7,
+                    &mut out.guard as *mut u64 as *mut u32,
+                )
+            },
+        ),
+        (
+            "aclrtGetResInCurrentThread",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetResInCurrentThread(0, std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtGetRunMode",
+            "runMode NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::device_info::aclrtGetRunMode(std::ptr::null_mut()) },
+        ),
+        (
+            "aclsysGetVersionStr",
+            "pkgName NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclsysGetVersionStr(
+                    std::ptr::null_mut(),
+                    &mut out.guard as *mut u64 as *mut std::ffi::c_char,
+                )
+            },
+        ),
+        (
+            "aclsysGetVersionNum",
+            "versionNum NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclsysGetVersionNum(
+                    c"runtime".as_ptr().cast_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtCtxGetCurrentDefaultStream",
+            "stream NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtCtxGetCurrentDefaultStream(std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtDeviceCanAccessPeer",
+            "peer device -1",
+            INVALID_DEVICE,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtDeviceCanAccessPeer(
+                    &mut out.guard as *mut u64 as *mut i32,
+                    0,
+                    -1,
+                )
+            },
+        ),
+        (
+            "aclrtDeviceCanAccessPeer",
+            "canAccessPeer NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtDeviceCanAccessPeer(std::ptr::null_mut(), 0, 0)
+            },
+        ),
+        (
+            "aclrtDeviceEnablePeerAccess",
+            "flags 1",
+            INVALID_PARAM,
+            |_, _| aclalloc::ffi::device_info::aclrtDeviceEnablePeerAccess(0, 1),
+        ),
+        (
+            "aclrtDeviceDisablePeerAccess",
+            "device 2^30",
+            INVALID_DEVICE,
+            |_, _| aclalloc::ffi::device_info::aclrtDeviceDisablePeerAccess(1 << 30),
+        ),
     ];
     let _serial = serial();
     unsafe {

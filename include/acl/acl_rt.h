@@ -275,6 +275,13 @@ typedef enum aclrtCallbackBlockType {
     ACL_CALLBACK_BLOCK = 1,
 } aclrtCallbackBlockType;
 
+typedef enum aclrtDevResLimitType {
+    /** AI Core cube cores. */
+    ACL_RT_DEV_RES_CUBE_CORE = 0,
+    /** Vector cores. */
+    ACL_RT_DEV_RES_VECTOR_CORE = 1,
+} aclrtDevResLimitType;
+
 
 /**
  * A half-precision float's bits.
@@ -430,6 +437,16 @@ aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
  * Undoes `aclrtDeviceEnablePeerAccess` (nothing changes on the host).
  */
 aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId);
+
+/**
+ * The cores the calling thread's work may use: on the host runtime, for
+ * either kind, the host's available parallelism (kernels run on host
+ * threads). No current context: `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetResInCurrentThread(aclrtDevResLimitType type_, uint32_t *value);
 
 /**
  * Creates an event in the current context. No current context:

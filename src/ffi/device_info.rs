@@ -330,6 +330,40 @@ fn peer(peer: i32) -> crate::base::error::Result<()> {
     Ok(())
 }
 
+/// A device resource that can be limited (`aclrtGetResInCurrentThread`).
+pub type aclrtDevResLimitType = i32;
+/// AI Core cube cores.
+pub const ACL_RT_DEV_RES_CUBE_CORE: aclrtDevResLimitType = 0;
+/// Vector cores.
+pub const ACL_RT_DEV_RES_VECTOR_CORE: aclrtDevResLimitType = 1;
+
+/// The cores the calling thread's work may use: on the host runtime, for
+/// either kind, the host's available parallelism (kernels run on host
+/// threads). No current context: `ACL_ERROR_RT_CONTEXT_NULL`.
+///
+/// # Safety
+/// `value` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetResInCurrentThread(
+    type_: aclrtDevResLimitType,
+    value: *mut u32,
+) -> aclError {
+    real_or_host!(aclrtGetResInCurrentThread(type_: aclrtDevResLimitType, value: *mut u32) {
+        if !matches!(type_, ACL_RT_DEV_RES_CUBE_CORE | ACL_RT_DEV_RES_VECTOR_CORE) {
+            return Err(Error::InvalidParam {
+                param: "type",
+                reason: "It is not an aclrtDevResLimitType value",
+            });
+        }
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(value, "value") }?;
+        host().current_context()?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        out.write(u32::try_from(cores).unwrap_or(u32::MAX));
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

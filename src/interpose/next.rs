@@ -115,6 +115,7 @@ macro_rules! symbol_groups {
                 aclrtSubscribeReport,
                 aclrtUnSubscribeReport,
                 aclrtProcessReport,
+                aclrtGetResInCurrentThread,
             ],
         }
     };
