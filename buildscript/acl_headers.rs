@@ -72,6 +72,7 @@ pub const ENUMS: &[&str] = &[
     "aclDataType",
     "aclrtCallbackBlockType",
     "aclrtDevResLimitType",
+    "aclrtDevAttr",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -55,6 +55,20 @@ int main(void) {
     expect("aclrtGetResInCurrentThread(type 7)", aclrtGetResInCurrentThread(7, &cores),
            ACL_ERROR_INVALID_PARAM, "aclrtDevResLimitType");
 
+    int64_t attr = 0;
+    CHECK(aclrtGetDeviceInfo(1, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE, &attr));
+    EXPECT(attr == 4LL << 30); /* ACLALLOC_DEVICE_MEMORY's default */
+    CHECK(aclrtGetDeviceInfo(1, ACL_DEV_ATTR_PHY_CHIP_ID, &attr));
+    EXPECT(attr == 1);
+    CHECK(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_AICORE_CORE_NUM, &attr));
+    EXPECT(attr >= 1);
+    expect("aclrtGetDeviceInfo(L2 cache size)",
+           aclrtGetDeviceInfo(0, ACL_DEV_ATTR_L2_CACHE_SIZE, &attr), ACL_ERROR_API_NOT_SUPPORT,
+           "device attribute");
+    expect("aclrtGetDeviceInfo(device 2)",
+           aclrtGetDeviceInfo(2, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE, &attr),
+           ACL_ERROR_RT_INVALID_DEVICEID, "deviceId");
+
     int32_t can = -1;
     CHECK(aclrtDeviceCanAccessPeer(&can, 0, 1));
     EXPECT(can == 1);

@@ -2050,6 +2050,38 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             },
         ),
         (
+            "aclrtGetDeviceInfo",
+            "device 2^30",
+            INVALID_DEVICE,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetDeviceInfo(
+                    1 << 30,
+                    301,
+                    &mut out.guard as *mut u64 as *mut i64,
+                )
+            },
+        ),
+        (
+            "aclrtGetDeviceInfo",
+            "attr 999",
+            API_NOT_SUPPORT,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetDeviceInfo(
+                    0,
+                    999,
+                    &mut out.guard as *mut u64 as *mut i64,
+                )
+            },
+        ),
+        (
+            "aclrtGetDeviceInfo",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetDeviceInfo(0, 301, std::ptr::null_mut())
+            },
+        ),
+        (
             "aclrtGetRunMode",
             "runMode NULL",
             INVALID_PARAM,

@@ -282,6 +282,65 @@ typedef enum aclrtDevResLimitType {
     ACL_RT_DEV_RES_VECTOR_CORE = 1,
 } aclrtDevResLimitType;
 
+typedef enum aclrtDevAttr {
+    /** AI CPUs. */
+    ACL_DEV_ATTR_AICPU_CORE_NUM = 1,
+    /** AI Cores. */
+    ACL_DEV_ATTR_AICORE_CORE_NUM = 101,
+    /** Cube Cores. */
+    ACL_DEV_ATTR_CUBE_CORE_NUM = 102,
+    /** Vector Cores. */
+    ACL_DEV_ATTR_VECTOR_CORE_NUM = 201,
+    /** threads in a warp. */
+    ACL_DEV_ATTR_WARP_SIZE = 202,
+    /** threads per Vector Core. */
+    ACL_DEV_ATTR_MAX_THREAD_PER_VECTOR_CORE = 203,
+    /** local memory per Vector Core, bytes. */
+    ACL_DEV_ATTR_UBUF_PER_VECTOR_CORE = 204,
+    /** grid size, x. */
+    ACL_DEV_ATTR_MAX_GRID_DIM_X = 205,
+    /** grid size, y. */
+    ACL_DEV_ATTR_MAX_GRID_DIM_Y = 206,
+    /** grid size, z. */
+    ACL_DEV_ATTR_MAX_GRID_DIM_Z = 207,
+    /** blocks per grid. */
+    ACL_DEV_ATTR_MAX_BLOCK_PER_GRID = 208,
+    /** threads per block. */
+    ACL_DEV_ATTR_MAX_THREADS_PER_BLOCK = 209,
+    /** block size, x. */
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_X = 210,
+    /** block size, y. */
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_Y = 211,
+    /** block size, z. */
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_Z = 212,
+    /** global memory, bytes. */
+    ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE = 0x12D,
+    /** L2 cache, bytes. */
+    ACL_DEV_ATTR_L2_CACHE_SIZE = 0x12E,
+    /** which OS the device is on. */
+    ACL_DEV_ATTR_SMP_ID = 0x191,
+    /** physical chip id. */
+    ACL_DEV_ATTR_PHY_CHIP_ID = 0x192,
+    /** super pod device id. */
+    ACL_DEV_ATTR_SUPER_POD_DEVICE_ID = 0x193,
+    /** super pod server id. */
+    ACL_DEV_ATTR_SUPER_POD_SERVER_ID = 0x194,
+    /** super pod id. */
+    ACL_DEV_ATTR_SUPER_POD_ID = 0x195,
+    /** custom operator privilege. */
+    ACL_DEV_ATTR_CUST_OP_PRIVILEGE = 0x196,
+    /** mainboard id. */
+    ACL_DEV_ATTR_MAINBOARD_ID = 0x197,
+    /** host-device connection. */
+    ACL_DEV_ATTR_HD_CONNECT_TYPE = 0x198,
+    /** form factor. */
+    ACL_DEV_ATTR_DEVICE_FORM_FACTOR = 0x199,
+    /** compute power splitting. */
+    ACL_DEV_ATTR_IS_VIRTUAL = 0x1F5,
+    /** NPU architecture. */
+    ACL_DEV_ATTR_NPU_ARCH = 0x259,
+} aclrtDevAttr;
+
 
 /**
  * A half-precision float's bits.
@@ -447,6 +506,19 @@ aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId);
  * `value` is NULL or writable.
  */
 aclError aclrtGetResInCurrentThread(aclrtDevResLimitType type_, uint32_t *value);
+
+/**
+ * One attribute of device `deviceId`. The host runtime answers what a host
+ * device has: its memory (`ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE`, the
+ * configured capacity), its cores (the AI CPU, AI Core, Cube and Vector
+ * core counts: the host's available parallelism), `ACL_DEV_ATTR_SMP_ID` 0,
+ * `ACL_DEV_ATTR_PHY_CHIP_ID` the device id and `ACL_DEV_ATTR_IS_VIRTUAL` 0;
+ * any other attribute: `ACL_ERROR_API_NOT_SUPPORT`.
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value);
 
 /**
  * Creates an event in the current context. No current context:

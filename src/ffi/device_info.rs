@@ -364,6 +364,104 @@ pub unsafe extern "C" fn aclrtGetResInCurrentThread(
     })
 }
 
+/// A device attribute (`aclrtGetDeviceInfo`).
+pub type aclrtDevAttr = i32;
+/// AI CPUs.
+pub const ACL_DEV_ATTR_AICPU_CORE_NUM: aclrtDevAttr = 1;
+/// AI Cores.
+pub const ACL_DEV_ATTR_AICORE_CORE_NUM: aclrtDevAttr = 101;
+/// Cube Cores.
+pub const ACL_DEV_ATTR_CUBE_CORE_NUM: aclrtDevAttr = 102;
+/// Vector Cores.
+pub const ACL_DEV_ATTR_VECTOR_CORE_NUM: aclrtDevAttr = 201;
+/// threads in a warp.
+pub const ACL_DEV_ATTR_WARP_SIZE: aclrtDevAttr = 202;
+/// threads per Vector Core.
+pub const ACL_DEV_ATTR_MAX_THREAD_PER_VECTOR_CORE: aclrtDevAttr = 203;
+/// local memory per Vector Core, bytes.
+pub const ACL_DEV_ATTR_UBUF_PER_VECTOR_CORE: aclrtDevAttr = 204;
+/// grid size, x.
+pub const ACL_DEV_ATTR_MAX_GRID_DIM_X: aclrtDevAttr = 205;
+/// grid size, y.
+pub const ACL_DEV_ATTR_MAX_GRID_DIM_Y: aclrtDevAttr = 206;
+/// grid size, z.
+pub const ACL_DEV_ATTR_MAX_GRID_DIM_Z: aclrtDevAttr = 207;
+/// blocks per grid.
+pub const ACL_DEV_ATTR_MAX_BLOCK_PER_GRID: aclrtDevAttr = 208;
+/// threads per block.
+pub const ACL_DEV_ATTR_MAX_THREADS_PER_BLOCK: aclrtDevAttr = 209;
+/// block size, x.
+pub const ACL_DEV_ATTR_MAX_BLOCK_DIM_X: aclrtDevAttr = 210;
+/// block size, y.
+pub const ACL_DEV_ATTR_MAX_BLOCK_DIM_Y: aclrtDevAttr = 211;
+/// block size, z.
+pub const ACL_DEV_ATTR_MAX_BLOCK_DIM_Z: aclrtDevAttr = 212;
+/// global memory, bytes.
+pub const ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE: aclrtDevAttr = 301;
+/// L2 cache, bytes.
+pub const ACL_DEV_ATTR_L2_CACHE_SIZE: aclrtDevAttr = 302;
+/// which OS the device is on.
+pub const ACL_DEV_ATTR_SMP_ID: aclrtDevAttr = 401;
+/// physical chip id.
+pub const ACL_DEV_ATTR_PHY_CHIP_ID: aclrtDevAttr = 402;
+/// super pod device id.
+pub const ACL_DEV_ATTR_SUPER_POD_DEVICE_ID: aclrtDevAttr = 403;
+/// super pod server id.
+pub const ACL_DEV_ATTR_SUPER_POD_SERVER_ID: aclrtDevAttr = 404;
+/// super pod id.
+pub const ACL_DEV_ATTR_SUPER_POD_ID: aclrtDevAttr = 405;
+/// custom operator privilege.
+pub const ACL_DEV_ATTR_CUST_OP_PRIVILEGE: aclrtDevAttr = 406;
+/// mainboard id.
+pub const ACL_DEV_ATTR_MAINBOARD_ID: aclrtDevAttr = 407;
+/// host-device connection.
+pub const ACL_DEV_ATTR_HD_CONNECT_TYPE: aclrtDevAttr = 408;
+/// form factor.
+pub const ACL_DEV_ATTR_DEVICE_FORM_FACTOR: aclrtDevAttr = 409;
+/// compute power splitting.
+pub const ACL_DEV_ATTR_IS_VIRTUAL: aclrtDevAttr = 501;
+/// NPU architecture.
+pub const ACL_DEV_ATTR_NPU_ARCH: aclrtDevAttr = 601;
+
+/// One attribute of device `deviceId`. The host runtime answers what a host
+/// device has: its memory (`ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE`, the
+/// configured capacity), its cores (the AI CPU, AI Core, Cube and Vector
+/// core counts: the host's available parallelism), `ACL_DEV_ATTR_SMP_ID` 0,
+/// `ACL_DEV_ATTR_PHY_CHIP_ID` the device id and `ACL_DEV_ATTR_IS_VIRTUAL` 0;
+/// any other attribute: `ACL_ERROR_API_NOT_SUPPORT`.
+///
+/// # Safety
+/// `value` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetDeviceInfo(
+    deviceId: u32,
+    attr: aclrtDevAttr,
+    value: *mut i64,
+) -> aclError {
+    real_or_host!(aclrtGetDeviceInfo(deviceId: u32, attr: aclrtDevAttr, value: *mut i64) {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(value, "value") }?;
+        let id = i32::try_from(deviceId).unwrap_or(i32::MAX);
+        let device = host().device(id)?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64;
+        out.write(match attr {
+            ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE => device.memory().capacity() as i64,
+            ACL_DEV_ATTR_AICPU_CORE_NUM
+            | ACL_DEV_ATTR_AICORE_CORE_NUM
+            | ACL_DEV_ATTR_CUBE_CORE_NUM
+            | ACL_DEV_ATTR_VECTOR_CORE_NUM => cores,
+            ACL_DEV_ATTR_SMP_ID | ACL_DEV_ATTR_IS_VIRTUAL => 0,
+            ACL_DEV_ATTR_PHY_CHIP_ID => i64::from(id),
+            _ => {
+                return Err(Error::NotSupported {
+                    what: "this device attribute on the host runtime",
+                })
+            }
+        });
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

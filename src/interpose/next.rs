@@ -116,6 +116,7 @@ macro_rules! symbol_groups {
                 aclrtUnSubscribeReport,
                 aclrtProcessReport,
                 aclrtGetResInCurrentThread,
+                aclrtGetDeviceInfo,
             ],
         }
     };
