@@ -73,6 +73,8 @@ pub const ENUMS: &[&str] = &[
     "aclrtCallbackBlockType",
     "aclrtDevResLimitType",
     "aclrtDevAttr",
+    "aclrtErrorType",
+    "aclrtAicoreErrorType",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -69,6 +69,13 @@ int main(void) {
            aclrtGetDeviceInfo(2, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE, &attr),
            ACL_ERROR_RT_INVALID_DEVICEID, "deviceId");
 
+    aclrtErrorInfo info;
+    memset(&info, 0xFF, sizeof info);
+    CHECK(aclrtGetErrorVerbose(0, &info));
+    EXPECT(info.errorType == ACL_RT_NO_ERROR && info.tryRepair == 0 && info.hasDetail == 0);
+    expect("aclrtGetErrorVerbose(device 9)", aclrtGetErrorVerbose(9, &info),
+           ACL_ERROR_RT_INVALID_DEVICEID, "deviceId");
+
     int32_t can = -1;
     CHECK(aclrtDeviceCanAccessPeer(&can, 0, 1));
     EXPECT(can == 1);

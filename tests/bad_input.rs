@@ -2050,6 +2050,14 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             },
         ),
         (
+            "aclrtGetErrorVerbose",
+            "errorInfo NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetErrorVerbose(0, std::ptr::null_mut())
+            },
+        ),
+        (
             "aclrtGetDeviceInfo",
             "device 2^30",
             INVALID_DEVICE,

@@ -341,11 +341,73 @@ typedef enum aclrtDevAttr {
     ACL_DEV_ATTR_NPU_ARCH = 0x259,
 } aclrtDevAttr;
 
+typedef enum aclrtErrorType {
+    /** No fault. */
+    ACL_RT_NO_ERROR = 0,
+    /** Memory. */
+    ACL_RT_ERROR_MEMORY = 1,
+    /** L2 buffer. */
+    ACL_RT_ERROR_L2 = 2,
+    /** AI Core. */
+    ACL_RT_ERROR_AICORE = 3,
+    /** Network link. */
+    ACL_RT_ERROR_LINK = 4,
+    /** L3 port. */
+    ACL_RT_ERROR_L3_PORT = 5,
+    /** Other. */
+    ACL_RT_ERROR_OTHERS = 0xFFFF,
+} aclrtErrorType;
+
+typedef enum aclrtAicoreErrorType {
+    /** Unknown. */
+    ACL_RT_AICORE_ERROR_UNKNOWN = 0,
+    /** Software. */
+    ACL_RT_AICORE_ERROR_SW = 1,
+    /** This device's hardware. */
+    ACL_RT_AICORE_ERROR_HW_LOCAL = 2,
+} aclrtAicoreErrorType;
+
 
 /**
  * A half-precision float's bits.
  */
 typedef uint16_t aclFloat16;
+
+/**
+ * One uncorrectable memory error: where and how long.
+ */
+typedef struct aclrtMemUceInfo {
+  void *addr;
+  size_t len;
+  size_t reserved[14];
+} aclrtMemUceInfo;
+
+/**
+ * Uncorrectable memory errors (up to 20).
+ */
+typedef struct aclrtMemUceInfoArray {
+  size_t arraySize;
+  struct aclrtMemUceInfo memUceInfoArray[20];
+} aclrtMemUceInfoArray;
+
+/**
+ * The detail of a fault, by its kind.
+ */
+typedef union aclrtErrorInfoDetail {
+  struct aclrtMemUceInfoArray uceInfo;
+  aclrtAicoreErrorType aicoreErrType;
+} aclrtErrorInfoDetail;
+
+/**
+ * A device fault (`aclrtGetErrorVerbose`).
+ */
+typedef struct aclrtErrorInfo {
+  uint8_t tryRepair;
+  uint8_t hasDetail;
+  uint8_t reserved[2];
+  aclrtErrorType errorType;
+  union aclrtErrorInfoDetail detail;
+} aclrtErrorInfo;
 
 /**
  * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
@@ -519,6 +581,15 @@ aclError aclrtGetResInCurrentThread(aclrtDevResLimitType type_, uint32_t *value)
  * `value` is NULL or writable.
  */
 aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value);
+
+/**
+ * The last device fault of `deviceId`: the host runtime's devices have
+ * none, so `ACL_RT_NO_ERROR`, nothing to repair, no detail.
+ *
+ * # Safety
+ * `errorInfo` is NULL or writable.
+ */
+aclError aclrtGetErrorVerbose(int32_t deviceId, struct aclrtErrorInfo *errorInfo);
 
 /**
  * Creates an event in the current context. No current context:

@@ -7,7 +7,7 @@ use super::forward::real_or_host;
 use super::process::host;
 use super::types::*;
 use crate::base::error::Error;
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 
 /// Where the program runs (`aclrtGetRunMode`).
 pub type aclrtRunMode = i32;
@@ -457,6 +457,93 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
                     what: "this device attribute on the host runtime",
                 })
             }
+        });
+        Ok(())
+    })
+}
+
+/// A device fault's kind (`aclrtGetErrorVerbose`).
+pub type aclrtErrorType = i32;
+/// No fault.
+pub const ACL_RT_NO_ERROR: aclrtErrorType = 0;
+/// Memory.
+pub const ACL_RT_ERROR_MEMORY: aclrtErrorType = 1;
+/// L2 buffer.
+pub const ACL_RT_ERROR_L2: aclrtErrorType = 2;
+/// AI Core.
+pub const ACL_RT_ERROR_AICORE: aclrtErrorType = 3;
+/// Network link.
+pub const ACL_RT_ERROR_LINK: aclrtErrorType = 4;
+/// L3 port.
+pub const ACL_RT_ERROR_L3_PORT: aclrtErrorType = 5;
+/// Other.
+pub const ACL_RT_ERROR_OTHERS: aclrtErrorType = 0xFFFF;
+
+/// What an AI Core fault points at.
+pub type aclrtAicoreErrorType = i32;
+/// Unknown.
+pub const ACL_RT_AICORE_ERROR_UNKNOWN: aclrtAicoreErrorType = 0;
+/// Software.
+pub const ACL_RT_AICORE_ERROR_SW: aclrtAicoreErrorType = 1;
+/// This device's hardware.
+pub const ACL_RT_AICORE_ERROR_HW_LOCAL: aclrtAicoreErrorType = 2;
+
+/// One uncorrectable memory error: where and how long.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtMemUceInfo {
+    pub addr: *mut c_void,
+    pub len: usize,
+    pub reserved: [usize; 14],
+}
+
+/// Uncorrectable memory errors (up to 20).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtMemUceInfoArray {
+    pub arraySize: usize,
+    pub memUceInfoArray: [aclrtMemUceInfo; 20],
+}
+
+/// The detail of a fault, by its kind.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union aclrtErrorInfoDetail {
+    pub uceInfo: aclrtMemUceInfoArray,
+    pub aicoreErrType: aclrtAicoreErrorType,
+}
+
+/// A device fault (`aclrtGetErrorVerbose`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtErrorInfo {
+    pub tryRepair: u8,
+    pub hasDetail: u8,
+    pub reserved: [u8; 2],
+    pub errorType: aclrtErrorType,
+    pub detail: aclrtErrorInfoDetail,
+}
+
+/// The last device fault of `deviceId`: the host runtime's devices have
+/// none, so `ACL_RT_NO_ERROR`, nothing to repair, no detail.
+///
+/// # Safety
+/// `errorInfo` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetErrorVerbose(
+    deviceId: i32,
+    errorInfo: *mut aclrtErrorInfo,
+) -> aclError {
+    real_or_host!(aclrtGetErrorVerbose(deviceId: i32, errorInfo: *mut aclrtErrorInfo) {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::required(errorInfo, "errorInfo") }?;
+        host().device(deviceId)?;
+        out.write(aclrtErrorInfo {
+            tryRepair: 0,
+            hasDetail: 0,
+            reserved: [0; 2],
+            errorType: ACL_RT_NO_ERROR,
+            detail: aclrtErrorInfoDetail { aicoreErrType: ACL_RT_AICORE_ERROR_UNKNOWN },
         });
         Ok(())
     })

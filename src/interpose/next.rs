@@ -117,6 +117,7 @@ macro_rules! symbol_groups {
                 aclrtProcessReport,
                 aclrtGetResInCurrentThread,
                 aclrtGetDeviceInfo,
+                aclrtGetErrorVerbose,
             ],
         }
     };
