@@ -561,6 +561,13 @@ impl Model {
         self.expect("aclrtCreateEvent", rc, OK);
         let ((ha, ia), (hb, ib)) = (self.pick(a), self.pick(b));
         let (a_ok, b_ok) = (self.accepts(ha, ia), self.accepts(hb, ib));
+        if ha == 0 || hb == 0 {
+            // NULL is the default stream, made by its first use.
+            let ctx = self.current_alive().expect("checked above");
+            self.defaults
+                .entry(ctx)
+                .or_insert_with(|| (Arc::default(), 0));
+        }
         // SAFETY: the host runtime looks the handles up.
         let rc = unsafe { aclrtRecordEvent(event, ha as *mut c_void) };
         self.expect(
