@@ -45,6 +45,7 @@ const BASE_TYPES: &[&str] = &[
     "aclError",
     "aclrtStream",
     "aclrtContext",
+    "aclrtEvent",
     "aclrtAllocatorDesc",
     "aclrtAllocator",
     "aclrtAllocatorBlock",
@@ -62,6 +63,18 @@ pub const ENUMS: &[&str] = &[
     "aclrtMemHandleType",
     "aclrtMemAllocationType",
     "aclrtMemGranularityOptions",
+    "aclrtEventStatus",
+    "aclrtEventRecordedStatus",
+    "aclrtEventWaitStatus",
+    "aclrtStreamStatus",
+    "aclrtRunMode",
+    "aclrtLastErrLevel",
+    "aclDataType",
+    "aclrtCallbackBlockType",
+    "aclrtDevResLimitType",
+    "aclrtDevAttr",
+    "aclrtErrorType",
+    "aclrtAicoreErrorType",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -983,6 +983,27 @@ enum Kind {
     Reservation,
     /// The start of a mapping made by `aclrtMapMem`.
     Mapping,
+    /// An event from `aclrtCreateEvent`.
+    Event,
+    /// Host memory from `aclrtMallocHost`.
+    HostPtr,
+}
+
+/// A host function the bad-input cases never let run.
+unsafe extern "C" fn never_called(_: *mut c_void) {
+    panic!("a refused launch ran its function");
+}
+
+/// An event kept for the whole run (the cases that need a live one).
+fn live_event() -> *mut c_void {
+    use aclalloc::ffi::events::aclrtCreateEvent;
+    static EVENT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *EVENT.get_or_init(|| {
+        let mut event = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { aclrtCreateEvent(&mut event) }, OK);
+        event as usize
+    }) as *mut c_void
 }
 
 const GRANULE: usize = 2 << 20;
@@ -1039,6 +1060,7 @@ type MakeHandle = Box<dyn Fn(&mut Outputs) -> Option<*mut c_void>>;
 /// arguments. One line per export; a new kind of handle adds a `Kind`.
 #[allow(unused_unsafe)] // some of these exports are safe functions, some not
 const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
+    use aclalloc::ffi::events::*;
     use aclalloc::ffi::launch::aclallocLaunchKernel;
     use aclalloc::ffi::memory::*;
     use aclalloc::ffi::plugin::*;
@@ -1085,6 +1107,89 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             aclrtSetCurrentContext(h)
         }),
         ("aclrtFree", Kind::DevicePtr, |h, _| unsafe { aclrtFree(h) }),
+        ("aclrtFreeHost", Kind::HostPtr, |h, _| unsafe {
+            aclalloc::ffi::host_memory::aclrtFreeHost(h)
+        }),
+        ("aclrtDestroyEvent", Kind::Event, |h, _| unsafe {
+            aclrtDestroyEvent(h)
+        }),
+        ("aclrtRecordEvent", Kind::Event, |h, _| unsafe {
+            aclrtRecordEvent(h, std::ptr::null_mut())
+        }),
+        ("aclrtRecordEvent", Kind::Stream, |h, _| unsafe {
+            aclrtRecordEvent(live_event(), h)
+        }),
+        ("aclrtResetEvent", Kind::Event, |h, _| unsafe {
+            aclrtResetEvent(h, std::ptr::null_mut())
+        }),
+        ("aclrtStreamWaitEvent", Kind::Event, |h, _| unsafe {
+            aclrtStreamWaitEvent(std::ptr::null_mut(), h)
+        }),
+        ("aclrtStreamWaitEvent", Kind::Stream, |h, _| unsafe {
+            aclrtStreamWaitEvent(h, live_event())
+        }),
+        ("aclrtStreamQuery", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamQuery(h, &mut out.guard as *mut u64 as *mut i32)
+        }),
+        ("aclrtStreamGetPriority", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamGetPriority(
+                h,
+                &mut out.guard as *mut u64 as *mut u32,
+            )
+        }),
+        ("aclrtStreamGetFlags", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamGetFlags(
+                h,
+                &mut out.guard as *mut u64 as *mut u32,
+            )
+        }),
+        ("aclrtStreamGetId", Kind::Stream, |h, out| unsafe {
+            aclalloc::ffi::stream_info::aclrtStreamGetId(h, &mut out.guard as *mut u64 as *mut i32)
+        }),
+        ("aclrtSetStreamFailureMode", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(h, 1)
+        }),
+        ("aclrtLaunchHostFunc", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtLaunchHostFunc(
+                h,
+                Some(never_called),
+                std::ptr::null_mut(),
+            )
+        }),
+        ("aclrtSubscribeReport", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtSubscribeReport(1, h)
+        }),
+        ("aclrtUnSubscribeReport", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtUnSubscribeReport(1, h)
+        }),
+        ("aclrtLaunchCallback", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_info::aclrtLaunchCallback(
+                Some(never_called),
+                std::ptr::null_mut(),
+                1,
+                h,
+            )
+        }),
+        ("aclrtQueryEventStatus", Kind::Event, |h, out| unsafe {
+            aclrtQueryEventStatus(h, &mut out.guard as *mut u64 as *mut i32)
+        }),
+        ("aclrtQueryEventWaitStatus", Kind::Event, |h, out| unsafe {
+            aclrtQueryEventWaitStatus(h, &mut out.guard as *mut u64 as *mut i32)
+        }),
+        ("aclrtSynchronizeEvent", Kind::Event, |h, _| unsafe {
+            aclrtSynchronizeEvent(h)
+        }),
+        (
+            "aclrtSynchronizeEventWithTimeout",
+            Kind::Event,
+            |h, _| unsafe { aclrtSynchronizeEventWithTimeout(h, 10) },
+        ),
+        ("aclrtEventElapsedTime", Kind::Event, |h, out| unsafe {
+            aclrtEventElapsedTime(&mut out.guard as *mut u64 as *mut f32, h, h)
+        }),
+        ("aclrtEventGetTimestamp", Kind::Event, |h, out| unsafe {
+            aclrtEventGetTimestamp(h, &mut out.guard)
+        }),
         ("aclallocPoolDestroy", Kind::Pool, |h, _| unsafe {
             aclallocPoolDestroy(h)
         }),
@@ -1203,6 +1308,16 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtAllocatorDestroyDesc(desc), OK);
             }
             Kind::Pluggable => return None,
+            Kind::Event => {
+                use aclalloc::ffi::events::*;
+                assert_eq!(aclrtCreateEvent(&mut h), OK);
+                assert_eq!(aclrtDestroyEvent(h), OK);
+            }
+            Kind::HostPtr => {
+                use aclalloc::ffi::host_memory::*;
+                assert_eq!(aclrtMallocHost(&mut h, 256), OK);
+                assert_eq!(aclrtFreeHost(h), OK);
+            }
             Kind::Physical => {
                 use aclalloc::ffi::virtual_memory::*;
                 assert_eq!(
@@ -1298,6 +1413,21 @@ fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
     assert_eq!(cases, HANDLE_FUNCTIONS.len() * 5 - without_taken_back);
 }
 
+/// Host memory from `aclrtMallocHost`, freed (kept for the whole run).
+fn freed_host_memory() -> *mut c_void {
+    use aclalloc::ffi::host_memory::*;
+    static FREED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FREED.get_or_init(|| {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the memory is freed at once.
+        unsafe {
+            assert_eq!(aclrtMallocHost(&mut h, 64), OK);
+            assert_eq!(aclrtFreeHost(h), OK);
+        }
+        h as usize
+    }) as *mut c_void
+}
+
 /// `aclrtMapMem` of one granule of physical memory kept for the whole run,
 /// with the given arguments.
 unsafe fn map_fresh(va: *mut c_void, size: usize, offset: usize, flags: u64) -> aclError {
@@ -1324,6 +1454,8 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
     use aclalloc::ffi::runtime::*;
     use aclalloc::ffi::virtual_memory::*;
     const INVALID_DEVICE: aclError = 107_001;
+    const API_NOT_SUPPORT: aclError = 200_001;
+    const EVENT_NOT_COMPLETE: aclError = 507_006;
     type SizeCall = unsafe fn(&mut Outputs, *mut c_void) -> aclError;
     let cases: &[(&str, &str, aclError, SizeCall)] = &[
         ("aclrtMalloc", "size 0", INVALID_PARAM, |out, _| unsafe {
@@ -1704,6 +1836,326 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "handle NULL",
             INVALID_PARAM,
             |_, _| unsafe { aclrtFreePhysical(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtMallocHost",
+            "size 0",
+            INVALID_PARAM,
+            |out, _| unsafe { aclalloc::ffi::host_memory::aclrtMallocHost(&mut out.desc, 0) },
+        ),
+        (
+            "aclrtMallocHost",
+            "hostPtr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::host_memory::aclrtMallocHost(std::ptr::null_mut(), 64) },
+        ),
+        (
+            "aclrtFreeHost",
+            "hostPtr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::host_memory::aclrtFreeHost(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtFreeHost",
+            "device memory",
+            INVALID_PARAM,
+            |_, dev| unsafe { aclalloc::ffi::host_memory::aclrtFreeHost(dev) },
+        ),
+        (
+            "aclrtMemcpy",
+            "HOST_TO_DEVICE from freed host memory",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                aclrtMemcpy(dev, 64, freed_host_memory(), 64, ACL_MEMCPY_HOST_TO_DEVICE)
+            },
+        ),
+        (
+            "aclrtCreateEvent",
+            "event NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::events::aclrtCreateEvent(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtCreateEventWithFlag",
+            "flag 0x100",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x100)
+            },
+        ),
+        (
+            "aclrtCreateEventExWithFlag",
+            "flag ACL_EVENT_EXTERNAL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::events::aclrtCreateEventExWithFlag(&mut out.desc, 0x20)
+            },
+        ),
+        (
+            "aclrtCreateEventWithFlag",
+            "flag ACL_EVENT_IPC",
+            API_NOT_SUPPORT,
+            |out, _| unsafe {
+                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x40)
+            },
+        ),
+        (
+            "aclrtSynchronizeEventWithTimeout",
+            "timeout -2",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtSynchronizeEventWithTimeout(live_event(), -2)
+            },
+        ),
+        (
+            "aclrtSynchronizeEventWithTimeout",
+            "timeout 0",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtSynchronizeEventWithTimeout(live_event(), 0)
+            },
+        ),
+        (
+            "aclrtQueryEventStatus",
+            "status NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtQueryEventStatus(live_event(), std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtEventGetTimestamp",
+            "never recorded",
+            EVENT_NOT_COMPLETE,
+            |out, _| unsafe {
+                aclalloc::ffi::events::aclrtEventGetTimestamp(live_event(), &mut out.guard)
+            },
+        ),
+        (
+            "aclrtEventElapsedTime",
+            "never recorded",
+            EVENT_NOT_COMPLETE,
+            |out, _| unsafe {
+                aclalloc::ffi::events::aclrtEventElapsedTime(
+                    &mut out.guard as *mut u64 as *mut f32,
+                    live_event(),
+                    live_event(),
+                )
+            },
+        ),
+        (
+            "aclrtEventElapsedTime",
+            "ms NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtEventElapsedTime(
+                    std::ptr::null_mut(),
+                    live_event(),
+                    live_event(),
+                )
+            },
+        ),
+        (
+            "aclrtStreamQuery",
+            "status NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtStreamQuery(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtStreamGetId",
+            "streamId NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtStreamGetId(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtSetStreamFailureMode",
+            "mode 2",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(std::ptr::null_mut(), 2)
+            },
+        ),
+        (
+            "aclrtDeviceGetStreamPriorityRange",
+            "leastPriority NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtDeviceGetStreamPriorityRange(
+                    std::ptr::null_mut(),
+                    &mut out.guard as *mut u64 as *mut i32,
+                )
+            },
+        ),
+        (
+            "aclrtLaunchHostFunc",
+            "fn NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtLaunchHostFunc(
+                    std::ptr::null_mut(),
+                    None,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtLaunchCallback",
+            "blockType 2",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_info::aclrtLaunchCallback(
+                    Some(never_called),
+                    std::ptr::null_mut(),
+                    2,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        ("aclrtProcessReport", "timeout 0", INVALID_PARAM, |_, _| {
+            aclalloc::ffi::stream_info::aclrtProcessReport(0)
+        }),
+        (
+            "aclrtProcessReport",
+            "not subscribed",
+            INVALID_PARAM,
+            |_, _| aclalloc::ffi::stream_info::aclrtProcessReport(1),
+        ),
+        (
+            "aclrtGetResInCurrentThread",
+            "type 7",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetResInCurrentThread(
+                    7,
+                    &mut out.guard as *mut u64 as *mut u32,
+                )
+            },
+        ),
+        (
+            "aclrtGetResInCurrentThread",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetResInCurrentThread(0, std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtGetErrorVerbose",
+            "errorInfo NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetErrorVerbose(0, std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtGetDeviceInfo",
+            "device 2^30",
+            INVALID_DEVICE,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetDeviceInfo(
+                    1 << 30,
+                    301,
+                    &mut out.guard as *mut u64 as *mut i64,
+                )
+            },
+        ),
+        (
+            "aclrtGetDeviceInfo",
+            "attr 999",
+            API_NOT_SUPPORT,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetDeviceInfo(
+                    0,
+                    999,
+                    &mut out.guard as *mut u64 as *mut i64,
+                )
+            },
+        ),
+        (
+            "aclrtGetDeviceInfo",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtGetDeviceInfo(0, 301, std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtGetRunMode",
+            "runMode NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::device_info::aclrtGetRunMode(std::ptr::null_mut()) },
+        ),
+        (
+            "aclsysGetVersionStr",
+            "pkgName NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclsysGetVersionStr(
+                    std::ptr::null_mut(),
+                    &mut out.guard as *mut u64 as *mut std::ffi::c_char,
+                )
+            },
+        ),
+        (
+            "aclsysGetVersionNum",
+            "versionNum NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclsysGetVersionNum(
+                    c"runtime".as_ptr().cast_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtCtxGetCurrentDefaultStream",
+            "stream NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtCtxGetCurrentDefaultStream(std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtDeviceCanAccessPeer",
+            "peer device -1",
+            INVALID_DEVICE,
+            |out, _| unsafe {
+                aclalloc::ffi::device_info::aclrtDeviceCanAccessPeer(
+                    &mut out.guard as *mut u64 as *mut i32,
+                    0,
+                    -1,
+                )
+            },
+        ),
+        (
+            "aclrtDeviceCanAccessPeer",
+            "canAccessPeer NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::device_info::aclrtDeviceCanAccessPeer(std::ptr::null_mut(), 0, 0)
+            },
+        ),
+        (
+            "aclrtDeviceEnablePeerAccess",
+            "flags 1",
+            INVALID_PARAM,
+            |_, _| aclalloc::ffi::device_info::aclrtDeviceEnablePeerAccess(0, 1),
+        ),
+        (
+            "aclrtDeviceDisablePeerAccess",
+            "device 2^30",
+            INVALID_DEVICE,
+            |_, _| aclalloc::ffi::device_info::aclrtDeviceDisablePeerAccess(1 << 30),
         ),
     ];
     let _serial = serial();

@@ -13,7 +13,8 @@
 //! or the device; reserve and release address space, allocate and free
 //! physical memory (on real and missing devices, and forged handles), map
 //! it into reservations (inside, across the end, over other mappings),
-//! unmap, and touch mapped memory.
+//! unmap, and touch mapped memory; record an event on one stream and wait
+//! for it on another.
 //!
 //! Checked: every return code and message; the kernel gets a workspace of
 //! the launch's size (NULL for 0) that it can write, and for the counting
@@ -112,6 +113,10 @@ enum Op {
     Unmap(u8, u8),
     /// Writes and reads back the n-th live mapping.
     Touch(u8),
+    /// An event recorded on the first stream and waited for by the second,
+    /// which is then synchronized: the event has completed, and with it
+    /// every kernel launched on the first stream before the record.
+    EventOrder(StreamPick, StreamPick),
 }
 
 const GRANULE: usize = 2 << 20;
@@ -523,6 +528,7 @@ impl Model {
                 }
             }
             Op::SynchronizeDevice => self.synchronize_device(),
+            Op::EventOrder(a, b) => self.event_order(a, b),
             Op::Reserve(..)
             | Op::Release(_)
             | Op::MallocPhysical(..)
@@ -531,6 +537,70 @@ impl Model {
             | Op::Unmap(..)
             | Op::Touch(_) => self.virtual_memory(op),
         }
+    }
+
+    /// Whether `handle` (0: the current context's default stream) names a
+    /// stream the runtime must accept.
+    fn accepts(&self, handle: usize, i: Option<usize>) -> bool {
+        if handle == 0 {
+            self.current_alive().is_some()
+        } else {
+            i.is_some_and(|i| self.streams[i].alive)
+        }
+    }
+
+    fn event_order(&mut self, a: StreamPick, b: StreamPick) {
+        use aclalloc::ffi::events::*;
+        let mut event = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtCreateEvent(&mut event) };
+        if self.current_alive().is_none() {
+            self.expect("aclrtCreateEvent", rc, CONTEXT_NULL);
+            return;
+        }
+        self.expect("aclrtCreateEvent", rc, OK);
+        let ((ha, ia), (hb, ib)) = (self.pick(a), self.pick(b));
+        let (a_ok, b_ok) = (self.accepts(ha, ia), self.accepts(hb, ib));
+        if ha == 0 || hb == 0 {
+            // NULL is the default stream, made by its first use.
+            let ctx = self.current_alive().expect("checked above");
+            self.defaults
+                .entry(ctx)
+                .or_insert_with(|| (Arc::default(), 0));
+        }
+        // SAFETY: the host runtime looks the handles up.
+        let rc = unsafe { aclrtRecordEvent(event, ha as *mut c_void) };
+        self.expect(
+            "aclrtRecordEvent",
+            rc,
+            if a_ok { OK } else { INVALID_PARAM },
+        );
+        // SAFETY: as above.
+        let rc = unsafe { aclrtStreamWaitEvent(hb as *mut c_void, event) };
+        self.expect(
+            "aclrtStreamWaitEvent",
+            rc,
+            if b_ok { OK } else { INVALID_PARAM },
+        );
+        if a_ok && b_ok {
+            // SAFETY: as above.
+            let rc = unsafe { aclrtSynchronizeStream(hb as *mut c_void) };
+            self.expect("aclrtSynchronizeStream", rc, OK);
+            let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+            // SAFETY: as above, with a valid out-pointer.
+            let rc = unsafe { aclrtQueryEventStatus(event, &mut status) };
+            self.expect("aclrtQueryEventStatus", rc, OK);
+            assert_eq!(
+                status, ACL_EVENT_RECORDED_STATUS_COMPLETE,
+                "the waiter went first"
+            );
+            if let Some(i) = ia.filter(|_| ha != 0) {
+                Self::settled(&self.streams[i].channel, self.streams[i].launched);
+            }
+        }
+        // SAFETY: a live event.
+        let rc = unsafe { aclrtDestroyEvent(event) };
+        self.expect("aclrtDestroyEvent", rc, OK);
     }
 
     /// The virtual-memory ops against [`VmModel`].

@@ -43,6 +43,12 @@ static const int ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED = 148051;
 static const int ACL_ERROR_API_NOT_SUPPORT = 200001;
 /** Device memory is exhausted, or an allocator returned no memory. */
 static const int ACL_ERROR_RT_MEMORY_ALLOCATION = 207001;
+/** An event whose recorded work has not run (or that was never recorded). */
+static const int ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006;
+/** A wait for an event ran out of time. */
+static const int ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
+/** `aclrtProcessReport` found no callback to run in time. */
+static const int ACL_ERROR_RT_REPORT_TIMEOUT = 507012;
 
 
 /**
@@ -74,6 +80,11 @@ typedef void *aclrtAllocatorDesc;
  * A context handle, from `aclrtCreateContext` or `aclrtGetCurrentContext`.
  */
 typedef void *aclrtContext;
+
+/**
+ * An event handle.
+ */
+typedef void *aclrtEvent;
 
 /**
  * A stream handle.

@@ -27,6 +27,24 @@
 #define ACL_STREAM_CPU_SCHEDULE 0x00000010U
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
 #define ACL_STREAM_DEVICE_USE_ONLY 0x00000020U
+/** The size `aclsysGetVersionStr`'s `versionStr` must have room for. */
+#define ACL_PKG_VERSION_MAX_SIZE 0x00000080U
+/** `aclrtCreateEventExWithFlag` flag: the event synchronizes streams. */
+#define ACL_EVENT_SYNC 0x00000001U
+/** `aclrtCreateEventExWithFlag` flag: the event tracks a stream's progress. */
+#define ACL_EVENT_CAPTURE_STREAM_PROGRESS 0x00000002U
+/** `aclrtCreateEventExWithFlag` flag: the event records timestamps. */
+#define ACL_EVENT_TIME_LINE 0x00000008U
+/** `aclrtCreateEventExWithFlag` flag: used on the device only. */
+#define ACL_EVENT_DEVICE_USE_ONLY 0x00000010U
+/** `aclrtCreateEventExWithFlag` flag: an external event. */
+#define ACL_EVENT_EXTERNAL 0x00000020U
+/** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
+#define ACL_EVENT_IPC 0x00000040U
+/** `aclrtSetStreamFailureMode`: the stream goes on after a failed task. */
+#define ACL_CONTINUE_ON_FAILURE 0x00000000U
+/** `aclrtSetStreamFailureMode`: the stream stops at a failed task. */
+#define ACL_STOP_ON_FAILURE 0x00000001U
 
 typedef enum aclrtMemcpyKind {
     /** Host to host. */
@@ -145,6 +163,261 @@ typedef enum aclrtMemGranularityOptions {
     ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF = 0xFFFF,
 } aclrtMemGranularityOptions;
 
+typedef enum aclrtEventStatus {
+    /** Complete. */
+    ACL_EVENT_STATUS_COMPLETE = 0,
+    /** Not ready. */
+    ACL_EVENT_STATUS_NOT_READY = 1,
+    /** Reserved. */
+    ACL_EVENT_STATUS_RESERVED = 2,
+} aclrtEventStatus;
+
+typedef enum aclrtEventRecordedStatus {
+    /** Some recorded work has not run. */
+    ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+    /** All recorded work has run. */
+    ACL_EVENT_RECORDED_STATUS_COMPLETE = 1,
+} aclrtEventRecordedStatus;
+
+typedef enum aclrtEventWaitStatus {
+    /** Every wait has run. */
+    ACL_EVENT_WAIT_STATUS_COMPLETE = 0,
+    /** Some wait has not run. */
+    ACL_EVENT_WAIT_STATUS_NOT_READY = 1,
+    /** Reserved. */
+    ACL_EVENT_WAIT_STATUS_RESERVED = 0xFFFF,
+} aclrtEventWaitStatus;
+
+typedef enum aclrtStreamStatus {
+    /** Everything enqueued has run. */
+    ACL_STREAM_STATUS_COMPLETE = 0,
+    /** Some enqueued work has not run. */
+    ACL_STREAM_STATUS_NOT_READY = 1,
+    /** Reserved. */
+    ACL_STREAM_STATUS_RESERVED = 0xFFFF,
+} aclrtStreamStatus;
+
+typedef enum aclrtRunMode {
+    /** On the device (a device-side program). */
+    ACL_DEVICE = 0,
+    /** On the host, with devices attached: always the host runtime's answer. */
+    ACL_HOST = 1,
+} aclrtRunMode;
+
+typedef enum aclrtLastErrLevel {
+    /** The calling thread's. */
+    ACL_RT_THREAD_LEVEL = 0,
+} aclrtLastErrLevel;
+
+typedef enum aclDataType {
+    /** Undefined. */
+    ACL_DT_UNDEFINED = -1,
+    /** float. */
+    ACL_FLOAT = 0,
+    /** float16. */
+    ACL_FLOAT16 = 1,
+    /** int8. */
+    ACL_INT8 = 2,
+    /** int32. */
+    ACL_INT32 = 3,
+    /** uint8. */
+    ACL_UINT8 = 4,
+    /** int16. */
+    ACL_INT16 = 6,
+    /** uint16. */
+    ACL_UINT16 = 7,
+    /** uint32. */
+    ACL_UINT32 = 8,
+    /** int64. */
+    ACL_INT64 = 9,
+    /** uint64. */
+    ACL_UINT64 = 10,
+    /** double. */
+    ACL_DOUBLE = 11,
+    /** bool. */
+    ACL_BOOL = 12,
+    /** string. */
+    ACL_STRING = 13,
+    /** complex64. */
+    ACL_COMPLEX64 = 16,
+    /** complex128. */
+    ACL_COMPLEX128 = 17,
+    /** bfloat16. */
+    ACL_BF16 = 27,
+    /** int4. */
+    ACL_INT4 = 29,
+    /** uint1. */
+    ACL_UINT1 = 30,
+    /** complex32. */
+    ACL_COMPLEX32 = 33,
+    /** hifloat8. */
+    ACL_HIFLOAT8 = 34,
+    /** float8 e5m2. */
+    ACL_FLOAT8_E5M2 = 35,
+    /** float8 e4m3fn. */
+    ACL_FLOAT8_E4M3FN = 36,
+    /** float8 e8m0. */
+    ACL_FLOAT8_E8M0 = 37,
+    /** float6 e3m2. */
+    ACL_FLOAT6_E3M2 = 38,
+    /** float6 e2m3. */
+    ACL_FLOAT6_E2M3 = 39,
+    /** float4 e2m1. */
+    ACL_FLOAT4_E2M1 = 40,
+    /** float4 e1m2. */
+    ACL_FLOAT4_E1M2 = 41,
+} aclDataType;
+
+typedef enum aclrtCallbackBlockType {
+    /** The stream goes on at once. */
+    ACL_CALLBACK_NO_BLOCK = 0,
+    /** The stream waits until the callback has run. */
+    ACL_CALLBACK_BLOCK = 1,
+} aclrtCallbackBlockType;
+
+typedef enum aclrtDevResLimitType {
+    /** AI Core cube cores. */
+    ACL_RT_DEV_RES_CUBE_CORE = 0,
+    /** Vector cores. */
+    ACL_RT_DEV_RES_VECTOR_CORE = 1,
+} aclrtDevResLimitType;
+
+typedef enum aclrtDevAttr {
+    /** AI CPUs. */
+    ACL_DEV_ATTR_AICPU_CORE_NUM = 1,
+    /** AI Cores. */
+    ACL_DEV_ATTR_AICORE_CORE_NUM = 101,
+    /** Cube Cores. */
+    ACL_DEV_ATTR_CUBE_CORE_NUM = 102,
+    /** Vector Cores. */
+    ACL_DEV_ATTR_VECTOR_CORE_NUM = 201,
+    /** threads in a warp. */
+    ACL_DEV_ATTR_WARP_SIZE = 202,
+    /** threads per Vector Core. */
+    ACL_DEV_ATTR_MAX_THREAD_PER_VECTOR_CORE = 203,
+    /** local memory per Vector Core, bytes. */
+    ACL_DEV_ATTR_UBUF_PER_VECTOR_CORE = 204,
+    /** grid size, x. */
+    ACL_DEV_ATTR_MAX_GRID_DIM_X = 205,
+    /** grid size, y. */
+    ACL_DEV_ATTR_MAX_GRID_DIM_Y = 206,
+    /** grid size, z. */
+    ACL_DEV_ATTR_MAX_GRID_DIM_Z = 207,
+    /** blocks per grid. */
+    ACL_DEV_ATTR_MAX_BLOCK_PER_GRID = 208,
+    /** threads per block. */
+    ACL_DEV_ATTR_MAX_THREADS_PER_BLOCK = 209,
+    /** block size, x. */
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_X = 210,
+    /** block size, y. */
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_Y = 211,
+    /** block size, z. */
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_Z = 212,
+    /** global memory, bytes. */
+    ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE = 0x12D,
+    /** L2 cache, bytes. */
+    ACL_DEV_ATTR_L2_CACHE_SIZE = 0x12E,
+    /** which OS the device is on. */
+    ACL_DEV_ATTR_SMP_ID = 0x191,
+    /** physical chip id. */
+    ACL_DEV_ATTR_PHY_CHIP_ID = 0x192,
+    /** super pod device id. */
+    ACL_DEV_ATTR_SUPER_POD_DEVICE_ID = 0x193,
+    /** super pod server id. */
+    ACL_DEV_ATTR_SUPER_POD_SERVER_ID = 0x194,
+    /** super pod id. */
+    ACL_DEV_ATTR_SUPER_POD_ID = 0x195,
+    /** custom operator privilege. */
+    ACL_DEV_ATTR_CUST_OP_PRIVILEGE = 0x196,
+    /** mainboard id. */
+    ACL_DEV_ATTR_MAINBOARD_ID = 0x197,
+    /** host-device connection. */
+    ACL_DEV_ATTR_HD_CONNECT_TYPE = 0x198,
+    /** form factor. */
+    ACL_DEV_ATTR_DEVICE_FORM_FACTOR = 0x199,
+    /** compute power splitting. */
+    ACL_DEV_ATTR_IS_VIRTUAL = 0x1F5,
+    /** NPU architecture. */
+    ACL_DEV_ATTR_NPU_ARCH = 0x259,
+} aclrtDevAttr;
+
+typedef enum aclrtErrorType {
+    /** No fault. */
+    ACL_RT_NO_ERROR = 0,
+    /** Memory. */
+    ACL_RT_ERROR_MEMORY = 1,
+    /** L2 buffer. */
+    ACL_RT_ERROR_L2 = 2,
+    /** AI Core. */
+    ACL_RT_ERROR_AICORE = 3,
+    /** Network link. */
+    ACL_RT_ERROR_LINK = 4,
+    /** L3 port. */
+    ACL_RT_ERROR_L3_PORT = 5,
+    /** Other. */
+    ACL_RT_ERROR_OTHERS = 0xFFFF,
+} aclrtErrorType;
+
+typedef enum aclrtAicoreErrorType {
+    /** Unknown. */
+    ACL_RT_AICORE_ERROR_UNKNOWN = 0,
+    /** Software. */
+    ACL_RT_AICORE_ERROR_SW = 1,
+    /** This device's hardware. */
+    ACL_RT_AICORE_ERROR_HW_LOCAL = 2,
+} aclrtAicoreErrorType;
+
+
+/**
+ * A half-precision float's bits.
+ */
+typedef uint16_t aclFloat16;
+
+/**
+ * One uncorrectable memory error: where and how long.
+ */
+typedef struct aclrtMemUceInfo {
+  void *addr;
+  size_t len;
+  size_t reserved[14];
+} aclrtMemUceInfo;
+
+/**
+ * Uncorrectable memory errors (up to 20).
+ */
+typedef struct aclrtMemUceInfoArray {
+  size_t arraySize;
+  struct aclrtMemUceInfo memUceInfoArray[20];
+} aclrtMemUceInfoArray;
+
+/**
+ * The detail of a fault, by its kind.
+ */
+typedef union aclrtErrorInfoDetail {
+  struct aclrtMemUceInfoArray uceInfo;
+  aclrtAicoreErrorType aicoreErrType;
+} aclrtErrorInfoDetail;
+
+/**
+ * A device fault (`aclrtGetErrorVerbose`).
+ */
+typedef struct aclrtErrorInfo {
+  uint8_t tryRepair;
+  uint8_t hasDetail;
+  uint8_t reserved[2];
+  aclrtErrorType errorType;
+  union aclrtErrorInfoDetail detail;
+} aclrtErrorInfo;
+
+/**
+ * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
+ */
+typedef void (*aclrtHostFunc)(void *args);
+
+/**
+ * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
+ */
+typedef void (*aclrtCallback)(void *userData);
 
 /**
  * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
@@ -195,6 +468,264 @@ typedef struct aclrtPhysicalMemProp {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * The bytes of one element of `dataType`: sub-byte types count 1 (their
+ * smallest addressable unit); `ACL_STRING` and unknown values 0.
+ */
+size_t aclDataTypeSize(aclDataType dataType);
+
+/**
+ * `value` as IEEE half precision, rounded to nearest even.
+ */
+aclFloat16 aclFloatToFloat16(float value);
+
+/**
+ * The float a half-precision value stands for (exactly).
+ */
+float aclFloat16ToFloat(aclFloat16 value);
+
+/**
+ * The name of the SoC: `"aclalloc-host"` on the host runtime (no Ascend
+ * SoC), the real runtime's answer in front of one.
+ */
+const char *aclrtGetSocName(void);
+
+/**
+ * `ACL_HOST`: the program runs on the host.
+ *
+ * # Safety
+ * `runMode` is NULL or writable.
+ */
+aclError aclrtGetRunMode(aclrtRunMode *runMode);
+
+/**
+ * The version of the package `pkgName` as text: on the host runtime every
+ * package is aclalloc, and this is aclalloc's version. `versionStr` must
+ * have room for `ACL_PKG_VERSION_MAX_SIZE` bytes.
+ *
+ * # Safety
+ * `pkgName` is NULL or a NUL-terminated string; `versionStr` is NULL or
+ * writable for `ACL_PKG_VERSION_MAX_SIZE` bytes.
+ */
+aclError aclsysGetVersionStr(char *pkgName, char *versionStr);
+
+/**
+ * `aclsysGetVersionStr` as a number that grows with the version:
+ * major × 1000000 + minor × 1000 + patch.
+ *
+ * # Safety
+ * `pkgName` is NULL or a NUL-terminated string; `versionNum` is NULL or writable.
+ */
+aclError aclsysGetVersionNum(char *pkgName, int32_t *versionNum);
+
+/**
+ * The calling thread's last error code (`ACL_SUCCESS` if none), cleared.
+ * `level` must be `ACL_RT_THREAD_LEVEL`.
+ */
+aclError aclrtGetLastError(aclrtLastErrLevel level);
+
+/**
+ * As `aclrtGetLastError`, without clearing it.
+ */
+aclError aclrtPeekAtLastError(aclrtLastErrLevel level);
+
+/**
+ * The current context's default stream. No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCtxGetCurrentDefaultStream(aclrtStream *stream);
+
+/**
+ * 1 when `deviceId` can reach `peerDeviceId`'s memory: any two different
+ * devices of the host runtime (all are host memory); 0 for the same device.
+ *
+ * # Safety
+ * `canAccessPeer` is NULL or writable.
+ */
+aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId, int32_t peerDeviceId);
+
+/**
+ * Lets the current device reach `peerDeviceId`'s memory (always so on the
+ * host). `flags` must be 0; the peer must be another existing device.
+ */
+aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
+
+/**
+ * Undoes `aclrtDeviceEnablePeerAccess` (nothing changes on the host).
+ */
+aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId);
+
+/**
+ * The cores the calling thread's work may use: on the host runtime, for
+ * either kind, the host's available parallelism (kernels run on host
+ * threads). No current context: `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetResInCurrentThread(aclrtDevResLimitType type_, uint32_t *value);
+
+/**
+ * One attribute of device `deviceId`. The host runtime answers what a host
+ * device has: its memory (`ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE`, the
+ * configured capacity), its cores (the AI CPU, AI Core, Cube and Vector
+ * core counts: the host's available parallelism), `ACL_DEV_ATTR_SMP_ID` 0,
+ * `ACL_DEV_ATTR_PHY_CHIP_ID` the device id and `ACL_DEV_ATTR_IS_VIRTUAL` 0;
+ * any other attribute: `ACL_ERROR_API_NOT_SUPPORT`.
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value);
+
+/**
+ * The last device fault of `deviceId`: the host runtime's devices have
+ * none, so `ACL_RT_NO_ERROR`, nothing to repair, no detail.
+ *
+ * # Safety
+ * `errorInfo` is NULL or writable.
+ */
+aclError aclrtGetErrorVerbose(int32_t deviceId, struct aclrtErrorInfo *errorInfo);
+
+/**
+ * Creates an event in the current context. No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtCreateEvent(aclrtEvent *event);
+
+/**
+ * `aclrtCreateEvent` with `ACL_EVENT_*` flags (other bits:
+ * `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC`: `ACL_ERROR_API_NOT_SUPPORT`).
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag);
+
+/**
+ * As `aclrtCreateEventWithFlag`, but complete before its first record, and
+ * `aclrtResetEvent` / `aclrtQueryEventWaitStatus` refuse it.
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag);
+
+/**
+ * Destroys an event at once; markers already queued still run.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyEvent(aclrtEvent event);
+
+/**
+ * Records the event on `stream` (NULL: the default stream): a marker that
+ * completes once everything enqueued on `stream` before it has run.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+
+/**
+ * Puts the event back in its initial state when `stream` reaches this point.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
+
+/**
+ * Makes `stream` (NULL: the default stream) run nothing enqueued after this
+ * call before the event's last record has completed. Returns at once.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+
+/**
+ * `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run, else
+ * `_NOT_READY` (also for an event never recorded, unless it is from
+ * `aclrtCreateEventExWithFlag`).
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
+
+/**
+ * `ACL_EVENT_WAIT_STATUS_COMPLETE` once every `aclrtStreamWaitEvent` on the
+ * event has been passed by its stream, else `_NOT_READY`.
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+aclError aclrtQueryEventWaitStatus(aclrtEvent event, aclrtEventWaitStatus *status);
+
+/**
+ * Blocks until the event's last record (made before the call) has run.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSynchronizeEvent(aclrtEvent event);
+
+/**
+ * As `aclrtSynchronizeEvent`, giving up after `timeout` ms (-1: no limit;
+ * 0 or below -1: `ACL_ERROR_INVALID_PARAM`) with
+ * `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout);
+
+/**
+ * Milliseconds between the runs of two completed records. Either not
+ * recorded or not run yet: `ACL_ERROR_RT_EVENT_NOT_COMPLETE`.
+ *
+ * # Safety
+ * `ms` is NULL or writable.
+ */
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
+
+/**
+ * When the event's last record ran, in µs on a monotonic clock. Not
+ * recorded or not run yet: `ACL_ERROR_RT_EVENT_NOT_COMPLETE`.
+ *
+ * # Safety
+ * `timestamp` is NULL or writable.
+ */
+aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp);
+
+/**
+ * Allocates `size` bytes of host memory (page-aligned, zeroed) that every
+ * `aclrtMemcpy[Async]` kind and every kernel accepts. `size` 0:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `hostPtr` is NULL or writable.
+ */
+aclError aclrtMallocHost(void **hostPtr, size_t size);
+
+/**
+ * Frees memory from `aclrtMallocHost` once every stream's pending work has
+ * run. Anything else (device memory, an interior or freed pointer):
+ * `ACL_ERROR_INVALID_PARAM`, nothing freed.
+ *
+ * # Safety
+ * None for the host runtime: the pointer is looked up, never trusted.
+ */
+aclError aclrtFreeHost(void *hostPtr);
 
 /**
  * Allocates `size` bytes of device memory on the current context's device
@@ -404,6 +935,102 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
  * Waits until all work enqueued on every stream has run.
  */
 aclError aclrtSynchronizeDevice(void);
+
+/**
+ * `ACL_STREAM_STATUS_COMPLETE` once everything enqueued on `stream` (NULL:
+ * the default stream) has run, else `_NOT_READY`.
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status);
+
+/**
+ * The priority `stream` was created with (0 for `aclrtCreateStream`).
+ *
+ * # Safety
+ * `priority` is NULL or writable.
+ */
+aclError aclrtStreamGetPriority(aclrtStream stream, uint32_t *priority);
+
+/**
+ * The `ACL_STREAM_*` flags `stream` was created with.
+ *
+ * # Safety
+ * `flags` is NULL or writable.
+ */
+aclError aclrtStreamGetFlags(aclrtStream stream, uint32_t *flags);
+
+/**
+ * A number that tells `stream` apart from the other live streams.
+ *
+ * # Safety
+ * `streamId` is NULL or writable.
+ */
+aclError aclrtStreamGetId(aclrtStream stream, int32_t *streamId);
+
+/**
+ * The priorities streams may have on the current device: least 7,
+ * greatest 0 (a lower number is a higher priority).
+ *
+ * # Safety
+ * Both pointers are NULL or writable.
+ */
+aclError aclrtDeviceGetStreamPriorityRange(int32_t *leastPriority, int32_t *greatestPriority);
+
+/**
+ * Sets what `stream` does after a failed task: `ACL_CONTINUE_ON_FAILURE` or
+ * `ACL_STOP_ON_FAILURE` (other values: `ACL_ERROR_INVALID_PARAM`). The
+ * host's kernels cannot fail, so both run the same.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode);
+
+/**
+ * Runs `fn(args)` on `stream` (NULL: the default stream) in order with its
+ * other work, on the stream's own thread.
+ *
+ * # Safety
+ * `fn` may be called with `args` from another thread.
+ */
+aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn_, void *args);
+
+/**
+ * When `stream` reaches this point, `fn(userData)` runs on the thread
+ * subscribed to the stream, inside its `aclrtProcessReport`.
+ * `ACL_CALLBACK_BLOCK` holds the stream until it has run. A stream no
+ * thread is subscribed to: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `fn` may be called with `userData` from the subscribed thread.
+ */
+aclError aclrtLaunchCallback(aclrtCallback fn_, void *userData, aclrtCallbackBlockType blockType, aclrtStream stream);
+
+/**
+ * Makes the thread `threadId` (its `pthread_self()`) the one that runs
+ * `stream`'s callbacks. One thread per stream.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream);
+
+/**
+ * Undoes `aclrtSubscribeReport`.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
+
+/**
+ * Runs one callback posted for the calling (subscribed) thread, waiting up
+ * to `timeout` ms for one (-1: no limit); none in time:
+ * `ACL_ERROR_RT_REPORT_TIMEOUT`.
+ */
+aclError aclrtProcessReport(int32_t timeout);
 
 /**
  * Reserves `size` bytes of device address space without memory behind it

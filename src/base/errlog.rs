@@ -25,11 +25,14 @@ struct Log {
     dropped: u64,
     /// Records ever pushed on this thread.
     pushed: u64,
+    /// The code of the last failure not yet taken (`aclrtGetLastError`).
+    last_code: i32,
 }
 
 impl Log {
     fn push(&mut self, record: Record) {
         self.pushed += 1;
+        self.last_code = record.error.code();
         if self.ring[self.next].replace(record).is_some() {
             self.dropped += 1;
         }
@@ -66,7 +69,7 @@ fn format_record(text: &mut String, record: &Record) {
 
 thread_local! {
     static LOG: RefCell<Log> = const {
-        RefCell::new(Log { ring: [None; CAPACITY], next: 0, dropped: 0, pushed: 0 })
+        RefCell::new(Log { ring: [None; CAPACITY], next: 0, dropped: 0, pushed: 0, last_code: 0 })
     };
 }
 
@@ -94,6 +97,21 @@ pub fn take_recent() -> Option<String> {
 pub fn recorded_count() -> u64 {
     LOG.try_with(|log| log.try_borrow().map_or(0, |l| l.pushed))
         .unwrap_or(0)
+}
+
+/// The code of this thread's last failure (0: none since the last take);
+/// `take` clears it.
+pub fn last_code(take: bool) -> i32 {
+    LOG.try_with(|log| {
+        log.try_borrow_mut().map_or(0, |mut l| {
+            let code = l.last_code;
+            if take {
+                l.last_code = 0;
+            }
+            code
+        })
+    })
+    .unwrap_or(0)
 }
 
 /// Drops this thread's unread messages (a newer failure's message is in the real runtime's log).

@@ -47,6 +47,12 @@ pub const ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED: aclError = 148051;
 pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200001;
 /// Device memory is exhausted, or an allocator returned no memory.
 pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
+/// An event whose recorded work has not run (or that was never recorded).
+pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: aclError = 507006;
+/// A wait for an event ran out of time.
+pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507047;
+/// `aclrtProcessReport` found no callback to run in time.
+pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507012;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.
@@ -176,6 +182,15 @@ pub enum Error {
     /// workspace of `size` bytes.
     #[error("The allocator of stream {stream:#x} returned NULL from getAddrFromBlock for a workspace block of {size} bytes; the block was given back with free")]
     WorkspaceAddr { stream: usize, size: usize },
+    /// An event's recorded work has not run yet, or it was never recorded.
+    #[error("Parameter {param} is invalid. Reason: the event has not completed (it was not recorded, or its recorded work has not run)")]
+    EventNotComplete { param: &'static str },
+    /// A wait for an event gave up after `timeout_ms` milliseconds.
+    #[error("The event did not complete within {timeout_ms} ms")]
+    EventTimeout { timeout_ms: i32 },
+    /// `aclrtProcessReport` found no callback within `timeout_ms` milliseconds.
+    #[error("No callback was ready within {timeout_ms} ms")]
+    ReportTimeout { timeout_ms: i32 },
     /// An environment variable's value is refused (see [`super::env`]).
     #[error("{0}")]
     Config(&'static ConfigError),
@@ -206,6 +221,9 @@ impl Error {
             Error::RepeatFinalize => ACL_ERROR_REPEAT_FINALIZE,
             Error::InvalidDevice { .. } => ACL_ERROR_RT_INVALID_DEVICEID,
             Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
+            Error::EventNotComplete { .. } => ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+            Error::EventTimeout { .. } => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+            Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
             Error::AllocatorReturnedNull { .. }
             | Error::PoolOutOfMemory { .. }
             | Error::DeviceMemoryExhausted { .. }

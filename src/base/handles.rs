@@ -52,6 +52,8 @@ pub(crate) mod tags {
     /// Physical memory of the host runtime's virtual memory
     /// (`aclrtDrvMemHandle`).
     pub(crate) const PHYSICAL: u16 = 0xACA7;
+    /// Events of the host runtime (`aclrtEvent`).
+    pub(crate) const EVENT: u16 = 0xACA8;
 }
 
 /// Where the tag sits in a handle (every table).

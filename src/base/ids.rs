@@ -62,3 +62,8 @@ handle_kind!(
     PhysicalHandle,
     tags::PHYSICAL
 );
+handle_kind!(
+    /// The handle of a host-runtime event (`aclrtEvent`).
+    EventHandle,
+    tags::EVENT
+);

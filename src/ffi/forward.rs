@@ -382,3 +382,26 @@ fn destroyed(stream: aclrtStream) {
 pub(crate) fn recent_err_msg() -> Option<ErrMsgFn> {
     probed_fn!(aclGetRecentErrMsg as ErrMsgFn)
 }
+
+/// The body of an export outside the dispatch table, `$name($arg: $ty, ...)`:
+/// the real runtime's function of that name, passed through, when one is in
+/// front of this library; else `$host`, this library's implementation, in
+/// the boundary.
+macro_rules! real_or_host {
+    ($name:ident($($arg:ident: $ty:ty),*) $host:block) => {{
+        $crate::ffi::dispatch::active();
+        type Real = unsafe extern "C" fn($($ty),*) -> $crate::base::error::aclError;
+        // SAFETY: `Real` is the C type of `$name` in CANN's headers.
+        let real = unsafe {
+            $crate::interpose::next::real::<Real>($crate::interpose::next::Sym::$name)
+        };
+        match real {
+            // SAFETY: the arguments go unchanged to a function with the same contract.
+            Some(f) => $crate::ffi::boundary::passthrough(stringify!($name), || unsafe {
+                f($($arg),*)
+            }),
+            None => $crate::ffi::boundary::boundary(stringify!($name), || $host),
+        }
+    }};
+}
+pub(crate) use real_or_host;

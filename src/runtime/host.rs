@@ -8,7 +8,7 @@ use super::stream_worker::Stream;
 use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::base::error::{Error, Result};
 use crate::base::handles::HandleTable;
-use crate::base::ids::{ContextHandle, StreamHandle};
+use crate::base::ids::{ContextHandle, EventHandle, StreamHandle};
 use crate::base::sync::statics::AtomicUsize;
 use crate::base::sync::Ordering;
 use crate::registry::api::AllocatorApi;
@@ -27,6 +27,9 @@ pub const CONTEXT_TAG: u16 = crate::base::handles::tags::CONTEXT;
 pub(crate) struct StreamEntry {
     pub(crate) stream: Arc<Stream>,
     pub(crate) context: usize,
+    /// As created (`aclrtCreateStreamWithConfig`), for the queries.
+    pub(crate) priority: u32,
+    pub(crate) flags: u32,
 }
 
 /// An ACL runtime on the host: devices are host memory and a stream's work runs on a host thread.
@@ -34,9 +37,14 @@ pub struct HostRuntime {
     instance: usize,
     config: Result<Config>,
     devices: Vec<Device>,
+    /// `aclrtMallocHost` memory: kept apart from every device's, so a freed
+    /// host pointer stays recognisable as such.
+    pub(crate) host_memory: super::memory::DeviceHeap,
     initialized: Mutex<bool>,
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
+    pub(crate) events: HandleTable<EventHandle, Arc<super::events::Event>>,
+    pub(crate) reports: Arc<super::callbacks::Reports>,
     /// Streams destroyed by force whose queued work may still be running.
     pub(crate) draining: Mutex<Vec<Arc<super::streams::Draining>>>,
     workspaces: &'static dyn WorkspaceAllocator,
@@ -59,9 +67,12 @@ impl HostRuntime {
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             config,
             devices,
+            host_memory: super::memory::DeviceHeap::new(u32::MAX, usize::MAX >> 1),
             initialized: Mutex::new(false),
             contexts: HandleTable::new(),
             streams: HandleTable::new(),
+            events: HandleTable::new(),
+            reports: Arc::default(),
             draining: Mutex::new(Vec::new()),
             workspaces: direct_device_memory(),
             allocators,

@@ -94,11 +94,13 @@ impl HostRuntime {
     ) -> Result<()> {
         // Memory mapped with aclrtMapMem is device memory too.
         let mut found = super::virtual_memory::virtual_memory().lookup(ptr as usize, len);
-        for device in self.devices()? {
+        // Memory from aclrtMallocHost serves every copy kind, as CANN's pinned memory does.
+        let heaps = std::iter::once(&self.host_memory);
+        for heap in heaps.chain(self.devices()?.iter().map(|d| &**d.memory())) {
             if found != Lookup::Outside {
                 break;
             }
-            found = device.memory().lookup(ptr, len);
+            found = heap.lookup(ptr, len);
         }
         let reason = match found {
             Lookup::Inside => return Ok(()),
@@ -147,7 +149,8 @@ impl HostRuntime {
         self.check_device_range(dst, count, "devPtr", true)
     }
 
-    /// `aclrtMemcpy`: a synchronous copy; the ranges may overlap.
+    /// `aclrtMemcpy`: a synchronous copy, after every stream's queued work
+    /// unless host to host; the ranges may overlap.
     ///
     /// # Safety
     /// Host-side ranges must be valid for `count` bytes.
@@ -160,12 +163,18 @@ impl HostRuntime {
         kind: i32,
     ) -> Result<()> {
         self.check_copy(dst.as_ptr(), dest_max, src.as_ptr(), count, kind)?;
+        // Ordered after the work already queued on every stream, as CANN's
+        // synchronous copies are (a kernel's output is read after it ran).
+        if kind != 0 {
+            self.synchronize_all()?;
+        }
         // SAFETY: device ranges were checked, host ranges are the caller's.
         unsafe { std::ptr::copy(src.as_ptr(), dst.as_ptr(), count) };
         Ok(())
     }
 
-    /// `aclrtMemset`: fills device memory with the low byte of `value`.
+    /// `aclrtMemset`: fills device memory with the low byte of `value`, after
+    /// every stream's queued work.
     pub fn memset(
         &self,
         dst: NonNull<u8>,
@@ -174,6 +183,7 @@ impl HostRuntime {
         count: usize,
     ) -> Result<()> {
         self.check_set(dst.as_ptr(), max_count, count)?;
+        self.synchronize_all()?;
         // SAFETY: the range lies inside a live device allocation.
         unsafe { dst.as_ptr().write_bytes(value as u8, count) };
         Ok(())

@@ -10,15 +10,19 @@
 //! this runtime through `crate::ffi::dispatch`; `crate::ffi::process` builds
 //! the process-wide instance.
 
+pub mod callbacks;
 pub mod config;
 pub mod context;
 pub mod device;
+pub mod events;
 mod fork;
 pub mod host;
+mod host_memory;
 pub mod launch;
 mod launch_cache;
 pub mod memops;
 pub mod memory;
+mod stream_queries;
 pub mod stream_worker;
 pub mod streams;
 pub mod virtual_memory;

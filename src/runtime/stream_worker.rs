@@ -9,6 +9,7 @@
 //! fence, so no wake-up is lost). `synchronize` enqueues a fence task and
 //! waits until the worker reaches it.
 
+use super::events::Event;
 use super::fork;
 use super::memory::DeviceHeap;
 use super::waits;
@@ -81,6 +82,13 @@ pub enum Task {
     },
     /// Marks the point a synchronizer waits for.
     Fence(*const AtomicBool),
+    /// An event's marker: the event's record `.1` completes when it runs.
+    /// Holds a count of the event (`Arc::into_raw`), given back on retiring.
+    Record(*const Event, u64),
+    /// Blocks the stream until the event's record `.1` has completed.
+    Wait(*const Event, u64),
+    /// Puts the event back in its initial state.
+    Reset(*const Event),
     /// Makes the worker panic, as a bug inside the library would (tests).
     #[cfg(test)]
     Panic,
@@ -108,6 +116,8 @@ struct Shared {
     /// The fork generation the stream (and its worker) was made in.
     generation: u32,
     room_waiters: AtomicUsize,
+    /// Tasks enqueued that have not finished (`aclrtStreamQuery`).
+    pending: AtomicUsize,
     /// Guards the sleeps below: std's futex lock, not parking_lot's parking
     /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
@@ -153,6 +163,7 @@ impl Stream {
             orphaned: AtomicBool::new(false),
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
             lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -187,6 +198,7 @@ impl Stream {
         // Announce the push before checking `closed`, so that shutting down
         // can wait for every push that got past the check.
         shared.entering.fetch_add(1, Ordering::SeqCst);
+        shared.pending.fetch_add(1, Ordering::SeqCst);
         let pushed = if shared.closed.load(Ordering::SeqCst) {
             Err(DESTROYED)
         } else {
@@ -195,6 +207,9 @@ impl Stream {
                 Err(task) => self.enqueue_when_room(task),
             }
         };
+        if pushed.is_err() {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+        }
         shared.entering.fetch_sub(1, Ordering::SeqCst);
         if shared.orphaned.load(Ordering::SeqCst) {
             self.restart_worker();
@@ -313,6 +328,11 @@ impl Stream {
     /// Tasks enqueued that have not started.
     pub fn queued(&self) -> usize {
         self.shared.queue.len()
+    }
+
+    /// True when every task enqueued so far has finished.
+    pub fn is_idle(&self) -> bool {
+        self.shared.pending.load(Ordering::SeqCst) == 0
     }
 
     /// Stops the stream and returns once the worker has run what was queued
@@ -555,10 +575,16 @@ impl Shared {
                 // vouched for by the caller, when the task was enqueued.
                 unsafe { dst.write_bytes(value, count) }
             }
-            Task::Fence(_) => {}
+            Task::Fence(_) | Task::Record(..) => {}
+            // SAFETY: the task holds a count of the event until it retires.
+            Task::Wait(event, generation) => unsafe { &*event }.stream_wait(generation),
+            // SAFETY: as above.
+            Task::Reset(event) => unsafe { &*event }.reset(),
             #[cfg(test)]
             Task::Panic => panic!("a test made the worker panic"),
         }
+        // Before retiring: a synchronizer woken by a fence sees the stream idle.
+        self.pending.fetch_sub(1, Ordering::SeqCst);
         self.retire(task);
         !foreign_call::unwind_paused()
     }
@@ -581,6 +607,15 @@ impl Shared {
                 unsafe { &*reached }.store(true, Ordering::Release);
                 let _guard = self.sleep_lock();
                 self.done.notify_all();
+            }
+            // A record completes even when dropped, so no waiter waits forever.
+            Task::Record(event, generation) => {
+                // SAFETY: the count `Record` was made with, given back once.
+                unsafe { Arc::from_raw(event) }.complete(generation);
+            }
+            Task::Wait(event, _) | Task::Reset(event) => {
+                // SAFETY: as above.
+                drop(unsafe { Arc::from_raw(event) });
             }
             _ => {}
         }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 /// `ACL_STREAM_DEVICE_USE_ONLY`); the host runtime accepts and ignores them.
 const KNOWN_STREAM_FLAGS: u32 = 0x3F;
 /// The highest stream priority CANN accepts.
-const MAX_PRIORITY: u32 = 7;
+pub(crate) const MAX_PRIORITY: u32 = 7;
 
 pub(crate) const NOT_A_STREAM: Error = Error::InvalidParam {
     param: "stream",
@@ -48,11 +48,11 @@ impl HostRuntime {
             });
         }
         let (ctx, _) = self.current_context()?;
-        let handle = self.new_stream_in(ctx, false)?;
+        let handle = self.new_stream_in(ctx, false, (priority, flag))?;
         Ok(key(handle))
     }
 
-    fn new_stream_in(&self, ctx: usize, default: bool) -> Result<usize> {
+    fn new_stream_in(&self, ctx: usize, default: bool, config: (u32, u32)) -> Result<usize> {
         let device = self
             .with_context(ctx, |c| c.device)
             .ok_or(Error::NoContext)?;
@@ -63,6 +63,8 @@ impl HostRuntime {
             .insert(StreamEntry {
                 stream,
                 context: ctx,
+                priority: config.0,
+                flags: config.1,
             })?
             .get();
         let adopted = self.with_context_mut(ctx, |c| {
@@ -111,7 +113,7 @@ impl HostRuntime {
                 .ok_or(Error::NoContext)?;
             let handle = match existing {
                 Some(h) => h,
-                None => match self.new_stream_in(ctx, true) {
+                None => match self.new_stream_in(ctx, true, (0, 0)) {
                     Ok(h) => h,
                     Err(Error::NoContext) => continue, // lost a race; look again
                     Err(e) => return Err(e),

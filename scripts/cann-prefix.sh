@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Writes a CANN-shaped install of aclalloc, which CANN's build files and
+# sample scripts accept as the CANN package path:
+#
+#   scripts/cann-prefix.sh PREFIX
+#   source PREFIX/bin/setenv.bash      # ASCEND_HOME_PATH, ASCENDC_CMAKE_DIR, ...
+#   cmake -B build -DASCEND_CANN_PACKAGE_PATH="$ASCEND_HOME_PATH" && cmake --build build
+#
+# ACLALLOC_LIB names another build of libaclalloc.so (default: target/release).
+#
+# PREFIX/include     CANN's headers as aclalloc implements them (acl/*.h) and aclalloc.h
+# PREFIX/lib64       libaclalloc.so, with libascendcl.so and the other runtime
+#                    library names linked to it
+# PREFIX/bin         setenv.bash (what CANN's set_env.sh / setenv.bash set)
+# PREFIX/cmake       ascendc.cmake: ascendc_library() builds the host stand-ins
+#                    named by -DACLALLOC_HOST_KERNELS=... (AI Core kernels cannot
+#                    run on the host), or an empty library without them
+set -euo pipefail
+if [ $# -ne 1 ]; then
+  echo "usage: $0 PREFIX" >&2
+  exit 2
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+mkdir -p "$1"
+prefix="$(cd "$1" && pwd)"
+lib="${ACLALLOC_LIB:-$root/target/release/libaclalloc.so}"
+[ -f "$lib" ] || (cd "$root" && cargo build --release >&2)
+
+mkdir -p "$prefix/include" "$prefix/lib64" "$prefix/bin" "$prefix/cmake"
+cp -R "$root/include/acl" "$root/include/aclalloc" "$root/include/aclalloc.h" "$prefix/include/"
+cp "$lib" "$prefix/lib64/libaclalloc.so"
+soname="$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')"
+[ -n "$soname" ] && ln -sfn libaclalloc.so "$prefix/lib64/$soname"
+# The runtime's library names CANN programs and build files link against.
+for name in ascendcl acl_rt runtime; do
+  ln -sfn libaclalloc.so "$prefix/lib64/lib$name.so"
+done
+
+cat > "$prefix/bin/setenv.bash" <<SETENV
+# The environment CANN's setenv.bash gives, for aclalloc's CANN-shaped prefix.
+export ASCEND_HOME_PATH="$prefix"
+export ASCEND_TOOLKIT_HOME="$prefix"
+export ASCEND_CANN_PACKAGE_PATH="$prefix"
+export ASCENDC_CMAKE_DIR="$prefix/cmake"
+export SOC_VERSION="\${SOC_VERSION:-aclalloc-host}"
+export LD_LIBRARY_PATH="$prefix/lib64\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+SETENV
+cp "$prefix/bin/setenv.bash" "$prefix/set_env.sh"
+
+cat > "$prefix/cmake/ascendc.cmake" <<'CMAKE'
+# ascendc_library() for aclalloc's host runtime: AI Core kernels are not
+# compiled; the library is built from the host stand-ins listed in
+# ACLALLOC_HOST_KERNELS (the variable or the environment; host functions of the same effect, launched with
+# aclallocLaunchKernel or aclrtLaunchHostFunc), or is empty without them.
+get_filename_component(_aclalloc_prefix "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+set(ACLALLOC_HOST_KERNELS "$ENV{ACLALLOC_HOST_KERNELS}" CACHE STRING "Host stand-ins for the AI Core kernels (;-list of sources)")
+function(ascendc_library name type)
+  # As CANN's, the library brings the runtime with it.
+  if(ACLALLOC_HOST_KERNELS)
+    add_library(${name} ${type} ${ACLALLOC_HOST_KERNELS})
+    target_include_directories(${name} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/../../..")
+    set(_scope PUBLIC)
+  else()
+    message(STATUS "ascendc_library(${name}): AI Core kernels do not run on the host; "
+                   "set ACLALLOC_HOST_KERNELS to host stand-ins of ${ARGN}")
+    add_library(${name} INTERFACE)
+    set(_scope INTERFACE)
+  endif()
+  target_include_directories(${name} ${_scope} "${_aclalloc_prefix}/include")
+  target_link_libraries(${name} ${_scope} "${_aclalloc_prefix}/lib64/libascendcl.so")
+endfunction()
+CMAKE
+echo "$prefix: source $prefix/bin/setenv.bash"

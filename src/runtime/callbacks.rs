@@ -1,0 +1,233 @@
+//! Host functions on a stream: `aclrtLaunchHostFunc` runs one on the
+//! stream's worker; `aclrtLaunchCallback` hands one, when the stream reaches
+//! it, to the thread subscribed to the stream (`aclrtSubscribeReport`),
+//! which runs it inside `aclrtProcessReport`; a blocking callback holds the
+//! stream until it has run.
+
+use super::host::HostRuntime;
+use super::stream_worker::Task;
+use crate::base::error::{Error, Result};
+use crate::registry::StreamKey;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `void fn(void *userData)`: `aclrtCallback` and `aclrtHostFunc`.
+pub type HostFn = unsafe extern "C" fn(*mut c_void);
+
+/// The subscriptions and the callbacks waiting for their threads.
+#[derive(Default)]
+pub struct Reports {
+    state: Mutex<State>,
+    posted: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// (thread, stream handle).
+    subscribed: Vec<(u64, usize)>,
+    waiting: VecDeque<(u64, Arc<Job>)>,
+}
+
+struct Job {
+    f: HostFn,
+    data: *mut c_void,
+    stream: usize,
+    reports: Option<Arc<Reports>>,
+    /// Set once run, for a blocking callback's stream.
+    done: Mutex<bool>,
+    ran: Condvar,
+}
+
+// SAFETY: `data` is the caller's, handed over with the launch as with every
+// asynchronous call; only the thread that runs the job uses it.
+unsafe impl Send for Job {}
+// SAFETY: as above; the rest is synchronized.
+unsafe impl Sync for Job {}
+
+impl Job {
+    fn run(&self) {
+        // SAFETY: the launcher's contract: `f` may be called with `data`.
+        unsafe { (self.f)(self.data) };
+        *self.done.lock() = true;
+        self.ran.notify_all();
+    }
+}
+
+/// The worker's side: runs a host function, or posts a callback to its
+/// thread (and, blocking, waits for it).
+unsafe extern "C" fn trampoline(_: *mut c_void, blocking: usize, job: *mut c_void) {
+    // SAFETY: the count `launch` made with `Arc::into_raw`, taken back once.
+    let job = unsafe { Arc::from_raw(job as *const Job) };
+    let Some(reports) = job.reports.clone() else {
+        job.run();
+        return;
+    };
+    let thread = {
+        let mut state = reports.state.lock();
+        let thread = state
+            .subscribed
+            .iter()
+            .find(|&&(_, s)| s == job.stream)
+            .map(|&(t, _)| t);
+        if let Some(t) = thread {
+            state.waiting.push_back((t, Arc::clone(&job)));
+            reports.posted.notify_all();
+        }
+        thread
+    };
+    match thread {
+        // Unsubscribed since the launch: nobody would run it, so the stream does.
+        None => job.run(),
+        Some(_) if blocking != 0 => {
+            let mut done = job.done.lock();
+            while !*done {
+                job.ran.wait(&mut done);
+            }
+        }
+        Some(_) => {}
+    }
+}
+
+impl HostRuntime {
+    fn launch_job(&self, stream: Option<StreamKey>, job: Job, blocking: bool) -> Result<()> {
+        let (_, s) = self.resolve_stream(stream)?;
+        let raw = Arc::into_raw(Arc::new(job));
+        let queued = s.enqueue(Task::Kernel {
+            kernel: trampoline,
+            workspace: std::ptr::null_mut(),
+            size: usize::from(blocking),
+            user_data: raw as *mut c_void,
+            release: false,
+        });
+        if queued.is_err() {
+            // SAFETY: the count made above, which the task never took.
+            drop(unsafe { Arc::from_raw(raw) });
+        }
+        queued
+    }
+
+    /// `aclrtLaunchHostFunc`: `f(args)` on the stream's worker, in order.
+    pub fn launch_host_func(
+        &self,
+        stream: Option<StreamKey>,
+        f: HostFn,
+        args: *mut c_void,
+    ) -> Result<()> {
+        let job = Job {
+            f,
+            data: args,
+            stream: 0,
+            reports: None,
+            done: Mutex::new(false),
+            ran: Condvar::new(),
+        };
+        self.launch_job(stream, job, false)
+    }
+
+    /// `aclrtLaunchCallback`: `f(data)` on the stream's subscribed thread
+    /// once the stream reaches it; `blocking` holds the stream until it ran.
+    pub fn launch_callback(
+        &self,
+        stream: Option<StreamKey>,
+        f: HostFn,
+        data: *mut c_void,
+        blocking: bool,
+    ) -> Result<()> {
+        let (key, _) = self.resolve_stream(stream)?;
+        let handle = key.get().get();
+        if !self
+            .reports
+            .state
+            .lock()
+            .subscribed
+            .iter()
+            .any(|&(_, s)| s == handle)
+        {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "No thread is subscribed to the stream (aclrtSubscribeReport)",
+            });
+        }
+        let job = Job {
+            f,
+            data,
+            stream: handle,
+            reports: Some(Arc::clone(&self.reports)),
+            done: Mutex::new(false),
+            ran: Condvar::new(),
+        };
+        self.launch_job(Some(key), job, blocking)
+    }
+
+    /// `aclrtSubscribeReport`: `thread` runs the stream's callbacks (one thread per stream).
+    pub fn subscribe_report(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+        let (key, _) = self.resolve_stream(stream)?;
+        let handle = key.get().get();
+        let mut state = self.reports.state.lock();
+        if state.subscribed.iter().any(|&(_, s)| s == handle) {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "A thread is already subscribed to the stream",
+            });
+        }
+        state.subscribed.push((thread, handle));
+        Ok(())
+    }
+
+    /// `aclrtUnSubscribeReport`.
+    pub fn unsubscribe_report(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+        let (key, _) = self.resolve_stream(stream)?;
+        let mut state = self.reports.state.lock();
+        let before = state.subscribed.len();
+        state
+            .subscribed
+            .retain(|&(t, s)| (t, s) != (thread, key.get().get()));
+        if state.subscribed.len() == before {
+            return Err(Error::InvalidParam {
+                param: "threadId",
+                reason: "The thread is not subscribed to the stream",
+            });
+        }
+        Ok(())
+    }
+
+    /// `aclrtProcessReport`: runs one callback posted for `thread`, waiting
+    /// up to `timeout_ms` (-1: no limit) for one.
+    pub fn process_report(&self, thread: u64, timeout_ms: i32) -> Result<()> {
+        if timeout_ms < -1 || timeout_ms == 0 {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "It must be -1 (no limit) or a number of milliseconds above 0",
+            });
+        }
+        let deadline = u64::try_from(timeout_ms)
+            .ok()
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let mut state = self.reports.state.lock();
+        if !state.subscribed.iter().any(|&(t, _)| t == thread) {
+            return Err(Error::InvalidParam {
+                param: "threadId",
+                reason: "The calling thread is not subscribed to any stream (aclrtSubscribeReport)",
+            });
+        }
+        loop {
+            if let Some(at) = state.waiting.iter().position(|(t, _)| *t == thread) {
+                let (_, job) = state.waiting.remove(at).expect("found above");
+                drop(state);
+                job.run();
+                return Ok(());
+            }
+            match deadline {
+                None => self.reports.posted.wait(&mut state),
+                Some(d) => {
+                    if self.reports.posted.wait_until(&mut state, d).timed_out() {
+                        return Err(Error::ReportTimeout { timeout_ms });
+                    }
+                }
+            }
+        }
+    }
+}

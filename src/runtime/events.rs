@@ -1,0 +1,343 @@
+//! Events: markers in a stream's queue. Recording enqueues a marker that
+//! completes when the stream's worker reaches it (or drops it, so no waiter
+//! waits forever); a stream waiting on an event enqueues a task that blocks
+//! its worker until the marker recorded last before the wait has completed.
+//! Handles given to C (tag `0xACA8`) are looked up in a live-handle table.
+
+use super::host::HostRuntime;
+use super::stream_worker::Task;
+use crate::base::error::{Error, Result};
+use crate::base::ids::EventHandle;
+use crate::registry::StreamKey;
+use parking_lot::{Condvar, Mutex};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The `ACL_EVENT_*` creation flags CANN defines.
+const KNOWN_EVENT_FLAGS: u32 = 0x01 | 0x02 | 0x08 | 0x10 | 0x20 | 0x40;
+
+const NOT_AN_EVENT: Error = Error::InvalidParam {
+    param: "event",
+    reason: "It is not a live event (it was destroyed, or was never returned by aclrtCreateEvent)",
+};
+
+/// One event: the records made on it and how far they have run.
+pub struct Event {
+    flags: u32,
+    /// From `aclrtCreateEventExWithFlag`: complete before its first record,
+    /// and neither reset nor queried for its waits.
+    ex: bool,
+    marks: Mutex<Marks>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Marks {
+    /// Records made (the last one's number).
+    recorded: u64,
+    /// The highest record number that has completed.
+    completed: u64,
+    /// When the last completed record ran, in µs since the first event.
+    stamp_us: Option<u64>,
+    /// `recorded` at the last reset: no record since means "never recorded".
+    reset_at: u64,
+    waits: u64,
+    waits_done: u64,
+}
+
+fn now_us() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+impl Event {
+    /// The creation flags.
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    pub(crate) fn complete(&self, generation: u64) {
+        let mut marks = self.marks.lock();
+        if generation > marks.completed {
+            marks.completed = generation;
+            marks.stamp_us = Some(now_us());
+        }
+        self.changed.notify_all();
+    }
+
+    /// Waits until record `generation` has completed (`None`: no limit).
+    fn wait_for(&self, generation: u64, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut marks = self.marks.lock();
+        while marks.completed < generation {
+            match deadline {
+                None => self.changed.wait(&mut marks),
+                Some(d) => {
+                    if self.changed.wait_until(&mut marks, d).timed_out()
+                        && marks.completed < generation
+                    {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// A stream's wait task: blocks its worker, then counts the wait done.
+    pub(crate) fn stream_wait(&self, generation: u64) {
+        self.wait_for(generation, None);
+        self.marks.lock().waits_done += 1;
+    }
+
+    pub(crate) fn reset(&self) {
+        let mut marks = self.marks.lock();
+        // Numbers stay monotonic so that no waiter waits for a record that
+        // can no longer complete; the event reads as never recorded.
+        marks.completed = marks.recorded;
+        marks.reset_at = marks.recorded;
+        marks.stamp_us = None;
+        self.changed.notify_all();
+    }
+}
+
+impl HostRuntime {
+    fn event(&self, event: usize) -> Result<Arc<Event>> {
+        EventHandle::from_raw(event)
+            .and_then(|h| self.events.with(h, Arc::clone))
+            .ok_or(NOT_AN_EVENT)
+    }
+
+    /// `aclrtCreateEvent[ExWithFlag|WithFlag]`: an event in the current
+    /// context, with CANN's `ACL_EVENT_*` flags (which change nothing on the host).
+    pub fn create_event(&self, flags: u32, ex: bool) -> Result<usize> {
+        if flags & !KNOWN_EVENT_FLAGS != 0 {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It holds bits that are not ACL_EVENT_* flags",
+            });
+        }
+        self.current_context()?;
+        let event = Arc::new(Event {
+            flags,
+            ex,
+            marks: Mutex::new(Marks::default()),
+            changed: Condvar::new(),
+        });
+        Ok(self.events.insert(event)?.get())
+    }
+
+    /// `aclrtDestroyEvent`: at once; queued markers keep what they need.
+    pub fn destroy_event(&self, event: usize) -> Result<()> {
+        EventHandle::from_raw(event)
+            .and_then(|h| self.events.remove(h))
+            .map(drop)
+            .ok_or(NOT_AN_EVENT)
+    }
+
+    /// Enqueues on `stream` a task holding a count of `event`, numbered by
+    /// `before`; a task the stream refuses gives the count back and `undo`es.
+    fn enqueue_on(
+        &self,
+        stream: Option<StreamKey>,
+        event: &Arc<Event>,
+        before: impl FnOnce(&mut Marks) -> u64,
+        undo: impl FnOnce(&mut Marks),
+        task: impl FnOnce(*const Event, u64) -> Task,
+    ) -> Result<()> {
+        // The stream first: a bad one leaves the event as it was.
+        let (_, stream) = self.resolve_stream(stream)?;
+        let n = before(&mut event.marks.lock());
+        let raw = Arc::into_raw(Arc::clone(event));
+        let queued = stream.enqueue(task(raw, n));
+        if queued.is_err() {
+            // SAFETY: the count made just above, which the task never took.
+            drop(unsafe { Arc::from_raw(raw) });
+            undo(&mut event.marks.lock());
+            event.changed.notify_all();
+        }
+        queued
+    }
+
+    /// `aclrtRecordEvent`: a marker at the end of `stream`'s queue.
+    pub fn record_event(&self, event: usize, stream: Option<StreamKey>) -> Result<()> {
+        let event = self.event(event)?;
+        let next = |m: &mut Marks| {
+            m.recorded += 1;
+            m.recorded
+        };
+        // A record refused is complete at once, so nothing waits for it.
+        let undo = |m: &mut Marks| m.completed = m.recorded;
+        self.enqueue_on(stream, &event, next, undo, Task::Record)
+    }
+
+    /// `aclrtStreamWaitEvent`: `stream` runs nothing queued after this call
+    /// before the event's last record (at the time of the call) has run.
+    pub fn stream_wait_event(&self, stream: Option<StreamKey>, event: usize) -> Result<()> {
+        let event = self.event(event)?;
+        let last = |m: &mut Marks| {
+            m.waits += 1;
+            m.recorded
+        };
+        let undo = |m: &mut Marks| m.waits -= 1;
+        self.enqueue_on(stream, &event, last, undo, Task::Wait)
+    }
+
+    /// `aclrtResetEvent`: back to the initial state once `stream` reaches it.
+    pub fn reset_event(&self, event: usize, stream: Option<StreamKey>) -> Result<()> {
+        let event = self.event(event)?;
+        Self::not_ex(&event)?;
+        self.enqueue_on(stream, &event, |_| 0, |_| {}, |e, _| Task::Reset(e))
+    }
+
+    /// `aclrtQueryEventStatus`: true once everything recorded has run. An
+    /// event never recorded is complete only if made by `aclrtCreateEventExWithFlag`.
+    pub fn event_complete(&self, event: usize) -> Result<bool> {
+        let event = self.event(event)?;
+        let marks = event.marks.lock();
+        Ok(marks.completed >= marks.recorded && (marks.recorded > marks.reset_at || event.ex))
+    }
+
+    fn not_ex(event: &Event) -> Result<()> {
+        if event.ex {
+            return Err(Error::InvalidParam {
+                param: "event",
+                reason: "Events from aclrtCreateEventExWithFlag cannot be reset or queried for their waits",
+            });
+        }
+        Ok(())
+    }
+
+    /// `aclrtQueryEventWaitStatus`: true once every stream wait on the event has run.
+    pub fn event_waits_complete(&self, event: usize) -> Result<bool> {
+        let event = self.event(event)?;
+        Self::not_ex(&event)?;
+        let marks = event.marks.lock();
+        Ok(marks.waits_done >= marks.waits)
+    }
+
+    /// `aclrtSynchronizeEvent[WithTimeout]`: waits for the last record made
+    /// before the call (`timeout_ms` -1: no limit).
+    pub fn synchronize_event(&self, event: usize, timeout_ms: i32) -> Result<()> {
+        if timeout_ms < -1 || timeout_ms == 0 {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "It must be -1 (no limit) or a number of milliseconds above 0",
+            });
+        }
+        let event = self.event(event)?;
+        let generation = event.marks.lock().recorded;
+        let limit = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        if event.wait_for(generation, limit) {
+            Ok(())
+        } else {
+            Err(Error::EventTimeout { timeout_ms })
+        }
+    }
+
+    /// `aclrtEventGetTimestamp`: when the event's last record ran, in µs.
+    pub fn event_timestamp_us(&self, event: usize) -> Result<u64> {
+        let event = self.event(event)?;
+        let marks = event.marks.lock();
+        match marks.stamp_us {
+            Some(t) if marks.completed >= marks.recorded => Ok(t),
+            _ => Err(Error::EventNotComplete { param: "event" }),
+        }
+    }
+
+    /// `aclrtEventElapsedTime`: milliseconds from `start`'s last record to `end`'s.
+    pub fn event_elapsed_ms(&self, start: usize, end: usize) -> Result<f32> {
+        let stamp = |e, param| {
+            self.event_timestamp_us(e).map_err(|err| match err {
+                Error::EventNotComplete { .. } => Error::EventNotComplete { param },
+                other => other,
+            })
+        };
+        let (a, b) = (stamp(start, "startEvent")?, stamp(end, "endEvent")?);
+        Ok((b as f64 - a as f64) as f32 / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::host::tests::runtime;
+    use crate::runtime::stream_worker::KernelFn;
+    use std::ffi::c_void;
+
+    unsafe extern "C" fn sleep_20ms(_: *mut c_void, _: usize, _: *mut c_void) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    fn sleeper(rt: &HostRuntime, stream: StreamKey) {
+        let (_, s) = rt.resolve_stream(Some(stream)).unwrap();
+        s.enqueue(Task::Kernel {
+            kernel: sleep_20ms as KernelFn,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: std::ptr::null_mut(),
+            release: false,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn records_complete_in_stream_order_and_waits_block_the_waiting_stream() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let ev = rt.create_event(0, false).unwrap();
+        assert!(!rt.event_complete(ev).unwrap(), "never recorded: not ready");
+        let ex = rt.create_event(0, true).unwrap();
+        assert!(
+            rt.event_complete(ex).unwrap(),
+            "Ex, never recorded: complete"
+        );
+        assert!(rt.reset_event(ex, Some(a)).is_err());
+        assert!(rt.event_timestamp_us(ev).is_err());
+        let start = rt.create_event(0, false).unwrap();
+        rt.record_event(start, Some(a)).unwrap();
+        sleeper(&rt, a);
+        rt.record_event(ev, Some(a)).unwrap();
+        assert!(!rt.event_complete(ev).unwrap());
+        rt.stream_wait_event(Some(b), ev).unwrap();
+        assert!(!rt.event_waits_complete(ev).unwrap());
+        // b's own synchronize returns only after a's marker ran.
+        rt.synchronize_stream(Some(b)).unwrap();
+        assert!(rt.event_complete(ev).unwrap());
+        assert!(rt.event_waits_complete(ev).unwrap());
+        let ms = rt.event_elapsed_ms(start, ev).unwrap();
+        assert!(ms >= 15.0, "{ms}");
+        sleeper(&rt, a);
+        rt.record_event(ev, Some(a)).unwrap();
+        assert_eq!(
+            rt.synchronize_event(ev, 1),
+            Err(Error::EventTimeout { timeout_ms: 1 })
+        );
+        rt.synchronize_event(ev, -1).unwrap();
+        rt.destroy_event(ev).unwrap();
+        assert_eq!(rt.destroy_event(ev), Err(NOT_AN_EVENT));
+        assert_eq!(rt.record_event(ev, Some(a)), Err(NOT_AN_EVENT));
+        assert!(rt.create_event(0x100, false).is_err());
+    }
+
+    #[test]
+    fn an_event_destroyed_with_a_queued_marker_still_completes_its_waiters() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let ev = rt.create_event(0, false).unwrap();
+        sleeper(&rt, a);
+        rt.record_event(ev, Some(a)).unwrap();
+        rt.stream_wait_event(Some(b), ev).unwrap();
+        rt.destroy_event(ev).unwrap();
+        rt.destroy_stream(a, true).unwrap();
+        rt.synchronize_stream(Some(b)).unwrap();
+    }
+}
