@@ -89,7 +89,10 @@ fn only_acl_functions_are_exported_and_all_declared_ones_are() {
             "aclalloc.h declares {name}, but libaclalloc.so does not export it"
         );
     }
-    for name in exported.iter().filter(|n| !EXEC_FAMILY.contains(&n.as_str())) {
+    for name in exported
+        .iter()
+        .filter(|n| !EXEC_FAMILY.contains(&n.as_str()))
+    {
         assert!(
             declared.contains(name),
             "{name} is exported but declared in no header"
