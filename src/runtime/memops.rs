@@ -166,11 +166,22 @@ impl HostRuntime {
         // Ordered after the work already queued on every stream, as CANN's
         // synchronous copies are (a kernel's output is read after it ran).
         if kind != 0 {
-            self.synchronize_all()?;
+            self.after_queued_work()?;
         }
         // SAFETY: device ranges were checked, host ranges are the caller's.
         unsafe { std::ptr::copy(src.as_ptr(), dst.as_ptr(), count) };
         Ok(())
+    }
+
+    /// Waits for every stream's queued work before a synchronous copy or
+    /// set, as CANN orders them. Called from a kernel, the call is part of
+    /// that kernel, already ordered by its stream: waiting for the others
+    /// could wait for a stream that waits for this one.
+    fn after_queued_work(&self) -> Result<()> {
+        if super::stream_worker::on_any_worker() {
+            return Ok(());
+        }
+        self.synchronize_all()
     }
 
     /// `aclrtMemset`: fills device memory with the low byte of `value`, after
@@ -183,7 +194,7 @@ impl HostRuntime {
         count: usize,
     ) -> Result<()> {
         self.check_set(dst.as_ptr(), max_count, count)?;
-        self.synchronize_all()?;
+        self.after_queued_work()?;
         // SAFETY: the range lies inside a live device allocation.
         unsafe { dst.as_ptr().write_bytes(value as u8, count) };
         Ok(())
