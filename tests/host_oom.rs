@@ -7,6 +7,8 @@
 //! paths were fallible, each case ended with an abort ("memory allocation of
 //! N bytes failed").
 
+mod common;
+
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
@@ -111,23 +113,6 @@ fn complete(desc: aclrtAllocatorDesc) {
     );
 }
 
-fn registered_descriptor(stream: aclrtStream) -> Option<aclrtAllocatorDesc> {
-    let mut desc = std::ptr::null_mut();
-    // SAFETY: a valid out-pointer; the others may be NULL.
-    let rc = unsafe {
-        aclrtAllocatorGetByStream(
-            stream,
-            &mut desc,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    (rc == OK).then_some(desc)
-}
-
 /// `aclrtAllocatorCreateDesc` (a handle shell and the handle table's growth):
 /// NULL, then the descriptors made keep working.
 #[test]
@@ -158,7 +143,7 @@ fn descriptors() {
     let mut stream = 0u64;
     let stream = &mut stream as *mut u64 as aclrtStream;
     assert_eq!(aclrtAllocatorRegister(stream, made[0]), OK);
-    assert_eq!(registered_descriptor(stream), Some(made[0]));
+    assert_eq!(common::registered_descriptor(stream), Some(made[0]));
     assert_eq!(aclrtAllocatorUnregister(stream), OK);
     for desc in made.iter().rev() {
         assert_eq!(aclrtAllocatorDestroyDesc(*desc), OK);
@@ -190,15 +175,19 @@ fn registrations() {
         assert!(count < MAX_MADE, "the host never ran out");
     };
     assert_eq!(rc, BAD_ALLOC);
-    assert_eq!(registered_descriptor(stream(count)), None);
-    assert_eq!(registered_descriptor(stream(0)), Some(desc));
-    assert_eq!(registered_descriptor(stream(count - 1)), Some(desc));
+    assert_eq!(common::registered_descriptor(stream(count)), None);
+    assert_eq!(common::registered_descriptor(stream(0)), Some(desc));
+    assert_eq!(common::registered_descriptor(stream(count - 1)), Some(desc));
     assert_eq!(aclrtAllocatorUnregister(stream(count - 1)), OK);
     assert_eq!(aclrtAllocatorRegister(stream(count - 1), desc), OK);
     uncap();
     let text = says_out_of_memory("aclrtAllocatorRegister");
     for i in 0..count {
-        assert_eq!(registered_descriptor(stream(i)), Some(desc), "stream {i}");
+        assert_eq!(
+            common::registered_descriptor(stream(i)),
+            Some(desc),
+            "stream {i}"
+        );
         assert_eq!(aclrtAllocatorUnregister(stream(i)), OK);
     }
     println!("registrations: ok ({count} made; {text})");

@@ -3,6 +3,8 @@
 //! `aclrtDestroyStreamForce` with work still queued. Through the C ABI, on
 //! the process-wide host runtime.
 
+mod common;
+
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::launch::aclallocLaunchKernel;
@@ -172,20 +174,7 @@ fn complete_descriptor() -> aclrtAllocatorDesc {
 }
 
 fn registered(stream: aclrtStream) -> bool {
-    let mut desc = std::ptr::null_mut();
-    // SAFETY: a valid out-pointer; the others may be NULL.
-    let rc = unsafe {
-        aclrtAllocatorGetByStream(
-            stream,
-            &mut desc,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    rc == OK
+    common::registered_descriptor(stream).is_some()
 }
 
 /// Stream handles are numbers issued in order, so the next one is easy to

@@ -109,3 +109,24 @@ pub fn descriptor(
     );
     desc
 }
+
+/// The descriptor `aclrtAllocatorGetByStream` finds registered on `stream`,
+/// if any.
+pub fn registered_descriptor(
+    stream: aclalloc::ffi::types::aclrtStream,
+) -> Option<aclalloc::ffi::types::aclrtAllocatorDesc> {
+    let mut desc = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the others may be NULL.
+    let rc = unsafe {
+        aclalloc::ffi::allocator::aclrtAllocatorGetByStream(
+            stream,
+            &mut desc,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    (rc == aclalloc::base::error::ACL_SUCCESS).then_some(desc)
+}
