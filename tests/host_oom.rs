@@ -92,27 +92,6 @@ fn says_out_of_memory(function: &str) -> String {
     line.unwrap_or_else(|| panic!("{text}")).to_string()
 }
 
-#[inline(never)]
-unsafe extern "C" fn alloc_fn(_: aclrtAllocator, size: usize) -> *mut c_void {
-    size as *mut c_void
-}
-#[inline(never)]
-unsafe extern "C" fn free_fn(_: aclrtAllocator, _: aclrtAllocatorBlock) {}
-#[inline(never)]
-unsafe extern "C" fn get_addr_fn(block: aclrtAllocatorBlock) -> *mut c_void {
-    block
-}
-
-fn complete(desc: aclrtAllocatorDesc) {
-    assert_eq!(aclrtAllocatorSetObjToDesc(desc, 0x1000 as *mut c_void), OK);
-    assert_eq!(aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc_fn)), OK);
-    assert_eq!(aclrtAllocatorSetFreeFuncToDesc(desc, Some(free_fn)), OK);
-    assert_eq!(
-        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(get_addr_fn)),
-        OK
-    );
-}
-
 /// `aclrtAllocatorCreateDesc` (a handle shell and the handle table's growth):
 /// NULL, then the descriptors made keep working.
 #[test]
@@ -132,7 +111,7 @@ fn descriptors() {
     }
     // Still under the cap: what exists works, and a destroyed descriptor's
     // room serves a new one.
-    complete(made[0]);
+    common::complete_with_trivial_functions(made[0]);
     assert_eq!(aclrtAllocatorDestroyDesc(made.pop().unwrap()), OK);
     let again = aclrtAllocatorCreateDesc();
     assert!(!again.is_null(), "the room a destroy freed serves again");
@@ -160,7 +139,7 @@ fn registrations() {
         return;
     }
     let desc = aclrtAllocatorCreateDesc();
-    complete(desc);
+    common::complete_with_trivial_functions(desc);
     // Streams of a real runtime, as far as the registry can tell.
     let stream = |i: usize| ((i + 1) * 64) as aclrtStream;
     assert_eq!(aclrtAllocatorRegister(stream(0), desc), OK);

@@ -149,27 +149,10 @@ fn dead_device_addresses_are_refused_never_touched() {
     assert_eq!(other[0], 7);
 }
 
-#[inline(never)]
-unsafe extern "C" fn alloc_fn(_: aclrtAllocator, size: usize) -> *mut c_void {
-    size as *mut c_void
-}
-#[inline(never)]
-unsafe extern "C" fn free_fn(_: aclrtAllocator, _: aclrtAllocatorBlock) {}
-#[inline(never)]
-unsafe extern "C" fn get_addr_fn(block: aclrtAllocatorBlock) -> *mut c_void {
-    block
-}
-
 fn complete_descriptor() -> aclrtAllocatorDesc {
     let desc = aclrtAllocatorCreateDesc();
     assert!(!desc.is_null());
-    assert_eq!(aclrtAllocatorSetObjToDesc(desc, 0x1000 as *mut c_void), OK);
-    assert_eq!(aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc_fn)), OK);
-    assert_eq!(aclrtAllocatorSetFreeFuncToDesc(desc, Some(free_fn)), OK);
-    assert_eq!(
-        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(get_addr_fn)),
-        OK
-    );
+    common::complete_with_trivial_functions(desc);
     desc
 }
 

@@ -130,3 +130,36 @@ pub fn registered_descriptor(
     };
     (rc == aclalloc::base::error::ACL_SUCCESS).then_some(desc)
 }
+
+/// Sets `desc`'s object to 0x1000 and its three required functions to ones
+/// that hand back the requested size as the block and the block as its
+/// address (for tests that only register, never touch memory).
+pub fn complete_with_trivial_functions(desc: aclalloc::ffi::types::aclrtAllocatorDesc) {
+    use aclalloc::base::error::ACL_SUCCESS;
+    use aclalloc::ffi::allocator::*;
+    use aclalloc::ffi::types::{aclrtAllocator, aclrtAllocatorBlock};
+    use std::ffi::c_void;
+    unsafe extern "C" fn alloc(_: aclrtAllocator, size: usize) -> *mut c_void {
+        size as *mut c_void
+    }
+    unsafe extern "C" fn free(_: aclrtAllocator, _: aclrtAllocatorBlock) {}
+    unsafe extern "C" fn get_addr(block: aclrtAllocatorBlock) -> *mut c_void {
+        block
+    }
+    assert_eq!(
+        aclrtAllocatorSetObjToDesc(desc, 0x1000 as *mut c_void),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtAllocatorSetAllocFuncToDesc(desc, Some(alloc)),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtAllocatorSetFreeFuncToDesc(desc, Some(free)),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, Some(get_addr)),
+        ACL_SUCCESS
+    );
+}

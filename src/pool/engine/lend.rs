@@ -28,6 +28,26 @@ pub(crate) struct CachePart {
     pub given: i64,
 }
 
+impl CacheStats {
+    /// Each statistic of the cache beside the shard's same statistic, in
+    /// field order.
+    fn paired_with<'a>(
+        &'a mut self,
+        shard: &'a mut ShardStats,
+    ) -> [(&'a mut [CachePart; 3], &'a mut [Part; 3]); 5] {
+        [
+            (&mut self.allocation, &mut shard.allocation),
+            (&mut self.allocated_bytes, &mut shard.allocated_bytes),
+            (&mut self.requested_bytes, &mut shard.requested_bytes),
+            (&mut self.inactive_split, &mut shard.inactive_split),
+            (
+                &mut self.inactive_split_bytes,
+                &mut shard.inactive_split_bytes,
+            ),
+        ]
+    }
+}
+
 impl CachePart {
     #[inline]
     pub(crate) fn increase(&mut self, amount: i64) {
@@ -177,14 +197,7 @@ impl Core {
     /// blocks may still need, in the order of [`CacheStats`]' fields) back to
     /// this shard. True if any moved.
     pub(crate) fn reclaim_headroom(&mut self, from: &mut CacheStats, keep: &[[i64; 3]; 5]) -> bool {
-        let s = &mut self.stats;
-        let pairs = [
-            (&mut from.allocation, &mut s.allocation),
-            (&mut from.allocated_bytes, &mut s.allocated_bytes),
-            (&mut from.requested_bytes, &mut s.requested_bytes),
-            (&mut from.inactive_split, &mut s.inactive_split),
-            (&mut from.inactive_split_bytes, &mut s.inactive_split_bytes),
-        ];
+        let pairs = from.paired_with(&mut self.stats);
         let mut moved = false;
         for ((from, to), keep) in pairs.into_iter().zip(keep) {
             for ((f, t), &keep) in from.iter_mut().zip(to.iter_mut()).zip(keep) {
@@ -200,14 +213,7 @@ impl Core {
     /// Adds what is left of a drained cache's statistics (its totals and
     /// headroom; its `current` is zero once every block is taken back).
     pub(crate) fn absorb(&mut self, from: &mut CacheStats) {
-        let s = &mut self.stats;
-        let pairs = [
-            (&mut from.allocation, &mut s.allocation),
-            (&mut from.allocated_bytes, &mut s.allocated_bytes),
-            (&mut from.requested_bytes, &mut s.requested_bytes),
-            (&mut from.inactive_split, &mut s.inactive_split),
-            (&mut from.inactive_split_bytes, &mut s.inactive_split_bytes),
-        ];
+        let pairs = from.paired_with(&mut self.stats);
         for (from, to) in pairs {
             for (f, t) in from.iter_mut().zip(to.iter_mut()) {
                 debug_assert_eq!(f.current(), 0, "a drained cache still counts blocks");
