@@ -1264,6 +1264,88 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             Kind::Pluggable,
             |h, _| unsafe { aclallocPluggableSetMemoryFraction(h, 0.5, 0) },
         ),
+        ("aclallocPluggableSetInitFn", Kind::Pluggable, |h, _| {
+            aclalloc::ffi::plugin_hooks::aclallocPluggableSetInitFn(h, None)
+        }),
+        ("aclallocPluggableSetResetFn", Kind::Pluggable, |h, _| {
+            aclalloc::ffi::plugin_hooks::aclallocPluggableSetResetFn(h, None)
+        }),
+        (
+            "aclallocPluggableSetMemoryFractionFn",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetMemoryFractionFn(h, None),
+        ),
+        (
+            "aclallocPluggableSetBaseAllocFn",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetBaseAllocFn(h, None),
+        ),
+        (
+            "aclallocPluggableSetRecordStreamFn",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetRecordStreamFn(h, None),
+        ),
+        (
+            "aclallocPluggableSetEraseStreamFn",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetEraseStreamFn(h, None),
+        ),
+        (
+            "aclallocPluggableSetGetDeviceStatsFn",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetGetDeviceStatsFn(h, None),
+        ),
+        (
+            "aclallocPluggableSetResetPeakStatusFn",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetResetPeakStatusFn(h, None),
+        ),
+        (
+            "aclallocPluggableGetDeviceStats",
+            Kind::Pluggable,
+            |h, out| unsafe {
+                aclalloc::ffi::plugin_hooks::aclallocPluggableGetDeviceStats(
+                    h,
+                    0,
+                    &mut out.guard as *mut u64 as *mut _,
+                )
+            },
+        ),
+        (
+            "aclallocPluggableResetPeakStatus",
+            Kind::Pluggable,
+            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableResetPeakStatus(h, 0),
+        ),
+        (
+            "aclallocPluggableGetBaseAllocation",
+            Kind::Pluggable,
+            |h, out| unsafe {
+                aclalloc::ffi::plugin_hooks::aclallocPluggableGetBaseAllocation(
+                    h,
+                    &mut out.guard as *mut u64 as *mut c_void,
+                    &mut out.desc,
+                    &mut out.guard as *mut u64 as *mut usize,
+                )
+            },
+        ),
+        (
+            "aclallocPluggableRecordStream",
+            Kind::Pluggable,
+            |h, out| {
+                aclalloc::ffi::plugin_hooks::aclallocPluggableRecordStream(
+                    h,
+                    &mut out.guard as *mut u64 as *mut c_void,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        ("aclallocPluggableEraseStream", Kind::Pluggable, |h, out| {
+            aclalloc::ffi::plugin_hooks::aclallocPluggableEraseStream(
+                h,
+                &mut out.guard as *mut u64 as *mut c_void,
+                std::ptr::null_mut(),
+            )
+        }),
         ("aclallocPoolGetStat", Kind::Pool, |h, out| unsafe {
             aclallocPoolGetStat(
                 h,
@@ -1848,6 +1930,14 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "hostPtr NULL",
             INVALID_PARAM,
             |_, _| unsafe { aclalloc::ffi::host_memory::aclrtMallocHost(std::ptr::null_mut(), 64) },
+        ),
+        (
+            "aclallocHostMemoryGetStats",
+            "stats NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::host_memory_stats::aclallocHostMemoryGetStats(std::ptr::null_mut())
+            },
         ),
         (
             "aclrtFreeHost",

@@ -84,6 +84,12 @@ pub(crate) enum PluginFunction {
     Init,
     EmptyCache,
     MemoryFraction,
+    Reset,
+    BaseAlloc,
+    RecordStream,
+    EraseStream,
+    DeviceStats,
+    ResetPeakStatus,
 }
 
 impl PluginFunction {
@@ -95,6 +101,12 @@ impl PluginFunction {
             PluginFunction::Init => "init function (initSymbol)",
             PluginFunction::EmptyCache => "empty-cache function (emptyCacheSymbol)",
             PluginFunction::MemoryFraction => "memory-fraction function (memoryFractionSymbol)",
+            PluginFunction::Reset => "reset function (set_reset_fn)",
+            PluginFunction::BaseAlloc => "base-allocation function (set_base_alloc_fn)",
+            PluginFunction::RecordStream => "record-stream function (set_record_stream_fn)",
+            PluginFunction::EraseStream => "erase-stream function (set_erase_stream_fn)",
+            PluginFunction::DeviceStats => "device-stats function (set_get_device_stats_fn)",
+            PluginFunction::ResetPeakStatus => "reset-peak function (set_reset_peak_status_fn)",
         }
     }
 }

@@ -86,7 +86,7 @@ impl From<Stats> for aclallocAllocatorStats {
     }
 }
 
-fn handle(allocator: aclallocPluggable) -> Result<PluggableHandle> {
+pub(super) fn handle(allocator: aclallocPluggable) -> Result<PluggableHandle> {
     PluggableHandle::from_ptr(allocator).ok_or(Error::NullPointer { param: "allocator" })
 }
 

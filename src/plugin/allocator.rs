@@ -1,6 +1,7 @@
 //! A pluggable allocator: a plugin's functions, its live blocks and counters.
 
 use super::context;
+use super::hooks::Hooks;
 use super::library::{
     self, Loaded, PluginEmptyCacheFn, PluginFunctions, PluginInitFn, PluginMemoryFractionFn,
     PluginSpec,
@@ -8,7 +9,7 @@ use super::library::{
 use super::live::{self, Books, LiveBlock, Stats};
 use crate::base::error::{Error, Result};
 use crate::base::foreign_call::{self, Callback, Name, Outcome, PluginFunction};
-use crate::base::sync::AtomicBool;
+use crate::base::sync::{AtomicBool, Mutex};
 use crate::registry::StreamKey;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -29,6 +30,12 @@ pub struct PluggableAllocator {
     /// so that no block can appear after destroy found none
     /// (`super::published::destroy`).
     pub(crate) closing: AtomicBool,
+    /// The functions set by address after creation (`super::hooks`).
+    pub(super) hooks: Mutex<Hooks>,
+    /// Set when an init function was set and has not run yet.
+    pub(super) init_pending: AtomicBool,
+    /// Held while a pending init function runs, so uses wait for it.
+    pub(super) init_lock: Mutex<()>,
     // Last, so the object is unloaded after everything that points into it.
     _library: Option<Arc<Loaded>>,
 }
@@ -67,6 +74,9 @@ impl PluggableAllocator {
             names: None,
             live: live::books(),
             closing: AtomicBool::new(false),
+            hooks: Mutex::new(Hooks::default()),
+            init_pending: AtomicBool::new(false),
+            init_lock: Mutex::new(()),
             _library: library,
         }
     }
@@ -93,6 +103,7 @@ impl PluggableAllocator {
         device: i32,
         stream: Option<StreamKey>,
     ) -> Result<NonNull<c_void>> {
+        self.init_if_pending()?;
         let stream = stream.map_or(std::ptr::null_mut(), StreamKey::as_ptr);
         let Ok(ssize) = isize::try_from(size) else {
             return Err(too_large());
@@ -158,9 +169,13 @@ impl PluggableAllocator {
         self.settle(PluginFunction::Free, (), outcome)
     }
 
-    /// The plugin's empty-cache hook; without one there is nothing cached
-    /// that this library knows of, and the call does nothing (as PyTorch's).
+    /// The reset function set by address, else the plugin's empty-cache
+    /// hook; without either there is nothing cached that this library knows
+    /// of, and the call does nothing (as PyTorch's).
     pub fn empty_cache(&self) -> Result<()> {
+        if self.reset_hook()? {
+            return Ok(());
+        }
         if let Some(empty_cache) = self.functions.empty_cache {
             // SAFETY: same signature and call ABI (`unwinding`).
             let empty_cache =
@@ -180,9 +195,13 @@ impl PluggableAllocator {
                 reason: "It must be in (0, 1]",
             });
         }
-        let hook = self.functions.memory_fraction.ok_or(Error::NotSupported {
-            what: "the plugin has no memory-fraction function (memoryFractionSymbol was not given)",
-        })?;
+        let hook = self
+            .memory_fraction_hook()
+            .or(self.functions.memory_fraction)
+            .ok_or(Error::NotSupported {
+                what: "the plugin has no memory-fraction function (neither memoryFractionSymbol nor set_memory_fraction_fn was given)",
+            })?;
+        self.init_if_pending()?;
         // SAFETY: same signature and call ABI (`unwinding`).
         let hook =
             unsafe { std::mem::transmute::<PluginMemoryFractionFn, MemoryFractionUnwind>(hook) };
@@ -196,7 +215,12 @@ impl PluggableAllocator {
     /// is an error naming the function with its what(); a forced unwind
     /// (the thread is ending) answers `failed`.
     #[inline]
-    fn call<R>(&self, function: PluginFunction, failed: R, f: impl FnOnce() -> R) -> Result<R> {
+    pub(super) fn call<R>(
+        &self,
+        function: PluginFunction,
+        failed: R,
+        f: impl FnOnce() -> R,
+    ) -> Result<R> {
         self.settle(function, failed, foreign_call::call(f))
     }
 
@@ -289,6 +313,7 @@ impl Names {
             PluginFunction::Init => &self.init,
             PluginFunction::EmptyCache => &self.empty_cache,
             PluginFunction::MemoryFraction => &self.memory_fraction,
+            _ => "(a function set by address)",
         }
     }
 }

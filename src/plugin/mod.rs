@@ -9,12 +9,14 @@
 
 pub mod allocator;
 pub mod context;
+pub mod hooks;
 pub mod library;
 pub mod live;
 pub mod published;
 mod text;
 
 pub use allocator::PluggableAllocator;
+pub use hooks::{DeviceStats, Hooks};
 pub use library::{PluginFunctions, PluginSpec};
 pub use live::{LiveBlock, Stats};
 pub use published::PluggableHandle;

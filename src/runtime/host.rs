@@ -40,6 +40,8 @@ pub struct HostRuntime {
     /// `aclrtMallocHost` memory: kept apart from every device's, so a freed
     /// host pointer stays recognisable as such.
     pub(crate) host_memory: super::memory::DeviceHeap,
+    /// Statistics of the `aclrtMallocHost` memory.
+    pub(crate) host_stats: super::host_memory::HostStats,
     initialized: Mutex<bool>,
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
@@ -68,6 +70,7 @@ impl HostRuntime {
             config,
             devices,
             host_memory: super::memory::DeviceHeap::new(u32::MAX, usize::MAX >> 1),
+            host_stats: Default::default(),
             initialized: Mutex::new(false),
             contexts: HandleTable::new(),
             streams: HandleTable::new(),

@@ -31,3 +31,4 @@ mod waits;
 pub mod workspace;
 
 pub use host::HostRuntime;
+pub use host_memory::{DurationStat, HostMemoryStats};
