@@ -36,8 +36,17 @@ from .._lib import (
     lib,
     recent_c_message,
 )
-from . import _default, _history
+from . import _default, _history, _plots, _pluggable, _settings
 from ._default import OutOfMemoryError, fail
+from ._host import (
+    host_empty_cache,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
+    reset_accumulated_host_memory_stats,
+    reset_peak_host_memory_stats,
+)
+from ._pluggable import _NPUAllocator, _NPUPluggableAllocator
+from ._settings import empty_virt_addr_cache, get_allocator_backend, get_per_process_memory_fraction
 
 __all__ = [
     "NPUPluggableAllocator",
@@ -46,6 +55,12 @@ __all__ = [
     "caching_allocator_delete",
     "change_current_allocator",
     "empty_cache",
+    "empty_virt_addr_cache",
+    "get_allocator_backend",
+    "get_per_process_memory_fraction",
+    "host_empty_cache",
+    "host_memory_stats",
+    "host_memory_stats_as_nested_dict",
     "max_memory_allocated",
     "max_memory_cached",
     "max_memory_reserved",
@@ -57,9 +72,11 @@ __all__ = [
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
+    "reset_accumulated_host_memory_stats",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",
     "reset_max_memory_cached",
+    "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
 ]
@@ -143,6 +160,7 @@ def set_per_process_memory_fraction(fraction: float, device: Device = None) -> N
         )
     if rc != 0:
         raise fail("set_per_process_memory_fraction", rc)
+    _settings.FRACTIONS[index] = fraction
 
 
 def empty_cache() -> None:
@@ -246,12 +264,17 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
 
     Empty before the default allocator is built (PyTorch: not initialized);
     all zeros for a device the pool does not live on. A pluggable default
-    allocator reports the counters the library keeps for it
-    (``allocated_bytes.all.*``, ``allocation.all.*``, ``num_ooms``)."""
+    allocator reports its get-device-stats function's statistics (see
+    ``allocator().set_get_device_stats_fn``), else the counters the library
+    keeps for it, both with torch_npu's keys (``num_alloc_retries``
+    included)."""
     index = _default.device_index(device)
     state = _default.built_for(index)
     if state is None:
         return collections.OrderedDict()
+    if state.kind == "plugin":
+        nested = _pluggable.device_stats(state.obj, index)
+        return collections.OrderedDict(_pluggable.flatten(nested))
     if state.kind != "pool":
         return collections.OrderedDict(sorted(_allocator_stats(state).items()))
     names, values = _pool_stats(state.obj)
@@ -281,7 +304,8 @@ def reset_peak_memory_stats(device: Device = None) -> None:
     if state.kind == "pool":
         rc = lib.aclallocPoolResetPeakStats(state.obj)
     elif state.kind == "plugin":
-        rc = lib.aclallocPluggableResetPeakStats(state.obj)
+        _pluggable.reset_peak_status(state.obj, _default.device_index(device))
+        return
     else:
         warnings.warn("the default allocator keeps no resettable peaks", stacklevel=2)
         return
@@ -503,7 +527,7 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
 # -- pluggable allocators --------------------------------------------------------------
 
 
-class NPUPluggableAllocator:
+class NPUPluggableAllocator(_NPUAllocator):
     """An allocator loaded from a shared object, as torch_npu's
     ``NPUPluggableAllocator(path_to_so_file, alloc_fn_name, free_fn_name)``:
     ``void *alloc(ssize_t size, int device, aclrtStream stream)`` and
@@ -512,6 +536,14 @@ class NPUPluggableAllocator:
     The object may call ``aclrtMalloc``/``aclrtFree`` without linking any
     library: the package loaded libaclalloc with ``RTLD_GLOBAL``. Loading
     errors raise RuntimeError with the library's message.
+
+    ``allocator()`` (also ``_allocator``) is torch_npu's allocator object:
+    its ``set_init_fn``, ``set_reset_fn``, ``set_memory_fraction_fn``,
+    ``set_base_alloc_fn``, ``set_record_stream_fn``, ``set_erase_stream_fn``,
+    ``set_get_device_stats_fn`` and ``set_reset_peak_status_fn`` take C
+    function pointers as ints (see :mod:`aclalloc.npu._pluggable`); as an int
+    it is the allocator descriptor (``aclrtAllocatorDesc``), for
+    ``acl.rt.allocator_register`` or C code.
     """
 
     def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
@@ -534,11 +566,25 @@ class NPUPluggableAllocator:
         self._handle: int = handle.value or 0
         self._desc: int = desc.value or 0
         self.path = path_to_so_file
+        super().__init__(_NPUPluggableAllocator(self._desc, self._handle))
+        _PLUGGABLES[self._handle] = self._allocator
 
-    def allocator(self) -> int:
-        """Its allocator descriptor (``aclrtAllocatorDesc``), for
-        ``acl.rt.allocator_register`` or C code."""
-        return self._desc
+    def allocator(self) -> _NPUPluggableAllocator:
+        """torch_npu's allocator object (an int: the allocator descriptor)."""
+        return self._allocator
+
+    def get_base_allocation(self, ptr: int) -> Tuple[int, int]:
+        """``(base, size)`` of the allocation ``ptr`` lies in: the base-alloc
+        function's answer, else ``ptr`` and its size when it is a live block."""
+        return _pluggable.base_allocation(self._handle, ptr)
+
+    def record_stream(self, ptr: int, stream: int) -> None:
+        """Tells the record-stream function that ``stream`` uses the live block ``ptr``."""
+        _pluggable.stream_call(self._handle, ptr, stream, erase=False)
+
+    def erase_stream(self, ptr: int, stream: int) -> None:
+        """Tells the erase-stream function that ``stream`` no longer uses ``ptr``."""
+        _pluggable.stream_call(self._handle, ptr, stream, erase=True)
 
     def handle(self) -> int:
         """Its ``aclallocPluggable`` handle (statistics from C)."""
@@ -548,18 +594,62 @@ class NPUPluggableAllocator:
         return f"NPUPluggableAllocator({self.path!r})"
 
 
-def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
+_PLUGGABLES: Dict[int, _NPUPluggableAllocator] = {}
+"""Every pluggable allocator's object, by handle (for :func:`_get_current_allocator`)."""
+
+
+def change_current_allocator(allocator: _NPUAllocator) -> None:
     """Makes ``allocator`` the default allocator, as torch_npu's
     ``change_current_allocator``. Only before the current one has served
     memory (or was built by :func:`set_per_process_memory_fraction`):
     afterwards RuntimeError ("can't swap an already initialized allocator")."""
-    if not isinstance(allocator, NPUPluggableAllocator):
+    if not isinstance(allocator, _NPUAllocator) or not isinstance(
+        allocator.allocator(), _NPUPluggableAllocator
+    ):
         raise TypeError(
             f"allocator must be an NPUPluggableAllocator, not {type(allocator).__name__}"
         )
-    rc = lib.aclallocSetDefaultAllocator(allocator.allocator())
+    rc = lib.aclallocSetDefaultAllocator(int(allocator.allocator()))
     if rc == ACL_ERROR_REPEAT_INITIALIZE:
         message = recent_c_message() or "can't swap an already initialized allocator"
         raise RuntimeError(f"Can't swap an already initialized allocator: {message}")
     if rc != 0:
         raise fail("aclallocSetDefaultAllocator", rc)
+
+
+def _get_current_allocator() -> _NPUAllocator:
+    """The default allocator, as torch_npu's ``_get_current_allocator``: its
+    ``allocator()`` is the pluggable allocator's object when one was made
+    current, else the default pool's handle (0 before it is built)."""
+    state = _default.built()
+    if state is not None and state.kind == "plugin" and state.obj in _PLUGGABLES:
+        return _NPUAllocator(_PLUGGABLES[state.obj])
+    return _NPUAllocator(state.obj if state is not None else 0)
+
+
+def _set_allocator_settings(env: str) -> None:
+    """Allocator settings in ``PYTORCH_NPU_ALLOC_CONF``'s syntax (see
+    :func:`aclalloc.npu._settings.set_allocator_settings`)."""
+    _settings.set_allocator_settings(env)
+
+
+def _save_segment_usage(
+    filename: str = "output.svg", snapshot: Optional[Dict[str, Any]] = None
+) -> None:
+    """Writes an SVG of every segment and its blocks (of :func:`_snapshot`
+    unless ``snapshot`` is given) to ``filename``."""
+    if snapshot is None:
+        snapshot = _snapshot()
+    with open(filename, "w", encoding="utf-8") as f:
+        f.write(_plots.segments(snapshot))
+
+
+def _save_memory_usage(
+    filename: str = "output.svg", snapshot: Optional[Dict[str, Any]] = None
+) -> None:
+    """Writes an SVG of the allocated memory by allocating frame (of
+    :func:`_snapshot` unless ``snapshot`` is given) to ``filename``."""
+    if snapshot is None:
+        snapshot = _snapshot()
+    with open(filename, "w", encoding="utf-8") as f:
+        f.write(_plots.memory(snapshot))

@@ -1,0 +1,235 @@
+"""torch_npu's allocator objects: ``NPUPluggableAllocator(...).allocator()``
+and its setters, which take C function pointers as ints
+(``ctypes.cast(lib.my_fn, ctypes.c_void_p).value``) with torch_npu's C
+signatures:
+
+==========================  ====================================================
+setter                      the function's C signature
+==========================  ====================================================
+``set_init_fn``             ``void init(int device_count)``
+``set_reset_fn``            ``void reset(bool check_error)``
+``set_memory_fraction_fn``  ``void memory_fraction(double fraction, int device)``
+``set_base_alloc_fn``       ``void *base_alloc(void *ptr, size_t *size)``
+``set_record_stream_fn``    ``void record_stream(void *ptr, aclrtStream stream)``
+``set_erase_stream_fn``     ``void erase_stream(void *ptr, aclrtStream stream)``
+``set_get_device_stats_fn`` ``DeviceStats get_device_stats(int device)``
+``set_reset_peak_status_fn`` ``void reset_peak_status(int device)``
+==========================  ====================================================
+
+``DeviceStats`` has torch_npu's layout (``aclallocPluggableDeviceStats`` in
+``aclalloc.h``). The library calls each where torch_npu does (see
+``aclalloc.h``, ``aclallocPluggableSetInitFn`` and the rest).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, byref, c_double, c_int32, c_size_t, c_void_p
+from typing import Any, Callable, Dict, Optional
+
+from .._lib import lib
+from ._default import fail
+
+STAT_TYPES = ("all", "small_pool", "large_pool")
+
+
+class Stat(ctypes.Structure):
+    """``aclallocStat``."""
+
+    _fields_ = [(name, ctypes.c_int64) for name in ("current", "peak", "allocated", "freed")]
+
+
+_ARRAYS = (
+    "allocation",
+    "segment",
+    "active",
+    "inactive_split",
+    "allocated_bytes",
+    "reserved_bytes",
+    "active_bytes",
+    "inactive_split_bytes",
+    "requested_bytes",
+)
+
+
+class DeviceStats(ctypes.Structure):
+    """``aclallocPluggableDeviceStats``: torch_npu's ``DeviceStats`` layout."""
+
+    _fields_ = [
+        *((name, Stat * 3) for name in _ARRAYS),
+        ("num_alloc_retries", ctypes.c_int64),
+        ("num_ooms", ctypes.c_int64),
+        ("oversize_allocations", Stat),
+        ("oversize_segments", Stat),
+        ("max_split_size", ctypes.c_int64),
+    ]
+
+
+assert ctypes.sizeof(DeviceStats) == 952
+
+_SETTERS = (
+    "aclallocPluggableSetInitFn",
+    "aclallocPluggableSetResetFn",
+    "aclallocPluggableSetMemoryFractionFn",
+    "aclallocPluggableSetBaseAllocFn",
+    "aclallocPluggableSetRecordStreamFn",
+    "aclallocPluggableSetEraseStreamFn",
+    "aclallocPluggableSetGetDeviceStatsFn",
+    "aclallocPluggableSetResetPeakStatusFn",
+)
+for _name in _SETTERS:
+    getattr(lib, _name).restype = ctypes.c_int
+    getattr(lib, _name).argtypes = (c_void_p, c_void_p)
+lib.aclallocPluggableGetDeviceStats.restype = ctypes.c_int
+lib.aclallocPluggableGetDeviceStats.argtypes = (c_void_p, c_int32, POINTER(DeviceStats))
+lib.aclallocPluggableResetPeakStatus.restype = ctypes.c_int
+lib.aclallocPluggableResetPeakStatus.argtypes = (c_void_p, c_int32)
+lib.aclallocPluggableGetBaseAllocation.restype = ctypes.c_int
+lib.aclallocPluggableGetBaseAllocation.argtypes = (
+    c_void_p,
+    c_void_p,
+    POINTER(c_void_p),
+    POINTER(c_size_t),
+)
+for _name in ("aclallocPluggableRecordStream", "aclallocPluggableEraseStream"):
+    getattr(lib, _name).restype = ctypes.c_int
+    getattr(lib, _name).argtypes = (c_void_p, c_void_p, c_void_p)
+lib.aclallocPluggableSetMemoryFraction.argtypes = (c_void_p, c_double, c_int32)
+
+
+def _function_pointer(name: str, value: Any) -> Optional[int]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} takes a function pointer (an int), not {type(value).__name__}")
+    if not 0 <= value < 1 << 64:
+        raise ValueError(f"{name}: {value} is not an address")
+    return value or None
+
+
+class _NPUPluggableAllocator(int):
+    """The allocator object of a pluggable allocator (torch_npu's
+    ``torch_npu._C._NPUPluggableAllocator``): the int is its allocator
+    descriptor (``aclrtAllocatorDesc``, for ``acl.rt.allocator_register`` or
+    C code), and its methods set the functions torch_npu's object takes.
+    Each setter takes a function pointer as an int (0 unsets it)."""
+
+    _handle: int
+
+    def __new__(cls, descriptor: int, handle: int) -> _NPUPluggableAllocator:
+        obj = super().__new__(cls, descriptor)
+        obj._handle = handle
+        return obj
+
+    def _set(self, function: str, setter: str, pointer: Any) -> None:
+        address = _function_pointer(function, pointer)
+        rc = getattr(lib, setter)(self._handle, address)
+        if rc != 0:
+            raise fail(setter, rc)
+
+    def set_init_fn(self, func_ptr: int) -> None:
+        """``void init(int device_count)``: called once, at the next use."""
+        self._set("set_init_fn", "aclallocPluggableSetInitFn", func_ptr)
+
+    def set_reset_fn(self, func_ptr: int) -> None:
+        """``void reset(bool check_error)``: called by ``empty_cache``."""
+        self._set("set_reset_fn", "aclallocPluggableSetResetFn", func_ptr)
+
+    def set_memory_fraction_fn(self, func_ptr: int) -> None:
+        """``void memory_fraction(double fraction, int device)``: called by
+        ``set_per_process_memory_fraction``."""
+        self._set("set_memory_fraction_fn", "aclallocPluggableSetMemoryFractionFn", func_ptr)
+
+    def set_base_alloc_fn(self, func_ptr: int) -> None:
+        """``void *base_alloc(void *ptr, size_t *size)``: answers base-allocation queries."""
+        self._set("set_base_alloc_fn", "aclallocPluggableSetBaseAllocFn", func_ptr)
+
+    def set_record_stream_fn(self, func_ptr: int) -> None:
+        """``void record_stream(void *ptr, aclrtStream stream)``."""
+        self._set("set_record_stream_fn", "aclallocPluggableSetRecordStreamFn", func_ptr)
+
+    def set_erase_stream_fn(self, func_ptr: int) -> None:
+        """``void erase_stream(void *ptr, aclrtStream stream)``."""
+        self._set("set_erase_stream_fn", "aclallocPluggableSetEraseStreamFn", func_ptr)
+
+    def set_get_device_stats_fn(self, func_ptr: int) -> None:
+        """``DeviceStats get_device_stats(int device)``: answers ``memory_stats``."""
+        self._set("set_get_device_stats_fn", "aclallocPluggableSetGetDeviceStatsFn", func_ptr)
+
+    def set_reset_peak_status_fn(self, func_ptr: int) -> None:
+        """``void reset_peak_status(int device)``: called by ``reset_peak_memory_stats``."""
+        self._set("set_reset_peak_status_fn", "aclallocPluggableSetResetPeakStatusFn", func_ptr)
+
+    def __repr__(self) -> str:
+        return f"<_NPUPluggableAllocator descriptor={int(self):#x}>"
+
+
+class _NPUAllocator:
+    """torch_npu's wrapper of an allocator object: ``allocator()`` returns it,
+    and ``_allocator`` holds it."""
+
+    def __init__(self, allocator: Any) -> None:
+        self._allocator = allocator
+
+    def allocator(self) -> Any:
+        return self._allocator
+
+
+def device_stats(handle: int, device: int) -> Dict[str, Any]:
+    """A pluggable allocator's statistics for ``device`` as PyTorch's nested
+    dict: its get-device-stats function's, or the counters the library keeps."""
+    raw = DeviceStats()
+    rc = lib.aclallocPluggableGetDeviceStats(handle, device, byref(raw))
+    if rc != 0:
+        raise fail("aclallocPluggableGetDeviceStats", rc)
+
+    def stat(s: Stat) -> Dict[str, int]:
+        return {k: getattr(s, k) for k in ("current", "peak", "allocated", "freed")}
+
+    nested: Dict[str, Any] = {
+        name: {t: stat(getattr(raw, name)[i]) for i, t in enumerate(STAT_TYPES)} for name in _ARRAYS
+    }
+    nested["num_alloc_retries"] = raw.num_alloc_retries
+    nested["num_ooms"] = raw.num_ooms
+    nested["oversize_allocations"] = stat(raw.oversize_allocations)
+    nested["oversize_segments"] = stat(raw.oversize_segments)
+    nested["max_split_size"] = raw.max_split_size
+    return nested
+
+
+def flatten(nested: Dict[str, Any]) -> Dict[str, Any]:
+    """PyTorch's flat keys (``a.b.c``), sorted."""
+    flat: list = []
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else key, value)
+        else:
+            flat.append((prefix, node))
+
+    walk("", nested)
+    return dict(sorted(flat))
+
+
+def reset_peak_status(handle: int, device: int) -> None:
+    """The library's peaks, then the reset-peak-status function, if set."""
+    rc = lib.aclallocPluggableResetPeakStatus(handle, device)
+    if rc != 0:
+        raise fail("aclallocPluggableResetPeakStatus", rc)
+
+
+def base_allocation(handle: int, ptr: int) -> tuple[int, int]:
+    """``(base, size)`` of the allocation ``ptr`` lies in."""
+    base, size = c_void_p(), c_size_t(0)
+    rc = lib.aclallocPluggableGetBaseAllocation(handle, ptr, byref(base), byref(size))
+    if rc != 0:
+        raise fail("aclallocPluggableGetBaseAllocation", rc)
+    return base.value or 0, size.value
+
+
+def stream_call(handle: int, ptr: int, stream: int, erase: bool) -> None:
+    """Tells the record-stream (or erase-stream) function about ``ptr``."""
+    name = "aclallocPluggableEraseStream" if erase else "aclallocPluggableRecordStream"
+    function: Callable[..., int] = getattr(lib, name)
+    rc = function(handle, ptr, stream or None)
+    if rc != 0:
+        raise fail(name, rc)

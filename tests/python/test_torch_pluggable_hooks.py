@@ -1,0 +1,139 @@
+"""torch_npu's pluggable-allocator flows: ``allocator()`` as an object whose
+setters take C function pointers (ints), each function called where
+torch_npu calls it, and a pluggable allocator's statistics with torch_npu's
+keys. The plugin (c/hooks_allocator.c) records how it was called."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from aclalloc import npu
+from conftest import run_python
+
+SETTERS = {
+    "set_init_fn": "hk_init",
+    "set_reset_fn": "hk_reset",
+    "set_memory_fraction_fn": "hk_memory_fraction",
+    "set_base_alloc_fn": "hk_base_alloc",
+    "set_record_stream_fn": "hk_record_stream",
+    "set_erase_stream_fn": "hk_erase_stream",
+    "set_get_device_stats_fn": "hk_get_device_stats",
+    "set_reset_peak_status_fn": "hk_reset_peak_status",
+}
+
+
+def test_every_hook_is_called_where_torch_npu_calls_it(c_objects):
+    plugin = str(c_objects["hooks_allocator"])
+    result = run_python(
+        f"""
+        import ctypes
+        from aclalloc import acl, npu
+        assert acl.init(None) == 0 and acl.rt.set_device(0) == 0
+        so = {plugin!r}
+        alloc = npu.NPUPluggableAllocator(so, "hk_malloc", "hk_free")
+        hk = ctypes.CDLL(so)
+        hk.hk_fraction_value.restype = ctypes.c_double
+        hk.hk_last_stream_ptr.restype = ctypes.c_void_p
+        hk.hk_last_stream.restype = ctypes.c_void_p
+        def fn(name):
+            return ctypes.cast(getattr(hk, name), ctypes.c_void_p).value
+        for setter, name in {SETTERS!r}.items():
+            getattr(alloc.allocator(), setter)(fn(name))
+        assert alloc._allocator is alloc.allocator()
+        npu.change_current_allocator(alloc)
+        assert hk.hk_inits() == 0, "init waits for the first use"
+        p = npu.caching_allocator_alloc(4096)
+        q = npu.caching_allocator_alloc(100)
+        assert hk.hk_inits() == 1 and hk.hk_init_device_count() == 2
+        # Statistics: the function's, with torch_npu's keys.
+        stats = npu.memory_stats()
+        assert hk.hk_stats_device() == 0
+        assert stats["num_alloc_retries"] == 3 and stats["num_ooms"] == 1, stats
+        assert stats["allocated_bytes.all.current"] == 4196
+        assert stats["allocation.all.allocated"] == 2
+        assert stats["reserved_bytes.large_pool.peak"] == 1 << 30
+        assert stats["oversize_segments.current"] == 2 and stats["max_split_size"] == 4096
+        nested = npu.memory_stats_as_nested_dict()
+        assert nested["num_alloc_retries"] == 3
+        assert nested["allocated_bytes"]["all"]["current"] == 4196
+        assert npu.memory_allocated() == 4196
+        npu.memory_stats(1)
+        assert hk.hk_stats_device() == 1, "the device is passed on"
+        # Peaks, empty cache, the fraction.
+        npu.reset_peak_memory_stats(1)
+        assert hk.hk_peak_device() == 1
+        npu.empty_cache()
+        assert hk.hk_resets() == 1 and hk.hk_reset_check_error() == 1
+        npu.set_per_process_memory_fraction(0.5)
+        assert hk.hk_fraction_value() == 0.5 and hk.hk_fraction_device() == 0
+        assert npu.get_per_process_memory_fraction() == 0.5
+        # Streams and base allocations, for live blocks.
+        s, ret = acl.rt.create_stream()
+        alloc.record_stream(p, s)
+        assert hk.hk_records() == 1 and hk.hk_last_stream_ptr() == p
+        assert hk.hk_last_stream() == s
+        alloc.erase_stream(q, s)
+        assert hk.hk_erases() == 1 and hk.hk_last_stream_ptr() == q
+        assert alloc.get_base_allocation(p) == (p & ~((1 << 20) - 1), 1 << 20)
+        assert npu.get_allocator_backend() == "pluggable"
+        assert npu.memory._get_current_allocator().allocator() is alloc.allocator()
+        npu.caching_allocator_delete(p)
+        npu.caching_allocator_delete(q)
+        try:
+            alloc.record_stream(p, s)
+            raise SystemExit("a freed block reached the record-stream function")
+        except RuntimeError as e:
+            assert "aclallocPluggableRecordStream" in str(e), e
+        assert hk.hk_records() == 1 and hk.hk_allocs() == 2 and hk.hk_frees() == 2
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "ok"
+
+
+def test_without_a_device_stats_function_the_counters_have_torch_npu_s_keys(c_objects):
+    plugin = str(c_objects["hooks_allocator"])
+    result = run_python(
+        f"""
+        from aclalloc import acl, npu
+        assert acl.init(None) == 0 and acl.rt.set_device(0) == 0
+        alloc = npu.NPUPluggableAllocator({plugin!r}, "hk_malloc", "hk_free")
+        npu.change_current_allocator(alloc)
+        p = npu.caching_allocator_alloc(1000)
+        nested = npu.memory_stats_as_nested_dict()
+        assert nested["num_alloc_retries"] == 0 and nested["num_ooms"] == 0, nested
+        for key in ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
+                    "reserved_bytes", "active_bytes", "inactive_split_bytes",
+                    "requested_bytes"):
+            assert set(nested[key]) == {{"all", "small_pool", "large_pool"}}, key
+        assert nested["allocated_bytes"]["all"]["current"] == 1000
+        assert nested["allocation"]["all"]["current"] == 1
+        npu.caching_allocator_delete(p)
+        npu.reset_peak_memory_stats()
+        assert npu.max_memory_allocated() == 0
+        assert alloc.get_base_allocation(npu.caching_allocator_alloc(64))[1] == 64
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "ok"
+
+
+def test_setters_take_ints_and_refuse_other_values(c_objects):
+    alloc = npu.NPUPluggableAllocator(str(c_objects["hooks_allocator"]), "hk_malloc", "hk_free")
+    obj = alloc.allocator()
+    assert int(obj) != 0 and obj._handle == alloc.handle()
+    hk = ctypes.CDLL(str(c_objects["hooks_allocator"]))
+    for setter, name in SETTERS.items():
+        address = ctypes.cast(getattr(hk, name), ctypes.c_void_p).value
+        getattr(obj, setter)(address)
+        getattr(obj, setter)(0)  # unset
+        with pytest.raises(TypeError):
+            getattr(obj, setter)("not a pointer")
+        with pytest.raises(TypeError):
+            getattr(obj, setter)(True)
+        with pytest.raises(ValueError):
+            getattr(obj, setter)(-1)
