@@ -6,11 +6,13 @@ keys. The plugin (c/hooks_allocator.c) records how it was called."""
 from __future__ import annotations
 
 import ctypes
+import shutil
+import subprocess
 
 import pytest
 
 from aclalloc import npu
-from conftest import run_python
+from conftest import ROOT, run_python
 
 SETTERS = {
     "set_init_fn": "hk_init",
@@ -137,3 +139,43 @@ def test_setters_take_ints_and_refuse_other_values(c_objects):
             getattr(obj, setter)(True)
         with pytest.raises(ValueError):
             getattr(obj, setter)(-1)
+
+
+def test_a_function_given_by_address_that_throws_is_an_error_with_its_what(c_objects, tmp_path):
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.fail("no C++ compiler (c++) on PATH; CI installs one")
+    so = tmp_path / "libthrowing_hooks.so"
+    source = ROOT / "tests" / "python" / "cxx" / "throwing_hooks.cpp"
+    subprocess.run(
+        [cxx, "-shared", "-fPIC", "-I", str(ROOT / "include"), str(source), "-o", str(so)],
+        check=True,
+    )
+    result = run_python(
+        f"""
+        import ctypes
+        from aclalloc import acl, npu
+        assert acl.init(None) == 0 and acl.rt.set_device(0) == 0
+        alloc = npu.NPUPluggableAllocator({str(c_objects["hooks_allocator"])!r},
+                                          "hk_malloc", "hk_free")
+        hooks = ctypes.CDLL({str(so)!r})
+        fn = lambda name: ctypes.cast(getattr(hooks, name), ctypes.c_void_p).value
+        alloc.allocator().set_get_device_stats_fn(fn("throwing_device_stats"))
+        alloc.allocator().set_reset_fn(fn("throwing_reset"))
+        npu.change_current_allocator(alloc)
+        p = npu.caching_allocator_alloc(64)
+        for call, what in ((npu.memory_stats, "device stats unavailable"),
+                           (npu.empty_cache, "reset refused")):
+            try:
+                call()
+                raise SystemExit(f"{{call.__name__}}: the exception was lost")
+            except RuntimeError as e:
+                assert what in str(e) and "C++ exception" in str(e), e
+        npu.caching_allocator_delete(p)
+        alloc.allocator().set_get_device_stats_fn(0)
+        assert npu.memory_stats()["allocation.all.freed"] == 1, "works on after a throw"
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "ok"
