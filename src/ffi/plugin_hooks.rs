@@ -245,3 +245,110 @@ pub extern "C" fn aclallocPluggableEraseStream(
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::errlog;
+    use crate::base::error::{ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
+    use crate::plugin::{PluggableAllocator, PluginFunctions};
+
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x7B00_0000);
+    unsafe extern "C" fn alloc(_: isize, _: i32, _: *mut c_void) -> *mut c_void {
+        NEXT.fetch_add(0x1000, std::sync::atomic::Ordering::SeqCst) as *mut c_void
+    }
+    unsafe extern "C" fn free(_: *mut c_void, _: isize, _: i32, _: *mut c_void) {}
+    unsafe extern "C" fn stats(device: i32) -> DeviceStats {
+        DeviceStats {
+            num_alloc_retries: i64::from(device) * 2,
+            ..DeviceStats::default()
+        }
+    }
+
+    fn publish() -> aclallocPluggable {
+        let (h, _) = published::publish(PluggableAllocator::from_functions(PluginFunctions {
+            alloc,
+            free,
+            init: None,
+            empty_cache: None,
+            memory_fraction: None,
+        }))
+        .unwrap();
+        h.as_ptr()
+    }
+
+    #[test]
+    fn the_exports_write_only_on_success_and_name_what_failed() {
+        let a = publish();
+        let mut out = DeviceStats {
+            max_split_size: -5,
+            ..DeviceStats::default()
+        };
+        // SAFETY: `out` is writable.
+        let code = unsafe { aclallocPluggableGetDeviceStats(a, 3, &mut out) };
+        assert_eq!(code, ACL_SUCCESS);
+        assert_eq!(
+            (out.num_alloc_retries, out.max_split_size),
+            (0, 0),
+            "the counters"
+        );
+        assert_eq!(
+            aclallocPluggableSetGetDeviceStatsFn(a, Some(stats)),
+            ACL_SUCCESS
+        );
+        // SAFETY: as above.
+        let code = unsafe { aclallocPluggableGetDeviceStats(a, 3, &mut out) };
+        assert_eq!(code, ACL_SUCCESS);
+        assert_eq!(out.num_alloc_retries, 6, "the function's, for device 3");
+        // SAFETY: NULL is refused.
+        let code = unsafe { aclallocPluggableGetDeviceStats(a, 0, std::ptr::null_mut()) };
+        assert_eq!(code, ACL_ERROR_INVALID_PARAM);
+        assert!(errlog::take_recent().unwrap().contains("stats"));
+
+        let mut block = std::ptr::null_mut();
+        // SAFETY: `block` is writable.
+        let code = unsafe {
+            super::super::plugin::aclallocPluggableMalloc(a, &mut block, 100, std::ptr::null_mut())
+        };
+        assert_eq!(code, ACL_SUCCESS);
+        let (mut base, mut size) = (0x1 as *mut c_void, 7usize);
+        let foreign = 0x42 as *mut c_void;
+        // SAFETY: both outputs are writable.
+        let code = unsafe { aclallocPluggableGetBaseAllocation(a, foreign, &mut base, &mut size) };
+        assert_eq!(code, ACL_ERROR_INVALID_PARAM);
+        assert_eq!((base as usize, size), (1, 7), "nothing written on failure");
+        assert!(errlog::take_recent()
+            .unwrap()
+            .contains("not allocated here"));
+        // SAFETY: as above.
+        let code = unsafe { aclallocPluggableGetBaseAllocation(a, block, &mut base, &mut size) };
+        assert_eq!((code, base, size), (ACL_SUCCESS, block, 100));
+        assert_eq!(
+            aclallocPluggableRecordStream(a, block, std::ptr::null_mut()),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclallocPluggableRecordStream(a, foreign, std::ptr::null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclallocPluggableEraseStream(a, std::ptr::null_mut(), std::ptr::null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert!(errlog::take_recent().unwrap().contains("devPtr"));
+        assert_eq!(
+            super::super::plugin::aclallocPluggableFree(a, block),
+            ACL_SUCCESS
+        );
+        assert_eq!(aclallocPluggableResetPeakStatus(a, 0), ACL_SUCCESS);
+        assert_eq!(
+            super::super::plugin::aclallocPluggableDestroy(a),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclallocPluggableSetInitFn(a, None),
+            ACL_ERROR_INVALID_PARAM,
+            "destroyed"
+        );
+    }
+}
