@@ -48,6 +48,9 @@ impl Drop for PluggableAllocator {
     /// allocator any more, so no call of the plugin runs concurrently with it
     /// through this allocator.
     fn drop(&mut self) {
+        // An init function never run is not run now, just to be torn down.
+        self.init_pending
+            .store(false, crate::base::sync::Ordering::Relaxed);
         let _ = self.empty_cache();
     }
 }

@@ -339,6 +339,27 @@ mod tests {
         FRACTION_DEVICE.store(device as usize + 1, Ordering::SeqCst);
     }
 
+    static DROP_INITS: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn init_counted(_: i32) {
+        DROP_INITS.fetch_add(1, Ordering::SeqCst);
+    }
+    static DROP_RESETS: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn reset_counted(_: bool) {
+        DROP_RESETS.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_dropped_allocator_resets_but_never_runs_an_init_it_never_needed() {
+        let a = allocator();
+        a.set_hooks(|h| {
+            h.init = Some(init_counted);
+            h.reset = Some(reset_counted);
+        });
+        drop(a);
+        assert_eq!(DROP_RESETS.load(Ordering::SeqCst), 1);
+        assert_eq!(DROP_INITS.load(Ordering::SeqCst), 0);
+    }
+
     #[test]
     fn reset_and_memory_fraction_functions_serve_empty_cache_and_the_limit() {
         let a = allocator();
