@@ -3,18 +3,18 @@ and its setters, which take C function pointers as ints
 (``ctypes.cast(lib.my_fn, ctypes.c_void_p).value``) with torch_npu's C
 signatures:
 
-==========================  ====================================================
-setter                      the function's C signature
-==========================  ====================================================
-``set_init_fn``             ``void init(int device_count)``
-``set_reset_fn``            ``void reset(bool check_error)``
-``set_memory_fraction_fn``  ``void memory_fraction(double fraction, int device)``
-``set_base_alloc_fn``       ``void *base_alloc(void *ptr, size_t *size)``
-``set_record_stream_fn``    ``void record_stream(void *ptr, aclrtStream stream)``
-``set_erase_stream_fn``     ``void erase_stream(void *ptr, aclrtStream stream)``
-``set_get_device_stats_fn`` ``DeviceStats get_device_stats(int device)``
-``set_reset_peak_status_fn`` ``void reset_peak_status(int device)``
-==========================  ====================================================
+============================  =====================================================
+setter                        the function's C signature
+============================  =====================================================
+``set_init_fn``               ``void init(int device_count)``
+``set_reset_fn``              ``void reset(bool check_error)``
+``set_memory_fraction_fn``    ``void memory_fraction(double fraction, int device)``
+``set_base_alloc_fn``         ``void *base_alloc(void *ptr, size_t *size)``
+``set_record_stream_fn``      ``void record_stream(void *ptr, aclrtStream stream)``
+``set_erase_stream_fn``       ``void erase_stream(void *ptr, aclrtStream stream)``
+``set_get_device_stats_fn``   ``DeviceStats get_device_stats(int device)``
+``set_reset_peak_status_fn``  ``void reset_peak_status(int device)``
+============================  =====================================================
 
 ``DeviceStats`` has torch_npu's layout (``aclallocPluggableDeviceStats`` in
 ``aclalloc.h``). The library calls each where torch_npu does (see
@@ -24,7 +24,7 @@ setter                      the function's C signature
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, byref, c_double, c_int32, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p
 from typing import Any, Callable, Dict, Optional
 
 from .._lib import lib
@@ -94,7 +94,6 @@ lib.aclallocPluggableGetBaseAllocation.argtypes = (
 for _name in ("aclallocPluggableRecordStream", "aclallocPluggableEraseStream"):
     getattr(lib, _name).restype = ctypes.c_int
     getattr(lib, _name).argtypes = (c_void_p, c_void_p, c_void_p)
-lib.aclallocPluggableSetMemoryFraction.argtypes = (c_void_p, c_double, c_int32)
 
 
 def _function_pointer(name: str, value: Any) -> Optional[int]:
