@@ -19,6 +19,7 @@ pub mod events;
 pub(crate) mod forward;
 pub mod host_memory;
 pub mod launch;
+pub mod mem_pool;
 pub mod memory;
 pub mod plugin;
 pub mod pool;
