@@ -36,10 +36,12 @@ from .._lib import (
     lib,
     recent_c_message,
 )
-from . import _default, _history
+from . import _default, _history, _mempool
 from ._default import OutOfMemoryError, fail
+from ._mempool import MemPool, use_mem_pool
 
 __all__ = [
+    "MemPool",
     "NPUPluggableAllocator",
     "OutOfMemoryError",
     "caching_allocator_alloc",
@@ -62,6 +64,7 @@ __all__ = [
     "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]
 
 Device = Any
@@ -245,7 +248,8 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     PyTorch's keys sorted (``allocated_bytes.all.current``, ...).
 
     Empty before the default allocator is built (PyTorch: not initialized);
-    all zeros for a device the pool does not live on. A pluggable default
+    all zeros for a device the pool does not live on. Allocations of live
+    :class:`MemPool` objects on the device are included. A pluggable default
     allocator reports the counters the library keeps for it
     (``allocated_bytes.all.*``, ``allocation.all.*``, ``num_ooms``)."""
     index = _default.device_index(device)
@@ -258,6 +262,8 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     if state.device != index:
         # A setting, not a count: the same for every device.
         values = [v if k == "max_split_size" else 0 for k, v in zip(names, values)]
+    # MemPool allocations count in the device's statistics, as PyTorch's.
+    values = _mempool.add_device_stats(names, values, index)
     return collections.OrderedDict(zip(names, values))
 
 
@@ -451,8 +457,11 @@ def _snapshot(device: Device = None) -> Dict[str, Any]:
     return {"segments": segments, "device_traces": _history.device_traces(raw, count)}
 
 
-def memory_snapshot() -> List[Dict[str, Any]]:
-    """The default pool's segments and their blocks (``_snapshot()["segments"]``)."""
+def memory_snapshot(mempool_id: Optional[Tuple[int, int]] = None) -> List[Dict[str, Any]]:
+    """The default pool's segments and their blocks (``_snapshot()["segments"]``);
+    with ``mempool_id``, those of that :class:`MemPool` only."""
+    if mempool_id is not None:
+        return _mempool.snapshot_segments(mempool_id)
     return _snapshot()["segments"]
 
 
