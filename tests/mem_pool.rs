@@ -361,3 +361,20 @@ fn bad_arguments_are_refused_and_nothing_is_written() {
         assert_eq!(aclallocMemPoolDestroy(p), ACL_ERROR_INVALID_PARAM);
     }
 }
+
+#[test]
+fn a_thread_that_exits_inside_a_use_ends_it() {
+    init();
+    let pool = create(None);
+    let handle = pool as usize;
+    std::thread::spawn(move || {
+        assert_eq!(
+            aclallocMemPoolBeginUse(handle as aclallocMemPool, 0),
+            ACL_SUCCESS
+        );
+    })
+    .join()
+    .unwrap();
+    assert_eq!(use_count(pool), 1);
+    assert_eq!(aclallocMemPoolDestroy(pool), ACL_SUCCESS);
+}

@@ -154,7 +154,9 @@ class MemPool:
     def __del__(self) -> None:
         handle, self._handle = getattr(self, "_handle", 0), 0
         if handle:
-            lib.aclallocMemPoolDestroy(handle)
+            # At interpreter exit the library's module may be torn down first.
+            with contextlib.suppress(Exception):
+                lib.aclallocMemPoolDestroy(handle)
 
     def __repr__(self) -> str:
         return f"MemPool(id={self._id}, tag={self._tag!r})"

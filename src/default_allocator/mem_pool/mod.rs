@@ -51,7 +51,8 @@ pub struct MemPool {
     id: u64,
     options: MemPoolOptions,
     pools: Mutex<Vec<DevicePool>>,
-    /// Uses begun and not ended, on any thread.
+    /// Uses begun and not ended, on any thread (a thread that exits inside
+    /// uses ends them).
     uses: AtomicUsize,
     destroyed: AtomicBool,
 }
@@ -267,7 +268,10 @@ impl MemPool {
                 OPEN.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        if pools.iter().all(|p| p.closed) {
+        let all_closed = pools.iter().all(|p| p.closed);
+        // Released first: the frees' path takes `LIVE` before a pool list.
+        drop(pools);
+        if all_closed {
             LIVE.write().retain(|m| m.id != self.id);
         }
     }

@@ -4,17 +4,29 @@
 
 use super::MemPool;
 use crate::base::error::{Error, Result};
+use crate::base::sync::Ordering;
 use std::cell::RefCell;
 use std::sync::Arc;
 
+/// A thread's uses; those still open when the thread exits are ended then.
+struct Uses(Vec<(Arc<MemPool>, i32)>);
+
+impl Drop for Uses {
+    fn drop(&mut self) {
+        for (pool, _) in self.0.drain(..) {
+            pool.uses.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 thread_local! {
-    static STACK: RefCell<Vec<(Arc<MemPool>, i32)>> = const { RefCell::new(Vec::new()) };
+    static STACK: RefCell<Uses> = const { RefCell::new(Uses(Vec::new())) };
 }
 
 /// Routes this thread's allocations on `device` to `pool` until the
 /// matching [`pop`].
 pub(super) fn push(pool: Arc<MemPool>, device: i32) -> Result<()> {
-    STACK.with_borrow_mut(|stack| {
+    STACK.with_borrow_mut(|Uses(stack)| {
         stack.try_reserve(1).map_err(|_| Error::BadAlloc {
             what: "the memory pool context stack",
         })?;
@@ -25,7 +37,7 @@ pub(super) fn push(pool: Arc<MemPool>, device: i32) -> Result<()> {
 
 /// Ends the innermost use of `pool` on `device` begun on this thread.
 pub(super) fn pop(id: u64, device: i32) -> Result<Arc<MemPool>> {
-    STACK.with_borrow_mut(|stack| {
+    STACK.with_borrow_mut(|Uses(stack)| {
         let at = stack
             .iter()
             .rposition(|(p, d)| p.id == id && *d == device)
@@ -44,6 +56,7 @@ pub(super) fn active(device: i32) -> Option<Arc<MemPool>> {
         .try_with(|stack| {
             let stack = stack.try_borrow().ok()?;
             stack
+                .0
                 .iter()
                 .rev()
                 .find(|(_, d)| *d == device)
@@ -57,6 +70,6 @@ pub(super) fn active(device: i32) -> Option<Arc<MemPool>> {
 #[inline]
 pub(super) fn any() -> bool {
     STACK
-        .try_with(|stack| stack.try_borrow().is_ok_and(|s| !s.is_empty()))
+        .try_with(|stack| stack.try_borrow().is_ok_and(|s| !s.0.is_empty()))
         .unwrap_or(false)
 }
