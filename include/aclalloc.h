@@ -563,6 +563,18 @@ aclError aclallocMemPoolSnapshot(aclallocMemPool pool, char *buffer, size_t size
 aclError aclallocMemPoolGetDevicePool(aclallocMemPool pool, int32_t deviceId, aclallocPool *devicePool);
 
 /**
+ * The caching pools (`aclallocPool`) of every memory pool on `deviceId`,
+ * including destroyed memory pools whose blocks are not all freed: what a
+ * device's statistics add to its default pool's (PyTorch counts every pool
+ * of a device). Writes at most `capacity` handles to `pools` (NULL when
+ * `capacity` is 0) and the full count to `*count`.
+ *
+ * # Safety
+ * `pools` is NULL or `capacity` writable handles; `count` is writable.
+ */
+aclError aclallocMemPoolListDevicePools(int32_t deviceId, aclallocPool *pools, size_t capacity, size_t *count);
+
+/**
  * Loads a pluggable allocator from a shared object and resolves its
  * functions by name, then calls its init function (if named) with the device
  * count. On success `*allocator` is its handle and `*allocatorDesc` a

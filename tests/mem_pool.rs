@@ -136,6 +136,17 @@ fn allocations_inside_a_use_come_from_the_pool_and_go_back_to_it() {
         ACL_SUCCESS
     );
     assert!(device_pool.is_null(), "never used on device 1");
+    assert_eq!(
+        unsafe { aclallocMemPoolGetDevicePool(pool, 0, &mut device_pool) },
+        ACL_SUCCESS
+    );
+    let mut listed = [null_mut(); 64];
+    let mut count = 0;
+    assert_eq!(
+        unsafe { aclallocMemPoolListDevicePools(0, listed.as_mut_ptr(), 64, &mut count) },
+        ACL_SUCCESS
+    );
+    assert!(listed[..count.min(64)].contains(&device_pool));
 
     // Freed outside the use, from another thread: back to the memory pool.
     std::thread::spawn(move || {
@@ -352,6 +363,20 @@ fn bad_arguments_are_refused_and_nothing_is_written() {
         unsafe { aclallocMemPoolGetId(pool, null_mut()) },
         ACL_ERROR_INVALID_PARAM
     );
+    let mut count = 7;
+    assert_eq!(
+        unsafe { aclallocMemPoolListDevicePools(0, null_mut(), 0, null_mut()) },
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert_eq!(
+        unsafe { aclallocMemPoolListDevicePools(0, null_mut(), 1, &mut count) },
+        ACL_ERROR_INVALID_PARAM
+    );
+    assert_eq!(
+        unsafe { aclallocMemPoolListDevicePools(9, null_mut(), 0, &mut count) },
+        ACL_ERROR_RT_INVALID_DEVICEID
+    );
+    assert_eq!(count, 7, "nothing written on failure");
     let tagged = create(Some(aclallocMemPoolOptions {
         tag: c"weights".as_ptr(),
         ..options()

@@ -226,3 +226,30 @@ pub unsafe extern "C" fn aclallocMemPoolGetDevicePool(
         }
     })
 }
+
+/// The caching pools (`aclallocPool`) of every memory pool on `deviceId`,
+/// including destroyed memory pools whose blocks are not all freed: what a
+/// device's statistics add to its default pool's (PyTorch counts every pool
+/// of a device). Writes at most `capacity` handles to `pools` (NULL when
+/// `capacity` is 0) and the full count to `*count`.
+///
+/// # Safety
+/// `pools` is NULL or `capacity` writable handles; `count` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocMemPoolListDevicePools(
+    deviceId: i32,
+    pools: *mut aclallocPool,
+    capacity: usize,
+    count: *mut usize,
+) -> aclError {
+    boundary("aclallocMemPoolListDevicePools", || {
+        // SAFETY: the caller's contract.
+        let out = unsafe { OutSlice::new(pools, capacity, "pools") }?;
+        // SAFETY: the caller's contract.
+        let count = unsafe { Out::required(count, "count") }?;
+        let handles = mem_pool::device_pools(deviceId)?;
+        count.write(handles.len());
+        out.fill(handles.into_iter().map(|h| h as *mut c_void));
+        Ok(())
+    })
+}

@@ -43,6 +43,11 @@ for _name, _restype, _argtypes in (
     ("aclallocMemPoolEndUse", c_int, (c_void_p, c_int32)),
     ("aclallocMemPoolSnapshot", c_int, (c_void_p, c_char_p, c_size_t, POINTER(c_size_t))),
     ("aclallocMemPoolGetDevicePool", c_int, (c_void_p, c_int32, POINTER(c_void_p))),
+    (
+        "aclallocMemPoolListDevicePools",
+        c_int,
+        (c_int32, POINTER(c_void_p), c_size_t, POINTER(c_size_t)),
+    ),
 ):
     _function = getattr(lib, _name)
     _function.restype = _restype
@@ -205,18 +210,35 @@ def snapshot_segments(mempool_id: Any) -> List[Dict[str, Any]]:
     return segments
 
 
+def _device_pools(device: int) -> List[int]:
+    """The caching pools of every MemPool on ``device``, including those of
+    MemPools gone whose blocks are not all freed."""
+    count = c_size_t(0)
+    _check(
+        "aclallocMemPoolListDevicePools",
+        lib.aclallocMemPoolListDevicePools(device, None, 0, byref(count)),
+    )
+    while True:
+        handles = (c_void_p * count.value)()
+        wanted = count.value
+        _check(
+            "aclallocMemPoolListDevicePools",
+            lib.aclallocMemPoolListDevicePools(device, handles, wanted, byref(count)),
+        )
+        if count.value <= wanted:
+            return [h for h in handles[: count.value] if h]
+
+
 def add_device_stats(names: List[str], values: List[int], device: int) -> List[int]:
     """``values`` (the default pool's statistics on ``device``, keyed by
-    ``names``) with those of every live MemPool's pool on that device added.
-    Counts and totals add exactly; a peak becomes the sum of the pools'
-    peaks (an upper bound of the device's); settings stay."""
+    ``names``) with those of every MemPool's pool on that device added (also
+    of MemPools gone whose blocks are not all freed), as PyTorch counts every
+    pool of a device. Counts and totals add exactly; a peak becomes the sum
+    of the pools' peaks (an upper bound of the device's); settings stay."""
     from .memory import _pool_stats
 
     total = list(values)
-    for pool in list(_POOLS.values()):
-        handle = pool.device_pool(device)
-        if handle is None:
-            continue
+    for handle in _device_pools(device):
         their_names, theirs = _pool_stats(handle)
         by_name = dict(zip(their_names, theirs))
         for i, name in enumerate(names):

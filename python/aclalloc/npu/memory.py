@@ -248,8 +248,8 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     PyTorch's keys sorted (``allocated_bytes.all.current``, ...).
 
     Empty before the default allocator is built (PyTorch: not initialized);
-    all zeros for a device the pool does not live on. Allocations of live
-    :class:`MemPool` objects on the device are included. A pluggable default
+    all zeros for a device the pool does not live on. Allocations of
+    :class:`MemPool` pools on the device are included. A pluggable default
     allocator reports the counters the library keeps for it
     (``allocated_bytes.all.*``, ``allocation.all.*``, ``num_ooms``)."""
     index = _default.device_index(device)

@@ -188,6 +188,25 @@ pub fn device_pool(handle: MemPoolHandle, device: i32) -> Result<Option<usize>> 
         .map(|p| p.handle))
 }
 
+/// The caching pool handles of every memory pool on `device`, destroyed
+/// ones whose blocks are not all freed included: what the device's
+/// statistics add to its default pool's.
+pub fn device_pools(device: i32) -> Result<Vec<usize>> {
+    check_device(device)?;
+    let live = LIVE.read();
+    Ok(live
+        .iter()
+        .flat_map(|m| {
+            m.pools
+                .lock()
+                .iter()
+                .filter(|p| p.device == device && !p.closed)
+                .map(|p| p.handle)
+                .collect::<Vec<_>>()
+        })
+        .collect())
+}
+
 /// The pool's segments on every device, as JSON in the shape of
 /// `aclallocPoolSnapshot`'s segments: `{"version":2,"id":N,"segments":[...]}`.
 pub fn snapshot(handle: MemPoolHandle) -> Result<String> {
