@@ -116,15 +116,20 @@ pub fn create(options: MemPoolOptions) -> Result<MemPoolHandle> {
 /// are freed. Refused while a use of it is not ended.
 pub fn destroy(handle: MemPoolHandle) -> Result<()> {
     let pool = get(handle)?;
-    let uses = pool.uses.load(Ordering::Acquire);
+    if pool.destroyed.swap(true, Ordering::SeqCst) {
+        return Err(NOT_A_MEM_POOL); // another destroy has it
+    }
+    // Flag first, then count: a use begun at the same time sees the flag
+    // or is counted here (both sides are SeqCst).
+    let uses = pool.uses.load(Ordering::SeqCst);
     if uses > 0 {
+        pool.destroyed.store(false, Ordering::SeqCst);
         return Err(Error::StillInUse {
             what: "Uses of it begun and not ended (aclallocMemPoolEndUse)",
             count: uses,
         });
     }
     table().remove(handle).ok_or(NOT_A_MEM_POOL)?;
-    pool.destroyed.store(true, Ordering::Release);
     pool.reap();
     Ok(())
 }
@@ -149,7 +154,11 @@ pub fn options(handle: MemPoolHandle) -> Result<MemPoolOptions> {
 pub fn begin_use(handle: MemPoolHandle, device: i32) -> Result<()> {
     check_device(device)?;
     let pool = get(handle)?;
-    pool.uses.fetch_add(1, Ordering::AcqRel);
+    pool.uses.fetch_add(1, Ordering::SeqCst);
+    if pool.destroyed.load(Ordering::SeqCst) {
+        pool.uses.fetch_sub(1, Ordering::SeqCst);
+        return Err(NOT_A_MEM_POOL);
+    }
     routing::push(pool.clone(), device).inspect_err(|_| {
         pool.uses.fetch_sub(1, Ordering::AcqRel);
     })
