@@ -287,3 +287,13 @@ def test_a_vmm_allocator_sleeps_and_wakes_as_the_current_allocator(vmm_so: Path)
     grown, same, failures = first.split()
     assert int(grown) >= 3 << 20 and same == "True" and failures == "0"
     assert second == "0"
+
+
+def test_the_mem_pool_example_runs():
+    example = ROOT / "python_examples" / "torch_npu_mem_pool.py"
+    done = run_python(example.read_text())
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "3 live blocks, all weights: True" in done.stdout
+    assert "device free unchanged: True" in done.stdout
+    # The 18 MiB of weights share one 20 MiB segment, which goes back whole.
+    assert "weights freed: 20,971,520 bytes went back to the device" in done.stdout
