@@ -252,6 +252,9 @@ impl MemPool {
         if let Some(p) = pools.iter().find(|p| p.device == device && !p.closed) {
             return Ok(p.pool);
         }
+        pools.try_reserve(1).map_err(|_| Error::BadAlloc {
+            what: "a memory pool's device list",
+        })?;
         let mut config = PoolConfig::default().from_env()?;
         if self.options.no_split {
             // A zero split size makes every block oversize: never split.
@@ -272,9 +275,6 @@ impl MemPool {
         // (`self.options.tag`) goes to the pool once pools take one.
         let handle = pool_handles::insert(pool)?.get();
         let pool = pool_handles::get(handle as *mut c_void)?;
-        pools.try_reserve(1).map_err(|_| Error::BadAlloc {
-            what: "a memory pool's device list",
-        })?;
         pools.push(DevicePool {
             device,
             pool,
