@@ -198,6 +198,48 @@ typedef struct {
 typedef void (*aclallocKernelFunc)(void *workspace, size_t size, void *userData);
 
 /**
+ * A pluggable allocator handle, from `aclallocPluggableCreate`.
+ */
+typedef void *aclallocPluggable;
+
+/**
+ * How a memory pool is made. A zeroed struct is the default: segments from
+ * the device, no `useOnOom`, blocks split as usual, no tag.
+ */
+typedef struct {
+  /**
+   * NULL: segments from the device (`aclrtMalloc`); otherwise a live
+   * `aclallocPluggable` whose alloc and free give and take the pool's
+   * segments (it cannot be destroyed while the pool holds one).
+   */
+  aclallocPluggable allocator;
+  /**
+   * 1: when the default pool of a device is out of memory, cached blocks
+   * of this pool on that device serve the request (PyTorch's `use_on_oom`).
+   */
+  int32_t useOnOom;
+  /**
+   * 1: the pool's blocks are never split (each takes a segment of its own).
+   */
+  int32_t noSplit;
+  /**
+   * NULL or a NUL-terminated label of what is allocated through the pool
+   * (copied).
+   */
+  const char *tag;
+} aclallocMemPoolOptions;
+
+/**
+ * A memory pool handle, from `aclallocMemPoolCreate`.
+ */
+typedef void *aclallocMemPool;
+
+/**
+ * A caching pool handle (also the allocator object of its descriptor).
+ */
+typedef void *aclallocPool;
+
+/**
  * Where a pluggable allocator's shared object is and which symbols are its
  * functions. Set the unused optional fields to NULL (or ""); a zeroed struct
  * plus the three required fields is a valid configuration.
@@ -232,11 +274,6 @@ typedef struct {
    */
   const char *memoryFractionSymbol;
 } aclallocPluggableConfig;
-
-/**
- * A pluggable allocator handle, from `aclallocPluggableCreate`.
- */
-typedef void *aclallocPluggable;
 
 /**
  * `void init(int deviceCount)`.
@@ -338,11 +375,6 @@ typedef aclallocPluggableDeviceStats (*aclallocPluggableGetDeviceStatsFn)(int32_
  * `void resetPeakStatus(int device)`.
  */
 typedef void (*aclallocPluggableResetPeakStatusFn)(int32_t device);
-
-/**
- * A caching pool handle (also the allocator object of its descriptor).
- */
-typedef void *aclallocPool;
 
 /**
  * How a pool behaves. Fill it with `aclallocPoolConfigInit`, then change fields.
@@ -641,6 +673,99 @@ aclError aclallocHostMemoryEmptyCache(void);
  * `userData` must stay valid until the kernel has run.
  */
 aclError aclallocLaunchKernel(aclrtStream stream, size_t workspaceSize, aclallocKernelFunc kernel, void *userData);
+
+/**
+ * Creates a memory pool (`options` NULL: the defaults). Its caching pool on
+ * a device is made the first time it serves there, configured by
+ * `ACLALLOC_ALLOC_CONF` as the default pools are.
+ *
+ * Errors: NULL `pool`, a dead `options->allocator`, a flag other than 0 or
+ * 1, a tag that is not UTF-8: `ACL_ERROR_INVALID_PARAM`; `*pool` is written
+ * only on success.
+ *
+ * # Safety
+ * `options` is NULL or readable, its `tag` NULL or NUL-terminated; `pool`
+ * is writable.
+ */
+aclError aclallocMemPoolCreate(const aclallocMemPoolOptions *options, aclallocMemPool *pool);
+
+/**
+ * Destroys a memory pool: the handle is dead at once; the pool's memory on
+ * each device goes back (to the device or its pluggable allocator) when its
+ * last block is freed, at once when none is allocated. Blocks stay valid
+ * until freed with `aclallocDefaultFree`. While a use of it has not ended
+ * (`aclallocMemPoolEndUse`): `ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED`,
+ * nothing changes.
+ */
+aclError aclallocMemPoolDestroy(aclallocMemPool pool);
+
+/**
+ * The pool's id, unique in the process and never 0 (PyTorch's
+ * `MemPool.id` is `(0, id)`).
+ *
+ * # Safety
+ * `id` must be writable.
+ */
+aclError aclallocMemPoolGetId(aclallocMemPool pool, uint64_t *id);
+
+/**
+ * PyTorch's `MemPool.use_count()`: 1 for the pool, plus each use begun
+ * and not ended, on any thread.
+ *
+ * # Safety
+ * `count` must be writable.
+ */
+aclError aclallocMemPoolUseCount(aclallocMemPool pool, uint64_t *count);
+
+/**
+ * Begins a use of the pool on `deviceId` (PyTorch's `use_mem_pool`): until
+ * the matching `aclallocMemPoolEndUse`, the calling thread's
+ * `aclallocDefaultMalloc` on that device (its current device) comes from
+ * the pool. Uses nest: the innermost on a device wins. Other threads and
+ * launch workspaces are not routed. A bad device:
+ * `ACL_ERROR_RT_INVALID_DEVICEID`.
+ */
+aclError aclallocMemPoolBeginUse(aclallocMemPool pool, int32_t deviceId);
+
+/**
+ * Ends the calling thread's innermost use of the pool on `deviceId`. None
+ * begun on this thread: `ACL_ERROR_INVALID_PARAM`.
+ */
+aclError aclallocMemPoolEndUse(aclallocMemPool pool, int32_t deviceId);
+
+/**
+ * The pool's segments on every device as JSON:
+ * `{"version":2,"id":N,"segments":[...]}`, each segment as in
+ * `aclallocPoolSnapshot`. Buffer handling as `aclallocPoolSummary`
+ * (`snprintf`'s: `*length` is the full length).
+ *
+ * # Safety
+ * `buffer` is NULL (with `size` 0) or `size` writable bytes; `length` is
+ * NULL or writable.
+ */
+aclError aclallocMemPoolSnapshot(aclallocMemPool pool, char *buffer, size_t size, size_t *length);
+
+/**
+ * The caching pool (`aclallocPool`) of the memory pool on `deviceId`, for
+ * its statistics (`aclallocPoolGetStats`, ...); NULL when the memory pool
+ * has not served on that device. Do not destroy it: the memory pool does.
+ *
+ * # Safety
+ * `devicePool` must be writable.
+ */
+aclError aclallocMemPoolGetDevicePool(aclallocMemPool pool, int32_t deviceId, aclallocPool *devicePool);
+
+/**
+ * The caching pools (`aclallocPool`) of every memory pool on `deviceId`,
+ * including destroyed memory pools whose blocks are not all freed: what a
+ * device's statistics add to its default pool's (PyTorch counts every pool
+ * of a device). Writes at most `capacity` handles to `pools` (NULL when
+ * `capacity` is 0) and the full count to `*count`.
+ *
+ * # Safety
+ * `pools` is NULL or `capacity` writable handles; `count` is writable.
+ */
+aclError aclallocMemPoolListDevicePools(int32_t deviceId, aclallocPool *pools, size_t capacity, size_t *count);
 
 /**
  * Loads a pluggable allocator from a shared object and resolves its

@@ -987,6 +987,8 @@ enum Kind {
     Event,
     /// Host memory from `aclrtMallocHost`.
     HostPtr,
+    /// A memory pool from `aclallocMemPoolCreate`.
+    MemPool,
 }
 
 /// A host function the bad-input cases never let run.
@@ -1353,6 +1355,32 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 &mut out.guard as *mut u64 as *mut i64,
             )
         }),
+        ("aclallocMemPoolDestroy", Kind::MemPool, |h, _| {
+            aclalloc::ffi::mem_pool::aclallocMemPoolDestroy(h)
+        }),
+        ("aclallocMemPoolGetId", Kind::MemPool, |h, out| unsafe {
+            aclalloc::ffi::mem_pool::aclallocMemPoolGetId(h, &mut out.guard)
+        }),
+        ("aclallocMemPoolUseCount", Kind::MemPool, |h, out| unsafe {
+            aclalloc::ffi::mem_pool::aclallocMemPoolUseCount(h, &mut out.guard)
+        }),
+        ("aclallocMemPoolBeginUse", Kind::MemPool, |h, _| {
+            aclalloc::ffi::mem_pool::aclallocMemPoolBeginUse(h, 0)
+        }),
+        ("aclallocMemPoolEndUse", Kind::MemPool, |h, _| {
+            aclalloc::ffi::mem_pool::aclallocMemPoolEndUse(h, 0)
+        }),
+        ("aclallocMemPoolSnapshot", Kind::MemPool, |h, out| unsafe {
+            let length = &mut out.guard as *mut u64 as *mut usize;
+            aclalloc::ffi::mem_pool::aclallocMemPoolSnapshot(h, std::ptr::null_mut(), 0, length)
+        }),
+        (
+            "aclallocMemPoolGetDevicePool",
+            Kind::MemPool,
+            |h, out| unsafe {
+                aclalloc::ffi::mem_pool::aclallocMemPoolGetDevicePool(h, 0, &mut out.obj)
+            },
+        ),
     ]
 };
 
@@ -1390,6 +1418,11 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtAllocatorDestroyDesc(desc), OK);
             }
             Kind::Pluggable => return None,
+            Kind::MemPool => {
+                use aclalloc::ffi::mem_pool::*;
+                assert_eq!(aclallocMemPoolCreate(std::ptr::null(), &mut h), OK);
+                assert_eq!(aclallocMemPoolDestroy(h), OK);
+            }
             Kind::Event => {
                 use aclalloc::ffi::events::*;
                 assert_eq!(aclrtCreateEvent(&mut h), OK);

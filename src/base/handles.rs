@@ -54,6 +54,8 @@ pub(crate) mod tags {
     pub(crate) const PHYSICAL: u16 = 0xACA7;
     /// Events of the host runtime (`aclrtEvent`).
     pub(crate) const EVENT: u16 = 0xACA8;
+    /// Memory pools of the default allocator (`aclallocMemPool`).
+    pub(crate) const MEM_POOL: u16 = 0xACB1;
 }
 
 /// Where the tag sits in a handle (every table).

@@ -67,3 +67,8 @@ handle_kind!(
     EventHandle,
     tags::EVENT
 );
+handle_kind!(
+    /// The handle of a memory pool of the default allocator (`aclallocMemPool`).
+    MemPoolHandle,
+    tags::MEM_POOL
+);

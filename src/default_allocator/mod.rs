@@ -18,6 +18,7 @@
 mod backends;
 pub use backends::{install_pool_callbacks, PoolCallbacks};
 pub mod choice;
+pub mod mem_pool;
 pub mod per_device;
 pub mod workspace;
 
@@ -277,8 +278,18 @@ impl DefaultAllocator {
     /// `stream` (passed on to it where it can take a stream).
     pub fn alloc(&self, size: usize, stream: Option<StreamKey>) -> Result<NonNull<c_void>> {
         let in_use = self.frozen()?;
+        let stream_word = stream.map_or(0, |s| s.get().get());
+        if let Some(routed) = mem_pool::route_alloc(size, stream_word) {
+            return routed.map(|addr| NonNull::new(addr.get() as *mut c_void).expect("non-zero"));
+        }
         if let Some(pool) = in_use.fast_pool() {
-            let addr = pool.malloc_on(stream.map_or(0, |s| s.get().get()), size)?;
+            let addr = match pool.malloc_on(stream_word, size) {
+                Ok(addr) => addr,
+                Err(e @ Error::PoolOutOfMemory { .. }) => {
+                    mem_pool::on_oom(size, stream_word).ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            };
             return Ok(NonNull::new(addr.get() as *mut c_void).expect("non-zero"));
         }
         let c = in_use.source.callbacks;
@@ -343,6 +354,9 @@ impl DefaultAllocator {
     /// `caching_allocator_delete`: returns memory from [`DefaultAllocator::alloc`].
     /// Anything else, or a second free, is refused without reaching the allocator.
     pub fn free(&self, ptr: NonNull<c_void>) -> Result<()> {
+        if let Some(freed) = mem_pool::route_free(ptr.as_ptr() as usize) {
+            return freed;
+        }
         if let Some(pool) = self
             .in_use
             .get()

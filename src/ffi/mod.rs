@@ -20,6 +20,7 @@ pub(crate) mod forward;
 pub mod host_memory;
 pub mod host_memory_stats;
 pub mod launch;
+pub mod mem_pool;
 pub mod memory;
 pub mod plugin;
 pub mod plugin_hooks;

@@ -66,7 +66,8 @@ impl Limit {
 /// no max split size, no garbage collection, no limit.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PoolConfig {
-    /// Blocks of at least this many bytes are not split (`usize::MAX`: no limit).
+    /// Blocks of at least this many bytes are not split (`usize::MAX`: no
+    /// limit; 0: no block is split, a memory pool's `no_split`).
     pub max_split_size: usize,
     /// Fraction of the limit above which free segments are released before a
     /// new one is allocated (0: off).

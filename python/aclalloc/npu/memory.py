@@ -36,7 +36,7 @@ from .._lib import (
     lib,
     recent_c_message,
 )
-from . import _default, _history, _plots, _pluggable, _settings
+from . import _default, _history, _mempool, _plots, _pluggable, _settings
 from ._default import OutOfMemoryError, fail
 from ._host import (
     host_empty_cache,
@@ -46,9 +46,11 @@ from ._host import (
     reset_peak_host_memory_stats,
 )
 from ._pluggable import _NPUAllocator, _NPUPluggableAllocator
+from ._mempool import MemPool, use_mem_pool
 from ._settings import empty_virt_addr_cache, get_allocator_backend, get_per_process_memory_fraction
 
 __all__ = [
+    "MemPool",
     "NPUPluggableAllocator",
     "OutOfMemoryError",
     "caching_allocator_alloc",
@@ -79,6 +81,7 @@ __all__ = [
     "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]
 
 Device = Any
@@ -263,7 +266,8 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     PyTorch's keys sorted (``allocated_bytes.all.current``, ...).
 
     Empty before the default allocator is built (PyTorch: not initialized);
-    all zeros for a device the pool does not live on. A pluggable default
+    all zeros for a device the pool does not live on. Allocations of
+    :class:`MemPool` pools on the device are included. A pluggable default
     allocator reports its get-device-stats function's statistics (see
     ``allocator().set_get_device_stats_fn``), else the counters the library
     keeps for it, both with torch_npu's keys (``num_alloc_retries``
@@ -281,6 +285,8 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     if state.device != index:
         # A setting, not a count: the same for every device.
         values = [v if k == "max_split_size" else 0 for k, v in zip(names, values)]
+    # MemPool allocations count in the device's statistics, as PyTorch's.
+    values = _mempool.add_device_stats(names, values, index)
     return collections.OrderedDict(zip(names, values))
 
 
@@ -475,8 +481,11 @@ def _snapshot(device: Device = None) -> Dict[str, Any]:
     return {"segments": segments, "device_traces": _history.device_traces(raw, count)}
 
 
-def memory_snapshot() -> List[Dict[str, Any]]:
-    """The default pool's segments and their blocks (``_snapshot()["segments"]``)."""
+def memory_snapshot(mempool_id: Optional[Tuple[int, int]] = None) -> List[Dict[str, Any]]:
+    """The default pool's segments and their blocks (``_snapshot()["segments"]``);
+    with ``mempool_id``, those of that :class:`MemPool` only."""
+    if mempool_id is not None:
+        return _mempool.snapshot_segments(mempool_id)
     return _snapshot()["segments"]
 
 

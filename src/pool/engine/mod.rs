@@ -395,6 +395,7 @@ impl Core {
         let remaining = b.size - rounded;
         // PyTorch's should_split.
         let split = match b.kind {
+            _ if self.config.max_split_size == 0 => false,
             _ if self.config.expandable_segments => remaining >= MIN_BLOCK_SIZE,
             Kind::Small => remaining >= MIN_BLOCK_SIZE,
             Kind::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
