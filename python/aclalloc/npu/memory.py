@@ -45,8 +45,8 @@ from ._host import (
     reset_accumulated_host_memory_stats,
     reset_peak_host_memory_stats,
 )
-from ._pluggable import _NPUAllocator, _NPUPluggableAllocator
 from ._mempool import MemPool, use_mem_pool
+from ._pluggable import _NPUAllocator, _NPUPluggableAllocator
 from ._settings import empty_virt_addr_cache, get_allocator_backend, get_per_process_memory_fraction
 
 __all__ = [
