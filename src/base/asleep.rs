@@ -12,12 +12,22 @@ static RANGES: RwLock<BTreeMap<usize, (usize, &'static str)>> = RwLock::new(BTre
 /// One leaked copy of each message (one per tag), since errors carry `&'static str`.
 static MESSAGES: Mutex<Option<HashMap<String, &'static str>>> = Mutex::new(None);
 
-/// The message for memory of a sleeping pool tagged `tag` (interned: a
+/// Why memory of the sleeping pool tagged `tag` is refused (interned: a
 /// process has a handful of tags).
 pub fn message(tag: &str) -> &'static str {
-    let text = format!(
+    intern(format!(
         "It is memory of the pool tagged \"{tag}\", which is asleep: its physical memory was given back by aclallocSleep; call aclallocWakeUp first"
-    );
+    ))
+}
+
+/// Why the sleeping pool tagged `tag` allocates nothing (interned).
+pub fn refusal(tag: &str) -> &'static str {
+    intern(format!(
+        "The pool tagged \"{tag}\" is asleep (aclallocSleep): it allocates nothing until aclallocWakeUp"
+    ))
+}
+
+fn intern(text: String) -> &'static str {
     let mut messages = MESSAGES.lock();
     let messages = messages.get_or_insert_with(HashMap::new);
     if let Some(&m) = messages.get(&text) {
@@ -54,6 +64,7 @@ mod tests {
         let m = message("kv");
         assert!(m.contains("\"kv\""), "{m}");
         assert!(std::ptr::eq(m, message("kv")), "interned once");
+        assert!(refusal("kv").contains("\"kv\" is asleep"));
         let start = 0x7f00_dead_0000;
         put(start, 4096, m);
         assert_eq!(find(start), Some(m));

@@ -113,7 +113,7 @@ impl Sleeper {
         let tag = self.state.lock().tag.clone().unwrap_or_default();
         Error::InvalidParam {
             param: "pool",
-            reason: asleep::message(&tag),
+            reason: asleep::refusal(&tag),
         }
     }
 
