@@ -38,6 +38,7 @@ from .._lib import (
 )
 from . import _default, _history
 from ._default import OutOfMemoryError, fail
+from ._sleep import sleep, wake_up
 
 __all__ = [
     "NPUPluggableAllocator",
@@ -62,6 +63,8 @@ __all__ = [
     "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "sleep",
+    "wake_up",
 ]
 
 Device = Any
