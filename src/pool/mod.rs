@@ -27,6 +27,7 @@ pub mod device;
 mod engine;
 mod fence;
 pub mod handles;
+mod offload;
 pub mod roundup;
 pub mod sleep;
 pub mod snapshot;

@@ -26,6 +26,7 @@
 
 use super::device::DeviceMemory;
 use super::engine::round_up;
+use super::offload::HostCopy;
 use super::stats::STAT_ALL;
 use super::virtual_memory::VirtualMemory;
 use super::Pool;
@@ -69,7 +70,7 @@ struct State {
 enum Page {
     Mapped(NonZeroUsize),
     /// Given back; its contents, if offloaded.
-    Asleep(Option<Box<[u8]>>),
+    Asleep(Option<HostCopy>),
 }
 
 /// The process's tagged pools.
@@ -180,20 +181,16 @@ impl Sleeper {
         for (&addr, p) in st.pages.iter_mut() {
             let Page::Mapped(token) = *p else { continue };
             let copy = if offload {
-                let mut buf = Vec::new();
-                if buf.try_reserve_exact(page).is_err() {
-                    return Err(Error::BadAlloc {
-                        what: "host memory for a sleeping pool's offloaded contents",
-                    });
-                }
-                buf.resize(page, 0);
-                if !vm.read(addr, &mut buf) {
+                let mut buf = HostCopy::new(page).ok_or(Error::BadAlloc {
+                    what: "host memory for a sleeping pool's offloaded contents",
+                })?;
+                if !vm.read(addr, buf.as_mut_slice()) {
                     return Err(Error::Failure {
                         reason: "The device refused to copy a sleeping pool's memory to the host",
                     });
                 }
                 st.offloaded += page;
-                Some(buf.into_boxed_slice())
+                Some(buf)
             } else {
                 None
             };
@@ -228,7 +225,7 @@ impl Sleeper {
                 });
             };
             if let Some(data) = copy.take() {
-                if !vm.write(addr, &data) {
+                if !vm.write(addr, data.as_slice()) {
                     vm.unmap(addr, token);
                     *copy = Some(data);
                     return Err(Error::Failure {
