@@ -4,9 +4,9 @@
  * ones. aclallocSleep gives their physical memory back (each device's free
  * memory returns to what it was before the pool), offloading "weights" to
  * host memory and discarding "kv_cache"; the addresses stay reserved.
- * While asleep, copies and sets into that memory, allocations and a launch
- * needing a workspace from a sleeping pool are refused with the pool's tag
- * in the message. aclallocWakeUp maps memory at the same addresses and
+ * While asleep, copies and sets into that memory, allocations, a launch
+ * whose userData points into it and a launch needing a workspace from a
+ * sleeping pool are refused, the pool's tag in the message. aclallocWakeUp maps memory at the same addresses and
  * restores "weights" byte-exact. 100 cycles leave device 0's free memory
  * exactly where the first left it; pools destroyed while asleep give
  * everything back.
@@ -100,6 +100,9 @@ int main(void) {
     printf("aclallocPoolAlloc from a sleeping pool: %s\n", why ? why : "(no message)");
     EXPECT(why != NULL && strstr(why, "asleep") != NULL);
     CHECK(aclrtSetDevice(1));
+    expect("aclallocLaunchKernel, userData in a sleeping pool",
+           aclallocLaunchKernel(stream, 0, kernel, ptrs[1]), ACL_ERROR_INVALID_PARAM,
+           "Parameter userData is invalid. Reason: It is memory of the pool tagged \"kv_cache\"");
     expect("aclallocLaunchKernel, workspace from a sleeping pool",
            aclallocLaunchKernel(stream, MIB, kernel, NULL), ACL_ERROR_RT_MEMORY_ALLOCATION,
            "returned NULL from alloc");

@@ -5,9 +5,14 @@
 
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Start → (length, message) of every sleeping range.
 static RANGES: RwLock<BTreeMap<usize, (usize, &'static str)>> = RwLock::new(BTreeMap::new());
+
+/// How many ranges `RANGES` holds: a launch checks its data pointer with
+/// one load while nothing sleeps.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// One leaked copy of each message (one per tag), since errors carry `&'static str`.
 static MESSAGES: Mutex<Option<HashMap<String, &'static str>>> = Mutex::new(None);
@@ -40,16 +45,29 @@ fn intern(text: String) -> &'static str {
 
 /// Marks `[start, start + len)` asleep, refused with `message`.
 pub fn put(start: usize, len: usize, message: &'static str) {
-    RANGES.write().insert(start, (len, message));
+    if RANGES.write().insert(start, (len, message)).is_none() {
+        COUNT.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Forgets the sleeping range that starts at `start`.
 pub fn take(start: usize) {
-    RANGES.write().remove(&start);
+    if RANGES.write().remove(&start).is_some() {
+        COUNT.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The message of the sleeping range holding `addr`, if any.
+#[inline]
 pub fn find(addr: usize) -> Option<&'static str> {
+    if COUNT.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    find_slow(addr)
+}
+
+#[cold]
+fn find_slow(addr: usize) -> Option<&'static str> {
     let ranges = RANGES.read();
     let (&start, &(len, message)) = ranges.range(..=addr).next_back()?;
     (addr - start < len).then_some(message)
