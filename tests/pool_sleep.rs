@@ -272,3 +272,46 @@ fn the_process_wide_calls_offload_the_named_tags_and_wake_the_named_ones() {
         pool.free(addr).unwrap();
     }
 }
+
+#[test]
+fn a_wake_short_of_memory_fails_and_a_later_wake_finishes() {
+    let _g = serial();
+    let device = Arc::new(HostMemory::new(64 * MIB));
+    let make = |tag: &str| {
+        let pool = Pool::new(PoolConfig::default(), device.clone()).unwrap();
+        pool.set_tag(Some(tag)).unwrap();
+        pool
+    };
+    let (sleeper, other) = (make("short-a"), make("short-b"));
+    let a = sleeper.malloc(40 * MIB).unwrap().get();
+    fill(a, 40 * MIB, 5);
+    sleeper.sleep(true).unwrap();
+    // Another pool takes what sleep gave back: the wake cannot finish.
+    let b = other.malloc(40 * MIB).unwrap().get();
+    let e = sleeper.wake().unwrap_err();
+    assert!(e.to_string().contains("out of memory"), "{e}");
+    assert!(sleeper.is_asleep(), "the pages not mapped stay asleep");
+    assert!(sleeper.sleeping_bytes() > 0);
+    assert!(sleeper.malloc(512).is_err());
+    other.free(b).unwrap();
+    other.empty_cache();
+    sleeper.wake().unwrap();
+    assert!(!sleeper.is_asleep());
+    assert!(holds(a, 40 * MIB, 5), "restored across both wakes");
+    assert_eq!(sleeper.offloaded_bytes(), 0);
+    sleeper.free(a).unwrap();
+}
+
+#[test]
+fn an_empty_tagged_pool_sleeps_and_a_new_tag_starts_awake() {
+    let _g = serial();
+    let (pool, _device) = tagged(false, "empty");
+    assert_eq!(pool.sleep(true).unwrap(), 0);
+    assert!(
+        pool.malloc(512).is_err(),
+        "asleep, even with nothing mapped"
+    );
+    pool.set_tag(None).unwrap();
+    let a = pool.malloc(512).unwrap();
+    pool.free(a.get()).unwrap();
+}

@@ -217,12 +217,7 @@ impl Sleeper {
         for (&addr, p) in st.pages.iter_mut() {
             let Page::Asleep(copy) = p else { continue };
             let Some(token) = vm.map(addr) else {
-                return Err(Error::DeviceMemoryExhausted {
-                    device: u32::try_from(self.inner.device()).unwrap_or(0),
-                    size: vm.page_size(),
-                    free: 0,
-                    capacity: self.inner.capacity(),
-                });
+                return Err(self.out_of_memory(vm.page_size()));
             };
             if let Some(data) = copy.take() {
                 if !vm.write(addr, data.as_slice()) {
@@ -241,6 +236,27 @@ impl Sleeper {
         }
         self.asleep.store(false, Ordering::Release);
         Ok(mapped)
+    }
+}
+
+impl Sleeper {
+    /// A wake's failure to map `size` bytes, with the device's free memory when known.
+    #[cold]
+    fn out_of_memory(&self, size: usize) -> Error {
+        let device = self.inner.device();
+        match self.inner.free_memory() {
+            Some(free) => Error::DeviceMemoryExhausted {
+                device: u32::try_from(device).unwrap_or(0),
+                size,
+                free,
+                capacity: self.inner.capacity(),
+            },
+            None => Error::AllocatorReturnedNull {
+                allocator: "device",
+                size,
+                device,
+            },
+        }
     }
 }
 
@@ -298,6 +314,10 @@ impl DeviceMemory for Sleeper {
 
     fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
         self.vm().map(|_| self as &dyn VirtualMemory)
+    }
+
+    fn free_memory(&self) -> Option<usize> {
+        self.inner.free_memory()
     }
 }
 
@@ -441,6 +461,8 @@ impl Pool {
             st.tag = tag.map(Box::from);
             st.message = asleep::message(tag.unwrap_or_default());
             self.sleeper.tagged.store(tag.is_some(), Ordering::Relaxed);
+            // With no segment nothing sleeps: a new tag starts awake.
+            self.sleeper.asleep.store(false, Ordering::Release);
             Ok(())
         })?;
         unregister(&self.sleeper);
