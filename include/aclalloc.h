@@ -1107,6 +1107,46 @@ aclError aclallocPoolCreateStreamDesc(aclallocPool pool, aclrtStream stream, acl
 aclError aclallocPoolDestroy(aclallocPool pool);
 
 /**
+ * Tags a pool (`tag` NULL: removes its tag). A tagged pool takes even its
+ * fixed segments through the device's virtual memory, so `aclallocSleep`
+ * can give its physical memory back while its addresses stay reserved.
+ * Refused once the pool holds memory (tag it before its first allocation),
+ * for an empty tag, and on a device without virtual memory.
+ *
+ * # Safety
+ * `tag` must be NULL or a NUL-terminated string.
+ */
+aclError aclallocPoolSetTag(aclallocPool pool, const char *tag);
+
+/**
+ * Puts every tagged pool of the process to sleep: after the device's
+ * queued work, the physical memory of each of their segments is unmapped
+ * and given back to the device; the virtual addresses stay reserved, so
+ * pointers stay valid for after `aclallocWakeUp`. Pools whose tag is one of
+ * the `count` strings of `offloadTags` copy their contents to host memory
+ * first; the others' contents are discarded. A pool already asleep stays
+ * as it is. While asleep a pool allocates nothing, and copies and sets
+ * touching its memory are refused with a message naming its tag.
+ *
+ * # Safety
+ * `offloadTags` must be NULL (with `count` 0) or point to `count`
+ * NUL-terminated strings.
+ */
+aclError aclallocSleep(const char *const *offloadTags, size_t count);
+
+/**
+ * Wakes the sleeping tagged pools whose tag is one of the `count` strings
+ * of `tags` (`tags` NULL: every tagged pool): new physical memory is mapped
+ * at the same addresses, offloaded contents are copied back, discarded
+ * ones come back as fresh memory. A pool awake stays as it is. Out of
+ * device memory, the pages not yet mapped stay asleep: call it again.
+ *
+ * # Safety
+ * `tags` must be NULL or point to `count` NUL-terminated strings.
+ */
+aclError aclallocWakeUp(const char *const *tags, size_t count);
+
+/**
  * Copies the pool's statistics (a consistent snapshot).
  *
  * # Safety

@@ -637,6 +637,18 @@ fn all_cases() -> Vec<Case> {
         }),
     ));
 
+    // Sleep and wake: a NULL tag list with a count.
+    cases.push(fails(
+        "aclallocSleep: NULL offloadTags, count 1",
+        null_param("aclallocSleep", "offloadTags"),
+        Box::new(|_, _| unsafe { aclalloc::ffi::pool::aclallocSleep(std::ptr::null(), 1) }),
+    ));
+    cases.push(fails(
+        "aclallocWakeUp: NULL tags, count 1",
+        null_param("aclallocWakeUp", "tags"),
+        Box::new(|_, _| unsafe { aclalloc::ffi::pool::aclallocWakeUp(std::ptr::null(), 1) }),
+    ));
+
     // aclGetRecentErrMsg after a success: NULL (checked by the runner), and
     // CreateDesc has no inputs to get wrong; its leaks are covered by every
     // case's count check.
@@ -1225,6 +1237,9 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 aclallocPoolMaxMemoryAllocated(h, &mut out.guard as *mut u64 as *mut usize)
             },
         ),
+        ("aclallocPoolSetTag", Kind::Pool, |h, _| unsafe {
+            aclallocPoolSetTag(h, c"weights".as_ptr())
+        }),
         ("aclallocPoolMemoryReserved", Kind::Pool, |h, out| unsafe {
             aclallocPoolMemoryReserved(h, &mut out.guard as *mut u64 as *mut usize)
         }),

@@ -8,7 +8,7 @@ use crate::base::sync::statics::AtomicUsize;
 use crate::base::sync::Ordering;
 use crate::base::types::{
     aclrtDrvMemHandle, aclrtMemAttr, aclrtMemGranularityOptions, aclrtMemMallocPolicy,
-    aclrtPhysicalMemProp,
+    aclrtMemcpyKind, aclrtPhysicalMemProp,
 };
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -136,6 +136,10 @@ pub struct VirtualMemoryCalls {
     ) -> aclError,
     /// `aclrtSynchronizeDevice()`.
     pub synchronize_device: unsafe extern "C" fn() -> aclError,
+    /// `aclrtMemcpy(dst, destMax, src, count, kind)`: a sleeping pool's
+    /// offload and restore of its pages.
+    pub memcpy:
+        unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, aclrtMemcpyKind) -> aclError,
 }
 
 static PORT: OnceLock<&'static dyn DevicePort> = OnceLock::new();

@@ -5,6 +5,7 @@
 //! their blocks in. It imports no other module of the
 //! crate (tests/layers.rs checks it).
 
+pub mod asleep;
 pub(crate) mod boundary;
 pub mod descriptor;
 pub mod device_port;

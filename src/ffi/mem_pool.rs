@@ -41,7 +41,8 @@ pub struct aclallocMemPoolOptions {
     /// 1: the pool's blocks are never split (each takes a segment of its own).
     pub noSplit: i32,
     /// NULL or a NUL-terminated label of what is allocated through the pool
-    /// (copied).
+    /// (copied): `aclallocSleep`/`aclallocWakeUp` act on pools by tag. Not
+    /// with `allocator` (its memory is the allocator's to give back).
     pub tag: *const c_char,
 }
 

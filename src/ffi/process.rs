@@ -142,6 +142,7 @@ fn virtual_memory_calls() -> VirtualMemoryCalls {
             .aclrtMemGetAllocationGranularity
             .unwrap_or(exports::aclrtMemGetAllocationGranularity),
         synchronize_device: fns.aclrtSynchronizeDevice,
+        memcpy: fns.aclrtMemcpy,
     }
 }
 

@@ -70,6 +70,16 @@ impl DeviceMemory for AclMemory {
         self.device
     }
 
+    fn free_memory(&self) -> Option<usize> {
+        // aclrtGetMemInfo reads the current device, which may be another one.
+        if port().current_device() != Some(self.device) {
+            return None;
+        }
+        let (mut free, mut total) = (0usize, 0usize);
+        let rc = port().acl_mem_info(ACL_HBM_MEM, &mut free, &mut total);
+        (rc == ACL_SUCCESS).then_some(free)
+    }
+
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
         // Without the runtime's virtual memory, fixed segments (as torch_npu).
         self.vm

@@ -23,6 +23,11 @@ pub trait DeviceMemory: Send + Sync {
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
         None
     }
+
+    /// The device's free memory now, when known (a failed wake reports it).
+    fn free_memory(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Alignment of every segment: the device allocator's granule.
@@ -126,6 +131,10 @@ impl DeviceMemory for HostMemory {
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
         Some(self)
     }
+
+    fn free_memory(&self) -> Option<usize> {
+        Some(self.capacity - self.used())
+    }
 }
 
 fn unmap(addr: usize, size: usize) {
@@ -158,5 +167,9 @@ impl<D: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<D> {
 
     fn virtual_memory(&self) -> Option<&dyn super::virtual_memory::VirtualMemory> {
         (**self).virtual_memory()
+    }
+
+    fn free_memory(&self) -> Option<usize> {
+        (**self).free_memory()
     }
 }

@@ -27,7 +27,9 @@ pub mod device;
 mod engine;
 mod fence;
 pub mod handles;
+mod offload;
 pub mod roundup;
+pub mod sleep;
 pub mod snapshot;
 pub mod stats;
 pub mod summary;
@@ -81,6 +83,8 @@ pub struct Pool {
     history: Arc<Recorder>,
     /// The threads' caches of this pool (`src/pool/thread_cache.rs`).
     caches: Registry,
+    /// The device memory behind `device`, which sleeps once tagged (`src/pool/sleep.rs`).
+    sleeper: Arc<sleep::Sleeper>,
 }
 
 /// What only the pool-wide lock guards.
@@ -123,6 +127,7 @@ impl Pool {
         let mut next_shard = 0;
         streams.assign(0, &mut next_shard);
         let history = Arc::new(Recorder::new(device.device()));
+        let sleeper = Arc::new(sleep::Sleeper::new(device));
         Ok(Pool {
             global: Mutex::new(Global {
                 config,
@@ -133,10 +138,11 @@ impl Pool {
             }),
             shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config, history.clone())))),
             streams,
-            device,
+            device: Box::new(sleeper.clone()),
             pending_frees: Mutex::new(Vec::new()),
             history,
             caches: Registry::new(),
+            sleeper,
         })
     }
 
@@ -161,6 +167,7 @@ impl Pool {
     /// shard (the block is lent to the cache), or the pool-wide path.
     #[inline(never)]
     fn malloc_shard(&self, stream: usize, size: usize) -> Result<NonZeroUsize> {
+        self.sleeper.check_awake()?;
         let shard = self.shard_of(stream);
         LAST_SHARD.with(|c| c.set((self as *const Pool as usize, shard)));
         let local = {
@@ -172,7 +179,9 @@ impl Pool {
                 }
                 local = core.malloc_local(size, stream);
             }
-            if let Some(addr) = local {
+            // A tagged pool lends nothing: a cached block would skip the
+            // check that a sleeping pool hands out nothing.
+            if let Some(addr) = local.filter(|_| !self.sleeper.is_tagged()) {
                 self.lend_to_cache(&mut core, shard, stream, addr);
             }
             local
@@ -210,6 +219,7 @@ impl Pool {
 
     /// [`Pool::malloc_at`] for work on `stream` (see [`Pool::malloc_on`]).
     pub fn malloc_at_on(&self, stream: usize, size: usize, addr: usize) -> Result<NonZeroUsize> {
+        self.sleeper.check_awake()?;
         let shard = self.shard_of(stream);
         let addr = self.allocate_exclusive(shard, |ex, may_retry| {
             match ex.shards[shard].malloc_at(size, addr, stream) {
@@ -452,10 +462,12 @@ impl Pool {
     /// Frees all device memory, including blocks still handed out, and makes
     /// every later call fail. Returns how many blocks were still handed out.
     pub fn close(&self) -> usize {
-        self.exclusive(None, |ex| {
+        let leaked = self.exclusive(None, |ex| {
             self.drain_caches(&mut ex.shards[..], Retire::All);
             ex.close()
-        })
+        });
+        self.sleeper.closed();
+        leaked
     }
 
     /// Like [`Pool::close`], but only when no block is handed out; otherwise
@@ -468,7 +480,9 @@ impl Pool {
                 Ok(())
             }
             live => Err(live),
-        })
+        })?;
+        self.sleeper.closed();
+        Ok(())
     }
 
     /// Tells the pool that `stream` (non-zero) was destroyed: its cache goes

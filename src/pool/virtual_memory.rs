@@ -7,8 +7,9 @@ use super::acl::AclMemory;
 use super::device::HostMemory;
 use crate::base::error::ACL_SUCCESS;
 use crate::base::types::{
-    aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
-    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
+    ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
@@ -28,6 +29,12 @@ pub trait VirtualMemory: Send + Sync {
     fn unmap(&self, addr: usize, token: NonZeroUsize);
     /// Waits until no queued work can use memory about to be unmapped.
     fn synchronize(&self);
+    /// Copies the mapped device memory at `addr` into `out` (a sleeping
+    /// pool's offload). False when the device refused.
+    fn read(&self, addr: usize, out: &mut [u8]) -> bool;
+    /// Copies `data` into the mapped device memory at `addr` (the restore
+    /// at wake). False when the device refused.
+    fn write(&self, addr: usize, data: &[u8]) -> bool;
 }
 
 // ---- the ACL device -------------------------------------------------------
@@ -120,6 +127,44 @@ impl VirtualMemory for AclMemory {
         // SAFETY: no arguments.
         let _ = unsafe { (c.synchronize_device)() };
     }
+
+    fn read(&self, addr: usize, out: &mut [u8]) -> bool {
+        let Some(c) = self.vm_calls() else {
+            return false;
+        };
+        let (dst, len) = (out.as_mut_ptr().cast::<c_void>(), out.len());
+        // SAFETY: `out` is writable for `len` bytes; `addr` starts `len`
+        // mapped bytes of this pool.
+        let rc = unsafe {
+            (c.memcpy)(
+                dst,
+                len,
+                addr as *const c_void,
+                len,
+                ACL_MEMCPY_DEVICE_TO_HOST,
+            )
+        };
+        rc == ACL_SUCCESS
+    }
+
+    fn write(&self, addr: usize, data: &[u8]) -> bool {
+        let Some(c) = self.vm_calls() else {
+            return false;
+        };
+        let (src, len) = (data.as_ptr().cast::<c_void>(), data.len());
+        // SAFETY: `data` is readable for `len` bytes; `addr` starts `len`
+        // mapped bytes of this pool.
+        let rc = unsafe {
+            (c.memcpy)(
+                addr as *mut c_void,
+                len,
+                src,
+                len,
+                ACL_MEMCPY_HOST_TO_DEVICE,
+            )
+        };
+        rc == ACL_SUCCESS
+    }
 }
 
 // ---- host memory ----------------------------------------------------------
@@ -174,4 +219,18 @@ impl VirtualMemory for HostMemory {
     }
 
     fn synchronize(&self) {}
+
+    fn read(&self, addr: usize, out: &mut [u8]) -> bool {
+        // SAFETY: `addr` starts `out.len()` bytes mapped readable by `map`,
+        // which `out` cannot overlap (it is not this device's memory).
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
+        true
+    }
+
+    fn write(&self, addr: usize, data: &[u8]) -> bool {
+        // SAFETY: `addr` starts `data.len()` bytes mapped writable by `map`,
+        // which `data` cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
+        true
+    }
 }

@@ -25,6 +25,15 @@ impl HostRuntime {
         kernel: KernelFn,
         user_data: *mut c_void,
     ) -> Result<()> {
+        // A kernel handed memory of a sleeping pool would fault on it.
+        if let Some(reason) = crate::base::asleep::find(user_data as usize) {
+            return Err(Error::InvalidAddress {
+                param: "userData",
+                addr: user_data as usize,
+                len: 1,
+                reason,
+            });
+        }
         let (key, stream) = self.resolve_stream(stream)?;
         let task = |workspace: *mut c_void, release: bool| Task::Kernel {
             kernel,

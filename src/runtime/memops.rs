@@ -107,9 +107,10 @@ impl HostRuntime {
             Lookup::Outside if !required => return Ok(()),
             Lookup::Outside => "It is not device memory from aclrtMalloc",
             Lookup::Overruns => "The range runs past the end of its device allocation",
-            Lookup::Dead => {
-                "It is device address space with no live memory (freed, or reserved and not mapped)"
-            }
+            // A sleeping pool's memory says so, naming the pool's tag.
+            Lookup::Dead => crate::base::asleep::find(ptr as usize).unwrap_or(
+                "It is device address space with no live memory (freed, or reserved and not mapped)",
+            ),
         };
         Err(Error::InvalidAddress {
             param,

@@ -34,3 +34,11 @@ def test_torch_npu_memory_stats(tmp_path):
     with open(snapshot, "rb") as f:
         data = pickle.load(f)
     assert data["segments"] and "device_traces" in data
+
+
+def test_sleep_wake():
+    result = _run("sleep_wake.py")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "asleep: device free" in result.stdout
+    assert "a copy into sleeping memory is refused" in result.stdout
+    assert "sleep and wake: ok" in result.stdout

@@ -48,6 +48,7 @@ from ._host import (
 from ._mempool import MemPool, use_mem_pool
 from ._pluggable import _NPUAllocator, _NPUPluggableAllocator
 from ._settings import empty_virt_addr_cache, get_allocator_backend, get_per_process_memory_fraction
+from ._sleep import sleep, wake_up
 
 __all__ = [
     "MemPool",
@@ -82,6 +83,8 @@ __all__ = [
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
     "use_mem_pool",
+    "sleep",
+    "wake_up",
 ]
 
 Device = Any

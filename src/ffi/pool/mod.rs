@@ -26,6 +26,7 @@ pub mod callbacks;
 pub mod config;
 pub mod history;
 pub mod lifecycle;
+pub mod sleep;
 pub mod stats;
 
 pub use cache::*;
@@ -33,6 +34,7 @@ pub use callbacks::*;
 pub use config::*;
 pub use history::*;
 pub use lifecycle::*;
+pub use sleep::*;
 pub use stats::*;
 
 /// A caching pool handle (also the allocator object of its descriptor).
