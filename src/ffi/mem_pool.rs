@@ -41,8 +41,9 @@ pub struct aclallocMemPoolOptions {
     /// 1: the pool's blocks are never split (each takes a segment of its own).
     pub noSplit: i32,
     /// NULL or a NUL-terminated label of what is allocated through the pool
-    /// (copied): `aclallocSleep`/`aclallocWakeUp` act on pools by tag. Not
-    /// with `allocator` (its memory is the allocator's to give back).
+    /// (copied): `aclallocSleep`/`aclallocWakeUp` act on pools by tag. With
+    /// `allocator` it is only a label: that memory is the allocator's to give
+    /// back.
     pub tag: *const c_char,
 }
 

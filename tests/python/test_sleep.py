@@ -5,6 +5,7 @@ with expandable segments, device 1's with fixed ones."""
 from __future__ import annotations
 
 import ctypes
+import subprocess
 from ctypes import byref, c_char_p, c_double, c_int, c_int32, c_size_t, c_void_p
 
 import pytest
@@ -172,3 +173,58 @@ def test_bad_arguments():
         npu.sleep(offload_tags=5)
     with pytest.raises(TypeError):
         npu.wake_up(tags=[b"weights"])
+
+
+def test_a_tagged_mem_pool_sleeps_and_wakes_what_use_mem_pool_allocated():
+    lib.aclrtSetDevice(0)
+    before = npu.mem_get_info(0)[0]
+    pool = npu.MemPool(tag="weights")
+    with npu.use_mem_pool(pool):
+        ptr = npu.caching_allocator_alloc(SIZE)
+    pattern = bytes((i * 7 + 3) & 0xFF for i in range(256)) * (SIZE // 256)
+    assert lib.aclrtMemcpy(ptr, SIZE, pattern, SIZE, H2D) == 0, recent_c_message()
+    held = npu.mem_get_info(0)[0]
+    assert held <= before - SIZE
+    npu.sleep(offload_tags=("weights",))
+    try:
+        assert npu.mem_get_info(0)[0] >= held + SIZE, "the pool's pages went back"
+        assert lib.aclrtMemset(ptr, SIZE, 0, SIZE) != 0
+        assert 'tagged "weights"' in recent_c_message()
+    finally:
+        npu.wake_up()
+    assert npu.mem_get_info(0)[0] == held
+    out = ctypes.create_string_buffer(SIZE)
+    assert lib.aclrtMemcpy(out, SIZE, ptr, SIZE, D2H) == 0, recent_c_message()
+    assert out.raw == pattern
+    npu.caching_allocator_delete(ptr)
+    del pool
+
+
+def test_a_mem_pool_over_a_pluggable_allocator_keeps_its_tag_as_a_label(tmp_path):
+    src = tmp_path / "plain.c"
+    src.write_text(
+        "#include <stdlib.h>\n"
+        "void *plain_alloc(size_t n, int d, void *s) {\n"
+        "  (void)d; (void)s; return aligned_alloc(512, (n + 511) / 512 * 512);\n"
+        "}\n"
+        "void plain_free(void *p, size_t n, int d, void *s) {\n"
+        "  (void)n; (void)d; (void)s; free(p);\n"
+        "}\n"
+    )
+    so = tmp_path / "libplain.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    allocator = npu.NPUPluggableAllocator(str(so), "plain_alloc", "plain_free")
+    pool = npu.MemPool(allocator=allocator, tag="weights")
+    assert pool.tag == "weights"
+    lib.aclrtSetDevice(0)
+    with npu.use_mem_pool(pool):
+        ptr = npu.caching_allocator_alloc(MIB)
+    # The allocator's memory is its own to give back: sleep leaves it mapped.
+    npu.sleep(offload_tags=("weights",))
+    try:
+        # Host memory from aligned_alloc: written directly.
+        ctypes.memset(ptr, 0x5A, MIB)
+        assert ctypes.string_at(ptr + MIB - 1, 1) == b"\x5a"
+    finally:
+        npu.wake_up()
+    npu.caching_allocator_delete(ptr)

@@ -82,8 +82,8 @@ __all__ = [
     "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
-    "use_mem_pool",
     "sleep",
+    "use_mem_pool",
     "wake_up",
 ]
 

@@ -95,15 +95,6 @@ pub fn lookup(ptr: *mut c_void) -> Result<MemPoolHandle> {
 pub fn create(options: MemPoolOptions) -> Result<MemPoolHandle> {
     if let Some(allocator) = options.allocator {
         published::with_allocator(allocator, |_| Ok(()))?;
-        if options.tag.is_some() {
-            // Sleep unmaps the pool's own reservations; a pluggable
-            // allocator's memory is its own to give back (its own sleep).
-            return Err(Error::InvalidParam {
-                param: "options->tag",
-                reason: "A tagged memory pool takes its segments from the device's virtual memory; \
-                         a pool over a pluggable allocator cannot carry a tag (sleep and wake it through the allocator)",
-            });
-        }
     }
     let pool = Arc::new(MemPool {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed) as u64,
@@ -280,9 +271,13 @@ impl MemPool {
             }),
         };
         let pool = Pool::with_device(config, memory)?;
-        // Before its first segment: a tagged pool maps its segments page by
-        // page so that `aclallocSleep` can give them back.
-        pool.set_tag(self.options.tag.as_deref())?;
+        if self.options.allocator.is_none() {
+            // Before its first segment: a tagged pool maps its segments page
+            // by page so that `aclallocSleep` can give them back. Over a
+            // pluggable allocator the tag stays a label: that memory is the
+            // allocator's to give back (with its own sleep).
+            pool.set_tag(self.options.tag.as_deref())?;
+        }
         let handle = pool_handles::insert(pool)?.get();
         let pool = pool_handles::get(handle as *mut c_void)?;
         pools.push(DevicePool {
