@@ -168,13 +168,12 @@ impl Pool {
             if let Some(addr) = self.unpark_with_headroom(&mut core, stream, size) {
                 return Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"));
             }
-            let mut local = core.malloc_local(size, stream);
             let kind = engine::round_size(size, &core.config.roundup_power2_divisions)
                 .map_or(block::Kind::Large, engine::kind_of);
+            let mut local = core.malloc_local(size, stream);
             let levels = [
                 Reclaim::Spare,
                 Reclaim::Headroom,
-                Reclaim::AllHeadroom,
                 Reclaim::Parked(kind.index() as u8),
                 Reclaim::Blocks,
             ];
