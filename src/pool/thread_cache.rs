@@ -456,8 +456,13 @@ impl Pool {
             // `slots` may change below.
             c.last.set(std::ptr::null());
             caches.retain(|s| !s.dead.load(Ordering::Relaxed));
-            let slot = match find(&caches, self.caches.id, stream) {
-                Some(slot) => slot.clone(),
+            let id = self.caches.id;
+            // An index, not a clone of the `Arc`: no locked instruction per lend.
+            let at = match caches
+                .iter()
+                .rposition(|s| s.pool == id && s.stream == stream)
+            {
+                Some(at) => at,
                 None => {
                     let slot = Arc::new(Slot {
                         pool: self.caches.id,
@@ -481,10 +486,11 @@ impl Pool {
                         old.orphaned.store(true, Ordering::Release);
                     }
                     self.caches.slots.lock().push(slot.clone());
-                    caches.push(slot.clone());
-                    slot
+                    caches.push(slot);
+                    caches.len() - 1
                 }
             };
+            let slot = &caches[at];
             // SAFETY: this thread owns the slot and is not in its fast path;
             // the shard's lock keeps every slow path out.
             let st = unsafe { slot.state_mut() };
