@@ -28,6 +28,9 @@ enum Op {
     /// `n` allocations of one size on a stream, all freed, then `n` again
     /// (from this thread's cache), with no read in between.
     Churn(usize, usize, usize),
+    /// `n` rounds of one alloc+free of each of two sizes on a stream, with
+    /// no read in between (the sizes take turns in this thread's cache).
+    Alternate(usize, usize, usize, usize),
     /// A live block freed on another thread.
     FreeElsewhere(usize),
     /// A thread allocates `n` blocks on a stream, frees every other one
@@ -100,6 +103,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..64 * MIB).prop_map(Op::Trim),
         3 => (0usize..3, size(), 1usize..24).prop_map(|(st, s, n)| Op::Churn(st, s, n)),
         2 => any::<usize>().prop_map(Op::FreeElsewhere),
+        2 => (0usize..3, size(), size(), 1usize..6).prop_map(|(st, a, b, n)| Op::Alternate(st, a, b, n)),
         1 => (0usize..3, size(), 1usize..12).prop_map(|(st, s, n)| Op::ThreadLeaves(st, s, n)),
     ]
 }
@@ -351,6 +355,18 @@ proptest! {
                         stamp(&l);
                         live.push(l);
                         totals.alloc(size);
+                    }
+                }
+                Op::Alternate(stream, a, b, n) => {
+                    for _ in 0..n {
+                        for size in [a, b] {
+                            if let Ok(got) = pool.malloc_on(stream, size) {
+                                totals.alloc(size);
+                                pool.free(got.get()).unwrap();
+                                totals.free(size);
+                                prop_assert!(pool.free(got.get()).is_err(), "a double free was accepted");
+                            }
+                        }
                     }
                 }
                 Op::FreeElsewhere(i) if !live.is_empty() => {

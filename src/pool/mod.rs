@@ -46,7 +46,7 @@ pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POO
 use self::engine::counters::{self as counters, PARTS};
 use self::engine::{Core, Freed, CLOSED};
 use self::streams::{ShardMap, SHARDS};
-use self::thread_cache::{FastFree, Registry, Retire};
+use self::thread_cache::{FastFree, Reclaim, Registry, Retire};
 use crate::base::error::{Error, Result};
 use crate::history::{History, Recorder};
 use parking_lot::{Mutex, MutexGuard};
@@ -172,9 +172,20 @@ impl Pool {
         LAST_SHARD.with(|c| c.set((self as *const Pool as usize, shard)));
         let local = {
             let mut core = self.shards[shard].0.lock();
+            if let Some(addr) = self.unpark_with_headroom(&mut core, stream, size) {
+                return Ok(NonZeroUsize::new(addr).expect("device addresses are not zero"));
+            }
+            let kind = engine::round_size(size, &core.config.roundup_power2_divisions)
+                .map_or(block::Kind::Large, engine::kind_of);
             let mut local = core.malloc_local(size, stream);
-            for drain in [false, true] {
-                if local.is_some() || !self.reclaim_from_own_caches(&mut core, shard, drain) {
+            let levels = [
+                Reclaim::Spare,
+                Reclaim::Headroom,
+                Reclaim::Parked(kind.index() as u8),
+                Reclaim::Blocks,
+            ];
+            for level in levels {
+                if local.is_some() || !self.reclaim_from_own_caches(&mut core, shard, level) {
                     continue;
                 }
                 local = core.malloc_local(size, stream);
@@ -253,7 +264,19 @@ impl Pool {
             0
         };
         // The guard must be gone before the slow path locks anything.
-        let answer = self.shards[first].0.lock().free(addr, true);
+        let answer = {
+            let mut core = self.shards[first].0.lock();
+            let mut answer = core.free(addr, true);
+            // Headroom this thread's caches hold serves before the pool-wide path.
+            for level in [Reclaim::Spare, Reclaim::AllHeadroom] {
+                if matches!(answer, Freed::NoRoom)
+                    && self.reclaim_from_own_caches(&mut core, first, level)
+                {
+                    answer = core.free(addr, true);
+                }
+            }
+            answer
+        };
         match answer {
             Freed::Done => Ok(()),
             other => self.free_slow(first, addr, other),

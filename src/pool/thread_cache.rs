@@ -183,6 +183,22 @@ impl State {
         core.absorb(&mut self.stats);
     }
 
+    /// Gives `core` (the slot's shard, locked) the parked blocks of statistics
+    /// index `kind`, so they can merge; the rest stay.
+    fn drain_parked_of(&mut self, core: &mut Core, kind: u8) -> bool {
+        let before = self.parked.len();
+        let mut i = 0;
+        while i < self.parked.len() {
+            if self.parked[i].kind == kind {
+                let loan = self.parked.remove(i);
+                core.take_back_parked(loan, &mut self.stats);
+            } else {
+                i += 1;
+            }
+        }
+        self.parked.len() != before
+    }
+
     /// The headroom the cache keeps: enough to unpark every parked block and
     /// park every handed-out one.
     fn headroom_kept(&self) -> [[i64; 3]; 5] {
@@ -237,6 +253,16 @@ impl State {
             ..loan
         });
         true
+    }
+
+    /// The newest parked block for a request rounded to `rounded` bytes.
+    #[inline]
+    fn parked_for(&self, rounded: usize) -> Option<Loan> {
+        self.parked
+            .iter()
+            .rev()
+            .find(|l| l.size_key == rounded)
+            .copied()
     }
 
     /// Hands out the newest parked block for a request of `size` bytes
@@ -430,8 +456,13 @@ impl Pool {
             // `slots` may change below.
             c.last.set(std::ptr::null());
             caches.retain(|s| !s.dead.load(Ordering::Relaxed));
-            let slot = match find(&caches, self.caches.id, stream) {
-                Some(slot) => slot.clone(),
+            let id = self.caches.id;
+            // An index, not a clone of the `Arc`: no locked instruction per lend.
+            let at = match caches
+                .iter()
+                .rposition(|s| s.pool == id && s.stream == stream)
+            {
+                Some(at) => at,
                 None => {
                     let slot = Arc::new(Slot {
                         pool: self.caches.id,
@@ -455,10 +486,11 @@ impl Pool {
                         old.orphaned.store(true, Ordering::Release);
                     }
                     self.caches.slots.lock().push(slot.clone());
-                    caches.push(slot.clone());
-                    slot
+                    caches.push(slot);
+                    caches.len() - 1
                 }
             };
+            let slot = &caches[at];
             // SAFETY: this thread owns the slot and is not in its fast path;
             // the shard's lock keeps every slow path out.
             let st = unsafe { slot.state_mut() };
@@ -473,15 +505,53 @@ impl Pool {
         });
     }
 
+    /// Under shard `shard`'s lock, before the shard serves a request of
+    /// `size` bytes on `stream` that this thread's cache missed: a block
+    /// parked there for it that only lacked headroom, given the headroom from
+    /// the shard and handed out (it stays lent).
+    pub(super) fn unpark_with_headroom(
+        &self,
+        core: &mut Core,
+        stream: usize,
+        size: usize,
+    ) -> Option<usize> {
+        if self.history.is_on() {
+            return None;
+        }
+        CACHES
+            .try_with(|c| {
+                let caches = c.slots.try_borrow().ok()?;
+                let slot = find(&caches, self.caches.id, stream)?;
+                if slot.dead.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let rounded = slot.round(size)?;
+                // SAFETY: this thread owns the slot and is not in its fast
+                // path; the shard's lock keeps every slow path out.
+                let st = unsafe { slot.state_mut() };
+                let loan = st.parked_for(rounded)?;
+                if st.handed_out.len() >= HANDED_OUT
+                    || !core.top_up(&mut st.stats, loan.kind as usize, loan.size, size)
+                {
+                    return None;
+                }
+                st.unpark(size, rounded)
+            })
+            .ok()
+            .flatten()
+    }
+
     /// Under shard `shard`'s lock, when it cannot serve a request alone:
     /// gives it what this thread's caches of the shard hold, so the request
-    /// does not take the pool-wide path. First their spare headroom; with
-    /// `drain`, their blocks too (so they can merge). True if any came back.
+    /// does not take the pool-wide path: their headroom beyond what their
+    /// blocks may need, then all of it (a parked block then takes headroom
+    /// back through [`Pool::unpark_with_headroom`]), then their blocks too
+    /// (so they can merge). True if any came back.
     pub(super) fn reclaim_from_own_caches(
         &self,
         core: &mut Core,
         shard: usize,
-        drain: bool,
+        level: Reclaim,
     ) -> bool {
         CACHES
             .try_with(|c| {
@@ -495,12 +565,28 @@ impl Pool {
                     // SAFETY: this thread owns the slot and is not in its fast
                     // path; the shard's lock keeps every slow path out.
                     let st = unsafe { slot.state_mut() };
-                    if drain {
-                        any |= !(st.parked.is_empty() && st.handed_out.is_empty());
-                        st.drain_into(core);
-                    } else {
-                        let keep = st.headroom_kept();
-                        any |= core.reclaim_headroom(&mut st.stats, &keep);
+                    match level {
+                        Reclaim::Spare => {
+                            let keep = st.headroom_kept();
+                            any |= core.reclaim_headroom(&mut st.stats, &keep);
+                        }
+                        Reclaim::Headroom => {
+                            // What unparking needs comes back through
+                            // `unpark_with_headroom`; parking's stays.
+                            let mut keep = st.headroom_kept();
+                            keep[..3].fill([0; 3]);
+                            any |= core.reclaim_headroom(&mut st.stats, &keep);
+                        }
+                        Reclaim::AllHeadroom => {
+                            any |= core.reclaim_headroom(&mut st.stats, &[[0; 3]; 5]);
+                        }
+                        Reclaim::Parked(kind) => {
+                            any |= st.drain_parked_of(core, kind);
+                        }
+                        Reclaim::Blocks => {
+                            any |= !(st.parked.is_empty() && st.handed_out.is_empty());
+                            st.drain_into(core);
+                        }
                     }
                 }
                 any
@@ -523,6 +609,15 @@ impl Pool {
                     // fast path; the shard's lock keeps every slow path out.
                     let st = unsafe { slot.state_mut() };
                     let at = st.handed_out.iter().position(|l| l.addr == addr)?;
+                    let loan = st.handed_out[at];
+                    // It could not park for lack of headroom: the shard may have it.
+                    if !self.history.is_on()
+                        && (!loan.split
+                            || core.top_up_split(&mut st.stats, loan.kind as usize, loan.size))
+                        && st.park(at, slot)
+                    {
+                        return Some(super::engine::Freed::Done);
+                    }
                     let loan = st.handed_out.swap_remove(at);
                     core.take_back_handed_out(loan, &mut st.stats);
                     Some(core.free(addr, true))
@@ -580,6 +675,22 @@ impl Pool {
     }
 }
 
+/// How much [`Pool::reclaim_from_own_caches`] takes back.
+#[derive(Clone, Copy)]
+pub(crate) enum Reclaim {
+    /// Headroom the cache's blocks cannot need.
+    Spare,
+    /// All headroom but what parking needs.
+    Headroom,
+    /// All headroom (parking takes back what it needs through
+    /// `Core::top_up_split`).
+    AllHeadroom,
+    /// Parked blocks of one statistics index (small or large pool).
+    Parked(u8),
+    /// Headroom and blocks.
+    Blocks,
+}
+
 /// Which caches a drain also drops for good.
 #[derive(Clone, Copy)]
 pub(crate) enum Retire {
@@ -622,6 +733,35 @@ mod tests {
         // The freed block and the rest of its segment, unmerged (binned).
         assert_eq!(s.inactive_split[STAT_ALL].current, 2);
         assert!(pool.free(b).is_err(), "a double free after a drain");
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn alternating_sizes_stay_parked_with_exact_peaks() {
+        let pool = pool();
+        let sizes = [4000, 40_000, 400_000];
+        for round in 0..4 {
+            for &size in &sizes {
+                let a = pool.malloc_on(7, size).unwrap().get();
+                pool.free(a).unwrap();
+            }
+            if round == 0 {
+                continue;
+            }
+            let slot = pool.caches.slots.lock()[0].clone();
+            // SAFETY: single thread, not in a fast path; read only.
+            let st = unsafe { slot.state_mut() };
+            // One block per size: no size pushed another out.
+            let mut parked: Vec<usize> = st.parked.iter().map(|l| l.size_key).collect();
+            parked.sort_unstable();
+            assert_eq!(parked, [4096, 40_448, 400_384], "round {round}");
+        }
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].peak, 1);
+        assert_eq!(s.allocated_bytes[STAT_ALL].peak, 400_384);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 12);
+        assert_eq!(s.requested_bytes[STAT_ALL].freed, 4 * 444_000);
+        assert_eq!(s.num_device_alloc, 1);
         pool.check_invariants().unwrap();
     }
 

@@ -193,6 +193,61 @@ impl Core {
         self.bin(loan.idx, (stream, loan.size_key));
     }
 
+    /// Gives a cache the headroom it lacks to hand out a parked block of
+    /// `size` bytes (statistics index `kind`) for a request of `requested`
+    /// bytes, from this shard's. True when it now has all of it.
+    pub(crate) fn top_up(
+        &mut self,
+        to: &mut CacheStats,
+        kind: usize,
+        size: usize,
+        requested: usize,
+    ) -> bool {
+        let s = &mut self.stats;
+        let mut enough = true;
+        for i in [STAT_ALL, kind] {
+            for (from, to, want) in [
+                (&mut s.allocation[i], &mut to.allocation[i], 1),
+                (
+                    &mut s.allocated_bytes[i],
+                    &mut to.allocated_bytes[i],
+                    size as i64,
+                ),
+                (
+                    &mut s.requested_bytes[i],
+                    &mut to.requested_bytes[i],
+                    requested as i64,
+                ),
+            ] {
+                give_headroom(from, to, want);
+                enough &= to.room(want);
+            }
+        }
+        enough
+    }
+
+    /// Gives a cache the `inactive_split` headroom it lacks to park a split
+    /// block of `size` bytes (statistics index `kind`). True when it now has
+    /// all of it.
+    pub(crate) fn top_up_split(&mut self, to: &mut CacheStats, kind: usize, size: usize) -> bool {
+        let s = &mut self.stats;
+        let mut enough = true;
+        for i in [STAT_ALL, kind] {
+            for (from, to, want) in [
+                (&mut s.inactive_split[i], &mut to.inactive_split[i], 1),
+                (
+                    &mut s.inactive_split_bytes[i],
+                    &mut to.inactive_split_bytes[i],
+                    size as i64,
+                ),
+            ] {
+                give_headroom(from, to, want);
+                enough &= to.room(want);
+            }
+        }
+        enough
+    }
+
     /// Moves a cache's headroom beyond `keep` (what its parked and handed-out
     /// blocks may still need, in the order of [`CacheStats`]' fields) back to
     /// this shard. True if any moved.
