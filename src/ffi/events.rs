@@ -265,3 +265,31 @@ pub unsafe extern "C" fn aclrtEventGetTimestamp(
         unsafe { args::write_out(timestamp, "timestamp", || host().event_timestamp_us(event)) }
     })
 }
+
+/// `aclrtRecordEventWithFlag`: an ordinary record.
+pub const ACL_EVENT_RECORD_DEFAULT: u32 = 0x0;
+/// `aclrtRecordEventWithFlag`: a record external to a captured graph; the
+/// host runtime captures no graphs, so it records as the default does.
+pub const ACL_EVENT_RECORD_EXTERNAL: u32 = 0x01;
+
+/// `aclrtRecordEvent` with a behaviour flag: `ACL_EVENT_RECORD_DEFAULT` or
+/// `ACL_EVENT_RECORD_EXTERNAL` (other values: `ACL_ERROR_INVALID_PARAM`).
+///
+/// # Safety
+/// None for the host runtime: the handles are looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtRecordEventWithFlag(
+    event: aclrtEvent,
+    stream: aclrtStream,
+    flag: u32,
+) -> aclError {
+    real_or_host!(aclrtRecordEventWithFlag(event: aclrtEvent, stream: aclrtStream, flag: u32) {
+        if flag != ACL_EVENT_RECORD_DEFAULT && flag != ACL_EVENT_RECORD_EXTERNAL {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It must be ACL_EVENT_RECORD_DEFAULT or ACL_EVENT_RECORD_EXTERNAL",
+            });
+        }
+        host().record_event(required(event)?, args::optional_stream(stream))
+    })
+}

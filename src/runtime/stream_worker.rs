@@ -325,6 +325,27 @@ impl Stream {
         }
     }
 
+    /// Drops every task that has not started (`aclrtStreamAbort`): each is
+    /// retired as if it had run (workspaces go back, synchronizers and event
+    /// waiters are released), and a kernel running now finishes. Returns
+    /// how many were dropped.
+    pub fn discard_queued(&self) -> usize {
+        let shared = &*self.shared;
+        let mut dropped = 0;
+        // The queue is multi-consumer: the worker and this thread each take
+        // a task at most once.
+        while let Some(task) = shared.queue.pop() {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            shared.retire(&task);
+            dropped += 1;
+        }
+        if shared.room_waiters.load(Ordering::Relaxed) > 0 {
+            let _guard = shared.sleep_lock();
+            shared.room.notify_all();
+        }
+        dropped
+    }
+
     /// Tasks enqueued that have not started.
     pub fn queued(&self) -> usize {
         self.shared.queue.len()
