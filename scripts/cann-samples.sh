@@ -120,6 +120,8 @@ for s in "${samples[@]}"; do
   done >"$dir/expected.txt"
   exact=0 shaped=0 first=""
   for ((i = 1; i <= runs; i++)); do
+    # The directories run.sh makes for the program (its input and output files).
+    (cd "$dir" && grep -E '^(rm -rf|mkdir -p) [A-Za-z0-9_]+$' run.sh 2>/dev/null | grep -vw build | sh)
     (cd "$dir" && timeout 120 "$exe" >"$dir/run.txt" 2>"$dir/run.err")
     rc=$?
     ok_exact=1 ok_shape=1

@@ -346,6 +346,11 @@ impl Stream {
         dropped
     }
 
+    /// This stream in the wait-for graph of kernels and event waits (`waits`).
+    pub(crate) fn wait_id(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
     /// Tasks enqueued that have not started.
     pub fn queued(&self) -> usize {
         self.shared.queue.len()
@@ -456,6 +461,11 @@ impl Drop for Stream {
     fn drop(&mut self) {
         let _ = self.shut_down();
     }
+}
+
+/// The stream whose worker is this thread in the wait-for graph (0: none).
+pub(crate) fn current_wait_id() -> usize {
+    WORKER_OF.with(|w| w.get())
 }
 
 /// True on any stream's worker thread (inside a kernel).
