@@ -1,8 +1,9 @@
 /*
  * Stream control: a stream made from a config handle, stream state
  * callbacks around creation and destruction, one stream holding on a device
- * word until another writes it (aclrtValueWait / aclrtValueWrite), and
- * aclrtStreamAbort dropping queued work while releasing what waits on it.
+ * word until another writes it (aclrtValueWait / aclrtValueWrite),
+ * aclrtStreamAbort dropping queued work while releasing what waits on it,
+ * and a kernel that fails (aclallocFailCurrentTask) under each failure mode.
  */
 #include <stdint.h>
 
@@ -12,6 +13,14 @@
 #include "common/expect.h"
 
 static int created, destroyed;
+
+static void add_one(void *args) { (*(int *)args)++; }
+static void trap(void *ws, size_t size, void *data) {
+    (void)ws;
+    (void)size;
+    (void)data;
+    aclallocFailCurrentTask(507035); /* a vector core exception on CANN */
+}
 static aclrtStream last_created;
 static void on_state(aclrtStream stream, aclrtStreamState state, void *args) {
     EXPECT(args == &created);
@@ -86,6 +95,21 @@ int main(void) {
     EXPECT(host == 2); /* the dropped write of 100 never ran */
     CHECK(aclrtStreamStop(b));
     expect("aclrtStreamAbort(NULL)", aclrtStreamAbort(NULL), ACL_ERROR_INVALID_PARAM, "default stream");
+
+    /* A failing kernel: the next synchronize says so, once; with
+     * ACL_STOP_ON_FAILURE what was queued behind it does not run. */
+    for (int stop = 0; stop <= 1; stop++) {
+        int count = 0;
+        CHECK(aclrtSetStreamFailureMode(a, stop ? ACL_STOP_ON_FAILURE : ACL_CONTINUE_ON_FAILURE));
+        CHECK(aclrtLaunchHostFunc(a, add_one, &count));
+        CHECK(aclallocLaunchKernel(a, 0, trap, NULL));
+        CHECK(aclrtLaunchHostFunc(a, add_one, &count));
+        EXPECT(aclrtSynchronizeStream(a) == 507035);
+        EXPECT(count == (stop ? 1 : 2));
+        CHECK(aclrtSynchronizeStream(a));
+    }
+    expect("aclallocFailCurrentTask(outside a task)", aclallocFailCurrentTask(507035),
+           ACL_ERROR_INVALID_PARAM, "running on a stream");
 
     CHECK(aclrtDestroyEvent(event));
     CHECK(aclrtFree(word));

@@ -2101,6 +2101,12 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             },
         ),
         (
+            "aclallocFailCurrentTask",
+            "outside a task",
+            INVALID_PARAM,
+            |_, _| aclalloc::ffi::task_failure::aclallocFailCurrentTask(507035),
+        ),
+        (
             "aclrtRecordEventWithFlag",
             "flag 2",
             INVALID_PARAM,

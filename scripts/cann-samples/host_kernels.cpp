@@ -83,11 +83,10 @@ void Print(const Args& a)
     }
 }
 
-// The kernel traps: the task fails, as an AI Core exception does.
-void Trap(void*, size_t, void*)
-{
-    // TODO
-}
+// The kernel traps: the task fails as a vector core exception does on the
+// device (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION in CANN's rt_error_codes.h).
+constexpr aclError kVectorCoreException = 507035;
+void Trap(void*, size_t, void*) { aclallocFailCurrentTask(kVectorCoreException); }
 } // namespace
 
 void EasyOP(uint32_t blockDim, void* stream, uint32_t* x) { Launch<Easy>(stream, {blockDim, x, nullptr, 0}); }

@@ -26,6 +26,7 @@ pub mod process;
 pub mod runtime;
 pub mod stream_control;
 pub mod stream_info;
+pub mod task_failure;
 pub mod tracking;
 pub mod types;
 pub mod virtual_memory;

@@ -262,3 +262,55 @@ mod tests {
         rt.free(word.cast()).unwrap();
     }
 }
+
+#[cfg(test)]
+mod failure_tests {
+    use crate::base::error::Error;
+    use crate::runtime::host::tests::runtime;
+    use crate::runtime::stream_worker::{fail_current_task, KernelFn, Task};
+    use std::ffi::c_void;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    unsafe extern "C" fn add_one(_: *mut c_void, _: usize, data: *mut c_void) {
+        // SAFETY: the test passes a counter that outlives the stream's work.
+        unsafe { &*(data as *const AtomicU32) }.fetch_add(1, Ordering::SeqCst);
+    }
+    unsafe extern "C" fn fail(_: *mut c_void, _: usize, _: *mut c_void) {
+        fail_current_task(507_035).unwrap();
+    }
+
+    fn kernel(f: KernelFn, data: *const AtomicU32) -> Task {
+        Task::Kernel {
+            kernel: f,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: data as *mut c_void,
+            release: false,
+        }
+    }
+
+    #[test]
+    fn a_failed_task_is_reported_once_and_stop_on_failure_drops_what_follows() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let a = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
+        let count = AtomicU32::new(0);
+        for stop in [false, true] {
+            count.store(0, Ordering::SeqCst);
+            rt.set_stream_failure_mode(Some(a), u64::from(stop))
+                .unwrap();
+            s.enqueue(kernel(add_one, &count)).unwrap();
+            s.enqueue(kernel(fail, &count)).unwrap();
+            s.enqueue(kernel(add_one, &count)).unwrap();
+            assert_eq!(
+                rt.synchronize_stream(Some(a)),
+                Err(Error::TaskFailed { code: 507_035 })
+            );
+            assert_eq!(count.load(Ordering::SeqCst), if stop { 1 } else { 2 });
+            rt.synchronize_stream(Some(a)).unwrap();
+        }
+        assert!(fail_current_task(507_035).is_err(), "not inside a task");
+        assert!(fail_current_task(0).is_err());
+    }
+}

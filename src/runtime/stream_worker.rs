@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicI32;
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex as SleepMutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -118,6 +119,11 @@ struct Shared {
     room_waiters: AtomicUsize,
     /// Tasks enqueued that have not finished (`aclrtStreamQuery`).
     pending: AtomicUsize,
+    /// The first task failure not yet reported by a synchronize (0: none).
+    failure: AtomicI32,
+    /// `ACL_STOP_ON_FAILURE`: after a failed task, work is dropped until a
+    /// synchronize reports the failure.
+    stop_on_failure: AtomicBool,
     /// Guards the sleeps below: std's futex lock, not parking_lot's parking
     /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
@@ -133,6 +139,27 @@ struct Shared {
 thread_local! {
     /// The stream whose worker is this thread, if any.
     static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+    /// The failure the running task reported (0: none).
+    static TASK_FAILURE: Cell<i32> = const { Cell::new(0) };
+}
+
+/// Marks the task running on this thread's stream as failed with `code`
+/// (`aclallocFailCurrentTask`): the stream's next synchronize returns it.
+pub fn fail_current_task(code: i32) -> Result<()> {
+    if code == 0 {
+        return Err(Error::InvalidParam {
+            param: "code",
+            reason: "It must be an error code, not ACL_SUCCESS",
+        });
+    }
+    if !on_any_worker() {
+        return Err(Error::InvalidParam {
+            param: "code",
+            reason: "Only a kernel or host function running on a stream can fail its task",
+        });
+    }
+    TASK_FAILURE.with(|f| f.set(code));
+    Ok(())
 }
 
 /// A stream of one device.
@@ -164,6 +191,8 @@ impl Stream {
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
+            failure: AtomicI32::new(0),
+            stop_on_failure: AtomicBool::new(false),
             lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -298,7 +327,10 @@ impl Stream {
                         .wait(guard)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                Ok(())
+                match shared.failure.swap(0, Ordering::SeqCst) {
+                    0 => Ok(()),
+                    code => Err(Error::TaskFailed { code }),
+                }
             }
             Err(DEAD) => Err(DEAD),
             // Destroyed: its work is finished once the worker has exited.
@@ -344,6 +376,12 @@ impl Stream {
             shared.room.notify_all();
         }
         dropped
+    }
+
+    /// `aclrtSetStreamFailureMode`: with `stop`, after a failed task the
+    /// stream drops its work until a synchronize reports the failure.
+    pub fn set_stop_on_failure(&self, stop: bool) {
+        self.shared.stop_on_failure.store(stop, Ordering::SeqCst);
     }
 
     /// This stream in the wait-for graph of kernels and event waits (`waits`).
@@ -574,6 +612,14 @@ impl Shared {
     /// Runs `task`; false when a kernel or a free callback ended the
     /// thread (the task is retired all the same).
     fn execute(&self, task: &Task) -> bool {
+        // Stop-on-failure: until a synchronize reports the failure, tasks
+        // are dropped (retired as if run, so nothing waits forever).
+        if self.failure.load(Ordering::Relaxed) != 0 && self.stop_on_failure.load(Ordering::Relaxed)
+        {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            self.retire(task);
+            return true;
+        }
         match *task {
             Task::Kernel {
                 kernel,
@@ -614,10 +660,22 @@ impl Shared {
             #[cfg(test)]
             Task::Panic => panic!("a test made the worker panic"),
         }
+        let failed = TASK_FAILURE.with(|f| f.replace(0));
+        if failed != 0 {
+            self.task_failed(failed);
+        }
         // Before retiring: a synchronizer woken by a fence sees the stream idle.
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.retire(task);
         !foreign_call::unwind_paused()
+    }
+
+    /// Keeps the first failure for the next synchronize.
+    #[cold]
+    fn task_failed(&self, code: i32) {
+        let _ = self
+            .failure
+            .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.
