@@ -127,7 +127,8 @@ impl Event {
         };
         let me = stream_worker::current_wait_id();
         let waiting = match source {
-            Some(s) if me != 0 => match waits::begin(me, s.stream) {
+            // A record on the waiting stream itself ran before the wait.
+            Some(s) if me != 0 && s.stream != me => match waits::begin(me, s.stream) {
                 Ok(w) => Some(w),
                 Err(_) => {
                     REFUSED_WAITS.fetch_add(1, Ordering::Relaxed);
