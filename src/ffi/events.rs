@@ -6,7 +6,8 @@ use super::args::{self, Out};
 use super::forward::real_or_host;
 use super::process::host;
 use super::types::*;
-use crate::base::error::Error;
+use crate::base::error::{Error, ACL_SUCCESS};
+use crate::interpose::next::Sym;
 use std::ffi::c_void;
 
 /// An event handle.
@@ -118,9 +119,13 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut aclrtEvent, flag
 /// None for the host runtime: the handle is looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyEvent(event: aclrtEvent) -> aclError {
-    real_or_host!(aclrtDestroyEvent(event: aclrtEvent) {
+    let rc = real_or_host!(aclrtDestroyEvent(event: aclrtEvent) {
         host().destroy_event(required(event)?)
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::destroyed(event);
+    }
+    rc
 }
 
 fn required(event: aclrtEvent) -> crate::base::error::Result<usize> {
@@ -134,9 +139,13 @@ fn required(event: aclrtEvent) -> crate::base::error::Result<usize> {
 /// None for the host runtime: the handles are looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) -> aclError {
-    real_or_host!(aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) {
+    let rc = real_or_host!(aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) {
         host().record_event(required(event)?, args::optional_stream(stream))
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::recorded(Sym::aclrtRecordEvent, event, stream);
+    }
+    rc
 }
 
 /// Puts the event back in its initial state when `stream` reaches this point.
@@ -157,9 +166,13 @@ pub unsafe extern "C" fn aclrtResetEvent(event: aclrtEvent, stream: aclrtStream)
 /// None for the host runtime: the handles are looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) -> aclError {
-    real_or_host!(aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) {
+    let rc = real_or_host!(aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) {
         host().stream_wait_event(args::optional_stream(stream), required(event)?)
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::waited(stream, event);
+    }
+    rc
 }
 
 /// `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run, else
@@ -283,7 +296,7 @@ pub unsafe extern "C" fn aclrtRecordEventWithFlag(
     stream: aclrtStream,
     flag: u32,
 ) -> aclError {
-    real_or_host!(aclrtRecordEventWithFlag(event: aclrtEvent, stream: aclrtStream, flag: u32) {
+    let rc = real_or_host!(aclrtRecordEventWithFlag(event: aclrtEvent, stream: aclrtStream, flag: u32) {
         if flag != ACL_EVENT_RECORD_DEFAULT && flag != ACL_EVENT_RECORD_EXTERNAL {
             return Err(Error::InvalidParam {
                 param: "flag",
@@ -291,5 +304,9 @@ pub unsafe extern "C" fn aclrtRecordEventWithFlag(
             });
         }
         host().record_event(required(event)?, args::optional_stream(stream))
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::recorded(Sym::aclrtRecordEventWithFlag, event, stream);
+    }
+    rc
 }

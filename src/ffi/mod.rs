@@ -15,6 +15,7 @@ pub mod device_info;
 pub mod dispatch;
 pub mod empty_kernel;
 pub mod errmsg;
+pub mod event_order;
 pub mod events;
 pub(crate) mod forward;
 pub mod host_memory;
