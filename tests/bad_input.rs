@@ -1182,6 +1182,13 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
         ("aclrtValueWait", Kind::DevicePtr, |h, _| unsafe {
             aclalloc::ffi::stream_control::aclrtValueWait(h, 1, 0, std::ptr::null_mut())
         }),
+        (
+            "aclrtStreamWaitEventWithTimeout",
+            Kind::Event,
+            |h, _| unsafe {
+                aclalloc::ffi::events::aclrtStreamWaitEventWithTimeout(std::ptr::null_mut(), h, 1)
+            },
+        ),
         ("aclrtRecordEventWithFlag", Kind::Event, |h, _| unsafe {
             aclalloc::ffi::events::aclrtRecordEventWithFlag(h, std::ptr::null_mut(), 0)
         }),
@@ -2105,6 +2112,18 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "outside a task",
             INVALID_PARAM,
             |_, _| aclalloc::ffi::task_failure::aclallocFailCurrentTask(507035),
+        ),
+        (
+            "aclrtStreamWaitEventWithTimeout",
+            "timeout -1",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtStreamWaitEventWithTimeout(
+                    std::ptr::null_mut(),
+                    live_event(),
+                    -1,
+                )
+            },
         ),
         (
             "aclrtRecordEventWithFlag",

@@ -1,5 +1,5 @@
 //! Stream control (abort, stop, value write and wait, stream state
-//! callbacks, config handles, records with a flag) forwards to a real
+//! callbacks, config handles, records with a flag, timed waits) forwards to a real
 //! runtime in front of which the library is loaded: a stand-in runtime that
 //! answers each with its own values, behind libaclalloc in link order.
 
@@ -22,6 +22,7 @@ void *aclrtCreateStreamConfigHandle(void) { return &config; }
 aclError aclrtSetStreamConfigOpt(void *h, int attr, const void *v, size_t n) { (void)v; return h == &config && attr == 3 && n == 4 ? 0 : 8; }
 aclError aclrtCreateStreamV2(void **s, const void *h) { *s = (void *)0x5252; return h == &config ? 0 : 8; }
 aclError aclrtDestroyStreamConfigHandle(void *h) { return h == &config ? 0 : 8; }
+aclError aclrtStreamWaitEventWithTimeout(void *s, void *e, int t) { return s == (void *)0x5151 && e == (void *)0xE7E7 && t == 5 ? 0 : 8; }
 aclError aclrtRecordEventWithFlag(void *e, void *s, uint32_t f) { return e == (void *)0xE7E7 && s == (void *)0x5151 && f == 1 ? 0 : 8; }
 "#;
 
@@ -41,7 +42,8 @@ int main(void) {
         && aclrtSetStreamConfigOpt(h, ACL_RT_STREAM_PRIORITY, &prio, sizeof prio) == 0
         && aclrtCreateStreamV2(&s2, h) == 0 && s2 == (void *)0x5252
         && aclrtDestroyStreamConfigHandle(h) == 0
-        && aclrtRecordEventWithFlag((aclrtEvent)0xE7E7, s, ACL_EVENT_RECORD_EXTERNAL) == 0;
+        && aclrtRecordEventWithFlag((aclrtEvent)0xE7E7, s, ACL_EVENT_RECORD_EXTERNAL) == 0
+        && aclrtStreamWaitEventWithTimeout(s, (aclrtEvent)0xE7E7, 5) == 0;
     puts(ok ? "forwarded" : "not forwarded");
     return ok ? 0 : 1;
 }

@@ -762,6 +762,17 @@ aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp);
 aclError aclrtRecordEventWithFlag(aclrtEvent event, aclrtStream stream, uint32_t flag);
 
 /**
+ * As `aclrtStreamWaitEvent`, but `stream` waits at most `timeout` seconds
+ * (0: no limit; below 0: `ACL_ERROR_INVALID_PARAM`). When the time runs
+ * out the stream goes on and its next synchronize returns
+ * `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtStreamWaitEventWithTimeout(aclrtStream stream, aclrtEvent event, int32_t timeout);
+
+/**
  * Allocates `size` bytes of host memory (page-aligned, zeroed) that every
  * `aclrtMemcpy[Async]` kind and every kernel accepts. `size` 0:
  * `ACL_ERROR_INVALID_PARAM`.

@@ -35,8 +35,8 @@ pub(crate) fn recorded(sym: Sym, event: *mut c_void, stream: aclrtStream) {
 }
 
 /// `stream` waits on `event` (the wait succeeded).
-pub(crate) fn waited(stream: aclrtStream, event: *mut c_void) {
-    if address(Sym::aclrtStreamWaitEvent).is_none() {
+pub(crate) fn waited(sym: Sym, stream: aclrtStream, event: *mut c_void) {
+    if address(sym).is_none() {
         return;
     }
     let Some(waiter) = StreamKey::from_ptr(stream) else {

@@ -170,7 +170,7 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtE
         host().stream_wait_event(args::optional_stream(stream), required(event)?)
     });
     if rc == ACL_SUCCESS {
-        super::event_order::waited(stream, event);
+        super::event_order::waited(Sym::aclrtStreamWaitEvent, stream, event);
     }
     rc
 }
@@ -307,6 +307,28 @@ pub unsafe extern "C" fn aclrtRecordEventWithFlag(
     });
     if rc == ACL_SUCCESS {
         super::event_order::recorded(Sym::aclrtRecordEventWithFlag, event, stream);
+    }
+    rc
+}
+
+/// As `aclrtStreamWaitEvent`, but `stream` waits at most `timeout` seconds
+/// (0: no limit; below 0: `ACL_ERROR_INVALID_PARAM`). When the time runs
+/// out the stream goes on and its next synchronize returns
+/// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+///
+/// # Safety
+/// None for the host runtime: the handles are looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtStreamWaitEventWithTimeout(
+    stream: aclrtStream,
+    event: aclrtEvent,
+    timeout: i32,
+) -> aclError {
+    let rc = real_or_host!(aclrtStreamWaitEventWithTimeout(stream: aclrtStream, event: aclrtEvent, timeout: i32) {
+        host().stream_wait_event_timeout(args::optional_stream(stream), required(event)?, timeout)
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::waited(Sym::aclrtStreamWaitEventWithTimeout, stream, event);
     }
     rc
 }

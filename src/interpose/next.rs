@@ -128,6 +128,7 @@ macro_rules! symbol_groups {
                 aclrtSetStreamConfigOpt,
                 aclrtCreateStreamV2,
                 aclrtRecordEventWithFlag,
+                aclrtStreamWaitEventWithTimeout,
             ],
         }
     };

@@ -114,11 +114,11 @@ impl Event {
         true
     }
 
-    /// A stream's wait task: blocks its worker, then counts the wait done.
-    /// While blocked, the worker waits for the record's stream in the
+    /// A stream's wait task: blocks its worker (at most `limit`: false when
+    /// it ran out), then counts the wait done. While blocked, the worker waits for the record's stream in the
     /// wait-for graph; a wait that would close a cycle is reported and
     /// given up.
-    pub(crate) fn stream_wait(&self, generation: u64) {
+    pub(crate) fn stream_wait(&self, generation: u64, limit: Option<Duration>) -> bool {
         let source = {
             let marks = self.marks.lock();
             marks
@@ -137,14 +137,15 @@ impl Event {
                         "aclalloc: a stream's wait on an event was given up: the event's record is queued behind a kernel that waits for the waiting stream, so both would wait forever. Record the event before that kernel, or wait from a host thread"
                     );
                     self.marks.lock().waits_done += 1;
-                    return;
+                    return true;
                 }
             },
             _ => None,
         };
-        self.wait_for(generation, None);
+        let reached = self.wait_for(generation, limit);
         drop(waiting);
         self.marks.lock().waits_done += 1;
+        reached
     }
 
     pub(crate) fn reset(&self) {
@@ -252,6 +253,41 @@ impl HostRuntime {
         let undo = |m: &mut Marks| m.waits -= 1;
         self.enqueue_on(Some(key), &event, last, undo, Task::Wait)?;
         // The work queued on `key` from now on runs after the record.
+        if let Some(s) = source.filter(|s| s.key != key) {
+            self.observer().stream_waited(key, s.key, s.token);
+        }
+        Ok(())
+    }
+
+    /// `aclrtStreamWaitEventWithTimeout`: as `aclrtStreamWaitEvent`, but the
+    /// stream waits at most `timeout_s` seconds (0: no limit); when the time
+    /// runs out the stream goes on and its next synchronize returns
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+    pub fn stream_wait_event_timeout(
+        &self,
+        stream: Option<StreamKey>,
+        event: usize,
+        timeout_s: i32,
+    ) -> Result<()> {
+        let Ok(seconds) = u32::try_from(timeout_s) else {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "It must be 0 (no limit) or a number of seconds above 0",
+            });
+        };
+        if seconds == 0 {
+            return self.stream_wait_event(stream, event);
+        }
+        let ev = self.event(event)?;
+        let (key, _) = self.resolve_stream(stream)?;
+        let source = ev.marks.lock().source;
+        let last = |m: &mut Marks| {
+            m.waits += 1;
+            m.recorded
+        };
+        let undo = |m: &mut Marks| m.waits -= 1;
+        let task = |e, n| Task::TimedWait(e, n, seconds);
+        self.enqueue_on(Some(key), &ev, last, undo, task)?;
         if let Some(s) = source.filter(|s| s.key != key) {
             self.observer().stream_waited(key, s.key, s.token);
         }
@@ -479,5 +515,44 @@ mod tests {
         rt.destroy_event(ev).unwrap();
         rt.destroy_stream(a, true).unwrap();
         rt.synchronize_stream(Some(b)).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod timed_wait_tests {
+    use super::*;
+    use crate::runtime::host::tests::runtime;
+
+    #[test]
+    fn a_timed_wait_that_runs_out_lets_the_stream_go_on_and_fails_its_synchronize() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let word = rt.malloc(8).unwrap().as_ptr().cast::<std::ffi::c_void>();
+        rt.value_write(word, 0, 0, Some(a)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        // a's record stays behind a value wait nobody satisfies in time.
+        rt.value_wait(word, 1, 1, Some(a)).unwrap();
+        let ev = rt.create_event(0, false).unwrap();
+        rt.record_event(ev, Some(a)).unwrap();
+        rt.stream_wait_event_timeout(Some(b), ev, 1).unwrap();
+        assert_eq!(
+            rt.synchronize_stream(Some(b)),
+            Err(Error::TaskFailed {
+                code: crate::base::error::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+            })
+        );
+        assert!(!rt.event_complete(ev).unwrap(), "the record has not run");
+        // In time: no failure.
+        rt.stream_wait_event_timeout(Some(b), ev, 30).unwrap();
+        let c = rt.create_stream(0, 0).unwrap();
+        rt.value_write(word, 1, 0, Some(c)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        rt.synchronize_stream(Some(b)).unwrap();
+        assert!(rt.stream_wait_event_timeout(Some(b), ev, -1).is_err());
+        rt.free(word.cast()).unwrap();
     }
 }

@@ -88,6 +88,9 @@ pub enum Task {
     Record(*const Event, u64),
     /// Blocks the stream until the event's record `.1` has completed.
     Wait(*const Event, u64),
+    /// As `Wait`, for at most `.2` seconds; the task fails with
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT` when the time runs out.
+    TimedWait(*const Event, u64, u32),
     /// Puts the event back in its initial state.
     Reset(*const Event),
     /// Makes the worker panic, as a bug inside the library would (tests).
@@ -653,8 +656,17 @@ impl Shared {
                 unsafe { dst.write_bytes(value, count) }
             }
             Task::Fence(_) | Task::Record(..) => {}
-            // SAFETY: the task holds a count of the event until it retires.
-            Task::Wait(event, generation) => unsafe { &*event }.stream_wait(generation),
+            Task::Wait(event, generation) => {
+                // SAFETY: the task holds a count of the event until it retires.
+                unsafe { &*event }.stream_wait(generation, None);
+            }
+            Task::TimedWait(event, generation, seconds) => {
+                let limit = Duration::from_secs(u64::from(seconds));
+                // SAFETY: as above.
+                if !unsafe { &*event }.stream_wait(generation, Some(limit)) {
+                    self.task_failed(crate::base::error::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT);
+                }
+            }
             // SAFETY: as above.
             Task::Reset(event) => unsafe { &*event }.reset(),
             #[cfg(test)]
@@ -702,7 +714,7 @@ impl Shared {
                 // SAFETY: the count `Record` was made with, given back once.
                 unsafe { Arc::from_raw(event) }.complete(generation);
             }
-            Task::Wait(event, _) | Task::Reset(event) => {
+            Task::Wait(event, _) | Task::TimedWait(event, ..) | Task::Reset(event) => {
                 // SAFETY: as above.
                 drop(unsafe { Arc::from_raw(event) });
             }
