@@ -76,7 +76,7 @@ documented() {
     inb { print }
   ' "$1" | sed 's/\r$//' | grep -v '^[[:space:]]*$' | grep -v '^\.\.\.'
 }
-# Does every documented line appear in the output? The README's
+# Does every documented line appear in the output, in order? The README's
 # placeholders ("...", "<name>", "8.x.x") match anything; with "shape",
 # numbers match any number too. Runs of spaces and commas are not compared
 # (the READMEs and the samples' log macros differ in both).
@@ -86,13 +86,17 @@ matches() { # expected output [shape]
     open(my $o, "<", $out) or exit 2; my @out = <$o>;
     for (@out) { chomp; s/[\s,]+/ /g; }
     open(my $e, "<", $exp) or exit 2;
+    my $at = 0;
     while (my $line = <$e>) {
       chomp $line; $line =~ s/[\s,]+/ /g; $line =~ s/^ | $//g;
       my $re = join "", map {
         /^(\.\.\.|<[^>]*>|\d+(\.x)+)$/ ? ".*" :
         ($shape && /^\d+(\.\d+)?$/) ? "[-+]?\\d+(\\.\\d+)?" : quotemeta
       } split /(\.\.\.|<[^>]*>|\d+(?:\.x)+|\d+(?:\.\d+)?)/, $line;
-      next if grep { /^\s*$re\s*$/ } @out;
+      # In order: each line is looked for after the one matched before it.
+      my $found;
+      while ($at < @out) { if ($out[$at++] =~ /^\s*$re\s*$/) { $found = 1; last } }
+      next if $found;
       print "$line\n"; exit 1;
     }' "$@"
 }

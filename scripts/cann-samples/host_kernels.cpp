@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "acl/acl.h"
@@ -13,6 +15,37 @@
 #include "kernel_func/kernel_ops.h"
 
 namespace {
+// AscendC::printf: what a kernel prints is kept in a device buffer and
+// written out when the runtime tears the device down, after everything the
+// host printed (the samples' documented outputs show it there). Kept here,
+// written at exit, after the program's own output.
+class DevicePrintBuffer {
+public:
+    ~DevicePrintBuffer()
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        std::fputs(text_.c_str(), stdout);
+        std::fflush(stdout);
+    }
+    void Append(const char* line)
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        text_ += line;
+    }
+
+private:
+    std::mutex mutex_;
+    std::string text_;
+};
+DevicePrintBuffer g_devicePrints;
+
+void DevicePrint(const char* format, int value)
+{
+    char line[128];
+    std::snprintf(line, sizeof line, format, value);
+    g_devicePrints.Append(line);
+}
+
 struct Args {
     uint32_t blockDim;
     uint32_t* x;
@@ -65,21 +98,21 @@ void Write(const Args& a)
 {
     for (uint32_t i = 0; i < a.blockDim; ++i) {
         a.devPtr[i] = a.value;
-        std::printf("Source data: %d\n", a.value);
+        DevicePrint("Source data: %d\n", a.value);
     }
 }
 
 void Read(const Args& a)
 {
     for (uint32_t i = 0; i < a.blockDim; ++i) {
-        std::printf("Destination data: %d\n", a.devPtr[i]);
+        DevicePrint("Destination data: %d\n", a.devPtr[i]);
     }
 }
 
 void Print(const Args& a)
 {
     for (uint32_t i = 0; i < a.blockDim; ++i) {
-        std::printf("Hello World\n");
+        g_devicePrints.Append("Hello World\n");
     }
 }
 
