@@ -75,6 +75,8 @@ pub const ENUMS: &[&str] = &[
     "aclrtDevAttr",
     "aclrtErrorType",
     "aclrtAicoreErrorType",
+    "aclrtStreamState",
+    "aclrtStreamConfigAttr",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

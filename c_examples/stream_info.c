@@ -1,7 +1,7 @@
 /*
  * What a stream says about itself: whether its work has run, the priority
  * and flags it was made with, its id, the priority range, and the failure
- * mode (checked; the host's kernels cannot fail).
+ * mode (checked).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

@@ -1218,6 +1218,16 @@ aclError aclallocPoolMemoryReserved(aclallocPool pool, size_t *bytes);
 aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
 
 /**
+ * Called from a kernel (`aclallocLaunchKernel`) or a host function
+ * (`aclrtLaunchHostFunc`) running on a stream: the task counts as failed
+ * with `code`. The stream's next `aclrtSynchronizeStream` returns `code`
+ * (once); with `ACL_STOP_ON_FAILURE` the stream drops its work until
+ * then. `ACL_ERROR_INVALID_PARAM` for `ACL_SUCCESS` or outside a
+ * stream's task.
+ */
+aclError aclallocFailCurrentTask(aclError code);
+
+/**
  * Turns the tracking layer on (non-zero) or off (0) for allocator lookups
  * from now on, as `ACLALLOC_TRACK=1` does at load time: with it on,
  * `aclrtAllocatorGetByStream` hands out callbacks that record every block

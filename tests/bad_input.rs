@@ -1184,6 +1184,28 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 h,
             )
         }),
+        ("aclrtStreamAbort", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_control::aclrtStreamAbort(h)
+        }),
+        ("aclrtStreamStop", Kind::Stream, |h, _| unsafe {
+            aclalloc::ffi::stream_control::aclrtStreamStop(h)
+        }),
+        ("aclrtValueWrite", Kind::DevicePtr, |h, _| unsafe {
+            aclalloc::ffi::stream_control::aclrtValueWrite(h, 1, 0, std::ptr::null_mut())
+        }),
+        ("aclrtValueWait", Kind::DevicePtr, |h, _| unsafe {
+            aclalloc::ffi::stream_control::aclrtValueWait(h, 1, 0, std::ptr::null_mut())
+        }),
+        (
+            "aclrtStreamWaitEventWithTimeout",
+            Kind::Event,
+            |h, _| unsafe {
+                aclalloc::ffi::events::aclrtStreamWaitEventWithTimeout(std::ptr::null_mut(), h, 1)
+            },
+        ),
+        ("aclrtRecordEventWithFlag", Kind::Event, |h, _| unsafe {
+            aclalloc::ffi::events::aclrtRecordEventWithFlag(h, std::ptr::null_mut(), 0)
+        }),
         ("aclrtQueryEventStatus", Kind::Event, |h, out| unsafe {
             aclrtQueryEventStatus(h, &mut out.guard as *mut u64 as *mut i32)
         }),
@@ -2143,6 +2165,113 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
                     std::ptr::null_mut(),
                     None,
                     std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtStreamAbort",
+            "stream NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::stream_control::aclrtStreamAbort(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtStreamStop",
+            "stream NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::stream_control::aclrtStreamStop(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtValueWrite",
+            "devAddr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_control::aclrtValueWrite(
+                    std::ptr::null_mut(),
+                    1,
+                    0,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        ("aclrtValueWait", "flag 4", INVALID_PARAM, |out, _| unsafe {
+            aclalloc::ffi::stream_control::aclrtValueWait(
+                &mut out.guard as *mut u64 as *mut c_void,
+                1,
+                4,
+                std::ptr::null_mut(),
+            )
+        }),
+        (
+            "aclrtRegStreamStateCallback",
+            "regName NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_control::aclrtRegStreamStateCallback(
+                    std::ptr::null(),
+                    None,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtSetStreamConfigOpt",
+            "handle never handed out",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::stream_control::aclrtSetStreamConfigOpt(
+                    &mut out.guard as *mut u64 as *mut _,
+                    2,
+                    &out.guard as *const u64 as *const c_void,
+                    4,
+                )
+            },
+        ),
+        (
+            "aclrtDestroyStreamConfigHandle",
+            "handle NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_control::aclrtDestroyStreamConfigHandle(std::ptr::null_mut())
+            },
+        ),
+        (
+            "aclrtCreateStreamV2",
+            "handle never handed out",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::stream_control::aclrtCreateStreamV2(
+                    &mut out.desc as *mut _,
+                    &out.guard as *const u64 as *const _,
+                )
+            },
+        ),
+        (
+            "aclallocFailCurrentTask",
+            "outside a task",
+            INVALID_PARAM,
+            |_, _| aclalloc::ffi::task_failure::aclallocFailCurrentTask(507035),
+        ),
+        (
+            "aclrtStreamWaitEventWithTimeout",
+            "timeout -1",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtStreamWaitEventWithTimeout(
+                    std::ptr::null_mut(),
+                    live_event(),
+                    -1,
+                )
+            },
+        ),
+        (
+            "aclrtRecordEventWithFlag",
+            "flag 2",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::events::aclrtRecordEventWithFlag(
+                    live_event(),
+                    std::ptr::null_mut(),
+                    2,
                 )
             },
         ),

@@ -622,3 +622,16 @@ fn the_recent_message_is_the_most_recent_failures_whichever_side_failed() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_reuse_ordered_by_a_forwarded_event_is_not_reported_and_one_recorded_before_the_free_is() {
+    let ordered = under_aclalloc("event-ordered", &[]);
+    let report = text(&ordered.stderr);
+    assert!(ordered.status.success(), "{report}");
+    assert!(fault_lines(&report).is_empty(), "{report}");
+    let unordered = under_aclalloc("event-before-free", &[]);
+    let (s1, _, _) = handles(&unordered);
+    let faults = fault_lines(&text(&unordered.stderr));
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(faults[0].contains(&format!("freed-on={s1} ")), "{faults:?}");
+}

@@ -41,6 +41,18 @@
 #define ACL_EVENT_EXTERNAL 0x00000020U
 /** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
 #define ACL_EVENT_IPC 0x00000040U
+/** `aclrtRecordEventWithFlag`: an ordinary record. */
+#define ACL_EVENT_RECORD_DEFAULT 0x00000000U
+/** `aclrtRecordEventWithFlag`: a record external to a captured graph; the host runtime captures no graphs, so it records as the default does. */
+#define ACL_EVENT_RECORD_EXTERNAL 0x00000001U
+/** `aclrtValueWait`: the word is at least the value. */
+#define ACL_STREAM_WAIT_VALUE_GEQ 0x00000000U
+/** `aclrtValueWait`: the word equals the value. */
+#define ACL_STREAM_WAIT_VALUE_EQ 0x00000001U
+/** `aclrtValueWait`: the word and the value share a set bit. */
+#define ACL_STREAM_WAIT_VALUE_AND 0x00000002U
+/** `aclrtValueWait`: some bit is clear in both the word and the value. */
+#define ACL_STREAM_WAIT_VALUE_NOR 0x00000003U
 /** `aclrtSetStreamFailureMode`: the stream goes on after a failed task. */
 #define ACL_CONTINUE_ON_FAILURE 0x00000000U
 /** `aclrtSetStreamFailureMode`: the stream stops at a failed task. */
@@ -367,6 +379,24 @@ typedef enum aclrtAicoreErrorType {
     ACL_RT_AICORE_ERROR_HW_LOCAL = 2,
 } aclrtAicoreErrorType;
 
+typedef enum aclrtStreamState {
+    /** After a stream was created. */
+    ACL_RT_STREAM_STATE_CREATE_POST = 1,
+    /** Before a stream is destroyed. */
+    ACL_RT_STREAM_STATE_DESTROY_PRE = 2,
+} aclrtStreamState;
+
+typedef enum aclrtStreamConfigAttr {
+    /** The model work address (`void *`); unused by the host runtime. */
+    ACL_RT_STREAM_WORK_ADDR_PTR = 0,
+    /** The model work size (`size_t`); unused by the host runtime. */
+    ACL_RT_STREAM_WORK_SIZE = 1,
+    /** The stream's `ACL_STREAM_*` flags (`uint32_t` or `size_t`). */
+    ACL_RT_STREAM_FLAG = 2,
+    /** The stream's priority (`uint32_t`, 0 to 7). */
+    ACL_RT_STREAM_PRIORITY = 3,
+} aclrtStreamConfigAttr;
+
 
 /**
  * A half-precision float's bits.
@@ -408,6 +438,21 @@ typedef struct aclrtErrorInfo {
   aclrtErrorType errorType;
   union aclrtErrorInfoDetail detail;
 } aclrtErrorInfo;
+
+/**
+ * `void fn(aclrtStream stm, aclrtStreamState state, void *args)`.
+ */
+typedef void (*aclrtStreamStateCallback)(aclrtStream stm, aclrtStreamState state, void *args);
+
+/**
+ * The configuration `aclrtCreateStreamV2` creates a stream with.
+ */
+typedef struct aclrtStreamConfigHandle {
+  void *workptr;
+  size_t workSize;
+  size_t flag;
+  uint32_t priority;
+} aclrtStreamConfigHandle;
 
 /**
  * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
@@ -708,6 +753,26 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
 aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp);
 
 /**
+ * `aclrtRecordEvent` with a behaviour flag: `ACL_EVENT_RECORD_DEFAULT` or
+ * `ACL_EVENT_RECORD_EXTERNAL` (other values: `ACL_ERROR_INVALID_PARAM`).
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtRecordEventWithFlag(aclrtEvent event, aclrtStream stream, uint32_t flag);
+
+/**
+ * As `aclrtStreamWaitEvent`, but `stream` waits at most `timeout` seconds
+ * (0: no limit; below 0: `ACL_ERROR_INVALID_PARAM`). When the time runs
+ * out the stream goes on and its next synchronize returns
+ * `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtStreamWaitEventWithTimeout(aclrtStream stream, aclrtEvent event, int32_t timeout);
+
+/**
  * Allocates `size` bytes of host memory (page-aligned, zeroed) that every
  * `aclrtMemcpy[Async]` kind and every kernel accepts. `size` 0:
  * `ACL_ERROR_INVALID_PARAM`.
@@ -937,6 +1002,88 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
 aclError aclrtSynchronizeDevice(void);
 
 /**
+ * Stores `value` in the 8-byte device word `devAddr` when `stream` (NULL:
+ * the default stream) reaches this point. `flag` is reserved: 0.
+ *
+ * # Safety
+ * None for the host runtime: the address is checked against device memory.
+ */
+aclError aclrtValueWrite(void *devAddr, uint64_t value, uint32_t flag, aclrtStream stream);
+
+/**
+ * Holds `stream` (NULL: the default stream) at this point until the 8-byte
+ * device word `devAddr` satisfies `flag` (`ACL_STREAM_WAIT_VALUE_*`) for
+ * `value`; work queued after it runs only then.
+ *
+ * # Safety
+ * None for the host runtime: the address is checked against device memory.
+ */
+aclError aclrtValueWait(void *devAddr, uint64_t value, uint32_t flag, aclrtStream stream);
+
+/**
+ * Drops the work queued on `stream` that has not started (not the default
+ * stream: NULL is refused). On the host the task running now finishes;
+ * events recorded by the dropped work count as complete.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtStreamAbort(aclrtStream stream);
+
+/**
+ * Stops the task running on `stream` without dropping queued work (not
+ * the default stream: NULL is refused). A host task cannot be
+ * interrupted: on the host this checks the stream and returns.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtStreamStop(aclrtStream stream);
+
+/**
+ * Registers `callback` under `regName` (one per name): it is called with
+ * `args` after each stream is created and before each is destroyed, on the
+ * creating or destroying thread. A NULL `callback` unregisters the name.
+ *
+ * # Safety
+ * `regName` is NULL or a NUL-terminated string; `callback` may be called
+ * from any thread that creates or destroys a stream.
+ */
+aclError aclrtRegStreamStateCallback(const char *regName, aclrtStreamStateCallback callback, void *args);
+
+/**
+ * A new stream config handle (flags 0, priority 0, no work memory); NULL
+ * on failure. Free it with `aclrtDestroyStreamConfigHandle`.
+ */
+struct aclrtStreamConfigHandle *aclrtCreateStreamConfigHandle(void);
+
+/**
+ * Frees a handle from `aclrtCreateStreamConfigHandle`; streams created
+ * with it are unaffected.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up before use.
+ */
+aclError aclrtDestroyStreamConfigHandle(struct aclrtStreamConfigHandle *handle);
+
+/**
+ * Sets `attr` of a config handle from `attrValue` (`valueSize` bytes: the
+ * size of the attribute's type).
+ *
+ * # Safety
+ * `attrValue` is NULL or readable for `valueSize` bytes.
+ */
+aclError aclrtSetStreamConfigOpt(struct aclrtStreamConfigHandle *handle, aclrtStreamConfigAttr attr, const void *attrValue, size_t valueSize);
+
+/**
+ * Creates a stream with the priority and flags of a config handle.
+ *
+ * # Safety
+ * `stream` is NULL or writable.
+ */
+aclError aclrtCreateStreamV2(aclrtStream *stream, const struct aclrtStreamConfigHandle *handle);
+
+/**
  * `ACL_STREAM_STATUS_COMPLETE` once everything enqueued on `stream` (NULL:
  * the default stream) has run, else `_NOT_READY`.
  *
@@ -980,8 +1127,9 @@ aclError aclrtDeviceGetStreamPriorityRange(int32_t *leastPriority, int32_t *grea
 
 /**
  * Sets what `stream` does after a failed task: `ACL_CONTINUE_ON_FAILURE` or
- * `ACL_STOP_ON_FAILURE` (other values: `ACL_ERROR_INVALID_PARAM`). The
- * host's kernels cannot fail, so both run the same.
+ * `ACL_STOP_ON_FAILURE` (other values: `ACL_ERROR_INVALID_PARAM`). A host
+ * kernel fails with `aclallocFailCurrentTask`; the next synchronize
+ * returns its code, and stop-on-failure drops the stream's work until then.
  *
  * # Safety
  * None for the host runtime: the handle is looked up, never trusted.

@@ -194,6 +194,10 @@ pub enum Error {
     /// An environment variable's value is refused (see [`super::env`]).
     #[error("{0}")]
     Config(&'static ConfigError),
+    /// A task on the stream failed (a host kernel reported `code` with
+    /// `aclallocFailCurrentTask`); reported once, by the next synchronize.
+    #[error("A task on the stream failed with error {code}")]
+    TaskFailed { code: aclError },
 }
 
 impl Error {
@@ -224,6 +228,7 @@ impl Error {
             Error::EventNotComplete { .. } => ACL_ERROR_RT_EVENT_NOT_COMPLETE,
             Error::EventTimeout { .. } => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
             Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
+            Error::TaskFailed { code } => *code,
             Error::AllocatorReturnedNull { .. }
             | Error::PoolOutOfMemory { .. }
             | Error::DeviceMemoryExhausted { .. }

@@ -6,7 +6,8 @@ use super::args::{self, Out};
 use super::forward::real_or_host;
 use super::process::host;
 use super::types::*;
-use crate::base::error::Error;
+use crate::base::error::{Error, ACL_SUCCESS};
+use crate::interpose::next::Sym;
 use std::ffi::c_void;
 
 /// An event handle.
@@ -118,9 +119,13 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut aclrtEvent, flag
 /// None for the host runtime: the handle is looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyEvent(event: aclrtEvent) -> aclError {
-    real_or_host!(aclrtDestroyEvent(event: aclrtEvent) {
+    let rc = real_or_host!(aclrtDestroyEvent(event: aclrtEvent) {
         host().destroy_event(required(event)?)
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::destroyed(event);
+    }
+    rc
 }
 
 fn required(event: aclrtEvent) -> crate::base::error::Result<usize> {
@@ -134,9 +139,13 @@ fn required(event: aclrtEvent) -> crate::base::error::Result<usize> {
 /// None for the host runtime: the handles are looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) -> aclError {
-    real_or_host!(aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) {
+    let rc = real_or_host!(aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) {
         host().record_event(required(event)?, args::optional_stream(stream))
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::recorded(Sym::aclrtRecordEvent, event, stream);
+    }
+    rc
 }
 
 /// Puts the event back in its initial state when `stream` reaches this point.
@@ -157,9 +166,13 @@ pub unsafe extern "C" fn aclrtResetEvent(event: aclrtEvent, stream: aclrtStream)
 /// None for the host runtime: the handles are looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) -> aclError {
-    real_or_host!(aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) {
+    let rc = real_or_host!(aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) {
         host().stream_wait_event(args::optional_stream(stream), required(event)?)
-    })
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::waited(Sym::aclrtStreamWaitEvent, stream, event);
+    }
+    rc
 }
 
 /// `ACL_EVENT_RECORDED_STATUS_COMPLETE` once all recorded work has run, else
@@ -264,4 +277,58 @@ pub unsafe extern "C" fn aclrtEventGetTimestamp(
         // SAFETY: the caller's contract.
         unsafe { args::write_out(timestamp, "timestamp", || host().event_timestamp_us(event)) }
     })
+}
+
+/// `aclrtRecordEventWithFlag`: an ordinary record.
+pub const ACL_EVENT_RECORD_DEFAULT: u32 = 0x0;
+/// `aclrtRecordEventWithFlag`: a record external to a captured graph; the
+/// host runtime captures no graphs, so it records as the default does.
+pub const ACL_EVENT_RECORD_EXTERNAL: u32 = 0x01;
+
+/// `aclrtRecordEvent` with a behaviour flag: `ACL_EVENT_RECORD_DEFAULT` or
+/// `ACL_EVENT_RECORD_EXTERNAL` (other values: `ACL_ERROR_INVALID_PARAM`).
+///
+/// # Safety
+/// None for the host runtime: the handles are looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtRecordEventWithFlag(
+    event: aclrtEvent,
+    stream: aclrtStream,
+    flag: u32,
+) -> aclError {
+    let rc = real_or_host!(aclrtRecordEventWithFlag(event: aclrtEvent, stream: aclrtStream, flag: u32) {
+        if flag != ACL_EVENT_RECORD_DEFAULT && flag != ACL_EVENT_RECORD_EXTERNAL {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It must be ACL_EVENT_RECORD_DEFAULT or ACL_EVENT_RECORD_EXTERNAL",
+            });
+        }
+        host().record_event(required(event)?, args::optional_stream(stream))
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::recorded(Sym::aclrtRecordEventWithFlag, event, stream);
+    }
+    rc
+}
+
+/// As `aclrtStreamWaitEvent`, but `stream` waits at most `timeout` seconds
+/// (0: no limit; below 0: `ACL_ERROR_INVALID_PARAM`). When the time runs
+/// out the stream goes on and its next synchronize returns
+/// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+///
+/// # Safety
+/// None for the host runtime: the handles are looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtStreamWaitEventWithTimeout(
+    stream: aclrtStream,
+    event: aclrtEvent,
+    timeout: i32,
+) -> aclError {
+    let rc = real_or_host!(aclrtStreamWaitEventWithTimeout(stream: aclrtStream, event: aclrtEvent, timeout: i32) {
+        host().stream_wait_event_timeout(args::optional_stream(stream), required(event)?, timeout)
+    });
+    if rc == ACL_SUCCESS {
+        super::event_order::waited(Sym::aclrtStreamWaitEventWithTimeout, stream, event);
+    }
+    rc
 }

@@ -118,6 +118,12 @@ impl StreamObserver for StreamEvents {
         crate::tracking::TrackingObserver.stream_destroyed(stream, old);
         crate::pool::handles::forget_stream(stream.get());
     }
+    fn event_recorded(&self, stream: StreamKey) -> u64 {
+        crate::tracking::TrackingObserver.event_recorded(stream)
+    }
+    fn stream_waited(&self, waiter: StreamKey, source: StreamKey, token: u64) {
+        crate::tracking::TrackingObserver.stream_waited(waiter, source, token)
+    }
 }
 
 /// The virtual-memory calls of the dispatch table: the real runtime's, or

@@ -186,6 +186,9 @@ pub(crate) mod host {
     use super::super::boundary::boundary;
     use super::*;
     use crate::ffi::process::{host, note_late_runtime};
+    use crate::ffi::stream_control::{
+        stream_state_changed, ACL_RT_STREAM_STATE_CREATE_POST, ACL_RT_STREAM_STATE_DESTROY_PRE,
+    };
 
     // The calls that start work also say once if a real runtime was loaded
     // too late (`note_late_runtime`).
@@ -276,7 +279,9 @@ pub(crate) mod host {
             unsafe {
                 args::write_out(stream, "stream", || {
                     Ok(host().create_stream(0, 0)?.as_ptr())
-                })
+                })?;
+                stream_state_changed(*stream, ACL_RT_STREAM_STATE_CREATE_POST);
+                Ok(())
             }
         })
     }
@@ -292,20 +297,30 @@ pub(crate) mod host {
             unsafe {
                 args::write_out(stream, "stream", || {
                     Ok(host().create_stream(priority, flag)?.as_ptr())
-                })
+                })?;
+                stream_state_changed(*stream, ACL_RT_STREAM_STATE_CREATE_POST);
+                Ok(())
             }
         })
     }
 
     pub(crate) unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
         boundary("aclrtDestroyStream", || {
-            host().destroy_stream(args::stream(stream)?, false)
+            let key = args::stream(stream)?;
+            if host().resolve_stream(Some(key)).is_ok() {
+                stream_state_changed(stream, ACL_RT_STREAM_STATE_DESTROY_PRE);
+            }
+            host().destroy_stream(key, false)
         })
     }
 
     pub(crate) unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
         boundary("aclrtDestroyStreamForce", || {
-            host().destroy_stream(args::stream(stream)?, true)
+            let key = args::stream(stream)?;
+            if host().resolve_stream(Some(key)).is_ok() {
+                stream_state_changed(stream, ACL_RT_STREAM_STATE_DESTROY_PRE);
+            }
+            host().destroy_stream(key, true)
         })
     }
 

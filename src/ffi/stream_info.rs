@@ -103,8 +103,9 @@ pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(
 }
 
 /// Sets what `stream` does after a failed task: `ACL_CONTINUE_ON_FAILURE` or
-/// `ACL_STOP_ON_FAILURE` (other values: `ACL_ERROR_INVALID_PARAM`). The
-/// host's kernels cannot fail, so both run the same.
+/// `ACL_STOP_ON_FAILURE` (other values: `ACL_ERROR_INVALID_PARAM`). A host
+/// kernel fails with `aclallocFailCurrentTask`; the next synchronize
+/// returns its code, and stop-on-failure drops the stream's work until then.
 ///
 /// # Safety
 /// None for the host runtime: the handle is looked up, never trusted.

@@ -118,6 +118,17 @@ macro_rules! symbol_groups {
                 aclrtGetResInCurrentThread,
                 aclrtGetDeviceInfo,
                 aclrtGetErrorVerbose,
+                aclrtValueWrite,
+                aclrtValueWait,
+                aclrtStreamAbort,
+                aclrtStreamStop,
+                aclrtRegStreamStateCallback,
+                aclrtCreateStreamConfigHandle,
+                aclrtDestroyStreamConfigHandle,
+                aclrtSetStreamConfigOpt,
+                aclrtCreateStreamV2,
+                aclrtRecordEventWithFlag,
+                aclrtStreamWaitEventWithTimeout,
             ],
         }
     };

@@ -37,6 +37,18 @@ pub trait StreamObserver: Sync {
     /// `stream` was destroyed; `old` is the registration it had.
     #[inline]
     fn stream_destroyed(&self, _stream: StreamKey, _old: Option<&Registration>) {}
+    /// An event was recorded on `stream`: returns a token that stands for
+    /// "the work submitted to `stream` so far", handed back with
+    /// [`StreamObserver::stream_waited`] (0: nothing to hand back).
+    #[inline]
+    fn event_recorded(&self, _stream: StreamKey) -> u64 {
+        0
+    }
+    /// `waiter` waits on an event whose record on `source` returned `token`:
+    /// everything submitted to `waiter` from now on runs after the work
+    /// `token` stands for.
+    #[inline]
+    fn stream_waited(&self, _waiter: StreamKey, _source: StreamKey, _token: u64) {}
 }
 
 /// The observer that observes nothing.

@@ -3,13 +3,23 @@
 //! waits forever); a stream waiting on an event enqueues a task that blocks
 //! its worker until the marker recorded last before the wait has completed.
 //! Handles given to C (tag `0xACA8`) are looked up in a live-handle table.
+//!
+//! A blocked wait joins the kernels' wait-for graph (`waits`) as "this
+//! stream waits for the stream of the record": a wait that would close a
+//! cycle (the record sits behind a kernel that waits for this stream) is
+//! reported on stderr and given up instead of hanging both streams. The
+//! observer hears of records and waits, so the tracking layer knows which
+//! streams are ordered after which without a synchronize.
 
 use super::host::HostRuntime;
-use super::stream_worker::Task;
+use super::stream_worker::{self, Task};
+use super::waits;
 use crate::base::error::{Error, Result};
 use crate::base::ids::EventHandle;
 use crate::registry::StreamKey;
 use parking_lot::{Condvar, Mutex};
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -43,6 +53,26 @@ struct Marks {
     reset_at: u64,
     waits: u64,
     waits_done: u64,
+    /// The last record: its number, its stream (as the wait-for graph
+    /// knows it) and the stream's key with the observer's token.
+    source: Option<Source>,
+}
+
+#[derive(Clone, Copy)]
+struct Source {
+    generation: u64,
+    stream: usize,
+    key: StreamKey,
+    token: u64,
+}
+
+/// Event waits given up because they would have closed a cycle of waits.
+static REFUSED_WAITS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many event waits were given up to break a cycle of waits.
+#[cfg(test)]
+pub(crate) fn refused_waits() -> usize {
+    REFUSED_WAITS.load(Ordering::Relaxed)
 }
 
 fn now_us() -> u64 {
@@ -84,10 +114,38 @@ impl Event {
         true
     }
 
-    /// A stream's wait task: blocks its worker, then counts the wait done.
-    pub(crate) fn stream_wait(&self, generation: u64) {
-        self.wait_for(generation, None);
+    /// A stream's wait task: blocks its worker (at most `limit`: false when
+    /// it ran out), then counts the wait done. While blocked, the worker waits for the record's stream in the
+    /// wait-for graph; a wait that would close a cycle is reported and
+    /// given up.
+    pub(crate) fn stream_wait(&self, generation: u64, limit: Option<Duration>) -> bool {
+        let source = {
+            let marks = self.marks.lock();
+            marks
+                .source
+                .filter(|s| marks.completed < generation && s.generation == generation)
+        };
+        let me = stream_worker::current_wait_id();
+        let waiting = match source {
+            // A record on the waiting stream itself ran before the wait.
+            Some(s) if me != 0 && s.stream != me => match waits::begin(me, s.stream) {
+                Ok(w) => Some(w),
+                Err(_) => {
+                    REFUSED_WAITS.fetch_add(1, Ordering::Relaxed);
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "aclalloc: a stream's wait on an event was given up: the event's record is queued behind a kernel that waits for the waiting stream, so both would wait forever. Record the event before that kernel, or wait from a host thread"
+                    );
+                    self.marks.lock().waits_done += 1;
+                    return true;
+                }
+            },
+            _ => None,
+        };
+        let reached = self.wait_for(generation, limit);
+        drop(waiting);
         self.marks.lock().waits_done += 1;
+        reached
     }
 
     pub(crate) fn reset(&self) {
@@ -162,25 +220,78 @@ impl HostRuntime {
     /// `aclrtRecordEvent`: a marker at the end of `stream`'s queue.
     pub fn record_event(&self, event: usize, stream: Option<StreamKey>) -> Result<()> {
         let event = self.event(event)?;
+        let (key, s) = self.resolve_stream(stream)?;
+        let source = Source {
+            generation: 0,
+            stream: s.wait_id(),
+            key,
+            token: self.observer().event_recorded(key),
+        };
         let next = |m: &mut Marks| {
             m.recorded += 1;
+            m.source = Some(Source {
+                generation: m.recorded,
+                ..source
+            });
             m.recorded
         };
         // A record refused is complete at once, so nothing waits for it.
         let undo = |m: &mut Marks| m.completed = m.recorded;
-        self.enqueue_on(stream, &event, next, undo, Task::Record)
+        self.enqueue_on(Some(key), &event, next, undo, Task::Record)
     }
 
     /// `aclrtStreamWaitEvent`: `stream` runs nothing queued after this call
     /// before the event's last record (at the time of the call) has run.
     pub fn stream_wait_event(&self, stream: Option<StreamKey>, event: usize) -> Result<()> {
         let event = self.event(event)?;
+        let (key, _) = self.resolve_stream(stream)?;
+        let source = event.marks.lock().source;
         let last = |m: &mut Marks| {
             m.waits += 1;
             m.recorded
         };
         let undo = |m: &mut Marks| m.waits -= 1;
-        self.enqueue_on(stream, &event, last, undo, Task::Wait)
+        self.enqueue_on(Some(key), &event, last, undo, Task::Wait)?;
+        // The work queued on `key` from now on runs after the record.
+        if let Some(s) = source.filter(|s| s.key != key) {
+            self.observer().stream_waited(key, s.key, s.token);
+        }
+        Ok(())
+    }
+
+    /// `aclrtStreamWaitEventWithTimeout`: as `aclrtStreamWaitEvent`, but the
+    /// stream waits at most `timeout_s` seconds (0: no limit); when the time
+    /// runs out the stream goes on and its next synchronize returns
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+    pub fn stream_wait_event_timeout(
+        &self,
+        stream: Option<StreamKey>,
+        event: usize,
+        timeout_s: i32,
+    ) -> Result<()> {
+        let Ok(seconds) = u32::try_from(timeout_s) else {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "It must be 0 (no limit) or a number of seconds above 0",
+            });
+        };
+        if seconds == 0 {
+            return self.stream_wait_event(stream, event);
+        }
+        let ev = self.event(event)?;
+        let (key, _) = self.resolve_stream(stream)?;
+        let source = ev.marks.lock().source;
+        let last = |m: &mut Marks| {
+            m.waits += 1;
+            m.recorded
+        };
+        let undo = |m: &mut Marks| m.waits -= 1;
+        let task = |e, n| Task::TimedWait(e, n, seconds);
+        self.enqueue_on(Some(key), &ev, last, undo, task)?;
+        if let Some(s) = source.filter(|s| s.key != key) {
+            self.observer().stream_waited(key, s.key, s.token);
+        }
+        Ok(())
     }
 
     /// `aclrtResetEvent`: back to the initial state once `stream` reaches it.
@@ -264,6 +375,7 @@ mod tests {
     use crate::runtime::host::tests::runtime;
     use crate::runtime::stream_worker::KernelFn;
     use std::ffi::c_void;
+    use std::sync::atomic::Ordering;
 
     unsafe extern "C" fn sleep_20ms(_: *mut c_void, _: usize, _: *mut c_void) {
         std::thread::sleep(Duration::from_millis(20));
@@ -324,6 +436,70 @@ mod tests {
         assert!(rt.create_event(0x100, false).is_err());
     }
 
+    struct CycleKernel {
+        rt: *const HostRuntime,
+        other: StreamKey,
+        go: std::sync::atomic::AtomicBool,
+        result: Mutex<Option<Result<()>>>,
+    }
+
+    /// Waits for the go, then synchronizes the other stream from inside a kernel.
+    unsafe extern "C" fn synchronize_other(_: *mut c_void, _: usize, data: *mut c_void) {
+        // SAFETY: the test keeps the state alive until the stream has run this.
+        let k = unsafe { &*(data as *const CycleKernel) };
+        while !k.go.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // SAFETY: as above.
+        let result = unsafe { &*k.rt }.synchronize_stream(Some(k.other));
+        *k.result.lock() = Some(result);
+    }
+
+    #[test]
+    fn a_wait_on_a_record_behind_a_kernel_waiting_for_the_waiter_is_refused_not_hung() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let ev = rt.create_event(0, false).unwrap();
+        let k = CycleKernel {
+            rt: &rt,
+            other: b,
+            go: std::sync::atomic::AtomicBool::new(false),
+            result: Mutex::new(None),
+        };
+        let (_, sa) = rt.resolve_stream(Some(a)).unwrap();
+        let (_, sb) = rt.resolve_stream(Some(b)).unwrap();
+        // a: [kernel synchronizing b] [record]; b: [wait for that record].
+        sa.enqueue(Task::Kernel {
+            kernel: synchronize_other as KernelFn,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: &k as *const CycleKernel as *mut c_void,
+            release: false,
+        })
+        .unwrap();
+        rt.record_event(ev, Some(a)).unwrap();
+        let refused_before = refused_waits();
+        rt.stream_wait_event(Some(b), ev).unwrap();
+        while sb.queued() > 0 {
+            std::thread::yield_now();
+        }
+        k.go.store(true, Ordering::SeqCst);
+        // Whichever wait comes second closes the cycle and is refused.
+        rt.synchronize_stream(Some(a)).unwrap();
+        rt.synchronize_stream(Some(b)).unwrap();
+        let kernel_refused = k.result.lock().take().unwrap().is_err();
+        let wait_refused = refused_waits() > refused_before;
+        assert!(
+            kernel_refused != wait_refused,
+            "exactly one side gives up (kernel: {kernel_refused}, wait: {wait_refused})"
+        );
+        assert!(rt.event_waits_complete(ev).unwrap());
+    }
+
     #[test]
     fn an_event_destroyed_with_a_queued_marker_still_completes_its_waiters() {
         let rt = runtime(1, 1 << 20);
@@ -339,5 +515,44 @@ mod tests {
         rt.destroy_event(ev).unwrap();
         rt.destroy_stream(a, true).unwrap();
         rt.synchronize_stream(Some(b)).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod timed_wait_tests {
+    use super::*;
+    use crate::runtime::host::tests::runtime;
+
+    #[test]
+    fn a_timed_wait_that_runs_out_lets_the_stream_go_on_and_fails_its_synchronize() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let word = rt.malloc(8).unwrap().as_ptr().cast::<std::ffi::c_void>();
+        rt.value_write(word, 0, 0, Some(a)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        // a's record stays behind a value wait nobody satisfies in time.
+        rt.value_wait(word, 1, 1, Some(a)).unwrap();
+        let ev = rt.create_event(0, false).unwrap();
+        rt.record_event(ev, Some(a)).unwrap();
+        rt.stream_wait_event_timeout(Some(b), ev, 1).unwrap();
+        assert_eq!(
+            rt.synchronize_stream(Some(b)),
+            Err(Error::TaskFailed {
+                code: crate::base::error::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+            })
+        );
+        assert!(!rt.event_complete(ev).unwrap(), "the record has not run");
+        // In time: no failure.
+        rt.stream_wait_event_timeout(Some(b), ev, 30).unwrap();
+        let c = rt.create_stream(0, 0).unwrap();
+        rt.value_write(word, 1, 0, Some(c)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        rt.synchronize_stream(Some(b)).unwrap();
+        assert!(rt.stream_wait_event_timeout(Some(b), ev, -1).is_err());
+        rt.free(word.cast()).unwrap();
     }
 }

@@ -85,7 +85,7 @@ impl HostRuntime {
     /// be touched: live device memory, or (unless `required`) memory no
     /// device record knows of, which is the caller's. Freed or unmapped
     /// device addresses, and ranges running off an allocation, are refused.
-    fn check_device_range(
+    pub(crate) fn check_device_range(
         &self,
         ptr: *const u8,
         len: usize,

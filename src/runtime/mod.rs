@@ -22,6 +22,7 @@ pub mod launch;
 mod launch_cache;
 pub mod memops;
 pub mod memory;
+mod stream_control;
 mod stream_queries;
 pub mod stream_worker;
 pub mod streams;

@@ -50,8 +50,9 @@ impl HostRuntime {
     }
 
     /// `aclrtSetStreamFailureMode`: `ACL_CONTINUE_ON_FAILURE` or
-    /// `ACL_STOP_ON_FAILURE`, checked; the host's kernels cannot fail, so
-    /// either mode runs the same.
+    /// `ACL_STOP_ON_FAILURE`: after a failed task (a host kernel that
+    /// called `aclallocFailCurrentTask`), the stream goes on, or drops its
+    /// work until a synchronize reports the failure.
     pub fn set_stream_failure_mode(&self, stream: Option<StreamKey>, mode: u64) -> Result<()> {
         if !FAILURE_MODES.contains(&mode) {
             return Err(Error::InvalidParam {
@@ -59,6 +60,8 @@ impl HostRuntime {
                 reason: "It must be ACL_CONTINUE_ON_FAILURE (0) or ACL_STOP_ON_FAILURE (1)",
             });
         }
-        self.resolve_stream(stream).map(drop)
+        let (_, s) = self.resolve_stream(stream)?;
+        s.set_stop_on_failure(mode == 1);
+        Ok(())
     }
 }

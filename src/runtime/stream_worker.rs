@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicI32;
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex as SleepMutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -87,6 +88,9 @@ pub enum Task {
     Record(*const Event, u64),
     /// Blocks the stream until the event's record `.1` has completed.
     Wait(*const Event, u64),
+    /// As `Wait`, for at most `.2` seconds; the task fails with
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT` when the time runs out.
+    TimedWait(*const Event, u64, u32),
     /// Puts the event back in its initial state.
     Reset(*const Event),
     /// Makes the worker panic, as a bug inside the library would (tests).
@@ -118,6 +122,11 @@ struct Shared {
     room_waiters: AtomicUsize,
     /// Tasks enqueued that have not finished (`aclrtStreamQuery`).
     pending: AtomicUsize,
+    /// The first task failure not yet reported by a synchronize (0: none).
+    failure: AtomicI32,
+    /// `ACL_STOP_ON_FAILURE`: after a failed task, work is dropped until a
+    /// synchronize reports the failure.
+    stop_on_failure: AtomicBool,
     /// Guards the sleeps below: std's futex lock, not parking_lot's parking
     /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
@@ -133,6 +142,27 @@ struct Shared {
 thread_local! {
     /// The stream whose worker is this thread, if any.
     static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+    /// The failure the running task reported (0: none).
+    static TASK_FAILURE: Cell<i32> = const { Cell::new(0) };
+}
+
+/// Marks the task running on this thread's stream as failed with `code`
+/// (`aclallocFailCurrentTask`): the stream's next synchronize returns it.
+pub fn fail_current_task(code: i32) -> Result<()> {
+    if code == 0 {
+        return Err(Error::InvalidParam {
+            param: "code",
+            reason: "It must be an error code, not ACL_SUCCESS",
+        });
+    }
+    if !on_any_worker() {
+        return Err(Error::InvalidParam {
+            param: "code",
+            reason: "Only a kernel or host function running on a stream can fail its task",
+        });
+    }
+    TASK_FAILURE.with(|f| f.set(code));
+    Ok(())
 }
 
 /// A stream of one device.
@@ -164,6 +194,8 @@ impl Stream {
             generation: fork::generation(),
             room_waiters: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
+            failure: AtomicI32::new(0),
+            stop_on_failure: AtomicBool::new(false),
             lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -298,7 +330,10 @@ impl Stream {
                         .wait(guard)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                Ok(())
+                match shared.failure.swap(0, Ordering::SeqCst) {
+                    0 => Ok(()),
+                    code => Err(Error::TaskFailed { code }),
+                }
             }
             Err(DEAD) => Err(DEAD),
             // Destroyed: its work is finished once the worker has exited.
@@ -323,6 +358,38 @@ impl Stream {
             0 => Ok(None),
             me => waits::begin(me, Arc::as_ptr(&self.shared) as usize).map(Some),
         }
+    }
+
+    /// Drops every task that has not started (`aclrtStreamAbort`): each is
+    /// retired as if it had run (workspaces go back, synchronizers and event
+    /// waiters are released), and a kernel running now finishes. Returns
+    /// how many were dropped.
+    pub fn discard_queued(&self) -> usize {
+        let shared = &*self.shared;
+        let mut dropped = 0;
+        // The queue is multi-consumer: the worker and this thread each take
+        // a task at most once.
+        while let Some(task) = shared.queue.pop() {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            shared.retire(&task);
+            dropped += 1;
+        }
+        if shared.room_waiters.load(Ordering::Relaxed) > 0 {
+            let _guard = shared.sleep_lock();
+            shared.room.notify_all();
+        }
+        dropped
+    }
+
+    /// `aclrtSetStreamFailureMode`: with `stop`, after a failed task the
+    /// stream drops its work until a synchronize reports the failure.
+    pub fn set_stop_on_failure(&self, stop: bool) {
+        self.shared.stop_on_failure.store(stop, Ordering::SeqCst);
+    }
+
+    /// This stream in the wait-for graph of kernels and event waits (`waits`).
+    pub(crate) fn wait_id(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
     }
 
     /// Tasks enqueued that have not started.
@@ -437,6 +504,11 @@ impl Drop for Stream {
     }
 }
 
+/// The stream whose worker is this thread in the wait-for graph (0: none).
+pub(crate) fn current_wait_id() -> usize {
+    WORKER_OF.with(|w| w.get())
+}
+
 /// True on any stream's worker thread (inside a kernel).
 pub fn on_any_worker() -> bool {
     WORKER_OF.with(|w| w.get()) != 0
@@ -543,6 +615,14 @@ impl Shared {
     /// Runs `task`; false when a kernel or a free callback ended the
     /// thread (the task is retired all the same).
     fn execute(&self, task: &Task) -> bool {
+        // Stop-on-failure: until a synchronize reports the failure, tasks
+        // are dropped (retired as if run, so nothing waits forever).
+        if self.failure.load(Ordering::Relaxed) != 0 && self.stop_on_failure.load(Ordering::Relaxed)
+        {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            self.retire(task);
+            return true;
+        }
         match *task {
             Task::Kernel {
                 kernel,
@@ -576,17 +656,38 @@ impl Shared {
                 unsafe { dst.write_bytes(value, count) }
             }
             Task::Fence(_) | Task::Record(..) => {}
-            // SAFETY: the task holds a count of the event until it retires.
-            Task::Wait(event, generation) => unsafe { &*event }.stream_wait(generation),
+            Task::Wait(event, generation) => {
+                // SAFETY: the task holds a count of the event until it retires.
+                unsafe { &*event }.stream_wait(generation, None);
+            }
+            Task::TimedWait(event, generation, seconds) => {
+                let limit = Duration::from_secs(u64::from(seconds));
+                // SAFETY: as above.
+                if !unsafe { &*event }.stream_wait(generation, Some(limit)) {
+                    self.task_failed(crate::base::error::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT);
+                }
+            }
             // SAFETY: as above.
             Task::Reset(event) => unsafe { &*event }.reset(),
             #[cfg(test)]
             Task::Panic => panic!("a test made the worker panic"),
         }
+        let failed = TASK_FAILURE.with(|f| f.replace(0));
+        if failed != 0 {
+            self.task_failed(failed);
+        }
         // Before retiring: a synchronizer woken by a fence sees the stream idle.
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.retire(task);
         !foreign_call::unwind_paused()
+    }
+
+    /// Keeps the first failure for the next synchronize.
+    #[cold]
+    fn task_failed(&self, code: i32) {
+        let _ = self
+            .failure
+            .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.
@@ -613,7 +714,7 @@ impl Shared {
                 // SAFETY: the count `Record` was made with, given back once.
                 unsafe { Arc::from_raw(event) }.complete(generation);
             }
-            Task::Wait(event, _) | Task::Reset(event) => {
+            Task::Wait(event, _) | Task::TimedWait(event, ..) | Task::Reset(event) => {
                 // SAFETY: as above.
                 drop(unsafe { Arc::from_raw(event) });
             }

@@ -166,4 +166,16 @@ impl crate::registry::observer::StreamObserver for TrackingObserver {
     fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
         stream_destroyed(stream, old)
     }
+    fn event_recorded(&self, _stream: StreamKey) -> u64 {
+        if ever_enabled() {
+            syncclock::event_recorded()
+        } else {
+            0
+        }
+    }
+    fn stream_waited(&self, waiter: StreamKey, source: StreamKey, token: u64) {
+        if ever_enabled() && token != 0 {
+            syncclock::stream_waited(waiter.get().get(), source.get().get(), token);
+        }
+    }
 }

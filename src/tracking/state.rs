@@ -292,7 +292,7 @@ impl Inside<'_> {
         }
         range.end = end;
         range.freed = None;
-        if freed_on != rec.stream && !syncclock::synchronized_since(freed_on, generation) {
+        if freed_on != rec.stream && !syncclock::ordered_after(rec.stream, freed_on, generation) {
             let fault = Fault::CrossStreamReuse {
                 stream: rec.stream,
                 allocator,
@@ -344,7 +344,7 @@ impl Inside<'_> {
                     None => {}
                     Some((freed_on, generation)) => {
                         if freed_on != rec.stream
-                            && !syncclock::synchronized_since(freed_on, generation)
+                            && !syncclock::ordered_after(rec.stream, freed_on, generation)
                         {
                             record_with_stack(
                                 Fault::CrossStreamReuse {

@@ -2,6 +2,12 @@
 //! records the generation counter, which every synchronization ticks; the
 //! stream counts as synchronized once its last (or a device-wide)
 //! synchronization is later. The map's lock is off the hot path.
+//!
+//! Events order streams without a synchronization: a record on stream A
+//! ticks the counter too, and a stream B that waits on that record is
+//! ordered after every free on A made before it. Such a wait is kept per
+//! (B, A) as the latest record's generation, so B may reuse what A freed
+//! earlier (PyTorch's `record_stream` discipline).
 
 use crate::base::sync::statics::AtomicU64;
 use crate::base::sync::Ordering;
@@ -30,6 +36,39 @@ pub fn stream_synchronized(stream: usize) {
         .insert(stream, generation);
 }
 
+/// (waiting stream, recording stream) -> the generation of the latest
+/// record the first waited on.
+static WAITED: Mutex<Option<HashMap<(usize, usize), u64>>> = Mutex::new(None);
+
+/// An event was recorded: the generation it stands for (every free made
+/// before has a smaller one).
+pub(crate) fn event_recorded() -> u64 {
+    tick()
+}
+
+/// `waiter` waits on a record of `source` that returned `recorded`.
+pub(crate) fn stream_waited(waiter: usize, source: usize, recorded: u64) {
+    let mut map = WAITED.lock().unwrap_or_else(|p| p.into_inner());
+    let at = map
+        .get_or_insert_with(HashMap::new)
+        .entry((waiter, source))
+        .or_insert(0);
+    *at = (*at).max(recorded);
+}
+
+/// True when work on `reuser` runs after a free on `freed_on` that recorded
+/// `freed_at`: `freed_on` was synchronized since, or `reuser` waited on an
+/// event recorded on `freed_on` after the free.
+pub(crate) fn ordered_after(reuser: usize, freed_on: usize, freed_at: u64) -> bool {
+    if synchronized_since(freed_on, freed_at) {
+        return true;
+    }
+    let map = WAITED.lock().unwrap_or_else(|p| p.into_inner());
+    map.as_ref()
+        .and_then(|m| m.get(&(reuser, freed_on)))
+        .is_some_and(|&g| g > freed_at)
+}
+
 /// Every stream finished all work submitted so far.
 pub fn device_synchronized() {
     let generation = tick();
@@ -42,10 +81,14 @@ pub fn stream_destroyed(stream: usize) {
     stream_synchronized(stream);
 }
 
-/// How many streams have a synchronization recorded.
+/// How many synchronizations and waits between streams are recorded.
 pub(crate) fn recorded_streams() -> usize {
     let map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
-    map.as_ref().map_or(0, HashMap::len)
+    let synced = map.as_ref().map_or(0, HashMap::len);
+    drop(map);
+    // The waits between streams grow with stream churn as well.
+    let waited = WAITED.lock().unwrap_or_else(|p| p.into_inner());
+    synced + waited.as_ref().map_or(0, HashMap::len)
 }
 
 /// Forgets the synchronizations recorded at or before `generation`, once
@@ -53,6 +96,14 @@ pub(crate) fn recorded_streams() -> usize {
 pub(crate) fn forget_up_to(generation: u64) {
     let mut map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(m) = map.as_mut() {
+        m.retain(|_, &mut g| g > generation);
+        if m.capacity() > 4 * m.len().max(64) {
+            m.shrink_to_fit();
+        }
+    }
+    drop(map);
+    let mut waited = WAITED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = waited.as_mut() {
         m.retain(|_, &mut g| g > generation);
         if m.capacity() > 4 * m.len().max(64) {
             m.shrink_to_fit();
@@ -86,5 +137,29 @@ mod tests {
         assert!(synchronized_since(s, freed_at));
         let later = generation();
         assert!(!synchronized_since(s, later));
+    }
+
+    #[test]
+    fn a_wait_on_a_record_made_after_the_free_orders_only_the_waiter() {
+        let (a, b, c) = (0x5252_0000, 0x5252_0008, 0x5252_0010);
+        let freed_at = generation();
+        assert!(!ordered_after(b, a, freed_at));
+        let before = event_recorded();
+        let freed_later = generation();
+        let after = event_recorded();
+        stream_waited(b, a, before);
+        assert!(ordered_after(b, a, freed_at), "recorded after the free");
+        assert!(
+            !ordered_after(b, a, freed_later),
+            "recorded before the free"
+        );
+        assert!(!ordered_after(c, a, freed_at), "c did not wait");
+        assert!(
+            !ordered_after(a, b, freed_at),
+            "the wait orders b after a only"
+        );
+        stream_waited(b, a, after);
+        stream_waited(b, a, before);
+        assert!(ordered_after(b, a, freed_later), "the latest wait counts");
     }
 }

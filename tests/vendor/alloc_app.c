@@ -8,7 +8,8 @@
  *
  *   alloc_app [MODE]   MODE: clean (default), leak, double-free, unknown-free,
  *                      cross-stream, overlap, null-address, concurrent,
- *                      stream-reuse, runtime-desc, leak-at-exit, exit:N
+ *                      stream-reuse, runtime-desc, leak-at-exit, exit:N,
+ *                      event-ordered, event-before-free
  *
  * stdout is the same with or without libaclalloc in front; lines starting
  * with '#' carry handles (which differ from run to run). Each fault MODE adds
@@ -250,6 +251,24 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "cross-stream") == 0) {
         launch(s1, 8192, 0);
         launch(s2, 8192, 0); /* s1 was not synchronized: its workspace may be in use */
+    } else if (strcmp(mode, "event-ordered") == 0) {
+        /* s2 waits on an event recorded on s1 after s1's free: ordered. */
+        aclrtEvent ev = NULL;
+        CHECK(aclrtCreateEvent(&ev));
+        launch(s1, 8192, 0);
+        CHECK(aclrtRecordEvent(ev, s1));
+        CHECK(aclrtStreamWaitEvent(s2, ev));
+        launch(s2, 8192, 0);
+        CHECK(aclrtDestroyEvent(ev));
+    } else if (strcmp(mode, "event-before-free") == 0) {
+        /* The record comes before s1's free: the wait orders nothing. */
+        aclrtEvent ev = NULL;
+        CHECK(aclrtCreateEvent(&ev));
+        CHECK(aclrtRecordEvent(ev, s1));
+        launch(s1, 8192, 0);
+        CHECK(aclrtStreamWaitEvent(s2, ev));
+        launch(s2, 8192, 0);
+        CHECK(aclrtDestroyEvent(ev));
     } else if (strcmp(mode, "overlap") == 0) {
         CHECK(lookup(s1, &f));
         void *held = f.alloc(f.obj, 4096);

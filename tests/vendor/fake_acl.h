@@ -22,6 +22,11 @@ aclError aclrtResetDevice(int32_t deviceId);
 aclError aclrtCreateStream(aclrtStream *stream);
 aclError aclrtDestroyStream(aclrtStream stream);
 aclError aclrtSynchronizeStream(aclrtStream stream);
+typedef void *aclrtEvent;
+aclError aclrtCreateEvent(aclrtEvent *event);
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+aclError aclrtDestroyEvent(aclrtEvent event);
 
 /* The host runtime's launch extension: an operator with a workspace. The
  * stand-in vendor runtime implements it with its executor, so that one

@@ -184,6 +184,26 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
     return ACL_SUCCESS;
 }
 
+/* Events: work runs at launch time here, so a record is complete at once
+ * and a wait has nothing to wait for. */
+static int event_storage[4];
+aclError aclrtCreateEvent(aclrtEvent *event) {
+    if (event == NULL) return fail("fake: event is NULL", FAKE_INVALID_PARAM);
+    *event = &event_storage[0];
+    return ACL_SUCCESS;
+}
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+    (void)stream;
+    return event == NULL ? fail("fake: event is NULL", FAKE_INVALID_PARAM) : ACL_SUCCESS;
+}
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+    (void)stream;
+    return event == NULL ? fail("fake: event is NULL", FAKE_INVALID_PARAM) : ACL_SUCCESS;
+}
+aclError aclrtDestroyEvent(aclrtEvent event) {
+    return event == NULL ? fail("fake: event is NULL", FAKE_INVALID_PARAM) : ACL_SUCCESS;
+}
+
 /* As CANN: the allocator entry of the stream stays. */
 aclError aclrtDestroyStream(aclrtStream stream) {
     if (stream == NULL) return fail("fake: stream is NULL", FAKE_INVALID_PARAM);

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds CANN's runtime samples with their own CMake against aclalloc laid
+# out as a CANN install (scripts/cann-prefix.sh) and runs each RUNS times,
+# comparing what it prints with the output its README documents.
+#
+#   scripts/cann-samples.sh SOURCE [RUNS] [SAMPLE...]
+#
+# SOURCE is a checkout of hicann/runtime (a directory holding example/), or
+# anything `git clone` accepts (a URL, a local repository), cloned into the
+# scratch directory. RUNS defaults to 20. SAMPLE names paths under example/
+# (default: the samples that need neither notifies nor IPC, listed below).
+# The AI Core kernels are replaced by host stand-ins of the same effect
+# (scripts/cann-samples/host_kernels.cpp, built by the prefix's
+# ascendc_library()).
+#
+# One line per sample: builds?, runs that exited 0 and printed every
+# documented line ("exact"; "shape" when only numbers differ), and the first
+# difference. Not run by CI: it needs the samples' sources and cmake.
+# ACLALLOC_SAMPLES_DIR keeps the scratch directory (default: a temporary one).
+set -uo pipefail
+if [ $# -lt 1 ]; then
+  sed -n '2,18p' "$0" >&2
+  exit 2
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+source_arg="$1"
+runs="${2:-20}"
+shift $(( $# >= 2 ? 2 : 1 ))
+samples=("$@")
+if [ ${#samples[@]} -eq 0 ]; then
+  samples=(
+    0_quickstart/1_error_handling
+    0_quickstart/2_system_info
+    1_basic_features/context/0_context_query
+    1_basic_features/event/0_event_status
+    1_basic_features/event/1_event_timestamp
+    1_basic_features/stream/0_simple_stream
+    1_basic_features/stream/1_stream_with_failure_mode
+    1_basic_features/stream/2_multi_stream
+    1_basic_features/stream/3_stream_config_query
+    1_basic_features/memory/0_h2h_memory_copy
+    1_basic_features/memory/1_h2d_sync_memory_copy
+    1_basic_features/memory/2_h2d_async_memory_copy
+    1_basic_features/memory/3_d2h_sync_memory_copy
+    1_basic_features/memory/4_d2h_async_memory_copy
+    1_basic_features/memory/5_d2d_sync_memory_copy
+    1_basic_features/memory/6_d2d_async_memory_copy
+    1_basic_features/memory/9_multistream_sync_memory
+    3_memory_advanced/allocator/0_custom_allocator
+  )
+fi
+
+work="${ACLALLOC_SAMPLES_DIR:-$(mktemp -d)}"
+mkdir -p "$work"
+if [ -d "$source_arg/example" ]; then
+  rm -rf "$work/runtime"
+  mkdir -p "$work/runtime"
+  cp -R "$source_arg/example" "$work/runtime/"
+else
+  rm -rf "$work/runtime"
+  git clone -q --depth 1 "$source_arg" "$work/runtime" || { echo "cannot clone $source_arg" >&2; exit 2; }
+fi
+examples="$work/runtime/example"
+prefix="$work/prefix"
+bash "$root/scripts/cann-prefix.sh" "$prefix" >/dev/null || exit 2
+# shellcheck disable=SC1091
+source "$prefix/bin/setenv.bash"
+export ACLALLOC_HOST_KERNELS="$root/scripts/cann-samples/host_kernels.cpp"
+
+# The documented output: the first fenced block after the README's output
+# heading, without the lines run.sh prints itself.
+documented() {
+  awk '
+    /^#+ .*(示例输出|运行结果|输出示例|Output|output)/ { h = 1; next }
+    h && /^```/ { if (inb) exit; inb = 1; next }
+    inb { print }
+  ' "$1" | sed 's/\r$//' | grep -v '^[[:space:]]*$' | grep -v '^\.\.\.'
+}
+# Does every documented line appear in the output, in order? The README's
+# placeholders ("...", "<name>", "8.x.x") match anything; with "shape",
+# numbers match any number too. Runs of spaces and commas are not compared
+# (the READMEs and the samples' log macros differ in both).
+matches() { # expected output [shape]
+  perl -e '
+    my ($exp, $out, $shape) = @ARGV;
+    open(my $o, "<", $out) or exit 2; my @out = <$o>;
+    for (@out) { chomp; s/[\s,]+/ /g; }
+    open(my $e, "<", $exp) or exit 2;
+    my $at = 0;
+    while (my $line = <$e>) {
+      chomp $line; $line =~ s/[\s,]+/ /g; $line =~ s/^ | $//g;
+      my $re = join "", map {
+        /^(\.\.\.|<[^>]*>|\d+(\.x)+)$/ ? ".*" :
+        ($shape && /^\d+(\.\d+)?$/) ? "[-+]?\\d+(\\.\\d+)?" : quotemeta
+      } split /(\.\.\.|<[^>]*>|\d+(?:\.x)+|\d+(?:\.\d+)?)/, $line;
+      # In order: each line is looked for after the one matched before it.
+      my $found;
+      while ($at < @out) { if ($out[$at++] =~ /^\s*$re\s*$/) { $found = 1; last } }
+      next if $found;
+      print "$line\n"; exit 1;
+    }' "$@"
+}
+
+printf '%-52s %-7s %-6s %-6s %s\n' sample builds exact shape "first difference"
+for s in "${samples[@]}"; do
+  dir="$examples/$s"
+  if [ ! -f "$dir/CMakeLists.txt" ]; then
+    printf '%-52s %-7s\n' "$s" "absent"
+    continue
+  fi
+  rm -rf "$dir/build"
+  if ! (cmake -S "$dir" -B "$dir/build" -DASCEND_CANN_PACKAGE_PATH="$ASCEND_HOME_PATH" \
+          -DACLALLOC_HOST_KERNELS="$ACLALLOC_HOST_KERNELS" >"$dir/build.log" 2>&1 &&
+        cmake --build "$dir/build" -j 2 >>"$dir/build.log" 2>&1); then
+    miss="$(grep -oE "'acl[A-Za-z0-9_]+' (was not declared|is not a member)|undefined reference to .acl[A-Za-z0-9_]+|'ACL[A-Z0-9_]+' was not declared|error: [^:]*$" "$dir/build.log" |
+            grep -oE "acl[A-Za-z0-9_]+|ACL[A-Z0-9_]+|error: .*" | sort -u | tr '\n' ' ' | cut -c1-300)"
+    printf '%-52s %-7s %-6s %-6s %s\n' "$s" no - - "$miss"
+    continue
+  fi
+  exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x -name 'main' | head -1)"
+  [ -n "$exe" ] || exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x ! -name '*.so' ! -path '*CMakeFiles*' | head -1)"
+  documented "$dir/README.md" | while IFS= read -r line; do
+    grep -qF -- "$line" "$dir/run.sh" 2>/dev/null || printf '%s\n' "$line"
+  done >"$dir/expected.txt"
+  exact=0 shaped=0 first=""
+  for ((i = 1; i <= runs; i++)); do
+    # The directories run.sh makes for the program (its input and output files).
+    (cd "$dir" && grep -E '^(rm -rf|mkdir -p) [A-Za-z0-9_]+$' run.sh 2>/dev/null | grep -vw build | sh)
+    (cd "$dir" && timeout 120 "$exe" >"$dir/run.txt" 2>"$dir/run.err")
+    rc=$?
+    ok_exact=1 ok_shape=1
+    [ $rc -eq 0 ] || { ok_exact=0; ok_shape=0; [ -n "$first" ] || first="exit $rc: $(tail -n 1 "$dir/run.err" | cut -c1-200)"; }
+    matches "$dir/expected.txt" "$dir/run.txt" >/dev/null || ok_exact=0
+    if ! missing="$(matches "$dir/expected.txt" "$dir/run.txt" shape)"; then
+      ok_shape=0
+      [ -n "$first" ] || first="missing: $missing"
+    fi
+    exact=$((exact + ok_exact))
+    shaped=$((shaped + ok_shape))
+  done
+  printf '%-52s %-7s %-6s %-6s %s\n' "$s" yes "$exact/$runs" "$shaped/$runs" "$first"
+done
+[ -n "${ACLALLOC_SAMPLES_DIR:-}" ] || rm -rf "$work"

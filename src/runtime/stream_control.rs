@@ -1,0 +1,316 @@
+//! Stream control: `aclrtStreamAbort`, `aclrtStreamStop`, and the
+//! stream-ordered word operations `aclrtValueWrite` / `aclrtValueWait`.
+//!
+//! A value write is a task that stores a 64-bit word when the stream
+//! reaches it; a value wait is a task that holds its stream until the word
+//! satisfies the wait's comparison. Both are kernels of the stream's worker
+//! with their arguments packed in the task itself, so a dropped task leaks
+//! nothing.
+
+use super::host::HostRuntime;
+use super::stream_worker::{KernelFn, Task};
+use crate::base::error::{Error, Result};
+use crate::base::sync::{AtomicU64, Ordering};
+use crate::registry::StreamKey;
+use std::ffi::c_void;
+use std::time::Duration;
+
+/// `ACL_STREAM_WAIT_VALUE_GEQ`: the word is at least the value.
+pub(crate) const WAIT_GEQ: u32 = 0;
+/// `ACL_STREAM_WAIT_VALUE_EQ`: the word equals the value.
+pub(crate) const WAIT_EQ: u32 = 1;
+/// `ACL_STREAM_WAIT_VALUE_AND`: the word and the value share a set bit.
+pub(crate) const WAIT_AND: u32 = 2;
+/// `ACL_STREAM_WAIT_VALUE_NOR`: some bit is clear in both.
+pub(crate) const WAIT_NOR: u32 = 3;
+
+/// How long a value wait sleeps between looks at its word.
+const WAIT_POLL: Duration = Duration::from_micros(50);
+
+/// Whether `word` satisfies the wait `flag` for `value`.
+pub(crate) fn value_satisfies(word: u64, value: u64, flag: u32) -> bool {
+    match flag {
+        WAIT_GEQ => word >= value,
+        WAIT_EQ => word == value,
+        WAIT_AND => word & value != 0,
+        _ => !(word | value) != 0,
+    }
+}
+
+/// The word at `workspace`; the task's `size` carries the value.
+///
+/// # Safety
+/// `workspace` is an aligned, live 8-byte word (checked at enqueue).
+unsafe extern "C" fn write_word(workspace: *mut c_void, value: usize, _: *mut c_void) {
+    // SAFETY: the function's contract; others read the word atomically.
+    let word = unsafe { &*workspace.cast::<AtomicU64>() };
+    word.store(value as u64, Ordering::SeqCst);
+}
+
+/// Holds the stream until the word at `workspace` satisfies the wait whose
+/// flag is `flag` (carried as the pointer's value) for `value`.
+///
+/// # Safety
+/// As [`write_word`].
+unsafe extern "C" fn wait_word(workspace: *mut c_void, value: usize, flag: *mut c_void) {
+    // SAFETY: the function's contract.
+    let word = unsafe { &*workspace.cast::<AtomicU64>() };
+    while !value_satisfies(
+        word.load(Ordering::SeqCst),
+        value as u64,
+        flag as usize as u32,
+    ) {
+        std::thread::sleep(WAIT_POLL);
+    }
+}
+
+impl HostRuntime {
+    fn stream_word(&self, addr: *mut c_void) -> Result<()> {
+        if addr.is_null() {
+            return Err(Error::NullPointer { param: "devAddr" });
+        }
+        if addr as usize % 8 != 0 {
+            return Err(Error::InvalidParam {
+                param: "devAddr",
+                reason: "It must be aligned to 8 bytes (the word is a uint64_t)",
+            });
+        }
+        self.check_device_range(addr as *const u8, 8, "devAddr", true)
+    }
+
+    fn enqueue_word_task(
+        &self,
+        stream: Option<StreamKey>,
+        kernel: KernelFn,
+        addr: *mut c_void,
+        value: u64,
+        flag: u32,
+    ) -> Result<()> {
+        let (_, stream) = self.resolve_stream(stream)?;
+        stream.enqueue(Task::Kernel {
+            kernel,
+            workspace: addr,
+            size: value as usize,
+            user_data: flag as usize as *mut c_void,
+            release: false,
+        })
+    }
+
+    /// `aclrtValueWrite`: stores `value` in the device word `addr` when
+    /// `stream` reaches it. `flag` is reserved and must be 0.
+    pub fn value_write(
+        &self,
+        addr: *mut c_void,
+        value: u64,
+        flag: u32,
+        stream: Option<StreamKey>,
+    ) -> Result<()> {
+        if flag != 0 {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It is reserved and must be 0",
+            });
+        }
+        self.stream_word(addr)?;
+        self.enqueue_word_task(stream, write_word, addr, value, 0)
+    }
+
+    /// `aclrtValueWait`: `stream` runs nothing queued after this call until
+    /// the device word `addr` satisfies `flag` (`ACL_STREAM_WAIT_VALUE_*`)
+    /// for `value`.
+    pub fn value_wait(
+        &self,
+        addr: *mut c_void,
+        value: u64,
+        flag: u32,
+        stream: Option<StreamKey>,
+    ) -> Result<()> {
+        if flag > WAIT_NOR {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It must be ACL_STREAM_WAIT_VALUE_GEQ, _EQ, _AND or _NOR",
+            });
+        }
+        self.stream_word(addr)?;
+        self.enqueue_word_task(stream, wait_word, addr, value, flag)
+    }
+
+    fn explicit_stream(&self, stream: Option<StreamKey>) -> Result<StreamKey> {
+        stream.ok_or(Error::InvalidParam {
+            param: "stream",
+            reason: "It must be a stream from aclrtCreateStream: the default stream (NULL) is not accepted",
+        })
+    }
+
+    /// `aclrtStreamAbort`: drops the work queued on `stream` that has not
+    /// started; the task running now (a host kernel cannot be paused)
+    /// finishes. Events recorded by the dropped work count as complete, so
+    /// nothing waits for them forever. Returns how many tasks were dropped.
+    pub fn abort_stream(&self, stream: Option<StreamKey>) -> Result<usize> {
+        let key = self.explicit_stream(stream)?;
+        let (_, s) = self.resolve_stream(Some(key))?;
+        if s.is_current_worker() {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "A kernel cannot abort the stream it runs on",
+            });
+        }
+        s.check_alive()?;
+        Ok(s.discard_queued())
+    }
+
+    /// `aclrtStreamStop`: stops the task running on `stream` without
+    /// dropping queued work. A host kernel cannot be interrupted, so this
+    /// checks the stream and leaves it running.
+    pub fn stop_stream(&self, stream: Option<StreamKey>) -> Result<()> {
+        let key = self.explicit_stream(stream)?;
+        let (_, s) = self.resolve_stream(Some(key))?;
+        s.check_alive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::host::tests::runtime;
+
+    #[test]
+    fn wait_flags_compare_as_cann_documents() {
+        assert!(value_satisfies(5, 5, WAIT_GEQ) && value_satisfies(6, 5, WAIT_GEQ));
+        assert!(!value_satisfies(4, 5, WAIT_GEQ));
+        assert!(value_satisfies(5, 5, WAIT_EQ) && !value_satisfies(6, 5, WAIT_EQ));
+        assert!(
+            value_satisfies(0b110, 0b010, WAIT_AND) && !value_satisfies(0b100, 0b010, WAIT_AND)
+        );
+        assert!(
+            value_satisfies(0b01, 0b10, WAIT_NOR),
+            "bit 2 is clear in both"
+        );
+        assert!(!value_satisfies(!0, 0, WAIT_NOR));
+    }
+
+    #[test]
+    fn a_value_wait_holds_its_stream_until_another_stream_writes_the_word() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let word = rt.malloc(8).unwrap().as_ptr().cast::<c_void>();
+        // SAFETY: 8 bytes of live device memory, host memory on the host runtime.
+        let read = || unsafe { &*word.cast::<AtomicU64>() }.load(Ordering::SeqCst);
+        rt.value_write(word, 0, 0, Some(a)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        rt.value_wait(word, 7, WAIT_EQ, Some(b)).unwrap();
+        rt.value_write(word, 1, 0, Some(b)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(read(), 0, "b's write is behind its wait");
+        rt.value_write(word, 7, 0, Some(a)).unwrap();
+        rt.synchronize_stream(Some(b)).unwrap();
+        assert_eq!(read(), 1);
+        assert!(
+            rt.value_write(word, 1, 1, Some(a)).is_err(),
+            "flag reserved"
+        );
+        assert!(rt.value_wait(word, 1, 4, Some(a)).is_err(), "unknown flag");
+        assert!(
+            rt.value_wait(word.wrapping_byte_add(4), 1, 0, Some(a))
+                .is_err(),
+            "unaligned"
+        );
+        assert!(rt.value_write(std::ptr::null_mut(), 1, 0, Some(a)).is_err());
+        rt.free(word.cast()).unwrap();
+        assert!(rt.value_write(word, 1, 0, Some(a)).is_err(), "freed memory");
+    }
+
+    #[test]
+    fn abort_drops_queued_work_and_releases_its_waiters() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let word = rt.malloc(8).unwrap().as_ptr().cast::<c_void>();
+        // SAFETY: as above.
+        let read = || unsafe { &*word.cast::<AtomicU64>() }.load(Ordering::SeqCst);
+        rt.value_write(word, 0, 0, Some(a)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        // a holds on a word nobody writes; what follows it must not run.
+        rt.value_wait(word, 1, WAIT_EQ, Some(b)).unwrap();
+        let ev = rt.create_event(0, false).unwrap();
+        rt.value_write(word, 9, 0, Some(b)).unwrap();
+        rt.record_event(ev, Some(b)).unwrap();
+        rt.stream_wait_event(Some(a), ev).unwrap();
+        let (_, stream_b) = rt.resolve_stream(Some(b)).unwrap();
+        while stream_b.queued() > 2 {
+            std::thread::yield_now();
+        }
+        // The wait is running: it is not dropped, the two tasks behind it are.
+        assert_eq!(rt.abort_stream(Some(b)).unwrap(), 2);
+        rt.synchronize_stream(Some(a)).unwrap();
+        assert_eq!(read(), 0, "the dropped write never ran");
+        // Release b's running wait so the stream can go.
+        rt.value_write(word, 1, 0, Some(a)).unwrap();
+        rt.synchronize_stream(Some(b)).unwrap();
+        assert!(rt.abort_stream(None).is_err(), "not the default stream");
+        assert!(rt.stop_stream(None).is_err());
+        rt.stop_stream(Some(b)).unwrap();
+        rt.destroy_stream(b, false).unwrap();
+        assert!(rt.abort_stream(Some(b)).is_err(), "destroyed");
+        rt.free(word.cast()).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use crate::base::error::Error;
+    use crate::runtime::host::tests::runtime;
+    use crate::runtime::stream_worker::{fail_current_task, KernelFn, Task};
+    use std::ffi::c_void;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    unsafe extern "C" fn add_one(_: *mut c_void, _: usize, data: *mut c_void) {
+        // SAFETY: the test passes a counter that outlives the stream's work.
+        unsafe { &*(data as *const AtomicU32) }.fetch_add(1, Ordering::SeqCst);
+    }
+    unsafe extern "C" fn fail(_: *mut c_void, _: usize, _: *mut c_void) {
+        fail_current_task(507_035).unwrap();
+    }
+
+    fn kernel(f: KernelFn, data: *const AtomicU32) -> Task {
+        Task::Kernel {
+            kernel: f,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: data as *mut c_void,
+            release: false,
+        }
+    }
+
+    #[test]
+    fn a_failed_task_is_reported_once_and_stop_on_failure_drops_what_follows() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let a = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
+        let count = AtomicU32::new(0);
+        for stop in [false, true] {
+            count.store(0, Ordering::SeqCst);
+            rt.set_stream_failure_mode(Some(a), u64::from(stop))
+                .unwrap();
+            s.enqueue(kernel(add_one, &count)).unwrap();
+            s.enqueue(kernel(fail, &count)).unwrap();
+            s.enqueue(kernel(add_one, &count)).unwrap();
+            assert_eq!(
+                rt.synchronize_stream(Some(a)),
+                Err(Error::TaskFailed { code: 507_035 })
+            );
+            assert_eq!(count.load(Ordering::SeqCst), if stop { 1 } else { 2 });
+            rt.synchronize_stream(Some(a)).unwrap();
+        }
+        assert!(fail_current_task(507_035).is_err(), "not inside a task");
+        assert!(fail_current_task(0).is_err());
+    }
+}
