@@ -224,7 +224,9 @@ typedef struct {
   int32_t noSplit;
   /**
    * NULL or a NUL-terminated label of what is allocated through the pool
-   * (copied).
+   * (copied): `aclallocSleep`/`aclallocWakeUp` act on pools by tag. With
+   * `allocator` it is only a label: that memory is the allocator's to give
+   * back.
    */
   const char *tag;
 } aclallocMemPoolOptions;
