@@ -252,7 +252,7 @@ impl Core {
             }
             self.segments.remove(seg);
             self.by_addr.remove(s.addr);
-            self.live.drop_segment(seg);
+            self.live.release(s.addr, s.size);
             if let Some(addr) = NonZeroUsize::new(s.addr) {
                 vm.release(addr, s.size);
             }

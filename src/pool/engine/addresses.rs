@@ -1,14 +1,12 @@
-//! Finding a block from its address without hashing: the segments in a
-//! vector sorted by start (a binary search finds the one holding an
-//! address), and per segment a table of its allocated blocks by 512-byte
-//! offset. A table is cut into chunks of 2 MiB of the segment, made when a
-//! block in them is first handed out, so a large segment costs host memory
-//! only where blocks are handed out, and nothing allocates once they exist.
+//! Finding blocks and segments from an address without hashing: the
+//! segments in a vector sorted by start (a binary search finds the one
+//! holding an address, off the hot path), and the allocated blocks in a
+//! radix tree over the address, by 512-byte unit (the hot path of a free).
 
 use super::super::block::NIL;
 use super::MIN_BLOCK_SIZE;
 
-/// Offsets (in 512-byte units) per chunk of a segment's table: 2 MiB.
+/// 512-byte units per leaf of the live tree: 2 MiB.
 const CHUNK: usize = 4096;
 
 /// The shard's segments by start address.
@@ -53,19 +51,48 @@ impl SegmentIndex {
     }
 }
 
-/// The allocated blocks of every segment, by segment and offset.
+/// Address bits below a leaf's range: a leaf covers 2 MiB.
+const LEAF_SHIFT: u32 = 21;
+/// Address bits resolved by each of the two inner levels.
+const LEVEL_BITS: u32 = 9;
+/// Address bits below a root entry's range (512 GiB).
+const ROOT_SHIFT: u32 = LEAF_SHIFT + 2 * LEVEL_BITS;
+const FANOUT: usize = 1 << LEVEL_BITS;
+
+/// The allocated blocks starting in one 2 MiB range of addresses.
+struct Leaf {
+    /// Allocated block per 512-byte unit (`NIL`: none).
+    slots: [u32; CHUNK],
+    count: u32,
+}
+
+/// A level of the tree: [`FANOUT`] optional children.
+type Level<T> = Box<[Option<T>]>;
+
+fn level<T>() -> Level<T> {
+    (0..FANOUT).map(|_| None).collect()
+}
+
+/// Every allocated block by its address: a radix tree over the address
+/// (512 GiB roots, in a short vector since a shard's segments lie in few of
+/// them; two levels of 512; leaves of 2 MiB), so a lookup is three loads
+/// after the root. Leaves are made when a block in them is first handed out
+/// and dropped with the segments around them.
 #[derive(Default)]
 pub(crate) struct LiveBlocks {
-    /// Indexed by segment: its chunks, indexed by offset / [`CHUNK`].
-    tables: Vec<Vec<Option<Box<[u32]>>>>,
+    roots: Vec<(usize, Level<Level<Box<Leaf>>>)>,
     count: usize,
 }
 
-/// (chunk, slot) of the block at `offset` bytes into its segment.
+/// (root key, first level, second level, slot) of `addr`.
 #[inline]
-fn position(offset: usize) -> (usize, usize) {
-    let unit = offset / MIN_BLOCK_SIZE;
-    (unit / CHUNK, unit % CHUNK)
+fn split(addr: usize) -> (usize, usize, usize, usize) {
+    (
+        addr >> ROOT_SHIFT,
+        (addr >> (LEAF_SHIFT + LEVEL_BITS)) % FANOUT,
+        (addr >> LEAF_SHIFT) % FANOUT,
+        (addr / MIN_BLOCK_SIZE) % CHUNK,
+    )
 }
 
 impl LiveBlocks {
@@ -74,61 +101,83 @@ impl LiveBlocks {
         self.count
     }
 
-    /// The allocated block `offset` bytes into segment `seg`, if any.
     #[inline]
-    pub(crate) fn get(&self, seg: u32, offset: usize) -> Option<u32> {
-        if offset % MIN_BLOCK_SIZE != 0 {
+    fn leaf(&self, addr: usize) -> Option<&Leaf> {
+        let (r, a, b, _) = split(addr);
+        let (_, root) = self.roots.iter().find(|(k, _)| *k == r)?;
+        root[a].as_ref()?[b].as_deref()
+    }
+
+    #[inline]
+    fn leaf_mut(&mut self, addr: usize) -> Option<&mut Leaf> {
+        let (r, a, b, _) = split(addr);
+        let (_, root) = self.roots.iter_mut().find(|(k, _)| *k == r)?;
+        root[a].as_mut()?[b].as_deref_mut()
+    }
+
+    /// The allocated block at `addr`, if any.
+    #[inline]
+    pub(crate) fn get(&self, addr: usize) -> Option<u32> {
+        if addr % MIN_BLOCK_SIZE != 0 {
             return None;
         }
-        let (chunk, slot) = position(offset);
-        let idx = self
-            .tables
-            .get(seg as usize)?
-            .get(chunk)?
-            .as_ref()
-            .map_or(NIL, |c| c[slot]);
+        let idx = self.leaf(addr)?.slots[split(addr).3];
         (idx != NIL).then_some(idx)
     }
 
-    /// Records block `idx`, `offset` bytes into segment `seg`, as allocated.
+    /// Records block `idx`, at `addr` (a multiple of 512), as allocated.
     #[inline]
-    pub(crate) fn insert(&mut self, seg: u32, offset: usize, idx: u32) {
-        let (chunk, slot) = position(offset);
-        let seg = seg as usize;
-        if self.tables.len() <= seg {
-            self.tables.resize_with(seg + 1, Vec::new);
-        }
-        let table = &mut self.tables[seg];
-        if table.len() <= chunk {
-            table.resize_with(chunk + 1, || None);
-        }
-        let c = table[chunk].get_or_insert_with(|| vec![NIL; CHUNK].into_boxed_slice());
-        debug_assert_eq!(c[slot], NIL, "two allocated blocks at one address");
-        c[slot] = idx;
+    pub(crate) fn insert(&mut self, addr: usize, idx: u32) {
+        let (r, a, b, slot) = split(addr);
+        let at = match self.roots.iter().position(|(k, _)| *k == r) {
+            Some(at) => at,
+            None => {
+                self.roots.push((r, level()));
+                self.roots.len() - 1
+            }
+        };
+        let inner = self.roots[at].1[a].get_or_insert_with(level);
+        let leaf = inner[b].get_or_insert_with(|| {
+            Box::new(Leaf {
+                slots: [NIL; CHUNK],
+                count: 0,
+            })
+        });
+        debug_assert_eq!(leaf.slots[slot], NIL, "two allocated blocks at one address");
+        leaf.slots[slot] = idx;
+        leaf.count += 1;
         self.count += 1;
     }
 
-    /// Forgets the allocated block `offset` bytes into segment `seg`.
+    /// Forgets the allocated block at `addr`.
     #[inline]
-    pub(crate) fn remove(&mut self, seg: u32, offset: usize) {
-        let (chunk, slot) = position(offset);
-        let entry = self
-            .tables
-            .get_mut(seg as usize)
-            .and_then(|t| t.get_mut(chunk))
-            .and_then(Option::as_mut)
-            .map(|c| &mut c[slot]);
-        if let Some(entry) = entry.filter(|e| **e != NIL) {
-            *entry = NIL;
+    pub(crate) fn remove(&mut self, addr: usize) {
+        let slot = split(addr).3;
+        let Some(leaf) = self.leaf_mut(addr) else {
+            return;
+        };
+        if leaf.slots[slot] != NIL {
+            leaf.slots[slot] = NIL;
+            leaf.count -= 1;
             self.count -= 1;
         }
     }
 
-    /// Drops the table of a released segment (whose blocks are no longer
-    /// allocated), so its slot starts empty when reused.
-    pub(crate) fn drop_segment(&mut self, seg: u32) {
-        if let Some(t) = self.tables.get_mut(seg as usize) {
-            *t = Vec::new();
+    /// Drops the empty leaves over `[start, start + size)`, a released
+    /// segment's range, so memory the pool gave back costs no table.
+    pub(crate) fn release(&mut self, start: usize, size: usize) {
+        let first = start >> LEAF_SHIFT;
+        let last = (start + size.max(1) - 1) >> LEAF_SHIFT;
+        for g in first..=last {
+            let (r, a, b, _) = split(g << LEAF_SHIFT);
+            let Some((_, root)) = self.roots.iter_mut().find(|(k, _)| *k == r) else {
+                continue;
+            };
+            if let Some(inner) = root[a].as_mut() {
+                if inner[b].as_ref().is_some_and(|l| l.count == 0) {
+                    inner[b] = None;
+                }
+            }
         }
     }
 }
@@ -154,23 +203,28 @@ mod tests {
     }
 
     #[test]
-    fn live_blocks_are_found_at_their_offset_only() {
+    fn live_blocks_are_found_at_their_address_only() {
         let mut l = LiveBlocks::default();
-        let far = 5 * CHUNK * MIN_BLOCK_SIZE + 512;
-        l.insert(3, 0, 7);
-        l.insert(3, far, 8);
+        let base = 0x7f00_0000_0000;
+        let far = base + (1 << 41) + 5 * CHUNK * MIN_BLOCK_SIZE + 512;
+        l.insert(base, 7);
+        l.insert(far, 8);
         assert_eq!(l.len(), 2);
-        assert_eq!((l.get(3, 0), l.get(3, far)), (Some(7), Some(8)));
-        // Not a block start, another segment, an offset never used.
-        assert_eq!(l.get(3, 256), None);
-        assert_eq!(l.get(2, 0), None);
-        assert_eq!(l.get(3, 512), None);
-        assert_eq!(l.get(3, 100 * CHUNK * MIN_BLOCK_SIZE), None);
-        l.remove(3, 0);
-        l.remove(3, 0);
-        assert_eq!((l.len(), l.get(3, 0)), (1, None));
-        l.remove(3, far);
-        l.drop_segment(3);
-        assert_eq!((l.len(), l.get(3, far)), (0, None));
+        assert_eq!((l.get(base), l.get(far)), (Some(7), Some(8)));
+        // Not a block start, a neighbour, untouched ranges.
+        assert_eq!(l.get(base + 256), None);
+        assert_eq!(l.get(base + 512), None);
+        assert_eq!(l.get(base + (1 << 30)), None);
+        assert_eq!(l.get(512), None);
+        l.remove(base);
+        l.remove(base);
+        assert_eq!((l.len(), l.get(base)), (1, None));
+        // A leaf with a live block stays; an empty one goes.
+        l.release(base, 1 << 42);
+        assert_eq!(l.get(far), Some(8));
+        l.remove(far);
+        l.release(far - 512, 1 << 21);
+        assert_eq!((l.len(), l.get(far)), (0, None));
+        assert!(l.leaf(far).is_none() && l.leaf(base).is_none());
     }
 }

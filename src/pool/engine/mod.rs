@@ -136,7 +136,7 @@ pub(crate) struct Core {
     free: [Vec<(usize, Box<Tlsf>)>; 2],
     /// Bins of freed, not yet merged blocks, by stream and requested size.
     bins: Bins,
-    /// Every allocated block, by segment and offset.
+    /// Every allocated block, by address.
     live: LiveBlocks,
     pub(crate) stats: ShardStats,
     /// Expandable segment → its mapped pages.
@@ -508,27 +508,22 @@ impl Core {
         Freed::Done
     }
 
-    /// The allocated block at `addr`, through its segment.
+    /// The allocated block at `addr`.
     #[inline]
     fn live_at(&self, addr: usize) -> Option<u32> {
-        let (start, seg) = self.by_addr.at_or_before(addr)?;
-        self.live.get(seg, addr - start)
+        self.live.get(addr)
     }
 
-    /// Records allocated block `idx` in its segment's table.
+    /// Records block `idx` as allocated.
     #[inline]
     fn set_live(&mut self, idx: u32) {
-        let b = &self.blocks[idx];
-        let start = self.segments[b.segment].addr;
-        self.live.insert(b.segment, b.addr - start, idx);
+        self.live.insert(self.blocks[idx].addr, idx);
     }
 
-    /// Takes block `idx` out of its segment's table of allocated blocks.
+    /// Forgets block `idx` as allocated.
     #[inline]
     fn unset_live(&mut self, idx: u32) {
-        let b = &self.blocks[idx];
-        let start = self.segments[b.segment].addr;
-        self.live.remove(b.segment, b.addr - start);
+        self.live.remove(self.blocks[idx].addr);
     }
 
     /// Why `addr` is not a live block here.

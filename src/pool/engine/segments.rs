@@ -147,7 +147,7 @@ impl Core {
         self.blocks.remove(s.first);
         self.segments.remove(seg);
         self.by_addr.remove(s.addr);
-        self.live.drop_segment(seg);
+        self.live.release(s.addr, s.size);
         if let Some(addr) = NonZeroUsize::new(s.addr) {
             dev.free(addr, s.size);
         }
