@@ -99,7 +99,7 @@ impl Core {
                         live += 1;
                         ensure!(
                             self.live_at(a) == Some(idx),
-                            "allocated block {a:#x} is not in the live map"
+                            "allocated block {a:#x} is not in the live tree"
                         );
                         for i in [0, k] {
                             expect[0][i] += 1;
@@ -165,7 +165,7 @@ impl Core {
         }
         ensure!(
             live == self.live.len(),
-            "the live map holds blocks that are not allocated"
+            "the live tree holds blocks that are not allocated"
         );
         let indexed: usize = self.free.iter().flatten().map(|(_, t)| t.len()).sum();
         ensure!(

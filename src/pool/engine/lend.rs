@@ -1,6 +1,6 @@
 //! Lending blocks to a thread's cache and taking them back, under the
 //! shard's lock. A lent block stays in its segment (state `Lent`: never
-//! merged, split or released) but leaves the live map, and its share of
+//! merged, split or released) but leaves the live tree, and its share of
 //! `current` moves from the shard to the cache, which keeps every pool-wide
 //! sum (and so the peak) unchanged.
 
