@@ -59,11 +59,19 @@ const LEVEL_BITS: u32 = 9;
 const ROOT_SHIFT: u32 = LEAF_SHIFT + 2 * LEVEL_BITS;
 const FANOUT: usize = 1 << LEVEL_BITS;
 
-/// The allocated blocks starting in one 2 MiB range of addresses.
-struct Leaf {
-    /// Allocated block per 512-byte unit (`NIL`: none).
-    slots: [u32; CHUNK],
-    count: u32,
+/// The allocated blocks starting in one 2 MiB range of addresses: the block
+/// per 512-byte unit (`NIL`: none), then at [`COUNT`] how many there are.
+type Leaf = [u32; CHUNK + 1];
+const COUNT: usize = CHUNK;
+
+/// An empty leaf, made on the heap (it is too large for a small stack).
+fn new_leaf() -> Box<Leaf> {
+    let mut slots = vec![NIL; CHUNK + 1];
+    slots[COUNT] = 0;
+    slots
+        .into_boxed_slice()
+        .try_into()
+        .expect("a leaf has CHUNK + 1 slots")
 }
 
 /// A level of the tree: [`FANOUT`] optional children.
@@ -121,7 +129,7 @@ impl LiveBlocks {
         if addr % MIN_BLOCK_SIZE != 0 {
             return None;
         }
-        let idx = self.leaf(addr)?.slots[split(addr).3];
+        let idx = self.leaf(addr)?[split(addr).3];
         (idx != NIL).then_some(idx)
     }
 
@@ -137,15 +145,10 @@ impl LiveBlocks {
             }
         };
         let inner = self.roots[at].1[a].get_or_insert_with(level);
-        let leaf = inner[b].get_or_insert_with(|| {
-            Box::new(Leaf {
-                slots: [NIL; CHUNK],
-                count: 0,
-            })
-        });
-        debug_assert_eq!(leaf.slots[slot], NIL, "two allocated blocks at one address");
-        leaf.slots[slot] = idx;
-        leaf.count += 1;
+        let leaf = inner[b].get_or_insert_with(new_leaf);
+        debug_assert_eq!(leaf[slot], NIL, "two allocated blocks at one address");
+        leaf[slot] = idx;
+        leaf[COUNT] += 1;
         self.count += 1;
     }
 
@@ -156,9 +159,9 @@ impl LiveBlocks {
         let Some(leaf) = self.leaf_mut(addr) else {
             return;
         };
-        if leaf.slots[slot] != NIL {
-            leaf.slots[slot] = NIL;
-            leaf.count -= 1;
+        if leaf[slot] != NIL {
+            leaf[slot] = NIL;
+            leaf[COUNT] -= 1;
             self.count -= 1;
         }
     }
@@ -174,7 +177,7 @@ impl LiveBlocks {
                 continue;
             };
             if let Some(inner) = root[a].as_mut() {
-                if inner[b].as_ref().is_some_and(|l| l.count == 0) {
+                if inner[b].as_ref().is_some_and(|l| l[COUNT] == 0) {
                     inner[b] = None;
                 }
             }
