@@ -706,3 +706,30 @@ fn stat_peak_follows_current_and_totals_accumulate() {
         }
     );
 }
+
+#[test]
+fn blocks_are_found_by_address_across_released_and_new_segments() {
+    let (pool, _) = pool();
+    // Small and large segments, so the blocks span many 2 MiB ranges.
+    let sizes = [512, 3 << 20, 12 << 20, 1 << 20, 4096, 48 << 10];
+    for round in 0..3 {
+        let live: Vec<usize> = sizes
+            .iter()
+            .cycle()
+            .take(30)
+            .map(|&s| pool.malloc(s).unwrap().get())
+            .collect();
+        assert_eq!(pool.live_blocks(), live.len());
+        assert!(pool.free(live[0] + 1).is_err(), "an unaligned address");
+        for &a in live.iter().rev() {
+            pool.free(a).unwrap();
+        }
+        for &a in &live {
+            assert!(pool.free(a).is_err(), "round {round}: {a:#x} freed twice");
+        }
+        assert_eq!(pool.live_blocks(), 0);
+        pool.check_invariants().unwrap();
+        // The next round's segments may reuse these addresses.
+        assert!(pool.empty_cache() > 0);
+    }
+}

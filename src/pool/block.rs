@@ -3,8 +3,6 @@
 //! on the hot path allocates once the slabs have grown, and a block handle a
 //! caller passes back is looked up, never dereferenced.
 
-use std::hash::{BuildHasherDefault, Hasher};
-
 /// "No block": the end of a segment's block list.
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -49,7 +47,8 @@ pub(crate) struct Block {
     pub prev: u32,
     pub next: u32,
     /// Neighbours in the free list of its size class, while `Free`
-    /// (`src/pool/engine/tlsf.rs`).
+    /// (`src/pool/engine/tlsf.rs`); while `Cached`, `free_next` is the next
+    /// older block of its bin (`src/pool/engine/bins.rs`).
     pub free_prev: u32,
     pub free_next: u32,
     pub segment: u32,
@@ -134,34 +133,3 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
         &mut self.items[i as usize]
     }
 }
-
-/// A multiplicative hash for addresses and sizes (multiples of 512): one
-/// multiply and a shift, far cheaper than SipHash; the pool makes its own keys.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        let h = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        // The table indexes by the low bits, which a multiply leaves zero for
-        // aligned addresses: fold the high bits down.
-        self.0 = h ^ (h >> 32);
-    }
-    #[inline]
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-}
-
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<AddrHasher>>;

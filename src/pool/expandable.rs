@@ -243,9 +243,7 @@ impl Core {
                 match b.state {
                     State::Free => self.detach_free(idx),
                     // Only when closing: the pool forgets everything next.
-                    State::Allocated => {
-                        self.live.remove(&b.addr);
-                    }
+                    State::Allocated => self.unset_live(idx),
                     // Caches are drained before anything is released.
                     State::Cached | State::Lent => {}
                 }
@@ -253,7 +251,8 @@ impl Core {
                 idx = b.next;
             }
             self.segments.remove(seg);
-            self.by_addr.remove(&s.addr);
+            self.by_addr.remove(s.addr);
+            self.live.release(s.addr, s.size);
             if let Some(addr) = NonZeroUsize::new(s.addr) {
                 vm.release(addr, s.size);
             }

@@ -70,31 +70,38 @@ impl Core {
 
     /// Merges every binned block with its free neighbours.
     pub(super) fn flush_bins(&mut self) {
-        if self.binned == 0 {
+        if self.bins.binned == 0 {
             return;
         }
-        let mut used = std::mem::take(&mut self.bins_used);
-        for key in used.drain(..) {
-            let Some(mut blocks) = self.bins.get_mut(&key).map(|b| {
-                b.listed = false;
-                std::mem::take(&mut b.blocks)
-            }) else {
-                continue;
-            };
-            for idx in blocks.drain(..) {
-                self.merge(idx);
-            }
-            // Keep the vector's capacity for the next free of this size.
-            if let Some(bin) = self.bins.get_mut(&key) {
-                bin.blocks = blocks;
+        // Merging touches no bin; the vectors keep their capacity.
+        let mut bins = std::mem::take(&mut self.bins);
+        for (_, sb) in &mut bins.streams {
+            for ci in sb.used.drain(..) {
+                for (_, head) in sb.classes[ci].drain(..) {
+                    // Oldest first, as the blocks were freed.
+                    let mut at = self.reverse_bin(head);
+                    while at != NIL {
+                        let next = self.blocks[at].free_next;
+                        self.merge(at);
+                        at = next;
+                    }
+                }
             }
         }
-        self.bins_used = used;
-        let bins = std::mem::take(&mut self.bins);
-        self.binned = 0;
-        if bins.len() <= MAX_BIN_SIZES {
-            self.bins = bins;
+        bins.binned = 0;
+        self.bins = bins;
+    }
+
+    /// Reverses the bin list starting at `head`; returns its new head.
+    fn reverse_bin(&mut self, head: u32) -> u32 {
+        let (mut at, mut reversed) = (head, NIL);
+        while at != NIL {
+            let next = self.blocks[at].free_next;
+            self.blocks[at].free_next = reversed;
+            reversed = at;
+            at = next;
         }
+        reversed
     }
 
     /// Turns binned block `idx` into a free block merged with free neighbours.

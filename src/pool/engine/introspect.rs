@@ -7,9 +7,8 @@ impl Core {
     /// True when `addr` lies in one of this shard's segments.
     pub(crate) fn holds(&self, addr: usize) -> bool {
         self.by_addr
-            .range(..=addr)
-            .next_back()
-            .is_some_and(|(&start, &seg)| addr - start < self.segments[seg].size)
+            .at_or_before(addr)
+            .is_some_and(|(start, seg)| addr - start < self.segments[seg].size)
     }
 
     pub(crate) fn live_blocks(&self) -> usize {
@@ -23,7 +22,7 @@ impl Core {
     pub(crate) fn segments_view(&self) -> Vec<SegmentView> {
         self.by_addr
             .values()
-            .map(|&seg| {
+            .map(|seg| {
                 let s = self.segments[seg];
                 let mut blocks = Vec::new();
                 let mut idx = s.first;
@@ -66,7 +65,7 @@ impl Core {
         let mut free_count = 0;
         let mut live = 0;
         let mut binned = 0;
-        for &seg in self.by_addr.values() {
+        for seg in self.by_addr.values() {
             let s = self.segments[seg];
             let k = s.kind.index();
             segs[0] += 1;
@@ -99,8 +98,8 @@ impl Core {
                     State::Allocated => {
                         live += 1;
                         ensure!(
-                            self.live.get(&a) == Some(&idx),
-                            "allocated block {a:#x} is not in the live map"
+                            self.live_at(a) == Some(idx),
+                            "allocated block {a:#x} is not in the live tree"
                         );
                         for i in [0, k] {
                             expect[0][i] += 1;
@@ -166,16 +165,16 @@ impl Core {
         }
         ensure!(
             live == self.live.len(),
-            "the live map holds blocks that are not allocated"
+            "the live tree holds blocks that are not allocated"
         );
         let indexed: usize = self.free.iter().flatten().map(|(_, t)| t.len()).sum();
         ensure!(
             free_count == indexed,
             "the free indices hold blocks that are not free"
         );
-        let in_bins: usize = self.bins.values().map(|b| b.blocks.len()).sum();
+        let in_bins = self.bins.count(&self.blocks);
         ensure!(
-            binned == self.binned && in_bins == binned,
+            binned == self.bins.binned && in_bins == binned,
             "the bins and the cached blocks disagree"
         );
         Ok(())

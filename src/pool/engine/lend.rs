@@ -1,6 +1,6 @@
 //! Lending blocks to a thread's cache and taking them back, under the
 //! shard's lock. A lent block stays in its segment (state `Lent`: never
-//! merged, split or released) but leaves the live map, and its share of
+//! merged, split or released) but leaves the live tree, and its share of
 //! `current` moves from the shard to the cache, which keeps every pool-wide
 //! sum (and so the peak) unchanged.
 
@@ -117,12 +117,12 @@ impl Core {
     /// Lends the block just handed out at `addr` to a cache, with its statistics
     /// and the headroom its first parking needs. `None`: an oversize block.
     pub(crate) fn lend(&mut self, addr: usize, to: &mut CacheStats) -> Option<Loan> {
-        let &idx = self.live.get(&addr)?;
+        let idx = self.live_at(addr)?;
         let b = self.blocks[idx];
         if b.size >= self.config.max_split_size {
             return None;
         }
-        self.live.remove(&addr);
+        self.unset_live(idx);
         self.blocks[idx].state = State::Lent;
         let (size, req) = (b.size as i64, b.requested as i64);
         let split = b.is_split();
@@ -156,7 +156,7 @@ impl Core {
         debug_assert!(b.state == State::Lent && b.addr == loan.addr);
         b.state = State::Allocated;
         b.requested = loan.size_key;
-        self.live.insert(loan.addr, loan.idx);
+        self.set_live(loan.idx);
         let (size, req) = (loan.size as i64, loan.size_key as i64);
         let s = &mut self.stats;
         for i in [STAT_ALL, loan.kind as usize] {
@@ -190,7 +190,8 @@ impl Core {
                 );
             }
         }
-        self.bin(loan.idx, (stream, loan.size_key));
+        self.bins
+            .push(&mut self.blocks, loan.idx, stream, loan.size_key);
     }
 
     /// Gives a cache the headroom it lacks to hand out a parked block of

@@ -13,18 +13,22 @@
 //! size (O(1) reuse). Bins are merged only when best fit over the merged
 //! blocks fails, so the pool never grows while merged memory could serve.
 
-use super::block::{Block, FastMap, Kind, Segment, Slab, State, NIL};
+use super::block::{Block, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
 use super::device::DeviceMemory;
 use super::roundup::RoundupDivisions;
 use super::stats::STAT_ALL;
 use crate::base::error::{Error, Result};
 use crate::history::{Action, Recorder};
-use std::collections::{BTreeMap, HashMap};
+use addresses::{LiveBlocks, SegmentIndex};
+use bins::Bins;
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use tlsf::Tlsf;
 
+mod addresses;
+mod bins;
 mod bookkeeping;
 pub(crate) mod counters;
 #[path = "../expandable.rs"]
@@ -55,10 +59,6 @@ pub const ROUND_LARGE: usize = 2 << 20;
 /// (chosen on the fragmentation traces of `benches/expandable.rs`: fewer
 /// or more both leave the random trace needing more memory).
 const BEST_FIT_SCAN: usize = 24;
-
-/// Bins are dropped (not just emptied) past this many distinct sizes, so a
-/// workload with ever-new sizes does not grow the bin map without bound.
-const MAX_BIN_SIZES: usize = 4096;
 
 /// What a snapshot reports for one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,28 +127,17 @@ pub(crate) const CLOSED: Error = Error::InvalidParam {
     reason: "The pool was destroyed",
 };
 
-/// Freed blocks of one (stream, size), newest last.
-#[derive(Default)]
-struct Bin {
-    blocks: Vec<u32>,
-    /// The key is in `bins_used` (until the next flush).
-    listed: bool,
-}
-
 pub(crate) struct Core {
     blocks: Slab<Block>,
     segments: Slab<Segment>,
-    /// Segment start → segment, to find the segment of an address.
-    by_addr: BTreeMap<usize, u32>,
+    /// The segments by start, to find the segment of an address.
+    by_addr: SegmentIndex,
     /// Free (merged) blocks of each kind, per stream.
     free: [Vec<(usize, Box<Tlsf>)>; 2],
-    /// Bins of freed, not yet merged blocks, by (stream, requested size).
-    bins: FastMap<(usize, usize), Bin>,
-    /// Keys of bins that may be non-empty, so a flush visits only those.
-    bins_used: Vec<(usize, usize)>,
-    binned: usize,
-    /// Address → block, for every allocated block.
-    live: FastMap<usize, u32>,
+    /// Bins of freed, not yet merged blocks, by stream and requested size.
+    bins: Bins,
+    /// Every allocated block, by address.
+    live: LiveBlocks,
     pub(crate) stats: ShardStats,
     /// Expandable segment → its mapped pages.
     pages: HashMap<u32, expandable::PageMap>,
@@ -164,12 +153,10 @@ impl Core {
         Core {
             blocks: Slab::new(),
             segments: Slab::new(),
-            by_addr: BTreeMap::new(),
+            by_addr: SegmentIndex::default(),
             free: [Vec::new(), Vec::new()],
-            bins: FastMap::default(),
-            bins_used: Vec::new(),
-            binned: 0,
-            live: FastMap::default(),
+            bins: Bins::default(),
+            live: LiveBlocks::default(),
             stats: ShardStats::default(),
             pages: HashMap::new(),
             config,
@@ -204,15 +191,16 @@ impl Core {
         checked: bool,
         map: Option<(&dyn crate::pool::virtual_memory::VirtualMemory, usize)>,
     ) -> Take {
-        if let Some(bin) = self.bins.get_mut(&(stream, rounded)) {
-            if let Some(&idx) = bin.blocks.last() {
+        if let Some(head) = self.bins.head_mut(stream, rounded) {
+            let idx = *head;
+            if idx != NIL {
                 let b = &self.blocks[idx];
                 let max_split = self.config.max_split_size;
                 if checked && !room_to_hand_out(&self.stats, b.kind, b.size, size, max_split) {
                     return Take::NoRoom;
                 }
-                bin.blocks.pop();
-                self.binned -= 1;
+                *head = b.free_next;
+                self.bins.binned -= 1;
                 self.unmark_split(idx);
                 return Take::Got(self.hand_out(idx, size));
             }
@@ -338,7 +326,7 @@ impl Core {
     }
 
     fn block_containing(&self, addr: usize) -> Option<u32> {
-        let (_, &seg) = self.by_addr.range(..=addr).next_back()?;
+        let (_, seg) = self.by_addr.at_or_before(addr)?;
         let s = self.segments[seg];
         if addr >= s.addr + s.size {
             return None;
@@ -455,7 +443,7 @@ impl Core {
         b.requested = requested;
         let (addr, size, stream) = (b.addr, b.size, b.stream);
         let k = b.kind.index();
-        self.live.insert(addr, idx);
+        self.set_live(idx);
         let s = &mut self.stats;
         let size_i = size as i64;
         for i in [STAT_ALL, k] {
@@ -477,7 +465,7 @@ impl Core {
     /// only within the headroom).
     #[inline]
     pub(crate) fn free(&mut self, addr: usize, checked: bool) -> Freed {
-        let Some(idx) = self.live.remove(&addr) else {
+        let Some(idx) = self.live_at(addr) else {
             return self.bad_free(addr);
         };
         let b = &mut self.blocks[idx];
@@ -489,11 +477,12 @@ impl Core {
                     && self.stats.inactive_split_bytes[i].room(size)
             });
             if !room {
-                // Rare: back in the live map for the pool-wide path.
-                self.live.insert(addr, idx);
+                // Rare: left live for the pool-wide path.
                 return Freed::NoRoom;
             }
         }
+        self.unset_live(idx);
+        let b = &mut self.blocks[idx];
         let (size, requested, b_stream) = (b.size, b.requested, b.stream);
         b.state = State::Cached;
         b.requested = 0;
@@ -514,21 +503,27 @@ impl Core {
         // Binned under the requested size, so a block with an unsplit rest
         // still serves the next identical request.
         let divisions = &self.config.roundup_power2_divisions;
-        let key = (b_stream, round_size(requested, divisions).unwrap_or(size));
-        self.bin(idx, key);
+        let key = round_size(requested, divisions).unwrap_or(size);
+        self.bins.push(&mut self.blocks, idx, b_stream, key);
         Freed::Done
     }
 
-    /// Parks cached block `idx` in the bin of `key` (stream, size).
+    /// The allocated block at `addr`.
     #[inline]
-    fn bin(&mut self, idx: u32, key: (usize, usize)) {
-        let bin = self.bins.entry(key).or_default();
-        if !bin.listed {
-            bin.listed = true;
-            self.bins_used.push(key);
-        }
-        bin.blocks.push(idx);
-        self.binned += 1;
+    fn live_at(&self, addr: usize) -> Option<u32> {
+        self.live.get(addr)
+    }
+
+    /// Records block `idx` as allocated.
+    #[inline]
+    fn set_live(&mut self, idx: u32) {
+        self.live.insert(self.blocks[idx].addr, idx);
+    }
+
+    /// Forgets block `idx` as allocated.
+    #[inline]
+    fn unset_live(&mut self, idx: u32) {
+        self.live.remove(self.blocks[idx].addr);
     }
 
     /// Why `addr` is not a live block here.

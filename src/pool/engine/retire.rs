@@ -12,11 +12,10 @@ impl Core {
     /// segments, retires the rest, drops its bins. Returns the bytes released.
     pub(crate) fn retire_stream(&mut self, dev: &dyn DeviceMemory, stream: usize) -> usize {
         self.flush_bins();
-        self.bins.retain(|&(s, _), _| s != stream);
+        self.bins.forget_stream(stream);
         let mine: Vec<u32> = self
             .by_addr
             .values()
-            .copied()
             .filter(|&seg| matches!(self.segments[seg].stream, s if s == stream || s == RETIRED))
             .collect();
         let mut released = 0;

@@ -111,7 +111,7 @@ impl Core {
         self.flush_bins();
         self.by_addr
             .values()
-            .filter_map(|&seg| {
+            .filter_map(|seg| {
                 let s = self.segments[seg];
                 let b = &self.blocks[s.first];
                 (!s.expandable && b.state == State::Free && b.next == NIL).then_some((s.size, seg))
@@ -126,7 +126,6 @@ impl Core {
         let unfit: Vec<u32> = self
             .by_addr
             .values()
-            .copied()
             .filter(|&seg| {
                 let s = self.segments[seg];
                 let b = &self.blocks[s.first];
@@ -147,7 +146,8 @@ impl Core {
         self.detach_free(s.first);
         self.blocks.remove(s.first);
         self.segments.remove(seg);
-        self.by_addr.remove(&s.addr);
+        self.by_addr.remove(s.addr);
+        self.live.release(s.addr, s.size);
         if let Some(addr) = NonZeroUsize::new(s.addr) {
             dev.free(addr, s.size);
         }
@@ -171,7 +171,7 @@ impl Core {
         if let Some(vm) = dev.virtual_memory() {
             self.release_reservations(vm, true);
         }
-        for (&addr, &seg) in &self.by_addr {
+        for (addr, seg) in self.by_addr.iter() {
             let s = self.segments[seg];
             if let Some(addr) = NonZeroUsize::new(addr) {
                 dev.free(addr, s.size);
@@ -180,15 +180,13 @@ impl Core {
                 .record(Action::SegmentFree, addr, s.size, 0, s.stream);
         }
         self.stats.num_device_free += self.by_addr.len() as i64;
-        self.by_addr.clear();
+        self.by_addr = SegmentIndex::default();
         self.blocks.clear();
         self.segments.clear();
         self.free = [Vec::new(), Vec::new()];
-        self.bins_used = Vec::new();
-        self.bins = FastMap::default();
-        self.live = FastMap::default();
+        self.bins = Bins::default();
+        self.live = LiveBlocks::default();
         self.pages = HashMap::new();
-        self.binned = 0;
         self.closed = true;
         leaked
     }
