@@ -1271,6 +1271,32 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 &mut out.guard as *mut u64 as *mut i64,
             )
         }),
+        (
+            "aclrtMemExportToShareableHandle",
+            Kind::Physical,
+            |h, out| unsafe {
+                aclalloc::ffi::sharing::aclrtMemExportToShareableHandle(h, 0, 0, &mut out.guard)
+            },
+        ),
+        (
+            "aclrtMemExportToShareableHandleV2",
+            Kind::Physical,
+            |h, out| unsafe {
+                aclalloc::ffi::sharing::aclrtMemExportToShareableHandleV2(
+                    h,
+                    0,
+                    1,
+                    &mut out.guard as *mut u64 as *mut c_void,
+                )
+            },
+        ),
+        ("aclrtMemGetAccess", Kind::Mapping, |h, out| unsafe {
+            let mut at = aclrtMemLocation {
+                id: 0,
+                r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+            };
+            aclalloc::ffi::sharing::aclrtMemGetAccess(h, &mut at, &mut out.guard)
+        }),
     ]
 };
 

@@ -15,6 +15,10 @@
 #include "acl_base.h"
 #include "acl_rt_allocator.h"
 
+/** Export flag: the importer's pid must be in the whitelist (the default). */
+#define ACL_RT_VMM_EXPORT_FLAG_DEFAULT 0x0UL
+/** Export flag: any process may import the handle. */
+#define ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
 #define ACL_STREAM_FAST_LAUNCH 0x00000001U
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
@@ -367,6 +371,22 @@ typedef enum aclrtAicoreErrorType {
     ACL_RT_AICORE_ERROR_HW_LOCAL = 2,
 } aclrtAicoreErrorType;
 
+typedef enum aclrtMemSharedHandleType {
+    /** A `uint64_t`, within one server. */
+    ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT = 1,
+    /** An `aclrtMemFabricHandle` (across servers on CANN; one host here). */
+    ACL_MEM_SHARE_HANDLE_TYPE_FABRIC = 2,
+} aclrtMemSharedHandleType;
+
+typedef enum aclrtMemAccessFlags {
+    /** No access. */
+    ACL_RT_MEM_ACCESS_FLAGS_NONE = 0,
+    /** Read access. */
+    ACL_RT_MEM_ACCESS_FLAGS_READ = 1,
+    /** Read and write access. */
+    ACL_RT_MEM_ACCESS_FLAGS_READWRITE = 3,
+} aclrtMemAccessFlags;
+
 
 /**
  * A half-precision float's bits.
@@ -410,16 +430,6 @@ typedef struct aclrtErrorInfo {
 } aclrtErrorInfo;
 
 /**
- * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
- */
-typedef void (*aclrtHostFunc)(void *args);
-
-/**
- * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
- */
-typedef void (*aclrtCallback)(void *userData);
-
-/**
  * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
  * a number looked up among the live handles, never a pointer.
  */
@@ -438,6 +448,34 @@ typedef struct aclrtMemLocation {
    */
   aclrtMemLocationType type;
 } aclrtMemLocation;
+
+/**
+ * One location's access, for `aclrtMemSetAccess`.
+ */
+typedef struct aclrtMemAccessDesc {
+  /**
+   * An `aclrtMemAccessFlags`.
+   */
+  aclrtMemAccessFlags flags;
+  /**
+   * The device given the access.
+   */
+  struct aclrtMemLocation location;
+  /**
+   * Reserved.
+   */
+  uint8_t rsv[12];
+} aclrtMemAccessDesc;
+
+/**
+ * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
+ */
+typedef void (*aclrtHostFunc)(void *args);
+
+/**
+ * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
+ */
+typedef void (*aclrtCallback)(void *userData);
 
 /**
  * What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
@@ -464,6 +502,16 @@ typedef struct aclrtPhysicalMemProp {
    */
   uint64_t reserve;
 } aclrtPhysicalMemProp;
+
+/**
+ * A shareable handle of type `ACL_MEM_SHARE_HANDLE_TYPE_FABRIC`.
+ */
+typedef struct aclrtMemFabricHandle {
+  /**
+   * The handle's bytes.
+   */
+  uint8_t data[128];
+} aclrtMemFabricHandle;
 
 #ifdef __cplusplus
 extern "C" {
@@ -935,6 +983,95 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
  * Waits until all work enqueued on every stream has run.
  */
 aclError aclrtSynchronizeDevice(void);
+
+/**
+ * Exports physical memory of this process so another process can import
+ * it. `handleType` must be `ACL_MEM_HANDLE_TYPE_NONE`; `flags`
+ * `ACL_RT_VMM_EXPORT_FLAG_DEFAULT` (importers must be whitelisted with
+ * `aclrtMemSetPidToShareableHandle`) or `..._DISABLE_PID_VALIDATION`. An
+ * allocation is exported once; `aclrtFreePhysical` ends the export.
+ *
+ * # Safety
+ * `shareableHandle` is NULL or writable.
+ */
+aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle, aclrtMemHandleType handleType, uint64_t flags, uint64_t *shareableHandle);
+
+/**
+ * As `aclrtMemExportToShareableHandle`, writing a `uint64_t`
+ * (`ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`) or an `aclrtMemFabricHandle`
+ * (`..._FABRIC`, which on the host works between processes of one host).
+ *
+ * # Safety
+ * `shareableHandle` is NULL or writable for the type `shareType` names.
+ */
+aclError aclrtMemExportToShareableHandleV2(aclrtDrvMemHandle handle, uint64_t flags, aclrtMemSharedHandleType shareType, void *shareableHandle);
+
+/**
+ * Imports another process's shareable handle as physical memory of this
+ * process on `deviceId` (map it with `aclrtMapMem`, free it with
+ * `aclrtFreePhysical`). A pid not whitelisted by the exporter:
+ * `ACL_ERROR_RT_NO_PERMISSION`; a handle that names no live export (made
+ * up, from another run, freed, its process gone): `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `handle` is NULL or writable.
+ */
+aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId, aclrtDrvMemHandle *handle);
+
+/**
+ * As `aclrtMemImportFromShareableHandle` for a V2 handle (`flags`
+ * reserved, 0), on the current device.
+ *
+ * # Safety
+ * `shareableHandle` is NULL or points to the type `shareType` names;
+ * `handle` is NULL or writable.
+ */
+aclError aclrtMemImportFromShareableHandleV2(void *shareableHandle, aclrtMemSharedHandleType shareType, uint64_t flags, aclrtDrvMemHandle *handle);
+
+/**
+ * Adds `pidNum` pids (from `aclrtDeviceGetBareTgid`) to the whitelist of a
+ * shareable handle this process exported.
+ *
+ * # Safety
+ * `pid` is NULL or readable for `pidNum` elements.
+ */
+aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t *pid, size_t pidNum);
+
+/**
+ * As `aclrtMemSetPidToShareableHandle` for a V2 handle.
+ *
+ * # Safety
+ * `shareableHandle` is NULL or points to the type `shareType` names; `pid`
+ * is NULL or readable for `pidNum` elements.
+ */
+aclError aclrtMemSetPidToShareableHandleV2(void *shareableHandle, aclrtMemSharedHandleType shareType, int32_t *pid, size_t pidNum);
+
+/**
+ * This process's id as the device knows it (the pid to whitelist).
+ *
+ * # Safety
+ * `pid` is NULL or writable.
+ */
+aclError aclrtDeviceGetBareTgid(int32_t *pid);
+
+/**
+ * Sets the access of `count` devices to the mapped range `[virPtr,
+ * virPtr + size)`. The host maps it read-write whatever the flags; they
+ * are kept for `aclrtMemGetAccess`.
+ *
+ * # Safety
+ * `desc` is NULL or readable for `count` elements.
+ */
+aclError aclrtMemSetAccess(void *virPtr, size_t size, struct aclrtMemAccessDesc *desc, size_t count);
+
+/**
+ * The access flags of `location` to the mapped memory at `virPtr`
+ * (`ACL_RT_MEM_ACCESS_FLAGS_READWRITE` until set otherwise).
+ *
+ * # Safety
+ * `location` is NULL or readable; `flag` is NULL or writable.
+ */
+aclError aclrtMemGetAccess(void *virPtr, struct aclrtMemLocation *location, uint64_t *flag);
 
 /**
  * `ACL_STREAM_STATUS_COMPLETE` once everything enqueued on `stream` (NULL:

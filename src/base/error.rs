@@ -53,6 +53,8 @@ pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: aclError = 507006;
 pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507047;
 /// `aclrtProcessReport` found no callback to run in time.
 pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507012;
+/// The calling process may not use what it asked for (a pid whitelist).
+pub const ACL_ERROR_RT_NO_PERMISSION: aclError = 207006;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.
@@ -194,6 +196,9 @@ pub enum Error {
     /// An environment variable's value is refused (see [`super::env`]).
     #[error("{0}")]
     Config(&'static ConfigError),
+    /// The calling process is not allowed to use what it asked for, and why.
+    #[error("No permission. Reason: {what}")]
+    NoPermission { what: &'static str },
 }
 
 impl Error {
@@ -224,6 +229,7 @@ impl Error {
             Error::EventNotComplete { .. } => ACL_ERROR_RT_EVENT_NOT_COMPLETE,
             Error::EventTimeout { .. } => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
             Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
+            Error::NoPermission { .. } => ACL_ERROR_RT_NO_PERMISSION,
             Error::AllocatorReturnedNull { .. }
             | Error::PoolOutOfMemory { .. }
             | Error::DeviceMemoryExhausted { .. }

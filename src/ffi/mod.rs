@@ -24,6 +24,7 @@ pub mod plugin;
 pub mod pool;
 pub mod process;
 pub mod runtime;
+pub mod sharing;
 pub mod stream_info;
 pub mod tracking;
 pub mod types;

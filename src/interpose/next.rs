@@ -118,6 +118,15 @@ macro_rules! symbol_groups {
                 aclrtGetResInCurrentThread,
                 aclrtGetDeviceInfo,
                 aclrtGetErrorVerbose,
+                aclrtMemExportToShareableHandle,
+                aclrtMemExportToShareableHandleV2,
+                aclrtMemImportFromShareableHandle,
+                aclrtMemImportFromShareableHandleV2,
+                aclrtMemSetPidToShareableHandle,
+                aclrtMemSetPidToShareableHandleV2,
+                aclrtDeviceGetBareTgid,
+                aclrtMemSetAccess,
+                aclrtMemGetAccess,
             ],
         }
     };

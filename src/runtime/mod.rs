@@ -22,6 +22,8 @@ pub mod launch;
 mod launch_cache;
 pub mod memops;
 pub mod memory;
+pub mod sharing;
+mod sharing_calls;
 mod stream_queries;
 pub mod stream_worker;
 pub mod streams;
