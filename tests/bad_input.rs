@@ -1297,6 +1297,15 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             };
             aclalloc::ffi::sharing::aclrtMemGetAccess(h, &mut at, &mut out.guard)
         }),
+        // A refused export writes no key: 8 bytes of guard are enough to see it.
+        (
+            "aclrtIpcMemGetExportKey",
+            Kind::DevicePtr,
+            |h, out| unsafe {
+                let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(h, 8, key, 65, 0)
+            },
+        ),
     ]
 };
 

@@ -15,6 +15,14 @@
 #include "acl_base.h"
 #include "acl_rt_allocator.h"
 
+/** Export flag: importers must be whitelisted (the default). */
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
+/** Export flag: any process may import the key. */
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
+/** Import flag: the default. */
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
+/** Import flag: peer access between the devices (every device is the host's memory: no effect). */
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
 /** Export flag: the importer's pid must be in the whitelist (the default). */
 #define ACL_RT_VMM_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the handle. */
@@ -774,6 +782,47 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
  * None for the host runtime: the pointer is looked up, never trusted.
  */
 aclError aclrtFreeHost(void *hostPtr);
+
+/**
+ * Makes the `aclrtMalloc` allocation holding `[devPtr, devPtr + size)`
+ * shareable and writes its key (`len`: at least 65). `flags`:
+ * `ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT` (importers whitelisted with
+ * `aclrtIpcMemSetImportPid`) or `..._DISABLE_PID_VALIDATION`. No queued
+ * work may write the allocation during the call.
+ *
+ * # Safety
+ * `key` is NULL or writable for `len` bytes.
+ */
+aclError aclrtIpcMemGetExportKey(void *devPtr, size_t size, char *key, size_t len, uint64_t flags);
+
+/**
+ * Adds `num` pids (from `aclrtDeviceGetBareTgid`) to the whitelist of a
+ * key this process exported.
+ *
+ * # Safety
+ * `key` is NULL or a string; `pid` is NULL or readable for `num` elements.
+ */
+aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num);
+
+/**
+ * Maps another process's exported memory into this process and writes
+ * its address (the same address for a key imported again). A pid not
+ * whitelisted: `ACL_ERROR_RT_NO_PERMISSION`; a key naming no live export:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable; `key` is NULL or a string.
+ */
+aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags);
+
+/**
+ * Closes a key: an importer's mapping goes at its last close; the
+ * exporter's close ends the export (importers keep their memory).
+ *
+ * # Safety
+ * `key` is NULL or a string.
+ */
+aclError aclrtIpcMemClose(const char *key);
 
 /**
  * Allocates `size` bytes of device memory on the current context's device

@@ -127,6 +127,10 @@ macro_rules! symbol_groups {
                 aclrtDeviceGetBareTgid,
                 aclrtMemSetAccess,
                 aclrtMemGetAccess,
+                aclrtIpcMemGetExportKey,
+                aclrtIpcMemSetImportPid,
+                aclrtIpcMemImportByKey,
+                aclrtIpcMemClose,
             ],
         }
     };
