@@ -23,6 +23,14 @@
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
 /** Import flag: peer access between the devices (every device is the host's memory: no effect). */
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
+/** Export flag: importers must be whitelisted (the default). */
+#define ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT 0x0UL
+/** Export flag: any process may import the key. */
+#define ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x2UL
+/** Import flag: the default. */
+#define ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT 0x0UL
+/** Import flag: peer access between the devices (no effect on the host). */
+#define ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x2UL
 /** Export flag: the importer's pid must be in the whitelist (the default). */
 #define ACL_RT_VMM_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the handle. */
@@ -53,6 +61,10 @@
 #define ACL_EVENT_EXTERNAL 0x00000020U
 /** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
 #define ACL_EVENT_IPC 0x00000040U
+/** `aclrtCreateNotify` flag: the default. */
+#define ACL_NOTIFY_DEFAULT 0x00000000U
+/** `aclrtCreateNotify` flag: used on the device only (the same on the host). */
+#define ACL_NOTIFY_DEVICE_USE_ONLY 0x00000001U
 /** `aclrtSetStreamFailureMode`: the stream goes on after a failed task. */
 #define ACL_CONTINUE_ON_FAILURE 0x00000000U
 /** `aclrtSetStreamFailureMode`: the stream stops at a failed task. */
@@ -436,6 +448,11 @@ typedef struct aclrtErrorInfo {
   aclrtErrorType errorType;
   union aclrtErrorInfoDetail detail;
 } aclrtErrorInfo;
+
+/**
+ * A notify handle.
+ */
+typedef void *aclrtNotify;
 
 /**
  * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
@@ -902,6 +919,76 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
  * `free` and `total` are NULL or writable.
  */
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
+
+/**
+ * Creates a notify in the current context (`flag`: `ACL_NOTIFY_DEFAULT`
+ * or `ACL_NOTIFY_DEVICE_USE_ONLY`).
+ *
+ * # Safety
+ * `notify` is NULL or writable.
+ */
+aclError aclrtCreateNotify(aclrtNotify *notify, uint64_t flag);
+
+/**
+ * Destroys a notify at once; work already queued on it still runs.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyNotify(aclrtNotify notify);
+
+/**
+ * Sets the notify when `stream` (NULL: the default stream) reaches this point.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream);
+
+/**
+ * Makes `stream` run nothing queued after this call until the notify is
+ * set, then clears it. `timeout`: seconds, 0 for no limit (past it the
+ * stream goes on). Returns at once.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t timeout);
+
+/**
+ * The notify's id.
+ *
+ * # Safety
+ * `notifyId` is NULL or writable.
+ */
+aclError aclrtGetNotifyId(aclrtNotify notify, uint32_t *notifyId);
+
+/**
+ * Writes the key another process imports the notify with (`flags`:
+ * `ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT`, importers whitelisted with
+ * `aclrtNotifySetImportPid`, or `..._DISABLE_PID_VALIDATION`).
+ *
+ * # Safety
+ * `key` is NULL or writable for `len` bytes.
+ */
+aclError aclrtNotifyGetExportKey(aclrtNotify notify, char *key, size_t len, uint64_t flags);
+
+/**
+ * Imports another process's notify by key: records and waits here act on
+ * the same notify there.
+ *
+ * # Safety
+ * `notify` is NULL or writable; `key` is NULL or a string.
+ */
+aclError aclrtNotifyImportByKey(aclrtNotify *notify, const char *key, uint64_t flags);
+
+/**
+ * Adds `num` pids to the whitelist of a notify this process exported.
+ *
+ * # Safety
+ * `pid` is NULL or readable for `num` elements.
+ */
+aclError aclrtNotifySetImportPid(aclrtNotify notify, int32_t *pid, size_t num);
 
 /**
  * Makes `deviceId` the calling thread's device (its default context becomes

@@ -21,6 +21,7 @@ pub mod host_memory;
 pub mod ipc_memory;
 pub mod launch;
 pub mod memory;
+pub mod notify;
 pub mod plugin;
 pub mod pool;
 pub mod process;

@@ -131,6 +131,14 @@ macro_rules! symbol_groups {
                 aclrtIpcMemSetImportPid,
                 aclrtIpcMemImportByKey,
                 aclrtIpcMemClose,
+                aclrtCreateNotify,
+                aclrtDestroyNotify,
+                aclrtRecordNotify,
+                aclrtWaitAndResetNotify,
+                aclrtGetNotifyId,
+                aclrtNotifyGetExportKey,
+                aclrtNotifyImportByKey,
+                aclrtNotifySetImportPid,
             ],
         }
     };

@@ -22,6 +22,7 @@ pub mod launch;
 mod launch_cache;
 pub mod memops;
 pub mod memory;
+mod notify;
 pub mod sharing;
 mod sharing_calls;
 mod stream_queries;
