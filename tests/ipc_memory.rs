@@ -330,3 +330,31 @@ fn a_killed_exporter_leaves_the_importer_its_memory() {
         "its exporter is gone"
     );
 }
+
+#[test]
+fn export_keeps_what_queued_work_wrote() {
+    let _serial = init();
+    let p = malloc(1 << 20);
+    let mut s = null_mut();
+    // SAFETY: valid out-pointer; device memory of the size given.
+    unsafe {
+        assert_eq!(aclrtCreateStream(&mut s), ACL_SUCCESS);
+        assert_eq!(
+            aclrtMemsetAsync(p.cast(), 1 << 20, 5, 1 << 20, s),
+            ACL_SUCCESS
+        );
+    }
+    let key = export(p.cast(), ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION).unwrap();
+    // SAFETY: the allocation, now shared memory.
+    let last = unsafe { p.cast::<u8>().add((1 << 20) - 1).read_volatile() };
+    assert_eq!(
+        last, 5,
+        "the memset queued before the export is in the shared pages"
+    );
+    assert_eq!(close(&key), ACL_SUCCESS);
+    // SAFETY: live stream; memory from aclrtMalloc.
+    unsafe {
+        assert_eq!(aclrtDestroyStream(s), ACL_SUCCESS);
+        assert_eq!(aclrtFree(p.cast()), ACL_SUCCESS);
+    }
+}

@@ -33,8 +33,9 @@ unsafe fn key_arg<'a>(key: *const c_char) -> crate::base::error::Result<&'a str>
 /// Makes the `aclrtMalloc` allocation holding `[devPtr, devPtr + size)`
 /// shareable and writes its key (`len`: at least 65). `flags`:
 /// `ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT` (importers whitelisted with
-/// `aclrtIpcMemSetImportPid`) or `..._DISABLE_PID_VALIDATION`. No queued
-/// work may write the allocation during the call.
+/// `aclrtIpcMemSetImportPid`) or `..._DISABLE_PID_VALIDATION`. Waits for
+/// the work already queued; no other thread may write the allocation
+/// during the call.
 ///
 /// # Safety
 /// `key` is NULL or writable for `len` bytes.

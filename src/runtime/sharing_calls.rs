@@ -85,7 +85,8 @@ impl HostRuntime {
 
     /// `aclrtIpcMemGetExportKey`: the key of the `aclrtMalloc` allocation
     /// holding `[ptr, ptr + size)`. Its pages become shared memory (the
-    /// contents are kept); no queued work may write it meanwhile.
+    /// contents are kept) once the streams have run the work queued before;
+    /// no other thread may write it during the call.
     pub fn ipc_export(&self, ptr: usize, size: usize, flags: u64) -> Result<String> {
         if size == 0 {
             return Err(invalid("size", "It must be greater than 0"));
@@ -108,6 +109,8 @@ impl HostRuntime {
                 "The allocation is already exported: close its key with aclrtIpcMemClose first",
             ));
         }
+        // Work queued before may still write the pages about to be moved.
+        self.synchronize_all()?;
         let fd = sharing::memfd(c"aclalloc-ipc", mapped)?;
         make_shared(start, mapped, fd.as_raw_fd())?;
         let handle = sharing::export(
@@ -151,8 +154,8 @@ impl HostRuntime {
         Ok(start + got.offset)
     }
 
-    /// `aclrtIpcMemClose`: in an importer, unmaps the memory (at its last
-    /// close); in the exporter, ends the export (the memory stays this
+    /// `aclrtIpcMemClose`: in an importer, unmaps the memory at its last
+    /// close, once the streams have run the work queued before; in the exporter, ends the export (the memory stays this
     /// process's until `aclrtFree`).
     pub fn ipc_close(&self, key: &str) -> Result<()> {
         let handle = sharing::handle_of_key(key).ok_or(NOT_A_KEY)?;
@@ -161,6 +164,8 @@ impl HostRuntime {
         if let Some((_, start, count)) = imported.get_mut(&handle) {
             *count -= 1;
             if *count == 0 {
+                // As aclrtFree: work already queued may still use the memory.
+                self.synchronize_all()?;
                 let start = *start;
                 imported.remove(&handle);
                 virtual_memory().unmap_foreign(start)?;
