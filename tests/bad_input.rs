@@ -987,6 +987,8 @@ enum Kind {
     Event,
     /// Host memory from `aclrtMallocHost`.
     HostPtr,
+    /// A notify from `aclrtCreateNotify`.
+    Notify,
 }
 
 /// A host function the bad-input cases never let run.
@@ -1306,6 +1308,25 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(h, 8, key, 65, 0)
             },
         ),
+        ("aclrtDestroyNotify", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtDestroyNotify(h)
+        }),
+        ("aclrtRecordNotify", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtRecordNotify(h, std::ptr::null_mut())
+        }),
+        ("aclrtWaitAndResetNotify", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtWaitAndResetNotify(h, std::ptr::null_mut(), 1)
+        }),
+        ("aclrtGetNotifyId", Kind::Notify, |h, out| unsafe {
+            aclalloc::ffi::notify::aclrtGetNotifyId(h, &mut out.guard as *mut u64 as *mut u32)
+        }),
+        ("aclrtNotifySetImportPid", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtNotifySetImportPid(h, &mut 1, 1)
+        }),
+        ("aclrtNotifyGetExportKey", Kind::Notify, |h, out| unsafe {
+            let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+            aclalloc::ffi::notify::aclrtNotifyGetExportKey(h, key, 8, 0)
+        }),
     ]
 };
 
@@ -1380,6 +1401,11 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtMapMem(h, GRANULE, 0, physical, 0), OK);
                 assert_eq!(aclrtUnmapMem(h), OK);
                 assert_eq!(aclrtFreePhysical(physical), OK);
+            }
+            Kind::Notify => {
+                use aclalloc::ffi::notify::*;
+                assert_eq!(aclrtCreateNotify(&mut h, 0), OK);
+                assert_eq!(aclrtDestroyNotify(h), OK);
             }
         }
     }
