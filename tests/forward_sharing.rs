@@ -25,6 +25,9 @@ aclError aclrtIpcMemImportByKey(void **p, const char *k, uint64_t f) { (void)f; 
 aclError aclrtIpcMemClose(const char *k) { return k[0] == 'f' ? 0 : 9; }
 aclError aclrtCreateNotify(void **n, uint64_t f) { (void)f; *n = (void *)0x7777; return 0; }
 aclError aclrtGetNotifyId(void *n, uint32_t *id) { *id = n == (void *)0x7777 ? 31 : 0; return 0; }
+typedef struct { char reserved[64]; } handle64;
+aclError aclrtIpcGetEventHandle(void *e, handle64 *h) { (void)e; h->reserved[0] = 'E'; return 0; }
+aclError aclrtIpcOpenEventHandle(handle64 h, void **e) { *e = (void *)0xE1; return h.reserved[0] == 'E' ? 0 : 9; }
 "#;
 
 const APP: &str = r#"
@@ -38,6 +41,8 @@ int main(void) {
     void *p = NULL;
     aclrtNotify n = NULL;
     uint32_t id = 0;
+    aclrtIpcEventHandle eh;
+    aclrtEvent opened = NULL;
     int ok = aclrtMemExportToShareableHandle((aclrtDrvMemHandle)7, ACL_MEM_HANDLE_TYPE_NONE, 0, &shared) == 0
         && shared == 8
         && aclrtMemImportFromShareableHandle(shared, 0, &h) == 0 && h == (aclrtDrvMemHandle)9
@@ -47,7 +52,9 @@ int main(void) {
         && aclrtIpcMemImportByKey(&p, key, 0) == 0 && p == (void *)0x1234
         && aclrtIpcMemClose(key) == 0
         && aclrtCreateNotify(&n, 0) == 0 && n == (aclrtNotify)0x7777
-        && aclrtGetNotifyId(n, &id) == 0 && id == 31;
+        && aclrtGetNotifyId(n, &id) == 0 && id == 31
+        && aclrtIpcGetEventHandle((aclrtEvent)0x5, &eh) == 0
+        && aclrtIpcOpenEventHandle(eh, &opened) == 0 && opened == (aclrtEvent)0xE1;
     puts(ok ? "forwarded" : "not forwarded");
     return ok ? 0 : 1;
 }

@@ -61,6 +61,8 @@
 #define ACL_EVENT_EXTERNAL 0x00000020U
 /** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
 #define ACL_EVENT_IPC 0x00000040U
+/** The size of an `aclrtIpcEventHandle`. */
+#define ACL_IPC_EVENT_HANDLE_SIZE 0x00000040U
 /** `aclrtCreateNotify` flag: the default. */
 #define ACL_NOTIFY_DEFAULT 0x00000000U
 /** `aclrtCreateNotify` flag: used on the device only (the same on the host). */
@@ -450,6 +452,16 @@ typedef struct aclrtErrorInfo {
 } aclrtErrorInfo;
 
 /**
+ * An event handed to another process.
+ */
+typedef struct aclrtIpcEventHandle {
+  /**
+   * The handle's bytes.
+   */
+  char reserved[64];
+} aclrtIpcEventHandle;
+
+/**
  * A notify handle.
  */
 typedef void *aclrtNotify;
@@ -799,6 +811,22 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
  * None for the host runtime: the pointer is looked up, never trusted.
  */
 aclError aclrtFreeHost(void *hostPtr);
+
+/**
+ * The handle another process opens `event` with (an `ACL_EVENT_IPC` event).
+ *
+ * # Safety
+ * `handle` is NULL or writable.
+ */
+aclError aclrtIpcGetEventHandle(aclrtEvent event, struct aclrtIpcEventHandle *handle);
+
+/**
+ * Opens another process's event from its handle.
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtIpcOpenEventHandle(struct aclrtIpcEventHandle handle, aclrtEvent *event);
 
 /**
  * Makes the `aclrtMalloc` allocation holding `[devPtr, devPtr + size)`

@@ -18,6 +18,7 @@ pub mod errmsg;
 pub mod events;
 pub(crate) mod forward;
 pub mod host_memory;
+pub mod ipc_events;
 pub mod ipc_memory;
 pub mod launch;
 pub mod memory;

@@ -139,6 +139,8 @@ macro_rules! symbol_groups {
                 aclrtNotifyGetExportKey,
                 aclrtNotifyImportByKey,
                 aclrtNotifySetImportPid,
+                aclrtIpcGetEventHandle,
+                aclrtIpcOpenEventHandle,
             ],
         }
     };
