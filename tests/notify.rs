@@ -78,6 +78,7 @@ fn key_of(n: aclrtNotify, flags: u64) -> String {
 
 /// The child process: imports the key, records on its own stream.
 #[test]
+#[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
     let Ok(key) = std::env::var("NOTIFY_KEY") else {
         return;
@@ -100,7 +101,13 @@ fn child_role() {
 
 fn run_child(key: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_role",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("NOTIFY_KEY", key)
         .stdout(Stdio::piped())
         .output()

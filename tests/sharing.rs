@@ -121,7 +121,13 @@ fn import(shared: u64) -> Result<aclrtDrvMemHandle, aclError> {
 /// This test binary run as `role` with `arg`; it talks over stdin/stdout.
 fn spawn(role: &str, arg: u64) -> (Child, BufReader<ChildStdout>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_role",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("SHARING_ROLE", role)
         .env("SHARING_ARG", arg.to_string())
         .stdin(Stdio::piped())
@@ -166,6 +172,7 @@ fn open_fds() -> usize {
 
 /// The roles of the child processes; in the parent test run it does nothing.
 #[test]
+#[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
     let Ok(role) = std::env::var("SHARING_ROLE") else {
         return;
