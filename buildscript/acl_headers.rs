@@ -77,6 +77,8 @@ pub const ENUMS: &[&str] = &[
     "aclrtAicoreErrorType",
     "aclrtStreamState",
     "aclrtStreamConfigAttr",
+    "aclrtMemSharedHandleType",
+    "aclrtMemAccessFlags",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).
@@ -132,7 +134,24 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
     }
     let constants: Vec<&Constant> = acl_constants.collect();
     out.push('\n');
-    for c in constants.iter().filter(|c| !ENUMS.contains(&c.ty.as_str())) {
+    for c in constants.iter().filter(|c| c.ty == "u64") {
+        assert!(
+            c.value >= 0,
+            "a u64 flag of CANN is not negative: {}",
+            c.name
+        );
+        let _ = writeln!(
+            out,
+            "{}#define {} 0x{:X}UL",
+            doc(&c.doc, ""),
+            c.name,
+            c.value
+        );
+    }
+    for c in constants
+        .iter()
+        .filter(|c| !ENUMS.contains(&c.ty.as_str()) && c.ty != "u64")
+    {
         assert!(
             c.ty == "u32" && c.value >= 0,
             "build.rs does not know how CANN spells the constant {} of type {}: \

@@ -1001,6 +1001,8 @@ enum Kind {
     HostPtr,
     /// A memory pool from `aclallocMemPoolCreate`.
     MemPool,
+    /// A notify from `aclrtCreateNotify`.
+    Notify,
 }
 
 /// A host function the bad-input cases never let run.
@@ -1418,6 +1420,60 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 aclalloc::ffi::mem_pool::aclallocMemPoolGetDevicePool(h, 0, &mut out.obj)
             },
         ),
+        (
+            "aclrtMemExportToShareableHandle",
+            Kind::Physical,
+            |h, out| unsafe {
+                aclalloc::ffi::sharing::aclrtMemExportToShareableHandle(h, 0, 0, &mut out.guard)
+            },
+        ),
+        (
+            "aclrtMemExportToShareableHandleV2",
+            Kind::Physical,
+            |h, out| unsafe {
+                aclalloc::ffi::sharing::aclrtMemExportToShareableHandleV2(
+                    h,
+                    0,
+                    1,
+                    &mut out.guard as *mut u64 as *mut c_void,
+                )
+            },
+        ),
+        ("aclrtMemGetAccess", Kind::Mapping, |h, out| unsafe {
+            let mut at = aclrtMemLocation {
+                id: 0,
+                r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+            };
+            aclalloc::ffi::sharing::aclrtMemGetAccess(h, &mut at, &mut out.guard)
+        }),
+        // A refused export writes no key: 8 bytes of guard are enough to see it.
+        (
+            "aclrtIpcMemGetExportKey",
+            Kind::DevicePtr,
+            |h, out| unsafe {
+                let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(h, 8, key, 65, 0)
+            },
+        ),
+        ("aclrtDestroyNotify", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtDestroyNotify(h)
+        }),
+        ("aclrtRecordNotify", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtRecordNotify(h, std::ptr::null_mut())
+        }),
+        ("aclrtWaitAndResetNotify", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtWaitAndResetNotify(h, std::ptr::null_mut(), 1)
+        }),
+        ("aclrtGetNotifyId", Kind::Notify, |h, out| unsafe {
+            aclalloc::ffi::notify::aclrtGetNotifyId(h, &mut out.guard as *mut u64 as *mut u32)
+        }),
+        ("aclrtNotifySetImportPid", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtNotifySetImportPid(h, &mut 1, 1)
+        }),
+        ("aclrtNotifyGetExportKey", Kind::Notify, |h, out| unsafe {
+            let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+            aclalloc::ffi::notify::aclrtNotifyGetExportKey(h, key, 8, 0)
+        }),
     ]
 };
 
@@ -1497,6 +1553,11 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtMapMem(h, GRANULE, 0, physical, 0), OK);
                 assert_eq!(aclrtUnmapMem(h), OK);
                 assert_eq!(aclrtFreePhysical(physical), OK);
+            }
+            Kind::Notify => {
+                use aclalloc::ffi::notify::*;
+                assert_eq!(aclrtCreateNotify(&mut h, 0), OK);
+                assert_eq!(aclrtDestroyNotify(h), OK);
             }
         }
     }

@@ -49,6 +49,8 @@ static const int ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006;
 static const int ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
 /** `aclrtProcessReport` found no callback to run in time. */
 static const int ACL_ERROR_RT_REPORT_TIMEOUT = 507012;
+/** The calling process may not use what it asked for (a pid whitelist). */
+static const int ACL_ERROR_RT_NO_PERMISSION = 207006;
 
 
 /**

@@ -15,6 +15,26 @@
 #include "acl_base.h"
 #include "acl_rt_allocator.h"
 
+/** Export flag: importers must be whitelisted (the default). */
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
+/** Export flag: any process may import the key. */
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
+/** Import flag: the default. */
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
+/** Import flag: peer access between the devices (every device is the host's memory: no effect). */
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
+/** Export flag: importers must be whitelisted (the default). */
+#define ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT 0x0UL
+/** Export flag: any process may import the key. */
+#define ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x2UL
+/** Import flag: the default. */
+#define ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT 0x0UL
+/** Import flag: peer access between the devices (no effect on the host). */
+#define ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x2UL
+/** Export flag: the importer's pid must be in the whitelist (the default). */
+#define ACL_RT_VMM_EXPORT_FLAG_DEFAULT 0x0UL
+/** Export flag: any process may import the handle. */
+#define ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
 #define ACL_STREAM_FAST_LAUNCH 0x00000001U
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
@@ -45,6 +65,12 @@
 #define ACL_EVENT_RECORD_DEFAULT 0x00000000U
 /** `aclrtRecordEventWithFlag`: a record external to a captured graph; the host runtime captures no graphs, so it records as the default does. */
 #define ACL_EVENT_RECORD_EXTERNAL 0x00000001U
+/** The size of an `aclrtIpcEventHandle`. */
+#define ACL_IPC_EVENT_HANDLE_SIZE 0x00000040U
+/** `aclrtCreateNotify` flag: the default. */
+#define ACL_NOTIFY_DEFAULT 0x00000000U
+/** `aclrtCreateNotify` flag: used on the device only (the same on the host). */
+#define ACL_NOTIFY_DEVICE_USE_ONLY 0x00000001U
 /** `aclrtValueWait`: the word is at least the value. */
 #define ACL_STREAM_WAIT_VALUE_GEQ 0x00000000U
 /** `aclrtValueWait`: the word equals the value. */
@@ -397,6 +423,22 @@ typedef enum aclrtStreamConfigAttr {
     ACL_RT_STREAM_PRIORITY = 3,
 } aclrtStreamConfigAttr;
 
+typedef enum aclrtMemSharedHandleType {
+    /** A `uint64_t`, within one server. */
+    ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT = 1,
+    /** An `aclrtMemFabricHandle` (across servers on CANN; one host here). */
+    ACL_MEM_SHARE_HANDLE_TYPE_FABRIC = 2,
+} aclrtMemSharedHandleType;
+
+typedef enum aclrtMemAccessFlags {
+    /** No access. */
+    ACL_RT_MEM_ACCESS_FLAGS_NONE = 0,
+    /** Read access. */
+    ACL_RT_MEM_ACCESS_FLAGS_READ = 1,
+    /** Read and write access. */
+    ACL_RT_MEM_ACCESS_FLAGS_READWRITE = 3,
+} aclrtMemAccessFlags;
+
 
 /**
  * A half-precision float's bits.
@@ -440,6 +482,59 @@ typedef struct aclrtErrorInfo {
 } aclrtErrorInfo;
 
 /**
+ * An event handed to another process.
+ */
+typedef struct aclrtIpcEventHandle {
+  /**
+   * The handle's bytes.
+   */
+  char reserved[64];
+} aclrtIpcEventHandle;
+
+/**
+ * A notify handle.
+ */
+typedef void *aclrtNotify;
+
+/**
+ * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
+ * a number looked up among the live handles, never a pointer.
+ */
+typedef void *aclrtDrvMemHandle;
+
+/**
+ * A device or host location (`aclrtMemLocation`).
+ */
+typedef struct aclrtMemLocation {
+  /**
+   * The device id (for `ACL_MEM_LOCATION_TYPE_DEVICE`).
+   */
+  uint32_t id;
+  /**
+   * An `aclrtMemLocationType`.
+   */
+  aclrtMemLocationType type;
+} aclrtMemLocation;
+
+/**
+ * One location's access, for `aclrtMemSetAccess`.
+ */
+typedef struct aclrtMemAccessDesc {
+  /**
+   * An `aclrtMemAccessFlags`.
+   */
+  aclrtMemAccessFlags flags;
+  /**
+   * The device given the access.
+   */
+  struct aclrtMemLocation location;
+  /**
+   * Reserved.
+   */
+  uint8_t rsv[12];
+} aclrtMemAccessDesc;
+
+/**
  * `void fn(aclrtStream stm, aclrtStreamState state, void *args)`.
  */
 typedef void (*aclrtStreamStateCallback)(aclrtStream stm, aclrtStreamState state, void *args);
@@ -463,26 +558,6 @@ typedef void (*aclrtHostFunc)(void *args);
  * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
  */
 typedef void (*aclrtCallback)(void *userData);
-
-/**
- * A physical memory handle from `aclrtMallocPhysical`; on the host runtime
- * a number looked up among the live handles, never a pointer.
- */
-typedef void *aclrtDrvMemHandle;
-
-/**
- * A device or host location (`aclrtMemLocation`).
- */
-typedef struct aclrtMemLocation {
-  /**
-   * The device id (for `ACL_MEM_LOCATION_TYPE_DEVICE`).
-   */
-  uint32_t id;
-  /**
-   * An `aclrtMemLocationType`.
-   */
-  aclrtMemLocationType type;
-} aclrtMemLocation;
 
 /**
  * What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
@@ -509,6 +584,16 @@ typedef struct aclrtPhysicalMemProp {
    */
   uint64_t reserve;
 } aclrtPhysicalMemProp;
+
+/**
+ * A shareable handle of type `ACL_MEM_SHARE_HANDLE_TYPE_FABRIC`.
+ */
+typedef struct aclrtMemFabricHandle {
+  /**
+   * The handle's bytes.
+   */
+  uint8_t data[128];
+} aclrtMemFabricHandle;
 
 #ifdef __cplusplus
 extern "C" {
@@ -793,6 +878,64 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
 aclError aclrtFreeHost(void *hostPtr);
 
 /**
+ * The handle another process opens `event` with (an `ACL_EVENT_IPC` event).
+ *
+ * # Safety
+ * `handle` is NULL or writable.
+ */
+aclError aclrtIpcGetEventHandle(aclrtEvent event, struct aclrtIpcEventHandle *handle);
+
+/**
+ * Opens another process's event from its handle.
+ *
+ * # Safety
+ * `event` is NULL or writable.
+ */
+aclError aclrtIpcOpenEventHandle(struct aclrtIpcEventHandle handle, aclrtEvent *event);
+
+/**
+ * Makes the `aclrtMalloc` allocation holding `[devPtr, devPtr + size)`
+ * shareable and writes its key (`len`: at least 65). `flags`:
+ * `ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT` (importers whitelisted with
+ * `aclrtIpcMemSetImportPid`) or `..._DISABLE_PID_VALIDATION`. Waits for
+ * the work already queued; no other thread may write the allocation
+ * during the call.
+ *
+ * # Safety
+ * `key` is NULL or writable for `len` bytes.
+ */
+aclError aclrtIpcMemGetExportKey(void *devPtr, size_t size, char *key, size_t len, uint64_t flags);
+
+/**
+ * Adds `num` pids (from `aclrtDeviceGetBareTgid`) to the whitelist of a
+ * key this process exported.
+ *
+ * # Safety
+ * `key` is NULL or a string; `pid` is NULL or readable for `num` elements.
+ */
+aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num);
+
+/**
+ * Maps another process's exported memory into this process and writes
+ * its address (the same address for a key imported again). A pid not
+ * whitelisted: `ACL_ERROR_RT_NO_PERMISSION`; a key naming no live export:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable; `key` is NULL or a string.
+ */
+aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags);
+
+/**
+ * Closes a key: an importer's mapping goes at its last close; the
+ * exporter's close ends the export (importers keep their memory).
+ *
+ * # Safety
+ * `key` is NULL or a string.
+ */
+aclError aclrtIpcMemClose(const char *key);
+
+/**
  * Allocates `size` bytes of device memory on the current context's device
  * (page-aligned; the policy has no effect on the host, and a value that is
  * not an `aclrtMemMallocPolicy` is accepted, as CANN falls back to its
@@ -870,6 +1013,76 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
  * `free` and `total` are NULL or writable.
  */
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
+
+/**
+ * Creates a notify in the current context (`flag`: `ACL_NOTIFY_DEFAULT`
+ * or `ACL_NOTIFY_DEVICE_USE_ONLY`).
+ *
+ * # Safety
+ * `notify` is NULL or writable.
+ */
+aclError aclrtCreateNotify(aclrtNotify *notify, uint64_t flag);
+
+/**
+ * Destroys a notify at once; work already queued on it still runs.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyNotify(aclrtNotify notify);
+
+/**
+ * Sets the notify when `stream` (NULL: the default stream) reaches this point.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream);
+
+/**
+ * Makes `stream` run nothing queued after this call until the notify is
+ * set, then clears it. `timeout`: seconds, 0 for no limit (past it the
+ * stream goes on). Returns at once.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t timeout);
+
+/**
+ * The notify's id.
+ *
+ * # Safety
+ * `notifyId` is NULL or writable.
+ */
+aclError aclrtGetNotifyId(aclrtNotify notify, uint32_t *notifyId);
+
+/**
+ * Writes the key another process imports the notify with (`flags`:
+ * `ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT`, importers whitelisted with
+ * `aclrtNotifySetImportPid`, or `..._DISABLE_PID_VALIDATION`).
+ *
+ * # Safety
+ * `key` is NULL or writable for `len` bytes.
+ */
+aclError aclrtNotifyGetExportKey(aclrtNotify notify, char *key, size_t len, uint64_t flags);
+
+/**
+ * Imports another process's notify by key: records and waits here act on
+ * the same notify there.
+ *
+ * # Safety
+ * `notify` is NULL or writable; `key` is NULL or a string.
+ */
+aclError aclrtNotifyImportByKey(aclrtNotify *notify, const char *key, uint64_t flags);
+
+/**
+ * Adds `num` pids to the whitelist of a notify this process exported.
+ *
+ * # Safety
+ * `pid` is NULL or readable for `num` elements.
+ */
+aclError aclrtNotifySetImportPid(aclrtNotify notify, int32_t *pid, size_t num);
 
 /**
  * Makes `deviceId` the calling thread's device (its default context becomes
@@ -1000,6 +1213,95 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
  * Waits until all work enqueued on every stream has run.
  */
 aclError aclrtSynchronizeDevice(void);
+
+/**
+ * Exports physical memory of this process so another process can import
+ * it. `handleType` must be `ACL_MEM_HANDLE_TYPE_NONE`; `flags`
+ * `ACL_RT_VMM_EXPORT_FLAG_DEFAULT` (importers must be whitelisted with
+ * `aclrtMemSetPidToShareableHandle`) or `..._DISABLE_PID_VALIDATION`. An
+ * allocation is exported once; `aclrtFreePhysical` ends the export.
+ *
+ * # Safety
+ * `shareableHandle` is NULL or writable.
+ */
+aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle, aclrtMemHandleType handleType, uint64_t flags, uint64_t *shareableHandle);
+
+/**
+ * As `aclrtMemExportToShareableHandle`, writing a `uint64_t`
+ * (`ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`) or an `aclrtMemFabricHandle`
+ * (`..._FABRIC`, which on the host works between processes of one host).
+ *
+ * # Safety
+ * `shareableHandle` is NULL or writable for the type `shareType` names.
+ */
+aclError aclrtMemExportToShareableHandleV2(aclrtDrvMemHandle handle, uint64_t flags, aclrtMemSharedHandleType shareType, void *shareableHandle);
+
+/**
+ * Imports another process's shareable handle as physical memory of this
+ * process on `deviceId` (map it with `aclrtMapMem`, free it with
+ * `aclrtFreePhysical`). A pid not whitelisted by the exporter:
+ * `ACL_ERROR_RT_NO_PERMISSION`; a handle that names no live export (made
+ * up, from another run, freed, its process gone): `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `handle` is NULL or writable.
+ */
+aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId, aclrtDrvMemHandle *handle);
+
+/**
+ * As `aclrtMemImportFromShareableHandle` for a V2 handle (`flags`
+ * reserved, 0), on the current device.
+ *
+ * # Safety
+ * `shareableHandle` is NULL or points to the type `shareType` names;
+ * `handle` is NULL or writable.
+ */
+aclError aclrtMemImportFromShareableHandleV2(void *shareableHandle, aclrtMemSharedHandleType shareType, uint64_t flags, aclrtDrvMemHandle *handle);
+
+/**
+ * Adds `pidNum` pids (from `aclrtDeviceGetBareTgid`) to the whitelist of a
+ * shareable handle this process exported.
+ *
+ * # Safety
+ * `pid` is NULL or readable for `pidNum` elements.
+ */
+aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t *pid, size_t pidNum);
+
+/**
+ * As `aclrtMemSetPidToShareableHandle` for a V2 handle.
+ *
+ * # Safety
+ * `shareableHandle` is NULL or points to the type `shareType` names; `pid`
+ * is NULL or readable for `pidNum` elements.
+ */
+aclError aclrtMemSetPidToShareableHandleV2(void *shareableHandle, aclrtMemSharedHandleType shareType, int32_t *pid, size_t pidNum);
+
+/**
+ * This process's id as the device knows it (the pid to whitelist).
+ *
+ * # Safety
+ * `pid` is NULL or writable.
+ */
+aclError aclrtDeviceGetBareTgid(int32_t *pid);
+
+/**
+ * Sets the access of `count` devices to the mapped range `[virPtr,
+ * virPtr + size)`. The host maps it read-write whatever the flags; they
+ * are kept for `aclrtMemGetAccess`.
+ *
+ * # Safety
+ * `desc` is NULL or readable for `count` elements.
+ */
+aclError aclrtMemSetAccess(void *virPtr, size_t size, struct aclrtMemAccessDesc *desc, size_t count);
+
+/**
+ * The access flags of `location` to the mapped memory at `virPtr`
+ * (`ACL_RT_MEM_ACCESS_FLAGS_READWRITE` until set otherwise).
+ *
+ * # Safety
+ * `location` is NULL or readable; `flag` is NULL or writable.
+ */
+aclError aclrtMemGetAccess(void *virPtr, struct aclrtMemLocation *location, uint64_t *flag);
 
 /**
  * Stores `value` in the 8-byte device word `devAddr` when `stream` (NULL:

@@ -53,6 +53,8 @@ pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: aclError = 507006;
 pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507047;
 /// `aclrtProcessReport` found no callback to run in time.
 pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507012;
+/// The calling process may not use what it asked for (a pid whitelist).
+pub const ACL_ERROR_RT_NO_PERMISSION: aclError = 207006;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.
@@ -198,6 +200,9 @@ pub enum Error {
     /// `aclallocFailCurrentTask`); reported once, by the next synchronize.
     #[error("A task on the stream failed with error {code}")]
     TaskFailed { code: aclError },
+    /// The calling process is not allowed to use what it asked for, and why.
+    #[error("No permission. Reason: {what}")]
+    NoPermission { what: &'static str },
 }
 
 impl Error {
@@ -229,6 +234,7 @@ impl Error {
             Error::EventTimeout { .. } => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
             Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
             Error::TaskFailed { code } => *code,
+            Error::NoPermission { .. } => ACL_ERROR_RT_NO_PERMISSION,
             Error::AllocatorReturnedNull { .. }
             | Error::PoolOutOfMemory { .. }
             | Error::DeviceMemoryExhausted { .. }

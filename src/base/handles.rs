@@ -56,6 +56,8 @@ pub(crate) mod tags {
     pub(crate) const EVENT: u16 = 0xACA8;
     /// Memory pools of the default allocator (`aclallocMemPool`).
     pub(crate) const MEM_POOL: u16 = 0xACB1;
+    /// Notifies of the host runtime (`aclrtNotify`).
+    pub(crate) const NOTIFY: u16 = 0xACB2;
 }
 
 /// Where the tag sits in a handle (every table).

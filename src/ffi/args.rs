@@ -201,3 +201,19 @@ pub(crate) unsafe fn optional_cstr<'a>(ptr: *const std::ffi::c_char) -> Option<&
     // SAFETY: the caller's contract.
     (!ptr.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(ptr) })
 }
+
+/// A required input array of `count` elements, copied out (NULL: refused).
+///
+/// # Safety
+/// A non-NULL `ptr` must be valid for reads of `count` elements.
+pub(crate) unsafe fn input_array<T: Copy>(
+    ptr: *const T,
+    count: usize,
+    param: &'static str,
+) -> Result<Vec<T>> {
+    if ptr.is_null() {
+        return Err(Error::NullPointer { param });
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, count) }.to_vec())
+}

@@ -217,6 +217,15 @@ impl DeviceHeap {
         self.state.lock().live.contains_key(&(ptr as usize))
     }
 
+    /// The live allocation holding `[ptr, ptr + len)`: its start and mapped
+    /// length (whole pages).
+    pub(crate) fn region(&self, ptr: usize, len: usize) -> Option<(usize, usize)> {
+        let state = self.state.lock();
+        let (&start, region) = state.live.range(..=ptr).next_back()?;
+        let end = ptr.checked_add(len)?;
+        (end <= start + region.size).then_some((start, region.mapped))
+    }
+
     /// Where `[ptr, ptr + len)` lies relative to the live allocations.
     pub fn lookup(&self, ptr: *const u8, len: usize) -> Lookup {
         let addr = ptr as usize;

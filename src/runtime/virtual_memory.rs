@@ -37,6 +37,9 @@ struct Physical {
     mappings: usize,
     /// `aclrtFreePhysical` was called; the memory goes with its last mapping.
     freed: bool,
+    /// Counted against its device's capacity (imported memory is the
+    /// exporting process's and is not).
+    charged: bool,
 }
 
 struct Reservation {
@@ -233,9 +236,87 @@ impl VirtualMemory {
                 fd,
                 mappings: 0,
                 freed: false,
+                charged: true,
             },
         );
         Ok(((PhysicalHandle::TAG as usize) << TAG_SHIFT) | id)
+    }
+
+    /// A handle for `size` bytes of physical memory another process shares
+    /// (`fd`), on `device`, not counted against its capacity.
+    pub(crate) fn adopt(&self, device: u32, size: usize, fd: OwnedFd) -> usize {
+        let mut state = self.state.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        let physical = Physical {
+            device,
+            size,
+            fd,
+            mappings: 0,
+            freed: false,
+            charged: false,
+        };
+        state.physical.insert(id, physical);
+        ((PhysicalHandle::TAG as usize) << TAG_SHIFT) | id
+    }
+
+    /// A new descriptor of the live physical memory `handle`, its size and
+    /// device: what another process needs to map the same pages.
+    pub(crate) fn share(&self, handle: usize) -> Result<(OwnedFd, usize, u32)> {
+        let id = physical_id(handle)?;
+        let state = self.state.lock();
+        let p = state
+            .physical
+            .get(&id)
+            .filter(|p| !p.freed)
+            .ok_or(NOT_PHYSICAL)?;
+        let fd = p.fd.try_clone().map_err(|_| Error::Failure {
+            reason: "The host refused to duplicate a file descriptor",
+        })?;
+        Ok((fd, p.size, p.device))
+    }
+
+    /// Maps `len` bytes of `fd` (memory another process shares) read-write
+    /// into a reservation of its own, so copies see device memory there.
+    /// Returns the start; [`Self::unmap_foreign`] undoes it.
+    pub(crate) fn map_foreign(&self, fd: OwnedFd, len: usize, device: u32) -> Result<usize> {
+        let size = len.next_multiple_of(GRANULARITY);
+        let start = self.reserve(size, 0, 0, 0)?;
+        // SAFETY: the range is a reservation this module just made; the
+        // file is at least `len` bytes long (its exporter's allocation).
+        let p = unsafe {
+            libc::mmap(
+                start as *mut _,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let _ = self.release(start);
+            return Err(Error::Failure {
+                reason: "The host refused to map the shared memory",
+            });
+        }
+        let handle = self.adopt(device, len, fd);
+        let id = physical_id(handle)?;
+        let mut state = self.state.lock();
+        if let Some(r) = state.reservations.get_mut(&start) {
+            r.mappings.insert(start, (len, id));
+        }
+        if let Some(p) = state.physical.get_mut(&id) {
+            p.mappings = 1;
+            p.freed = true;
+        }
+        Ok(start)
+    }
+
+    /// Undoes [`Self::map_foreign`]: the pages go, the address space too.
+    pub(crate) fn unmap_foreign(&self, start: usize) -> Result<()> {
+        self.unmap(start)?;
+        self.release(start)
     }
 
     /// `aclrtFreePhysical`: the handle dies at once, mapped memory goes with its
@@ -253,7 +334,7 @@ impl VirtualMemory {
             return Ok(None);
         }
         let p = state.physical.remove(&id).ok_or(NOT_PHYSICAL)?;
-        Ok(Some((p.device, p.size)))
+        Ok(p.charged.then_some((p.device, p.size)))
     }
 
     /// `aclrtMapMem`: maps all of physical `handle` at `addr`, inside one
@@ -370,7 +451,7 @@ impl VirtualMemory {
         p.mappings -= 1;
         if p.freed && p.mappings == 0 {
             let p = state.physical.remove(&id).ok_or(NOT_PHYSICAL)?;
-            return Ok(Some((p.device, p.size)));
+            return Ok(p.charged.then_some((p.device, p.size)));
         }
         Ok(None)
     }

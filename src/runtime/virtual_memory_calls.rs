@@ -88,6 +88,7 @@ impl HostRuntime {
     /// `aclrtFreePhysical`.
     pub fn free_physical(&self, handle: usize) -> Result<()> {
         let freed = virtual_memory().free_physical(handle)?;
+        self.unshare_physical(handle);
         self.uncharge(freed);
         Ok(())
     }

@@ -1,0 +1,306 @@
+//! CANN's notifies on the host runtime: a word of shared memory that a
+//! stream sets (`aclrtRecordNotify`) and another stream waits for and clears
+//! (`aclrtWaitAndResetNotify`), each in its stream's order, as a host
+//! function task on the stream's worker. The word lives in a one-page
+//! `memfd`, so a notify exported by key ([`super::sharing`]) is the same
+//! word in the importing process; a waiter sleeps on it with a shared futex.
+
+use super::host::HostRuntime;
+use super::sharing::{self, Kind};
+use super::stream_worker::Task;
+use crate::base::error::{Error, Result};
+use crate::base::handles::{tags, TAG_SHIFT};
+use crate::registry::StreamKey;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Handles are the notify tag in the top 16 bits and a number never reused.
+const NOTIFY_TAG: usize = (tags::NOTIFY as usize) << TAG_SHIFT;
+const PAGE: usize = 4096;
+/// Export flag of notifies: anyone may import (`..._DISABLE_PID_VALIDATION`).
+const NO_PID_CHECK: u64 = 0x2;
+
+/// One notify: its shared word and the memory behind it.
+struct Notify {
+    word: *const AtomicU32,
+    fd: Arc<OwnedFd>,
+    id: u32,
+}
+
+// SAFETY: the word is an atomic in a mapping that lives as long as the
+// notify; the descriptor is shared read-only.
+unsafe impl Send for Notify {}
+// SAFETY: as above.
+unsafe impl Sync for Notify {}
+
+impl Notify {
+    fn map(fd: Arc<OwnedFd>, id: u32) -> Result<Self> {
+        // SAFETY: a new shared mapping of a file at least one page long.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::Failure {
+                reason: "The host refused to map a notify",
+            });
+        }
+        Ok(Notify {
+            word: p.cast(),
+            fd,
+            id,
+        })
+    }
+
+    fn word(&self) -> &AtomicU32 {
+        // SAFETY: mapped for the notify's life, page-aligned.
+        unsafe { &*self.word }
+    }
+
+    fn record(&self) {
+        self.word().store(1, Ordering::Release);
+        // SAFETY: a futex wake on a word of shared memory (not PRIVATE: the
+        // waiter may be another process).
+        unsafe { libc::syscall(libc::SYS_futex, self.word, libc::FUTEX_WAKE, i32::MAX) };
+    }
+
+    /// Waits for the word to be set and clears it; false on timeout.
+    fn wait_and_reset(&self, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if self
+                .word()
+                .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return true;
+            }
+            let slice = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) => left.min(Duration::from_millis(100)),
+                    None => return false,
+                },
+                None => Duration::from_millis(100),
+            };
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: slice.as_nanos() as libc::c_long,
+            };
+            // SAFETY: a futex wait on a word of shared memory while it is 0,
+            // bounded by `ts` (a wake-up lost to a race costs one slice).
+            unsafe { libc::syscall(libc::SYS_futex, self.word, libc::FUTEX_WAIT, 0, &ts) };
+        }
+    }
+}
+
+impl Drop for Notify {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unused from now on.
+        unsafe { libc::munmap(self.word.cast_mut().cast(), PAGE) };
+    }
+}
+
+static NOTIFIES: Mutex<Option<HashMap<usize, Arc<Notify>>>> = Mutex::new(None);
+static NEXT: AtomicUsize = AtomicUsize::new(1);
+
+const NOT_A_NOTIFY: Error = Error::InvalidParam {
+    param: "notify",
+    reason: "It is not a live notify (it was not created by aclrtCreateNotify or aclrtNotifyImportByKey, or it was destroyed)",
+};
+
+fn insert(notify: Notify) -> usize {
+    let handle = NOTIFY_TAG | NEXT.fetch_add(1, Ordering::Relaxed);
+    NOTIFIES
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(handle, Arc::new(notify));
+    handle
+}
+
+fn get(handle: usize) -> Result<Arc<Notify>> {
+    let map = NOTIFIES.lock();
+    map.as_ref()
+        .and_then(|m| m.get(&handle))
+        .cloned()
+        .ok_or(NOT_A_NOTIFY)
+}
+
+unsafe extern "C" fn record_task(_: *mut c_void, _: usize, data: *mut c_void) {
+    // SAFETY: the count `record_notify` made for this task, taken once.
+    let notify = unsafe { Arc::from_raw(data.cast_const().cast::<Notify>()) };
+    notify.record();
+}
+
+struct Waiting {
+    notify: Arc<Notify>,
+    timeout: Option<Duration>,
+}
+
+unsafe extern "C" fn wait_task(_: *mut c_void, _: usize, data: *mut c_void) {
+    // SAFETY: the box `wait_notify` made for this task, taken once.
+    let waiting = unsafe { Box::from_raw(data.cast::<Waiting>()) };
+    // On a timeout the stream goes on, as after a failed task.
+    waiting.notify.wait_and_reset(waiting.timeout);
+}
+
+impl HostRuntime {
+    /// `aclrtCreateNotify`: `flag` `ACL_NOTIFY_DEFAULT` or
+    /// `ACL_NOTIFY_DEVICE_USE_ONLY`, in the current context.
+    pub fn create_notify(&self, flag: u64) -> Result<usize> {
+        if flag > 1 {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It must be ACL_NOTIFY_DEFAULT or ACL_NOTIFY_DEVICE_USE_ONLY",
+            });
+        }
+        self.current_device()?;
+        let fd = Arc::new(sharing::memfd(c"aclalloc-notify", PAGE)?);
+        let id = NEXT.load(Ordering::Relaxed) as u32;
+        Ok(insert(Notify::map(fd, id)?))
+    }
+
+    /// `aclrtDestroyNotify`: the handle dies at once; queued work keeps it.
+    pub fn destroy_notify(&self, handle: usize) -> Result<()> {
+        let removed = NOTIFIES.lock().as_mut().and_then(|m| m.remove(&handle));
+        removed.map(drop).ok_or(NOT_A_NOTIFY)?;
+        if let Some(shared) = sharing::handle_of(Kind::Notify, handle) {
+            sharing::withdraw(Kind::Notify, shared);
+        }
+        Ok(())
+    }
+
+    /// `aclrtRecordNotify`: sets the notify when `stream` reaches this point.
+    pub fn record_notify(&self, handle: usize, stream: Option<StreamKey>) -> Result<()> {
+        let notify = get(handle)?;
+        let (_, s) = self.resolve_stream(stream)?;
+        let raw = Arc::into_raw(notify);
+        let queued = s.enqueue(Task::Kernel {
+            kernel: record_task,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: raw.cast_mut().cast(),
+            release: false,
+        });
+        if queued.is_err() {
+            // SAFETY: the count made above, which the task never took.
+            drop(unsafe { Arc::from_raw(raw) });
+        }
+        queued
+    }
+
+    /// `aclrtWaitAndResetNotify`: `stream` runs nothing queued after this
+    /// until the notify is set, then clears it; `timeout_s` seconds at most
+    /// (0: no limit).
+    pub fn wait_notify(
+        &self,
+        handle: usize,
+        stream: Option<StreamKey>,
+        timeout_s: u32,
+    ) -> Result<()> {
+        let notify = get(handle)?;
+        let (_, s) = self.resolve_stream(stream)?;
+        let timeout = (timeout_s > 0).then(|| Duration::from_secs(timeout_s.into()));
+        let raw = Box::into_raw(Box::new(Waiting { notify, timeout }));
+        let queued = s.enqueue(Task::Kernel {
+            kernel: wait_task,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: raw.cast(),
+            release: false,
+        });
+        if queued.is_err() {
+            // SAFETY: the box made above, which the task never took.
+            drop(unsafe { Box::from_raw(raw) });
+        }
+        queued
+    }
+
+    /// `aclrtGetNotifyId`.
+    pub fn notify_id(&self, handle: usize) -> Result<u32> {
+        Ok(get(handle)?.id)
+    }
+
+    /// `aclrtNotifyGetExportKey`: `flags` 0 or `..._DISABLE_PID_VALIDATION` (0x2).
+    pub fn export_notify(&self, handle: usize, flags: u64) -> Result<String> {
+        let notify = get(handle)?;
+        if flags != 0 && flags != NO_PID_CHECK {
+            return Err(Error::InvalidParam {
+                param: "flags",
+                reason: "It must be ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT or ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION",
+            });
+        }
+        if let Some(shared) = sharing::handle_of(Kind::Notify, handle) {
+            return Ok(sharing::key_of(shared));
+        }
+        let fd = notify.fd.try_clone().map_err(|_| Error::Failure {
+            reason: "The host refused to duplicate a file descriptor",
+        })?;
+        let device = self.current_device().unwrap_or(0);
+        let shared = sharing::export(Kind::Notify, handle, fd, PAGE, 0, device, flags == 0)?;
+        Ok(sharing::key_of(shared))
+    }
+
+    /// `aclrtNotifySetImportPid`.
+    pub fn allow_notify_import(&self, handle: usize, pids: &[i32]) -> Result<()> {
+        get(handle)?;
+        if pids.is_empty() || pids.iter().any(|&p| p <= 0) {
+            return Err(Error::InvalidParam {
+                param: "pid",
+                reason: "It must hold at least one pid, each greater than 0",
+            });
+        }
+        let shared = sharing::handle_of(Kind::Notify, handle).ok_or(Error::InvalidParam {
+            param: "notify",
+            reason: "It is not exported: call aclrtNotifyGetExportKey first",
+        })?;
+        sharing::allow(Kind::Notify, shared, pids, "notify")
+    }
+
+    /// `aclrtNotifyImportByKey`: a notify of this process on the same word.
+    pub fn import_notify(&self, key: &str, flags: u64) -> Result<usize> {
+        if flags != 0 && flags != 0x2 {
+            return Err(Error::InvalidParam {
+                param: "flags",
+                reason: "It must be ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT or ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS",
+            });
+        }
+        let shared = sharing::handle_of_key(key).ok_or(Error::InvalidParam {
+            param: "key",
+            reason: "It is not a key returned by aclrtNotifyGetExportKey",
+        })?;
+        let got = sharing::import(Kind::Notify, shared, "key")?;
+        let id = NEXT.load(Ordering::Relaxed) as u32;
+        Ok(insert(Notify::map(Arc::new(got.fd), id)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_releases_one_wait_and_a_timeout_gives_up() {
+        let fd = Arc::new(sharing::memfd(c"t", PAGE).unwrap());
+        let a = Notify::map(Arc::clone(&fd), 1).unwrap();
+        let b = Notify::map(fd, 2).unwrap();
+        assert!(!b.wait_and_reset(Some(Duration::from_millis(1))));
+        a.record();
+        assert!(b.wait_and_reset(None), "another mapping sees the record");
+        assert!(
+            !a.wait_and_reset(Some(Duration::from_millis(1))),
+            "reset by the wait"
+        );
+        assert!(get(NOTIFY_TAG | 999_999).is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! Notifies: a wait holds its stream at that point until a record (on
+//! another stream, or in another process through a key) has run, and
+//! clears the notify. The other process is this test binary again, in the
+//! role `NOTIFY_ROLE` names (see `child_role`).
+
+use aclalloc::base::error::*;
+use aclalloc::ffi::memory::*;
+use aclalloc::ffi::notify::*;
+use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::types::*;
+use std::ffi::{c_char, CStr, CString};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::ptr::null_mut;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn init() -> std::sync::MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: a NULL configuration path is allowed.
+    let rc = unsafe { aclInit(std::ptr::null()) };
+    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
+    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
+    guard
+}
+
+fn stream() -> aclrtStream {
+    let mut s = null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
+    s
+}
+
+fn notify() -> aclrtNotify {
+    let mut n = null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { aclrtCreateNotify(&mut n, 0) }, ACL_SUCCESS);
+    n
+}
+
+/// One device byte, and a memset of it queued on `s` after whatever is there.
+fn byte() -> *mut u8 {
+    let mut p = null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { aclrtMalloc(&mut p, 1, 0) }, ACL_SUCCESS);
+    p.cast()
+}
+
+fn set_later(p: *mut u8, s: aclrtStream) {
+    // SAFETY: one byte of device memory.
+    assert_eq!(
+        unsafe { aclrtMemsetAsync(p.cast(), 1, 7, 1, s) },
+        ACL_SUCCESS
+    );
+}
+
+fn sync(s: aclrtStream) {
+    // SAFETY: a live stream.
+    assert_eq!(unsafe { aclrtSynchronizeStream(s) }, ACL_SUCCESS);
+}
+
+fn read(p: *mut u8) -> u8 {
+    // SAFETY: device memory is host memory on the host runtime.
+    unsafe { p.read_volatile() }
+}
+
+fn key_of(n: aclrtNotify, flags: u64) -> String {
+    let mut key = [0 as c_char; 65];
+    // SAFETY: a 65-byte buffer.
+    let rc = unsafe { aclrtNotifyGetExportKey(n, key.as_mut_ptr(), key.len(), flags) };
+    assert_eq!(rc, ACL_SUCCESS);
+    // SAFETY: NUL-terminated by the call.
+    unsafe { CStr::from_ptr(key.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The child process: imports the key, records on its own stream.
+#[test]
+#[ignore = "the entry of the child processes the other tests start"]
+fn child_role() {
+    let Ok(key) = std::env::var("NOTIFY_KEY") else {
+        return;
+    };
+    let _serial = init();
+    let key = CString::new(key).unwrap();
+    let mut n = null_mut();
+    // SAFETY: a valid out-pointer and key.
+    match unsafe { aclrtNotifyImportByKey(&mut n, key.as_ptr(), 0) } {
+        ACL_SUCCESS => {
+            let s = stream();
+            // SAFETY: live handles.
+            assert_eq!(unsafe { aclrtRecordNotify(n, s) }, ACL_SUCCESS);
+            sync(s);
+            println!("RECORDED 1");
+        }
+        rc => println!("REFUSED {rc}"),
+    }
+}
+
+fn run_child(key: &str) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_role",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("NOTIFY_KEY", key)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    BufReader::new(text.as_bytes())
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            ["RECORDED ", "REFUSED "]
+                .iter()
+                .find_map(|t| l.find(t).map(|at| l[at..].trim().to_owned()))
+        })
+        .unwrap_or(text)
+}
+
+#[test]
+fn a_wait_holds_its_stream_until_a_record_on_another_stream() {
+    let _serial = init();
+    let (waiter, recorder) = (stream(), stream());
+    let n = notify();
+    let p = byte();
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(aclrtWaitAndResetNotify(n, waiter, 0), ACL_SUCCESS);
+        set_later(p, waiter);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(read(p), 0, "the memset waits behind the notify");
+        assert_eq!(aclrtRecordNotify(n, recorder), ACL_SUCCESS);
+        sync(waiter);
+        assert_eq!(read(p), 7);
+        // Reset by the wait: a second wait times out (1 s) and the stream goes on.
+        assert_eq!(aclrtWaitAndResetNotify(n, waiter, 1), ACL_SUCCESS);
+        sync(waiter);
+        let mut id = u32::MAX;
+        assert_eq!(aclrtGetNotifyId(n, &mut id), ACL_SUCCESS);
+        assert_ne!(id, u32::MAX);
+        assert_eq!(aclrtDestroyNotify(n), ACL_SUCCESS);
+        assert_eq!(aclrtDestroyNotify(n), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtRecordNotify(n, recorder), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtCreateNotify(null_mut(), 0), ACL_ERROR_INVALID_PARAM);
+        let mut m = null_mut();
+        assert_eq!(aclrtCreateNotify(&mut m, 2), ACL_ERROR_INVALID_PARAM);
+        assert!(m.is_null());
+        assert_eq!(
+            aclrtGetNotifyId(null_mut(), &mut id),
+            ACL_ERROR_INVALID_PARAM
+        );
+        aclrtFree(p.cast());
+    }
+}
+
+#[test]
+fn a_record_in_another_process_releases_the_wait_here() {
+    let _serial = init();
+    let waiter = stream();
+    let n = notify();
+    let p = byte();
+    let key = key_of(n, ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+    assert_eq!(key_of(n, 0), key, "one key per notify");
+    // SAFETY: live handles.
+    assert_eq!(
+        unsafe { aclrtWaitAndResetNotify(n, waiter, 0) },
+        ACL_SUCCESS
+    );
+    set_later(p, waiter);
+    assert_eq!(read(p), 0);
+    assert_eq!(run_child(&key), "RECORDED 1");
+    sync(waiter);
+    assert_eq!(read(p), 7);
+    // SAFETY: live handle; device memory.
+    unsafe {
+        assert_eq!(aclrtDestroyNotify(n), ACL_SUCCESS);
+        aclrtFree(p.cast());
+    }
+    assert_eq!(
+        run_child(&key),
+        format!("REFUSED {ACL_ERROR_INVALID_PARAM}"),
+        "destroyed with its export"
+    );
+}
+
+#[test]
+fn pid_validation_refuses_a_process_not_whitelisted() {
+    let _serial = init();
+    let n = notify();
+    let key = key_of(n, ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT);
+    assert_eq!(
+        run_child(&key),
+        format!("REFUSED {ACL_ERROR_RT_NO_PERMISSION}")
+    );
+    assert_eq!(
+        run_child("aclalloc-0000040000000001"),
+        format!("REFUSED {ACL_ERROR_INVALID_PARAM}")
+    );
+    // SAFETY: bad arguments are refused.
+    unsafe {
+        assert_eq!(
+            aclrtNotifySetImportPid(n, null_mut(), 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        let pid = 1;
+        assert_eq!(
+            aclrtNotifySetImportPid(n, &pid as *const i32 as *mut i32, 1),
+            ACL_SUCCESS
+        );
+        let mut key = [0 as c_char; 8];
+        assert_eq!(
+            aclrtNotifyGetExportKey(n, key.as_mut_ptr(), key.len(), 0),
+            ACL_ERROR_INVALID_PARAM,
+            "too short"
+        );
+        assert_eq!(aclrtDestroyNotify(n), ACL_SUCCESS);
+    }
+}
+
+#[test]
+fn ipc_events_are_not_supported_on_the_host() {
+    use aclalloc::ffi::ipc_events::*;
+    let _serial = init();
+    let mut event = null_mut();
+    let mut handle = aclrtIpcEventHandle { reserved: [0; 64] };
+    // SAFETY: valid pointers; NULL ones are refused first.
+    unsafe {
+        assert_eq!(
+            aclrtIpcGetEventHandle(null_mut(), &mut handle),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcGetEventHandle(0x10 as *mut _, null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcGetEventHandle(0x10 as *mut _, &mut handle),
+            ACL_ERROR_API_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtIpcOpenEventHandle(handle, null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcOpenEventHandle(handle, &mut event),
+            ACL_ERROR_API_NOT_SUPPORT
+        );
+    }
+    assert!(event.is_null());
+    assert!(handle.reserved.iter().all(|&b| b == 0), "nothing written");
+}
