@@ -21,7 +21,7 @@ from aclalloc._lib import lib
 from conftest import ROOT, run_python
 
 MIB = 1 << 20
-CPP = Path(__file__).resolve().parent / "cpp" / "vmm_allocator.cpp"
+CPP = Path(__file__).resolve().parent / "cxx" / "vmm_allocator.cpp"
 
 
 @pytest.fixture(scope="module")
