@@ -1,6 +1,6 @@
 //! Sleep and wake, a property of a *tagged* pool.
 //!
-//! Every pool's device memory passes through a [`Sleeper`]. Untagged, it
+//! Every pool's device memory passes through a `Sleeper`. Untagged, it
 //! only forwards. Tagged ([`Pool::set_tag`], before the pool's first
 //! segment), it takes even fixed segments through the device's virtual
 //! memory (reserve, then map a page at a time), and it records every page
