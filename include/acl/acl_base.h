@@ -45,6 +45,8 @@ static const int ACL_ERROR_API_NOT_SUPPORT = 200001;
 static const int ACL_ERROR_RT_MEMORY_ALLOCATION = 207001;
 /** An event whose recorded work has not run (or that was never recorded). */
 static const int ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006;
+/** A wait for a stream's work ran out of time. */
+static const int ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046;
 /** A wait for an event ran out of time. */
 static const int ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
 /** `aclrtProcessReport` found no callback to run in time. */

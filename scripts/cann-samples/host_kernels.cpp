@@ -84,11 +84,11 @@ void Short(const Args& a)
     }
 }
 
-// The kernel spins long enough for the host to act while it runs, then
-// adds 1.
+// The kernel runs for seconds on a device (250 million dependent steps per
+// block), longer than the samples' 1000 ms timeouts; then adds 1.
 void Long(const Args& a)
 {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     for (uint32_t i = 0; i < a.blockDim; ++i) {
         a.x[i] += 1;
     }

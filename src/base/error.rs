@@ -49,6 +49,8 @@ pub const ACL_ERROR_API_NOT_SUPPORT: aclError = 200001;
 pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207001;
 /// An event whose recorded work has not run (or that was never recorded).
 pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: aclError = 507006;
+/// A wait for a stream's work ran out of time.
+pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: aclError = 507046;
 /// A wait for an event ran out of time.
 pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507047;
 /// `aclrtProcessReport` found no callback to run in time.
@@ -187,6 +189,9 @@ pub enum Error {
     /// An event's recorded work has not run yet, or it was never recorded.
     #[error("Parameter {param} is invalid. Reason: the event has not completed (it was not recorded, or its recorded work has not run)")]
     EventNotComplete { param: &'static str },
+    /// A wait for a stream's work gave up after `timeout_ms` milliseconds.
+    #[error("The stream's work did not finish within {timeout_ms} ms (it keeps running)")]
+    StreamTimeout { timeout_ms: i32 },
     /// A wait for an event gave up after `timeout_ms` milliseconds.
     #[error("The event did not complete within {timeout_ms} ms")]
     EventTimeout { timeout_ms: i32 },
@@ -231,6 +236,7 @@ impl Error {
             Error::InvalidDevice { .. } => ACL_ERROR_RT_INVALID_DEVICEID,
             Error::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
             Error::EventNotComplete { .. } => ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+            Error::StreamTimeout { .. } => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
             Error::EventTimeout { .. } => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
             Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
             Error::TaskFailed { code } => *code,

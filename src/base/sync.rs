@@ -36,6 +36,12 @@ impl<T> Mutex<T> {
     }
 }
 #[cfg(loom)]
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+#[cfg(loom)]
 pub(crate) use loom::sync::MutexGuard;
 #[cfg(not(loom))]
 pub(crate) use parking_lot::{Mutex, MutexGuard};

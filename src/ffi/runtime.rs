@@ -341,7 +341,7 @@ pub(crate) mod host {
                     reason: "It must be -1 (no limit) or a number of milliseconds",
                 });
             }
-            host().synchronize_stream(args::optional_stream(stream))
+            host().synchronize_stream_timeout(args::optional_stream(stream), timeout)
         })
     }
 

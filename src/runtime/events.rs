@@ -346,6 +346,54 @@ impl HostRuntime {
         }
     }
 
+    /// `aclrtSynchronizeStreamWithTimeout`: waits at most `timeout_ms` for
+    /// the work queued on `stream` before the call (-1 or 0: no limit). The
+    /// point waited for is a record of a private event, which the queued
+    /// marker keeps alive, so giving up leaves nothing dangling; the work
+    /// keeps running.
+    pub fn synchronize_stream_timeout(
+        &self,
+        stream: Option<StreamKey>,
+        timeout_ms: i32,
+    ) -> Result<()> {
+        if timeout_ms <= 0 {
+            return self.synchronize_stream(stream);
+        }
+        let (key, s) = self.resolve_stream(stream)?;
+        if s.is_current_worker() {
+            return Err(Error::InvalidParam {
+                param: "stream",
+                reason: "A kernel cannot synchronize the stream it runs on",
+            });
+        }
+        s.check_alive()?;
+        let _waiting = s.wait_from_kernel()?;
+        let marker = Arc::new(Event {
+            flags: 0,
+            ex: false,
+            marks: Mutex::new(Marks::default()),
+            changed: Condvar::new(),
+        });
+        let generation = {
+            let mut marks = marker.marks.lock();
+            marks.recorded += 1;
+            marks.recorded
+        };
+        let raw = Arc::into_raw(Arc::clone(&marker));
+        if let Err(e) = s.enqueue(Task::Record(raw, generation)) {
+            // SAFETY: the count made just above, which the task never took.
+            drop(unsafe { Arc::from_raw(raw) });
+            return Err(e);
+        }
+        let limit = Duration::from_millis(timeout_ms.unsigned_abs().into());
+        if !marker.wait_for(generation, Some(limit)) {
+            return Err(Error::StreamTimeout { timeout_ms });
+        }
+        s.take_failure()?;
+        self.observer().stream_synchronized(key);
+        Ok(())
+    }
+
     /// `aclrtEventGetTimestamp`: when the event's last record ran, in µs.
     pub fn event_timestamp_us(&self, event: usize) -> Result<u64> {
         let event = self.event(event)?;

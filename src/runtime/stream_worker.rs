@@ -330,10 +330,7 @@ impl Stream {
                         .wait(guard)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                match shared.failure.swap(0, Ordering::SeqCst) {
-                    0 => Ok(()),
-                    code => Err(Error::TaskFailed { code }),
-                }
+                self.take_failure()
             }
             Err(DEAD) => Err(DEAD),
             // Destroyed: its work is finished once the worker has exited.
@@ -347,6 +344,14 @@ impl Stream {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The code a failed task left for the next synchronize, once.
+    pub(crate) fn take_failure(&self) -> Result<()> {
+        match self.shared.failure.swap(0, Ordering::SeqCst) {
+            0 => Ok(()),
+            code => Err(Error::TaskFailed { code }),
         }
     }
 
