@@ -13,9 +13,14 @@ use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::*;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
-use std::sync::Once;
+use std::sync::{Mutex, MutexGuard, Once, PoisonError};
 
-fn init() {
+/// Sets the process up once; the guard keeps this file's tests one at a
+/// time, since they read a device's free memory, which every test moves.
+#[must_use]
+fn init() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         std::env::set_var("ACLALLOC_DEVICE_COUNT", "2");
@@ -23,6 +28,7 @@ fn init() {
         std::env::remove_var("ACLALLOC_ALLOC_CONF");
         assert_eq!(unsafe { aclInit(null()) }, ACL_SUCCESS);
     });
+    guard
 }
 
 fn create(options: Option<aclallocMemPoolOptions>) -> aclallocMemPool {
@@ -95,7 +101,7 @@ fn use_count(pool: aclallocMemPool) -> u64 {
 
 #[test]
 fn allocations_inside_a_use_come_from_the_pool_and_go_back_to_it() {
-    init();
+    let _serial = init();
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
     let pool = create(None);
     let mut id = 0;
@@ -169,7 +175,7 @@ fn allocations_inside_a_use_come_from_the_pool_and_go_back_to_it() {
 
 #[test]
 fn uses_nest_and_the_innermost_wins() {
-    init();
+    let _serial = init();
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
     let (outer, inner) = (create(None), create(None));
     assert_eq!(aclallocMemPoolBeginUse(outer, 0), ACL_SUCCESS);
@@ -207,7 +213,7 @@ fn free_memory(device: i32) -> usize {
 
 #[test]
 fn destroy_with_live_blocks_is_deferred_until_they_are_freed() {
-    init();
+    let _serial = init();
     // Device 1: the other tests allocate on device 0 at the same time.
     assert_eq!(aclrtSetDevice(1), ACL_SUCCESS);
     let warm = malloc(512);
@@ -243,7 +249,7 @@ fn destroy_with_live_blocks_is_deferred_until_they_are_freed() {
 
 #[test]
 fn no_split_gives_each_block_a_segment_of_its_own() {
-    init();
+    let _serial = init();
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
     for (no_split, segments) in [(1, 3), (0, 1)] {
         let pool = create(Some(aclallocMemPoolOptions {
@@ -270,7 +276,7 @@ fn no_split_gives_each_block_a_segment_of_its_own() {
 
 #[test]
 fn use_on_oom_pools_serve_the_default_pool_from_their_cache() {
-    init();
+    let _serial = init();
     // Device 1's default pool, limited to 4 MiB: an 8 MiB request fails there.
     std::thread::spawn(|| {
         assert_eq!(aclrtSetDevice(1), ACL_SUCCESS);
@@ -320,7 +326,7 @@ fn use_on_oom_pools_serve_the_default_pool_from_their_cache() {
 
 #[test]
 fn bad_arguments_are_refused_and_nothing_is_written() {
-    init();
+    let _serial = init();
     assert_eq!(
         unsafe { aclallocMemPoolCreate(null(), null_mut()) },
         ACL_ERROR_INVALID_PARAM
@@ -389,7 +395,7 @@ fn bad_arguments_are_refused_and_nothing_is_written() {
 
 #[test]
 fn a_thread_that_exits_inside_a_use_ends_it() {
-    init();
+    let _serial = init();
     let pool = create(None);
     let handle = pool as usize;
     std::thread::spawn(move || {
