@@ -17,7 +17,6 @@ use std::sync::{Mutex, MutexGuard, Once, PoisonError};
 
 /// Sets the process up once; the guard keeps this file's tests one at a
 /// time, since they read a device's free memory, which every test moves.
-#[must_use]
 fn init() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
