@@ -36,7 +36,7 @@ pub mod summary;
 pub mod virtual_memory;
 
 pub use self::config::{Limit, PoolConfig, ENV_VAR};
-pub use self::device::{DeviceMemory, HostMemory};
+pub use self::device::{DeviceMemory, HostMemory, SEGMENT_ALIGN};
 pub use self::engine::{
     BlockView, SegmentView, LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE,
     SMALL_BUFFER, SMALL_SIZE,

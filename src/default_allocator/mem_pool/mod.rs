@@ -264,11 +264,7 @@ impl MemPool {
         let acl = AclMemory::current()?;
         let memory: Box<dyn DeviceMemory> = match self.options.allocator {
             None => Box::new(segments::Device(acl)),
-            Some(handle) => Box::new(segments::Pluggable {
-                handle,
-                device,
-                capacity: acl.capacity(),
-            }),
+            Some(handle) => Box::new(segments::Pluggable::new(handle, device, acl.capacity())),
         };
         let pool = Pool::with_device(config, memory)?;
         if self.options.allocator.is_none() {

@@ -6,8 +6,10 @@
 use crate::plugin::{published, PluggableHandle};
 use crate::pool::acl::AclMemory;
 use crate::pool::virtual_memory::VirtualMemory;
-use crate::pool::DeviceMemory;
+use crate::pool::{DeviceMemory, SEGMENT_ALIGN};
+use parking_lot::Mutex;
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
@@ -65,10 +67,34 @@ impl DeviceMemory for Device {
 /// Segments from a pluggable allocator: each segment is one of its blocks.
 /// The allocator cannot be destroyed while the pool holds a segment (it
 /// refuses while blocks are live).
+///
+/// A pool's segments start on a 512-byte boundary (its blocks are found by
+/// address in 512-byte units); an allocator's block that does not is asked
+/// for again 511 bytes larger and used from its first boundary, the start
+/// it gave kept here to give back.
 pub(super) struct Pluggable {
     pub(super) handle: PluggableHandle,
     pub(super) device: i32,
     pub(super) capacity: usize,
+    /// Segment start → the allocator's block, for segments moved up to a boundary.
+    moved: Mutex<HashMap<usize, usize>>,
+}
+
+impl Pluggable {
+    pub(super) fn new(handle: PluggableHandle, device: i32, capacity: usize) -> Self {
+        Pluggable {
+            handle,
+            device,
+            capacity,
+            moved: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn give_back(&self, block: usize) {
+        if let Some(block) = NonNull::new(block as *mut c_void) {
+            let _ = published::free(self.handle, block);
+        }
+    }
 }
 
 impl DeviceMemory for Pluggable {
@@ -76,14 +102,27 @@ impl DeviceMemory for Pluggable {
         if growth_refused() {
             return None;
         }
-        let block = published::alloc(self.handle, size, None).ok()?;
-        NonZeroUsize::new(block.as_ptr() as usize)
+        let block = published::alloc(self.handle, size, None).ok()?.as_ptr() as usize;
+        if block % SEGMENT_ALIGN == 0 {
+            return NonZeroUsize::new(block);
+        }
+        self.give_back(block);
+        let larger = size.checked_add(SEGMENT_ALIGN - 1)?;
+        let block = published::alloc(self.handle, larger, None).ok()?.as_ptr() as usize;
+        let start = block.next_multiple_of(SEGMENT_ALIGN);
+        let mut moved = self.moved.lock();
+        if moved.try_reserve(1).is_err() {
+            drop(moved);
+            self.give_back(block);
+            return None;
+        }
+        moved.insert(start, block);
+        NonZeroUsize::new(start)
     }
 
     fn free(&self, addr: NonZeroUsize, _size: usize) {
-        if let Some(block) = NonNull::new(addr.get() as *mut c_void) {
-            let _ = published::free(self.handle, block);
-        }
+        let block = self.moved.lock().remove(&addr.get()).unwrap_or(addr.get());
+        self.give_back(block);
     }
 
     fn capacity(&self) -> usize {

@@ -3,6 +3,7 @@
 //! `src/pool/sharded.rs`.
 
 use super::*;
+use crate::pool::device::SEGMENT_ALIGN;
 
 impl Core {
     /// A fresh segment for `rounded` bytes: the standard size, else the
@@ -37,6 +38,13 @@ impl Core {
             if seg_size > room {
                 cause = "the pool's memory limit would be exceeded";
             } else if let Some(addr) = dev.malloc(seg_size) {
+                // Blocks are found by address in 512-byte units: a segment
+                // off that grid would make them unfindable.
+                if addr.get() % SEGMENT_ALIGN != 0 {
+                    dev.free(addr, seg_size);
+                    cause = "the device's memory is not aligned to 512 bytes";
+                    continue;
+                }
                 return Ok(self.add_segment(addr, seg_size, kind, stream));
             } else {
                 cause = "the device is out of memory";
