@@ -246,10 +246,10 @@ impl Pool {
     pub fn free(&self, addr: usize) -> Result<()> {
         match self.cache_free(addr) {
             FastFree::Done => Ok(()),
-            FastFree::Slow { shard } => match self.free_lent(shard, addr) {
-                Some(answer) => self.free_slow(shard, addr, answer),
-                None => self.free_shard(addr),
-            },
+            FastFree::Slow { shard } => {
+                let answer = self.free_lent(shard, addr);
+                self.free_slow(shard, addr, answer)
+            }
             FastFree::Miss => self.free_shard(addr),
         }
     }
@@ -318,10 +318,10 @@ impl Pool {
     #[inline(never)]
     fn free_lent_elsewhere(&self, shard: usize, addr: usize) -> Result<()> {
         match self.free_lent(shard, addr) {
-            Some(answer @ (Freed::Done | Freed::NoRoom | Freed::Bad(_))) => {
+            answer @ (Freed::Done | Freed::NoRoom | Freed::Bad(_)) => {
                 self.free_slow(shard, addr, answer)
             }
-            Some(Freed::Lent | Freed::NotHere) | None => Err(Error::PoolDoubleFree),
+            Freed::Lent | Freed::NotHere => Err(Error::PoolDoubleFree),
         }
     }
 

@@ -594,9 +594,10 @@ impl Pool {
             .unwrap_or(false)
     }
 
-    /// Frees `addr`, lent to a cache of shard `shard`, in the shard. `None`: no
-    /// cache of the shard has it handed out.
-    pub(super) fn free_lent(&self, shard: usize, addr: usize) -> Option<super::engine::Freed> {
+    /// Frees `addr`, lent to a cache of shard `shard`, in the shard; the
+    /// shard's answer when no cache has it handed out (taken back by a
+    /// drain meanwhile, or parked: `Lent`).
+    pub(super) fn free_lent(&self, shard: usize, addr: usize) -> super::engine::Freed {
         let mut core = self.shards[shard].0.lock();
         // Most often this thread's own cache, whose owner need not be stopped.
         let own = CACHES.try_with(|c| {
@@ -624,7 +625,7 @@ impl Pool {
                 })
         });
         if let Ok(Some(freed)) = own {
-            return Some(freed);
+            return freed;
         }
         let slots = self.caches.slots.lock();
         let mine = slots.iter().filter(|s| s.shard == shard);
@@ -641,7 +642,10 @@ impl Pool {
             }
         }
         resume_owners(mine);
-        found
+        // In no cache: a drain took the loan back after the shard answered
+        // `Lent`, so it is a plain block of the shard now (still `Lent`:
+        // parked, a double free).
+        found.unwrap_or_else(|| core.free(addr, true))
     }
 
     /// Drains every cache into its shard (all of them locked) and drops
