@@ -139,5 +139,17 @@ pub fn remove(handle: *mut std::ffi::c_void) -> Result<()> {
             table().remove(view);
         }
     }
+    retire(removed.pool);
     Ok(())
+}
+
+/// Keeps a destroyed pool's struct on a list: a caller may still hold the
+/// `&'static Pool` (its memory has gone back to the device, only the struct
+/// stays), and the list says so to leak checkers.
+fn retire(pool: &'static Pool) {
+    static RETIRED: parking_lot::Mutex<Vec<&'static Pool>> = parking_lot::Mutex::new(Vec::new());
+    let mut retired = RETIRED.lock();
+    if retired.try_reserve(1).is_ok() {
+        retired.push(pool);
+    }
 }
