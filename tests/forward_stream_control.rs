@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Command;
-
 const FAKE: &str = r#"
 #include <stdint.h>
 #include <stddef.h>
@@ -51,41 +49,5 @@ int main(void) {
 
 #[test]
 fn stream_control_reaches_the_real_runtime() {
-    let dir = common::scratch("forward_stream_control");
-    let lib = common::lib_dir();
-    std::fs::write(dir.join("fake.c"), FAKE).unwrap();
-    std::fs::write(dir.join("app.c"), APP).unwrap();
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(dir.join("libfakert.so"))
-        .arg(dir.join("fake.c"))
-        .status()
-        .expect("cc");
-    assert!(status.success());
-    let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Werror", "-I"])
-        .arg(common::root().join("include"))
-        .arg(dir.join("app.c"))
-        .arg("-o")
-        .arg(dir.join("app"))
-        // This library first, then the runtime: the runtime is next after it.
-        .arg("-L")
-        .arg(&lib)
-        .arg("-laclalloc")
-        .arg("-L")
-        .arg(&dir)
-        // Kept although the program calls nothing in it directly.
-        .arg("-Wl,--no-as-needed")
-        .arg("-lfakert")
-        .arg(format!("-Wl,-rpath,{}:{}", lib.display(), dir.display()))
-        .status()
-        .expect("cc");
-    assert!(status.success());
-    let out = Command::new(dir.join("app")).output().expect("run");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "forwarded\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::expect_forwarded("forward_stream_control", FAKE, APP);
 }

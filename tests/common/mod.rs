@@ -163,3 +163,47 @@ pub fn complete_with_trivial_functions(desc: aclalloc::ffi::types::aclrtAllocato
         ACL_SUCCESS
     );
 }
+
+/// Builds `fake` as a stand-in real runtime (`libfakert.so`) and `app`
+/// against this library, linked in front of it, and checks that the app
+/// prints "forwarded": the calls it makes reached the stand-in.
+#[allow(dead_code)]
+pub fn expect_forwarded(name: &str, fake: &str, app: &str) {
+    let dir = scratch(name);
+    let lib = lib_dir();
+    std::fs::write(dir.join("fake.c"), fake).unwrap();
+    std::fs::write(dir.join("app.c"), app).unwrap();
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join("libfakert.so"))
+        .arg(dir.join("fake.c"))
+        .status()
+        .expect("cc");
+    assert!(status.success());
+    let status = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(root().join("include"))
+        .arg(dir.join("app.c"))
+        .arg("-o")
+        .arg(dir.join("app"))
+        // This library first, then the runtime: the runtime is next after it.
+        .arg("-L")
+        .arg(&lib)
+        .arg("-laclalloc")
+        .arg("-L")
+        .arg(&dir)
+        // Kept although the program calls nothing in it directly.
+        .arg("-Wl,--no-as-needed")
+        .arg("-lfakert")
+        .arg(format!("-Wl,-rpath,{}:{}", lib.display(), dir.display()))
+        .status()
+        .expect("cc");
+    assert!(status.success());
+    let out = Command::new(dir.join("app")).output().expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "forwarded\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
