@@ -5,13 +5,14 @@
 //! 1 MiB from 2 MiB segments, larger ones from 20 MiB (from 10 MiB up, their
 //! size rounded to 2 MiB); best fit, splitting, merging, a max split size,
 //! release and one retry when the device refuses. Differences: large best fit
-//! prefers the smallest segment; growing for a large request first returns
+//! prefers segments of the lowest power of two; growing for a large request first returns
 //! smaller free segments; an oversize request gets a segment of its own; a
 //! refused standard segment is retried at the request's size.
 //!
 //! A freed block first goes, unmerged, into a LIFO bin for its requested
-//! size (O(1) reuse). Bins are merged only when best fit over the merged
-//! blocks fails, so the pool never grows while merged memory could serve.
+//! size (O(1) reuse). Bins are merged when best fit over the merged blocks
+//! fails, so the pool never grows while merged memory could serve, and
+//! before a large request's best fit, which weighs whole segments.
 
 use super::block::{Block, Kind, Segment, Slab, State, NIL};
 use super::config::PoolConfig;
@@ -55,9 +56,9 @@ pub const MIN_LARGE_ALLOC: usize = 10 << 20;
 /// Granule of large segments.
 pub const ROUND_LARGE: usize = 2 << 20;
 
-/// How many further free blocks best fit looks at for a large request
-/// (chosen on the fragmentation traces of `benches/expandable.rs`: fewer
-/// or more both leave the random trace needing more memory).
+/// How many further free blocks best fit looks at for a large request: a
+/// bound on its work (on the fragmentation traces of `benches/expandable.rs`,
+/// bounds from 8 up give the same capacities within 0.015).
 const BEST_FIT_SCAN: usize = 24;
 
 /// What a snapshot reports for one block.
@@ -219,6 +220,11 @@ impl Core {
         map: Option<(&dyn crate::pool::virtual_memory::VirtualMemory, usize)>,
     ) -> Take {
         let kind = kind_of(rounded);
+        if kind == Kind::Large {
+            // Placement judges segments by their free blocks: unmerged bins
+            // hide wholly free segments and make large requests pin big ones.
+            self.flush_bins();
+        }
         let idx = match self.best_fit(kind, rounded, stream) {
             Some(idx) => idx,
             None => {
@@ -343,8 +349,9 @@ impl Core {
     }
 
     /// The free block to serve `rounded` bytes from: the smallest that fits; for
-    /// the large pool, the fitting one in the smallest segment, so a big segment
-    /// is not pinned by what a smaller one could serve.
+    /// the large pool, the smallest fitting block among segments of the lowest
+    /// power of two, so a big segment is not pinned by what a much smaller one
+    /// could serve, while segments of like size are packed by best fit.
     fn best_fit(&self, kind: Kind, rounded: usize, stream: usize) -> Option<u32> {
         let max_split = self.config.max_split_size;
         // PyTorch's oversize rules, except for an expandable pool's free ranges.
@@ -362,16 +369,18 @@ impl Core {
         if kind == Kind::Small {
             return Some(first);
         }
-        // A block no smaller than the best one's segment is in no smaller segment.
-        // Among equal segments, the smallest block, then the lowest address.
+        // Segments by power of two, then the smallest block, then the lowest
+        // address. A block at or above the next power of two after the first
+        // fit's segment is in a segment of a higher power: it cannot win.
         let key = |idx: u32| {
             let b = &self.blocks[idx];
-            (self.segments[b.segment].size, b.size, b.addr, idx)
+            (self.segments[b.segment].size.ilog2(), b.size, b.addr, idx)
         };
         let mut best = key(first);
-        index.for_each_fit(&self.blocks, rounded, best.0, BEST_FIT_SCAN, |idx| {
+        let below = 1usize.checked_shl(best.0 + 1).unwrap_or(usize::MAX);
+        index.for_each_fit(&self.blocks, rounded, below, BEST_FIT_SCAN, |idx| {
             let k = key(idx);
-            if k.1 < best.0 && usable(k.1) && k < best {
+            if usable(k.1) && k < best {
                 best = k;
             }
         });
