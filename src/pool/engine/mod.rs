@@ -5,9 +5,9 @@
 //! 1 MiB from 2 MiB segments, larger ones from 20 MiB (from 10 MiB up, their
 //! size rounded to 2 MiB); best fit, splitting, merging, a max split size,
 //! release and one retry when the device refuses. Differences: large best fit
-//! prefers segments of the lowest power of two; growing for a large request first returns
-//! smaller free segments; an oversize request gets a segment of its own; a
-//! refused standard segment is retried at the request's size.
+//! prefers segments of the lowest power of two; growing for a large request
+//! first returns smaller free segments; an oversize request gets a segment of
+//! its own; a refused standard segment is retried at the request's size.
 //!
 //! A freed block first goes, unmerged, into a LIFO bin for its requested
 //! size (O(1) reuse). Bins are merged when best fit over the merged blocks
