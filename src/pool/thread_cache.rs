@@ -250,6 +250,7 @@ impl State {
         let key = slot.round(loan.size_key).unwrap_or(loan.size);
         self.parked.push(Loan {
             size_key: key,
+            freed_at: crate::registry::order::generation(),
             ..loan
         });
         true

@@ -89,6 +89,8 @@ pub(crate) struct Loan {
     /// Handed out: the bytes asked for. Parked: the request size rounded,
     /// which the next request must round to (the bin's key in a shard).
     pub size_key: usize,
+    /// Parked: the ordering generation of its free (`Segment::freed_at`).
+    pub freed_at: u64,
 }
 
 /// Moves `amount` of `current` from a shard's part to a cache's.
@@ -147,6 +149,7 @@ impl Core {
             kind: b.kind.index() as u8,
             split,
             size_key: b.requested,
+            freed_at: 0,
         })
     }
 
@@ -178,6 +181,8 @@ impl Core {
         b.requested = 0;
         b.counted_split = loan.split;
         let stream = b.stream;
+        let segment = &mut self.segments[b.segment];
+        segment.freed_at = segment.freed_at.max(loan.freed_at);
         if loan.split {
             let s = &mut self.stats;
             for i in [STAT_ALL, loan.kind as usize] {
