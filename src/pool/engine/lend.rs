@@ -89,8 +89,6 @@ pub(crate) struct Loan {
     /// Handed out: the bytes asked for. Parked: the request size rounded,
     /// which the next request must round to (the bin's key in a shard).
     pub size_key: usize,
-    /// Parked: the ordering generation of its free (`Segment::freed_at`).
-    pub freed_at: u64,
 }
 
 /// Moves `amount` of `current` from a shard's part to a cache's.
@@ -149,7 +147,6 @@ impl Core {
             kind: b.kind.index() as u8,
             split,
             size_key: b.requested,
-            freed_at: 0,
         })
     }
 
@@ -174,7 +171,9 @@ impl Core {
     }
 
     /// Takes back a block parked in the cache: it goes to its bin here.
-    pub(crate) fn take_back_parked(&mut self, loan: Loan, from: &mut CacheStats) {
+    /// `freed_at`: the ordering generation of the cache's latest park, no
+    /// earlier than this block's free (`Segment::freed_at`).
+    pub(crate) fn take_back_parked(&mut self, loan: Loan, from: &mut CacheStats, freed_at: u64) {
         let b = &mut self.blocks[loan.idx];
         debug_assert!(b.state == State::Lent && b.addr == loan.addr);
         b.state = State::Cached;
@@ -182,7 +181,7 @@ impl Core {
         b.counted_split = loan.split;
         let stream = b.stream;
         let segment = &mut self.segments[b.segment];
-        segment.freed_at = segment.freed_at.max(loan.freed_at);
+        segment.freed_at = segment.freed_at.max(freed_at);
         if loan.split {
             let s = &mut self.stats;
             for i in [STAT_ALL, loan.kind as usize] {
