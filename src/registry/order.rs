@@ -186,4 +186,19 @@ mod tests {
         stream_waited(b, a, before);
         assert!(ordered_after(b, a, freed_later), "the latest wait counts");
     }
+
+    #[test]
+    fn has_waited_names_only_waiters_and_forgetting_a_stream_drops_its_waits() {
+        let (a, b, c) = (0x5353_0000, 0x5353_0008, 0x5353_0010);
+        assert!(!has_waited(b));
+        let freed_at = generation();
+        stream_waited(b, a, event_recorded());
+        stream_waited(c, b, event_recorded());
+        assert!(has_waited(b) && has_waited(c));
+        assert!(!has_waited(a), "a was waited on, it did not wait");
+        forget_waits_of(b);
+        assert!(!has_waited(b), "b's own waits");
+        assert!(!has_waited(c), "the waits on b");
+        assert!(!ordered_after(b, a, freed_at));
+    }
 }
