@@ -9,10 +9,15 @@
 //! another thread and threads that exit holding blocks exercise the
 //! threads' caches (src/pool/thread_cache.rs); the totals and peaks of the
 //! counts and requested bytes must stay exactly the model's.
+//!
+//! A stream that waits on an event recorded on another stream after its
+//! frees takes that stream's wholly free segments instead of growing
+//! (`registry::order`); blocks still come only from their stream's segments.
 
 use aclalloc::pool::{
     HostMemory, Limit, Pool, PoolConfig, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL,
 };
+use aclalloc::registry::order;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -36,6 +41,9 @@ enum Op {
     /// A thread allocates `n` blocks on a stream, frees every other one
     /// and exits; the rest stay live.
     ThreadLeaves(usize, usize, usize),
+    /// The first stream waits on an event recorded now on the second, then
+    /// allocates on the first.
+    WaitThenAlloc(usize, usize, usize),
 }
 
 /// What the model counts of every allocation and free.
@@ -105,6 +113,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::FreeElsewhere),
         2 => (0usize..3, size(), size(), 1usize..6).prop_map(|(st, a, b, n)| Op::Alternate(st, a, b, n)),
         1 => (0usize..3, size(), 1usize..12).prop_map(|(st, s, n)| Op::ThreadLeaves(st, s, n)),
+        3 => (0usize..3, 0usize..3, size()).prop_map(|(w, s, n)| Op::WaitThenAlloc(w, s, n)),
     ]
 }
 
@@ -280,6 +289,21 @@ fn failure_is_real(
     Ok(())
 }
 
+/// True when `source` has a wholly free segment a request of `size` bytes
+/// may take whole (its kind, no smaller, within the oversize rules).
+fn movable_segment(pool: &Pool, source: usize, size: usize) -> bool {
+    let rounded = round512(size);
+    let max_split = pool.config().max_split_size;
+    pool.segments().iter().any(|s| {
+        s.stream == source
+            && s.small == (rounded <= MIB)
+            && s.total_size >= rounded
+            && s.blocks.iter().all(|b| !b.allocated)
+            && !(rounded < max_split && s.total_size >= max_split
+                || rounded >= max_split && s.total_size >= rounded + 20 * MIB)
+    })
+}
+
 trait Left {
     fn capacity_left(&self) -> usize;
 }
@@ -412,6 +436,30 @@ proptest! {
                         let l = Live { addr: a, requested: size, tag, stream };
                         stamp(&l);
                         live.push(l);
+                    }
+                }
+                Op::WaitThenAlloc(waiter, source, size) => {
+                    // Stream words are process-wide in the order: an earlier
+                    // case's waits are on records older than any free here.
+                    order::stream_waited(waiter, source, order::event_recorded());
+                    let movable = waiter != source && movable_segment(&pool, source, size);
+                    let before = pool.stats();
+                    match pool.malloc_on(waiter, size) {
+                        Ok(addr) => {
+                            tag += 1;
+                            let l = Live { addr: addr.get(), requested: size, tag, stream: waiter };
+                            stamp(&l);
+                            live.push(l);
+                            totals.alloc(size);
+                        }
+                        Err(e) => {
+                            prop_assert!(!movable, "a segment of stream {source} could serve: {e}");
+                            failure_is_real(&pool, &device, size, waiter)?;
+                        }
+                    }
+                    if movable {
+                        let after = pool.stats();
+                        prop_assert_eq!(after.num_device_alloc, before.num_device_alloc, "grew instead of taking the waited-on stream's segment");
                     }
                 }
                 Op::EmptyCache => {

@@ -103,7 +103,8 @@ pub fn host() -> &'static HostRuntime {
 }
 
 /// What hears of the host runtime's stream events: the tracking layer, and
-/// every pool when a stream is destroyed (`Pool::forget_stream`).
+/// every pool when a stream is destroyed (`Pool::forget_stream`). Records
+/// and waits the runtime keeps in `registry::order` itself.
 struct StreamEvents;
 
 impl StreamObserver for StreamEvents {
@@ -117,12 +118,7 @@ impl StreamObserver for StreamEvents {
     fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
         crate::tracking::TrackingObserver.stream_destroyed(stream, old);
         crate::pool::handles::forget_stream(stream.get());
-    }
-    fn event_recorded(&self, stream: StreamKey) -> u64 {
-        crate::tracking::TrackingObserver.event_recorded(stream)
-    }
-    fn stream_waited(&self, waiter: StreamKey, source: StreamKey, token: u64) {
-        crate::tracking::TrackingObserver.stream_waited(waiter, source, token)
+        crate::registry::order::forget_waits_of(stream.get().get());
     }
 }
 

@@ -79,6 +79,10 @@ pub(crate) struct Segment {
     pub first: u32,
     /// An expandable segment: a reservation mapped page by page (`src/pool/expandable.rs`).
     pub expandable: bool,
+    /// The ordering generation of the latest free of one of its blocks
+    /// (`crate::registry::order`): another stream ordered after it may take
+    /// the segment once it is wholly free (`src/pool/engine/adopt.rs`).
+    pub freed_at: u64,
 }
 
 /// A vector of `T` addressed by `u32`, reusing vacated slots.

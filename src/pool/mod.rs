@@ -54,6 +54,7 @@ use std::cell::Cell;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+mod cross_stream;
 mod sharded;
 mod streams;
 mod thread_cache;

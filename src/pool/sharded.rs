@@ -196,6 +196,9 @@ impl All<'_> {
         if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false, None) {
             return Ok(Some(addr));
         }
+        if let Some(addr) = self.take_ordered(s, stream, size, rounded) {
+            return Ok(Some(addr));
+        }
         match self.grow(s, size, rounded, stream, may_retry)? {
             Some(idx) => Ok(Some(self.shards[s].finish(idx, rounded, size))),
             None => Ok(None),

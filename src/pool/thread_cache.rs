@@ -75,6 +75,10 @@ pub(crate) struct State {
     parked: Vec<Loan>,
     handed_out: Vec<Loan>,
     stats: CacheStats,
+    /// The ordering generation (`crate::registry::order`) of the latest
+    /// park: no parked block was freed later. One word per cache, not per
+    /// block, keeps the parked blocks' records as small as they were.
+    last_park: u64,
 }
 
 /// The owner's fast path is in the cache (`busy` set); dropping it leaves.
@@ -178,7 +182,7 @@ impl State {
             core.take_back_handed_out(loan, &mut self.stats);
         }
         for loan in self.parked.drain(..) {
-            core.take_back_parked(loan, &mut self.stats);
+            core.take_back_parked(loan, &mut self.stats, self.last_park);
         }
         core.absorb(&mut self.stats);
     }
@@ -191,7 +195,7 @@ impl State {
         while i < self.parked.len() {
             if self.parked[i].kind == kind {
                 let loan = self.parked.remove(i);
-                core.take_back_parked(loan, &mut self.stats);
+                core.take_back_parked(loan, &mut self.stats, self.last_park);
             } else {
                 i += 1;
             }
@@ -252,6 +256,7 @@ impl State {
             size_key: key,
             ..loan
         });
+        self.last_park = crate::registry::order::generation();
         true
     }
 
@@ -479,6 +484,7 @@ impl Pool {
                             parked: Vec::with_capacity(PARKED),
                             handed_out: Vec::with_capacity(HANDED_OUT),
                             stats: CacheStats::default(),
+                            last_park: 0,
                         }),
                     });
                     if caches.len() >= CACHES_PER_THREAD {

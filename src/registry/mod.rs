@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod observer;
+pub mod order;
 
 use crate::base::descriptor::GetAddrFromBlockFn;
 use crate::base::descriptor::{AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, FreeFn};

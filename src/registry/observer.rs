@@ -39,7 +39,9 @@ pub trait StreamObserver: Sync {
     fn stream_destroyed(&self, _stream: StreamKey, _old: Option<&Registration>) {}
     /// An event was recorded on `stream`: returns a token that stands for
     /// "the work submitted to `stream` so far", handed back with
-    /// [`StreamObserver::stream_waited`] (0: nothing to hand back).
+    /// [`StreamObserver::stream_waited`] (0: nothing to hand back). The host
+    /// runtime keeps its records and waits in [`super::order`] itself; these
+    /// two serve events recorded through a real runtime.
     #[inline]
     fn event_recorded(&self, _stream: StreamKey) -> u64 {
         0

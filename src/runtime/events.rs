@@ -7,16 +7,17 @@
 //! A blocked wait joins the kernels' wait-for graph (`waits`) as "this
 //! stream waits for the stream of the record": a wait that would close a
 //! cycle (the record sits behind a kernel that waits for this stream) is
-//! reported on stderr and given up instead of hanging both streams. The
-//! observer hears of records and waits, so the tracking layer knows which
-//! streams are ordered after which without a synchronize.
+//! reported on stderr and given up instead of hanging both streams. Records
+//! and waits are kept in [`crate::registry::order`], so the tracking layer
+//! and the pool know which streams are ordered after which without a
+//! synchronize.
 
 use super::host::HostRuntime;
 use super::stream_worker::{self, Task};
 use super::waits;
 use crate::base::error::{Error, Result};
 use crate::base::ids::EventHandle;
-use crate::registry::StreamKey;
+use crate::registry::{order, StreamKey};
 use parking_lot::{Condvar, Mutex};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,7 +55,7 @@ struct Marks {
     waits: u64,
     waits_done: u64,
     /// The last record: its number, its stream (as the wait-for graph
-    /// knows it) and the stream's key with the observer's token.
+    /// knows it) and the stream's key with its generation in `order`.
     source: Option<Source>,
 }
 
@@ -225,7 +226,7 @@ impl HostRuntime {
             generation: 0,
             stream: s.wait_id(),
             key,
-            token: self.observer().event_recorded(key),
+            token: order::event_recorded(),
         };
         let next = |m: &mut Marks| {
             m.recorded += 1;
@@ -254,7 +255,7 @@ impl HostRuntime {
         self.enqueue_on(Some(key), &event, last, undo, Task::Wait)?;
         // The work queued on `key` from now on runs after the record.
         if let Some(s) = source.filter(|s| s.key != key) {
-            self.observer().stream_waited(key, s.key, s.token);
+            order::stream_waited(key.get().get(), s.key.get().get(), s.token);
         }
         Ok(())
     }
@@ -289,7 +290,7 @@ impl HostRuntime {
         let task = |e, n| Task::TimedWait(e, n, seconds);
         self.enqueue_on(Some(key), &ev, last, undo, task)?;
         if let Some(s) = source.filter(|s| s.key != key) {
-            self.observer().stream_waited(key, s.key, s.token);
+            order::stream_waited(key.get().get(), s.key.get().get(), s.token);
         }
         Ok(())
     }

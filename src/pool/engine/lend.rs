@@ -171,13 +171,17 @@ impl Core {
     }
 
     /// Takes back a block parked in the cache: it goes to its bin here.
-    pub(crate) fn take_back_parked(&mut self, loan: Loan, from: &mut CacheStats) {
+    /// `freed_at`: the ordering generation of the cache's latest park, no
+    /// earlier than this block's free (`Segment::freed_at`).
+    pub(crate) fn take_back_parked(&mut self, loan: Loan, from: &mut CacheStats, freed_at: u64) {
         let b = &mut self.blocks[loan.idx];
         debug_assert!(b.state == State::Lent && b.addr == loan.addr);
         b.state = State::Cached;
         b.requested = 0;
         b.counted_split = loan.split;
         let stream = b.stream;
+        let segment = &mut self.segments[b.segment];
+        segment.freed_at = segment.freed_at.max(freed_at);
         if loan.split {
             let s = &mut self.stats;
             for i in [STAT_ALL, loan.kind as usize] {

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use tlsf::Tlsf;
 
 mod addresses;
+mod adopt;
 mod bins;
 mod bookkeeping;
 pub(crate) mod counters;
@@ -494,6 +495,8 @@ impl Core {
         let b = &mut self.blocks[idx];
         let (size, requested, b_stream) = (b.size, b.requested, b.stream);
         b.state = State::Cached;
+        let segment = b.segment;
+        self.segments[segment].freed_at = crate::registry::order::generation();
         b.requested = 0;
         let k = b.kind.index();
         let s = &mut self.stats;

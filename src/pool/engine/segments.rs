@@ -90,6 +90,7 @@ impl Core {
             stream,
             first: NIL,
             expandable,
+            freed_at: 0,
         });
         let idx = self.blocks.insert(Block {
             addr,
