@@ -58,9 +58,17 @@ pub unsafe extern "C" fn aclrtValueWait(
     })
 }
 
-/// Drops the work queued on `stream` that has not started (not the default
-/// stream: NULL is refused). On the host the task running now finishes;
-/// events recorded by the dropped work count as complete.
+/// Aborts `stream` (not the default stream: NULL is refused). On the host:
+/// the task running (or, when the stream's worker is between tasks, the
+/// next to start) is interrupted, every other queued task is dropped
+/// (events they record count as complete, what they own is freed), and
+/// later launches run as usual. The interrupted task fails: the next
+/// `aclrtSynchronizeStream` returns `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`
+/// (507035) for a kernel or host function, `ACL_ERROR_RT_INTERNAL_ERROR`
+/// (507000) for a copy, set or wait. A synchronize already waiting when the
+/// abort comes returns `ACL_ERROR_RT_STREAM_ABORT` (107023). A host kernel
+/// cannot be killed: one that runs long polls `aclallocCurrentTaskCancelled`
+/// to end early (a value wait does).
 ///
 /// # Safety
 /// None for the host runtime: the handle is looked up, never trusted.
@@ -72,8 +80,15 @@ pub unsafe extern "C" fn aclrtStreamAbort(stream: aclrtStream) -> aclError {
 }
 
 /// Stops the task running on `stream` without dropping queued work (not
-/// the default stream: NULL is refused). A host task cannot be
-/// interrupted: on the host this checks the stream and returns.
+/// the default stream: NULL is refused). On the host: the task running (or,
+/// when the stream's worker is between tasks, the next to start) is
+/// interrupted and fails with `ACL_ERROR_RT_INTERNAL_ERROR` (507000), which
+/// the next `aclrtSynchronizeStream` returns once; one not started does not
+/// run, and a running host kernel learns it through
+/// `aclallocCurrentTaskCancelled`. The queued work and later launches run
+/// after it (with `ACL_STOP_ON_FAILURE`, queued work is dropped until the
+/// failure is reported, as after any failed task). Nothing happens on an
+/// idle stream.
 ///
 /// # Safety
 /// None for the host runtime: the handle is looked up, never trusted.
