@@ -11,7 +11,6 @@ use super::types::*;
 use crate::base::error::{Error, Result};
 use crate::registry::StreamKey;
 use parking_lot::Mutex;
-use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CString};
 
 /// `aclrtValueWait`: the word is at least the value.
@@ -202,17 +201,17 @@ pub struct aclrtStreamConfigHandle {
     pub priority: u32,
 }
 
-/// Live config handles: only these are read, written or freed.
-static CONFIG_HANDLES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+/// Live config handles: only these are read, written or freed. A list (a
+/// program holds a few): its buffer starts where its pointer points, so a
+/// leak checker at exit sees it reachable, not "possibly lost" as a hash
+/// set's buffer, pointed into the middle, would be.
+static CONFIG_HANDLES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn live_config(handle: *const aclrtStreamConfigHandle) -> Result<*mut aclrtStreamConfigHandle> {
     if handle.is_null() {
         return Err(Error::NullPointer { param: "handle" });
     }
-    let live = CONFIG_HANDLES
-        .lock()
-        .as_ref()
-        .is_some_and(|set| set.contains(&(handle as usize)));
+    let live = CONFIG_HANDLES.lock().contains(&(handle as usize));
     if !live {
         return Err(Error::InvalidParam {
             param: "handle",
@@ -244,10 +243,7 @@ pub extern "C" fn aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandl
             flag: 0,
             priority: 0,
         }));
-        CONFIG_HANDLES
-            .lock()
-            .get_or_insert_with(HashSet::new)
-            .insert(handle as usize);
+        CONFIG_HANDLES.lock().push(handle as usize);
         Ok(handle.cast())
     })
     .cast()
@@ -264,9 +260,7 @@ pub unsafe extern "C" fn aclrtDestroyStreamConfigHandle(
 ) -> aclError {
     real_or_host!(aclrtDestroyStreamConfigHandle(handle: *mut aclrtStreamConfigHandle) {
         let handle = live_config(handle)?;
-        if let Some(set) = CONFIG_HANDLES.lock().as_mut() {
-            set.remove(&(handle as usize));
-        }
+        CONFIG_HANDLES.lock().retain(|&h| h != handle as usize);
         // SAFETY: a live handle is a box made by aclrtCreateStreamConfigHandle,
         // just taken out of the live set, so it is freed once.
         drop(unsafe { Box::from_raw(handle) });
@@ -320,7 +314,7 @@ pub unsafe extern "C" fn aclrtSetStreamConfigOpt(
         }
         let live = CONFIG_HANDLES.lock();
         // Written under the set's lock: a concurrent destroy waits for it.
-        if live.as_ref().is_some_and(|s| s.contains(&(handle as usize))) {
+        if live.contains(&(handle as usize)) {
             // SAFETY: still live, so still the box it was made with.
             unsafe { *handle = config };
         }
