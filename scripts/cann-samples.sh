@@ -99,19 +99,15 @@ without_script_lines() { # DIR < documented > expected
       print "$line\n";
     }' "$1"
 }
-# A free TCP port for a server sample, and whether something listens on it.
+# A TCP port for a server sample: one no socket of this machine is bound to
+# (as /proc/net/tcp lists them; a clash shows as a failed run).
 free_port() {
   local port
   for _ in $(seq 50); do
     port=$(( 20000 + RANDOM % 20000 ))
-    listening "$port" || { echo "$port"; return; }
+    grep -qi "$(printf ':%04X ' "$port")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$port"; return; }
   done
   echo 28888
-}
-listening() {
-  local hex
-  hex="$(printf ':%04X ' "$1")"
-  grep -q "$hex.* 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 # Does every documented line appear in the output, in order? The README's
 # placeholders ("...", "<name>", "8.x.x") match anything; with "shape",
@@ -163,9 +159,14 @@ for s in "${samples[@]}"; do
     for ((i = 1; i <= runs; i++)); do
       port="$(free_port)"
       (cd "$dir" && rm -rf file && mkdir -p file)
-      (cd "$dir" && exec timeout 120 ./build/server "$port" >"$dir/run.txt" 2>"$dir/run.err") &
+      # Line-buffered, so the client starts once the server says it listens.
+      (cd "$dir" && exec timeout 120 stdbuf -oL ./build/server "$port" >"$dir/run.txt" 2>"$dir/run.err") &
       server=$!
-      for _ in $(seq 200); do listening "$port" && break; sleep 0.05; done
+      for _ in $(seq 400); do
+        grep -q 'listening on port' "$dir/run.txt" 2>/dev/null && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.05
+      done
       (cd "$dir" && timeout 120 ./build/client 127.0.0.1 "$port" >"$dir/run_client.txt" 2>"$dir/run_client.err")
       crc=$?
       wait "$server"
