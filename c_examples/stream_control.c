@@ -3,9 +3,11 @@
  * callbacks around creation and destruction, one stream holding on a device
  * word until another writes it (aclrtValueWait / aclrtValueWrite),
  * aclrtStreamAbort dropping queued work while releasing what waits on it,
- * and a kernel that fails (aclallocFailCurrentTask) under each failure mode.
+ * aclrtStreamStop and aclrtStreamAbort interrupting a long host function
+ * (aclallocCurrentTaskCancelled), and a kernel that fails (aclallocFailCurrentTask) under each failure mode.
  */
 #include <stdint.h>
+#include <unistd.h>
 
 #include "acl/acl.h"
 #include "aclalloc.h"
@@ -15,6 +17,17 @@
 static int created, destroyed;
 
 static void add_one(void *args) { (*(int *)args)++; }
+/* Runs until its stream is stopped or aborted (at most about 10 s), as a
+ * long kernel; counts the times it saw that. */
+static void long_task(void *args) {
+    for (int i = 0; i < 10000; i++) {
+        if (aclallocCurrentTaskCancelled()) {
+            (*(int *)args)++;
+            return;
+        }
+        usleep(1000);
+    }
+}
 static void trap(void *ws, size_t size, void *data) {
     (void)ws;
     (void)size;
@@ -89,12 +102,36 @@ int main(void) {
     CHECK(aclrtStreamWaitEvent(a, event));
     CHECK(aclrtStreamAbort(b));
     CHECK(aclrtSynchronizeStream(a));
-    CHECK(aclrtValueWrite(word, 2, 0, a));
+    /* The interrupted wait is a kernel task: it failed, reported once. */
+    EXPECT(aclrtSynchronizeStream(b) == 507035);
     CHECK(aclrtSynchronizeStream(b));
     CHECK(aclrtMemcpy(&host, sizeof host, word, sizeof host, ACL_MEMCPY_DEVICE_TO_HOST));
-    EXPECT(host == 2); /* the dropped write of 100 never ran */
-    CHECK(aclrtStreamStop(b));
+    EXPECT(host == 1); /* the dropped write of 100 never ran */
+    CHECK(aclrtStreamStop(b)); /* idle: nothing to stop */
+    CHECK(aclrtSynchronizeStream(b));
     expect("aclrtStreamAbort(NULL)", aclrtStreamAbort(NULL), ACL_ERROR_INVALID_PARAM, "default stream");
+    expect("aclrtStreamStop(NULL)", aclrtStreamStop(NULL), ACL_ERROR_INVALID_PARAM, "default stream");
+
+    /* Stop: the long host function learns it and ends early; its task
+     * fails with ACL_ERROR_RT_INTERNAL_ERROR; queued work is kept. */
+    int ran = 0, cancelled = 0;
+    EXPECT(aclallocCurrentTaskCancelled() == 0); /* outside a task */
+    CHECK(aclrtLaunchHostFunc(b, long_task, &cancelled));
+    CHECK(aclrtLaunchHostFunc(b, add_one, &ran));
+    CHECK(aclrtStreamStop(b));
+    EXPECT(aclrtSynchronizeStream(b) == 507000);
+    EXPECT(ran == 1 && cancelled <= 1);
+    CHECK(aclrtSynchronizeStream(b));
+    /* Abort: the long one fails as a killed kernel does; the host function
+     * queued behind it never runs (its job is freed). */
+    CHECK(aclrtLaunchHostFunc(b, long_task, &cancelled));
+    CHECK(aclrtLaunchHostFunc(b, add_one, &ran));
+    CHECK(aclrtStreamAbort(b));
+    EXPECT(aclrtSynchronizeStream(b) == 507035);
+    EXPECT(ran == 1);
+    CHECK(aclrtLaunchHostFunc(b, add_one, &ran)); /* later launches run */
+    CHECK(aclrtSynchronizeStream(b));
+    EXPECT(ran == 2);
 
     /* A failing kernel: the next synchronize says so, once; with
      * ACL_STOP_ON_FAILURE what was queued behind it does not run. */

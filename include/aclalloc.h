@@ -1230,6 +1230,17 @@ aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
 aclError aclallocFailCurrentTask(aclError code);
 
 /**
+ * 1 inside a kernel or host function whose stream was stopped
+ * (`aclrtStreamStop`) or aborted (`aclrtStreamAbort`) while it ran, or
+ * before it started; 0 otherwise, and outside a stream's task. A host
+ * kernel that runs long polls it to end early, as the device ends a
+ * stopped kernel: the task fails all the same (the next synchronize
+ * reports `ACL_ERROR_RT_INTERNAL_ERROR` after a stop,
+ * `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION` after an abort).
+ */
+int aclallocCurrentTaskCancelled(void);
+
+/**
  * Turns the tracking layer on (non-zero) or off (0) for allocator lookups
  * from now on, as `ACLALLOC_TRACK=1` does at load time: with it on,
  * `aclrtAllocatorGetByStream` hands out callbacks that record every block

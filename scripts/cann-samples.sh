@@ -11,7 +11,9 @@
 # (default: the samples that need neither notifies nor IPC, listed below).
 # The AI Core kernels are replaced by host stand-ins of the same effect
 # (scripts/cann-samples/host_kernels.cpp, built by the prefix's
-# ascendc_library()).
+# ascendc_library()). A sample built as a server and a client (memory/12)
+# runs as a pair on a free local port, each compared with its own block of
+# the README's output.
 #
 # One line per sample: builds?, runs that exited 0 and printed every
 # documented line ("exact"; "shape" when only numbers differ), and the first
@@ -19,7 +21,7 @@
 # ACLALLOC_SAMPLES_DIR keeps the scratch directory (default: a temporary one).
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,18p' "$0" >&2
+  sed -n '2,21p' "$0" >&2
   exit 2
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -67,14 +69,45 @@ bash "$root/scripts/cann-prefix.sh" "$prefix" >/dev/null || exit 2
 source "$prefix/bin/setenv.bash"
 export ACLALLOC_HOST_KERNELS="$root/scripts/cann-samples/host_kernels.cpp"
 
-# The documented output: the first fenced block after the README's output
-# heading, without the lines run.sh prints itself.
-documented() {
-  awk '
+# The documented output: the Nth (default: first) fenced block after the
+# README's output heading.
+documented() { # README [N]
+  awk -v want="${2:-1}" '
     /^#+ .*(示例输出|运行结果|输出示例|Output|output)/ { h = 1; next }
-    h && /^```/ { if (inb) exit; inb = 1; next }
-    inb { print }
+    h && /^```/ { if (inb) { if (++n == want) exit; inb = 0; next } inb = 1; next }
+    inb && n == want - 1 { print }
   ' "$1" | sed 's/\r$//' | grep -v '^[[:space:]]*$' | grep -v '^\.\.\.'
+}
+# Drops the documented lines the sample's own scripts print (they are not the
+# program's): a line found in a script as it is, or one that matches an
+# `echo "..."` of a script, the README's "..." matching anything and each
+# shell variable of the echo read as "...".
+without_script_lines() { # DIR < documented > expected
+  perl -e '
+    my (@echoes, $all);
+    for my $f (glob("$ARGV[0]/*.sh")) {
+      open(my $s, "<", $f) or next;
+      local $/; my $text = <$s>;
+      $all .= $text;
+      push @echoes, map { s/\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*/.../gr } ($text =~ /echo\s+"([^"]*)"/g);
+    }
+    while (my $line = <STDIN>) {
+      chomp $line;
+      next if defined $all && index($all, $line) >= 0;
+      my $re = join "", map { $_ eq "..." ? ".*" : quotemeta } split /(\.\.\.)/, $line;
+      next if grep { /^$re$/ } @echoes;
+      print "$line\n";
+    }' "$1"
+}
+# A TCP port for a server sample: one no socket of this machine is bound to
+# (as /proc/net/tcp lists them; a clash shows as a failed run).
+free_port() {
+  local port
+  for _ in $(seq 50); do
+    port=$(( 20000 + RANDOM % 20000 ))
+    grep -qi "$(printf ':%04X ' "$port")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$port"; return; }
+  done
+  echo 28888
 }
 # Does every documented line appear in the output, in order? The README's
 # placeholders ("...", "<name>", "8.x.x") match anything; with "shape",
@@ -117,11 +150,48 @@ for s in "${samples[@]}"; do
     printf '%-52s %-7s %-6s %-6s %s\n' "$s" no - - "$miss"
     continue
   fi
+  if [ -x "$dir/build/server" ] && [ -x "$dir/build/client" ]; then
+    # A server and a client (run_server.sh, run_client.sh): the README
+    # documents the server's output, then the client's.
+    documented "$dir/README.md" 1 | without_script_lines "$dir" >"$dir/expected.txt"
+    documented "$dir/README.md" 2 | without_script_lines "$dir" >"$dir/expected_client.txt"
+    exact=0 shaped=0 first=""
+    for ((i = 1; i <= runs; i++)); do
+      port="$(free_port)"
+      (cd "$dir" && rm -rf file && mkdir -p file)
+      # Line-buffered, so the client starts once the server says it listens.
+      (cd "$dir" && exec timeout 120 stdbuf -oL ./build/server "$port" >"$dir/run.txt" 2>"$dir/run.err") &
+      server=$!
+      for _ in $(seq 400); do
+        grep -q 'listening on port' "$dir/run.txt" 2>/dev/null && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.05
+      done
+      (cd "$dir" && timeout 120 ./build/client 127.0.0.1 "$port" >"$dir/run_client.txt" 2>"$dir/run_client.err")
+      crc=$?
+      wait "$server"
+      src=$?
+      ok_exact=1 ok_shape=1
+      if [ $src -ne 0 ] || [ $crc -ne 0 ]; then
+        ok_exact=0 ok_shape=0
+        [ -n "$first" ] || first="exit server $src client $crc: $(tail -n 1 "$dir/run.err" "$dir/run_client.err" | tr '\n' ' ' | cut -c1-200)"
+      fi
+      for side in "" _client; do
+        matches "$dir/expected$side.txt" "$dir/run$side.txt" >/dev/null || ok_exact=0
+        if ! missing="$(matches "$dir/expected$side.txt" "$dir/run$side.txt" shape)"; then
+          ok_shape=0
+          [ -n "$first" ] || first="missing${side:+ ($side)}: $missing"
+        fi
+      done
+      exact=$((exact + ok_exact))
+      shaped=$((shaped + ok_shape))
+    done
+    printf '%-52s %-7s %-6s %-6s %s\n' "$s" yes "$exact/$runs" "$shaped/$runs" "$first"
+    continue
+  fi
   exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x -name 'main' | head -1)"
   [ -n "$exe" ] || exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x ! -name '*.so' ! -path '*CMakeFiles*' | head -1)"
-  documented "$dir/README.md" | while IFS= read -r line; do
-    grep -qF -- "$line" "$dir/run.sh" 2>/dev/null || printf '%s\n' "$line"
-  done >"$dir/expected.txt"
+  documented "$dir/README.md" | without_script_lines "$dir" >"$dir/expected.txt"
   exact=0 shaped=0 first=""
   for ((i = 1; i <= runs; i++)); do
     # The directories run.sh makes for the program (its input and output files).

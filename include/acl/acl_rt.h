@@ -980,11 +980,16 @@ aclError aclrtFree(void *devPtr);
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
 
 /**
- * Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
- * byte of `value`.
+ * Sets `count` bytes (`count` <= `maxCount`) to the low byte of `value`.
+ * As CANN decides by the address, the memory may be the device's or the
+ * host's: on the host runtime, an address no device allocation knows of is
+ * host memory, accepted when the whole range lies in mappings of the
+ * process that allow writing (`ACL_ERROR_INVALID_PARAM` otherwise: not
+ * mapped, or read-only). Freed or overrun device memory is refused.
  *
  * # Safety
- * None beyond C's: the range is checked against device memory.
+ * None beyond C's: the range is checked against device memory and the
+ * process's writable mappings.
  */
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
 
@@ -997,11 +1002,13 @@ aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind, aclrtStream stream);
 
 /**
- * `aclrtMemset` run in order on `stream` (NULL: the default stream).
+ * `aclrtMemset` run in order on `stream` (NULL: the default stream); the
+ * range is checked as `aclrtMemset`'s when the call is made.
  *
  * # Safety
- * The memory must not be freed before the stream has run the fill
- * (`aclrtFree` waits for pending work, so this holds for device memory).
+ * The memory must not be freed (host memory: unmapped) before the stream
+ * has run the fill (`aclrtFree` waits for pending work, so this holds for
+ * device memory).
  */
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream);
 
@@ -1323,9 +1330,17 @@ aclError aclrtValueWrite(void *devAddr, uint64_t value, uint32_t flag, aclrtStre
 aclError aclrtValueWait(void *devAddr, uint64_t value, uint32_t flag, aclrtStream stream);
 
 /**
- * Drops the work queued on `stream` that has not started (not the default
- * stream: NULL is refused). On the host the task running now finishes;
- * events recorded by the dropped work count as complete.
+ * Aborts `stream` (not the default stream: NULL is refused). On the host:
+ * the task running (or, when the stream's worker is between tasks, the
+ * next to start) is interrupted, every other queued task is dropped
+ * (events they record count as complete, what they own is freed), and
+ * later launches run as usual. The interrupted task fails: the next
+ * `aclrtSynchronizeStream` returns `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`
+ * (507035) for a kernel or host function, `ACL_ERROR_RT_INTERNAL_ERROR`
+ * (507000) for a copy, set or wait. A synchronize already waiting when the
+ * abort comes returns `ACL_ERROR_RT_STREAM_ABORT` (107023). A host kernel
+ * cannot be killed: one that runs long polls `aclallocCurrentTaskCancelled`
+ * to end early (a value wait does).
  *
  * # Safety
  * None for the host runtime: the handle is looked up, never trusted.
@@ -1334,8 +1349,15 @@ aclError aclrtStreamAbort(aclrtStream stream);
 
 /**
  * Stops the task running on `stream` without dropping queued work (not
- * the default stream: NULL is refused). A host task cannot be
- * interrupted: on the host this checks the stream and returns.
+ * the default stream: NULL is refused). On the host: the task running (or,
+ * when the stream's worker is between tasks, the next to start) is
+ * interrupted and fails with `ACL_ERROR_RT_INTERNAL_ERROR` (507000), which
+ * the next `aclrtSynchronizeStream` returns once; one not started does not
+ * run, and a running host kernel learns it through
+ * `aclallocCurrentTaskCancelled`. The queued work and later launches run
+ * after it (with `ACL_STOP_ON_FAILURE`, queued work is dropped until the
+ * failure is reported, as after any failed task). Nothing happens on an
+ * idle stream.
  *
  * # Safety
  * None for the host runtime: the handle is looked up, never trusted.

@@ -85,10 +85,18 @@ void Short(const Args& a)
 }
 
 // The kernel runs for seconds on a device (250 million dependent steps per
-// block), longer than the samples' 1000 ms timeouts; then adds 1.
+// block), longer than the samples' 1000 ms timeouts; then adds 1. Stopped
+// or aborted (aclrtStreamStop, aclrtStreamAbort), it ends at once without
+// its effect, as the device ends a kernel it stops.
 void Long(const Args& a)
 {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < end) {
+        if (aclallocCurrentTaskCancelled()) {
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     for (uint32_t i = 0; i < a.blockDim; ++i) {
         a.x[i] += 1;
     }

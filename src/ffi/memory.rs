@@ -69,11 +69,16 @@ pub unsafe extern "C" fn aclrtMemcpy(
     call_active!(aclrtMemcpy(dst, destMax, src, count, kind))
 }
 
-/// Sets `count` bytes (`count` <= `maxCount`) of device memory to the low
-/// byte of `value`.
+/// Sets `count` bytes (`count` <= `maxCount`) to the low byte of `value`.
+/// As CANN decides by the address, the memory may be the device's or the
+/// host's: on the host runtime, an address no device allocation knows of is
+/// host memory, accepted when the whole range lies in mappings of the
+/// process that allow writing (`ACL_ERROR_INVALID_PARAM` otherwise: not
+/// mapped, or read-only). Freed or overrun device memory is refused.
 ///
 /// # Safety
-/// None beyond C's: the range is checked against device memory.
+/// None beyond C's: the range is checked against device memory and the
+/// process's writable mappings.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMemset(
     devPtr: *mut c_void,
@@ -100,11 +105,13 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     call_active!(aclrtMemcpyAsync(dst, destMax, src, count, kind, stream))
 }
 
-/// `aclrtMemset` run in order on `stream` (NULL: the default stream).
+/// `aclrtMemset` run in order on `stream` (NULL: the default stream); the
+/// range is checked as `aclrtMemset`'s when the call is made.
 ///
 /// # Safety
-/// The memory must not be freed before the stream has run the fill
-/// (`aclrtFree` waits for pending work, so this holds for device memory).
+/// The memory must not be freed (host memory: unmapped) before the stream
+/// has run the fill (`aclrtFree` waits for pending work, so this holds for
+/// device memory).
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMemsetAsync(
     devPtr: *mut c_void,

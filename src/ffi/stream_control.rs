@@ -11,7 +11,6 @@ use super::types::*;
 use crate::base::error::{Error, Result};
 use crate::registry::StreamKey;
 use parking_lot::Mutex;
-use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CString};
 
 /// `aclrtValueWait`: the word is at least the value.
@@ -58,9 +57,17 @@ pub unsafe extern "C" fn aclrtValueWait(
     })
 }
 
-/// Drops the work queued on `stream` that has not started (not the default
-/// stream: NULL is refused). On the host the task running now finishes;
-/// events recorded by the dropped work count as complete.
+/// Aborts `stream` (not the default stream: NULL is refused). On the host:
+/// the task running (or, when the stream's worker is between tasks, the
+/// next to start) is interrupted, every other queued task is dropped
+/// (events they record count as complete, what they own is freed), and
+/// later launches run as usual. The interrupted task fails: the next
+/// `aclrtSynchronizeStream` returns `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`
+/// (507035) for a kernel or host function, `ACL_ERROR_RT_INTERNAL_ERROR`
+/// (507000) for a copy, set or wait. A synchronize already waiting when the
+/// abort comes returns `ACL_ERROR_RT_STREAM_ABORT` (107023). A host kernel
+/// cannot be killed: one that runs long polls `aclallocCurrentTaskCancelled`
+/// to end early (a value wait does).
 ///
 /// # Safety
 /// None for the host runtime: the handle is looked up, never trusted.
@@ -72,8 +79,15 @@ pub unsafe extern "C" fn aclrtStreamAbort(stream: aclrtStream) -> aclError {
 }
 
 /// Stops the task running on `stream` without dropping queued work (not
-/// the default stream: NULL is refused). A host task cannot be
-/// interrupted: on the host this checks the stream and returns.
+/// the default stream: NULL is refused). On the host: the task running (or,
+/// when the stream's worker is between tasks, the next to start) is
+/// interrupted and fails with `ACL_ERROR_RT_INTERNAL_ERROR` (507000), which
+/// the next `aclrtSynchronizeStream` returns once; one not started does not
+/// run, and a running host kernel learns it through
+/// `aclallocCurrentTaskCancelled`. The queued work and later launches run
+/// after it (with `ACL_STOP_ON_FAILURE`, queued work is dropped until the
+/// failure is reported, as after any failed task). Nothing happens on an
+/// idle stream.
 ///
 /// # Safety
 /// None for the host runtime: the handle is looked up, never trusted.
@@ -187,17 +201,17 @@ pub struct aclrtStreamConfigHandle {
     pub priority: u32,
 }
 
-/// Live config handles: only these are read, written or freed.
-static CONFIG_HANDLES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+/// Live config handles: only these are read, written or freed. A list (a
+/// program holds a few): its buffer starts where its pointer points, so a
+/// leak checker at exit sees it reachable, not "possibly lost" as a hash
+/// set's buffer, pointed into the middle, would be.
+static CONFIG_HANDLES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn live_config(handle: *const aclrtStreamConfigHandle) -> Result<*mut aclrtStreamConfigHandle> {
     if handle.is_null() {
         return Err(Error::NullPointer { param: "handle" });
     }
-    let live = CONFIG_HANDLES
-        .lock()
-        .as_ref()
-        .is_some_and(|set| set.contains(&(handle as usize)));
+    let live = CONFIG_HANDLES.lock().contains(&(handle as usize));
     if !live {
         return Err(Error::InvalidParam {
             param: "handle",
@@ -229,10 +243,7 @@ pub extern "C" fn aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandl
             flag: 0,
             priority: 0,
         }));
-        CONFIG_HANDLES
-            .lock()
-            .get_or_insert_with(HashSet::new)
-            .insert(handle as usize);
+        CONFIG_HANDLES.lock().push(handle as usize);
         Ok(handle.cast())
     })
     .cast()
@@ -249,9 +260,7 @@ pub unsafe extern "C" fn aclrtDestroyStreamConfigHandle(
 ) -> aclError {
     real_or_host!(aclrtDestroyStreamConfigHandle(handle: *mut aclrtStreamConfigHandle) {
         let handle = live_config(handle)?;
-        if let Some(set) = CONFIG_HANDLES.lock().as_mut() {
-            set.remove(&(handle as usize));
-        }
+        CONFIG_HANDLES.lock().retain(|&h| h != handle as usize);
         // SAFETY: a live handle is a box made by aclrtCreateStreamConfigHandle,
         // just taken out of the live set, so it is freed once.
         drop(unsafe { Box::from_raw(handle) });
@@ -305,7 +314,7 @@ pub unsafe extern "C" fn aclrtSetStreamConfigOpt(
         }
         let live = CONFIG_HANDLES.lock();
         // Written under the set's lock: a concurrent destroy waits for it.
-        if live.as_ref().is_some_and(|s| s.contains(&(handle as usize))) {
+        if live.contains(&(handle as usize)) {
             // SAFETY: still live, so still the box it was made with.
             unsafe { *handle = config };
         }

@@ -1,8 +1,9 @@
 //! `aclallocFailCurrentTask`: how a host kernel reports that it failed, as
 //! a device kernel's exception does on CANN.
 
-use super::boundary::boundary;
+use super::boundary::{boundary, passthrough};
 use super::types::*;
+use std::ffi::c_int;
 
 /// Called from a kernel (`aclallocLaunchKernel`) or a host function
 /// (`aclrtLaunchHostFunc`) running on a stream: the task counts as failed
@@ -14,5 +15,19 @@ use super::types::*;
 pub extern "C" fn aclallocFailCurrentTask(code: aclError) -> aclError {
     boundary("aclallocFailCurrentTask", || {
         crate::runtime::stream_worker::fail_current_task(code)
+    })
+}
+
+/// 1 inside a kernel or host function whose stream was stopped
+/// (`aclrtStreamStop`) or aborted (`aclrtStreamAbort`) while it ran, or
+/// before it started; 0 otherwise, and outside a stream's task. A host
+/// kernel that runs long polls it to end early, as the device ends a
+/// stopped kernel: the task fails all the same (the next synchronize
+/// reports `ACL_ERROR_RT_INTERNAL_ERROR` after a stop,
+/// `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION` after an abort).
+#[no_mangle]
+pub extern "C" fn aclallocCurrentTaskCancelled() -> c_int {
+    passthrough("aclallocCurrentTaskCancelled", || {
+        c_int::from(crate::runtime::stream_worker::current_task_cancelled())
     })
 }

@@ -91,16 +91,25 @@ unsafe extern "C" fn trampoline(_: *mut c_void, blocking: usize, job: *mut c_voi
     }
 }
 
+/// A job whose task was dropped before it ran (aborted, stopped, or behind
+/// a failure in stop-on-failure mode): its count goes, and with it the job.
+///
+/// # Safety
+/// `job` is the count `launch_job` made, not taken back by `trampoline`.
+unsafe fn drop_job(job: *mut c_void) {
+    // SAFETY: the function's contract.
+    drop(unsafe { Arc::from_raw(job as *const Job) });
+}
+
 impl HostRuntime {
     fn launch_job(&self, stream: Option<StreamKey>, job: Job, blocking: bool) -> Result<()> {
         let (_, s) = self.resolve_stream(stream)?;
         let raw = Arc::into_raw(Arc::new(job));
-        let queued = s.enqueue(Task::Kernel {
-            kernel: trampoline,
-            workspace: std::ptr::null_mut(),
+        let queued = s.enqueue(Task::Owning {
+            run: trampoline,
             size: usize::from(blocking),
-            user_data: raw as *mut c_void,
-            release: false,
+            data: raw as *mut c_void,
+            free: drop_job,
         });
         if queued.is_err() {
             // SAFETY: the count made above, which the task never took.

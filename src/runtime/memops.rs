@@ -140,6 +140,12 @@ impl HostRuntime {
         self.check_device_range(src, count, "src", kind.device_src())
     }
 
+    /// A fill's range: device memory (live, as [`check_device_range`]
+    /// decides), or host memory, which must be mapped writable in this
+    /// process: CANN decides host or device by the address, and a host
+    /// range nobody can write is refused instead of faulting in the fill.
+    ///
+    /// [`check_device_range`]: HostRuntime::check_device_range
     fn check_set(&self, dst: *mut u8, max_count: usize, count: usize) -> Result<()> {
         if count > max_count {
             return Err(Error::InvalidParam {
@@ -147,7 +153,21 @@ impl HostRuntime {
                 reason: "It is greater than maxCount",
             });
         }
-        self.check_device_range(dst, count, "devPtr", true)
+        let device = self.check_device_range(dst, count, "devPtr", true);
+        // Refused as device memory: freed or overrun device memory stays
+        // refused; an address no device record knows of is the host's.
+        if device.is_err() && self.check_device_range(dst, count, "devPtr", false).is_ok() {
+            if super::host_ranges::writable(dst as usize, count) {
+                return Ok(());
+            }
+            return Err(Error::InvalidAddress {
+                param: "devPtr",
+                addr: dst as usize,
+                len: count,
+                reason: "It is neither device memory nor host memory this process may write (not mapped, or read-only)",
+            });
+        }
+        device
     }
 
     /// `aclrtMemcpy`: a synchronous copy, after every stream's queued work
@@ -185,8 +205,9 @@ impl HostRuntime {
         self.synchronize_all()
     }
 
-    /// `aclrtMemset`: fills device memory with the low byte of `value`, after
-    /// every stream's queued work.
+    /// `aclrtMemset`: fills device memory, or host memory mapped writable in
+    /// this process, with the low byte of `value`, after every stream's
+    /// queued work.
     pub fn memset(
         &self,
         dst: NonNull<u8>,
@@ -196,7 +217,8 @@ impl HostRuntime {
     ) -> Result<()> {
         self.check_set(dst.as_ptr(), max_count, count)?;
         self.after_queued_work()?;
-        // SAFETY: the range lies inside a live device allocation.
+        // SAFETY: the range lies inside a live device allocation, or in
+        // host mappings this process may write (the caller's memory).
         unsafe { dst.as_ptr().write_bytes(value as u8, count) };
         Ok(())
     }
@@ -225,7 +247,9 @@ impl HostRuntime {
         })
     }
 
-    /// `aclrtMemsetAsync`: the fill runs on `stream` in order.
+    /// `aclrtMemsetAsync`: the fill runs on `stream` in order; the range is
+    /// checked as `aclrtMemset`'s (host memory must stay mapped until the
+    /// stream has run the fill).
     pub fn memset_async(
         &self,
         dst: NonNull<u8>,

@@ -18,6 +18,7 @@ pub mod events;
 mod fork;
 pub mod host;
 mod host_memory;
+mod host_ranges;
 pub mod launch;
 mod launch_cache;
 pub mod memops;

@@ -8,7 +8,7 @@
 //! nothing.
 
 use super::host::HostRuntime;
-use super::stream_worker::{KernelFn, Task};
+use super::stream_worker::{current_task_cancelled, KernelFn, Task};
 use crate::base::error::{Error, Result};
 use crate::base::sync::{AtomicU64, Ordering};
 use crate::registry::StreamKey;
@@ -55,11 +55,13 @@ unsafe extern "C" fn write_word(workspace: *mut c_void, value: usize, _: *mut c_
 unsafe extern "C" fn wait_word(workspace: *mut c_void, value: usize, flag: *mut c_void) {
     // SAFETY: the function's contract.
     let word = unsafe { &*workspace.cast::<AtomicU64>() };
+    // A stopped or aborted stream ends the wait (the task then fails).
     while !value_satisfies(
         word.load(Ordering::SeqCst),
         value as u64,
         flag as usize as u32,
-    ) {
+    ) && !current_task_cancelled()
+    {
         std::thread::sleep(WAIT_POLL);
     }
 }
@@ -142,30 +144,48 @@ impl HostRuntime {
         })
     }
 
-    /// `aclrtStreamAbort`: drops the work queued on `stream` that has not
-    /// started; the task running now (a host kernel cannot be paused)
-    /// finishes. Events recorded by the dropped work count as complete, so
-    /// nothing waits for them forever. Returns how many tasks were dropped.
+    /// `aclrtStreamAbort`: the task running on `stream` (or, when the
+    /// worker is between tasks, the next to start) is interrupted and every
+    /// other queued task is dropped; see [`Stream::abort`] for what each
+    /// reports. Later launches run as usual. Returns how many queued tasks
+    /// were dropped.
+    ///
+    /// [`Stream::abort`]: super::stream_worker::Stream::abort
     pub fn abort_stream(&self, stream: Option<StreamKey>) -> Result<usize> {
+        let s = self.controlled_stream(stream, "abort")?;
+        Ok(s.abort())
+    }
+
+    /// `aclrtStreamStop`: the task running on `stream` (or, when the worker
+    /// is between tasks, the next to start) is interrupted and fails with
+    /// `ACL_ERROR_RT_INTERNAL_ERROR`, which the next synchronize reports;
+    /// queued work is kept and runs after it. See [`Stream::stop`].
+    ///
+    /// [`Stream::stop`]: super::stream_worker::Stream::stop
+    pub fn stop_stream(&self, stream: Option<StreamKey>) -> Result<()> {
+        self.controlled_stream(stream, "stop")?.stop();
+        Ok(())
+    }
+
+    fn controlled_stream(
+        &self,
+        stream: Option<StreamKey>,
+        what: &'static str,
+    ) -> Result<std::sync::Arc<super::stream_worker::Stream>> {
         let key = self.explicit_stream(stream)?;
         let (_, s) = self.resolve_stream(Some(key))?;
         if s.is_current_worker() {
             return Err(Error::InvalidParam {
                 param: "stream",
-                reason: "A kernel cannot abort the stream it runs on",
+                reason: if what == "abort" {
+                    "A kernel cannot abort the stream it runs on"
+                } else {
+                    "A kernel cannot stop the stream it runs on"
+                },
             });
         }
         s.check_alive()?;
-        Ok(s.discard_queued())
-    }
-
-    /// `aclrtStreamStop`: stops the task running on `stream` without
-    /// dropping queued work. A host kernel cannot be interrupted, so this
-    /// checks the stream and leaves it running.
-    pub fn stop_stream(&self, stream: Option<StreamKey>) -> Result<()> {
-        let key = self.explicit_stream(stream)?;
-        let (_, s) = self.resolve_stream(Some(key))?;
-        s.check_alive()
+        Ok(s)
     }
 }
 
@@ -247,16 +267,24 @@ mod tests {
         while stream_b.queued() > 2 {
             std::thread::yield_now();
         }
-        // The wait is running: it is not dropped, the two tasks behind it are.
+        // The wait is running: it is interrupted (it ends, and fails), the
+        // two tasks behind it are dropped.
         assert_eq!(rt.abort_stream(Some(b)).unwrap(), 2);
         rt.synchronize_stream(Some(a)).unwrap();
+        assert_eq!(
+            rt.synchronize_stream(Some(b)),
+            Err(Error::TaskFailed { code: 507_035 }),
+            "the interrupted wait is a kernel task"
+        );
         assert_eq!(read(), 0, "the dropped write never ran");
-        // Release b's running wait so the stream can go.
-        rt.value_write(word, 1, 0, Some(a)).unwrap();
+        rt.value_write(word, 1, 0, Some(b)).unwrap();
         rt.synchronize_stream(Some(b)).unwrap();
+        assert_eq!(read(), 1, "later launches run");
         assert!(rt.abort_stream(None).is_err(), "not the default stream");
         assert!(rt.stop_stream(None).is_err());
         rt.stop_stream(Some(b)).unwrap();
+        rt.synchronize_stream(Some(b))
+            .expect("stopping an idle stream fails nothing");
         rt.destroy_stream(b, false).unwrap();
         assert!(rt.abort_stream(Some(b)).is_err(), "destroyed");
         rt.free(word.cast()).unwrap();
@@ -312,5 +340,140 @@ mod failure_tests {
         }
         assert!(fail_current_task(507_035).is_err(), "not inside a task");
         assert!(fail_current_task(0).is_err());
+    }
+}
+
+#[cfg(test)]
+mod interrupt_tests {
+    use crate::base::error::Error;
+    use crate::runtime::host::tests::runtime;
+    use crate::runtime::stream_worker::{current_task_cancelled, Task};
+    use std::ffi::c_void;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Counters a test's kernels share: started, cancelled seen, finished.
+    #[derive(Default)]
+    struct Seen {
+        started: AtomicU32,
+        cancelled: AtomicU32,
+        finished: AtomicU32,
+    }
+
+    /// Runs until its stream is stopped or aborted, as a long kernel that
+    /// polls `aclallocCurrentTaskCancelled`.
+    unsafe extern "C" fn until_cancelled(_: *mut c_void, _: usize, seen: *mut c_void) {
+        // SAFETY: the tests pass a `Seen` that outlives the stream's work.
+        let seen = unsafe { &*(seen as *const Seen) };
+        seen.started.fetch_add(1, Ordering::SeqCst);
+        while !current_task_cancelled() {
+            std::thread::yield_now();
+        }
+        seen.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+
+    unsafe extern "C" fn finish(_: *mut c_void, _: usize, seen: *mut c_void) {
+        // SAFETY: as above.
+        let seen = unsafe { &*(seen as *const Seen) };
+        assert!(!current_task_cancelled());
+        seen.finished.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn kernel(f: super::KernelFn, seen: &Seen) -> Task {
+        Task::Kernel {
+            kernel: f,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: seen as *const Seen as *mut c_void,
+            release: false,
+        }
+    }
+
+    #[test]
+    fn stop_fails_the_running_task_once_and_keeps_queued_work() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let a = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
+        let seen = Seen::default();
+        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
+        s.enqueue(kernel(finish, &seen)).unwrap();
+        while seen.started.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        rt.stop_stream(Some(a)).unwrap();
+        assert_eq!(
+            rt.synchronize_stream(Some(a)),
+            Err(Error::TaskFailed { code: 507_000 })
+        );
+        assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
+        assert_eq!(seen.finished.load(Ordering::SeqCst), 1, "queued work ran");
+        rt.synchronize_stream(Some(a)).expect("reported once");
+        s.enqueue(kernel(finish, &seen)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        assert_eq!(
+            seen.finished.load(Ordering::SeqCst),
+            2,
+            "later launches run"
+        );
+        assert!(!current_task_cancelled(), "outside a task");
+    }
+
+    #[test]
+    fn abort_fails_the_running_kernel_and_drops_the_rest() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let a = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
+        let seen = Seen::default();
+        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
+        s.enqueue(kernel(finish, &seen)).unwrap();
+        while seen.started.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(rt.abort_stream(Some(a)).unwrap(), 1);
+        assert_eq!(
+            rt.synchronize_stream(Some(a)),
+            Err(Error::TaskFailed { code: 507_035 })
+        );
+        assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
+        assert_eq!(seen.finished.load(Ordering::SeqCst), 0, "dropped");
+        rt.synchronize_stream(Some(a)).unwrap();
+        s.enqueue(kernel(finish, &seen)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        assert_eq!(
+            seen.finished.load(Ordering::SeqCst),
+            1,
+            "later launches run"
+        );
+    }
+
+    #[test]
+    fn a_synchronize_overtaken_by_an_abort_says_so() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let a = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
+        let seen = Seen::default();
+        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
+        while seen.started.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| rt.synchronize_stream(Some(a)));
+            // The synchronize's fence is queued behind the running kernel.
+            while s.queued() == 0 {
+                std::thread::yield_now();
+            }
+            rt.abort_stream(Some(a)).unwrap();
+            assert_eq!(
+                waiting.join().unwrap(),
+                Err(Error::TaskFailed { code: 107_023 })
+            );
+        });
+        assert_eq!(
+            rt.synchronize_stream(Some(a)),
+            Err(Error::TaskFailed { code: 507_035 }),
+            "the killed kernel is reported by the next synchronize"
+        );
     }
 }

@@ -16,7 +16,7 @@ use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::base::error::{Error, Result};
 use crate::base::foreign_call;
-use crate::base::sync::{fence, AtomicBool, AtomicUsize, Ordering};
+use crate::base::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_queue::ArrayQueue;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -68,6 +68,16 @@ pub enum Task {
         size: usize,
         user_data: *mut c_void,
         release: bool,
+    },
+    /// Runs `run(null, size, data)`. The task owns what `data` points to:
+    /// `run` takes it over, and a task dropped before it ran (aborted,
+    /// stopped, or behind a failure in stop-on-failure mode) hands it to
+    /// `free` instead, so nothing it owns leaks.
+    Owning {
+        run: KernelFn,
+        size: usize,
+        data: *mut c_void,
+        free: unsafe fn(*mut c_void),
     },
     /// `memmove(dst, src, count)`.
     Copy {
@@ -127,6 +137,14 @@ struct Shared {
     /// `ACL_STOP_ON_FAILURE`: after a failed task, work is dropped until a
     /// synchronize reports the failure.
     stop_on_failure: AtomicBool,
+    /// The head task's state: [`RUNNING`] while the worker runs a task, and
+    /// [`STOPPED`] or [`ABORTED`] once `aclrtStreamStop`/`Abort` interrupted
+    /// it. Shared with the worker thread's `INTERRUPT` for
+    /// [`current_task_cancelled`].
+    interrupt: Arc<AtomicU64>,
+    /// How many aborts the stream has seen: a synchronize that an abort
+    /// overtook returns `ACL_ERROR_RT_STREAM_ABORT`.
+    aborts: AtomicU64,
     /// Guards the sleeps below: std's futex lock, not parking_lot's parking
     /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
@@ -139,9 +157,57 @@ struct Shared {
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// The worker is running a task (the interrupt word's bit).
+const RUNNING: u64 = 1;
+/// `aclrtStreamStop` interrupted the head task.
+const STOPPED: u64 = 2;
+/// `aclrtStreamAbort` interrupted the head task.
+const ABORTED: u64 = 4;
+
+/// `ACL_ERROR_RT_INTERNAL_ERROR`: a task stopped by `aclrtStreamStop`, or
+/// a copy, set or wait killed by `aclrtStreamAbort` (as the device reports them).
+pub(crate) const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507_000;
+/// `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`: a kernel killed by
+/// `aclrtStreamAbort` (as the device reports an AI Core kernel it kills).
+pub(crate) const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: i32 = 507_035;
+/// `ACL_ERROR_RT_STREAM_ABORT`: a synchronize overtaken by an abort.
+pub(crate) const ACL_ERROR_RT_STREAM_ABORT: i32 = 107_023;
+
+/// Which `aclrtStreamStop`/`aclrtStreamAbort` is interrupting the head task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupt {
+    /// `aclrtStreamStop`: the head task fails; queued work stays.
+    Stop,
+    /// `aclrtStreamAbort`: the head task fails; queued work is dropped.
+    Abort,
+}
+
+impl Interrupt {
+    fn bit(self) -> u64 {
+        match self {
+            Interrupt::Stop => STOPPED,
+            Interrupt::Abort => ABORTED,
+        }
+    }
+
+    /// The code an interrupted `task` fails with: what the device reports
+    /// for that kind of task.
+    fn code(bits: u64, task: &Task) -> i32 {
+        let kernel = matches!(task, Task::Kernel { .. } | Task::Owning { .. });
+        if bits & ABORTED != 0 && kernel {
+            ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+        } else {
+            ACL_ERROR_RT_INTERNAL_ERROR
+        }
+    }
+}
+
 thread_local! {
     /// The stream whose worker is this thread, if any.
     static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+    /// The interrupt word of this worker's stream.
+    static INTERRUPT: std::cell::RefCell<Option<Arc<AtomicU64>>> =
+        const { std::cell::RefCell::new(None) };
     /// The failure the running task reported (0: none).
     static TASK_FAILURE: Cell<i32> = const { Cell::new(0) };
 }
@@ -163,6 +229,18 @@ pub fn fail_current_task(code: i32) -> Result<()> {
     }
     TASK_FAILURE.with(|f| f.set(code));
     Ok(())
+}
+
+/// True inside a task that `aclrtStreamStop` or `aclrtStreamAbort`
+/// interrupted (`aclallocCurrentTaskCancelled`): a long host kernel polls
+/// it to end early, as the device ends a stopped kernel. False outside a
+/// stream's task.
+pub fn current_task_cancelled() -> bool {
+    INTERRUPT.with(|i| {
+        i.borrow()
+            .as_ref()
+            .is_some_and(|word| word.load(Ordering::SeqCst) & (STOPPED | ABORTED) != 0)
+    })
 }
 
 /// A stream of one device.
@@ -196,6 +274,8 @@ impl Stream {
             pending: AtomicUsize::new(0),
             failure: AtomicI32::new(0),
             stop_on_failure: AtomicBool::new(false),
+            interrupt: Arc::new(AtomicU64::new(0)),
+            aborts: AtomicU64::new(0),
             lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -311,6 +391,7 @@ impl Stream {
         self.check_alive()?;
         let shared = &*self.shared;
         let _waiting = self.wait_from_kernel()?;
+        let aborts = shared.aborts.load(Ordering::SeqCst);
         let reached = AtomicBool::new(false);
         match self.enqueue(Task::Fence(&reached)) {
             Ok(()) => {
@@ -329,6 +410,13 @@ impl Stream {
                         .done
                         .wait(guard)
                         .unwrap_or_else(PoisonError::into_inner);
+                }
+                // Overtaken by an abort: what the aborted work did is for
+                // the next synchronize to report.
+                if shared.aborts.load(Ordering::SeqCst) != aborts {
+                    return Err(Error::TaskFailed {
+                        code: ACL_ERROR_RT_STREAM_ABORT,
+                    });
                 }
                 self.take_failure()
             }
@@ -365,19 +453,77 @@ impl Stream {
         }
     }
 
-    /// Drops every task that has not started (`aclrtStreamAbort`): each is
-    /// retired as if it had run (workspaces go back, synchronizers and event
-    /// waiters are released), and a kernel running now finishes. Returns
-    /// how many were dropped.
-    pub fn discard_queued(&self) -> usize {
+    /// `aclrtStreamStop`: interrupts the head task, the one running or,
+    /// when the worker is between tasks, the next to start. It fails with
+    /// `ACL_ERROR_RT_INTERNAL_ERROR`: one not started yet does not run, one
+    /// running is told ([`current_task_cancelled`]) and its failure is
+    /// recorded when it returns. Queued work stays and runs after it.
+    /// Nothing happens on an idle stream.
+    pub fn stop(&self) {
+        self.interrupt(Interrupt::Stop);
+    }
+
+    /// Marks the head task interrupted; false when there is none (idle).
+    fn interrupt(&self, kind: Interrupt) -> bool {
         let shared = &*self.shared;
+        let mut now = shared.interrupt.load(Ordering::SeqCst);
+        loop {
+            if now & RUNNING == 0 && shared.queue.is_empty() {
+                return false;
+            }
+            match shared.interrupt.compare_exchange(
+                now,
+                now | kind.bit(),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// `aclrtStreamAbort`: interrupts the head task as [`Stream::stop`]
+    /// does (it fails with `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION` for a
+    /// kernel, `ACL_ERROR_RT_INTERNAL_ERROR` for other work, reported by
+    /// the next synchronize) and drops every other task that has not
+    /// started: each is retired as if it had run (workspaces go back, what
+    /// a task owns is freed, synchronizers and event waiters are released).
+    /// A synchronize waiting meanwhile returns `ACL_ERROR_RT_STREAM_ABORT`.
+    /// Returns how many tasks were dropped.
+    pub fn abort(&self) -> usize {
+        let shared = &*self.shared;
+        shared.aborts.fetch_add(1, Ordering::SeqCst);
+        let interrupted = self.interrupt(Interrupt::Abort);
         let mut dropped = 0;
+        let mut head = None;
         // The queue is multi-consumer: the worker and this thread each take
         // a task at most once.
         while let Some(task) = shared.queue.pop() {
             shared.pending.fetch_sub(1, Ordering::SeqCst);
-            shared.retire(&task);
+            head.get_or_insert(task);
+            shared.drop_task(&task);
             dropped += 1;
+        }
+        // Nothing left for the worker to run: the head task was dropped
+        // here, so its failure is recorded here.
+        if interrupted && shared.pending.load(Ordering::SeqCst) == 0 {
+            let mut now = shared.interrupt.load(Ordering::SeqCst);
+            while now & RUNNING == 0 && now != 0 {
+                match shared
+                    .interrupt
+                    .compare_exchange(now, 0, Ordering::SeqCst, Ordering::SeqCst)
+                {
+                    Ok(_) => {
+                        let code = head
+                            .as_ref()
+                            .map_or(ACL_ERROR_RT_INTERNAL_ERROR, |t| Interrupt::code(now, t));
+                        shared.task_failed(code);
+                        break;
+                    }
+                    Err(seen) => now = seen,
+                }
+            }
         }
         if shared.room_waiters.load(Ordering::Relaxed) > 0 {
             let _guard = shared.sleep_lock();
@@ -540,6 +686,7 @@ impl Shared {
 
     fn run(self: &Arc<Self>) {
         WORKER_OF.with(|w| w.set(Arc::as_ptr(self) as usize));
+        INTERRUPT.with(|i| *i.borrow_mut() = Some(Arc::clone(&self.interrupt)));
         // After a panic the stream is dead and everyone waiting is woken.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
         if matches!(outcome, Ok(false)) {
@@ -620,12 +767,22 @@ impl Shared {
     /// Runs `task`; false when a kernel or a free callback ended the
     /// thread (the task is retired all the same).
     fn execute(&self, task: &Task) -> bool {
+        let before = self.interrupt.fetch_or(RUNNING, Ordering::SeqCst);
+        if before & (STOPPED | ABORTED) != 0 {
+            // Stopped or aborted before it started: it fails without running.
+            self.interrupt.store(0, Ordering::SeqCst);
+            self.task_failed(Interrupt::code(before, task));
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            self.drop_task(task);
+            return true;
+        }
         // Stop-on-failure: until a synchronize reports the failure, tasks
         // are dropped (retired as if run, so nothing waits forever).
         if self.failure.load(Ordering::Relaxed) != 0 && self.stop_on_failure.load(Ordering::Relaxed)
         {
+            self.interrupt.store(0, Ordering::SeqCst);
             self.pending.fetch_sub(1, Ordering::SeqCst);
-            self.retire(task);
+            self.drop_task(task);
             return true;
         }
         match *task {
@@ -649,6 +806,20 @@ impl Shared {
                         test_hook::VAR
                     );
                 }
+            }
+            Task::Owning {
+                run, size, data, ..
+            } => {
+                // SAFETY: as a kernel; `run` takes over what `data` owns.
+                unsafe {
+                    foreign_call::kernel(
+                        run,
+                        std::ptr::null_mut(),
+                        size,
+                        data,
+                        self.memory.device(),
+                    )
+                };
             }
             Task::Copy { dst, src, count } => {
                 // SAFETY: both ranges were checked against device memory, or
@@ -681,6 +852,10 @@ impl Shared {
         if failed != 0 {
             self.task_failed(failed);
         }
+        let interrupted = self.interrupt.swap(0, Ordering::SeqCst);
+        if interrupted & (STOPPED | ABORTED) != 0 {
+            self.task_failed(Interrupt::code(interrupted, task));
+        }
         // Before retiring: a synchronizer woken by a fence sees the stream idle.
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.retire(task);
@@ -693,6 +868,16 @@ impl Shared {
         let _ = self
             .failure
             .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// A task that will not run: what it owns is freed, then it retires.
+    fn drop_task(&self, task: &Task) {
+        if let Task::Owning { data, free, .. } = *task {
+            // SAFETY: the task never ran, so it still owns `data`; it is
+            // dropped once (popped from the queue once).
+            unsafe { free(data) };
+        }
+        self.retire(task);
     }
 
     /// After a task, run or dropped: its workspace goes back, its synchronizer is told.
@@ -984,6 +1169,49 @@ mod tests {
             .expect("the two kernels deadlocked: the room wait was not in the wait-for graph");
         assert_eq!(*cycle.b_result.lock(), Some(Err(waits::DEADLOCK)));
         assert_eq!(*cycle.a_result.lock(), Some(Ok(())));
+    }
+
+    unsafe fn count_free(count: *mut c_void) {
+        // SAFETY: the tests pass an AtomicUsize.
+        unsafe { &*(count as *const AtomicUsize) }.fetch_add(100, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn an_owning_task_frees_what_it_owns_when_dropped_and_not_when_run() {
+        let s = stream();
+        let gate = AtomicBool::new(true);
+        let (ran, dropped) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let owning = |count: &AtomicUsize| Task::Owning {
+            run: tally,
+            size: 0,
+            data: ptr(count) as *mut c_void,
+            free: count_free,
+        };
+        s.enqueue(owning(&ran)).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "run, not freed");
+        // Behind a running kernel, aborted: freed, not run.
+        s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
+        s.enqueue(owning(&dropped)).unwrap();
+        while s.queued() > 1 {
+            std::thread::yield_now();
+        }
+        assert_eq!(s.abort(), 1);
+        gate.store(false, Ordering::SeqCst);
+        assert_eq!(
+            s.synchronize(),
+            Err(Error::TaskFailed {
+                code: ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+            })
+        );
+        assert_eq!(dropped.load(Ordering::SeqCst), 100, "freed, not run");
+        // Behind a failure in stop-on-failure mode: freed too.
+        s.set_stop_on_failure(true);
+        s.shared.failure.store(1, Ordering::SeqCst);
+        let after_failure = AtomicUsize::new(0);
+        s.enqueue(owning(&after_failure)).unwrap();
+        assert_eq!(s.synchronize(), Err(Error::TaskFailed { code: 1 }));
+        assert_eq!(after_failure.load(Ordering::SeqCst), 100);
     }
 
     #[test]
