@@ -11,9 +11,10 @@ use aclalloc::ffi::memory::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::sharing::aclrtDeviceGetBareTgid;
 use aclalloc::ffi::types::*;
+use common::child::{self, expect, say, wait_line};
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::BufReader;
+use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
 
 const SIZE: usize = 3 * 4096 + 100;
@@ -67,50 +68,9 @@ fn close(key: &str) -> aclError {
     unsafe { aclrtIpcMemClose(key.as_ptr()) }
 }
 
+/// This test binary run as `role` with `arg`; it talks over stdin/stdout.
 fn spawn(role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_role",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IPC_ROLE", role)
-        .env("IPC_ARG", arg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (child, out)
-}
-
-fn expect(out: &mut BufReader<ChildStdout>, tag: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child ended before {tag}"
-        );
-        // The harness may print its own text before the first line.
-        if let Some(at) = line.find(&format!("{tag} ")) {
-            return line[at + tag.len()..].trim().to_owned();
-        }
-    }
-}
-
-fn say(child: &mut Child, line: &str) {
-    let stdin = child.stdin.as_mut().unwrap();
-    writeln!(stdin, "{line}").unwrap();
-    stdin.flush().unwrap();
-}
-
-fn wait_line() -> String {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    line.trim().to_owned()
+    child::spawn(&[("IPC_ROLE", role), ("IPC_ARG", arg)])
 }
 
 /// The roles of the child processes; in the parent test run it does nothing.

@@ -10,9 +10,10 @@ use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::sharing::*;
 use aclalloc::ffi::types::*;
 use aclalloc::ffi::virtual_memory::*;
+use common::child::{self, expect, say, wait_line};
 use std::ffi::c_void;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::BufReader;
+use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
 
 const G: usize = 2 << 20;
@@ -120,50 +121,7 @@ fn import(shared: u64) -> Result<aclrtDrvMemHandle, aclError> {
 
 /// This test binary run as `role` with `arg`; it talks over stdin/stdout.
 fn spawn(role: &str, arg: u64) -> (Child, BufReader<ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_role",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SHARING_ROLE", role)
-        .env("SHARING_ARG", arg.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (child, out)
-}
-
-/// The next line a child printed that starts with `tag`, without it.
-fn expect(out: &mut BufReader<ChildStdout>, tag: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child ended before {tag}"
-        );
-        // The harness may print its own text before the first line.
-        if let Some(at) = line.find(&format!("{tag} ")) {
-            return line[at + tag.len()..].trim().to_owned();
-        }
-    }
-}
-
-fn say(child: &mut Child, line: &str) {
-    let stdin = child.stdin.as_mut().unwrap();
-    writeln!(stdin, "{line}").unwrap();
-    stdin.flush().unwrap();
-}
-
-fn wait_line() -> String {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    line.trim().to_owned()
+    child::spawn(&[("SHARING_ROLE", role), ("SHARING_ARG", &arg.to_string())])
 }
 
 fn open_fds() -> usize {
