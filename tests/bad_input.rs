@@ -2114,10 +2114,10 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
         ),
         (
             "aclrtCreateEventWithFlag",
-            "flag ACL_EVENT_IPC",
-            API_NOT_SUPPORT,
+            "flag ACL_EVENT_IPC | ACL_EVENT_SYNC",
+            INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x40)
+                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x41)
             },
         ),
         (

@@ -224,36 +224,3 @@ fn pid_validation_refuses_a_process_not_whitelisted() {
         assert_eq!(aclrtDestroyNotify(n), ACL_SUCCESS);
     }
 }
-
-#[test]
-fn ipc_events_are_not_supported_on_the_host() {
-    use aclalloc::ffi::ipc_events::*;
-    let _serial = init();
-    let mut event = null_mut();
-    let mut handle = aclrtIpcEventHandle { reserved: [0; 64] };
-    // SAFETY: valid pointers; NULL ones are refused first.
-    unsafe {
-        assert_eq!(
-            aclrtIpcGetEventHandle(null_mut(), &mut handle),
-            ACL_ERROR_INVALID_PARAM
-        );
-        assert_eq!(
-            aclrtIpcGetEventHandle(0x10 as *mut _, null_mut()),
-            ACL_ERROR_INVALID_PARAM
-        );
-        assert_eq!(
-            aclrtIpcGetEventHandle(0x10 as *mut _, &mut handle),
-            ACL_ERROR_API_NOT_SUPPORT
-        );
-        assert_eq!(
-            aclrtIpcOpenEventHandle(handle, null_mut()),
-            ACL_ERROR_INVALID_PARAM
-        );
-        assert_eq!(
-            aclrtIpcOpenEventHandle(handle, &mut event),
-            ACL_ERROR_API_NOT_SUPPORT
-        );
-    }
-    assert!(event.is_null());
-    assert!(handle.reserved.iter().all(|&b| b == 0), "nothing written");
-}

@@ -59,7 +59,7 @@
 #define ACL_EVENT_DEVICE_USE_ONLY 0x00000010U
 /** `aclrtCreateEventExWithFlag` flag: an external event. */
 #define ACL_EVENT_EXTERNAL 0x00000020U
-/** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
+/** `aclrtCreateEventExWithFlag` flag: an event other processes open (alone: no other flag with it). */
 #define ACL_EVENT_IPC 0x00000040U
 /** `aclrtRecordEventWithFlag`: an ordinary record. */
 #define ACL_EVENT_RECORD_DEFAULT 0x00000000U
@@ -732,7 +732,7 @@ aclError aclrtCreateEvent(aclrtEvent *event);
 
 /**
  * `aclrtCreateEvent` with `ACL_EVENT_*` flags (other bits:
- * `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC`: `ACL_ERROR_API_NOT_SUPPORT`).
+ * `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC` with another flag: the same).
  *
  * # Safety
  * `event` is NULL or writable.
@@ -878,7 +878,10 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
 aclError aclrtFreeHost(void *hostPtr);
 
 /**
- * The handle another process opens `event` with (an `ACL_EVENT_IPC` event).
+ * The handle another process opens `event` with: an event of this
+ * process created with `ACL_EVENT_IPC` (other events:
+ * `ACL_ERROR_INVALID_PARAM`). The handle names the event until it is
+ * destroyed.
  *
  * # Safety
  * `handle` is NULL or writable.
@@ -886,7 +889,10 @@ aclError aclrtFreeHost(void *hostPtr);
 aclError aclrtIpcGetEventHandle(aclrtEvent event, struct aclrtIpcEventHandle *handle);
 
 /**
- * Opens another process's event from its handle.
+ * Opens another process's IPC event from its handle, in the current
+ * context: the event may be waited on, recorded, synchronized, queried
+ * and destroyed. A handle naming no live IPC event (made up, from another
+ * run, its event destroyed or its process gone): `ACL_ERROR_INVALID_PARAM`.
  *
  * # Safety
  * `event` is NULL or writable.

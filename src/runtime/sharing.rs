@@ -1,4 +1,4 @@
-//! Handing memory (and notifies) to other processes on the same host: the
+//! Handing memory (and notifies, IPC events) to other processes on the same host: the
 //! one rendezvous behind shareable handles, IPC memory keys and notify keys.
 //!
 //! What is shared is always a file descriptor of a `memfd`: physical memory
@@ -43,6 +43,8 @@ pub enum Kind {
     IpcMemory = 2,
     /// A notify (`aclrtNotifyGetExportKey`).
     Notify = 3,
+    /// An IPC event (`aclrtIpcGetEventHandle`).
+    Event = 4,
 }
 
 /// One export of this process.
