@@ -79,6 +79,7 @@ pub const ENUMS: &[&str] = &[
     "aclrtStreamConfigAttr",
     "aclrtMemSharedHandleType",
     "aclrtMemAccessFlags",
+    "aclrtIpcMemAttrType",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

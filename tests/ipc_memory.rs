@@ -325,3 +325,69 @@ fn export_keeps_what_queued_work_wrote() {
         assert_eq!(aclrtFree(p.cast()), ACL_SUCCESS);
     }
 }
+
+#[test]
+fn set_attr_takes_an_exported_key_and_inter_server_whitelists_are_not_supported() {
+    let _serial = init();
+    let p = malloc(SIZE);
+    let key = export(p.cast(), 0).unwrap();
+    let k = CString::new(key.clone()).unwrap();
+    let mut pid = 1;
+    let mut server = aclrtServerPid {
+        sdid: 0,
+        pid: &mut pid,
+        num: 1,
+    };
+    // SAFETY: valid strings and pointers; bad values are refused.
+    unsafe {
+        for link in [
+            ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO,
+            ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS,
+            ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH,
+        ] {
+            assert_eq!(
+                aclrtIpcMemSetAttr(k.as_ptr(), ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, link),
+                ACL_SUCCESS
+            );
+        }
+        assert_eq!(
+            aclrtIpcMemSetAttr(k.as_ptr(), ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 4),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemSetAttr(k.as_ptr(), 1, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemSetAttr(c"aclalloc-0000040000000001".as_ptr(), 0, 0),
+            ACL_ERROR_INVALID_PARAM,
+            "not exported here"
+        );
+        assert_eq!(
+            aclrtIpcMemSetAttr(std::ptr::null(), 0, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemImportPidInterServer(k.as_ptr(), &mut server, 1),
+            ACL_ERROR_API_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtIpcMemImportPidInterServer(k.as_ptr(), null_mut(), 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemImportPidInterServer(k.as_ptr(), &mut server, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+    }
+    assert_eq!(close(&key), ACL_SUCCESS);
+    // SAFETY: closed; then memory from aclrtMalloc.
+    unsafe {
+        assert_eq!(
+            aclrtIpcMemSetAttr(k.as_ptr(), 0, 0),
+            ACL_ERROR_INVALID_PARAM,
+            "closed"
+        );
+        assert_eq!(aclrtFree(p.cast()), ACL_SUCCESS);
+    }
+}

@@ -224,3 +224,58 @@ fn pid_validation_refuses_a_process_not_whitelisted() {
         assert_eq!(aclrtDestroyNotify(n), ACL_SUCCESS);
     }
 }
+
+#[test]
+fn a_batch_reset_clears_set_notifies_and_inter_server_whitelists_are_not_supported() {
+    let _serial = init();
+    let (a, b) = (notify(), notify());
+    let (s, waiter) = (stream(), stream());
+    let p = byte();
+    // SAFETY: live handles; bad arguments are refused.
+    unsafe {
+        assert_eq!(aclrtRecordNotify(a, s), ACL_SUCCESS);
+        sync(s);
+        let mut both = [a, b];
+        assert_eq!(aclrtNotifyBatchReset(both.as_mut_ptr(), 2), ACL_SUCCESS);
+        // Reset: a wait now times out (1 s) and the memset after it runs.
+        assert_eq!(aclrtWaitAndResetNotify(a, waiter, 1), ACL_SUCCESS);
+        set_later(p, waiter);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(read(p), 0, "held: the record was cleared");
+        sync(waiter);
+        assert_eq!(
+            aclrtNotifyBatchReset(null_mut(), 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtNotifyBatchReset(both.as_mut_ptr(), 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+        let mut pid = 1;
+        let mut server = aclalloc::ffi::ipc_memory::aclrtServerPid {
+            sdid: 0,
+            pid: &mut pid,
+            num: 1,
+        };
+        assert_eq!(
+            aclrtNotifySetImportPidInterServer(a, &mut server, 1),
+            ACL_ERROR_API_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtNotifySetImportPidInterServer(a, null_mut(), 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(aclrtDestroyNotify(b), ACL_SUCCESS);
+        assert_eq!(
+            aclrtNotifyBatchReset(both.as_mut_ptr(), 2),
+            ACL_ERROR_INVALID_PARAM,
+            "b is destroyed"
+        );
+        assert_eq!(
+            aclrtNotifySetImportPidInterServer(b, &mut server, 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(aclrtDestroyNotify(a), ACL_SUCCESS);
+        aclrtFree(p.cast());
+    }
+}

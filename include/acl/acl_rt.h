@@ -23,6 +23,14 @@
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
 /** Import flag: peer access between the devices (every device is the host's memory: no effect). */
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: SIO (the default). */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO 0x0UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: HCCS. */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS 0x1UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: UB, one port. */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_ONE_PORT_PATH 0x2UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: UB, several ports. */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH 0x3UL
 /** Export flag: importers must be whitelisted (the default). */
 #define ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the key. */
@@ -439,6 +447,11 @@ typedef enum aclrtMemAccessFlags {
     ACL_RT_MEM_ACCESS_FLAGS_READWRITE = 3,
 } aclrtMemAccessFlags;
 
+typedef enum aclrtIpcMemAttrType {
+    /** The link another die's access to the memory goes through. */
+    ACL_RT_IPC_MEM_ATTR_ACCESS_LINK = 0,
+} aclrtIpcMemAttrType;
+
 
 /**
  * A half-precision float's bits.
@@ -490,6 +503,24 @@ typedef struct aclrtIpcEventHandle {
    */
   char reserved[64];
 } aclrtIpcEventHandle;
+
+/**
+ * Pids of processes on another server (its `sdid`) to whitelist.
+ */
+typedef struct aclrtServerPid {
+  /**
+   * The server.
+   */
+  uint32_t sdid;
+  /**
+   * `num` pids.
+   */
+  int32_t *pid;
+  /**
+   * How many pids.
+   */
+  size_t num;
+} aclrtServerPid;
 
 /**
  * A notify handle.
@@ -942,6 +973,27 @@ aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags);
 aclError aclrtIpcMemClose(const char *key);
 
 /**
+ * Sets an attribute of a key this process exported: `type`
+ * `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` with an `..._ACCESS_LINK_*` value (no
+ * effect on the host, which has no links between dies).
+ *
+ * # Safety
+ * `key` is NULL or a string.
+ */
+aclError aclrtIpcMemSetAttr(const char *key, aclrtIpcMemAttrType type, uint64_t attr);
+
+/**
+ * Whitelists processes of other servers: the host runtime shares between
+ * processes of one host only (`ACL_ERROR_API_NOT_SUPPORT` once the
+ * arguments are checked).
+ *
+ * # Safety
+ * `key` is NULL or a string; `serverPids` is NULL or readable for `num`
+ * elements.
+ */
+aclError aclrtIpcMemImportPidInterServer(const char *key, struct aclrtServerPid *serverPids, size_t num);
+
+/**
  * Allocates `size` bytes of device memory on the current context's device
  * (page-aligned; the policy has no effect on the host, and a value that is
  * not an `aclrtMemMallocPolicy` is accepted, as CANN falls back to its
@@ -1089,6 +1141,24 @@ aclError aclrtNotifyImportByKey(aclrtNotify *notify, const char *key, uint64_t f
  * `pid` is NULL or readable for `num` elements.
  */
 aclError aclrtNotifySetImportPid(aclrtNotify notify, int32_t *pid, size_t num);
+
+/**
+ * Clears `num` notifies at once (a dead one among them: none is cleared).
+ *
+ * # Safety
+ * `notifies` is NULL or readable for `num` elements.
+ */
+aclError aclrtNotifyBatchReset(aclrtNotify *notifies, size_t num);
+
+/**
+ * Whitelists processes of other servers for a notify: the host runtime
+ * shares between processes of one host only (`ACL_ERROR_API_NOT_SUPPORT`
+ * once the arguments are checked).
+ *
+ * # Safety
+ * `serverPids` is NULL or readable for `num` elements.
+ */
+aclError aclrtNotifySetImportPidInterServer(aclrtNotify notify, struct aclrtServerPid *serverPids, size_t num);
 
 /**
  * Makes `deviceId` the calling thread's device (its default context becomes

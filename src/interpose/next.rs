@@ -152,6 +152,10 @@ macro_rules! symbol_groups {
                 aclrtNotifySetImportPid,
                 aclrtIpcGetEventHandle,
                 aclrtIpcOpenEventHandle,
+                aclrtIpcMemSetAttr,
+                aclrtIpcMemImportPidInterServer,
+                aclrtNotifyBatchReset,
+                aclrtNotifySetImportPidInterServer,
             ],
         }
     };

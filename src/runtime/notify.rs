@@ -170,6 +170,25 @@ impl HostRuntime {
         queued
     }
 
+    /// `aclrtNotifyBatchReset`: clears every notify of `handles` at once
+    /// (each one is checked first: a dead one resets none).
+    pub fn reset_notifies(&self, handles: &[usize]) -> Result<()> {
+        if handles.is_empty() {
+            return Err(Error::InvalidParam {
+                param: "num",
+                reason: "It must be at least 1",
+            });
+        }
+        let notifies = handles
+            .iter()
+            .map(|&h| get(h))
+            .collect::<Result<Vec<_>>>()?;
+        for n in notifies {
+            n.page.word(0).store(0, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// `aclrtGetNotifyId`.
     pub fn notify_id(&self, handle: usize) -> Result<u32> {
         Ok(get(handle)?.id)
@@ -246,5 +265,30 @@ mod tests {
             "reset by the wait"
         );
         assert!(get(NOTIFY_TAG | 999_999).is_err());
+    }
+
+    #[test]
+    fn a_batch_reset_clears_every_notify_or_none() {
+        let rt = crate::runtime::host::tests::runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (rt.create_notify(0).unwrap(), rt.create_notify(0).unwrap());
+        for h in [a, b] {
+            get(h).unwrap().record();
+        }
+        assert!(rt.reset_notifies(&[a, NOTIFY_TAG | 999_999]).is_err());
+        assert!(
+            get(a)
+                .unwrap()
+                .wait_and_reset(Some(Duration::from_millis(1))),
+            "a dead handle in the batch resets none"
+        );
+        get(a).unwrap().record();
+        rt.reset_notifies(&[a, b]).unwrap();
+        for h in [a, b] {
+            assert!(!get(h)
+                .unwrap()
+                .wait_and_reset(Some(Duration::from_millis(1))));
+        }
+        assert!(rt.reset_notifies(&[]).is_err());
     }
 }

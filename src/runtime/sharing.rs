@@ -224,6 +224,16 @@ pub fn withdraw(kind: Kind, handle: u64) -> Option<usize> {
     })
 }
 
+/// Whether `handle` is a live export of this process, of `kind`.
+pub fn is_exported(kind: Kind, handle: u64) -> bool {
+    with_exports(|exports| {
+        exports
+            .by_handle
+            .get(&handle)
+            .is_some_and(|e| e.kind == kind)
+    })
+}
+
 /// Live exports of this process (for tests).
 pub fn live_exports() -> usize {
     with_exports(|exports| exports.by_handle.len())
