@@ -1481,12 +1481,7 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             "aclrtNotifySetImportPidInterServer",
             Kind::Notify,
             |h, _| unsafe {
-                let mut pid = 1;
-                let mut server = aclalloc::ffi::ipc_memory::aclrtServerPid {
-                    sdid: 1,
-                    pid: &mut pid,
-                    num: 1,
-                };
+                let mut server = server_pid();
                 aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(h, &mut server, 1)
             },
         ),
@@ -2662,12 +2657,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "another server",
             API_NOT_SUPPORT,
             |_, _| unsafe {
-                let mut pid = 1;
-                let mut server = aclalloc::ffi::ipc_memory::aclrtServerPid {
-                    sdid: 1,
-                    pid: &mut pid,
-                    num: 1,
-                };
+                let mut server = server_pid();
                 aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(
                     live_notify(),
                     &mut server,
@@ -2872,12 +2862,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "num 0",
             INVALID_PARAM,
             |_, _| unsafe {
-                let mut pid = 1;
-                let mut server = aclalloc::ffi::ipc_memory::aclrtServerPid {
-                    sdid: 1,
-                    pid: &mut pid,
-                    num: 1,
-                };
+                let mut server = server_pid();
                 aclalloc::ffi::ipc_memory::aclrtIpcMemImportPidInterServer(
                     c"aclalloc-0000040000000001".as_ptr(),
                     &mut server,
@@ -3028,4 +3013,15 @@ unsafe fn ipc_event_handle(out: &mut Outputs, event: *mut c_void) -> aclError {
         out.guard = 0;
     }
     rc
+}
+
+/// One pid of another server, for the inter-server whitelists.
+fn server_pid() -> aclalloc::ffi::ipc_memory::aclrtServerPid {
+    static PID: i32 = 1;
+    aclalloc::ffi::ipc_memory::aclrtServerPid {
+        sdid: 1,
+        // Only read by the calls.
+        pid: &PID as *const i32 as *mut i32,
+        num: 1,
+    }
 }

@@ -14,21 +14,10 @@ use aclalloc::ffi::memory::*;
 use aclalloc::ffi::notify::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::types::*;
-use common::child::{self, expect, say, wait_line};
+use common::child::{self, expect, init, say, wait_line};
 use std::io::BufReader;
 use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
 
 fn stream() -> aclrtStream {
     let mut s = null_mut();
@@ -146,10 +135,9 @@ fn spawn(role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(role) = std::env::var("IPCEV_ROLE") else {
+    let Some((role, arg)) = child::role("IPCEV") else {
         return;
     };
-    let arg = std::env::var("IPCEV_ARG").unwrap();
     let _serial = init();
     match role.as_str() {
         // Opens the handle; its stream waits on the event, then sets a byte;

@@ -11,24 +11,13 @@ use aclalloc::ffi::memory::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::sharing::aclrtDeviceGetBareTgid;
 use aclalloc::ffi::types::*;
-use common::child::{self, expect, say, wait_line};
+use common::child::{self, expect, init, say, wait_line};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::io::BufReader;
 use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
 
 const SIZE: usize = 3 * 4096 + 100;
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
 
 fn malloc(size: usize) -> *mut u64 {
     let mut p = null_mut();
@@ -77,10 +66,9 @@ fn spawn(role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(role) = std::env::var("IPC_ROLE") else {
+    let Some((role, arg)) = child::role("IPC") else {
         return;
     };
-    let arg = std::env::var("IPC_ARG").unwrap();
     let _serial = init();
     match role.as_str() {
         // Imports the key once told to; copies word 0 out with aclrtMemcpy,

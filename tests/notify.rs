@@ -3,26 +3,17 @@
 //! clears the notify. The other process is this test binary again, in the
 //! role `NOTIFY_ROLE` names (see `child_role`).
 
+mod common;
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::memory::*;
 use aclalloc::ffi::notify::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::types::*;
+use common::child::{self, init};
 use std::ffi::{c_char, CStr, CString};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::Read;
 use std::ptr::null_mut;
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
 
 fn stream() -> aclrtStream {
     let mut s = null_mut();
@@ -100,23 +91,11 @@ fn child_role() {
 }
 
 fn run_child(key: &str) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_role",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("NOTIFY_KEY", key)
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    BufReader::new(text.as_bytes())
-        .lines()
-        .map_while(Result::ok)
+    let (mut c, mut out) = child::spawn(&[("NOTIFY_KEY", key)]);
+    let mut text = String::new();
+    out.read_to_string(&mut text).unwrap();
+    assert!(c.wait().unwrap().success());
+    text.lines()
         .find_map(|l| {
             ["RECORDED ", "REFUSED "]
                 .iter()

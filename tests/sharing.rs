@@ -6,11 +6,10 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::sharing::*;
 use aclalloc::ffi::types::*;
 use aclalloc::ffi::virtual_memory::*;
-use common::child::{self, expect, say, wait_line};
+use common::child::{self, expect, init, say, wait_line};
 use std::ffi::c_void;
 use std::io::BufReader;
 use std::process::{Child, ChildStdout};
@@ -19,17 +18,6 @@ use std::ptr::null_mut;
 const G: usize = 2 << 20;
 
 /// One test at a time: one counts this process's descriptors.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
-
 fn prop() -> aclrtPhysicalMemProp {
     aclrtPhysicalMemProp {
         handleType: ACL_MEM_HANDLE_TYPE_NONE,
@@ -132,10 +120,10 @@ fn open_fds() -> usize {
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(role) = std::env::var("SHARING_ROLE") else {
+    let Some((role, arg)) = child::role("SHARING") else {
         return;
     };
-    let arg: u64 = std::env::var("SHARING_ARG").unwrap().parse().unwrap();
+    let arg: u64 = arg.parse().unwrap();
     let _serial = init();
     match role.as_str() {
         // Imports `arg` once told to, reads word 0, writes word 1.

@@ -3,8 +3,32 @@
 //! told what to do through environment variables, and both sides talk in
 //! lines over the child's stdin and stdout.
 
+use aclalloc::base::error::{ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS};
+use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One test of the binary at a time (they share the process's runtime and
+/// exports), with the runtime initialized and device 0 current.
+pub fn init() -> MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: a NULL configuration path is allowed.
+    let rc = unsafe { aclInit(std::ptr::null()) };
+    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
+    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
+    guard
+}
+
+/// In a child: the role and the argument the parent gave it in
+/// `{prefix}_ROLE` and `{prefix}_ARG`; `None` in the parent's own run.
+pub fn role(prefix: &str) -> Option<(String, String)> {
+    let role = std::env::var(format!("{prefix}_ROLE")).ok()?;
+    let arg = std::env::var(format!("{prefix}_ARG")).unwrap_or_default();
+    Some((role, arg))
+}
 
 /// This test binary run as a child with `env` set; it talks over
 /// stdin/stdout.
