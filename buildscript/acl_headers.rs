@@ -80,6 +80,7 @@ pub const ENUMS: &[&str] = &[
     "aclrtMemSharedHandleType",
     "aclrtMemAccessFlags",
     "aclrtIpcMemAttrType",
+    "aclrtStreamAttr",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

@@ -1488,6 +1488,16 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
         ("aclrtIpcGetEventHandle", Kind::Event, |h, out| unsafe {
             ipc_event_handle(out, h)
         }),
+        ("aclrtSetStreamAttribute", Kind::Stream, |h, _| unsafe {
+            use aclalloc::ffi::stream_attribute::*;
+            let mut v = aclrtStreamAttrValue { userCustomTag: 1 };
+            aclrtSetStreamAttribute(h, ACL_STREAM_ATTR_USER_CUSTOM_TAG, &mut v)
+        }),
+        ("aclrtGetStreamAttribute", Kind::Stream, |h, out| unsafe {
+            use aclalloc::ffi::stream_attribute::*;
+            let value = &mut out.guard as *mut u64 as *mut aclrtStreamAttrValue;
+            aclrtGetStreamAttribute(h, ACL_STREAM_ATTR_FAILURE_MODE, value)
+        }),
     ]
 };
 
@@ -2960,6 +2970,64 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "pid NULL",
             INVALID_PARAM,
             |_, _| unsafe { aclalloc::ffi::sharing::aclrtDeviceGetBareTgid(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtSetStreamAttribute",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_attribute::aclrtSetStreamAttribute(
+                    std::ptr::null_mut(),
+                    3,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtSetStreamAttribute",
+            "stmAttrType 9",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                use aclalloc::ffi::stream_attribute::*;
+                let mut v = aclrtStreamAttrValue { reserve: [0; 4] };
+                aclrtSetStreamAttribute(std::ptr::null_mut(), 9, &mut v)
+            },
+        ),
+        (
+            "aclrtSetStreamAttribute",
+            "the default stream's failure mode",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                use aclalloc::ffi::stream_attribute::*;
+                let mut v = aclrtStreamAttrValue { failureMode: 1 };
+                aclrtSetStreamAttribute(std::ptr::null_mut(), ACL_STREAM_ATTR_FAILURE_MODE, &mut v)
+            },
+        ),
+        (
+            "aclrtGetStreamAttribute",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_attribute::aclrtGetStreamAttribute(
+                    std::ptr::null_mut(),
+                    1,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtGetStreamAttribute",
+            "stmAttrType 0",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let value = &mut out.guard as *mut u64
+                    as *mut aclalloc::ffi::stream_attribute::aclrtStreamAttrValue;
+                aclalloc::ffi::stream_attribute::aclrtGetStreamAttribute(
+                    std::ptr::null_mut(),
+                    0,
+                    value,
+                )
+            },
         ),
     ];
     let _serial = serial();

@@ -452,6 +452,19 @@ typedef enum aclrtIpcMemAttrType {
     ACL_RT_IPC_MEM_ATTR_ACCESS_LINK = 0,
 } aclrtIpcMemAttrType;
 
+typedef enum aclrtStreamAttr {
+    /** The failure mode (`aclrtStreamAttrValue::failureMode`): as `aclrtSetStreamFailureMode`. */
+    ACL_STREAM_ATTR_FAILURE_MODE = 1,
+    /** The float-overflow check switch (`overflowSwitch`, 0 or 1). */
+    ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK = 2,
+    /** A tag of the user's (`userCustomTag`). */
+    ACL_STREAM_ATTR_USER_CUSTOM_TAG = 3,
+    /** The cache-op information switch (`cacheOpInfoSwitch`, 0 or 1). */
+    ACL_STREAM_ATTR_CACHE_OP_INFO = 4,
+    /** The priority (`streamPriority`): read only on the host. */
+    ACL_STREAM_ATTR_PRIORITY = 5,
+} aclrtStreamAttr;
+
 
 /**
  * A half-precision float's bits.
@@ -564,6 +577,36 @@ typedef struct aclrtMemAccessDesc {
    */
   uint8_t rsv[12];
 } aclrtMemAccessDesc;
+
+/**
+ * A stream attribute's value: the member its `aclrtStreamAttr` names.
+ */
+typedef union aclrtStreamAttrValue {
+  /**
+   * `ACL_STREAM_ATTR_FAILURE_MODE`.
+   */
+  uint64_t failureMode;
+  /**
+   * `ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK`.
+   */
+  uint32_t overflowSwitch;
+  /**
+   * `ACL_STREAM_ATTR_USER_CUSTOM_TAG`.
+   */
+  uint32_t userCustomTag;
+  /**
+   * `ACL_STREAM_ATTR_CACHE_OP_INFO`.
+   */
+  uint32_t cacheOpInfoSwitch;
+  /**
+   * `ACL_STREAM_ATTR_PRIORITY`.
+   */
+  uint32_t streamPriority;
+  /**
+   * The union's size.
+   */
+  uint32_t reserve[4];
+} aclrtStreamAttrValue;
 
 /**
  * `void fn(aclrtStream stm, aclrtStreamState state, void *args)`.
@@ -1378,6 +1421,25 @@ aclError aclrtMemSetAccess(void *virPtr, size_t size, struct aclrtMemAccessDesc 
  * `location` is NULL or readable; `flag` is NULL or writable.
  */
 aclError aclrtMemGetAccess(void *virPtr, struct aclrtMemLocation *location, uint64_t *flag);
+
+/**
+ * Sets `stmAttrType` of `stream` (NULL: the default stream, whose failure
+ * mode cannot be set) from its member of `value`. Switches take 0 or 1;
+ * the priority is fixed at creation (`ACL_ERROR_INVALID_PARAM`).
+ *
+ * # Safety
+ * `value` is NULL or readable.
+ */
+aclError aclrtSetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType, union aclrtStreamAttrValue *value);
+
+/**
+ * Writes `stmAttrType` of `stream` (NULL: the default stream) into its
+ * member of `value` (a switch or tag never set: 0).
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType, union aclrtStreamAttrValue *value);
 
 /**
  * Stores `value` in the 8-byte device word `devAddr` when `stream` (NULL:

@@ -156,6 +156,8 @@ macro_rules! symbol_groups {
                 aclrtIpcMemImportPidInterServer,
                 aclrtNotifyBatchReset,
                 aclrtNotifySetImportPidInterServer,
+                aclrtSetStreamAttribute,
+                aclrtGetStreamAttribute,
             ],
         }
     };

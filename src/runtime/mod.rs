@@ -27,6 +27,7 @@ mod notify;
 pub mod sharing;
 mod sharing_calls;
 mod sharing_word;
+mod stream_attributes;
 mod stream_control;
 mod stream_queries;
 pub mod stream_worker;
