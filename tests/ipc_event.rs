@@ -15,8 +15,6 @@ use aclalloc::ffi::notify::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::types::*;
 use common::child::{self, expect, init, say, wait_line};
-use std::io::BufReader;
-use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
 
 fn stream() -> aclrtStream {
@@ -127,10 +125,6 @@ impl Held {
     }
 }
 
-fn spawn(role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
-    child::spawn(&[("IPCEV_ROLE", role), ("IPCEV_ARG", arg)])
-}
-
 /// The roles of the child processes; in the parent test run it does nothing.
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
@@ -212,7 +206,7 @@ fn a_record_here_orders_a_waiting_stream_of_another_process_and_back() {
     assert_eq!(unsafe { aclrtRecordEvent(e, held.stream) }, ACL_SUCCESS);
     let handle = handle_of(e).unwrap();
     assert_eq!(handle_of(e).unwrap(), handle, "one handle per event");
-    let (mut child, mut out) = spawn("waiter", &handle);
+    let (mut child, mut out) = child::spawn("IPCEV", "waiter", &handle);
     assert_eq!(expect(&mut out, "QUEUED"), "0", "the record has not run");
     say(&mut child, "check");
     assert_eq!(
@@ -248,7 +242,7 @@ fn a_record_here_orders_a_waiting_stream_of_another_process_and_back() {
         assert_eq!(aclrtDestroyEvent(e), ACL_SUCCESS);
         aclrtFree(p.cast());
     }
-    let (mut child, mut out) = spawn("waiter", &handle);
+    let (mut child, mut out) = child::spawn("IPCEV", "waiter", &handle);
     assert_eq!(
         expect(&mut out, "REFUSED"),
         ACL_ERROR_INVALID_PARAM.to_string(),
@@ -307,7 +301,7 @@ fn hex(bytes: &[u8]) -> String {
 #[test]
 fn a_killed_recorder_frees_the_waits_on_its_record() {
     let _serial = init();
-    let (mut recorder, mut out) = spawn("recorder", "");
+    let (mut recorder, mut out) = child::spawn("IPCEV", "recorder", "");
     let handle = expect(&mut out, "HANDLE");
     let e = open(&handle).unwrap();
     assert!(!complete(e));

@@ -13,8 +13,6 @@ use aclalloc::ffi::sharing::aclrtDeviceGetBareTgid;
 use aclalloc::ffi::types::*;
 use common::child::{self, expect, init, say, wait_line};
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::io::BufReader;
-use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
 
 const SIZE: usize = 3 * 4096 + 100;
@@ -55,11 +53,6 @@ fn close(key: &str) -> aclError {
     let key = CString::new(key).unwrap();
     // SAFETY: a valid key string.
     unsafe { aclrtIpcMemClose(key.as_ptr()) }
-}
-
-/// This test binary run as `role` with `arg`; it talks over stdin/stdout.
-fn spawn(role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
-    child::spawn(&[("IPC_ROLE", role), ("IPC_ARG", arg)])
 }
 
 /// The roles of the child processes; in the parent test run it does nothing.
@@ -137,8 +130,8 @@ fn a_whitelisted_process_shares_the_memory_and_another_is_refused() {
         "exported once"
     );
 
-    let (mut allowed, mut allowed_out) = spawn("importer", &key);
-    let (mut other, mut other_out) = spawn("importer", &key);
+    let (mut allowed, mut allowed_out) = child::spawn("IPC", "importer", &key);
+    let (mut other, mut other_out) = child::spawn("IPC", "importer", &key);
     let pid: i32 = expect(&mut allowed_out, "PID").parse().unwrap();
     expect(&mut other_out, "PID");
     let ckey = CString::new(key.clone()).unwrap();
@@ -179,7 +172,7 @@ fn made_up_and_closed_keys_are_refused() {
         "not a key".to_owned(),
     ];
     for k in made_up {
-        let (mut child, mut out) = spawn("importer", &k);
+        let (mut child, mut out) = child::spawn("IPC", "importer", &k);
         expect(&mut out, "PID");
         say(&mut child, "go");
         assert_eq!(
@@ -190,7 +183,7 @@ fn made_up_and_closed_keys_are_refused() {
         assert!(child.wait().unwrap().success());
     }
     assert_eq!(close(&key), ACL_SUCCESS);
-    let (mut child, mut out) = spawn("importer", &key);
+    let (mut child, mut out) = child::spawn("IPC", "importer", &key);
     expect(&mut out, "PID");
     say(&mut child, "go");
     assert_eq!(
@@ -241,7 +234,7 @@ fn made_up_and_closed_keys_are_refused() {
 #[test]
 fn a_killed_exporter_leaves_the_importer_its_memory() {
     let _serial = init();
-    let (mut exporter, mut out) = spawn("exporter", "");
+    let (mut exporter, mut out) = child::spawn("IPC", "exporter", "");
     let key = expect(&mut out, "KEY");
     let p = import(&key).unwrap();
     assert_eq!(

@@ -71,7 +71,7 @@ fn key_of(n: aclrtNotify, flags: u64) -> String {
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(key) = std::env::var("NOTIFY_KEY") else {
+    let Some((_, key)) = child::role("NOTIFY") else {
         return;
     };
     let _serial = init();
@@ -91,7 +91,7 @@ fn child_role() {
 }
 
 fn run_child(key: &str) -> String {
-    let (mut c, mut out) = child::spawn(&[("NOTIFY_KEY", key)]);
+    let (mut c, mut out) = child::spawn("NOTIFY", "recorder", key);
     let mut text = String::new();
     out.read_to_string(&mut text).unwrap();
     assert!(c.wait().unwrap().success());

@@ -109,7 +109,7 @@ fn import(shared: u64) -> Result<aclrtDrvMemHandle, aclError> {
 
 /// This test binary run as `role` with `arg`; it talks over stdin/stdout.
 fn spawn(role: &str, arg: u64) -> (Child, BufReader<ChildStdout>) {
-    child::spawn(&[("SHARING_ROLE", role), ("SHARING_ARG", &arg.to_string())])
+    child::spawn("SHARING", role, &arg.to_string())
 }
 
 fn open_fds() -> usize {

@@ -30,9 +30,10 @@ pub fn role(prefix: &str) -> Option<(String, String)> {
     Some((role, arg))
 }
 
-/// This test binary run as a child with `env` set; it talks over
+/// This test binary run as a child in `role` with `arg` (in
+/// `{prefix}_ROLE` and `{prefix}_ARG`, see [`role`]); it talks over
 /// stdin/stdout.
-pub fn spawn(env: &[(&str, &str)]) -> (Child, BufReader<ChildStdout>) {
+pub fn spawn(prefix: &str, role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -41,7 +42,8 @@ pub fn spawn(env: &[(&str, &str)]) -> (Child, BufReader<ChildStdout>) {
             "--nocapture",
             "--test-threads=1",
         ])
-        .envs(env.iter().copied())
+        .env(format!("{prefix}_ROLE"), role)
+        .env(format!("{prefix}_ARG"), arg)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
