@@ -135,7 +135,10 @@ impl HostRuntime {
         })?;
         let device = self.current_device().unwrap_or(0);
         let page = super::sharing_word::PAGE;
-        sharing::export(Kind::Event, event, fd, page, 0, device, false)
+        sharing::export(Kind::Event, event, fd, page, 0, device, false).or_else(|e| {
+            // Another thread exported it in between: its handle is the one.
+            sharing::handle_of(Kind::Event, event).ok_or(e)
+        })
     }
 
     /// `aclrtIpcOpenEventHandle`: an event of this process on the counters
