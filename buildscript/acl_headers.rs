@@ -79,6 +79,8 @@ pub const ENUMS: &[&str] = &[
     "aclrtStreamConfigAttr",
     "aclrtMemSharedHandleType",
     "aclrtMemAccessFlags",
+    "aclrtIpcMemAttrType",
+    "aclrtStreamAttr",
 ];
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).

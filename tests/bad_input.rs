@@ -1474,6 +1474,30 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
             aclalloc::ffi::notify::aclrtNotifyGetExportKey(h, key, 8, 0)
         }),
+        ("aclrtNotifyBatchReset", Kind::Notify, |h, _| unsafe {
+            aclalloc::ffi::notify::aclrtNotifyBatchReset(&mut [h] as *mut [_; 1] as *mut _, 1)
+        }),
+        (
+            "aclrtNotifySetImportPidInterServer",
+            Kind::Notify,
+            |h, _| unsafe {
+                let mut server = server_pid();
+                aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(h, &mut server, 1)
+            },
+        ),
+        ("aclrtIpcGetEventHandle", Kind::Event, |h, out| unsafe {
+            ipc_event_handle(out, h)
+        }),
+        ("aclrtSetStreamAttribute", Kind::Stream, |h, _| unsafe {
+            use aclalloc::ffi::stream_attribute::*;
+            let mut v = aclrtStreamAttrValue { userCustomTag: 1 };
+            aclrtSetStreamAttribute(h, ACL_STREAM_ATTR_USER_CUSTOM_TAG, &mut v)
+        }),
+        ("aclrtGetStreamAttribute", Kind::Stream, |h, out| unsafe {
+            use aclalloc::ffi::stream_attribute::*;
+            let value = &mut out.guard as *mut u64 as *mut aclrtStreamAttrValue;
+            aclrtGetStreamAttribute(h, ACL_STREAM_ATTR_FAILURE_MODE, value)
+        }),
     ]
 };
 
@@ -2114,10 +2138,10 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
         ),
         (
             "aclrtCreateEventWithFlag",
-            "flag ACL_EVENT_IPC",
-            API_NOT_SUPPORT,
+            "flag ACL_EVENT_IPC | ACL_EVENT_SYNC",
+            INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x40)
+                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x41)
             },
         ),
         (
@@ -2485,6 +2509,526 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_DEVICE,
             |_, _| aclalloc::ffi::device_info::aclrtDeviceDisablePeerAccess(1 << 30),
         ),
+        // Sharing, IPC memory, notifies and IPC events.
+        (
+            "aclrtIpcGetEventHandle",
+            "an event without ACL_EVENT_IPC",
+            INVALID_PARAM,
+            |out, _| unsafe { ipc_event_handle(out, live_event()) },
+        ),
+        (
+            "aclrtIpcGetEventHandle",
+            "handle NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_events::aclrtIpcGetEventHandle(
+                    live_event(),
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtIpcOpenEventHandle",
+            "a made-up handle",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                use aclalloc::ffi::ipc_events::*;
+                let mut h = aclrtIpcEventHandle {
+                    reserved: [0x5a; 64],
+                };
+                h.reserved[..8].copy_from_slice(&b"aclaIPCE".map(|b| b as std::ffi::c_char));
+                h.reserved[16..].fill(0);
+                aclrtIpcOpenEventHandle(h, &mut out.desc)
+            },
+        ),
+        (
+            "aclrtIpcOpenEventHandle",
+            "a zeroed handle",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                use aclalloc::ffi::ipc_events::*;
+                aclrtIpcOpenEventHandle(aclrtIpcEventHandle { reserved: [0; 64] }, &mut out.desc)
+            },
+        ),
+        (
+            "aclrtIpcOpenEventHandle",
+            "event NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                use aclalloc::ffi::ipc_events::*;
+                aclrtIpcOpenEventHandle(
+                    aclrtIpcEventHandle { reserved: [0; 64] },
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtCreateEventExWithFlag",
+            "flag ACL_EVENT_IPC | ACL_EVENT_TIME_LINE",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::events::aclrtCreateEventExWithFlag(&mut out.desc, 0x48)
+            },
+        ),
+        (
+            "aclrtCreateNotify",
+            "notify NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::notify::aclrtCreateNotify(std::ptr::null_mut(), 0) },
+        ),
+        (
+            "aclrtCreateNotify",
+            "flag 2",
+            INVALID_PARAM,
+            |out, _| unsafe { aclalloc::ffi::notify::aclrtCreateNotify(&mut out.desc, 2) },
+        ),
+        (
+            "aclrtNotifyGetExportKey",
+            "flags 1",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+                aclalloc::ffi::notify::aclrtNotifyGetExportKey(live_notify(), key, 8, 1)
+            },
+        ),
+        (
+            "aclrtNotifyImportByKey",
+            "notify NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::notify::aclrtNotifyImportByKey(
+                    std::ptr::null_mut(),
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtNotifyImportByKey",
+            "key NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::notify::aclrtNotifyImportByKey(&mut out.desc, std::ptr::null(), 0)
+            },
+        ),
+        (
+            "aclrtNotifyImportByKey",
+            "a made-up key",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::notify::aclrtNotifyImportByKey(
+                    &mut out.desc,
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtNotifyImportByKey",
+            "flags 1",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::notify::aclrtNotifyImportByKey(
+                    &mut out.desc,
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtNotifyBatchReset",
+            "notifies NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::notify::aclrtNotifyBatchReset(std::ptr::null_mut(), 1) },
+        ),
+        (
+            "aclrtNotifyBatchReset",
+            "num 0",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                let mut list = [live_notify()];
+                aclalloc::ffi::notify::aclrtNotifyBatchReset(list.as_mut_ptr(), 0)
+            },
+        ),
+        (
+            "aclrtNotifySetImportPidInterServer",
+            "serverPids NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(
+                    live_notify(),
+                    std::ptr::null_mut(),
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtNotifySetImportPidInterServer",
+            "another server",
+            API_NOT_SUPPORT,
+            |_, _| unsafe {
+                let mut server = server_pid();
+                aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(
+                    live_notify(),
+                    &mut server,
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemGetExportKey",
+            "size 0",
+            INVALID_PARAM,
+            |out, dev| unsafe {
+                let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(dev, 0, key, 8, 0)
+            },
+        ),
+        (
+            "aclrtIpcMemGetExportKey",
+            "flags 2",
+            INVALID_PARAM,
+            |out, dev| unsafe {
+                let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
+                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(dev, 8, key, 8, 2)
+            },
+        ),
+        (
+            "aclrtIpcMemGetExportKey",
+            "key NULL",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(
+                    dev,
+                    8,
+                    std::ptr::null_mut(),
+                    65,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemSetImportPid",
+            "key NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(std::ptr::null(), &mut 1, 1)
+            },
+        ),
+        (
+            "aclrtIpcMemSetImportPid",
+            "pid NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    std::ptr::null_mut(),
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemSetImportPid",
+            "num 0",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    &mut 1,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemSetImportPid",
+            "a key not exported here",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    &mut 1,
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemImportByKey",
+            "devPtr NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                    std::ptr::null_mut(),
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemImportByKey",
+            "key NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                    &mut out.desc,
+                    std::ptr::null(),
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemImportByKey",
+            "a made-up key",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                    &mut out.desc,
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemImportByKey",
+            "flags 2",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                    &mut out.desc,
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    2,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemClose",
+            "key NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::ipc_memory::aclrtIpcMemClose(std::ptr::null()) },
+        ),
+        (
+            "aclrtIpcMemClose",
+            "a made-up key",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemClose(c"aclalloc-0000040000000001".as_ptr())
+            },
+        ),
+        (
+            "aclrtIpcMemSetAttr",
+            "key NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(std::ptr::null(), 0, 0) },
+        ),
+        (
+            "aclrtIpcMemSetAttr",
+            "a key not exported here",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    0,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemSetAttr",
+            "type 1",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    1,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemSetAttr",
+            "attr 4",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    0,
+                    4,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemImportPidInterServer",
+            "serverPids NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::ipc_memory::aclrtIpcMemImportPidInterServer(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    std::ptr::null_mut(),
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtIpcMemImportPidInterServer",
+            "num 0",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                let mut server = server_pid();
+                aclalloc::ffi::ipc_memory::aclrtIpcMemImportPidInterServer(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                    &mut server,
+                    0,
+                )
+            },
+        ),
+        (
+            "aclrtMemImportFromShareableHandle",
+            "a made-up handle",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandle(
+                    (1 << 42) | 1,
+                    0,
+                    &mut out.desc,
+                )
+            },
+        ),
+        (
+            "aclrtMemImportFromShareableHandle",
+            "handle NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandle(
+                    (1 << 42) | 1,
+                    0,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtMemImportFromShareableHandle",
+            "device -1",
+            INVALID_DEVICE,
+            |out, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandle(
+                    (1 << 42) | 1,
+                    -1,
+                    &mut out.desc,
+                )
+            },
+        ),
+        (
+            "aclrtMemImportFromShareableHandleV2",
+            "shareableHandle NULL",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandleV2(
+                    std::ptr::null_mut(),
+                    1,
+                    0,
+                    &mut out.desc,
+                )
+            },
+        ),
+        (
+            "aclrtMemSetPidToShareableHandle",
+            "a made-up handle",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemSetPidToShareableHandle((1 << 42) | 1, &mut 1, 1)
+            },
+        ),
+        (
+            "aclrtMemSetPidToShareableHandle",
+            "pid NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemSetPidToShareableHandle(
+                    (1 << 42) | 1,
+                    std::ptr::null_mut(),
+                    1,
+                )
+            },
+        ),
+        (
+            "aclrtMemSetPidToShareableHandle",
+            "pidNum 0",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::sharing::aclrtMemSetPidToShareableHandle((1 << 42) | 1, &mut 1, 0)
+            },
+        ),
+        (
+            "aclrtMemSetAccess",
+            "desc NULL",
+            INVALID_PARAM,
+            |_, dev| unsafe {
+                aclalloc::ffi::sharing::aclrtMemSetAccess(dev, 64, std::ptr::null_mut(), 1)
+            },
+        ),
+        (
+            "aclrtDeviceGetBareTgid",
+            "pid NULL",
+            INVALID_PARAM,
+            |_, _| unsafe { aclalloc::ffi::sharing::aclrtDeviceGetBareTgid(std::ptr::null_mut()) },
+        ),
+        (
+            "aclrtSetStreamAttribute",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_attribute::aclrtSetStreamAttribute(
+                    std::ptr::null_mut(),
+                    3,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtSetStreamAttribute",
+            "stmAttrType 9",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                use aclalloc::ffi::stream_attribute::*;
+                let mut v = aclrtStreamAttrValue { reserve: [0; 4] };
+                aclrtSetStreamAttribute(std::ptr::null_mut(), 9, &mut v)
+            },
+        ),
+        (
+            "aclrtSetStreamAttribute",
+            "the default stream's failure mode",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                use aclalloc::ffi::stream_attribute::*;
+                let mut v = aclrtStreamAttrValue { failureMode: 1 };
+                aclrtSetStreamAttribute(std::ptr::null_mut(), ACL_STREAM_ATTR_FAILURE_MODE, &mut v)
+            },
+        ),
+        (
+            "aclrtGetStreamAttribute",
+            "value NULL",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                aclalloc::ffi::stream_attribute::aclrtGetStreamAttribute(
+                    std::ptr::null_mut(),
+                    1,
+                    std::ptr::null_mut(),
+                )
+            },
+        ),
+        (
+            "aclrtGetStreamAttribute",
+            "stmAttrType 0",
+            INVALID_PARAM,
+            |out, _| unsafe {
+                let value = &mut out.guard as *mut u64
+                    as *mut aclalloc::ffi::stream_attribute::aclrtStreamAttrValue;
+                aclalloc::ffi::stream_attribute::aclrtGetStreamAttribute(
+                    std::ptr::null_mut(),
+                    0,
+                    value,
+                )
+            },
+        ),
     ];
     let _serial = serial();
     unsafe {
@@ -2512,4 +3056,40 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
         assert_eq!(aclrtFree(dev), OK);
     }
     println!("runtime sizes, ids and enums: {} cases passed", cases.len());
+}
+
+/// A notify kept for the whole run (the cases that need a live one).
+fn live_notify() -> *mut c_void {
+    use aclalloc::ffi::notify::aclrtCreateNotify;
+    static NOTIFY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *NOTIFY.get_or_init(|| {
+        let mut n = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { aclrtCreateNotify(&mut n, 0) }, OK);
+        n as usize
+    }) as *mut c_void
+}
+
+/// `aclrtIpcGetEventHandle` of `event` into a handle of its own: a write
+/// to it shows as a write to `out`.
+unsafe fn ipc_event_handle(out: &mut Outputs, event: *mut c_void) -> aclError {
+    use aclalloc::ffi::ipc_events::*;
+    let mut h = aclrtIpcEventHandle { reserved: [0; 64] };
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { aclrtIpcGetEventHandle(event, &mut h) };
+    if h.reserved.iter().any(|&b| b != 0) {
+        out.guard = 0;
+    }
+    rc
+}
+
+/// One pid of another server, for the inter-server whitelists.
+fn server_pid() -> aclalloc::ffi::ipc_memory::aclrtServerPid {
+    static PID: i32 = 1;
+    aclalloc::ffi::ipc_memory::aclrtServerPid {
+        sdid: 1,
+        // Only read by the calls.
+        pid: &PID as *const i32 as *mut i32,
+        num: 1,
+    }
 }

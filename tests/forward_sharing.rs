@@ -26,6 +26,8 @@ aclError aclrtGetNotifyId(void *n, uint32_t *id) { *id = n == (void *)0x7777 ? 3
 typedef struct { char reserved[64]; } handle64;
 aclError aclrtIpcGetEventHandle(void *e, handle64 *h) { (void)e; h->reserved[0] = 'E'; return 0; }
 aclError aclrtIpcOpenEventHandle(handle64 h, void **e) { *e = (void *)0xE1; return h.reserved[0] == 'E' ? 0 : 9; }
+aclError aclrtNotifyBatchReset(void **n, size_t num) { return num == 1 && n[0] == (void *)0x7777 ? 0 : 9; }
+aclError aclrtIpcMemSetAttr(const char *k, int t, uint64_t a) { return k[0] == 'f' && t == 0 && a == 1 ? 0 : 9; }
 "#;
 
 const APP: &str = r#"
@@ -52,7 +54,9 @@ int main(void) {
         && aclrtCreateNotify(&n, 0) == 0 && n == (aclrtNotify)0x7777
         && aclrtGetNotifyId(n, &id) == 0 && id == 31
         && aclrtIpcGetEventHandle((aclrtEvent)0x5, &eh) == 0
-        && aclrtIpcOpenEventHandle(eh, &opened) == 0 && opened == (aclrtEvent)0xE1;
+        && aclrtIpcOpenEventHandle(eh, &opened) == 0 && opened == (aclrtEvent)0xE1
+        && aclrtNotifyBatchReset(&n, 1) == 0
+        && aclrtIpcMemSetAttr(key, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS) == 0;
     puts(ok ? "forwarded" : "not forwarded");
     return ok ? 0 : 1;
 }

@@ -11,23 +11,11 @@ use aclalloc::ffi::memory::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::sharing::aclrtDeviceGetBareTgid;
 use aclalloc::ffi::types::*;
+use common::child::{self, expect, init, say, wait_line};
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::ptr::null_mut;
 
 const SIZE: usize = 3 * 4096 + 100;
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
 
 fn malloc(size: usize) -> *mut u64 {
     let mut p = null_mut();
@@ -67,60 +55,13 @@ fn close(key: &str) -> aclError {
     unsafe { aclrtIpcMemClose(key.as_ptr()) }
 }
 
-fn spawn(role: &str, arg: &str) -> (Child, BufReader<ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_role",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IPC_ROLE", role)
-        .env("IPC_ARG", arg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (child, out)
-}
-
-fn expect(out: &mut BufReader<ChildStdout>, tag: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child ended before {tag}"
-        );
-        // The harness may print its own text before the first line.
-        if let Some(at) = line.find(&format!("{tag} ")) {
-            return line[at + tag.len()..].trim().to_owned();
-        }
-    }
-}
-
-fn say(child: &mut Child, line: &str) {
-    let stdin = child.stdin.as_mut().unwrap();
-    writeln!(stdin, "{line}").unwrap();
-    stdin.flush().unwrap();
-}
-
-fn wait_line() -> String {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    line.trim().to_owned()
-}
-
 /// The roles of the child processes; in the parent test run it does nothing.
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(role) = std::env::var("IPC_ROLE") else {
+    let Some((role, arg)) = child::role("IPC") else {
         return;
     };
-    let arg = std::env::var("IPC_ARG").unwrap();
     let _serial = init();
     match role.as_str() {
         // Imports the key once told to; copies word 0 out with aclrtMemcpy,
@@ -189,8 +130,8 @@ fn a_whitelisted_process_shares_the_memory_and_another_is_refused() {
         "exported once"
     );
 
-    let (mut allowed, mut allowed_out) = spawn("importer", &key);
-    let (mut other, mut other_out) = spawn("importer", &key);
+    let (mut allowed, mut allowed_out) = child::spawn("IPC", "importer", &key);
+    let (mut other, mut other_out) = child::spawn("IPC", "importer", &key);
     let pid: i32 = expect(&mut allowed_out, "PID").parse().unwrap();
     expect(&mut other_out, "PID");
     let ckey = CString::new(key.clone()).unwrap();
@@ -231,7 +172,7 @@ fn made_up_and_closed_keys_are_refused() {
         "not a key".to_owned(),
     ];
     for k in made_up {
-        let (mut child, mut out) = spawn("importer", &k);
+        let (mut child, mut out) = child::spawn("IPC", "importer", &k);
         expect(&mut out, "PID");
         say(&mut child, "go");
         assert_eq!(
@@ -242,7 +183,7 @@ fn made_up_and_closed_keys_are_refused() {
         assert!(child.wait().unwrap().success());
     }
     assert_eq!(close(&key), ACL_SUCCESS);
-    let (mut child, mut out) = spawn("importer", &key);
+    let (mut child, mut out) = child::spawn("IPC", "importer", &key);
     expect(&mut out, "PID");
     say(&mut child, "go");
     assert_eq!(
@@ -293,7 +234,7 @@ fn made_up_and_closed_keys_are_refused() {
 #[test]
 fn a_killed_exporter_leaves_the_importer_its_memory() {
     let _serial = init();
-    let (mut exporter, mut out) = spawn("exporter", "");
+    let (mut exporter, mut out) = child::spawn("IPC", "exporter", "");
     let key = expect(&mut out, "KEY");
     let p = import(&key).unwrap();
     assert_eq!(
@@ -362,6 +303,72 @@ fn export_keeps_what_queued_work_wrote() {
     // SAFETY: live stream; memory from aclrtMalloc.
     unsafe {
         assert_eq!(aclrtDestroyStream(s), ACL_SUCCESS);
+        assert_eq!(aclrtFree(p.cast()), ACL_SUCCESS);
+    }
+}
+
+#[test]
+fn set_attr_takes_an_exported_key_and_inter_server_whitelists_are_not_supported() {
+    let _serial = init();
+    let p = malloc(SIZE);
+    let key = export(p.cast(), 0).unwrap();
+    let k = CString::new(key.clone()).unwrap();
+    let mut pid = 1;
+    let mut server = aclrtServerPid {
+        sdid: 0,
+        pid: &mut pid,
+        num: 1,
+    };
+    // SAFETY: valid strings and pointers; bad values are refused.
+    unsafe {
+        for link in [
+            ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO,
+            ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS,
+            ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH,
+        ] {
+            assert_eq!(
+                aclrtIpcMemSetAttr(k.as_ptr(), ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, link),
+                ACL_SUCCESS
+            );
+        }
+        assert_eq!(
+            aclrtIpcMemSetAttr(k.as_ptr(), ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 4),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemSetAttr(k.as_ptr(), 1, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemSetAttr(c"aclalloc-0000040000000001".as_ptr(), 0, 0),
+            ACL_ERROR_INVALID_PARAM,
+            "not exported here"
+        );
+        assert_eq!(
+            aclrtIpcMemSetAttr(std::ptr::null(), 0, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemImportPidInterServer(k.as_ptr(), &mut server, 1),
+            ACL_ERROR_API_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtIpcMemImportPidInterServer(k.as_ptr(), null_mut(), 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemImportPidInterServer(k.as_ptr(), &mut server, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+    }
+    assert_eq!(close(&key), ACL_SUCCESS);
+    // SAFETY: closed; then memory from aclrtMalloc.
+    unsafe {
+        assert_eq!(
+            aclrtIpcMemSetAttr(k.as_ptr(), 0, 0),
+            ACL_ERROR_INVALID_PARAM,
+            "closed"
+        );
         assert_eq!(aclrtFree(p.cast()), ACL_SUCCESS);
     }
 }

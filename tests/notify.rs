@@ -3,26 +3,17 @@
 //! clears the notify. The other process is this test binary again, in the
 //! role `NOTIFY_ROLE` names (see `child_role`).
 
+mod common;
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::memory::*;
 use aclalloc::ffi::notify::*;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::types::*;
+use common::child::{self, init};
 use std::ffi::{c_char, CStr, CString};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::Read;
 use std::ptr::null_mut;
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
 
 fn stream() -> aclrtStream {
     let mut s = null_mut();
@@ -80,7 +71,7 @@ fn key_of(n: aclrtNotify, flags: u64) -> String {
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(key) = std::env::var("NOTIFY_KEY") else {
+    let Some((_, key)) = child::role("NOTIFY") else {
         return;
     };
     let _serial = init();
@@ -100,23 +91,11 @@ fn child_role() {
 }
 
 fn run_child(key: &str) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_role",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("NOTIFY_KEY", key)
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    BufReader::new(text.as_bytes())
-        .lines()
-        .map_while(Result::ok)
+    let (mut c, mut out) = child::spawn("NOTIFY", "recorder", key);
+    let mut text = String::new();
+    out.read_to_string(&mut text).unwrap();
+    assert!(c.wait().unwrap().success());
+    text.lines()
         .find_map(|l| {
             ["RECORDED ", "REFUSED "]
                 .iter()
@@ -226,34 +205,56 @@ fn pid_validation_refuses_a_process_not_whitelisted() {
 }
 
 #[test]
-fn ipc_events_are_not_supported_on_the_host() {
-    use aclalloc::ffi::ipc_events::*;
+fn a_batch_reset_clears_set_notifies_and_inter_server_whitelists_are_not_supported() {
     let _serial = init();
-    let mut event = null_mut();
-    let mut handle = aclrtIpcEventHandle { reserved: [0; 64] };
-    // SAFETY: valid pointers; NULL ones are refused first.
+    let (a, b) = (notify(), notify());
+    let (s, waiter) = (stream(), stream());
+    let p = byte();
+    // SAFETY: live handles; bad arguments are refused.
     unsafe {
+        assert_eq!(aclrtRecordNotify(a, s), ACL_SUCCESS);
+        sync(s);
+        let mut both = [a, b];
+        assert_eq!(aclrtNotifyBatchReset(both.as_mut_ptr(), 2), ACL_SUCCESS);
+        // Reset: a wait now times out (1 s) and the memset after it runs.
+        assert_eq!(aclrtWaitAndResetNotify(a, waiter, 1), ACL_SUCCESS);
+        set_later(p, waiter);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(read(p), 0, "held: the record was cleared");
+        sync(waiter);
         assert_eq!(
-            aclrtIpcGetEventHandle(null_mut(), &mut handle),
+            aclrtNotifyBatchReset(null_mut(), 1),
             ACL_ERROR_INVALID_PARAM
         );
         assert_eq!(
-            aclrtIpcGetEventHandle(0x10 as *mut _, null_mut()),
+            aclrtNotifyBatchReset(both.as_mut_ptr(), 0),
             ACL_ERROR_INVALID_PARAM
         );
+        let mut pid = 1;
+        let mut server = aclalloc::ffi::ipc_memory::aclrtServerPid {
+            sdid: 0,
+            pid: &mut pid,
+            num: 1,
+        };
         assert_eq!(
-            aclrtIpcGetEventHandle(0x10 as *mut _, &mut handle),
+            aclrtNotifySetImportPidInterServer(a, &mut server, 1),
             ACL_ERROR_API_NOT_SUPPORT
         );
         assert_eq!(
-            aclrtIpcOpenEventHandle(handle, null_mut()),
+            aclrtNotifySetImportPidInterServer(a, null_mut(), 1),
             ACL_ERROR_INVALID_PARAM
         );
+        assert_eq!(aclrtDestroyNotify(b), ACL_SUCCESS);
         assert_eq!(
-            aclrtIpcOpenEventHandle(handle, &mut event),
-            ACL_ERROR_API_NOT_SUPPORT
+            aclrtNotifyBatchReset(both.as_mut_ptr(), 2),
+            ACL_ERROR_INVALID_PARAM,
+            "b is destroyed"
         );
+        assert_eq!(
+            aclrtNotifySetImportPidInterServer(b, &mut server, 1),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(aclrtDestroyNotify(a), ACL_SUCCESS);
+        aclrtFree(p.cast());
     }
-    assert!(event.is_null());
-    assert!(handle.reserved.iter().all(|&b| b == 0), "nothing written");
 }

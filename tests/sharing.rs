@@ -6,29 +6,18 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::sharing::*;
 use aclalloc::ffi::types::*;
 use aclalloc::ffi::virtual_memory::*;
+use common::child::{self, expect, init, say, wait_line};
 use std::ffi::c_void;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::BufReader;
+use std::process::{Child, ChildStdout};
 use std::ptr::null_mut;
 
 const G: usize = 2 << 20;
 
 /// One test at a time: one counts this process's descriptors.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn init() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    guard
-}
-
 fn prop() -> aclrtPhysicalMemProp {
     aclrtPhysicalMemProp {
         handleType: ACL_MEM_HANDLE_TYPE_NONE,
@@ -120,50 +109,7 @@ fn import(shared: u64) -> Result<aclrtDrvMemHandle, aclError> {
 
 /// This test binary run as `role` with `arg`; it talks over stdin/stdout.
 fn spawn(role: &str, arg: u64) -> (Child, BufReader<ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_role",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SHARING_ROLE", role)
-        .env("SHARING_ARG", arg.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (child, out)
-}
-
-/// The next line a child printed that starts with `tag`, without it.
-fn expect(out: &mut BufReader<ChildStdout>, tag: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child ended before {tag}"
-        );
-        // The harness may print its own text before the first line.
-        if let Some(at) = line.find(&format!("{tag} ")) {
-            return line[at + tag.len()..].trim().to_owned();
-        }
-    }
-}
-
-fn say(child: &mut Child, line: &str) {
-    let stdin = child.stdin.as_mut().unwrap();
-    writeln!(stdin, "{line}").unwrap();
-    stdin.flush().unwrap();
-}
-
-fn wait_line() -> String {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    line.trim().to_owned()
+    child::spawn("SHARING", role, &arg.to_string())
 }
 
 fn open_fds() -> usize {
@@ -174,10 +120,10 @@ fn open_fds() -> usize {
 #[test]
 #[ignore = "the entry of the child processes the other tests start"]
 fn child_role() {
-    let Ok(role) = std::env::var("SHARING_ROLE") else {
+    let Some((role, arg)) = child::role("SHARING") else {
         return;
     };
-    let arg: u64 = std::env::var("SHARING_ARG").unwrap().parse().unwrap();
+    let arg: u64 = arg.parse().unwrap();
     let _serial = init();
     match role.as_str() {
         // Imports `arg` once told to, reads word 0, writes word 1.

@@ -14,7 +14,14 @@
 //! physical memory (on real and missing devices, and forged handles), map
 //! it into reservations (inside, across the end, over other mappings),
 //! unmap, and touch mapped memory; record an event on one stream and wait
-//! for it on another.
+//! for it on another (also with a record flag and a wait timeout); record a
+//! notify on one stream and wait for it on another (also through a key
+//! imported in this process), reset notifies in a batch; on a stream of its
+//! own, a value write and a satisfied value wait, then a synchronize with a
+//! timeout, a stop or an abort; export and import within this process (a
+//! shareable handle, refused; IPC memory, seen at both addresses; an IPC
+//! event, ordering the default stream). Every wait follows its record, so
+//! no op can block a stream for good.
 //!
 //! Checked: every return code and message; the kernel gets a workspace of
 //! the launch's size (NULL for 0) that it can write, and for the counting
@@ -117,6 +124,21 @@ enum Op {
     /// which is then synchronized: the event has completed, and with it
     /// every kernel launched on the first stream before the record.
     EventOrder(StreamPick, StreamPick),
+    /// A notify recorded on the first stream, waited for and cleared by the
+    /// second (through a key imported here when set), which is then
+    /// synchronized; reset in a batch and destroyed.
+    NotifyOrder(StreamPick, StreamPick, bool),
+    /// On a stream of its own: a value write and a value wait it satisfies
+    /// (flag f % 5: 4 is refused), then (m % 3) a synchronize with a
+    /// timeout, a stop or an abort, then a destroy.
+    StreamControl(u8, u8, u8),
+    /// `aclrtRecordEventWithFlag` (flag f % 3: 2 is refused) on the first
+    /// stream, `aclrtStreamWaitEventWithTimeout` (t % 3 - 1 seconds: -1 is
+    /// refused, 0 is no limit) on the second, which is synchronized.
+    TimedEventOrder(StreamPick, StreamPick, u8, u8),
+    /// Export and import within this process (k % 3): a shareable handle
+    /// (its import here refused), IPC memory, an IPC event.
+    ShareHere(u8),
 }
 
 const GRANULE: usize = 2 << 20;
@@ -529,6 +551,10 @@ impl Model {
             }
             Op::SynchronizeDevice => self.synchronize_device(),
             Op::EventOrder(a, b) => self.event_order(a, b),
+            Op::NotifyOrder(a, b, by_key) => self.notify_order(a, b, by_key),
+            Op::StreamControl(f, v, m) => self.stream_control(f, v, m),
+            Op::TimedEventOrder(a, b, f, t) => self.timed_event_order(a, b, f, t),
+            Op::ShareHere(k) => self.share_here(k),
             Op::Reserve(..)
             | Op::Release(_)
             | Op::MallocPhysical(..)
@@ -586,21 +612,340 @@ impl Model {
             // SAFETY: as above.
             let rc = unsafe { aclrtSynchronizeStream(hb as *mut c_void) };
             self.expect("aclrtSynchronizeStream", rc, OK);
-            let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-            // SAFETY: as above, with a valid out-pointer.
-            let rc = unsafe { aclrtQueryEventStatus(event, &mut status) };
-            self.expect("aclrtQueryEventStatus", rc, OK);
-            assert_eq!(
-                status, ACL_EVENT_RECORDED_STATUS_COMPLETE,
-                "the waiter went first"
+            self.record_ran(event, ha, ia);
+        }
+        // SAFETY: a live event.
+        let rc = unsafe { aclrtDestroyEvent(event) };
+        self.expect("aclrtDestroyEvent", rc, OK);
+    }
+
+    /// After a waiting stream was synchronized: the event's record on the
+    /// stream `(handle, index)` has run, and so has everything launched on
+    /// it before the record.
+    fn record_ran(&mut self, event: *mut c_void, handle: usize, index: Option<usize>) {
+        use aclalloc::ffi::events::*;
+        let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+        // SAFETY: a live event, a valid out-pointer.
+        let rc = unsafe { aclrtQueryEventStatus(event, &mut status) };
+        self.expect("aclrtQueryEventStatus", rc, OK);
+        assert_eq!(
+            status, ACL_EVENT_RECORDED_STATUS_COMPLETE,
+            "the waiter went first"
+        );
+        self.launched_before_ran(handle, index);
+    }
+
+    /// Everything launched on the stream `(handle, index)` so far has run.
+    fn launched_before_ran(&self, handle: usize, index: Option<usize>) {
+        if let Some(i) = index.filter(|_| handle != 0) {
+            Self::settled(&self.streams[i].channel, self.streams[i].launched);
+        }
+    }
+
+    /// The model's default stream of the current context exists once a
+    /// NULL stream among `handles` has been used.
+    fn touch_default(&mut self, handles: &[usize]) {
+        if handles.contains(&0) {
+            if let Some(ctx) = self.current_alive() {
+                self.defaults
+                    .entry(ctx)
+                    .or_insert_with(|| (Arc::default(), 0));
+            }
+        }
+    }
+
+    fn notify_order(&mut self, a: StreamPick, b: StreamPick, by_key: bool) {
+        use aclalloc::ffi::notify::*;
+        let mut n = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtCreateNotify(&mut n, ACL_NOTIFY_DEFAULT as u64) };
+        if self.current_alive().is_none() {
+            return self.expect("aclrtCreateNotify", rc, CONTEXT_NULL);
+        }
+        self.expect("aclrtCreateNotify", rc, OK);
+        let waited = if by_key {
+            let mut key = [0 as std::ffi::c_char; 65];
+            // SAFETY: a live notify, a 65-byte buffer.
+            let rc = unsafe {
+                aclrtNotifyGetExportKey(
+                    n,
+                    key.as_mut_ptr(),
+                    key.len(),
+                    ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION,
+                )
+            };
+            self.expect("aclrtNotifyGetExportKey", rc, OK);
+            let mut m = std::ptr::null_mut();
+            // SAFETY: a valid out-pointer and key.
+            let rc = unsafe { aclrtNotifyImportByKey(&mut m, key.as_ptr(), 0) };
+            self.expect("aclrtNotifyImportByKey", rc, OK);
+            m
+        } else {
+            n
+        };
+        let ((ha, ia), (hb, ib)) = (self.pick(a), self.pick(b));
+        let (a_ok, b_ok) = (self.accepts(ha, ia), self.accepts(hb, ib));
+        self.touch_default(&[ha]);
+        // SAFETY: the host runtime looks the handles up.
+        let rc = unsafe { aclrtRecordNotify(n, ha as *mut c_void) };
+        self.expect(
+            "aclrtRecordNotify",
+            rc,
+            if a_ok { OK } else { INVALID_PARAM },
+        );
+        // A wait with no record before it would hold its stream for good.
+        if a_ok || !b_ok {
+            self.touch_default(&[hb]);
+            // SAFETY: as above.
+            let rc = unsafe { aclrtWaitAndResetNotify(waited, hb as *mut c_void, 0) };
+            self.expect(
+                "aclrtWaitAndResetNotify",
+                rc,
+                if b_ok { OK } else { INVALID_PARAM },
             );
-            if let Some(i) = ia.filter(|_| ha != 0) {
-                Self::settled(&self.streams[i].channel, self.streams[i].launched);
+        }
+        if a_ok && b_ok {
+            // SAFETY: as above.
+            let rc = unsafe { aclrtSynchronizeStream(hb as *mut c_void) };
+            self.expect("aclrtSynchronizeStream", rc, OK);
+            // The record ran, after everything launched on `a` before it.
+            self.launched_before_ran(ha, ia);
+        }
+        let mut both = [n, waited];
+        // SAFETY: two live notifies.
+        let rc = unsafe { aclrtNotifyBatchReset(both.as_mut_ptr(), both.len()) };
+        self.expect("aclrtNotifyBatchReset", rc, OK);
+        if by_key {
+            // SAFETY: a live notify.
+            let rc = unsafe { aclrtDestroyNotify(waited) };
+            self.expect("aclrtDestroyNotify", rc, OK);
+        }
+        // SAFETY: a live notify, then a dead one.
+        unsafe {
+            self.expect("aclrtDestroyNotify", aclrtDestroyNotify(n), OK);
+            self.expect("aclrtDestroyNotify", aclrtDestroyNotify(n), INVALID_PARAM);
+        }
+    }
+
+    fn stream_control(&mut self, flag: u8, value: u8, how: u8) {
+        use aclalloc::ffi::memory::*;
+        use aclalloc::ffi::stream_control::*;
+        if self.current_alive().is_none() {
+            return;
+        }
+        let mut s = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtCreateStream(&mut s) };
+        self.expect("aclrtCreateStream", rc, OK);
+        let mut word = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer. The device may be full (its refusal
+        // is one of the lines the check skips).
+        if unsafe { aclrtMalloc(&mut word, 8, ACL_MEM_MALLOC_HUGE_FIRST) } != OK {
+            // SAFETY: a live stream.
+            let rc = unsafe { aclrtDestroyStream(s) };
+            return self.expect("aclrtDestroyStream", rc, OK);
+        }
+        let value = u64::from(value) + 1;
+        let flag = u32::from(flag % 5);
+        // SAFETY: 8 bytes of device memory and a live stream.
+        unsafe {
+            self.expect("aclrtMemset", aclrtMemset(word, 8, 0, 8), OK);
+            let rc = aclrtValueWrite(word, value, 0, s);
+            self.expect("aclrtValueWrite", rc, OK);
+            // The word holds `value` (at most 256) when the wait runs: each
+            // of GEQ, EQ, AND and NOR holds.
+            let rc = aclrtValueWait(word, value, flag, s);
+            self.expect(
+                "aclrtValueWait",
+                rc,
+                if flag <= ACL_STREAM_WAIT_VALUE_NOR {
+                    OK
+                } else {
+                    INVALID_PARAM
+                },
+            );
+            match how % 3 {
+                0 => {
+                    let rc = aclrtSynchronizeStreamWithTimeout(s, 60_000);
+                    self.expect("aclrtSynchronizeStreamWithTimeout", rc, OK);
+                    assert_eq!((word as *const u64).read_volatile(), value, "value write");
+                }
+                1 => self.expect("aclrtStreamStop", aclrtStreamStop(s), OK),
+                _ => self.expect("aclrtStreamAbort", aclrtStreamAbort(s), OK),
+            }
+            self.expect("aclrtDestroyStream", aclrtDestroyStream(s), OK);
+            self.expect("aclrtFree", aclrtFree(word), OK);
+        }
+    }
+
+    fn timed_event_order(&mut self, a: StreamPick, b: StreamPick, flag: u8, timeout: u8) {
+        use aclalloc::ffi::events::*;
+        let mut event = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtCreateEvent(&mut event) };
+        if self.current_alive().is_none() {
+            return self.expect("aclrtCreateEvent", rc, CONTEXT_NULL);
+        }
+        self.expect("aclrtCreateEvent", rc, OK);
+        let ((ha, ia), (hb, ib)) = (self.pick(a), self.pick(b));
+        let (a_ok, b_ok) = (self.accepts(ha, ia), self.accepts(hb, ib));
+        let flag = u32::from(flag % 3);
+        let timeout = i32::from(timeout % 3) - 1;
+        // A refused flag or timeout is seen before the stream is.
+        if flag <= ACL_EVENT_RECORD_EXTERNAL {
+            self.touch_default(&[ha]);
+        }
+        if timeout >= 0 {
+            self.touch_default(&[hb]);
+        }
+        // SAFETY: the host runtime looks the handles up.
+        let rc = unsafe { aclrtRecordEventWithFlag(event, ha as *mut c_void, flag) };
+        let recorded = a_ok && flag <= ACL_EVENT_RECORD_EXTERNAL;
+        let want = if recorded { OK } else { INVALID_PARAM };
+        self.expect("aclrtRecordEventWithFlag", rc, want);
+        // SAFETY: as above.
+        let rc = unsafe { aclrtStreamWaitEventWithTimeout(hb as *mut c_void, event, timeout) };
+        let waited = b_ok && timeout >= 0;
+        let want = if waited { OK } else { INVALID_PARAM };
+        self.expect("aclrtStreamWaitEventWithTimeout", rc, want);
+        if waited {
+            // SAFETY: as above.
+            let rc = unsafe { aclrtSynchronizeStream(hb as *mut c_void) };
+            self.expect("aclrtSynchronizeStream", rc, OK);
+            if recorded {
+                self.record_ran(event, ha, ia);
             }
         }
         // SAFETY: a live event.
         let rc = unsafe { aclrtDestroyEvent(event) };
         self.expect("aclrtDestroyEvent", rc, OK);
+    }
+
+    fn share_here(&mut self, kind: u8) {
+        let Some((device, _)) = self.current_alive() else {
+            return;
+        };
+        match kind % 3 {
+            0 => self.share_physical(device),
+            1 => self.share_ipc_memory(),
+            _ => self.share_ipc_event(),
+        }
+    }
+
+    fn share_physical(&mut self, device: usize) {
+        use aclalloc::ffi::sharing::*;
+        use aclalloc::ffi::virtual_memory::*;
+        let prop = aclrtPhysicalMemProp {
+            handleType: ACL_MEM_HANDLE_TYPE_NONE,
+            allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+            memAttr: ACL_HBM_MEM_HUGE,
+            location: aclrtMemLocation {
+                id: device as u32,
+                r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+            },
+            reserve: 0,
+        };
+        let mut h = std::ptr::null_mut();
+        // SAFETY: valid pointers.
+        let rc = unsafe { aclrtMallocPhysical(&mut h, GRANULE, &prop, 0) };
+        if rc != OK {
+            // The device's memory is shared with the rest of the run.
+            return self.expect("aclrtMallocPhysical", rc, MEMORY_ALLOCATION);
+        }
+        let (mut shared, mut again, mut imported) = (0u64, 0u64, std::ptr::null_mut());
+        // SAFETY: a live handle, valid out-pointers.
+        unsafe {
+            let rc = aclrtMemExportToShareableHandle(h, ACL_MEM_HANDLE_TYPE_NONE, 1, &mut shared);
+            self.expect("aclrtMemExportToShareableHandle", rc, OK);
+            let rc = aclrtMemExportToShareableHandle(h, ACL_MEM_HANDLE_TYPE_NONE, 1, &mut again);
+            self.expect("aclrtMemExportToShareableHandle", rc, INVALID_PARAM);
+            let rc = aclrtMemImportFromShareableHandle(shared, device as i32, &mut imported);
+            self.expect("aclrtMemImportFromShareableHandle", rc, INVALID_PARAM);
+            self.expect("aclrtFreePhysical", aclrtFreePhysical(h), OK);
+        }
+        assert_eq!(
+            (again, imported),
+            (0, std::ptr::null_mut()),
+            "written on failure"
+        );
+    }
+
+    fn share_ipc_memory(&mut self) {
+        use aclalloc::ffi::ipc_memory::*;
+        use aclalloc::ffi::memory::*;
+        const SIZE: usize = 2 * 4096;
+        let mut p = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; a refusal is one of the skipped lines.
+        if unsafe { aclrtMalloc(&mut p, SIZE, ACL_MEM_MALLOC_HUGE_FIRST) } != OK {
+            return;
+        }
+        let mut key = [0 as std::ffi::c_char; 65];
+        let mut q = std::ptr::null_mut();
+        // SAFETY: device memory is host memory on the host runtime; valid
+        // out-pointers; `q` is the same memory mapped again.
+        unsafe {
+            p.cast::<u8>().write(0x42);
+            let rc = aclrtIpcMemGetExportKey(
+                p,
+                SIZE,
+                key.as_mut_ptr(),
+                key.len(),
+                ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
+            );
+            self.expect("aclrtIpcMemGetExportKey", rc, OK);
+            let rc = aclrtIpcMemImportByKey(&mut q, key.as_ptr(), 0);
+            self.expect("aclrtIpcMemImportByKey", rc, OK);
+            assert_ne!(p, q, "imported at an address of its own");
+            assert_eq!(
+                q.cast::<u8>().read_volatile(),
+                0x42,
+                "the export's contents"
+            );
+            q.cast::<u8>().add(SIZE - 1).write_volatile(0x24);
+            assert_eq!(
+                p.cast::<u8>().add(SIZE - 1).read_volatile(),
+                0x24,
+                "the same pages"
+            );
+            // The import's close, the export's, then nothing is left.
+            self.expect("aclrtIpcMemClose", aclrtIpcMemClose(key.as_ptr()), OK);
+            self.expect("aclrtIpcMemClose", aclrtIpcMemClose(key.as_ptr()), OK);
+            let rc = aclrtIpcMemClose(key.as_ptr());
+            self.expect("aclrtIpcMemClose", rc, INVALID_PARAM);
+            self.expect("aclrtFree", aclrtFree(p), OK);
+        }
+    }
+
+    fn share_ipc_event(&mut self) {
+        use aclalloc::ffi::events::*;
+        use aclalloc::ffi::ipc_events::*;
+        self.touch_default(&[0]);
+        let (mut e, mut opened) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let mut h = aclrtIpcEventHandle { reserved: [0; 64] };
+        let null = std::ptr::null_mut();
+        // SAFETY: valid out-pointers; live handles; NULL is the default stream.
+        unsafe {
+            let rc = aclrtCreateEventExWithFlag(&mut e, ACL_EVENT_IPC);
+            self.expect("aclrtCreateEventExWithFlag", rc, OK);
+            self.expect(
+                "aclrtIpcGetEventHandle",
+                aclrtIpcGetEventHandle(e, &mut h),
+                OK,
+            );
+            let rc = aclrtIpcOpenEventHandle(h, &mut opened);
+            self.expect("aclrtIpcOpenEventHandle", rc, OK);
+            self.expect("aclrtRecordEvent", aclrtRecordEvent(e, null), OK);
+            let rc = aclrtStreamWaitEvent(null, opened);
+            self.expect("aclrtStreamWaitEvent", rc, OK);
+            self.expect("aclrtSynchronizeEvent", aclrtSynchronizeEvent(opened), OK);
+            self.record_ran(opened, 0, None);
+            self.expect("aclrtDestroyEvent", aclrtDestroyEvent(opened), OK);
+            self.expect("aclrtDestroyEvent", aclrtDestroyEvent(e), OK);
+            let mut again = std::ptr::null_mut();
+            let rc = aclrtIpcOpenEventHandle(h, &mut again);
+            self.expect("aclrtIpcOpenEventHandle", rc, INVALID_PARAM);
+            assert!(again.is_null(), "written on failure");
+        }
     }
 
     /// The virtual-memory ops against [`VmModel`].

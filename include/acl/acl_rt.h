@@ -23,6 +23,14 @@
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
 /** Import flag: peer access between the devices (every device is the host's memory: no effect). */
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: SIO (the default). */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO 0x0UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: HCCS. */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS 0x1UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: UB, one port. */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_ONE_PORT_PATH 0x2UL
+/** `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: UB, several ports. */
+#define ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH 0x3UL
 /** Export flag: importers must be whitelisted (the default). */
 #define ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the key. */
@@ -59,7 +67,7 @@
 #define ACL_EVENT_DEVICE_USE_ONLY 0x00000010U
 /** `aclrtCreateEventExWithFlag` flag: an external event. */
 #define ACL_EVENT_EXTERNAL 0x00000020U
-/** `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime). */
+/** `aclrtCreateEventExWithFlag` flag: an event other processes open (alone: no other flag with it). */
 #define ACL_EVENT_IPC 0x00000040U
 /** `aclrtRecordEventWithFlag`: an ordinary record. */
 #define ACL_EVENT_RECORD_DEFAULT 0x00000000U
@@ -439,6 +447,24 @@ typedef enum aclrtMemAccessFlags {
     ACL_RT_MEM_ACCESS_FLAGS_READWRITE = 3,
 } aclrtMemAccessFlags;
 
+typedef enum aclrtIpcMemAttrType {
+    /** The link another die's access to the memory goes through. */
+    ACL_RT_IPC_MEM_ATTR_ACCESS_LINK = 0,
+} aclrtIpcMemAttrType;
+
+typedef enum aclrtStreamAttr {
+    /** The failure mode (`aclrtStreamAttrValue::failureMode`): as `aclrtSetStreamFailureMode`. */
+    ACL_STREAM_ATTR_FAILURE_MODE = 1,
+    /** The float-overflow check switch (`overflowSwitch`, 0 or 1). */
+    ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK = 2,
+    /** A tag of the user's (`userCustomTag`). */
+    ACL_STREAM_ATTR_USER_CUSTOM_TAG = 3,
+    /** The cache-op information switch (`cacheOpInfoSwitch`, 0 or 1). */
+    ACL_STREAM_ATTR_CACHE_OP_INFO = 4,
+    /** The priority (`streamPriority`): read only on the host. */
+    ACL_STREAM_ATTR_PRIORITY = 5,
+} aclrtStreamAttr;
+
 
 /**
  * A half-precision float's bits.
@@ -492,6 +518,24 @@ typedef struct aclrtIpcEventHandle {
 } aclrtIpcEventHandle;
 
 /**
+ * Pids of processes on another server (its `sdid`) to whitelist.
+ */
+typedef struct aclrtServerPid {
+  /**
+   * The server.
+   */
+  uint32_t sdid;
+  /**
+   * `num` pids.
+   */
+  int32_t *pid;
+  /**
+   * How many pids.
+   */
+  size_t num;
+} aclrtServerPid;
+
+/**
  * A notify handle.
  */
 typedef void *aclrtNotify;
@@ -533,6 +577,36 @@ typedef struct aclrtMemAccessDesc {
    */
   uint8_t rsv[12];
 } aclrtMemAccessDesc;
+
+/**
+ * A stream attribute's value: the member its `aclrtStreamAttr` names.
+ */
+typedef union aclrtStreamAttrValue {
+  /**
+   * `ACL_STREAM_ATTR_FAILURE_MODE`.
+   */
+  uint64_t failureMode;
+  /**
+   * `ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK`.
+   */
+  uint32_t overflowSwitch;
+  /**
+   * `ACL_STREAM_ATTR_USER_CUSTOM_TAG`.
+   */
+  uint32_t userCustomTag;
+  /**
+   * `ACL_STREAM_ATTR_CACHE_OP_INFO`.
+   */
+  uint32_t cacheOpInfoSwitch;
+  /**
+   * `ACL_STREAM_ATTR_PRIORITY`.
+   */
+  uint32_t streamPriority;
+  /**
+   * The union's size.
+   */
+  uint32_t reserve[4];
+} aclrtStreamAttrValue;
 
 /**
  * `void fn(aclrtStream stm, aclrtStreamState state, void *args)`.
@@ -732,7 +806,7 @@ aclError aclrtCreateEvent(aclrtEvent *event);
 
 /**
  * `aclrtCreateEvent` with `ACL_EVENT_*` flags (other bits:
- * `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC`: `ACL_ERROR_API_NOT_SUPPORT`).
+ * `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC` with another flag: the same).
  *
  * # Safety
  * `event` is NULL or writable.
@@ -878,7 +952,10 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
 aclError aclrtFreeHost(void *hostPtr);
 
 /**
- * The handle another process opens `event` with (an `ACL_EVENT_IPC` event).
+ * The handle another process opens `event` with: an event of this
+ * process created with `ACL_EVENT_IPC` (other events:
+ * `ACL_ERROR_INVALID_PARAM`). The handle names the event until it is
+ * destroyed.
  *
  * # Safety
  * `handle` is NULL or writable.
@@ -886,7 +963,10 @@ aclError aclrtFreeHost(void *hostPtr);
 aclError aclrtIpcGetEventHandle(aclrtEvent event, struct aclrtIpcEventHandle *handle);
 
 /**
- * Opens another process's event from its handle.
+ * Opens another process's IPC event from its handle, in the current
+ * context: the event may be waited on, recorded, synchronized, queried
+ * and destroyed. A handle naming no live IPC event (made up, from another
+ * run, its event destroyed or its process gone): `ACL_ERROR_INVALID_PARAM`.
  *
  * # Safety
  * `event` is NULL or writable.
@@ -934,6 +1014,27 @@ aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags);
  * `key` is NULL or a string.
  */
 aclError aclrtIpcMemClose(const char *key);
+
+/**
+ * Sets an attribute of a key this process exported: `type`
+ * `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` with an `..._ACCESS_LINK_*` value (no
+ * effect on the host, which has no links between dies).
+ *
+ * # Safety
+ * `key` is NULL or a string.
+ */
+aclError aclrtIpcMemSetAttr(const char *key, aclrtIpcMemAttrType type, uint64_t attr);
+
+/**
+ * Whitelists processes of other servers: the host runtime shares between
+ * processes of one host only (`ACL_ERROR_API_NOT_SUPPORT` once the
+ * arguments are checked).
+ *
+ * # Safety
+ * `key` is NULL or a string; `serverPids` is NULL or readable for `num`
+ * elements.
+ */
+aclError aclrtIpcMemImportPidInterServer(const char *key, struct aclrtServerPid *serverPids, size_t num);
 
 /**
  * Allocates `size` bytes of device memory on the current context's device
@@ -1090,6 +1191,24 @@ aclError aclrtNotifyImportByKey(aclrtNotify *notify, const char *key, uint64_t f
  * `pid` is NULL or readable for `num` elements.
  */
 aclError aclrtNotifySetImportPid(aclrtNotify notify, int32_t *pid, size_t num);
+
+/**
+ * Clears `num` notifies at once (a dead one among them: none is cleared).
+ *
+ * # Safety
+ * `notifies` is NULL or readable for `num` elements.
+ */
+aclError aclrtNotifyBatchReset(aclrtNotify *notifies, size_t num);
+
+/**
+ * Whitelists processes of other servers for a notify: the host runtime
+ * shares between processes of one host only (`ACL_ERROR_API_NOT_SUPPORT`
+ * once the arguments are checked).
+ *
+ * # Safety
+ * `serverPids` is NULL or readable for `num` elements.
+ */
+aclError aclrtNotifySetImportPidInterServer(aclrtNotify notify, struct aclrtServerPid *serverPids, size_t num);
 
 /**
  * Makes `deviceId` the calling thread's device (its default context becomes
@@ -1309,6 +1428,25 @@ aclError aclrtMemSetAccess(void *virPtr, size_t size, struct aclrtMemAccessDesc 
  * `location` is NULL or readable; `flag` is NULL or writable.
  */
 aclError aclrtMemGetAccess(void *virPtr, struct aclrtMemLocation *location, uint64_t *flag);
+
+/**
+ * Sets `stmAttrType` of `stream` (NULL: the default stream, whose failure
+ * mode cannot be set) from its member of `value`. Switches take 0 or 1;
+ * the priority is fixed at creation (`ACL_ERROR_INVALID_PARAM`).
+ *
+ * # Safety
+ * `value` is NULL or readable.
+ */
+aclError aclrtSetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType, union aclrtStreamAttrValue *value);
+
+/**
+ * Writes `stmAttrType` of `stream` (NULL: the default stream) into its
+ * member of `value` (a switch or tag never set: 0).
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType, union aclrtStreamAttrValue *value);
 
 /**
  * Stores `value` in the 8-byte device word `devAddr` when `stream` (NULL:

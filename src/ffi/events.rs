@@ -23,7 +23,7 @@ pub const ACL_EVENT_TIME_LINE: u32 = 0x0000_0008;
 pub const ACL_EVENT_DEVICE_USE_ONLY: u32 = 0x0000_0010;
 /// `aclrtCreateEventExWithFlag` flag: an external event.
 pub const ACL_EVENT_EXTERNAL: u32 = 0x0000_0020;
-/// `aclrtCreateEventExWithFlag` flag: an IPC event (not supported by the host runtime).
+/// `aclrtCreateEventExWithFlag` flag: an event other processes open (alone: no other flag with it).
 pub const ACL_EVENT_IPC: u32 = 0x0000_0040;
 
 /// An event's status (`aclrtQueryEvent`, deprecated by CANN).
@@ -55,11 +55,6 @@ const ONLY_HOST_FLAGS: u32 =
     ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE | ACL_EVENT_CAPTURE_STREAM_PROGRESS;
 
 unsafe fn create(event: *mut aclrtEvent, flag: u32, ex: bool) -> crate::base::error::Result<()> {
-    if flag & ACL_EVENT_IPC != 0 {
-        return Err(Error::NotSupported {
-            what: "IPC events (ACL_EVENT_IPC) on the host runtime",
-        });
-    }
     // SAFETY: the caller's contract.
     unsafe {
         args::write_out(event, "event", || {
@@ -82,7 +77,7 @@ pub unsafe extern "C" fn aclrtCreateEvent(event: *mut aclrtEvent) -> aclError {
 }
 
 /// `aclrtCreateEvent` with `ACL_EVENT_*` flags (other bits:
-/// `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC`: `ACL_ERROR_API_NOT_SUPPORT`).
+/// `ACL_ERROR_INVALID_PARAM`; `ACL_EVENT_IPC` with another flag: the same).
 ///
 /// # Safety
 /// `event` is NULL or writable.

@@ -1,12 +1,12 @@
-//! CANN's IPC event calls (`acl_rt.h`). Forwarded to a real CANN in front of
-//! this library; the host runtime has no IPC events (`ACL_EVENT_IPC` is
-//! refused at creation), so after their argument checks they answer
-//! `ACL_ERROR_API_NOT_SUPPORT`.
+//! CANN's IPC event calls (`acl_rt.h`): an event created with
+//! `ACL_EVENT_IPC` is opened by other processes of the host from its handle
+//! (see `crate::runtime::ipc_event`).
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, Out};
 use super::events::aclrtEvent;
 use super::forward::real_or_host;
+use super::process::host;
 use super::types::*;
 use crate::base::error::Error;
 use std::ffi::c_char;
@@ -22,11 +22,36 @@ pub struct aclrtIpcEventHandle {
     pub reserved: [c_char; 64],
 }
 
-const NO_IPC_EVENTS: Error = Error::NotSupported {
-    what: "IPC events on the host runtime (share a notify with aclrtNotifyGetExportKey instead)",
-};
+/// The first bytes of every handle this library makes, so that bytes of
+/// another origin are told apart from a handle whose event is gone.
+const MAGIC: [u8; 8] = *b"aclaIPCE";
 
-/// The handle another process opens `event` with (an `ACL_EVENT_IPC` event).
+fn to_bytes(shared: u64) -> aclrtIpcEventHandle {
+    let mut bytes = [0u8; 64];
+    bytes[..8].copy_from_slice(&MAGIC);
+    bytes[8..16].copy_from_slice(&shared.to_le_bytes());
+    aclrtIpcEventHandle {
+        reserved: bytes.map(|b| b as c_char),
+    }
+}
+
+fn from_bytes(handle: &aclrtIpcEventHandle) -> crate::base::error::Result<u64> {
+    let bytes = handle.reserved.map(|c| c as u8);
+    if bytes[..8] != MAGIC || bytes[16..].iter().any(|&b| b != 0) {
+        return Err(Error::InvalidParam {
+            param: "handle",
+            reason: "It is not a handle returned by aclrtIpcGetEventHandle",
+        });
+    }
+    Ok(u64::from_le_bytes(
+        bytes[8..16].try_into().unwrap_or_default(),
+    ))
+}
+
+/// The handle another process opens `event` with: an event of this
+/// process created with `ACL_EVENT_IPC` (other events:
+/// `ACL_ERROR_INVALID_PARAM`). The handle names the event until it is
+/// destroyed.
 ///
 /// # Safety
 /// `handle` is NULL or writable.
@@ -36,14 +61,18 @@ pub unsafe extern "C" fn aclrtIpcGetEventHandle(
     handle: *mut aclrtIpcEventHandle,
 ) -> aclError {
     real_or_host!(aclrtIpcGetEventHandle(event: aclrtEvent, handle: *mut aclrtIpcEventHandle) {
-        args::address(event, "event")?;
+        let event = args::address(event, "event")?.as_ptr() as usize;
         // SAFETY: the caller's contract.
-        unsafe { Out::required(handle, "handle") }?;
-        Err(NO_IPC_EVENTS)
+        let out = unsafe { Out::required(handle, "handle") }?;
+        out.write(to_bytes(host().ipc_event_handle(event)?));
+        Ok(())
     })
 }
 
-/// Opens another process's event from its handle.
+/// Opens another process's IPC event from its handle, in the current
+/// context: the event may be waited on, recorded, synchronized, queried
+/// and destroyed. A handle naming no live IPC event (made up, from another
+/// run, its event destroyed or its process gone): `ACL_ERROR_INVALID_PARAM`.
 ///
 /// # Safety
 /// `event` is NULL or writable.
@@ -53,9 +82,10 @@ pub unsafe extern "C" fn aclrtIpcOpenEventHandle(
     event: *mut aclrtEvent,
 ) -> aclError {
     real_or_host!(aclrtIpcOpenEventHandle(handle: aclrtIpcEventHandle, event: *mut aclrtEvent) {
-        let _ = handle;
         // SAFETY: the caller's contract.
-        unsafe { Out::required(event, "event") }?;
-        Err(NO_IPC_EVENTS)
+        let out = unsafe { Out::required(event, "event") }?;
+        let shared = from_bytes(&handle)?;
+        out.write(host().open_ipc_event(shared)? as aclrtEvent);
+        Ok(())
     })
 }

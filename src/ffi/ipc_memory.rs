@@ -1,7 +1,7 @@
 //! CANN's IPC memory calls (`acl_rt.h`): device memory from `aclrtMalloc`
 //! handed to other processes by key, through the same rendezvous as
 //! shareable handles (`crate::runtime::sharing`).
-#![allow(non_snake_case)]
+#![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, OutSlice};
 use super::forward::real_or_host;
@@ -117,5 +117,94 @@ pub unsafe extern "C" fn aclrtIpcMemClose(key: *const c_char) -> aclError {
         // SAFETY: the caller's contract.
         let key = unsafe { key_arg(key) }?;
         host().ipc_close(key)
+    })
+}
+
+/// `aclrtIpcMemSetAttr`'s attribute types.
+pub type aclrtIpcMemAttrType = i32;
+/// The link another die's access to the memory goes through.
+pub const ACL_RT_IPC_MEM_ATTR_ACCESS_LINK: aclrtIpcMemAttrType = 0;
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: SIO (the default).
+pub const ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO: u64 = 0;
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: HCCS.
+pub const ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS: u64 = 1;
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: UB, one port.
+pub const ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_ONE_PORT_PATH: u64 = 2;
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` value: UB, several ports.
+pub const ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH: u64 = 3;
+
+/// Pids of processes on another server (its `sdid`) to whitelist.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtServerPid {
+    /// The server.
+    pub sdid: u32,
+    /// `num` pids.
+    pub pid: *mut i32,
+    /// How many pids.
+    pub num: usize,
+}
+
+/// Sets an attribute of a key this process exported: `type`
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` with an `..._ACCESS_LINK_*` value (no
+/// effect on the host, which has no links between dies).
+///
+/// # Safety
+/// `key` is NULL or a string.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtIpcMemSetAttr(
+    key: *const c_char,
+    r#type: aclrtIpcMemAttrType,
+    attr: u64,
+) -> aclError {
+    real_or_host!(aclrtIpcMemSetAttr(key: *const c_char, r#type: aclrtIpcMemAttrType, attr: u64) {
+        // SAFETY: the caller's contract.
+        let key = unsafe { key_arg(key) }?;
+        host().ipc_set_attr(key, r#type, attr)
+    })
+}
+
+/// Whitelists processes of other servers: the host runtime shares between
+/// processes of one host only (`ACL_ERROR_API_NOT_SUPPORT` once the
+/// arguments are checked).
+///
+/// # Safety
+/// `key` is NULL or a string; `serverPids` is NULL or readable for `num`
+/// elements.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtIpcMemImportPidInterServer(
+    key: *const c_char,
+    serverPids: *mut aclrtServerPid,
+    num: usize,
+) -> aclError {
+    real_or_host!(aclrtIpcMemImportPidInterServer(key: *const c_char, serverPids: *mut aclrtServerPid, num: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { key_arg(key) }?;
+        // SAFETY: the caller's contract.
+        unsafe { inter_server(serverPids, num) }
+    })
+}
+
+/// The checks of the inter-server whitelist calls, then their refusal.
+///
+/// # Safety
+/// `server_pids` is NULL or readable for `num` elements.
+pub(super) unsafe fn inter_server(
+    server_pids: *mut aclrtServerPid,
+    num: usize,
+) -> crate::base::error::Result<()> {
+    if server_pids.is_null() {
+        return Err(Error::NullPointer {
+            param: "serverPids",
+        });
+    }
+    if num == 0 {
+        return Err(Error::InvalidParam {
+            param: "num",
+            reason: "It must be at least 1",
+        });
+    }
+    Err(Error::NotSupported {
+        what: "whitelisting processes of other servers: the host runtime shares between processes of one host",
     })
 }

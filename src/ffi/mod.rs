@@ -32,6 +32,7 @@ pub mod pool;
 pub mod process;
 pub mod runtime;
 pub mod sharing;
+pub mod stream_attribute;
 pub mod stream_control;
 pub mod stream_info;
 pub mod task_failure;

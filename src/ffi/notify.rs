@@ -161,3 +161,36 @@ pub unsafe extern "C" fn aclrtNotifySetImportPid(
         host().allow_notify_import(n, &pids)
     })
 }
+
+/// Clears `num` notifies at once (a dead one among them: none is cleared).
+///
+/// # Safety
+/// `notifies` is NULL or readable for `num` elements.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtNotifyBatchReset(notifies: *mut aclrtNotify, num: usize) -> aclError {
+    real_or_host!(aclrtNotifyBatchReset(notifies: *mut aclrtNotify, num: usize) {
+        // SAFETY: the caller's contract.
+        let list = unsafe { args::input_array(notifies.cast_const(), num, "notifies") }?;
+        let handles = list.into_iter().map(required).collect::<Result<Vec<_>>>()?;
+        host().reset_notifies(&handles)
+    })
+}
+
+/// Whitelists processes of other servers for a notify: the host runtime
+/// shares between processes of one host only (`ACL_ERROR_API_NOT_SUPPORT`
+/// once the arguments are checked).
+///
+/// # Safety
+/// `serverPids` is NULL or readable for `num` elements.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtNotifySetImportPidInterServer(
+    notify: aclrtNotify,
+    serverPids: *mut super::ipc_memory::aclrtServerPid,
+    num: usize,
+) -> aclError {
+    real_or_host!(aclrtNotifySetImportPidInterServer(notify: aclrtNotify, serverPids: *mut super::ipc_memory::aclrtServerPid, num: usize) {
+        host().notify_id(required(notify)?)?;
+        // SAFETY: the caller's contract.
+        unsafe { super::ipc_memory::inter_server(serverPids, num) }
+    })
+}

@@ -152,6 +152,12 @@ macro_rules! symbol_groups {
                 aclrtNotifySetImportPid,
                 aclrtIpcGetEventHandle,
                 aclrtIpcOpenEventHandle,
+                aclrtIpcMemSetAttr,
+                aclrtIpcMemImportPidInterServer,
+                aclrtNotifyBatchReset,
+                aclrtNotifySetImportPidInterServer,
+                aclrtSetStreamAttribute,
+                aclrtGetStreamAttribute,
             ],
         }
     };

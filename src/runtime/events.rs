@@ -13,6 +13,7 @@
 //! synchronize.
 
 use super::host::HostRuntime;
+use super::ipc_event::{IpcCounters, ACL_EVENT_IPC};
 use super::stream_worker::{self, Task};
 use super::waits;
 use crate::base::error::{Error, Result};
@@ -27,6 +28,11 @@ use std::time::{Duration, Instant};
 /// The `ACL_EVENT_*` creation flags CANN defines.
 const KNOWN_EVENT_FLAGS: u32 = 0x01 | 0x02 | 0x08 | 0x10 | 0x20 | 0x40;
 
+const NO_IPC: Error = Error::InvalidParam {
+    param: "event",
+    reason: "An IPC event (ACL_EVENT_IPC) cannot be reset, timed or queried for its waits",
+};
+
 const NOT_AN_EVENT: Error = Error::InvalidParam {
     param: "event",
     reason: "It is not a live event (it was destroyed, or was never returned by aclrtCreateEvent)",
@@ -38,6 +44,9 @@ pub struct Event {
     /// From `aclrtCreateEventExWithFlag`: complete before its first record,
     /// and neither reset nor queried for its waits.
     ex: bool,
+    /// An IPC event's shared counters, which its records, waits and queries
+    /// use instead of `marks`' numbers, and whether this process created it.
+    ipc: Option<(IpcCounters, bool)>,
     marks: Mutex<Marks>,
     changed: Condvar,
 }
@@ -87,7 +96,26 @@ impl Event {
         self.flags
     }
 
+    /// An IPC event's shared counters.
+    pub(crate) fn ipc(&self) -> Option<&IpcCounters> {
+        self.ipc.as_ref().map(|(c, _)| c)
+    }
+
+    /// An IPC event created by this process (not opened from a handle).
+    pub(crate) fn ipc_owner(&self) -> bool {
+        self.ipc.as_ref().is_some_and(|&(_, owner)| owner)
+    }
+
+    /// The number of the last record (an IPC event's: by any process).
+    fn last_recorded(&self, marks: &Marks) -> u64 {
+        self.ipc()
+            .map_or(marks.recorded, IpcCounters::last_recorded)
+    }
+
     pub(crate) fn complete(&self, generation: u64) {
+        if let Some(c) = self.ipc() {
+            c.complete(generation);
+        }
         let mut marks = self.marks.lock();
         if generation > marks.completed {
             marks.completed = generation;
@@ -98,6 +126,9 @@ impl Event {
 
     /// Waits until record `generation` has completed (`None`: no limit).
     fn wait_for(&self, generation: u64, timeout: Option<Duration>) -> bool {
+        if let Some(c) = self.ipc() {
+            return c.wait_for(generation, timeout);
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut marks = self.marks.lock();
         while marks.completed < generation {
@@ -161,14 +192,15 @@ impl Event {
 }
 
 impl HostRuntime {
-    fn event(&self, event: usize) -> Result<Arc<Event>> {
+    pub(super) fn event(&self, event: usize) -> Result<Arc<Event>> {
         EventHandle::from_raw(event)
             .and_then(|h| self.events.with(h, Arc::clone))
             .ok_or(NOT_AN_EVENT)
     }
 
     /// `aclrtCreateEvent[ExWithFlag|WithFlag]`: an event in the current
-    /// context, with CANN's `ACL_EVENT_*` flags (which change nothing on the host).
+    /// context, with CANN's `ACL_EVENT_*` flags (which change nothing on the
+    /// host but `ACL_EVENT_IPC`, which must stand alone: see `ipc_event`).
     pub fn create_event(&self, flags: u32, ex: bool) -> Result<usize> {
         if flags & !KNOWN_EVENT_FLAGS != 0 {
             return Err(Error::InvalidParam {
@@ -176,10 +208,32 @@ impl HostRuntime {
                 reason: "It holds bits that are not ACL_EVENT_* flags",
             });
         }
+        if flags & ACL_EVENT_IPC != 0 && flags != ACL_EVENT_IPC {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "ACL_EVENT_IPC cannot be combined with other flags",
+            });
+        }
         self.current_context()?;
+        let ipc = if flags == ACL_EVENT_IPC {
+            Some((IpcCounters::create()?, true))
+        } else {
+            None
+        };
+        self.insert_event(flags, ex, ipc)
+    }
+
+    /// A new event handle.
+    pub(super) fn insert_event(
+        &self,
+        flags: u32,
+        ex: bool,
+        ipc: Option<(IpcCounters, bool)>,
+    ) -> Result<usize> {
         let event = Arc::new(Event {
             flags,
             ex,
+            ipc,
             marks: Mutex::new(Marks::default()),
             changed: Condvar::new(),
         });
@@ -191,7 +245,9 @@ impl HostRuntime {
         EventHandle::from_raw(event)
             .and_then(|h| self.events.remove(h))
             .map(drop)
-            .ok_or(NOT_AN_EVENT)
+            .ok_or(NOT_AN_EVENT)?;
+        self.unshare_event(event);
+        Ok(())
     }
 
     /// Enqueues on `stream` a task holding a count of `event`, numbered by
@@ -228,8 +284,9 @@ impl HostRuntime {
             key,
             token: order::event_recorded(),
         };
+        let ipc = event.ipc();
         let next = |m: &mut Marks| {
-            m.recorded += 1;
+            m.recorded = ipc.map_or(m.recorded + 1, IpcCounters::next_record);
             m.source = Some(Source {
                 generation: m.recorded,
                 ..source
@@ -237,7 +294,12 @@ impl HostRuntime {
             m.recorded
         };
         // A record refused is complete at once, so nothing waits for it.
-        let undo = |m: &mut Marks| m.completed = m.recorded;
+        let undo = |m: &mut Marks| {
+            m.completed = m.recorded;
+            if let Some(c) = ipc {
+                c.complete(m.recorded);
+            }
+        };
         self.enqueue_on(Some(key), &event, next, undo, Task::Record)
     }
 
@@ -249,7 +311,7 @@ impl HostRuntime {
         let source = event.marks.lock().source;
         let last = |m: &mut Marks| {
             m.waits += 1;
-            m.recorded
+            event.last_recorded(m)
         };
         let undo = |m: &mut Marks| m.waits -= 1;
         self.enqueue_on(Some(key), &event, last, undo, Task::Wait)?;
@@ -284,7 +346,7 @@ impl HostRuntime {
         let source = ev.marks.lock().source;
         let last = |m: &mut Marks| {
             m.waits += 1;
-            m.recorded
+            ev.last_recorded(m)
         };
         let undo = |m: &mut Marks| m.waits -= 1;
         let task = |e, n| Task::TimedWait(e, n, seconds);
@@ -306,11 +368,17 @@ impl HostRuntime {
     /// event never recorded is complete only if made by `aclrtCreateEventExWithFlag`.
     pub fn event_complete(&self, event: usize) -> Result<bool> {
         let event = self.event(event)?;
+        if let Some(c) = event.ipc() {
+            return Ok(c.is_complete());
+        }
         let marks = event.marks.lock();
         Ok(marks.completed >= marks.recorded && (marks.recorded > marks.reset_at || event.ex))
     }
 
     fn not_ex(event: &Event) -> Result<()> {
+        if event.ipc.is_some() {
+            return Err(NO_IPC);
+        }
         if event.ex {
             return Err(Error::InvalidParam {
                 param: "event",
@@ -338,7 +406,7 @@ impl HostRuntime {
             });
         }
         let event = self.event(event)?;
-        let generation = event.marks.lock().recorded;
+        let generation = event.last_recorded(&event.marks.lock());
         let limit = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
         if event.wait_for(generation, limit) {
             Ok(())
@@ -372,6 +440,7 @@ impl HostRuntime {
         let marker = Arc::new(Event {
             flags: 0,
             ex: false,
+            ipc: None,
             marks: Mutex::new(Marks::default()),
             changed: Condvar::new(),
         });
@@ -398,6 +467,9 @@ impl HostRuntime {
     /// `aclrtEventGetTimestamp`: when the event's last record ran, in µs.
     pub fn event_timestamp_us(&self, event: usize) -> Result<u64> {
         let event = self.event(event)?;
+        if event.ipc.is_some() {
+            return Err(NO_IPC);
+        }
         let marks = event.marks.lock();
         match marks.stamp_us {
             Some(t) if marks.completed >= marks.recorded => Ok(t),

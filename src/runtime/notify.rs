@@ -1,12 +1,13 @@
 //! CANN's notifies on the host runtime: a word of shared memory that a
 //! stream sets (`aclrtRecordNotify`) and another stream waits for and clears
 //! (`aclrtWaitAndResetNotify`), each in its stream's order, as a host
-//! function task on the stream's worker. The word lives in a one-page
-//! `memfd`, so a notify exported by key ([`super::sharing`]) is the same
-//! word in the importing process; a waiter sleeps on it with a shared futex.
+//! function task on the stream's worker. The word is word 0 of a shared
+//! page ([`super::sharing_word`]), so a notify exported by key
+//! ([`super::sharing`]) is the same word in the importing process.
 
 use super::host::HostRuntime;
 use super::sharing::{self, Kind};
+use super::sharing_word::{SharedPage, PAGE};
 use super::stream_worker::Task;
 use crate::base::error::{Error, Result};
 use crate::base::handles::{tags, TAG_SHIFT};
@@ -14,100 +15,43 @@ use crate::registry::StreamKey;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Handles are the notify tag in the top 16 bits and a number never reused.
 const NOTIFY_TAG: usize = (tags::NOTIFY as usize) << TAG_SHIFT;
-const PAGE: usize = 4096;
 /// Export flag of notifies: anyone may import (`..._DISABLE_PID_VALIDATION`).
 const NO_PID_CHECK: u64 = 0x2;
 
-/// One notify: its shared word and the memory behind it.
+/// One notify: word 0 of a shared page.
 struct Notify {
-    word: *const AtomicU32,
-    fd: Arc<OwnedFd>,
+    page: SharedPage,
     id: u32,
 }
 
-// SAFETY: the word is an atomic in a mapping that lives as long as the
-// notify; the descriptor is shared read-only.
-unsafe impl Send for Notify {}
-// SAFETY: as above.
-unsafe impl Sync for Notify {}
-
 impl Notify {
     fn map(fd: Arc<OwnedFd>, id: u32) -> Result<Self> {
-        // SAFETY: a new shared mapping of a file at least one page long.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::Failure {
-                reason: "The host refused to map a notify",
-            });
-        }
         Ok(Notify {
-            word: p.cast(),
-            fd,
+            page: SharedPage::map(fd)?,
             id,
         })
     }
 
-    fn word(&self) -> &AtomicU32 {
-        // SAFETY: mapped for the notify's life, page-aligned.
-        unsafe { &*self.word }
-    }
-
     fn record(&self) {
-        self.word().store(1, Ordering::Release);
-        // SAFETY: a futex wake on a word of shared memory (not PRIVATE: the
-        // waiter may be another process).
-        unsafe { libc::syscall(libc::SYS_futex, self.word, libc::FUTEX_WAKE, i32::MAX) };
+        self.page.word(0).store(1, Ordering::Release);
+        self.page.wake(0);
     }
 
     /// Waits for the word to be set and clears it; false on timeout.
     fn wait_and_reset(&self, timeout: Option<Duration>) -> bool {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            if self
-                .word()
-                .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
+        let word = self.page.word(0);
+        let taken = |_| {
+            word.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
-            {
-                return true;
-            }
-            let slice = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) => left.min(Duration::from_millis(100)),
-                    None => return false,
-                },
-                None => Duration::from_millis(100),
-            };
-            let ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: slice.as_nanos() as libc::c_long,
-            };
-            // SAFETY: a futex wait on a word of shared memory while it is 0,
-            // bounded by `ts` (a wake-up lost to a race costs one slice).
-            unsafe { libc::syscall(libc::SYS_futex, self.word, libc::FUTEX_WAIT, 0, &ts) };
-        }
-    }
-}
-
-impl Drop for Notify {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unused from now on.
-        unsafe { libc::munmap(self.word.cast_mut().cast(), PAGE) };
+        };
+        self.page.wait(0, timeout, taken, || false)
     }
 }
 
@@ -226,6 +170,25 @@ impl HostRuntime {
         queued
     }
 
+    /// `aclrtNotifyBatchReset`: clears every notify of `handles` at once
+    /// (each one is checked first: a dead one resets none).
+    pub fn reset_notifies(&self, handles: &[usize]) -> Result<()> {
+        if handles.is_empty() {
+            return Err(Error::InvalidParam {
+                param: "num",
+                reason: "It must be at least 1",
+            });
+        }
+        let notifies = handles
+            .iter()
+            .map(|&h| get(h))
+            .collect::<Result<Vec<_>>>()?;
+        for n in notifies {
+            n.page.word(0).store(0, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// `aclrtGetNotifyId`.
     pub fn notify_id(&self, handle: usize) -> Result<u32> {
         Ok(get(handle)?.id)
@@ -243,7 +206,7 @@ impl HostRuntime {
         if let Some(shared) = sharing::handle_of(Kind::Notify, handle) {
             return Ok(sharing::key_of(shared));
         }
-        let fd = notify.fd.try_clone().map_err(|_| Error::Failure {
+        let fd = notify.page.fd().try_clone().map_err(|_| Error::Failure {
             reason: "The host refused to duplicate a file descriptor",
         })?;
         let device = self.current_device().unwrap_or(0);
@@ -302,5 +265,30 @@ mod tests {
             "reset by the wait"
         );
         assert!(get(NOTIFY_TAG | 999_999).is_err());
+    }
+
+    #[test]
+    fn a_batch_reset_clears_every_notify_or_none() {
+        let rt = crate::runtime::host::tests::runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (rt.create_notify(0).unwrap(), rt.create_notify(0).unwrap());
+        for h in [a, b] {
+            get(h).unwrap().record();
+        }
+        assert!(rt.reset_notifies(&[a, NOTIFY_TAG | 999_999]).is_err());
+        assert!(
+            get(a)
+                .unwrap()
+                .wait_and_reset(Some(Duration::from_millis(1))),
+            "a dead handle in the batch resets none"
+        );
+        get(a).unwrap().record();
+        rt.reset_notifies(&[a, b]).unwrap();
+        for h in [a, b] {
+            assert!(!get(h)
+                .unwrap()
+                .wait_and_reset(Some(Duration::from_millis(1))));
+        }
+        assert!(rt.reset_notifies(&[]).is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! Handing memory (and notifies) to other processes on the same host: the
+//! Handing memory (and notifies, IPC events) to other processes on the same host: the
 //! one rendezvous behind shareable handles, IPC memory keys and notify keys.
 //!
 //! What is shared is always a file descriptor of a `memfd`: physical memory
@@ -43,6 +43,8 @@ pub enum Kind {
     IpcMemory = 2,
     /// A notify (`aclrtNotifyGetExportKey`).
     Notify = 3,
+    /// An IPC event (`aclrtIpcGetEventHandle`).
+    Event = 4,
 }
 
 /// One export of this process.
@@ -219,6 +221,16 @@ pub fn withdraw(kind: Kind, handle: u64) -> Option<usize> {
         let source = e.source;
         exports.by_handle.remove(&handle);
         Some(source)
+    })
+}
+
+/// Whether `handle` is a live export of this process, of `kind`.
+pub fn is_exported(kind: Kind, handle: u64) -> bool {
+    with_exports(|exports| {
+        exports
+            .by_handle
+            .get(&handle)
+            .is_some_and(|e| e.kind == kind)
     })
 }
 

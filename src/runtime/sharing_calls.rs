@@ -125,6 +125,33 @@ impl HostRuntime {
         Ok(sharing::key_of(handle))
     }
 
+    /// `aclrtIpcMemSetAttr`: `kind` `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` (0) with
+    /// one of its links (0 to 3), for a key this process exported. The
+    /// host has one memory and no links between dies: a valid attribute
+    /// changes nothing.
+    pub fn ipc_set_attr(&self, key: &str, kind: i32, attr: u64) -> Result<()> {
+        let handle = sharing::handle_of_key(key).ok_or(NOT_A_KEY)?;
+        if kind != 0 {
+            return Err(invalid(
+                "type",
+                "It must be ACL_RT_IPC_MEM_ATTR_ACCESS_LINK",
+            ));
+        }
+        if attr > 3 {
+            return Err(invalid(
+                "attr",
+                "It must be an ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_* value (0 to 3)",
+            ));
+        }
+        if !sharing::is_exported(Kind::IpcMemory, handle) {
+            return Err(invalid(
+                "key",
+                "It is not a key this process exported with aclrtIpcMemGetExportKey (or it was closed)",
+            ));
+        }
+        Ok(())
+    }
+
     /// `aclrtIpcMemSetImportPid`.
     pub fn ipc_allow_import(&self, key: &str, pids: &[i32]) -> Result<()> {
         check_pids(pids)?;

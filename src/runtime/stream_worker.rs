@@ -538,6 +538,11 @@ impl Stream {
         self.shared.stop_on_failure.store(stop, Ordering::SeqCst);
     }
 
+    /// Whether the stream stops at a failed task (`aclrtGetStreamAttribute`).
+    pub fn stops_on_failure(&self) -> bool {
+        self.shared.stop_on_failure.load(Ordering::SeqCst)
+    }
+
     /// This stream in the wait-for graph of kernels and event waits (`waits`).
     pub(crate) fn wait_id(&self) -> usize {
         Arc::as_ptr(&self.shared) as usize

@@ -5,6 +5,7 @@
 //! gets, and (`vendor`) the stand-in vendor runtime and its programs.
 #![allow(dead_code)]
 
+pub mod child;
 pub mod long_run;
 pub mod pool;
 pub mod tracking;
