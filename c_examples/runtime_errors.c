@@ -11,6 +11,9 @@
 #include "aclalloc.h"
 #include "common/expect.h"
 
+/* In the program's read-only data: aclrtMemset must refuse it, not fault. */
+static const char read_only_bytes[16] = "read-only bytes";
+
 static int kernels_run;
 static void count_kernel(void *ws, size_t size, void *data) {
     (void)ws;
@@ -193,8 +196,13 @@ int main(void) {
            "aclrtMemcpyAsync failed. Parameter stream is invalid");
     expect("aclrtMemset(count > maxCount)", aclrtMemset(p, 8, 0, 9), ACL_ERROR_INVALID_PARAM,
            "Parameter count is invalid. Reason: It is greater than maxCount");
-    expect("aclrtMemset(host memory)", aclrtMemset(host, 64, 0, 64), ACL_ERROR_INVALID_PARAM,
-           "Parameter devPtr is invalid. Reason: It is not device memory");
+    /* CANN decides from the address whether memory is the host's: host
+     * memory the process may write is filled, a read-only range refused. */
+    memset(host, 0x5a, sizeof host);
+    expect("aclrtMemset(host memory)", aclrtMemset(host, 64, 0, 64), ACL_SUCCESS, "");
+    if (host[0] != 0 || host[63] != 0) failures++;
+    expect("aclrtMemset(read-only host memory)", aclrtMemset((void *)read_only_bytes, 16, 0, 16),
+           ACL_ERROR_INVALID_PARAM, "Reason: It is neither device memory nor host memory this process may write");
     expect("aclrtMemsetAsync(past the end)", aclrtMemsetAsync(p, 8192, 0, 8192, NULL), ACL_ERROR_INVALID_PARAM,
            "aclrtMemsetAsync failed. Parameter devPtr is invalid. Reason: The range runs past the end");
     expect("aclrtFree(NULL)", aclrtFree(NULL), ACL_ERROR_INVALID_PARAM,
