@@ -34,6 +34,7 @@ for exe in $(executables "$asan"); do
   count=$((count + 1))
 done
 [ "$count" -gt 0 ] || { echo "no examples found" >&2; exit 1; }
+echo "sanitize: $count example binaries carry ASan and UBSan"
 # Each pass's ctest output, for the tally at the end (what ran, what not).
 asan_log="$asan/sanitize-ctest.log"
 ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1" \
@@ -60,13 +61,17 @@ fi
 memcheck_log="$memcheck/sanitize-ctest.log"
 ctest --test-dir "$memcheck" --output-on-failure | tee "$memcheck_log"
 
-echo "sanitize: $count examples clean under ASan+UBSan and under valgrind memcheck"
 # Every ctest above passed (a failure ends the script first). What ran is
 # ctest's own count ("... out of N": disabled tests are not in it); the
 # disabled ones are named, so a skipped test is never counted as passed.
 ran_in() { sed -n 's/.*tests failed out of \([0-9][0-9]*\).*/\1/p' "$1" | tail -n 1; }
-disabled_in() { sed -n 's/^[[:space:]]*[0-9][0-9]* - \(.*\) (Disabled)$/\1/p' "$1" | tr '\n' ' '; }
-ran=$(( $(ran_in "$asan_log") + $(ran_in "$memcheck_log") ))
-skipped="ASan+UBSan: $(disabled_in "$asan_log")valgrind: $(disabled_in "$memcheck_log")"
-echo "sanitize: disabled (not run, not counted): $skipped"
-echo "sanitize: $ran passed, 0 failed"
+disabled_in() {
+  local names
+  names=$(sed -n 's/^[[:space:]]*[0-9][0-9]* - \(.*\) (Disabled)$/\1/p' "$1" | tr '\n' ' ')
+  echo "${names:-none}"
+}
+asan_ran=$(ran_in "$asan_log")
+memcheck_ran=$(ran_in "$memcheck_log")
+echo "sanitize: ASan+UBSan: $asan_ran tests passed; disabled: $(disabled_in "$asan_log")"
+echo "sanitize: valgrind memcheck: $memcheck_ran tests passed; disabled: $(disabled_in "$memcheck_log")"
+echo "sanitize: $(( asan_ran + memcheck_ran )) passed, 0 failed"
