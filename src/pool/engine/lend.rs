@@ -115,11 +115,17 @@ fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
 
 impl Core {
     /// Lends the block just handed out at `addr` to a cache, with its statistics
-    /// and the headroom its first parking needs. `None`: an oversize block.
-    pub(crate) fn lend(&mut self, addr: usize, to: &mut CacheStats) -> Option<Loan> {
+    /// and the headroom its first parking needs. `None`: an oversize block, or
+    /// one whose size the cache does not `admit`.
+    pub(crate) fn lend(
+        &mut self,
+        addr: usize,
+        to: &mut CacheStats,
+        admit: impl FnOnce(usize) -> bool,
+    ) -> Option<Loan> {
         let idx = self.live_at(addr)?;
         let b = self.blocks[idx];
-        if b.size >= self.config.max_split_size {
+        if b.size >= self.config.max_split_size || !admit(b.size) {
             return None;
         }
         self.unset_live(idx);
