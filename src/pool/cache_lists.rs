@@ -4,6 +4,70 @@
 
 use crate::pool::engine::Loan;
 
+/// Up to `N` values in place (a cache's lists live inside its slot, with
+/// no pointer to follow and no capacity to check beyond the caps).
+struct Fixed<T: Copy, const N: usize> {
+    items: [T; N],
+    len: usize,
+}
+
+impl<T: Copy, const N: usize> Fixed<T, N> {
+    fn new(fill: T) -> Self {
+        Fixed {
+            items: [fill; N],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[T] {
+        &self.items[..self.len]
+    }
+
+    /// Appends `value`; the callers' caps keep it within `N`.
+    #[inline]
+    fn push(&mut self, value: T) {
+        self.items[self.len] = value;
+        self.len += 1;
+    }
+
+    #[inline]
+    fn swap_remove(&mut self, at: usize) -> T {
+        let value = self.as_slice()[at];
+        self.len -= 1;
+        self.items[at] = self.items[self.len];
+        value
+    }
+
+    /// Removes `at`, keeping the order of the others.
+    #[inline]
+    fn remove(&mut self, at: usize) -> T {
+        let value = self.as_slice()[at];
+        // The newest, most often: no move (a call of `memmove` otherwise).
+        if at + 1 < self.len {
+            self.items.copy_within(at + 1..self.len, at);
+        }
+        self.len -= 1;
+        value
+    }
+
+    /// Empties it; the values are read out of what stays in place.
+    fn drain(&mut self) -> std::iter::Copied<std::slice::Iter<'_, T>> {
+        let n = std::mem::take(&mut self.len);
+        self.items[..n].iter().copied()
+    }
+}
+
+/// What the unused entries of a list hold.
+const VACANT: Loan = Loan {
+    addr: 0,
+    size: 0,
+    idx: 0,
+    kind: 0,
+    split: false,
+    size_key: 0,
+};
+
 /// Blocks of one size one cache keeps parked: a working set of this many
 /// same-sized blocks (a layer's batch of tensors) cycles without a lock.
 pub(crate) const PARKED: usize = 64;
@@ -17,50 +81,53 @@ pub(crate) const HANDED_OUT: usize = 64;
 /// park when freed (see [`PARKED_MIXED`]).
 pub(crate) const HANDED_OUT_MIXED: usize = 16;
 
-/// The parked blocks, newest last, and how many there are of each size key.
+/// The parked blocks, newest last.
 pub(crate) struct Parked {
-    loans: Vec<Loan>,
-    /// (size key, parked blocks of that key), one entry per key in `loans`.
-    sizes: Vec<(usize, u32)>,
+    loans: Fixed<Loan, PARKED>,
+    /// The size key of every parked block, while they all have the same
+    /// one (else, and when there are none, 0). Mixed keys are at most
+    /// [`PARKED_MIXED`] blocks: a search scans no more than that.
+    same_key: usize,
 }
 
 impl Parked {
     pub(crate) fn new() -> Self {
         Parked {
-            loans: Vec::with_capacity(PARKED),
-            sizes: Vec::with_capacity(PARKED_MIXED),
+            loans: Fixed::new(VACANT),
+            same_key: 0,
         }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.loans.len()
+        self.loans.len
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.loans.is_empty()
+        self.loans.len == 0
     }
 
     pub(crate) fn iter(&self) -> std::slice::Iter<'_, Loan> {
-        self.loans.iter()
+        self.loans.as_slice().iter()
     }
 
     /// True when a block of size key `key` may be parked: [`PARKED_MIXED`]
     /// blocks, or [`PARKED`] when they all have that key.
     #[inline]
     pub(crate) fn has_room_for(&self, key: usize) -> bool {
-        let n = self.loans.len();
-        n < PARKED_MIXED || (n < PARKED && matches!(self.sizes[..], [(k, _)] if k == key))
+        let n = self.loans.len;
+        n < PARKED_MIXED || (n < PARKED && self.same_key == key)
     }
 
     /// Parks `loan` (its `size_key` is the key); the caller checked
     /// [`Parked::has_room_for`].
     #[inline]
     pub(crate) fn push(&mut self, loan: Loan) {
-        match self.sizes.iter_mut().find(|(k, _)| *k == loan.size_key) {
-            Some((_, n)) => *n += 1,
-            None => self.sizes.push((loan.size_key, 1)),
+        if self.loans.len == 0 {
+            self.same_key = loan.size_key;
+        } else if self.same_key != loan.size_key {
+            self.same_key = 0;
         }
         self.loans.push(loan);
     }
@@ -68,38 +135,36 @@ impl Parked {
     /// The index of the newest parked block of size key `key`.
     #[inline]
     pub(crate) fn newest_of(&self, key: usize) -> Option<usize> {
-        if !self.sizes.iter().any(|&(k, _)| k == key) {
-            return None;
+        if self.same_key != 0 {
+            return (self.same_key == key).then(|| self.loans.len - 1);
         }
-        self.loans.iter().rposition(|l| l.size_key == key)
+        self.loans
+            .as_slice()
+            .iter()
+            .rposition(|l| l.size_key == key)
     }
 
     #[inline]
     pub(crate) fn get(&self, at: usize) -> Loan {
-        self.loans[at]
+        self.loans.as_slice()[at]
     }
 
     /// Takes parked block `at` out, keeping the order of the others.
     #[inline]
     pub(crate) fn take(&mut self, at: usize) -> Loan {
-        let loan = if at + 1 == self.loans.len() {
-            self.loans.pop().expect("`at` is an index of `loans`")
-        } else {
-            self.loans.remove(at)
-        };
-        if let Some(i) = self.sizes.iter().position(|&(k, _)| k == loan.size_key) {
-            self.sizes[i].1 -= 1;
-            if self.sizes[i].1 == 0 {
-                self.sizes.swap_remove(i);
-            }
+        let loan = self.loans.remove(at);
+        if self.loans.len == 0 {
+            self.same_key = 0;
+        } else if self.same_key == 0 && self.loans.len == 1 {
+            self.same_key = self.loans.items[0].size_key;
         }
         loan
     }
 
     /// Takes every parked block out.
-    pub(crate) fn drain(&mut self) -> std::vec::Drain<'_, Loan> {
-        self.sizes.clear();
-        self.loans.drain(..)
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Loan> + '_ {
+        self.same_key = 0;
+        self.loans.drain()
     }
 }
 
@@ -107,8 +172,8 @@ impl Parked {
 /// own: a free of a block the cache did not hand out (most frees, once more
 /// blocks are live than the cache holds) reads 8 bytes per entry, not a loan.
 pub(crate) struct HandedOut {
-    addrs: Vec<usize>,
-    loans: Vec<Loan>,
+    addrs: Fixed<usize, HANDED_OUT>,
+    loans: Fixed<Loan, HANDED_OUT>,
     /// The block size of every loan, while they all have the same one (else 0).
     same_size: usize,
 }
@@ -116,8 +181,8 @@ pub(crate) struct HandedOut {
 impl HandedOut {
     pub(crate) fn new() -> Self {
         HandedOut {
-            addrs: Vec::with_capacity(HANDED_OUT),
-            loans: Vec::with_capacity(HANDED_OUT),
+            addrs: Fixed::new(0),
+            loans: Fixed::new(VACANT),
             same_size: 0,
         }
     }
@@ -126,38 +191,38 @@ impl HandedOut {
     /// blocks, or [`HANDED_OUT`] when they all have that size.
     #[inline]
     pub(crate) fn admits(&self, size: usize) -> bool {
-        let n = self.loans.len();
+        let n = self.loans.len;
         n < HANDED_OUT_MIXED || (n < HANDED_OUT && self.same_size == size)
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.loans.len()
+        self.loans.len
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.loans.is_empty()
+        self.loans.len == 0
     }
 
     pub(crate) fn iter(&self) -> std::slice::Iter<'_, Loan> {
-        self.loans.iter()
+        self.loans.as_slice().iter()
     }
 
     /// The index of the block at `addr`, newest first.
     #[inline]
     pub(crate) fn position(&self, addr: usize) -> Option<usize> {
-        self.addrs.iter().rposition(|&a| a == addr)
+        self.addrs.as_slice().iter().rposition(|&a| a == addr)
     }
 
     #[inline]
     pub(crate) fn get(&self, at: usize) -> Loan {
-        self.loans[at]
+        self.loans.as_slice()[at]
     }
 
     #[inline]
     pub(crate) fn push(&mut self, loan: Loan) {
-        if self.loans.is_empty() {
+        if self.loans.len == 0 {
             self.same_size = loan.size;
         } else if self.same_size != loan.size {
             self.same_size = 0;
@@ -170,18 +235,18 @@ impl HandedOut {
     pub(crate) fn swap_remove(&mut self, at: usize) -> Loan {
         self.addrs.swap_remove(at);
         let loan = self.loans.swap_remove(at);
-        if self.same_size == 0 && self.loans.len() <= 1 {
+        if self.same_size == 0 && self.loans.len <= 1 {
             // Mixed sizes no longer: at most one block is left.
-            self.same_size = self.loans.first().map_or(0, |l| l.size);
+            self.same_size = self.loans.as_slice().first().map_or(0, |l| l.size);
         }
         loan
     }
 
     /// Takes every handed-out block out.
-    pub(crate) fn drain(&mut self) -> std::vec::Drain<'_, Loan> {
-        self.addrs.clear();
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Loan> + '_ {
+        self.addrs.len = 0;
         self.same_size = 0;
-        self.loans.drain(..)
+        self.loans.drain()
     }
 }
 
