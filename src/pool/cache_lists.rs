@@ -166,6 +166,27 @@ impl Parked {
         self.same_key = 0;
         self.loans.drain()
     }
+
+    /// Gives `out` the parked blocks `chosen` picks, oldest first, in one
+    /// pass (taking them one by one would move the rest for each).
+    pub(crate) fn take_if(&mut self, chosen: impl Fn(&Loan) -> bool, mut out: impl FnMut(Loan)) {
+        let mut kept = 0;
+        for at in 0..self.loans.len {
+            let loan = self.loans.items[at];
+            if chosen(&loan) {
+                out(loan);
+            } else {
+                self.loans.items[kept] = loan;
+                kept += 1;
+            }
+        }
+        self.loans.len = kept;
+        let rest = self.loans.as_slice();
+        self.same_key = match rest.first() {
+            Some(first) if rest.iter().all(|l| l.size_key == first.size_key) => first.size_key,
+            _ => 0,
+        };
+    }
 }
 
 /// The blocks a cache handed out, with their addresses in an array of their
@@ -279,7 +300,14 @@ mod tests {
         assert_eq!(p.newest_of(4096), None);
         assert_eq!(p.take(p.newest_of(512).unwrap()).addr, newest_512);
         assert!(p.has_room_for(4096));
-        assert_eq!(p.drain().count(), PARKED_MIXED - 1);
+        // Only the 1024s (i = 1, 4, 7) left after taking the others: one size again.
+        p.take_if(|l| l.size_key != 1024, |_| {});
+        let left: Vec<usize> = p.iter().map(|l| l.addr).collect();
+        assert_eq!(left, [0x2000, 0x5000, 0x8000]);
+        assert_eq!(p.newest_of(1024), Some(2));
+        p.push(loan(0xA_0000, 1536));
+        assert_eq!(p.newest_of(1024), Some(2));
+        assert_eq!(p.drain().count(), 4);
         assert!(p.is_empty() && p.newest_of(1024).is_none() && p.has_room_for(4096));
     }
 
@@ -294,6 +322,17 @@ mod tests {
         }
         assert!(!p.has_room_for(4096));
         assert_eq!(p.len(), PARKED);
+        // Every other one taken out at once, in order; the rest keep theirs.
+        let mut out = Vec::new();
+        p.take_if(|l| l.addr / 0x1000 % 2 == 0, |l| out.push(l.addr));
+        let expected: Vec<usize> = (1..=PARKED)
+            .filter(|i| i % 2 == 0)
+            .map(|i| 0x1000 * i)
+            .collect();
+        assert_eq!(out, expected);
+        assert_eq!(p.len(), PARKED / 2);
+        assert_eq!(p.get(0).addr, 0x1000);
+        assert!(p.has_room_for(4096) && !p.has_room_for(512));
         // Emptied of that size: the sizes entry goes with its last block.
         while let Some(at) = p.newest_of(4096) {
             p.take(at);

@@ -186,15 +186,11 @@ impl State {
     /// index `kind`, so they can merge; the rest stay.
     fn drain_parked_of(&mut self, core: &mut Core, kind: u8) -> bool {
         let before = self.parked.len();
-        let mut i = 0;
-        while i < self.parked.len() {
-            if self.parked.get(i).kind == kind {
-                let loan = self.parked.take(i);
-                core.take_back_parked(loan, &mut self.stats);
-            } else {
-                i += 1;
-            }
-        }
+        let stats = &mut self.stats;
+        self.parked.take_if(
+            |l| l.kind == kind,
+            |loan| core.take_back_parked(loan, stats),
+        );
         self.parked.len() != before
     }
 
