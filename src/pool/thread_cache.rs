@@ -26,7 +26,7 @@ use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
 use crate::base::sync::statics::{AtomicBool, AtomicU64};
 use crate::base::sync::Ordering;
-use lists::{HandedOut, Parked};
+use lists::{HandedOut, Parked, PARKED_MIXED};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::Arc;
@@ -192,6 +192,18 @@ impl State {
             |loan| core.take_back_parked(loan, stats),
         );
         self.parked.len() != before
+    }
+
+    /// Gives `core` (the slot's shard, locked) the parked blocks when more
+    /// than a few of one size leave no room for a block of size key `key`:
+    /// the working set moved on (the next layer's shapes), and they would
+    /// otherwise keep it out of the cache while their size is not asked for.
+    fn make_room_for(&mut self, core: &mut Core, key: usize) {
+        if self.parked.len() > PARKED_MIXED && self.parked.newest_of(key).is_none() {
+            for loan in self.parked.drain() {
+                core.take_back_parked(loan, &mut self.stats);
+            }
+        }
     }
 
     /// The headroom the cache keeps: enough to unpark every parked block and
@@ -515,6 +527,7 @@ impl Pool {
                 // SAFETY: this thread owns the slot and is not in its fast
                 // path; the shard's lock keeps every slow path out.
                 let st = unsafe { slot.state_mut() };
+                st.make_room_for(core, rounded);
                 let loan = st.parked_for(rounded)?;
                 if !st.handed_out.admits(loan.size)
                     || !core.top_up(&mut st.stats, loan.kind as usize, loan.size, size)
@@ -597,6 +610,8 @@ impl Pool {
                     let st = unsafe { slot.state_mut() };
                     let at = st.handed_out.position(addr)?;
                     let loan = st.handed_out.get(at);
+                    let key = slot.round(loan.size_key).unwrap_or(loan.size);
+                    st.make_room_for(&mut core, key);
                     // It could not park for lack of headroom: the shard may have it.
                     if !self.history.is_on()
                         && (!loan.split
@@ -800,6 +815,44 @@ mod tests {
         assert_eq!(s.requested_bytes[STAT_ALL].freed, 4 * 64 * 4000);
         assert_eq!(s.allocated_bytes[STAT_ALL].peak, 64 * 4096);
         assert_eq!(s.num_device_alloc, 1);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_parked_blocks_follow_a_batch_of_another_size() {
+        let pool = pool();
+        let batch = |size: usize| {
+            let blocks: Vec<usize> = (0..64)
+                .map(|_| pool.malloc_on(7, size).unwrap().get())
+                .collect();
+            blocks.into_iter().for_each(|b| pool.free(b).unwrap());
+        };
+        // Warm: both sizes, until the peaks are reached and the shard has
+        // the headroom to lend.
+        for _ in 0..2 {
+            batch(4000);
+            batch(40_000);
+        }
+        for (round, (size, key)) in [(4000, 4096), (40_000, 40_448), (4000, 4096)]
+            .into_iter()
+            .enumerate()
+        {
+            batch(size);
+            let slot = pool.caches.slots.lock()[0].clone();
+            // SAFETY: single thread, not in a fast path; read only.
+            let st = unsafe { slot.state_mut() };
+            assert_eq!(st.parked.len(), 64, "round {round}");
+            assert!(st.parked.iter().all(|l| l.size_key == key), "round {round}");
+        }
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].peak, 64);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 7 * 64);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(
+            s.requested_bytes[STAT_ALL].allocated,
+            64 * (4 * 4000 + 3 * 40_000)
+        );
+        assert_eq!(s.allocated_bytes[STAT_ALL].peak, 64 * 40_448);
         pool.check_invariants().unwrap();
     }
 

@@ -115,7 +115,7 @@ fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
 
 impl Core {
     /// Lends the block just handed out at `addr` to a cache, with its statistics
-    /// and the headroom its first parking needs. `None`: an oversize block, or
+    /// and the headroom its parking needs. `None`: an oversize block, or
     /// one whose size the cache does not `admit`.
     pub(crate) fn lend(
         &mut self,
@@ -138,12 +138,12 @@ impl Core {
             shift_in(&mut s.allocated_bytes[i], &mut to.allocated_bytes[i], size);
             shift_in(&mut s.requested_bytes[i], &mut to.requested_bytes[i], req);
             if split {
-                give_headroom(&mut s.inactive_split[i], &mut to.inactive_split[i], 1);
-                give_headroom(
-                    &mut s.inactive_split_bytes[i],
-                    &mut to.inactive_split_bytes[i],
-                    size,
-                );
+                // One block's more, not up to one block: a batch of blocks
+                // lent from the shard then parks without the lock each.
+                let (n, bytes) = (&mut to.inactive_split[i], &mut to.inactive_split_bytes[i]);
+                let (want_n, want_bytes) = (n.headroom() + 1, bytes.headroom() + size);
+                give_headroom(&mut s.inactive_split[i], n, want_n);
+                give_headroom(&mut s.inactive_split_bytes[i], bytes, want_bytes);
             }
         }
         Some(Loan {
