@@ -216,6 +216,12 @@ impl HandedOut {
         n < HANDED_OUT_MIXED || (n < HANDED_OUT && self.same_size == size)
     }
 
+    /// True when there are blocks and all have `size` bytes.
+    #[inline]
+    pub(crate) fn all_of_size(&self, size: usize) -> bool {
+        self.loans.len > 0 && self.same_size == size
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.loans.len
@@ -366,7 +372,7 @@ mod tests {
             h.push(loan(0x1000 * (i + 1), 4096));
             assert_eq!(h.admits(512), i + 1 < HANDED_OUT_MIXED);
         }
-        assert!(!h.admits(4096));
+        assert!(!h.admits(4096) && h.all_of_size(4096) && !h.all_of_size(512));
         // One block of another size: back to the mixed cap until it goes.
         let other = h.swap_remove(0);
         h.push(loan(0x9_0000, 512));

@@ -497,7 +497,12 @@ impl Pool {
             let State {
                 handed_out, stats, ..
             } = st;
-            if let Some(loan) = core.lend(addr, stats, |size| handed_out.admits(size)) {
+            let admit = |size| {
+                handed_out
+                    .admits(size)
+                    .then(|| handed_out.all_of_size(size))
+            };
+            if let Some(loan) = core.lend(addr, stats, admit) {
                 handed_out.push(loan);
             }
         });
