@@ -376,6 +376,67 @@ mod pair {
     }
 }
 
+/// 64 live blocks of one size allocated through the C callbacks, then freed
+/// in a shuffled order (more than a thread's cache holds: most operations
+/// take the shard's lock); one iteration is the batch of 64 pairs.
+#[divan::bench(args = [4096, 1 << 20, 12 << 20], sample_size = 50)]
+fn batch_of_64_c_callbacks(bencher: divan::Bencher, size: usize) {
+    use aclalloc::ffi::pool::*;
+    use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+    // SAFETY: no configuration file; the host runtime.
+    unsafe { aclInit(std::ptr::null()) };
+    assert_eq!(aclrtSetDevice(0), 0);
+    let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+    assert_eq!(
+        // SAFETY: NULL config (the defaults); both outputs are writable.
+        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
+        0
+    );
+    // A fixed permutation (multiplication by an odd number modulo 64).
+    let order: Vec<usize> = (0..64).map(|i| (i * 37 + 11) % 64).collect();
+    let mut live = [std::ptr::null_mut(); 64];
+    bencher.bench_local(|| {
+        for slot in live.iter_mut() {
+            *slot = aclallocPoolAlloc(pool, black_box(size));
+        }
+        for &i in &order {
+            aclallocPoolFree(pool, black_box(live[i]));
+        }
+    });
+    assert_eq!(aclallocPoolDestroy(pool), 0);
+}
+
+/// The batch above of 64 blocks of 4 KiB, then one of 64 blocks of 48 KiB
+/// (layers of different shapes, one after the other); one iteration is both
+/// batches, 128 pairs.
+#[divan::bench(sample_size = 50)]
+fn batches_of_64_in_two_sizes_c_callbacks(bencher: divan::Bencher) {
+    use aclalloc::ffi::pool::*;
+    use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+    // SAFETY: no configuration file; the host runtime.
+    unsafe { aclInit(std::ptr::null()) };
+    assert_eq!(aclrtSetDevice(0), 0);
+    let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
+    assert_eq!(
+        // SAFETY: NULL config (the defaults); both outputs are writable.
+        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
+        0
+    );
+    let order: Vec<usize> = (0..64).map(|i| (i * 37 + 11) % 64).collect();
+    let mut live = [std::ptr::null_mut(); 64];
+    bencher.bench_local(|| {
+        for size in [4096, 48 << 10] {
+            for slot in live.iter_mut() {
+                *slot = aclallocPoolAlloc(pool, black_box(size));
+            }
+            for &i in &order {
+                aclallocPoolFree(pool, black_box(live[i]));
+            }
+        }
+    });
+    assert_eq!(aclallocPoolDestroy(pool), 0);
+}
+
 // ---- (2) decode-like trace ------------------------------------------------------------
 
 #[divan::bench_group]

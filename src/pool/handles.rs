@@ -87,6 +87,8 @@ thread_local! {
     static LAST: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
 }
 
+/// `handle`'s target from this thread's last lookup (inlined into every
+/// callback: two words, no call), else from the table.
 #[inline]
 fn lookup(handle: *mut std::ffi::c_void) -> Result<PoolRef> {
     let (last, pool, stream) = LAST.with(Cell::get);
@@ -95,6 +97,12 @@ fn lookup(handle: *mut std::ffi::c_void) -> Result<PoolRef> {
         let pool = unsafe { &*(pool as *const Pool) };
         return Ok(PoolRef { pool, stream });
     }
+    lookup_table(handle)
+}
+
+/// [`lookup`] in the table of live handles, remembering the answer.
+#[inline(never)]
+fn lookup_table(handle: *mut std::ffi::c_void) -> Result<PoolRef> {
     let key = PoolHandle::from_ptr(handle).ok_or(Error::NullPointer { param: "pool" })?;
     let found = table().get(key).ok_or(NOT_A_POOL)?;
     LAST.with(|c| c.set((key.get(), found.pool as *const Pool as usize, found.stream)));

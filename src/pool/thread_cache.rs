@@ -16,6 +16,9 @@
 //! its thread is dropped by the next drain. While the history recorder is
 //! on, the caches stand aside (events are recorded in order, under a lock).
 
+#[path = "cache_lists.rs"]
+mod lists;
+
 use super::engine::{round_size, CacheStats, Core, Loan};
 use super::fence;
 use super::roundup::RoundupDivisions;
@@ -23,14 +26,11 @@ use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
 use crate::base::sync::statics::{AtomicBool, AtomicU64};
 use crate::base::sync::Ordering;
+use lists::{HandedOut, Parked, PARKED_MIXED};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::Arc;
 
-/// Blocks one cache keeps parked.
-pub(crate) const PARKED: usize = 8;
-/// Blocks one cache has handed out and can take back without a lock.
-pub(crate) const HANDED_OUT: usize = 16;
 /// Caches one thread keeps; the least recently made one is given up.
 pub(crate) const CACHES_PER_THREAD: usize = 8;
 
@@ -70,10 +70,9 @@ unsafe impl Sync for Slot {}
 // which the same owner/slow-path rule then guards.
 unsafe impl Send for Slot {}
 
-#[derive(Default)]
 pub(crate) struct State {
-    parked: Vec<Loan>,
-    handed_out: Vec<Loan>,
+    parked: Parked,
+    handed_out: HandedOut,
     stats: CacheStats,
     /// The ordering generation (`crate::registry::order`) of the latest
     /// park: no parked block was freed later. One word per cache, not per
@@ -178,10 +177,10 @@ fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
 impl State {
     /// Gives every block and the statistics back to `core` (the slot's shard, locked).
     fn drain_into(&mut self, core: &mut Core) {
-        for loan in self.handed_out.drain(..) {
+        for loan in self.handed_out.drain() {
             core.take_back_handed_out(loan, &mut self.stats);
         }
-        for loan in self.parked.drain(..) {
+        for loan in self.parked.drain() {
             core.take_back_parked(loan, &mut self.stats, self.last_park);
         }
         core.absorb(&mut self.stats);
@@ -191,23 +190,32 @@ impl State {
     /// index `kind`, so they can merge; the rest stay.
     fn drain_parked_of(&mut self, core: &mut Core, kind: u8) -> bool {
         let before = self.parked.len();
-        let mut i = 0;
-        while i < self.parked.len() {
-            if self.parked[i].kind == kind {
-                let loan = self.parked.remove(i);
+        let stats = &mut self.stats;
+        let last_park = self.last_park;
+        self.parked.take_if(
+            |l| l.kind == kind,
+            |loan| core.take_back_parked(loan, stats, last_park),
+        );
+        self.parked.len() != before
+    }
+
+    /// Gives `core` (the slot's shard, locked) the parked blocks when more
+    /// than a few of one size leave no room for a block of size key `key`:
+    /// the working set moved on (the next layer's shapes), and they would
+    /// otherwise keep it out of the cache while their size is not asked for.
+    fn make_room_for(&mut self, core: &mut Core, key: usize) {
+        if self.parked.len() > PARKED_MIXED && self.parked.newest_of(key).is_none() {
+            for loan in self.parked.drain() {
                 core.take_back_parked(loan, &mut self.stats, self.last_park);
-            } else {
-                i += 1;
             }
         }
-        self.parked.len() != before
     }
 
     /// The headroom the cache keeps: enough to unpark every parked block and
     /// park every handed-out one.
     fn headroom_kept(&self) -> [[i64; 3]; 5] {
         let mut keep = [[0; 3]; 5];
-        for l in &self.parked {
+        for l in self.parked.iter() {
             for i in [STAT_ALL, l.kind as usize] {
                 keep[0][i] += 1;
                 keep[1][i] += l.size as i64;
@@ -227,11 +235,12 @@ impl State {
     /// headroom for what parking raises.
     #[inline]
     fn park(&mut self, at: usize, slot: &Slot) -> bool {
-        let loan = self.handed_out[at];
+        let loan = self.handed_out.get(at);
         let size = loan.size as i64;
         let s = &mut self.stats;
         let k = loan.kind as usize;
-        if self.parked.len() >= PARKED
+        let key = slot.round(loan.size_key).unwrap_or(loan.size);
+        if !self.parked.has_room_for(key)
             || (loan.split
                 && !(s.inactive_split[STAT_ALL].room(1)
                     && s.inactive_split[k].room(1)
@@ -251,7 +260,6 @@ impl State {
             }
         }
         self.handed_out.swap_remove(at);
-        let key = slot.round(loan.size_key).unwrap_or(loan.size);
         self.parked.push(Loan {
             size_key: key,
             ..loan
@@ -263,22 +271,18 @@ impl State {
     /// The newest parked block for a request rounded to `rounded` bytes.
     #[inline]
     fn parked_for(&self, rounded: usize) -> Option<Loan> {
-        self.parked
-            .iter()
-            .rev()
-            .find(|l| l.size_key == rounded)
-            .copied()
+        self.parked.newest_of(rounded).map(|at| self.parked.get(at))
     }
 
     /// Hands out the newest parked block for a request of `size` bytes
     /// (`rounded`), if there is one and the headroom for it.
     #[inline]
     fn unpark(&mut self, size: usize, rounded: usize) -> Option<usize> {
-        if self.handed_out.len() >= HANDED_OUT {
+        let at = self.parked.newest_of(rounded)?;
+        let loan = self.parked.get(at);
+        if !self.handed_out.admits(loan.size) {
             return None;
         }
-        let at = self.parked.iter().rposition(|l| l.size_key == rounded)?;
-        let loan = self.parked[at];
         let (bytes, req) = (loan.size as i64, size as i64);
         let s = &mut self.stats;
         let k = loan.kind as usize;
@@ -299,11 +303,7 @@ impl State {
                 s.inactive_split_bytes[i].decrease(bytes);
             }
         }
-        if at + 1 == self.parked.len() {
-            self.parked.pop();
-        } else {
-            self.parked.remove(at);
-        }
+        self.parked.take(at);
         self.handed_out.push(Loan {
             size_key: size,
             ..loan
@@ -421,7 +421,7 @@ impl Pool {
                 // A slow path is in it: it may hold this block.
                 return Some(FastFree::Slow { shard: slot.shard });
             };
-            let at = g.handed_out.iter().rposition(|l| l.addr == addr)?;
+            let at = g.handed_out.position(addr)?;
             if !self.history.is_on() && g.park(at, slot) {
                 return Some(FastFree::Done);
             }
@@ -481,8 +481,8 @@ impl Pool {
                         dead: AtomicBool::new(false),
                         orphaned: AtomicBool::new(false),
                         state: UnsafeCell::new(State {
-                            parked: Vec::with_capacity(PARKED),
-                            handed_out: Vec::with_capacity(HANDED_OUT),
+                            parked: Parked::new(),
+                            handed_out: HandedOut::new(),
                             stats: CacheStats::default(),
                             last_park: 0,
                         }),
@@ -500,13 +500,17 @@ impl Pool {
             // SAFETY: this thread owns the slot and is not in its fast path;
             // the shard's lock keeps every slow path out.
             let st = unsafe { slot.state_mut() };
-            if st.handed_out.len() < HANDED_OUT {
-                let State {
-                    handed_out, stats, ..
-                } = st;
-                if let Some(loan) = core.lend(addr, stats) {
-                    handed_out.push(loan);
-                }
+            // Past the mixed cap only blocks of the size all others have.
+            let State {
+                handed_out, stats, ..
+            } = st;
+            let admit = |size| {
+                handed_out
+                    .admits(size)
+                    .then(|| handed_out.all_of_size(size))
+            };
+            if let Some(loan) = core.lend(addr, stats, admit) {
+                handed_out.push(loan);
             }
         });
     }
@@ -535,8 +539,9 @@ impl Pool {
                 // SAFETY: this thread owns the slot and is not in its fast
                 // path; the shard's lock keeps every slow path out.
                 let st = unsafe { slot.state_mut() };
+                st.make_room_for(core, rounded);
                 let loan = st.parked_for(rounded)?;
-                if st.handed_out.len() >= HANDED_OUT
+                if !st.handed_out.admits(loan.size)
                     || !core.top_up(&mut st.stats, loan.kind as usize, loan.size, size)
                 {
                     return None;
@@ -615,8 +620,10 @@ impl Pool {
                     // SAFETY: this thread owns the slot and is not in its
                     // fast path; the shard's lock keeps every slow path out.
                     let st = unsafe { slot.state_mut() };
-                    let at = st.handed_out.iter().position(|l| l.addr == addr)?;
-                    let loan = st.handed_out[at];
+                    let at = st.handed_out.position(addr)?;
+                    let loan = st.handed_out.get(at);
+                    let key = slot.round(loan.size_key).unwrap_or(loan.size);
+                    st.make_room_for(&mut core, key);
                     // It could not park for lack of headroom: the shard may have it.
                     if !self.history.is_on()
                         && (!loan.split
@@ -640,7 +647,7 @@ impl Pool {
         for slot in mine.clone() {
             // SAFETY: its owner is stopped and this shard's lock is held.
             let st = unsafe { slot.state_mut() };
-            if let Some(at) = st.handed_out.iter().position(|l| l.addr == addr) {
+            if let Some(at) = st.handed_out.position(addr) {
                 let loan = st.handed_out.swap_remove(at);
                 core.take_back_handed_out(loan, &mut st.stats);
                 found = Some(core.free(addr, true));
@@ -772,6 +779,118 @@ mod tests {
         assert_eq!(s.allocation[STAT_ALL].allocated, 12);
         assert_eq!(s.requested_bytes[STAT_ALL].freed, 4 * 444_000);
         assert_eq!(s.num_device_alloc, 1);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_batch_of_one_size_cycles_through_the_cache_with_exact_statistics() {
+        let pool = pool();
+        // The first batch raises the peaks: the pool-wide path serves it.
+        let warm: Vec<usize> = (0..64)
+            .map(|_| pool.malloc_on(7, 4000).unwrap().get())
+            .collect();
+        warm.into_iter().for_each(|b| pool.free(b).unwrap());
+        let mut first: Vec<usize> = Vec::new();
+        for round in 0..3 {
+            let mut blocks: Vec<usize> = (0..64)
+                .map(|_| pool.malloc_on(7, 4000).unwrap().get())
+                .collect();
+            let slot = pool.caches.slots.lock()[0].clone();
+            // SAFETY: single thread, not in a fast path; read only.
+            let st = unsafe { slot.state_mut() };
+            assert_eq!(
+                (st.handed_out.len(), st.parked.len()),
+                (64, 0),
+                "round {round}"
+            );
+            for i in (0..64).map(|i| (i * 37 + 11) % 64) {
+                pool.free(blocks[i]).unwrap();
+            }
+            // SAFETY: as above.
+            let st = unsafe { slot.state_mut() };
+            assert_eq!(
+                (st.handed_out.len(), st.parked.len()),
+                (0, 64),
+                "round {round}"
+            );
+            blocks.sort_unstable();
+            if round == 0 {
+                first = blocks;
+            } else {
+                assert_eq!(blocks, first, "the same blocks come back");
+            }
+        }
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].peak, 64);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 4 * 64);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(s.requested_bytes[STAT_ALL].freed, 4 * 64 * 4000);
+        assert_eq!(s.allocated_bytes[STAT_ALL].peak, 64 * 4096);
+        assert_eq!(s.num_device_alloc, 1);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_parked_blocks_follow_a_batch_of_another_size() {
+        let pool = pool();
+        let batch = |size: usize| {
+            let blocks: Vec<usize> = (0..64)
+                .map(|_| pool.malloc_on(7, size).unwrap().get())
+                .collect();
+            blocks.into_iter().for_each(|b| pool.free(b).unwrap());
+        };
+        // Warm: both sizes, until the peaks are reached and the shard has
+        // the headroom to lend.
+        for _ in 0..2 {
+            batch(4000);
+            batch(40_000);
+        }
+        for (round, (size, key)) in [(4000, 4096), (40_000, 40_448), (4000, 4096)]
+            .into_iter()
+            .enumerate()
+        {
+            batch(size);
+            let slot = pool.caches.slots.lock()[0].clone();
+            // SAFETY: single thread, not in a fast path; read only.
+            let st = unsafe { slot.state_mut() };
+            assert_eq!(st.parked.len(), 64, "round {round}");
+            assert!(st.parked.iter().all(|l| l.size_key == key), "round {round}");
+        }
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].peak, 64);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 7 * 64);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(
+            s.requested_bytes[STAT_ALL].allocated,
+            64 * (4 * 4000 + 3 * 40_000)
+        );
+        assert_eq!(s.allocated_bytes[STAT_ALL].peak, 64 * 40_448);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn blocks_of_several_sizes_are_lent_and_parked_up_to_the_mixed_caps() {
+        let pool = pool();
+        let batch = || -> Vec<usize> {
+            (0..40)
+                .map(|i| pool.malloc_on(7, [4000, 40_000][i % 2]).unwrap().get())
+                .collect()
+        };
+        // The first batch raises the peaks: the pool-wide path serves it.
+        batch().into_iter().for_each(|b| pool.free(b).unwrap());
+        let blocks = batch();
+        let slot = pool.caches.slots.lock()[0].clone();
+        // SAFETY: single thread, not in a fast path; read only.
+        assert_eq!(unsafe { slot.state_mut() }.handed_out.len(), 16);
+        for &b in &blocks {
+            pool.free(b).unwrap();
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { slot.state_mut() }.parked.len(), 8);
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].peak, 40);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(s.requested_bytes[STAT_ALL].allocated, 2 * 20 * 44_000);
         pool.check_invariants().unwrap();
     }
 

@@ -115,13 +115,21 @@ fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
 
 impl Core {
     /// Lends the block just handed out at `addr` to a cache, with its statistics
-    /// and the headroom its first parking needs. `None`: an oversize block.
-    pub(crate) fn lend(&mut self, addr: usize, to: &mut CacheStats) -> Option<Loan> {
+    /// and the headroom its parking needs. `admit` says from the block's size
+    /// whether the cache takes it (`None`: no) and whether it joins a batch of
+    /// blocks of that size. `None`: an oversize block, or one not admitted.
+    pub(crate) fn lend(
+        &mut self,
+        addr: usize,
+        to: &mut CacheStats,
+        admit: impl FnOnce(usize) -> Option<bool>,
+    ) -> Option<Loan> {
         let idx = self.live_at(addr)?;
         let b = self.blocks[idx];
         if b.size >= self.config.max_split_size {
             return None;
         }
+        let batch = admit(b.size)?;
         self.unset_live(idx);
         self.blocks[idx].state = State::Lent;
         let (size, req) = (b.size as i64, b.requested as i64);
@@ -132,12 +140,16 @@ impl Core {
             shift_in(&mut s.allocated_bytes[i], &mut to.allocated_bytes[i], size);
             shift_in(&mut s.requested_bytes[i], &mut to.requested_bytes[i], req);
             if split {
-                give_headroom(&mut s.inactive_split[i], &mut to.inactive_split[i], 1);
-                give_headroom(
-                    &mut s.inactive_split_bytes[i],
-                    &mut to.inactive_split_bytes[i],
-                    size,
-                );
+                // In a batch, one block's more, not up to one block: the
+                // batch lent from the shard then parks without the lock.
+                let (n, bytes) = (&mut to.inactive_split[i], &mut to.inactive_split_bytes[i]);
+                let (base_n, base_bytes) = if batch {
+                    (n.headroom(), bytes.headroom())
+                } else {
+                    (0, 0)
+                };
+                give_headroom(&mut s.inactive_split[i], n, base_n + 1);
+                give_headroom(&mut s.inactive_split_bytes[i], bytes, base_bytes + size);
             }
         }
         Some(Loan {
