@@ -78,20 +78,7 @@ impl Core {
     /// Takes wholly free segment `seg` out of this shard, with its share of
     /// the statistics, for another shard to adopt: (address, size, kind).
     pub(crate) fn give_segment(&mut self, seg: u32) -> (usize, usize, Kind) {
-        let s = self.segments[seg];
-        self.detach_free(s.first);
-        self.blocks.remove(s.first);
-        self.segments.remove(seg);
-        self.by_addr.remove(s.addr);
-        self.live.release(s.addr, s.size);
-        let st = &mut self.stats;
-        for i in [STAT_ALL, s.kind.index()] {
-            st.segment[i].decrease(1);
-            st.reserved_bytes[i].decrease(s.size as i64);
-        }
-        if s.size >= self.config.max_split_size {
-            st.oversize_segments.decrease(1);
-        }
+        let s = self.unlink_segment(seg);
         (s.addr, s.size, s.kind)
     }
 

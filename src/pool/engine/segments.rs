@@ -151,26 +151,34 @@ impl Core {
     }
 
     pub(crate) fn release_segment(&mut self, dev: &dyn DeviceMemory, seg: u32) {
+        let s = self.unlink_segment(seg);
+        if let Some(addr) = NonZeroUsize::new(s.addr) {
+            dev.free(addr, s.size);
+        }
+        self.history
+            .record(Action::SegmentFree, s.addr, s.size, 0, s.stream);
+        self.stats.num_device_free += 1;
+    }
+
+    /// Takes wholly free segment `seg` and its one free block out of this
+    /// shard's records and its share of the statistics; the memory itself
+    /// is the caller's (freed, or handed to another shard).
+    pub(crate) fn unlink_segment(&mut self, seg: u32) -> Segment {
         let s = self.segments[seg];
         self.detach_free(s.first);
         self.blocks.remove(s.first);
         self.segments.remove(seg);
         self.by_addr.remove(s.addr);
         self.live.release(s.addr, s.size);
-        if let Some(addr) = NonZeroUsize::new(s.addr) {
-            dev.free(addr, s.size);
-        }
-        self.history
-            .record(Action::SegmentFree, s.addr, s.size, 0, s.stream);
         let st = &mut self.stats;
         for i in [STAT_ALL, s.kind.index()] {
             st.segment[i].decrease(1);
             st.reserved_bytes[i].decrease(s.size as i64);
         }
-        st.num_device_free += 1;
         if s.size >= self.config.max_split_size {
             st.oversize_segments.decrease(1);
         }
+        s
     }
 
     /// Frees every segment, allocated blocks included, and refuses all later
