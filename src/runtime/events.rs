@@ -419,7 +419,8 @@ impl HostRuntime {
     /// the work queued on `stream` before the call (-1 or 0: no limit). The
     /// point waited for is a record of a private event, which the queued
     /// marker keeps alive, so giving up leaves nothing dangling; the work
-    /// keeps running.
+    /// keeps running. Overtaken by `aclrtStreamAbort`, it returns
+    /// `ACL_ERROR_RT_STREAM_ABORT`, as a plain synchronize does.
     pub fn synchronize_stream_timeout(
         &self,
         stream: Option<StreamKey>,
@@ -437,6 +438,7 @@ impl HostRuntime {
         }
         s.check_alive()?;
         let _waiting = s.wait_from_kernel()?;
+        let aborts = s.aborts();
         let marker = Arc::new(Event {
             flags: 0,
             ex: false,
@@ -458,6 +460,13 @@ impl HostRuntime {
         let limit = Duration::from_millis(timeout_ms.unsigned_abs().into());
         if !marker.wait_for(generation, Some(limit)) {
             return Err(Error::StreamTimeout { timeout_ms });
+        }
+        // Overtaken by an abort (which completes the dropped marker): what
+        // the aborted work did is for the next synchronize to report.
+        if s.aborts() != aborts {
+            return Err(Error::TaskFailed {
+                code: stream_worker::ACL_ERROR_RT_STREAM_ABORT,
+            });
         }
         s.take_failure()?;
         self.observer().stream_synchronized(key);

@@ -435,6 +435,12 @@ impl Stream {
         }
     }
 
+    /// How many aborts the stream has seen: a wait for the stream that an
+    /// abort overtook returns `ACL_ERROR_RT_STREAM_ABORT`, as `synchronize`.
+    pub(crate) fn aborts(&self) -> u64 {
+        self.shared.aborts.load(Ordering::SeqCst)
+    }
+
     /// The code a failed task left for the next synchronize, once.
     pub(crate) fn take_failure(&self) -> Result<()> {
         match self.shared.failure.swap(0, Ordering::SeqCst) {
