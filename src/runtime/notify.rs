@@ -8,7 +8,7 @@
 use super::host::HostRuntime;
 use super::sharing::{self, Kind};
 use super::sharing_word::{SharedPage, PAGE};
-use super::stream_worker::Task;
+use super::stream_worker::{current_task_cancelled, Task};
 use crate::base::error::{Error, Result};
 use crate::base::handles::{tags, TAG_SHIFT};
 use crate::registry::StreamKey;
@@ -44,14 +44,17 @@ impl Notify {
         self.page.wake(0);
     }
 
-    /// Waits for the word to be set and clears it; false on timeout.
+    /// Waits for the word to be set and clears it; false on timeout. A
+    /// wait running as a stream's task that `aclrtStreamStop`/`Abort`
+    /// interrupted gives up, leaving the word as it is: nothing else would
+    /// end it when no record comes.
     fn wait_and_reset(&self, timeout: Option<Duration>) -> bool {
         let word = self.page.word(0);
         let taken = |_| {
             word.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         };
-        self.page.wait(0, timeout, taken, || false)
+        self.page.wait(0, timeout, taken, current_task_cancelled)
     }
 }
 
@@ -343,6 +346,34 @@ mod tests {
         rt.synchronize_stream(Some(stream)).unwrap();
         rt.destroy_notify(h).unwrap();
         assert!(weak.upgrade().is_none());
+        rt.destroy_stream(stream, false).unwrap();
+    }
+
+    #[test]
+    fn an_abort_or_stop_ends_a_running_wait_that_no_record_would_end() {
+        let rt = crate::runtime::host::tests::runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let stream = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(stream)).unwrap();
+        let h = rt.create_notify(0).unwrap();
+        for abort in [true, false] {
+            rt.wait_notify(h, Some(stream), 0).unwrap();
+            while !s.is_running() {
+                std::thread::yield_now();
+            }
+            if abort {
+                rt.abort_stream(Some(stream)).unwrap();
+            } else {
+                rt.stop_stream(Some(stream)).unwrap();
+            }
+            // Before, the wait went on for ever and so did this synchronize.
+            assert!(
+                rt.synchronize_stream(Some(stream)).is_err(),
+                "the interrupted wait fails"
+            );
+            rt.synchronize_stream(Some(stream)).unwrap();
+        }
+        rt.destroy_notify(h).unwrap();
         rt.destroy_stream(stream, false).unwrap();
     }
 

@@ -441,6 +441,12 @@ impl Stream {
         self.shared.aborts.load(Ordering::SeqCst)
     }
 
+    /// True while the worker runs a task (tests).
+    #[cfg(test)]
+    pub(crate) fn is_running(&self) -> bool {
+        self.shared.interrupt.load(Ordering::SeqCst) & RUNNING != 0
+    }
+
     /// The code a failed task left for the next synchronize, once.
     pub(crate) fn take_failure(&self) -> Result<()> {
         match self.shared.failure.swap(0, Ordering::SeqCst) {
