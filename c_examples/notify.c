@@ -6,8 +6,11 @@
  *   2. the same across processes: the notify exported by key
  *      (aclrtNotifyGetExportKey), imported by another process (this
  *      program again, started with fork() and exec()) that records it;
- *   3. a destroyed notify and a made-up key are refused.
+ *   3. a destroyed notify and a made-up key are refused;
+ *   4. a record and a wait dropped by aclrtStreamAbort before they ran
+ *      free what they hold (valgrind's leak check sees it).
  */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +41,13 @@ static void wait_then_set(aclrtNotify n, aclrtStream waiter, void *dev) {
     EXPECT(aclrtMemset(dev, 1, 0, 1) == ACL_SUCCESS);
     EXPECT(aclrtWaitAndResetNotify(n, waiter, 0) == ACL_SUCCESS);
     EXPECT(aclrtMemsetAsync(dev, 1, 7, 1, waiter) == ACL_SUCCESS);
+}
+
+/* A host function that holds its stream until `held` is cleared. */
+static atomic_int held = 1;
+static void hold(void *args) {
+    (void)args;
+    while (atomic_load(&held)) usleep(1000);
 }
 
 static uint8_t byte_at(void *dev) {
@@ -98,6 +108,19 @@ int main(int argc, char **argv) {
     expect("aclrtRecordNotify (destroyed)", aclrtRecordNotify(n, recorder), ACL_ERROR_INVALID_PARAM,
            "not a live notify");
     EXPECT(imported == NULL);
+
+    /* 4. Dropped by an abort behind a running host function. */
+    aclrtNotify dropped = NULL;
+    EXPECT(aclrtCreateNotify(&dropped, ACL_NOTIFY_DEFAULT) == ACL_SUCCESS);
+    EXPECT(aclrtLaunchHostFunc(waiter, hold, NULL) == ACL_SUCCESS);
+    EXPECT(aclrtWaitAndResetNotify(dropped, waiter, 0) == ACL_SUCCESS);
+    EXPECT(aclrtRecordNotify(dropped, waiter) == ACL_SUCCESS);
+    expect("aclrtStreamAbort", aclrtStreamAbort(waiter), ACL_SUCCESS, "");
+    atomic_store(&held, 0);
+    /* The host function was interrupted: ACL_ERROR_RT_VECTOR_CORE_EXCEPTION. */
+    expect("aclrtSynchronizeStream (aborted)", aclrtSynchronizeStream(waiter), 507035, "507035");
+    EXPECT(aclrtSynchronizeStream(waiter) == ACL_SUCCESS);
+    expect("aclrtDestroyNotify (dropped tasks)", aclrtDestroyNotify(dropped), ACL_SUCCESS, "");
 
     EXPECT(aclrtFree(dev) == ACL_SUCCESS);
     EXPECT(aclrtDestroyStream(waiter) == ACL_SUCCESS && aclrtDestroyStream(recorder) == ACL_SUCCESS);

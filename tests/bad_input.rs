@@ -3029,6 +3029,27 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
                 )
             },
         ),
+        (
+            "aclrtMemset",
+            "a read-only static array",
+            INVALID_PARAM,
+            |_, _| unsafe {
+                static READ_ONLY: [u8; 64] = [1; 64];
+                aclrtMemset(READ_ONLY.as_ptr() as *mut c_void, 64, 0, 64)
+            },
+        ),
+        (
+            "aclrtMemset",
+            "a PROT_READ mapping",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtMemset(read_only_page(), 64, 0, 64) },
+        ),
+        (
+            "aclrtMemset",
+            "an unmapped range",
+            INVALID_PARAM,
+            |_, _| unsafe { aclrtMemset(UNMAPPED, 64, 0, 64) },
+        ),
     ];
     let _serial = serial();
     unsafe {
@@ -3093,3 +3114,28 @@ fn server_pid() -> aclalloc::ffi::ipc_memory::aclrtServerPid {
         num: 1,
     }
 }
+
+/// A page mapped read-only for the whole run.
+fn read_only_page() -> *mut c_void {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as usize
+    }) as *mut c_void
+}
+
+/// An address below the kernel's `mmap_min_addr` (64 KiB by default): no
+/// mapping can ever cover it, unlike an unmapped hole another thread's
+/// mmap could fill.
+const UNMAPPED: *mut c_void = 0x1000 as *mut c_void;

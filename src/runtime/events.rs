@@ -26,6 +26,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The `ACL_EVENT_*` creation flags CANN defines.
+/// How often a stream's wait on an event looks whether its task was interrupted.
+const GIVE_UP_SLICE: Duration = Duration::from_millis(5);
 const KNOWN_EVENT_FLAGS: u32 = 0x01 | 0x02 | 0x08 | 0x10 | 0x20 | 0x40;
 
 const NO_IPC: Error = Error::InvalidParam {
@@ -126,17 +128,36 @@ impl Event {
 
     /// Waits until record `generation` has completed (`None`: no limit).
     fn wait_for(&self, generation: u64, timeout: Option<Duration>) -> bool {
+        self.wait_or_give_up(generation, timeout, None)
+    }
+
+    /// As `wait_for`; with `give_up`, also ends (true) once it holds,
+    /// looked at every [`GIVE_UP_SLICE`]: nothing signals the event then.
+    fn wait_or_give_up(
+        &self,
+        generation: u64,
+        timeout: Option<Duration>,
+        give_up: Option<fn() -> bool>,
+    ) -> bool {
         if let Some(c) = self.ipc() {
-            return c.wait_for(generation, timeout);
+            return c.wait_for(generation, timeout, give_up.unwrap_or(|| false));
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut marks = self.marks.lock();
         while marks.completed < generation {
-            match deadline {
+            if give_up.is_some_and(|f| f()) {
+                return true;
+            }
+            let slice = give_up.map(|_| Instant::now() + GIVE_UP_SLICE);
+            let until = match (deadline, slice) {
+                (Some(d), Some(s)) => Some(d.min(s)),
+                (d, s) => d.or(s),
+            };
+            match until {
                 None => self.changed.wait(&mut marks),
-                Some(d) => {
-                    if self.changed.wait_until(&mut marks, d).timed_out()
-                        && marks.completed < generation
+                Some(u) => {
+                    let _ = self.changed.wait_until(&mut marks, u);
+                    if marks.completed < generation && deadline.is_some_and(|d| Instant::now() >= d)
                     {
                         return false;
                     }
@@ -174,7 +195,13 @@ impl Event {
             },
             _ => None,
         };
-        let reached = self.wait_for(generation, limit);
+        // An interrupted wait (aclrtStreamStop/Abort) gives up: nothing
+        // else would end it when the record never comes.
+        let reached = self.wait_or_give_up(
+            generation,
+            limit,
+            Some(stream_worker::current_task_cancelled),
+        );
         drop(waiting);
         self.marks.lock().waits_done += 1;
         reached
@@ -419,7 +446,8 @@ impl HostRuntime {
     /// the work queued on `stream` before the call (-1 or 0: no limit). The
     /// point waited for is a record of a private event, which the queued
     /// marker keeps alive, so giving up leaves nothing dangling; the work
-    /// keeps running.
+    /// keeps running. Overtaken by `aclrtStreamAbort`, it returns
+    /// `ACL_ERROR_RT_STREAM_ABORT`, as a plain synchronize does.
     pub fn synchronize_stream_timeout(
         &self,
         stream: Option<StreamKey>,
@@ -437,6 +465,7 @@ impl HostRuntime {
         }
         s.check_alive()?;
         let _waiting = s.wait_from_kernel()?;
+        let aborts = s.aborts();
         let marker = Arc::new(Event {
             flags: 0,
             ex: false,
@@ -458,6 +487,13 @@ impl HostRuntime {
         let limit = Duration::from_millis(timeout_ms.unsigned_abs().into());
         if !marker.wait_for(generation, Some(limit)) {
             return Err(Error::StreamTimeout { timeout_ms });
+        }
+        // Overtaken by an abort (which completes the dropped marker): what
+        // the aborted work did is for the next synchronize to report.
+        if s.aborts() != aborts {
+            return Err(Error::TaskFailed {
+                code: stream_worker::ACL_ERROR_RT_STREAM_ABORT,
+            });
         }
         s.take_failure()?;
         self.observer().stream_synchronized(key);
@@ -555,6 +591,56 @@ mod tests {
         assert_eq!(rt.destroy_event(ev), Err(NOT_AN_EVENT));
         assert_eq!(rt.record_event(ev, Some(a)), Err(NOT_AN_EVENT));
         assert!(rt.create_event(0x100, false).is_err());
+    }
+
+    unsafe extern "C" fn gated(_: *mut c_void, _: usize, gate: *mut c_void) {
+        // SAFETY: the test passes an AtomicBool that outlives the stream's work.
+        let gate = unsafe { &*(gate as *const std::sync::atomic::AtomicBool) };
+        while gate.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn an_abort_or_stop_ends_a_running_wait_on_an_event() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let (a, b) = (
+            rt.create_stream(0, 0).unwrap(),
+            rt.create_stream(0, 0).unwrap(),
+        );
+        let (_, sa) = rt.resolve_stream(Some(a)).unwrap();
+        let (_, sb) = rt.resolve_stream(Some(b)).unwrap();
+        let gate = std::sync::atomic::AtomicBool::new(true);
+        // b holds its record behind a kernel until the end.
+        sb.enqueue(Task::Kernel {
+            kernel: gated as KernelFn,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: &gate as *const _ as *mut c_void,
+            release: false,
+        })
+        .unwrap();
+        let ev = rt.create_event(0, false).unwrap();
+        rt.record_event(ev, Some(b)).unwrap();
+        for abort in [true, false] {
+            rt.stream_wait_event(Some(a), ev).unwrap();
+            while !sa.is_running() {
+                std::thread::yield_now();
+            }
+            if abort {
+                rt.abort_stream(Some(a)).unwrap();
+            } else {
+                rt.stop_stream(Some(a)).unwrap();
+            }
+            // Before, the wait went on until b's record ran, and so did this.
+            assert!(rt.synchronize_stream(Some(a)).is_err());
+            assert!(!rt.event_complete(ev).unwrap(), "the record has not run");
+        }
+        gate.store(false, Ordering::SeqCst);
+        rt.synchronize_stream(Some(b)).unwrap();
+        rt.synchronize_stream(Some(a)).unwrap();
+        rt.destroy_event(ev).unwrap();
     }
 
     struct CycleKernel {

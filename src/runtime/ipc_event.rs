@@ -71,12 +71,18 @@ impl IpcCounters {
     }
 
     /// Waits until record `n` has run (`None`: no limit); false on timeout.
-    pub(crate) fn wait_for(&self, n: u64, timeout: Option<Duration>) -> bool {
+    /// Ends early (true) when the recorder has exited or `give_up()` holds.
+    pub(crate) fn wait_for(
+        &self,
+        n: u64,
+        timeout: Option<Duration>,
+        give_up: impl Fn() -> bool,
+    ) -> bool {
         self.page.wait(
             COMPLETED,
             timeout,
             |completed| u64::from(completed) >= n,
-            || self.recorder_gone(),
+            || self.recorder_gone() || give_up(),
         )
     }
 
@@ -176,9 +182,9 @@ mod tests {
         let n = a.next_record();
         assert_eq!((n, b.last_recorded()), (1, 1));
         assert!(!b.is_complete());
-        assert!(!b.wait_for(n, Some(Duration::from_millis(1))));
+        assert!(!b.wait_for(n, Some(Duration::from_millis(1)), || false));
         a.complete(n);
-        assert!(b.wait_for(n, None) && b.is_complete());
+        assert!(b.wait_for(n, None, || false) && b.is_complete());
         let m = b.next_record();
         assert_eq!(m, 2);
         assert!(!a.is_complete());
@@ -187,7 +193,7 @@ mod tests {
         child.wait().unwrap();
         a.page.word(RECORDER).store(child.id(), Ordering::Release);
         assert!(a.is_complete());
-        assert!(a.wait_for(m, None));
+        assert!(a.wait_for(m, None, || false));
         assert!(alive(std::process::id()));
     }
 }

@@ -8,7 +8,7 @@
 use super::host::HostRuntime;
 use super::sharing::{self, Kind};
 use super::sharing_word::{SharedPage, PAGE};
-use super::stream_worker::Task;
+use super::stream_worker::{current_task_cancelled, Task};
 use crate::base::error::{Error, Result};
 use crate::base::handles::{tags, TAG_SHIFT};
 use crate::registry::StreamKey;
@@ -44,14 +44,17 @@ impl Notify {
         self.page.wake(0);
     }
 
-    /// Waits for the word to be set and clears it; false on timeout.
+    /// Waits for the word to be set and clears it; false on timeout. A
+    /// wait running as a stream's task that `aclrtStreamStop`/`Abort`
+    /// interrupted gives up, leaving the word as it is: nothing else would
+    /// end it when no record comes.
     fn wait_and_reset(&self, timeout: Option<Duration>) -> bool {
         let word = self.page.word(0);
         let taken = |_| {
             word.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         };
-        self.page.wait(0, timeout, taken, || false)
+        self.page.wait(0, timeout, taken, current_task_cancelled)
     }
 }
 
@@ -86,6 +89,15 @@ unsafe extern "C" fn record_task(_: *mut c_void, _: usize, data: *mut c_void) {
     notify.record();
 }
 
+/// A record task dropped before it ran: its count of the notify goes.
+///
+/// # Safety
+/// `data` is the count `record_notify` made, not taken back by `record_task`.
+unsafe fn drop_record(data: *mut c_void) {
+    // SAFETY: the function's contract.
+    drop(unsafe { Arc::from_raw(data.cast_const().cast::<Notify>()) });
+}
+
 struct Waiting {
     notify: Arc<Notify>,
     timeout: Option<Duration>,
@@ -96,6 +108,15 @@ unsafe extern "C" fn wait_task(_: *mut c_void, _: usize, data: *mut c_void) {
     let waiting = unsafe { Box::from_raw(data.cast::<Waiting>()) };
     // On a timeout the stream goes on, as after a failed task.
     waiting.notify.wait_and_reset(waiting.timeout);
+}
+
+/// A wait task dropped before it ran: its box, and the count it holds, go.
+///
+/// # Safety
+/// `data` is the box `wait_notify` made, not taken back by `wait_task`.
+unsafe fn drop_waiting(data: *mut c_void) {
+    // SAFETY: the function's contract.
+    drop(unsafe { Box::from_raw(data.cast::<Waiting>()) });
 }
 
 impl HostRuntime {
@@ -129,12 +150,11 @@ impl HostRuntime {
         let notify = get(handle)?;
         let (_, s) = self.resolve_stream(stream)?;
         let raw = Arc::into_raw(notify);
-        let queued = s.enqueue(Task::Kernel {
-            kernel: record_task,
-            workspace: std::ptr::null_mut(),
+        let queued = s.enqueue(Task::Owning {
+            run: record_task,
             size: 0,
-            user_data: raw.cast_mut().cast(),
-            release: false,
+            data: raw.cast_mut().cast(),
+            free: drop_record,
         });
         if queued.is_err() {
             // SAFETY: the count made above, which the task never took.
@@ -156,12 +176,11 @@ impl HostRuntime {
         let (_, s) = self.resolve_stream(stream)?;
         let timeout = (timeout_s > 0).then(|| Duration::from_secs(timeout_s.into()));
         let raw = Box::into_raw(Box::new(Waiting { notify, timeout }));
-        let queued = s.enqueue(Task::Kernel {
-            kernel: wait_task,
-            workspace: std::ptr::null_mut(),
+        let queued = s.enqueue(Task::Owning {
+            run: wait_task,
             size: 0,
-            user_data: raw.cast(),
-            release: false,
+            data: raw.cast(),
+            free: drop_waiting,
         });
         if queued.is_err() {
             // SAFETY: the box made above, which the task never took.
@@ -251,6 +270,112 @@ impl HostRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::stream_worker::fail_current_task;
+    use std::sync::atomic::AtomicBool;
+
+    unsafe extern "C" fn gated(_: *mut c_void, _: usize, gate: *mut c_void) {
+        // SAFETY: the test passes an AtomicBool that outlives the stream's work.
+        let gate = unsafe { &*(gate as *const AtomicBool) };
+        while gate.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    unsafe extern "C" fn fail(_: *mut c_void, _: usize, _: *mut c_void) {
+        fail_current_task(507_035).unwrap();
+    }
+
+    fn kernel(kernel: crate::runtime::stream_worker::KernelFn, data: *const c_void) -> Task {
+        Task::Kernel {
+            kernel,
+            workspace: std::ptr::null_mut(),
+            size: 0,
+            user_data: data.cast_mut(),
+            release: false,
+        }
+    }
+
+    #[test]
+    fn record_and_wait_tasks_dropped_before_they_run_release_the_notify() {
+        let rt = crate::runtime::host::tests::runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let stream = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(stream)).unwrap();
+        let queue_both = |h: usize| {
+            rt.record_notify(h, Some(stream)).unwrap();
+            rt.wait_notify(h, Some(stream), 0).unwrap();
+        };
+
+        // Dropped by an abort behind a running kernel.
+        let h = rt.create_notify(0).unwrap();
+        let weak = Arc::downgrade(&get(h).unwrap());
+        let gate = AtomicBool::new(true);
+        s.enqueue(kernel(gated, (&gate as *const AtomicBool).cast()))
+            .unwrap();
+        while s.queued() > 0 {
+            std::thread::yield_now();
+        }
+        queue_both(h);
+        assert_eq!(rt.abort_stream(Some(stream)).unwrap(), 2);
+        gate.store(false, Ordering::SeqCst);
+        assert!(rt.synchronize_stream(Some(stream)).is_err());
+        rt.synchronize_stream(Some(stream)).unwrap();
+        rt.destroy_notify(h).unwrap();
+        assert!(
+            weak.upgrade().is_none(),
+            "the aborted tasks freed the notify"
+        );
+
+        // Dropped behind a failure in stop-on-failure mode.
+        rt.set_stream_failure_mode(Some(stream), 1).unwrap();
+        let h = rt.create_notify(0).unwrap();
+        let weak = Arc::downgrade(&get(h).unwrap());
+        s.enqueue(kernel(fail, std::ptr::null())).unwrap();
+        queue_both(h);
+        assert!(rt.synchronize_stream(Some(stream)).is_err());
+        rt.destroy_notify(h).unwrap();
+        assert!(
+            weak.upgrade().is_none(),
+            "the dropped tasks freed the notify"
+        );
+
+        // Run: the tasks take their counts back themselves.
+        let h = rt.create_notify(0).unwrap();
+        let weak = Arc::downgrade(&get(h).unwrap());
+        queue_both(h);
+        rt.synchronize_stream(Some(stream)).unwrap();
+        rt.destroy_notify(h).unwrap();
+        assert!(weak.upgrade().is_none());
+        rt.destroy_stream(stream, false).unwrap();
+    }
+
+    #[test]
+    fn an_abort_or_stop_ends_a_running_wait_that_no_record_would_end() {
+        let rt = crate::runtime::host::tests::runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let stream = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(stream)).unwrap();
+        let h = rt.create_notify(0).unwrap();
+        for abort in [true, false] {
+            rt.wait_notify(h, Some(stream), 0).unwrap();
+            while !s.is_running() {
+                std::thread::yield_now();
+            }
+            if abort {
+                rt.abort_stream(Some(stream)).unwrap();
+            } else {
+                rt.stop_stream(Some(stream)).unwrap();
+            }
+            // Before, the wait went on for ever and so did this synchronize.
+            assert!(
+                rt.synchronize_stream(Some(stream)).is_err(),
+                "the interrupted wait fails"
+            );
+            rt.synchronize_stream(Some(stream)).unwrap();
+        }
+        rt.destroy_notify(h).unwrap();
+        rt.destroy_stream(stream, false).unwrap();
+    }
 
     #[test]
     fn a_record_releases_one_wait_and_a_timeout_gives_up() {

@@ -476,4 +476,35 @@ mod interrupt_tests {
             "the killed kernel is reported by the next synchronize"
         );
     }
+
+    #[test]
+    fn a_synchronize_with_timeout_overtaken_by_an_abort_says_so() {
+        let rt = runtime(1, 1 << 20);
+        rt.set_device(0).unwrap();
+        let a = rt.create_stream(0, 0).unwrap();
+        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
+        let seen = Seen::default();
+        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
+        while seen.started.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| rt.synchronize_stream_timeout(Some(a), 60_000));
+            // The synchronize's marker is queued behind the running kernel.
+            while s.queued() == 0 {
+                std::thread::yield_now();
+            }
+            rt.abort_stream(Some(a)).unwrap();
+            assert_eq!(
+                waiting.join().unwrap(),
+                Err(Error::TaskFailed { code: 107_023 })
+            );
+        });
+        assert_eq!(
+            rt.synchronize_stream_timeout(Some(a), 60_000),
+            Err(Error::TaskFailed { code: 507_035 }),
+            "the killed kernel is reported by the next synchronize"
+        );
+        rt.synchronize_stream_timeout(Some(a), 60_000).unwrap();
+    }
 }

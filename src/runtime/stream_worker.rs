@@ -71,8 +71,9 @@ pub enum Task {
     },
     /// Runs `run(null, size, data)`. The task owns what `data` points to:
     /// `run` takes it over, and a task dropped before it ran (aborted,
-    /// stopped, or behind a failure in stop-on-failure mode) hands it to
-    /// `free` instead, so nothing it owns leaks.
+    /// stopped, behind a failure in stop-on-failure mode, or left queued
+    /// behind a worker that died when the stream goes) hands it to `free`
+    /// instead, so nothing it owns leaks.
     Owning {
         run: KernelFn,
         size: usize,
@@ -435,6 +436,18 @@ impl Stream {
         }
     }
 
+    /// How many aborts the stream has seen: a wait for the stream that an
+    /// abort overtook returns `ACL_ERROR_RT_STREAM_ABORT`, as `synchronize`.
+    pub(crate) fn aborts(&self) -> u64 {
+        self.shared.aborts.load(Ordering::SeqCst)
+    }
+
+    /// True while the worker runs a task (tests).
+    #[cfg(test)]
+    pub(crate) fn is_running(&self) -> bool {
+        self.shared.interrupt.load(Ordering::SeqCst) & RUNNING != 0
+    }
+
     /// The code a failed task left for the next synchronize, once.
     pub(crate) fn take_failure(&self) -> Result<()> {
         match self.shared.failure.swap(0, Ordering::SeqCst) {
@@ -657,6 +670,20 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         let _ = self.shut_down();
+    }
+}
+
+impl Drop for Shared {
+    /// Tasks still queued when the last reference goes (behind a worker
+    /// that died) never run: what they own is freed and the event counts
+    /// they hold go back. A fence is skipped: its synchronizer has
+    /// returned, and its flag with it.
+    fn drop(&mut self) {
+        while let Some(task) = self.queue.pop() {
+            if !matches!(task, Task::Fence(_)) {
+                self.drop_task(&task);
+            }
+        }
     }
 }
 
@@ -1217,6 +1244,25 @@ mod tests {
         s.enqueue(owning(&after_failure)).unwrap();
         assert_eq!(s.synchronize(), Err(Error::TaskFailed { code: 1 }));
         assert_eq!(after_failure.load(Ordering::SeqCst), 100);
+    }
+
+    #[test]
+    fn tasks_behind_a_dead_worker_free_what_they_own_when_the_stream_goes() {
+        let s = stream();
+        let freed = AtomicUsize::new(0);
+        s.enqueue(Task::Panic).unwrap();
+        s.enqueue(Task::Owning {
+            run: tally,
+            size: 0,
+            data: ptr(&freed) as *mut c_void,
+            free: count_free,
+        })
+        .unwrap();
+        // Its fence stays queued too, behind the panic.
+        assert_eq!(s.synchronize(), Err(DEAD));
+        assert_eq!(freed.load(Ordering::SeqCst), 0, "neither run nor freed yet");
+        drop(s);
+        assert_eq!(freed.load(Ordering::SeqCst), 100, "freed, not run");
     }
 
     #[test]
