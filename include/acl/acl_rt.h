@@ -1327,8 +1327,9 @@ aclError aclrtSynchronizeStream(aclrtStream stream);
 
 /**
  * As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
- * long as it takes). The host runtime's kernels are host functions that run
- * to completion, so it waits for them without enforcing the timeout.
+ * long as it takes) with `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` (507046); the
+ * stream's work goes on. An abort that overtakes the wait returns
+ * `ACL_ERROR_RT_STREAM_ABORT` (107023).
  *
  * # Safety
  * As `aclrtSynchronizeStream`.

@@ -110,6 +110,7 @@ impl HostRuntime {
             size: usize::from(blocking),
             data: raw as *mut c_void,
             free: drop_job,
+            kernel: true,
         });
         if queued.is_err() {
             // SAFETY: the count made above, which the task never took.

@@ -155,6 +155,7 @@ impl HostRuntime {
             size: 0,
             data: raw.cast_mut().cast(),
             free: drop_record,
+            kernel: false,
         });
         if queued.is_err() {
             // SAFETY: the count made above, which the task never took.
@@ -181,6 +182,7 @@ impl HostRuntime {
             size: 0,
             data: raw.cast(),
             free: drop_waiting,
+            kernel: false,
         });
         if queued.is_err() {
             // SAFETY: the box made above, which the task never took.
@@ -367,8 +369,12 @@ mod tests {
                 rt.stop_stream(Some(stream)).unwrap();
             }
             // Before, the wait went on for ever and so did this synchronize.
-            assert!(
-                rt.synchronize_stream(Some(stream)).is_err(),
+            // An interrupted wait fails as a wait, not as a kernel.
+            assert_eq!(
+                rt.synchronize_stream(Some(stream)),
+                Err(crate::base::error::Error::TaskFailed {
+                    code: crate::runtime::stream_worker::ACL_ERROR_RT_INTERNAL_ERROR
+                }),
                 "the interrupted wait fails"
             );
             rt.synchronize_stream(Some(stream)).unwrap();

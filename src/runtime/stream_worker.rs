@@ -79,6 +79,10 @@ pub enum Task {
         size: usize,
         data: *mut c_void,
         free: unsafe fn(*mut c_void),
+        /// Whether an interrupted run fails as a kernel does
+        /// (`ACL_ERROR_RT_VECTOR_CORE_EXCEPTION` after an abort) or as a
+        /// wait (`ACL_ERROR_RT_INTERNAL_ERROR`).
+        kernel: bool,
     },
     /// `memmove(dst, src, count)`.
     Copy {
@@ -194,7 +198,10 @@ impl Interrupt {
     /// The code an interrupted `task` fails with: what the device reports
     /// for that kind of task.
     fn code(bits: u64, task: &Task) -> i32 {
-        let kernel = matches!(task, Task::Kernel { .. } | Task::Owning { .. });
+        let kernel = matches!(
+            task,
+            Task::Kernel { .. } | Task::Owning { kernel: true, .. }
+        );
         if bits & ABORTED != 0 && kernel {
             ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
         } else {
@@ -1218,6 +1225,7 @@ mod tests {
             size: 0,
             data: ptr(count) as *mut c_void,
             free: count_free,
+            kernel: true,
         };
         s.enqueue(owning(&ran)).unwrap();
         s.synchronize().unwrap();
@@ -1256,6 +1264,7 @@ mod tests {
             size: 0,
             data: ptr(&freed) as *mut c_void,
             free: count_free,
+            kernel: true,
         })
         .unwrap();
         // Its fence stays queued too, behind the panic.
