@@ -78,6 +78,11 @@ pub(crate) struct State {
     /// park: no parked block was freed later. One word per cache, not per
     /// block, keeps the parked blocks' records as small as they were.
     last_park: u64,
+    /// The newest handed-out block was unparked with its statistics not yet
+    /// counted: parked back next, it counts as a pair (`CacheStats::pairs`),
+    /// two stores or three instead of twelve or more; anything else counts
+    /// it first ([`State::settle`]).
+    pending: bool,
 }
 
 /// The owner's fast path is in the cache (`busy` set); dropping it leaves.
@@ -143,7 +148,10 @@ impl Slot {
     #[allow(clippy::mut_from_ref)]
     unsafe fn state_mut(&self) -> &mut State {
         // SAFETY: the caller's contract.
-        unsafe { &mut *self.state.get() }
+        let st = unsafe { &mut *self.state.get() };
+        // Slow paths read and move the statistics: counted in full first.
+        st.settle();
+        st
     }
 }
 
@@ -175,6 +183,58 @@ fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
 }
 
 impl State {
+    /// Counts the statistics of the pending unpark, if any (see `pending`).
+    /// Its room was checked when it was unparked, and nothing changed the
+    /// statistics since.
+    #[inline]
+    fn settle(&mut self) {
+        if !std::mem::take(&mut self.pending) {
+            return;
+        }
+        let loan = self.handed_out.newest();
+        let (bytes, req) = (loan.size as i64, loan.size_key as i64);
+        let s = &mut self.stats;
+        for i in [STAT_ALL, loan.kind as usize] {
+            s.allocation[i].increase(1);
+            s.allocated_bytes[i].increase(bytes);
+            s.requested_bytes[i].increase(req);
+            if loan.split {
+                s.inactive_split[i].decrease(1);
+                s.inactive_split_bytes[i].decrease(bytes);
+            }
+        }
+    }
+
+    /// Parks back the block of the pending unpark (newest handed out, at
+    /// `at`): `current` and the headroom are as before the unpark, so only
+    /// the totals change, and only the pair's count.
+    #[inline]
+    fn park_pair(&mut self, at: usize, slot: &Slot) -> bool {
+        let loan = self.handed_out.get(at);
+        let key = slot.round(loan.size_key).unwrap_or(loan.size);
+        // Its size key was parked just before: most often the room is its.
+        if !self.parked.has_room_for(key) {
+            return false;
+        }
+        self.pending = false;
+        let (bytes, k) = (loan.size as i64, loan.kind as usize);
+        let p = &mut self.stats.pairs;
+        p.count[k] += 1;
+        p.bytes[k] += bytes;
+        p.requested[k] += loan.size_key as i64;
+        if loan.split {
+            p.split_count[k] += 1;
+            p.split_bytes[k] += bytes;
+        }
+        self.handed_out.swap_remove(at);
+        self.parked.push(Loan {
+            size_key: key,
+            ..loan
+        });
+        self.last_park = crate::registry::order::generation();
+        true
+    }
+
     /// Gives every block and the statistics back to `core` (the slot's shard, locked).
     fn drain_into(&mut self, core: &mut Core) {
         for loan in self.handed_out.drain() {
@@ -235,6 +295,10 @@ impl State {
     /// headroom for what parking raises.
     #[inline]
     fn park(&mut self, at: usize, slot: &Slot) -> bool {
+        if self.pending && at + 1 == self.handed_out.len() {
+            return self.park_pair(at, slot);
+        }
+        self.settle();
         let loan = self.handed_out.get(at);
         let size = loan.size as i64;
         let s = &mut self.stats;
@@ -278,6 +342,7 @@ impl State {
     /// (`rounded`), if there is one and the headroom for it.
     #[inline]
     fn unpark(&mut self, size: usize, rounded: usize) -> Option<usize> {
+        self.settle();
         let at = self.parked.newest_of(rounded)?;
         let loan = self.parked.get(at);
         if !self.handed_out.admits(loan.size) {
@@ -294,15 +359,8 @@ impl State {
         if !room {
             return None;
         }
-        for i in [STAT_ALL, k] {
-            s.allocation[i].increase(1);
-            s.allocated_bytes[i].increase(bytes);
-            s.requested_bytes[i].increase(req);
-            if loan.split {
-                s.inactive_split[i].decrease(1);
-                s.inactive_split_bytes[i].decrease(bytes);
-            }
-        }
+        // Counted when parked back (a pair) or by `settle`.
+        self.pending = true;
         self.parked.take(at);
         self.handed_out.push(Loan {
             size_key: size,
@@ -485,6 +543,7 @@ impl Pool {
                             handed_out: HandedOut::new(),
                             stats: CacheStats::default(),
                             last_park: 0,
+                            pending: false,
                         }),
                     });
                     if caches.len() >= CACHES_PER_THREAD {
@@ -751,6 +810,48 @@ mod tests {
         assert_eq!(s.inactive_split[STAT_ALL].current, 2);
         assert!(pool.free(b).is_err(), "a double free after a drain");
         pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn pairs_and_a_pending_unpark_count_as_a_pool_without_caches() {
+        // With the recorder on, the caches stand aside: the reference.
+        let (cached, plain) = (pool(), pool());
+        plain.record_history(1 << 16).unwrap();
+        let both = |f: &dyn Fn(&Pool)| {
+            f(&cached);
+            f(&plain);
+        };
+        let same = |at: &str| assert_eq!(cached.stats(), plain.stats(), "{at}");
+        // Split small blocks and an unsplit large one.
+        for size in [4000, 3000, 12 << 20] {
+            both(&|p| {
+                for _ in 0..20 {
+                    let a = p.malloc_on(7, size).unwrap().get();
+                    p.free(a).unwrap();
+                }
+            });
+            same("after pairs");
+            // A pending unpark read by the statistics, then freed.
+            both(&|p| {
+                let a = p.malloc_on(7, size).unwrap().get();
+                p.free(a).unwrap();
+                let b = p.malloc_on(7, size).unwrap().get();
+                assert_eq!(p.stats().allocation[STAT_ALL].current, 1);
+                p.free(b).unwrap();
+            });
+            same("after a read while pending");
+            // A pending unpark followed by another request and frees out of order.
+            both(&|p| {
+                let a = p.malloc_on(7, size).unwrap().get();
+                let b = p.malloc_on(7, size + 512).unwrap().get();
+                p.free(a).unwrap();
+                let c = p.malloc_on(7, size).unwrap().get();
+                p.free(b).unwrap();
+                p.free(c).unwrap();
+            });
+            same("after interleaved requests");
+        }
+        cached.check_invariants().unwrap();
     }
 
     #[test]
