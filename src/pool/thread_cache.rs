@@ -83,6 +83,12 @@ pub(crate) struct State {
     /// two stores or three instead of twelve or more; anything else counts
     /// it first ([`State::settle`]).
     pending: bool,
+    /// (address, bytes): the headroom covers handing out the parked block
+    /// at that address again for a request of up to that many bytes, as
+    /// checked last. Only an unpark lowers a cache's headroom on its own
+    /// (when counted: `settle`), a pair leaves it as it was, and a slow
+    /// path may take it back (`state_mut`): each clears this. (0, 0): none.
+    room_for: (usize, usize),
 }
 
 /// The owner's fast path is in the cache (`busy` set); dropping it leaves.
@@ -151,6 +157,7 @@ impl Slot {
         let st = unsafe { &mut *self.state.get() };
         // Slow paths read and move the statistics: counted in full first.
         st.settle();
+        st.room_for = (0, 0);
         st
     }
 }
@@ -191,6 +198,7 @@ impl State {
         if !std::mem::take(&mut self.pending) {
             return;
         }
+        self.room_for = (0, 0);
         let loan = self.handed_out.newest();
         let (bytes, req) = (loan.size as i64, loan.size_key as i64);
         let s = &mut self.stats;
@@ -348,16 +356,20 @@ impl State {
         if !self.handed_out.admits(loan.size) {
             return None;
         }
-        let (bytes, req) = (loan.size as i64, size as i64);
-        let s = &mut self.stats;
-        let k = loan.kind as usize;
-        let room = [STAT_ALL, k].iter().all(|&i| {
-            s.allocation[i].room(1)
-                && s.allocated_bytes[i].room(bytes)
-                && s.requested_bytes[i].room(req)
-        });
-        if !room {
-            return None;
+        let (known, up_to) = self.room_for;
+        if known != loan.addr || size > up_to {
+            let (bytes, req) = (loan.size as i64, size as i64);
+            let s = &self.stats;
+            let k = loan.kind as usize;
+            let room = [STAT_ALL, k].iter().all(|&i| {
+                s.allocation[i].room(1)
+                    && s.allocated_bytes[i].room(bytes)
+                    && s.requested_bytes[i].room(req)
+            });
+            if !room {
+                return None;
+            }
+            self.room_for = (loan.addr, size);
         }
         // Counted when parked back (a pair) or by `settle`.
         self.pending = true;
@@ -544,6 +556,7 @@ impl Pool {
                             stats: CacheStats::default(),
                             last_park: 0,
                             pending: false,
+                            room_for: (0, 0),
                         }),
                     });
                     if caches.len() >= CACHES_PER_THREAD {
@@ -850,6 +863,52 @@ mod tests {
                 p.free(c).unwrap();
             });
             same("after interleaved requests");
+        }
+        cached.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_random_mix_of_pairs_and_live_blocks_counts_as_a_pool_without_caches() {
+        let (cached, plain) = (pool(), pool());
+        plain.record_history(1 << 16).unwrap();
+        let sizes = [512, 4000, 4096, 40_000, 700_000, 3 << 20, 12 << 20];
+        let (mut live_c, mut live_p) = (Vec::new(), Vec::new());
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for step in 0..4000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let r = (x >> 33) as usize;
+            let size = sizes[r % sizes.len()] - (r / 7) % 3 * 100;
+            match (r >> 8) % 4 {
+                // A pair, most often of the size just freed.
+                0 | 1 => {
+                    for p in [&cached, &plain] {
+                        let a = p.malloc_on(7, size).unwrap().get();
+                        p.free(a).unwrap();
+                    }
+                }
+                2 if live_c.len() < 40 => {
+                    live_c.push(cached.malloc_on(7, size).unwrap().get());
+                    live_p.push(plain.malloc_on(7, size).unwrap().get());
+                }
+                _ if !live_c.is_empty() => {
+                    let at = r % live_c.len();
+                    cached.free(live_c.swap_remove(at)).unwrap();
+                    plain.free(live_p.swap_remove(at)).unwrap();
+                }
+                _ => {}
+            }
+            if step % 97 == 0 {
+                // Parked blocks do not merge: `inactive_split` may differ.
+                let (c, p) = (cached.stats(), plain.stats());
+                assert_eq!(c.allocation, p.allocation, "step {step}");
+                assert_eq!(c.allocated_bytes, p.allocated_bytes, "step {step}");
+                assert_eq!(c.requested_bytes, p.requested_bytes, "step {step}");
+                cached.check_invariants().unwrap();
+            }
+            if step % 1000 == 999 {
+                cached.reset_peak_stats();
+                plain.reset_peak_stats();
+            }
         }
         cached.check_invariants().unwrap();
     }
