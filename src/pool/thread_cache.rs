@@ -914,6 +914,33 @@ mod tests {
     }
 
     #[test]
+    fn headroom_taken_back_from_a_cache_is_checked_again_at_the_next_unpark() {
+        let pool = pool();
+        // A peak of bytes the shard keeps as headroom; the count's goes to the cache.
+        let x = pool.malloc_on(7, 400_000).unwrap().get();
+        pool.free(x).unwrap();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        // Pairs: the cache knows its headroom covers this block.
+        for _ in 0..3 {
+            let b = pool.malloc_on(7, 4000).unwrap().get();
+            assert_eq!(b, a);
+            pool.free(b).unwrap();
+        }
+        // Served by the shard, with the headroom the cache kept for the parked block.
+        let other = pool.malloc_on(7, 40_000).unwrap().get();
+        // Two blocks live: a new peak, which the cache cannot take alone.
+        let b = pool.malloc_on(7, 4000).unwrap().get();
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].current, 2);
+        assert_eq!(s.allocation[STAT_ALL].peak, 2);
+        assert_eq!(s.allocated_bytes[STAT_ALL].current, 4096 + 40_448);
+        pool.free(b).unwrap();
+        pool.free(other).unwrap();
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
     fn alternating_sizes_stay_parked_with_exact_peaks() {
         let pool = pool();
         let sizes = [4000, 40_000, 400_000];
