@@ -222,7 +222,7 @@ impl HandedOut {
         self.loans.len > 0 && self.same_size == size
     }
 
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.loans.len
     }
@@ -234,6 +234,12 @@ impl HandedOut {
 
     pub(crate) fn iter(&self) -> std::slice::Iter<'_, Loan> {
         self.loans.as_slice().iter()
+    }
+
+    /// The block handed out last; there is one.
+    #[inline]
+    pub(crate) fn newest(&self) -> Loan {
+        self.get(self.loans.len - 1)
     }
 
     /// The index of the block at `addr`, newest first.

@@ -78,6 +78,17 @@ pub(crate) struct State {
     /// park: no parked block was freed later. One word per cache, not per
     /// block, keeps the parked blocks' records as small as they were.
     last_park: u64,
+    /// The newest handed-out block was unparked with its statistics not yet
+    /// counted: parked back next, it counts as a pair (`CacheStats::pairs`),
+    /// two stores or three instead of twelve or more; anything else counts
+    /// it first ([`State::settle`]).
+    pending: bool,
+    /// (address, bytes): the headroom covers handing out the parked block
+    /// at that address again for a request of up to that many bytes, as
+    /// checked last. Only an unpark lowers a cache's headroom on its own
+    /// (when counted: `settle`), a pair leaves it as it was, and a slow
+    /// path may take it back (`state_mut`): each clears this. (0, 0): none.
+    room_for: (usize, usize),
 }
 
 /// The owner's fast path is in the cache (`busy` set); dropping it leaves.
@@ -143,7 +154,11 @@ impl Slot {
     #[allow(clippy::mut_from_ref)]
     unsafe fn state_mut(&self) -> &mut State {
         // SAFETY: the caller's contract.
-        unsafe { &mut *self.state.get() }
+        let st = unsafe { &mut *self.state.get() };
+        // Slow paths read and move the statistics: counted in full first.
+        st.settle();
+        st.room_for = (0, 0);
+        st
     }
 }
 
@@ -175,6 +190,59 @@ fn resume_owners<'a>(slots: impl Iterator<Item = &'a Arc<Slot>>) {
 }
 
 impl State {
+    /// Counts the statistics of the pending unpark, if any (see `pending`).
+    /// Its room was checked when it was unparked, and nothing changed the
+    /// statistics since.
+    #[inline]
+    fn settle(&mut self) {
+        if !std::mem::take(&mut self.pending) {
+            return;
+        }
+        self.room_for = (0, 0);
+        let loan = self.handed_out.newest();
+        let (bytes, req) = (loan.size as i64, loan.size_key as i64);
+        let s = &mut self.stats;
+        for i in [STAT_ALL, loan.kind as usize] {
+            s.allocation[i].increase(1);
+            s.allocated_bytes[i].increase(bytes);
+            s.requested_bytes[i].increase(req);
+            if loan.split {
+                s.inactive_split[i].decrease(1);
+                s.inactive_split_bytes[i].decrease(bytes);
+            }
+        }
+    }
+
+    /// Parks back the block of the pending unpark (newest handed out, at
+    /// `at`): `current` and the headroom are as before the unpark, so only
+    /// the totals change, and only the pair's count.
+    #[inline]
+    fn park_pair(&mut self, at: usize, slot: &Slot) -> bool {
+        let loan = self.handed_out.get(at);
+        let key = slot.round(loan.size_key).unwrap_or(loan.size);
+        // Its size key was parked just before: most often the room is its.
+        if !self.parked.has_room_for(key) {
+            return false;
+        }
+        self.pending = false;
+        let (bytes, k) = (loan.size as i64, loan.kind as usize);
+        let p = &mut self.stats.pairs;
+        p.count[k] += 1;
+        p.bytes[k] += bytes;
+        p.requested[k] += loan.size_key as i64;
+        if loan.split {
+            p.split_count[k] += 1;
+            p.split_bytes[k] += bytes;
+        }
+        self.handed_out.swap_remove(at);
+        self.parked.push(Loan {
+            size_key: key,
+            ..loan
+        });
+        self.last_park = crate::registry::order::generation();
+        true
+    }
+
     /// Gives every block and the statistics back to `core` (the slot's shard, locked).
     fn drain_into(&mut self, core: &mut Core) {
         for loan in self.handed_out.drain() {
@@ -235,6 +303,10 @@ impl State {
     /// headroom for what parking raises.
     #[inline]
     fn park(&mut self, at: usize, slot: &Slot) -> bool {
+        if self.pending && at + 1 == self.handed_out.len() {
+            return self.park_pair(at, slot);
+        }
+        self.settle();
         let loan = self.handed_out.get(at);
         let size = loan.size as i64;
         let s = &mut self.stats;
@@ -278,31 +350,29 @@ impl State {
     /// (`rounded`), if there is one and the headroom for it.
     #[inline]
     fn unpark(&mut self, size: usize, rounded: usize) -> Option<usize> {
+        self.settle();
         let at = self.parked.newest_of(rounded)?;
         let loan = self.parked.get(at);
         if !self.handed_out.admits(loan.size) {
             return None;
         }
-        let (bytes, req) = (loan.size as i64, size as i64);
-        let s = &mut self.stats;
-        let k = loan.kind as usize;
-        let room = [STAT_ALL, k].iter().all(|&i| {
-            s.allocation[i].room(1)
-                && s.allocated_bytes[i].room(bytes)
-                && s.requested_bytes[i].room(req)
-        });
-        if !room {
-            return None;
-        }
-        for i in [STAT_ALL, k] {
-            s.allocation[i].increase(1);
-            s.allocated_bytes[i].increase(bytes);
-            s.requested_bytes[i].increase(req);
-            if loan.split {
-                s.inactive_split[i].decrease(1);
-                s.inactive_split_bytes[i].decrease(bytes);
+        let (known, up_to) = self.room_for;
+        if known != loan.addr || size > up_to {
+            let (bytes, req) = (loan.size as i64, size as i64);
+            let s = &self.stats;
+            let k = loan.kind as usize;
+            let room = [STAT_ALL, k].iter().all(|&i| {
+                s.allocation[i].room(1)
+                    && s.allocated_bytes[i].room(bytes)
+                    && s.requested_bytes[i].room(req)
+            });
+            if !room {
+                return None;
             }
+            self.room_for = (loan.addr, size);
         }
+        // Counted when parked back (a pair) or by `settle`.
+        self.pending = true;
         self.parked.take(at);
         self.handed_out.push(Loan {
             size_key: size,
@@ -485,6 +555,8 @@ impl Pool {
                             handed_out: HandedOut::new(),
                             stats: CacheStats::default(),
                             last_park: 0,
+                            pending: false,
+                            room_for: (0, 0),
                         }),
                     });
                     if caches.len() >= CACHES_PER_THREAD {
@@ -750,6 +822,121 @@ mod tests {
         // The freed block and the rest of its segment, unmerged (binned).
         assert_eq!(s.inactive_split[STAT_ALL].current, 2);
         assert!(pool.free(b).is_err(), "a double free after a drain");
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn pairs_and_a_pending_unpark_count_as_a_pool_without_caches() {
+        // With the recorder on, the caches stand aside: the reference.
+        let (cached, plain) = (pool(), pool());
+        plain.record_history(1 << 16).unwrap();
+        let both = |f: &dyn Fn(&Pool)| {
+            f(&cached);
+            f(&plain);
+        };
+        let same = |at: &str| assert_eq!(cached.stats(), plain.stats(), "{at}");
+        // Split small blocks and an unsplit large one.
+        for size in [4000, 3000, 12 << 20] {
+            both(&|p| {
+                for _ in 0..20 {
+                    let a = p.malloc_on(7, size).unwrap().get();
+                    p.free(a).unwrap();
+                }
+            });
+            same("after pairs");
+            // A pending unpark read by the statistics, then freed.
+            both(&|p| {
+                let a = p.malloc_on(7, size).unwrap().get();
+                p.free(a).unwrap();
+                let b = p.malloc_on(7, size).unwrap().get();
+                assert_eq!(p.stats().allocation[STAT_ALL].current, 1);
+                p.free(b).unwrap();
+            });
+            same("after a read while pending");
+            // A pending unpark followed by another request and frees out of order.
+            both(&|p| {
+                let a = p.malloc_on(7, size).unwrap().get();
+                let b = p.malloc_on(7, size + 512).unwrap().get();
+                p.free(a).unwrap();
+                let c = p.malloc_on(7, size).unwrap().get();
+                p.free(b).unwrap();
+                p.free(c).unwrap();
+            });
+            same("after interleaved requests");
+        }
+        cached.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_random_mix_of_pairs_and_live_blocks_counts_as_a_pool_without_caches() {
+        let (cached, plain) = (pool(), pool());
+        plain.record_history(1 << 16).unwrap();
+        let sizes = [512, 4000, 4096, 40_000, 700_000, 3 << 20, 12 << 20];
+        let (mut live_c, mut live_p) = (Vec::new(), Vec::new());
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for step in 0..4000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let r = (x >> 33) as usize;
+            let size = sizes[r % sizes.len()] - (r / 7) % 3 * 100;
+            match (r >> 8) % 4 {
+                // A pair, most often of the size just freed.
+                0 | 1 => {
+                    for p in [&cached, &plain] {
+                        let a = p.malloc_on(7, size).unwrap().get();
+                        p.free(a).unwrap();
+                    }
+                }
+                2 if live_c.len() < 40 => {
+                    live_c.push(cached.malloc_on(7, size).unwrap().get());
+                    live_p.push(plain.malloc_on(7, size).unwrap().get());
+                }
+                _ if !live_c.is_empty() => {
+                    let at = r % live_c.len();
+                    cached.free(live_c.swap_remove(at)).unwrap();
+                    plain.free(live_p.swap_remove(at)).unwrap();
+                }
+                _ => {}
+            }
+            if step % 97 == 0 {
+                // Parked blocks do not merge: `inactive_split` may differ.
+                let (c, p) = (cached.stats(), plain.stats());
+                assert_eq!(c.allocation, p.allocation, "step {step}");
+                assert_eq!(c.allocated_bytes, p.allocated_bytes, "step {step}");
+                assert_eq!(c.requested_bytes, p.requested_bytes, "step {step}");
+                cached.check_invariants().unwrap();
+            }
+            if step % 1000 == 999 {
+                cached.reset_peak_stats();
+                plain.reset_peak_stats();
+            }
+        }
+        cached.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn headroom_taken_back_from_a_cache_is_checked_again_at_the_next_unpark() {
+        let pool = pool();
+        // A peak of bytes the shard keeps as headroom; the count's goes to the cache.
+        let x = pool.malloc_on(7, 400_000).unwrap().get();
+        pool.free(x).unwrap();
+        let a = pool.malloc_on(7, 4000).unwrap().get();
+        pool.free(a).unwrap();
+        // Pairs: the cache knows its headroom covers this block.
+        for _ in 0..3 {
+            let b = pool.malloc_on(7, 4000).unwrap().get();
+            assert_eq!(b, a);
+            pool.free(b).unwrap();
+        }
+        // Served by the shard, with the headroom the cache kept for the parked block.
+        let other = pool.malloc_on(7, 40_000).unwrap().get();
+        // Two blocks live: a new peak, which the cache cannot take alone.
+        let b = pool.malloc_on(7, 4000).unwrap().get();
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].current, 2);
+        assert_eq!(s.allocation[STAT_ALL].peak, 2);
+        assert_eq!(s.allocated_bytes[STAT_ALL].current, 4096 + 40_448);
+        pool.free(b).unwrap();
+        pool.free(other).unwrap();
         pool.check_invariants().unwrap();
     }
 

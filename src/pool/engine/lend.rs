@@ -15,6 +15,41 @@ pub(crate) struct CacheStats {
     pub requested_bytes: [CachePart; 3],
     pub inactive_split: [CachePart; 3],
     pub inactive_split_bytes: [CachePart; 3],
+    pub pairs: Pairs,
+}
+
+/// Blocks a cache handed out again and parked back, counted once per pair:
+/// a pair adds the same to `allocated` and `freed` and leaves `current` and
+/// the headroom as they were, so only the totals need it, when drained.
+/// Indexed by statistics index (1 or 2; the sum is the pool-wide index 0).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pairs {
+    pub count: [i64; 3],
+    pub bytes: [i64; 3],
+    pub requested: [i64; 3],
+    /// Of `count` and `bytes`, the blocks that share their segment
+    /// (counted in `inactive_split` while parked).
+    pub split_count: [i64; 3],
+    pub split_bytes: [i64; 3],
+}
+
+impl Pairs {
+    /// Adds the pairs to `shard`'s totals.
+    fn fold_into(&self, shard: &mut ShardStats) {
+        let both = |p: &mut Part, amount: i64| {
+            p.allocated += amount;
+            p.freed += amount;
+        };
+        for k in 1..3 {
+            for i in [STAT_ALL, k] {
+                both(&mut shard.allocation[i], self.count[k]);
+                both(&mut shard.allocated_bytes[i], self.bytes[k]);
+                both(&mut shard.requested_bytes[i], self.requested[k]);
+                both(&mut shard.inactive_split[i], self.split_count[k]);
+                both(&mut shard.inactive_split_bytes[i], self.split_bytes[k]);
+            }
+        }
+    }
 }
 
 /// A cache's part of one statistic, so that each fast-path change writes one
@@ -285,6 +320,7 @@ impl Core {
     /// Adds what is left of a drained cache's statistics (its totals and
     /// headroom; its `current` is zero once every block is taken back).
     pub(crate) fn absorb(&mut self, from: &mut CacheStats) {
+        std::mem::take(&mut from.pairs).fold_into(&mut self.stats);
         let pairs = from.paired_with(&mut self.stats);
         for (from, to) in pairs {
             for (f, t) in from.iter_mut().zip(to.iter_mut()) {
