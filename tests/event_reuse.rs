@@ -13,7 +13,7 @@ use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::runtime::*;
 use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
 use aclalloc::ffi::types::{aclrtAllocator, aclrtAllocatorBlock, aclrtStream};
-use aclalloc::tracking::events::Fault;
+use common::tracking::cross_stream_reuses;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
@@ -28,15 +28,6 @@ unsafe extern "C" fn get_addr(block: aclrtAllocatorBlock) -> *mut c_void {
     block
 }
 unsafe extern "C" fn nothing(_: *mut c_void, _: usize, _: *mut c_void) {}
-
-fn cross_stream_reuses() -> u64 {
-    let (events, _) = aclalloc::tracking::faults();
-    events
-        .iter()
-        .filter(|e| matches!(e.fault, Fault::CrossStreamReuse { .. }))
-        .map(|e| e.count)
-        .sum()
-}
 
 fn launch(stream: aclrtStream) {
     // SAFETY: a kernel that ignores its arguments.

@@ -5,6 +5,8 @@
 //! wait, or with the record made before the free, b gets other memory. Its
 //! own process: tracking and the stream ordering are process-wide.
 
+mod common;
+
 use aclalloc::base::error::ACL_SUCCESS;
 use aclalloc::ffi::allocator::*;
 use aclalloc::ffi::events::*;
@@ -12,11 +14,10 @@ use aclalloc::ffi::launch::aclallocLaunchKernel;
 use aclalloc::ffi::pool::lifecycle::*;
 use aclalloc::ffi::pool::*;
 use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
 use aclalloc::ffi::types::aclrtStream;
-use aclalloc::tracking::events::Fault;
+use common::tracking::cross_stream_reuses;
 use std::ffi::c_void;
-use std::ptr::{null, null_mut};
+use std::ptr::null_mut;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Notes the workspace it ran with in the `AtomicUsize` it is given.
@@ -26,15 +27,6 @@ unsafe extern "C" fn note_workspace(workspace: *mut c_void, _: usize, seen: *mut
 }
 
 const SIZE: usize = 1 << 20;
-
-fn cross_stream_reuses() -> u64 {
-    let (events, _) = aclalloc::tracking::faults();
-    events
-        .iter()
-        .filter(|e| matches!(e.fault, Fault::CrossStreamReuse { .. }))
-        .map(|e| e.count)
-        .sum()
-}
 
 /// Queues a kernel with a workspace from the pool on `stream`; where it
 /// will note the workspace's address. Nothing synchronizes: a synchronize
@@ -86,16 +78,7 @@ fn new_stream() -> aclrtStream {
 
 #[test]
 fn a_wait_on_a_record_after_the_free_lets_the_pool_reuse_across_streams() {
-    // SAFETY: no configuration file.
-    assert_eq!(unsafe { aclInit(null()) }, ACL_SUCCESS);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-    assert_eq!(aclallocTrackingSetEnabled(1), ACL_SUCCESS);
-    let (mut pool, mut desc) = (null_mut(), null_mut());
-    // SAFETY: valid out-pointers; NULL config: the defaults.
-    assert_eq!(
-        unsafe { aclallocPoolCreate(null(), &mut pool, &mut desc) },
-        ACL_SUCCESS
-    );
+    let (pool, desc) = common::long_run::tracked_pool();
     let streams: Vec<aclrtStream> = (0..6).map(|_| new_stream()).collect();
     for &s in &streams {
         assert_eq!(aclrtAllocatorRegister(s, desc), ACL_SUCCESS);

@@ -346,10 +346,13 @@ mod failure_tests {
 #[cfg(test)]
 mod interrupt_tests {
     use crate::base::error::Error;
+    use crate::registry::StreamKey;
     use crate::runtime::host::tests::runtime;
-    use crate::runtime::stream_worker::{current_task_cancelled, Task};
+    use crate::runtime::host::HostRuntime;
+    use crate::runtime::stream_worker::{current_task_cancelled, KernelFn, Stream, Task};
     use std::ffi::c_void;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
 
     /// Counters a test's kernels share: started, cancelled seen, finished.
     #[derive(Default)]
@@ -388,18 +391,53 @@ mod interrupt_tests {
         }
     }
 
-    #[test]
-    fn stop_fails_the_running_task_once_and_keeps_queued_work() {
+    /// A stream of a fresh runtime whose first task, `until_cancelled`,
+    /// has started, with `then` queued behind it.
+    fn running(seen: &Seen, then: &[KernelFn]) -> (HostRuntime, StreamKey, Arc<Stream>) {
         let rt = runtime(1, 1 << 20);
         rt.set_device(0).unwrap();
         let a = rt.create_stream(0, 0).unwrap();
         let (_, s) = rt.resolve_stream(Some(a)).unwrap();
-        let seen = Seen::default();
-        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
-        s.enqueue(kernel(finish, &seen)).unwrap();
+        s.enqueue(kernel(until_cancelled, seen)).unwrap();
+        for f in then {
+            s.enqueue(kernel(*f, seen)).unwrap();
+        }
         while seen.started.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
+        (rt, a, s)
+    }
+
+    /// A synchronize (`sync`) waiting behind a running kernel when the
+    /// stream is aborted returns ACL_ERROR_RT_STREAM_ABORT; the next one
+    /// reports the killed kernel, and the one after that succeeds.
+    fn overtaken_by_an_abort(sync: impl Fn(&HostRuntime, StreamKey) -> Result<(), Error> + Sync) {
+        let seen = Seen::default();
+        let (rt, a, s) = running(&seen, &[]);
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| sync(&rt, a));
+            // The synchronize's marker is queued behind the running kernel.
+            while s.queued() == 0 {
+                std::thread::yield_now();
+            }
+            rt.abort_stream(Some(a)).unwrap();
+            assert_eq!(
+                waiting.join().unwrap(),
+                Err(Error::TaskFailed { code: 107_023 })
+            );
+        });
+        assert_eq!(
+            sync(&rt, a),
+            Err(Error::TaskFailed { code: 507_035 }),
+            "the killed kernel is reported by the next synchronize"
+        );
+        sync(&rt, a).unwrap();
+    }
+
+    #[test]
+    fn stop_fails_the_running_task_once_and_keeps_queued_work() {
+        let seen = Seen::default();
+        let (rt, a, s) = running(&seen, &[finish]);
         rt.stop_stream(Some(a)).unwrap();
         assert_eq!(
             rt.synchronize_stream(Some(a)),
@@ -420,16 +458,8 @@ mod interrupt_tests {
 
     #[test]
     fn abort_fails_the_running_kernel_and_drops_the_rest() {
-        let rt = runtime(1, 1 << 20);
-        rt.set_device(0).unwrap();
-        let a = rt.create_stream(0, 0).unwrap();
-        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
         let seen = Seen::default();
-        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
-        s.enqueue(kernel(finish, &seen)).unwrap();
-        while seen.started.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
+        let (rt, a, s) = running(&seen, &[finish]);
         assert_eq!(rt.abort_stream(Some(a)).unwrap(), 1);
         assert_eq!(
             rt.synchronize_stream(Some(a)),
@@ -449,62 +479,11 @@ mod interrupt_tests {
 
     #[test]
     fn a_synchronize_overtaken_by_an_abort_says_so() {
-        let rt = runtime(1, 1 << 20);
-        rt.set_device(0).unwrap();
-        let a = rt.create_stream(0, 0).unwrap();
-        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
-        let seen = Seen::default();
-        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
-        while seen.started.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        std::thread::scope(|scope| {
-            let waiting = scope.spawn(|| rt.synchronize_stream(Some(a)));
-            // The synchronize's fence is queued behind the running kernel.
-            while s.queued() == 0 {
-                std::thread::yield_now();
-            }
-            rt.abort_stream(Some(a)).unwrap();
-            assert_eq!(
-                waiting.join().unwrap(),
-                Err(Error::TaskFailed { code: 107_023 })
-            );
-        });
-        assert_eq!(
-            rt.synchronize_stream(Some(a)),
-            Err(Error::TaskFailed { code: 507_035 }),
-            "the killed kernel is reported by the next synchronize"
-        );
+        overtaken_by_an_abort(|rt, a| rt.synchronize_stream(Some(a)));
     }
 
     #[test]
     fn a_synchronize_with_timeout_overtaken_by_an_abort_says_so() {
-        let rt = runtime(1, 1 << 20);
-        rt.set_device(0).unwrap();
-        let a = rt.create_stream(0, 0).unwrap();
-        let (_, s) = rt.resolve_stream(Some(a)).unwrap();
-        let seen = Seen::default();
-        s.enqueue(kernel(until_cancelled, &seen)).unwrap();
-        while seen.started.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        std::thread::scope(|scope| {
-            let waiting = scope.spawn(|| rt.synchronize_stream_timeout(Some(a), 60_000));
-            // The synchronize's marker is queued behind the running kernel.
-            while s.queued() == 0 {
-                std::thread::yield_now();
-            }
-            rt.abort_stream(Some(a)).unwrap();
-            assert_eq!(
-                waiting.join().unwrap(),
-                Err(Error::TaskFailed { code: 107_023 })
-            );
-        });
-        assert_eq!(
-            rt.synchronize_stream_timeout(Some(a), 60_000),
-            Err(Error::TaskFailed { code: 507_035 }),
-            "the killed kernel is reported by the next synchronize"
-        );
-        rt.synchronize_stream_timeout(Some(a), 60_000).unwrap();
+        overtaken_by_an_abort(|rt, a| rt.synchronize_stream_timeout(Some(a), 60_000));
     }
 }

@@ -21,3 +21,13 @@ pub fn tracked_callbacks(stream: usize, callbacks: Callbacks) -> Callbacks {
     let stream = StreamKey::from_ptr(stream as *mut c_void).unwrap();
     tracking::callbacks_for(stream, &registration)
 }
+
+/// How many cross-stream reuses the tracking layer has reported so far.
+pub fn cross_stream_reuses() -> u64 {
+    let (events, _) = tracking::faults();
+    events
+        .iter()
+        .filter(|e| matches!(e.fault, tracking::events::Fault::CrossStreamReuse { .. }))
+        .map(|e| e.count)
+        .sum()
+}
