@@ -28,6 +28,10 @@ else
   fuzz=(cargo fuzz)
 fi
 
+# LeakSanitizer's suppressions: glibc's per-thread list of thread_local
+# destructors, seen as leaked while a library thread exits (fuzz/lsan.supp).
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/fuzz/lsan.supp"
+
 share=$((seconds / ${#targets[@]}))
 ((share >= 5)) || share=5
 

@@ -770,7 +770,14 @@ impl Model {
                     self.expect("aclrtSynchronizeStreamWithTimeout", rc, OK);
                     assert_eq!((word as *const u64).read_volatile(), value, "value write");
                 }
-                1 => self.expect("aclrtStreamStop", aclrtStreamStop(s), OK),
+                1 => {
+                    self.expect("aclrtStreamStop", aclrtStreamStop(s), OK);
+                    // The stop may have caught the write before it ran (it
+                    // then never runs) and the wait after it is kept: set
+                    // the word as another agent would, or the wait (and the
+                    // destroy that waits for it) would never end.
+                    (word as *mut u64).write_volatile(value);
+                }
                 _ => self.expect("aclrtStreamAbort", aclrtStreamAbort(s), OK),
             }
             self.expect("aclrtDestroyStream", aclrtDestroyStream(s), OK);
