@@ -376,12 +376,9 @@ mod pair {
     }
 }
 
-/// 64 live blocks of one size allocated through the C callbacks, then freed
-/// in a shuffled order (more than a thread's cache holds: most operations
-/// take the shard's lock); one iteration is the batch of 64 pairs.
-#[divan::bench(args = [4096, 1 << 20, 12 << 20], sample_size = 50)]
-fn batch_of_64_c_callbacks(bencher: divan::Bencher, size: usize) {
-    use aclalloc::ffi::pool::*;
+/// A pool from `aclallocPoolCreate` with the defaults, on device 0 of the
+/// host runtime.
+fn c_pool() -> aclalloc::ffi::pool::aclallocPool {
     use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
     // SAFETY: no configuration file; the host runtime.
     unsafe { aclInit(std::ptr::null()) };
@@ -389,21 +386,32 @@ fn batch_of_64_c_callbacks(bencher: divan::Bencher, size: usize) {
     let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
     assert_eq!(
         // SAFETY: NULL config (the defaults); both outputs are writable.
-        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
+        unsafe { aclalloc::ffi::pool::aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
         0
     );
-    // A fixed permutation (multiplication by an odd number modulo 64).
-    let order: Vec<usize> = (0..64).map(|i| (i * 37 + 11) % 64).collect();
+    pool
+}
+
+/// 64 blocks of `size` allocated through the C callbacks, then freed in a
+/// fixed shuffled order (multiplication by an odd number modulo 64).
+fn batch_of_64(pool: aclalloc::ffi::pool::aclallocPool, size: usize) {
     let mut live = [std::ptr::null_mut(); 64];
-    bencher.bench_local(|| {
-        for slot in live.iter_mut() {
-            *slot = aclallocPoolAlloc(pool, black_box(size));
-        }
-        for &i in &order {
-            aclallocPoolFree(pool, black_box(live[i]));
-        }
-    });
-    assert_eq!(aclallocPoolDestroy(pool), 0);
+    for slot in live.iter_mut() {
+        *slot = aclalloc::ffi::pool::aclallocPoolAlloc(pool, black_box(size));
+    }
+    for i in (0..64).map(|i| (i * 37 + 11) % 64) {
+        aclalloc::ffi::pool::aclallocPoolFree(pool, black_box(live[i]));
+    }
+}
+
+/// 64 live blocks of one size allocated through the C callbacks, then freed
+/// in a shuffled order (a thread's cache holds 64 blocks of one size, so a
+/// warm batch stays in it); one iteration is the batch of 64 pairs.
+#[divan::bench(args = [4096, 1 << 20, 12 << 20], sample_size = 50)]
+fn batch_of_64_c_callbacks(bencher: divan::Bencher, size: usize) {
+    let pool = c_pool();
+    bencher.bench_local(|| batch_of_64(pool, size));
+    assert_eq!(aclalloc::ffi::pool::aclallocPoolDestroy(pool), 0);
 }
 
 /// The batch above of 64 blocks of 4 KiB, then one of 64 blocks of 48 KiB
@@ -411,30 +419,13 @@ fn batch_of_64_c_callbacks(bencher: divan::Bencher, size: usize) {
 /// batches, 128 pairs.
 #[divan::bench(sample_size = 50)]
 fn batches_of_64_in_two_sizes_c_callbacks(bencher: divan::Bencher) {
-    use aclalloc::ffi::pool::*;
-    use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
-    // SAFETY: no configuration file; the host runtime.
-    unsafe { aclInit(std::ptr::null()) };
-    assert_eq!(aclrtSetDevice(0), 0);
-    let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
-    assert_eq!(
-        // SAFETY: NULL config (the defaults); both outputs are writable.
-        unsafe { aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
-        0
-    );
-    let order: Vec<usize> = (0..64).map(|i| (i * 37 + 11) % 64).collect();
-    let mut live = [std::ptr::null_mut(); 64];
+    let pool = c_pool();
     bencher.bench_local(|| {
         for size in [4096, 48 << 10] {
-            for slot in live.iter_mut() {
-                *slot = aclallocPoolAlloc(pool, black_box(size));
-            }
-            for &i in &order {
-                aclallocPoolFree(pool, black_box(live[i]));
-            }
+            batch_of_64(pool, size);
         }
     });
-    assert_eq!(aclallocPoolDestroy(pool), 0);
+    assert_eq!(aclalloc::ffi::pool::aclallocPoolDestroy(pool), 0);
 }
 
 // ---- (2) decode-like trace ------------------------------------------------------------
