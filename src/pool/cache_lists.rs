@@ -216,6 +216,13 @@ impl HandedOut {
         n < HANDED_OUT_MIXED || (n < HANDED_OUT && self.same_size == size)
     }
 
+    /// True when a block of some size may be handed out (see [`Self::admits`]).
+    #[inline]
+    pub(crate) fn admits_some(&self) -> bool {
+        let n = self.loans.len;
+        n < HANDED_OUT_MIXED || (n < HANDED_OUT && self.same_size != 0)
+    }
+
     /// True when there are blocks and all have `size` bytes.
     #[inline]
     pub(crate) fn all_of_size(&self, size: usize) -> bool {
@@ -379,10 +386,11 @@ mod tests {
             assert_eq!(h.admits(512), i + 1 < HANDED_OUT_MIXED);
         }
         assert!(!h.admits(4096) && h.all_of_size(4096) && !h.all_of_size(512));
+        assert!(!h.admits_some());
         // One block of another size: back to the mixed cap until it goes.
         let other = h.swap_remove(0);
         h.push(loan(0x9_0000, 512));
-        assert!(!h.admits(4096) && !h.admits(512));
+        assert!(!h.admits(4096) && !h.admits(512) && !h.admits_some());
         h.swap_remove(h.position(0x9_0000).unwrap());
         // Still counted as mixed until one block is left.
         assert!(!h.admits(4096));
@@ -392,7 +400,7 @@ mod tests {
         for i in 1..HANDED_OUT_MIXED {
             h.push(loan(0x10_0000 * i, 4096));
         }
-        assert!(h.admits(4096) && !h.admits(512));
+        assert!(h.admits(4096) && !h.admits(512) && h.admits_some());
         h.push(other);
         assert_eq!(h.len(), HANDED_OUT_MIXED + 1);
     }

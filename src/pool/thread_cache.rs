@@ -528,17 +528,16 @@ impl Pool {
             let Ok(mut caches) = c.slots.try_borrow_mut() else {
                 return;
             };
-            // `slots` may change below.
-            c.last.set(std::ptr::null());
-            caches.retain(|s| !s.dead.load(Ordering::Relaxed));
             let id = self.caches.id;
             // An index, not a clone of the `Arc`: no locked instruction per lend.
-            let at = match caches
-                .iter()
-                .rposition(|s| s.pool == id && s.stream == stream)
-            {
+            let at = match caches.iter().rposition(|s| {
+                s.pool == id && s.stream == stream && !s.dead.load(Ordering::Relaxed)
+            }) {
                 Some(at) => at,
                 None => {
+                    // `slots` changes: dropped caches go, a new one comes.
+                    c.last.set(std::ptr::null());
+                    caches.retain(|s| !s.dead.load(Ordering::Relaxed));
                     let slot = Arc::new(Slot {
                         pool: self.caches.id,
                         stream,
@@ -572,6 +571,10 @@ impl Pool {
             // SAFETY: this thread owns the slot and is not in its fast path;
             // the shard's lock keeps every slow path out.
             let st = unsafe { slot.state_mut() };
+            // Full of blocks of several sizes: no look-up of a block it refuses.
+            if !st.handed_out.admits_some() {
+                return;
+            }
             // Past the mixed cap only blocks of the size all others have.
             let State {
                 handed_out, stats, ..
@@ -1127,11 +1130,20 @@ mod tests {
         pool.free(b).unwrap(); // parked
         assert_eq!(pool.forget_stream(stream), 2 << 20);
         assert!(pool.caches.slots.lock().is_empty(), "the cache is dropped");
-        // A new stream at the same handle starts afresh.
+        // A new stream at the same handle starts afresh, with a new cache
+        // (the dropped one, still in this thread's list, is not used again).
         let c = pool.malloc_on(stream, 4000).unwrap().get();
         pool.free(c).unwrap();
+        let d = pool.malloc_on(stream, 4000).unwrap().get();
+        pool.free(d).unwrap();
+        let e = pool.malloc_on(stream, 4000).unwrap().get();
+        assert_eq!(e, d, "parked in the new cache");
+        assert_eq!(pool.caches.slots.lock().len(), 1);
+        pool.free(e).unwrap();
         pool.check_invariants().unwrap();
-        assert_eq!(pool.stats().allocation[STAT_ALL].freed, 5);
+        let s = pool.stats();
+        assert_eq!(s.allocation[STAT_ALL].freed, 7);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
     }
 
     #[test]
