@@ -145,6 +145,22 @@ int main(void) {
         EXPECT(count == (stop ? 1 : 2));
         CHECK(aclrtSynchronizeStream(a));
     }
+    /* Calls that wait for every stream only to order themselves after its
+     * work (aclrtFree, a synchronous copy) leave a failure for the stream's
+     * synchronize; the device's synchronize reports it, once. */
+    CHECK(aclrtSetStreamFailureMode(a, ACL_CONTINUE_ON_FAILURE));
+    void *scratch = NULL;
+    char bytes[64] = {0};
+    CHECK(aclrtMalloc(&scratch, sizeof bytes, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclallocLaunchKernel(a, 0, trap, NULL));
+    CHECK(aclrtMemcpy(scratch, sizeof bytes, bytes, sizeof bytes, ACL_MEMCPY_HOST_TO_DEVICE));
+    CHECK(aclrtFree(scratch));
+    EXPECT(aclrtSynchronizeStream(a) == 507035);
+    CHECK(aclrtSynchronizeStream(a));
+    CHECK(aclallocLaunchKernel(a, 0, trap, NULL));
+    EXPECT(aclrtSynchronizeDevice() == 507035);
+    CHECK(aclrtSynchronizeDevice());
+    CHECK(aclrtSynchronizeStream(a));
     expect("aclallocFailCurrentTask(outside a task)", aclallocFailCurrentTask(507035),
            ACL_ERROR_INVALID_PARAM, "running on a stream");
 

@@ -350,7 +350,7 @@ pub(crate) mod host {
         boundary("aclrtSynchronizeDevice", || {
             host().synchronize_all()?;
             crate::tracking::device_synchronized();
-            Ok(())
+            host().take_task_failure()
         })
     }
 }

@@ -388,8 +388,21 @@ impl Stream {
         result
     }
 
-    /// Waits until everything enqueued before the call has run.
+    /// Waits until everything enqueued before the call has run, and reports
+    /// (once) the code a failed task left.
     pub fn synchronize(&self) -> Result<()> {
+        self.wait(true)
+    }
+
+    /// Waits as [`Self::synchronize`] but leaves a failed task's code for the
+    /// stream's own synchronize: for calls that wait for every stream's
+    /// work only to order themselves after it (`aclrtFree`, a synchronous
+    /// copy).
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.wait(false)
+    }
+
+    fn wait(&self, report: bool) -> Result<()> {
         if self.is_current_worker() {
             return Err(Error::InvalidParam {
                 param: "stream",
@@ -426,7 +439,11 @@ impl Stream {
                         code: ACL_ERROR_RT_STREAM_ABORT,
                     });
                 }
-                self.take_failure()
+                if report {
+                    self.take_failure()
+                } else {
+                    Ok(())
+                }
             }
             Err(DEAD) => Err(DEAD),
             // Destroyed: its work is finished once the worker has exited.

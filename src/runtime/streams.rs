@@ -221,9 +221,22 @@ impl HostRuntime {
         Ok(())
     }
 
+    /// After [`Self::synchronize_all`], for `aclrtSynchronizeDevice`: the
+    /// code a failed task of a live stream left, as that stream's
+    /// synchronize would report it (once; other streams' failures stay for
+    /// their turn).
+    pub(crate) fn take_task_failure(&self) -> Result<()> {
+        let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
+        for stream in streams.iter().filter(|s| !s.is_inherited()) {
+            stream.take_failure()?;
+        }
+        Ok(())
+    }
+
     /// Waits for every stream's pending work, except the calling kernel's stream
     /// and streams whose work can never run; fails only when a kernel calls it
-    /// and waiting would deadlock.
+    /// and waiting would deadlock. A failed task's code stays for the
+    /// synchronize of its stream.
     pub(crate) fn synchronize_all(&self) -> Result<()> {
         let streams = self.streams.collect(|_, e| Some(Arc::clone(&e.stream)));
         // Streams destroyed by force whose queued work may still be running.
@@ -234,7 +247,7 @@ impl HostRuntime {
                 continue;
             }
             // Its own stream, a dead one or one being destroyed: skipped.
-            if let Err(DEADLOCK) = stream.synchronize() {
+            if let Err(DEADLOCK) = stream.wait_idle() {
                 return Err(DEADLOCK);
             }
         }
