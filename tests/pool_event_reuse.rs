@@ -2,7 +2,8 @@
 //! hands stream b the memory stream a freed once b waits (aclrtStreamWaitEvent)
 //! on an event recorded on a after the free, with no synchronize and no new
 //! segment, and the tracking layer does not report that reuse. Without the
-//! wait, or with the record made before the free, b gets other memory. Its
+//! wait, with the record made before the free, or with a wait that has a
+//! time limit (it may run out), b gets other memory. Its
 //! own process: tracking and the stream ordering are process-wide.
 
 mod common;
@@ -59,6 +60,12 @@ fn wait(stream: aclrtStream, event: aclrtEvent) {
     assert_eq!(unsafe { aclrtStreamWaitEvent(stream, event) }, ACL_SUCCESS);
 }
 
+fn timed_wait(stream: aclrtStream, event: aclrtEvent, seconds: i32) {
+    // SAFETY: live handles.
+    let rc = unsafe { aclrtStreamWaitEventWithTimeout(stream, event, seconds) };
+    assert_eq!(rc, ACL_SUCCESS);
+}
+
 fn reserved(pool: aclallocPool) -> usize {
     let mut bytes = 0;
     // SAFETY: a live pool and a valid out-pointer.
@@ -79,7 +86,7 @@ fn new_stream() -> aclrtStream {
 #[test]
 fn a_wait_on_a_record_after_the_free_lets_the_pool_reuse_across_streams() {
     let (pool, desc) = common::long_run::tracked_pool();
-    let streams: Vec<aclrtStream> = (0..6).map(|_| new_stream()).collect();
+    let streams: Vec<aclrtStream> = (0..8).map(|_| new_stream()).collect();
     for &s in &streams {
         assert_eq!(aclrtAllocatorRegister(s, desc), ACL_SUCCESS);
     }
@@ -118,6 +125,18 @@ fn a_wait_on_a_record_after_the_free_lets_the_pool_reuse_across_streams() {
     let on_f = launch(f);
     let freed = ran_with(on_e, &[e, f]);
     assert_ne!(ran_with(on_f, &[]), freed, "recorded before the free");
+    assert_eq!(cross_stream_reuses(), reports);
+
+    // A wait with a time limit may run out before the record runs, and its
+    // stream then goes on: it orders nothing, h gets other memory.
+    let (g, h) = (streams[6], streams[7]);
+    let on_g = launch(g);
+    let before = reserved(pool);
+    record(event, g);
+    timed_wait(h, event, 5);
+    let on_h = launch(h);
+    assert!(reserved(pool) > before, "a timed wait does not order");
+    assert_ne!(ran_with(on_h, &[g, h]), ran_with(on_g, &[]));
     assert_eq!(cross_stream_reuses(), reports);
 
     // SAFETY: live handles.

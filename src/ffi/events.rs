@@ -322,7 +322,9 @@ pub unsafe extern "C" fn aclrtStreamWaitEventWithTimeout(
     let rc = real_or_host!(aclrtStreamWaitEventWithTimeout(stream: aclrtStream, event: aclrtEvent, timeout: i32) {
         host().stream_wait_event_timeout(args::optional_stream(stream), required(event)?, timeout)
     });
-    if rc == ACL_SUCCESS {
+    // Only a wait with no limit orders the streams: a timed one may run out
+    // before the record has run, and the stream goes on.
+    if rc == ACL_SUCCESS && timeout == 0 {
         super::event_order::waited(Sym::aclrtStreamWaitEventWithTimeout, stream, event);
     }
     rc

@@ -370,18 +370,17 @@ impl HostRuntime {
         }
         let ev = self.event(event)?;
         let (key, _) = self.resolve_stream(stream)?;
-        let source = ev.marks.lock().source;
         let last = |m: &mut Marks| {
             m.waits += 1;
             ev.last_recorded(m)
         };
         let undo = |m: &mut Marks| m.waits -= 1;
         let task = |e, n| Task::TimedWait(e, n, seconds);
-        self.enqueue_on(Some(key), &ev, last, undo, task)?;
-        if let Some(s) = source.filter(|s| s.key != key) {
-            order::stream_waited(key.get().get(), s.key.get().get(), s.token);
-        }
-        Ok(())
+        // No ordering is noted: the time may run out before the record runs,
+        // and the stream then goes on, so what the recording stream freed
+        // is not safe for it (the pool and the tracker wait for a
+        // synchronize instead).
+        self.enqueue_on(Some(key), &ev, last, undo, task)
     }
 
     /// `aclrtResetEvent`: back to the initial state once `stream` reaches it.
