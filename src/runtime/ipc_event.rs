@@ -9,6 +9,9 @@
 //! - word 1 is the highest record number that has run (the futex word);
 //! - word 2 is the pid of the process that made the last record.
 //!
+//! Record numbers wrap around at 2^32 and are compared as sequence numbers
+//! ([`reached`]), so an event recorded for months keeps ordering.
+//!
 //! A wait for record `n` is over once word 1 reaches `n`, or once the
 //! process that made the last record is gone (its queued marker will never
 //! run, as a marker a stream drops completes so no waiter waits forever).
@@ -29,6 +32,13 @@ pub(crate) const ACL_EVENT_IPC: u32 = 0x40;
 const RECORDED: usize = 0;
 const COMPLETED: usize = 1;
 const RECORDER: usize = 2;
+
+/// Record number `at` is `n` or later: the numbers wrap around, and fewer
+/// than 2^31 records are ever outstanding.
+fn reached(at: u32, n: u32) -> bool {
+    // The difference read as signed says which side of `n` `at` lies on.
+    at.wrapping_sub(n) as i32 >= 0
+}
 
 /// The shared counters of an IPC event.
 pub(crate) struct IpcCounters {
@@ -57,17 +67,24 @@ impl IpcCounters {
         u64::from(self.page.word(RECORDED).load(Ordering::Acquire))
     }
 
-    /// Record `n` has run (or was dropped).
+    /// Record `n` (a number from [`Self::next_record`]) has run, or was
+    /// dropped.
     pub(crate) fn complete(&self, n: u64) {
-        let n = u32::try_from(n).unwrap_or(u32::MAX);
-        self.page.word(COMPLETED).fetch_max(n, Ordering::AcqRel);
+        let n = n as u32;
+        // The later of the two in the wrapping order (not `fetch_max`).
+        let _ = self.page.word(COMPLETED).fetch_update(
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            |completed| (!reached(completed, n)).then_some(n),
+        );
         self.page.wake(COMPLETED);
     }
 
     /// Every record made so far has run.
     pub(crate) fn is_complete(&self) -> bool {
         let completed = self.page.word(COMPLETED).load(Ordering::Acquire);
-        completed >= self.page.word(RECORDED).load(Ordering::Acquire) || self.recorder_gone()
+        let recorded = self.page.word(RECORDED).load(Ordering::Acquire);
+        reached(completed, recorded) || self.recorder_gone()
     }
 
     /// Waits until record `n` has run (`None`: no limit); false on timeout.
@@ -81,7 +98,7 @@ impl IpcCounters {
         self.page.wait(
             COMPLETED,
             timeout,
-            |completed| u64::from(completed) >= n,
+            |completed| reached(completed, n as u32),
             || self.recorder_gone() || give_up(),
         )
     }
@@ -195,5 +212,29 @@ mod tests {
         assert!(a.is_complete());
         assert!(a.wait_for(m, None, || false));
         assert!(alive(std::process::id()));
+    }
+
+    #[test]
+    fn record_numbers_wrap_around_and_still_order() {
+        let c = IpcCounters::create().unwrap();
+        // Four billion records later.
+        c.page.word(RECORDED).store(u32::MAX - 1, Ordering::Release);
+        c.page
+            .word(COMPLETED)
+            .store(u32::MAX - 1, Ordering::Release);
+        assert!(c.is_complete());
+        let numbers: Vec<u64> = (0..3).map(|_| c.next_record()).collect();
+        assert_eq!(numbers, [u64::from(u32::MAX), 0, 1]);
+        c.complete(numbers[0]);
+        // The records numbered 0 and 1 come after u32::MAX: not run yet.
+        assert!(!c.is_complete());
+        assert!(!c.wait_for(1, Some(Duration::from_millis(1)), || false));
+        assert!(c.wait_for(numbers[0], None, || false));
+        c.complete(1);
+        // An earlier number completing late does not move the word back.
+        c.complete(0);
+        assert!(c.is_complete() && c.wait_for(1, None, || false));
+        assert_eq!(c.page.word(COMPLETED).load(Ordering::Acquire), 1);
+        assert!(reached(5, u32::MAX - 5) && !reached(u32::MAX - 5, 5));
     }
 }
