@@ -9,6 +9,12 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Atom
 
 pub(crate) use std::sync::atomic::{compiler_fence, Ordering};
 
+/// Keeps a lock, or hot data, off the cache lines of its neighbours: a
+/// write to it then takes no line another thread keeps writing (128
+/// bytes: adjacent lines are fetched in pairs).
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
 /// Atomics of process-wide statics: std's under every cfg. Loom creates its
 /// atomics inside a model at run time, so a `static` cannot hold one; the
 /// statics are the process's switches, clocks and counters, which no model

@@ -48,6 +48,7 @@ use self::engine::{Core, Freed, CLOSED};
 use self::streams::{ShardMap, SHARDS};
 use self::thread_cache::{FastFree, Reclaim, Registry, Retire};
 use crate::base::error::{Error, Result};
+use crate::base::sync::Padded;
 use crate::history::{History, Recorder};
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
@@ -75,6 +76,8 @@ mod thread_cache;
 /// index order. Peaks stay exact through per-shard headroom.
 pub struct Pool {
     global: Mutex<Global>,
+    /// Each on cache lines of its own: threads on other shards' streams
+    /// never write this one's lines.
     shards: [Padded<Mutex<Core>>; SHARDS],
     streams: ShardMap,
     device: Box<dyn DeviceMemory>,
@@ -99,10 +102,6 @@ struct Global {
     /// The shard the next new stream gets.
     next_shard: usize,
 }
-
-/// Keeps each shard's lock and hot data off its neighbours' cache lines.
-#[repr(align(128))]
-struct Padded<T>(T);
 
 thread_local! {
     /// (pool address, shard) of this thread's last allocation: where a free

@@ -16,7 +16,7 @@ use super::waits;
 use super::workspace::WorkspaceAllocator;
 use crate::base::error::{Error, Result};
 use crate::base::foreign_call;
-use crate::base::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::base::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering, Padded};
 use crossbeam_queue::ArrayQueue;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -150,6 +150,13 @@ struct Shared {
     /// How many aborts the stream has seen: a synchronize that an abort
     /// overtook returns `ACL_ERROR_RT_STREAM_ABORT`.
     aborts: AtomicU64,
+    /// Held by the worker from taking a task off the queue until it is
+    /// marked [`RUNNING`], and by an abort while it marks the head task and
+    /// takes the rest off the queue. Without it the worker could take a
+    /// task behind the head an abort had just taken itself, and fail that
+    /// one in the head's place. A futex lock, as `lock` below, on lines of
+    /// its own: the launching thread writes the fields around it.
+    head: Padded<SleepMutex<()>>,
     /// Guards the sleeps below: std's futex lock, not parking_lot's parking
     /// table, which `fork()` could leave locked in the child.
     lock: SleepMutex<()>,
@@ -284,6 +291,7 @@ impl Stream {
             stop_on_failure: AtomicBool::new(false),
             interrupt: Arc::new(AtomicU64::new(0)),
             aborts: AtomicU64::new(0),
+            head: Padded(SleepMutex::new(())),
             lock: SleepMutex::new(()),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -531,11 +539,12 @@ impl Stream {
     pub fn abort(&self) -> usize {
         let shared = &*self.shared;
         shared.aborts.fetch_add(1, Ordering::SeqCst);
+        let _head = shared.head_lock();
         let interrupted = self.interrupt(Interrupt::Abort);
         let mut dropped = 0;
         let mut head = None;
-        // The queue is multi-consumer: the worker and this thread each take
-        // a task at most once.
+        // The worker takes nothing meanwhile (`head`): a task it took before
+        // is running, or marked to fail as the head when it starts.
         while let Some(task) = shared.queue.pop() {
             shared.pending.fetch_sub(1, Ordering::SeqCst);
             head.get_or_insert(task);
@@ -727,6 +736,11 @@ impl Shared {
         self.lock.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The head lock (see `head`); it guards no data either.
+    fn head_lock(&self) -> MutexGuard<'_, ()> {
+        self.head.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn start_worker(shared: &Arc<Shared>) -> Result<()> {
         let for_worker = Arc::clone(shared);
         let worker = crate::base::threads::spawn(
@@ -769,8 +783,8 @@ impl Shared {
     /// thread (false).
     fn serve(&self) -> bool {
         loop {
-            while let Some(task) = self.queue.pop() {
-                if !self.execute(&task) {
+            while let Some((task, before)) = self.take_next() {
+                if !self.execute(&task, before) {
                     return false;
                 }
                 if self.room_waiters.load(Ordering::Relaxed) > 0 {
@@ -820,10 +834,18 @@ impl Shared {
         self.worker_asleep.store(false, Ordering::Relaxed);
     }
 
-    /// Runs `task`; false when a kernel or a free callback ended the
-    /// thread (the task is retired all the same).
-    fn execute(&self, task: &Task) -> bool {
-        let before = self.interrupt.fetch_or(RUNNING, Ordering::SeqCst);
+    /// The next task, marked running, with the interrupt word as it was
+    /// before (see `head`).
+    fn take_next(&self) -> Option<(Task, u64)> {
+        let _head = self.head_lock();
+        let task = self.queue.pop()?;
+        Some((task, self.interrupt.fetch_or(RUNNING, Ordering::SeqCst)))
+    }
+
+    /// Runs `task`, marked running when the interrupt word was `before`;
+    /// false when a kernel or a free callback ended the thread (the task is
+    /// retired all the same).
+    fn execute(&self, task: &Task, before: u64) -> bool {
         if before & (STOPPED | ABORTED) != 0 {
             // Stopped or aborted before it started: it fails without running.
             self.interrupt.store(0, Ordering::SeqCst);
@@ -1269,6 +1291,42 @@ mod tests {
         s.enqueue(owning(&after_failure)).unwrap();
         assert_eq!(s.synchronize(), Err(Error::TaskFailed { code: 1 }));
         assert_eq!(after_failure.load(Ordering::SeqCst), 100);
+    }
+
+    #[test]
+    fn an_abort_fails_the_head_task_never_one_behind_it() {
+        // The head is a kernel (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION when
+        // aborted), behind it a task that is not (ACL_ERROR_RT_INTERNAL_ERROR).
+        // The abort comes while the worker may be taking the head: whoever
+        // takes it, the kernel's code is the one reported.
+        let s = stream();
+        let freed = AtomicUsize::new(0);
+        for round in 0..2000 {
+            let gate = AtomicBool::new(true);
+            s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
+            s.enqueue(Task::Owning {
+                run: tally,
+                size: 0,
+                data: ptr(&freed) as *mut c_void,
+                free: count_free,
+                kernel: false,
+            })
+            .unwrap();
+            s.abort();
+            gate.store(false, Ordering::SeqCst);
+            assert_eq!(
+                s.synchronize(),
+                Err(Error::TaskFailed {
+                    code: ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+                }),
+                "round {round}"
+            );
+        }
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            2000 * 100,
+            "each dropped, not run"
+        );
     }
 
     #[test]
