@@ -539,38 +539,46 @@ impl Stream {
     pub fn abort(&self) -> usize {
         let shared = &*self.shared;
         shared.aborts.fetch_add(1, Ordering::SeqCst);
-        let _head = shared.head_lock();
-        let interrupted = self.interrupt(Interrupt::Abort);
-        let mut dropped = 0;
-        let mut head = None;
-        // The worker takes nothing meanwhile (`head`): a task it took before
-        // is running, or marked to fail as the head when it starts.
-        while let Some(task) = shared.queue.pop() {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-            head.get_or_insert(task);
-            shared.drop_task(&task);
-            dropped += 1;
-        }
-        // Nothing left for the worker to run: the head task was dropped
-        // here, so its failure is recorded here.
-        if interrupted && shared.pending.load(Ordering::SeqCst) == 0 {
-            let mut now = shared.interrupt.load(Ordering::SeqCst);
-            while now & RUNNING == 0 && now != 0 {
-                match shared
-                    .interrupt
-                    .compare_exchange(now, 0, Ordering::SeqCst, Ordering::SeqCst)
-                {
-                    Ok(_) => {
-                        let code = head
-                            .as_ref()
-                            .map_or(ACL_ERROR_RT_INTERNAL_ERROR, |t| Interrupt::code(now, t));
-                        shared.task_failed(code);
-                        break;
+        let taken = {
+            // The worker takes nothing meanwhile (`head`): a task it took
+            // before is running, or marked to fail as the head when it starts.
+            let _head = shared.head_lock();
+            let interrupted = self.interrupt(Interrupt::Abort);
+            let mut taken = Vec::new();
+            while let Some(task) = shared.queue.pop() {
+                shared.pending.fetch_sub(1, Ordering::SeqCst);
+                taken.push(task);
+            }
+            // Nothing left for the worker to run: the head task was taken
+            // here, so its failure is recorded here.
+            if interrupted && shared.pending.load(Ordering::SeqCst) == 0 {
+                let mut now = shared.interrupt.load(Ordering::SeqCst);
+                while now & RUNNING == 0 && now != 0 {
+                    match shared.interrupt.compare_exchange(
+                        now,
+                        0,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    ) {
+                        Ok(_) => {
+                            let code = taken
+                                .first()
+                                .map_or(ACL_ERROR_RT_INTERNAL_ERROR, |t| Interrupt::code(now, t));
+                            shared.task_failed(code);
+                            break;
+                        }
+                        Err(seen) => now = seen,
                     }
-                    Err(seen) => now = seen,
                 }
             }
+            taken
+        };
+        // Outside the lock: dropping frees what the tasks own and gives
+        // workspaces back, which may call the user's allocator.
+        for task in &taken {
+            shared.drop_task(task);
         }
+        let dropped = taken.len();
         if shared.room_waiters.load(Ordering::Relaxed) > 0 {
             let _guard = shared.sleep_lock();
             shared.room.notify_all();
