@@ -1262,18 +1262,23 @@ mod tests {
         unsafe { &*(count as *const AtomicUsize) }.fetch_add(100, Ordering::SeqCst);
     }
 
+    /// A task that adds 1 to `count` when run and 100 when dropped unrun.
+    fn counting(count: &AtomicUsize, kernel: bool) -> Task {
+        Task::Owning {
+            run: tally,
+            size: 0,
+            data: ptr(count) as *mut c_void,
+            free: count_free,
+            kernel,
+        }
+    }
+
     #[test]
     fn an_owning_task_frees_what_it_owns_when_dropped_and_not_when_run() {
         let s = stream();
         let gate = AtomicBool::new(true);
         let (ran, dropped) = (AtomicUsize::new(0), AtomicUsize::new(0));
-        let owning = |count: &AtomicUsize| Task::Owning {
-            run: tally,
-            size: 0,
-            data: ptr(count) as *mut c_void,
-            free: count_free,
-            kernel: true,
-        };
+        let owning = |count| counting(count, true);
         s.enqueue(owning(&ran)).unwrap();
         s.synchronize().unwrap();
         assert_eq!(ran.load(Ordering::SeqCst), 1, "run, not freed");
@@ -1312,14 +1317,7 @@ mod tests {
         for round in 0..2000 {
             let gate = AtomicBool::new(true);
             s.enqueue(kernel(gated, 0, ptr(&gate))).unwrap();
-            s.enqueue(Task::Owning {
-                run: tally,
-                size: 0,
-                data: ptr(&freed) as *mut c_void,
-                free: count_free,
-                kernel: false,
-            })
-            .unwrap();
+            s.enqueue(counting(&freed, false)).unwrap();
             s.abort();
             gate.store(false, Ordering::SeqCst);
             assert_eq!(
@@ -1342,14 +1340,7 @@ mod tests {
         let s = stream();
         let freed = AtomicUsize::new(0);
         s.enqueue(Task::Panic).unwrap();
-        s.enqueue(Task::Owning {
-            run: tally,
-            size: 0,
-            data: ptr(&freed) as *mut c_void,
-            free: count_free,
-            kernel: true,
-        })
-        .unwrap();
+        s.enqueue(counting(&freed, true)).unwrap();
         // Its fence stays queued too, behind the panic.
         assert_eq!(s.synchronize(), Err(DEAD));
         assert_eq!(freed.load(Ordering::SeqCst), 0, "neither run nor freed yet");
