@@ -25,6 +25,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=ACLALLOC_UPDATE_HEADER");
     link_as_system_library();
     build_guarded_call(&crate_dir);
+    build_preload_object(&crate_dir, &out_dir);
 
     let scan = scan::scan(&crate_dir.join("src"));
     let generated = out_dir.join("include");
@@ -142,6 +143,43 @@ fn build_guarded_call(crate_dir: &Path) {
         .warnings_into_errors(true)
         .file(source)
         .compile("aclalloc_guarded_call");
+}
+
+/// `libaclalloc_preload.so`, the object that takes libc's `exec` family and
+/// `posix_spawn` for `aclalloc run` (preload/aclalloc_preload.c): a plain C
+/// shared object, so that libaclalloc.so itself takes no libc name. Cargo
+/// builds no C shared object, so the compiler the `cc` crate finds builds it
+/// into OUT_DIR, and a copy goes beside the library in `target/<profile>/`,
+/// where `aclalloc run` looks for it.
+fn build_preload_object(crate_dir: &Path, out_dir: &Path) {
+    let source = crate_dir.join("preload/aclalloc_preload.c");
+    println!("cargo:rerun-if-changed={}", source.display());
+    let built = out_dir.join("libaclalloc_preload.so");
+    let compiler = cc::Build::new().get_compiler();
+    let status = compiler
+        .to_command()
+        .args(["-shared", "-fPIC", "-O2", "-g", "-std=c11"])
+        .args([
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wl,-soname,libaclalloc_preload.so",
+        ])
+        .arg(&source)
+        .arg("-o")
+        .arg(&built)
+        .arg("-ldl")
+        .status()
+        .expect("run the C compiler for libaclalloc_preload.so");
+    assert!(
+        status.success(),
+        "the C compiler failed on {}",
+        source.display()
+    );
+    // OUT_DIR is target/<profile>/build/<package>-<hash>/out.
+    let profile_dir = out_dir.ancestors().nth(3).expect("OUT_DIR under target/");
+    std::fs::copy(&built, profile_dir.join("libaclalloc_preload.so"))
+        .expect("copy libaclalloc_preload.so beside the library");
 }
 
 /// `ACLALLOC_VERSION_*` macros, so C code can check what it was built against.

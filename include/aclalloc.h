@@ -1325,6 +1325,25 @@ aclError aclallocTrackingGetStats(aclrtAllocator allocator, aclallocTrackingStat
  */
 uint64_t aclallocTrackingFaultCount(void);
 
+/**
+ * Before `exec` replaces this process's image: writes the tracking reports
+ * this image would write at exit, to the report files (`ACLALLOC_TRACK_REPORT`,
+ * `ACLALLOC_TRACK_JSON`) with `.before-exec-N` appended; the new image
+ * writes the files themselves at its exit. Does nothing in a forked child
+ * (its parent reports the blocks it inherited) or when no report at exit
+ * is due. The preload object `libaclalloc_preload.so` (which `aclalloc run`
+ * preloads) calls it around every function of the `exec` family; a
+ * program that replaces its image another way can call it itself.
+ */
+aclError aclallocTrackingBeforeExec(void);
+
+/**
+ * The `exec` after `aclallocTrackingBeforeExec` failed and this image goes
+ * on: the files written for it are removed (the report at exit will say
+ * everything).
+ */
+aclError aclallocTrackingExecFailed(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -5,13 +5,14 @@
 #
 #   PREFIX/bin/aclalloc (finds the library in ../lib)
 #   PREFIX/lib/libaclalloc.so.X.Y.Z, libaclalloc.so.X -> it, libaclalloc.so -> .so.X
+#   PREFIX/lib/libaclalloc_preload.so (libc's exec family and posix_spawn, for 'aclalloc run')
 #   PREFIX/include/aclalloc.h, PREFIX/include/acl/*.h, PREFIX/include/aclalloc/*.h
 #   PREFIX/lib/pkgconfig/aclalloc.pc
 #   PREFIX/lib/cmake/aclalloc/aclallocConfig.cmake, aclallocConfigVersion.cmake
 #   PREFIX/share/doc/aclalloc/LICENSE-MIT, LICENSE-APACHE
 #
 # Builds with `cargo build --release` first, unless --lib-dir names a directory
-# holding an already built libaclalloc.so and aclalloc. The library and the
+# holding an already built libaclalloc.so, libaclalloc_preload.so and aclalloc. The library and the
 # tool are stripped of debug information and symbol tables (the release
 # build keeps line tables for backtraces); --no-strip installs them as built.
 # DESTDIR is honoured for packagers.
@@ -35,7 +36,7 @@ if [ -z "$lib_dir" ]; then
   (cd "$root" && cargo build --release)
   lib_dir="$root/target/release"
 fi
-for built in libaclalloc.so aclalloc; do
+for built in libaclalloc.so libaclalloc_preload.so aclalloc; do
   [ -f "$lib_dir/$built" ] || { echo "install.sh: no $built in $lib_dir (build with 'cargo build --release')" >&2; exit 1; }
 done
 if [ "$strip_binaries" = 1 ] && ! command -v strip >/dev/null 2>&1; then
@@ -53,10 +54,11 @@ dest="${DESTDIR:-}$prefix"
 install -d "$dest/bin" "$dest/lib" "$dest/include/acl" "$dest/include/aclalloc" \
   "$dest/lib/pkgconfig" "$dest/lib/cmake/aclalloc" "$dest/share/doc/aclalloc"
 install -m 0755 "$lib_dir/libaclalloc.so" "$dest/lib/$real"
+install -m 0755 "$lib_dir/libaclalloc_preload.so" "$dest/lib/libaclalloc_preload.so"
 install -m 0755 "$lib_dir/aclalloc" "$dest/bin/aclalloc"
 if [ "$strip_binaries" = 1 ]; then
   # --strip-unneeded keeps what the dynamic linker needs (.dynsym).
-  strip --strip-unneeded "$dest/lib/$real"
+  strip --strip-unneeded "$dest/lib/$real" "$dest/lib/libaclalloc_preload.so"
   strip "$dest/bin/aclalloc"
 fi
 ln -sfn "$real" "$dest/lib/$soname"

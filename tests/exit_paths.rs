@@ -312,7 +312,12 @@ fn a_leaked_block_whose_address_was_never_asked_is_in_the_history_and_the_page()
 
 #[test]
 fn what_was_recorded_before_an_exec_is_reported() {
-    for how in ["execv", "execve", "execvp", "execvpe"] {
+    // execle gives the new image an environment of only PATH: it keeps the
+    // launcher's variables all the same, so it reports too.
+    let family = [
+        "execv", "execve", "execvp", "execvpe", "fexecve", "execl", "execlp", "execle",
+    ];
+    for how in family {
         let out = run(&["--error-exitcode", "9"], &["exec", how])
             .output()
             .unwrap();
@@ -337,10 +342,10 @@ fn what_was_recorded_before_an_exec_is_reported() {
 fn an_exec_alone_writes_the_replaced_images_report_beside_the_new_ones() {
     let dir = common::scratch("exit_paths_exec_alone");
     let report = dir.join("report.txt");
-    // Preloaded, so that /bin/true has the library and writes its own.
-    let lib = common::lib_dir().join("libaclalloc.so");
+    // The preload object takes exec; the library is preloaded too, so that
+    // /bin/true has it and writes its own report.
     let out = alone("exec", &report)
-        .env("LD_PRELOAD", lib)
+        .env("LD_PRELOAD", preload())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -348,6 +353,44 @@ fn an_exec_alone_writes_the_replaced_images_report_beside_the_new_ones() {
     assert!(has_leak(&before, 4242), "{before}");
     let after = std::fs::read_to_string(&report).unwrap();
     assert!(!has_leak(&after, 4242), "{after}");
+}
+
+/// The launcher's objects, for LD_PRELOAD: the preload object, then the library.
+fn preload() -> String {
+    let dir = common::lib_dir();
+    format!(
+        "{}:{}",
+        dir.join("libaclalloc_preload.so").display(),
+        dir.join("libaclalloc.so").display()
+    )
+}
+
+#[test]
+fn an_exec_alone_without_the_preload_object_writes_no_report_before_it() {
+    // The library alone takes no libc function: a linked program's exec is
+    // libc's, and only the new image reports.
+    let dir = common::scratch("exit_paths_exec_linked");
+    let report = dir.join("report.txt");
+    let out = alone("exec", &report).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!dir.join("report.txt.before-exec-0").exists());
+}
+
+#[test]
+fn a_program_started_by_spawn_system_or_popen_is_tracked_too() {
+    // posix_spawn and posix_spawnp are given an environment of only PATH;
+    // system and popen use the process's. Each child leaks as its parent
+    // does, so both leaks are in the run's reports.
+    for how in ["posix_spawn", "posix_spawnp", "system", "popen"] {
+        let out = run(&["--error-exitcode", "9"], &["spawn", how])
+            .output()
+            .unwrap();
+        let (stdout, report) = (text(&out.stdout), text(&out.stderr));
+        assert!(stdout.contains("went on after plain"), "{how}: {stdout}");
+        assert!(stdout.contains("went on after spawn"), "{how}: {stdout}");
+        assert_eq!(report.matches("size=4242 ").count(), 2, "{how}:\n{report}");
+        assert_eq!(out.status.code(), Some(9), "{how}:\n{report}");
+    }
 }
 
 #[test]

@@ -68,13 +68,7 @@ fn only_acl_functions_are_exported_and_all_declared_ones_are() {
     let library = common::lib_dir().join("libaclalloc.so");
     let exported = exported_symbols(&library);
     println!("{} exported symbols", exported.len());
-    // libc's exec family, taken so that a tracked image writes its report
-    // before exec replaces it (src/interpose/exec.rs).
-    const EXEC_FAMILY: [&str; 5] = ["execv", "execve", "execvp", "execvpe", "fexecve"];
     for name in &exported {
-        if EXEC_FAMILY.contains(&name.as_str()) {
-            continue;
-        }
         let rest = name.strip_prefix("acl").unwrap_or_default();
         assert!(
             rest.starts_with(|c: char| c.is_ascii_alphabetic()),
@@ -89,15 +83,75 @@ fn only_acl_functions_are_exported_and_all_declared_ones_are() {
             "aclalloc.h declares {name}, but libaclalloc.so does not export it"
         );
     }
-    for name in exported
-        .iter()
-        .filter(|n| !EXEC_FAMILY.contains(&n.as_str()))
-    {
+    for name in &exported {
         assert!(
             declared.contains(name),
             "{name} is exported but declared in no header"
         );
     }
+}
+
+/// The dynamic symbols of the C library the tests link against.
+fn libc_symbols() -> Vec<String> {
+    let path = run(Command::new("cc").arg("-print-file-name=libc.so.6"));
+    let libc = std::path::PathBuf::from(path.trim());
+    assert!(libc.is_absolute(), "cc does not know libc.so.6: {path}");
+    exported_symbols(&libc)
+}
+
+#[test]
+fn the_library_takes_no_libc_name_and_the_preload_object_only_the_exec_family() {
+    let libc = libc_symbols();
+    assert!(
+        libc.iter().any(|n| n == "execve"),
+        "{} libc symbols",
+        libc.len()
+    );
+    let library = exported_symbols(&common::lib_dir().join("libaclalloc.so"));
+    let taken: Vec<_> = library.iter().filter(|n| libc.contains(n)).collect();
+    assert!(taken.is_empty(), "libaclalloc.so exports libc's {taken:?}");
+
+    let mut preload = exported_symbols(&common::lib_dir().join("libaclalloc_preload.so"));
+    preload.sort();
+    let family = [
+        "execl",
+        "execle",
+        "execlp",
+        "execv",
+        "execve",
+        "execvp",
+        "execvpe",
+        "fexecve",
+        "posix_spawn",
+        "posix_spawnp",
+    ];
+    assert_eq!(preload, family);
+    assert!(family.iter().all(|n| libc.iter().any(|l| l == n)));
+}
+
+#[test]
+fn a_linked_program_calls_libcs_exec() {
+    let dir = common::scratch("install_libc_exec");
+    let program = dir.join("libc_exec");
+    let source = common::root().join("tests/service/libc_exec.c");
+    common::compile("cc", "c11", &[&source], &program, &["-ldl"]);
+    // Tracking on, as it would be from the environment: the exec is still
+    // libc's, so the replaced image writes no report before it.
+    let report = dir.join("report.txt");
+    let out = Command::new(&program)
+        .arg("/bin/true")
+        .env("ACLALLOC_TRACK", "1")
+        .env("ACLALLOC_TRACK_REPORT", &report)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.join("report.txt.before-exec-0").exists());
 }
 
 #[test]
@@ -278,7 +332,7 @@ fn installed_tool_runs_and_binaries_are_stripped() {
             "--",
             "sh",
             "-c",
-            "echo \"$LD_PRELOAD\"; grep -m1 -o '/[^ ]*libaclalloc[^ ]*' /proc/self/maps",
+            "echo \"$LD_PRELOAD\"; grep -m1 -o '/[^ ]*libaclalloc[.]so[^ ]*' /proc/self/maps",
         ])
         .env_remove("ACLALLOC_LIB")
         .env_remove("LD_PRELOAD")
@@ -290,10 +344,15 @@ fn installed_tool_runs_and_binaries_are_stripped() {
         String::from_utf8_lossy(&out.stderr)
     );
     let installed = library.canonicalize().unwrap();
-    let want = format!("{0}\n{0}\n", installed.display());
+    let preload = prefix.join("lib/libaclalloc_preload.so");
+    let want = format!(
+        "{}:{1}\n{1}\n",
+        preload.canonicalize().unwrap().display(),
+        installed.display()
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);
 
-    for file in [&library, &tool] {
+    for file in [&library, &preload, &tool] {
         let table = sections(file);
         // (.debug_gdb_scripts is a loaded section rustc adds, not debug info.)
         for debug in [".debug_info", ".debug_line"] {

@@ -108,18 +108,26 @@ THE REPORT:
     ('#0 FUNCTION at FILE:LINE', the program's call site first), and leaks are
     grouped by that stack, the most bytes first ('stack #1: 3 leaks, 12 KiB,
     from load_weights at model.c:88'; each leak line ends with its group).
-    Child processes that inherit the preload write their own reports; all are
-    printed, the PROGRAM's own first. An image replaced by exec (execve,
-    execv, execvp, execvpe, fexecve; not execl, execle, execlp) writes its
-    report first, and the new image its own.
+    Child processes write their own reports; all are printed, the PROGRAM's
+    own first. An image replaced by exec (any of the family: execve, execv,
+    execvp, execvpe, fexecve, execl, execle, execlp) writes its report
+    first, and the new image its own. A program started by exec,
+    posix_spawn, posix_spawnp, system or popen is tracked too, even when it
+    is given an environment of its own: it keeps LD_PRELOAD and the
+    ACLALLOC_* variables (libaclalloc_preload.so, beside the library, takes
+    those libc functions; the library itself takes none).
 
 WHERE THE LIBRARY IS FOUND (first that exists):
     1. --lib PATH
     2. $ACLALLOC_LIB
     3. libaclalloc.so in the directory of this executable (cargo's target/<profile>/)
     4. ../lib/libaclalloc.so relative to that directory (an installed prefix)
+    libaclalloc_preload.so is taken from the library's directory; without it
+    the program runs, but exec writes no report first and a program started
+    with an environment of its own is not tracked (a line on stderr says so).
 
-ENVIRONMENT (set for PROGRAM by 'run'; usable without it with LD_PRELOAD):
+ENVIRONMENT (set for PROGRAM by 'run'; usable without it with
+LD_PRELOAD=\"libaclalloc_preload.so libaclalloc.so\"):
     ACLALLOC_TRACK=1              tracking on from load time
     ACLALLOC_TRACK_REPORT=FILE    text report at exit to FILE (%p: the pid)
     ACLALLOC_TRACK_JSON=FILE      JSON snapshot at exit to FILE (%p: the pid)
@@ -366,6 +374,13 @@ fn find_library(explicit: Option<&Path>) -> Result<PathBuf, String> {
     ))
 }
 
+/// The preload object that takes libc's `exec` family and `posix_spawn`
+/// (`preload/aclalloc_preload.c`), built and installed beside the library.
+fn preload_object_beside(lib: &Path) -> Option<PathBuf> {
+    let object = lib.parent()?.join("libaclalloc_preload.so");
+    object.is_file().then_some(object)
+}
+
 fn scratch_dir() -> std::io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -392,7 +407,19 @@ fn run(options: RunOptions) -> ExitCode {
         Ok(d) => d,
         Err(e) => return cannot_run(&format!("cannot create a scratch directory: {e}")),
     };
-    let mut preload = OsString::from(lib.as_os_str());
+    let mut preload = OsString::new();
+    match preload_object_beside(&lib) {
+        Some(object) => {
+            preload.push(object.as_os_str());
+            preload.push(":");
+        }
+        None => eprintln!(
+            "aclalloc: no libaclalloc_preload.so beside {}: an exec will write no report \
+             first, and a program started with an environment of its own is not tracked",
+            lib.display()
+        ),
+    }
+    preload.push(lib.as_os_str());
     if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
         preload.push(":");
         preload.push(existing);

@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 use std::sync::{Once, OnceLock};
 
 /// The library's one load-time constructor: tracking if the environment asks
-/// for it, libc's exec functions, and the decision hooks; no runtime lookup
+/// for it, and the decision hooks; no runtime lookup
 /// (a runtime may still arrive).
 #[used]
 #[link_section = ".init_array"]
@@ -34,7 +34,6 @@ static AT_LOAD: extern "C" fn() = at_load;
 extern "C" fn at_load() {
     crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
     crate::interpose::next::read_environment();
-    crate::interpose::exec::resolve();
     device_port::set_installer(ensure);
     crate::tracking::before_exit_report(note_late_runtime);
     crate::tracking::init_from_env();
@@ -57,7 +56,6 @@ fn wire() {
         Backend::Forward => &Port { forward: true },
     };
     device_port::install(port);
-    crate::default_allocator::install_pool_callbacks(super::pool::callbacks_of);
 }
 
 /// Once this library serves as the runtime: if a real runtime was loaded

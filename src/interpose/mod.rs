@@ -18,12 +18,10 @@
 //! | `aclallocLaunchKernel` | forwarded if the real runtime has it, else the host runtime's (CANN has none) |
 //! | `aclGetRecentErrMsg` | this library's messages if it has any, else the real runtime's |
 //!
-//! [`exec`] takes the `exec` family, so an image writes its tracking
-//! reports before it is replaced.
+//! This library takes no libc function: the `exec` family, for reports
+//! written before an image is replaced, is taken by the separate preload
+//! object `libaclalloc_preload.so` (`preload/`), which `aclalloc run` loads.
 
-/// Not C API of this library: libc's functions, taken in front of libc.
-/// cbindgen:ignore
-pub mod exec;
 mod loaded;
 pub mod next;
 pub mod shadow;

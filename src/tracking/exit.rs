@@ -124,21 +124,22 @@ pub fn write_exit_reports() {
     write_reports("");
 }
 
-/// The files of the report and the snapshot written before an `exec`.
-pub struct BeforeExec(Vec<PathBuf>);
+/// The files of the report and the snapshot written before an `exec`, taken
+/// back if the `exec` fails.
+static BEFORE_EXEC: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
 
 /// Before `exec` replaces this image: its reports as at exit, to the report
 /// files with `.before-exec-N` appended (the new image writes the files
 /// themselves at its exit; N counts the images of this process). Nothing in
 /// a forked child (its parent reports the blocks it inherited) or when no
-/// report at exit is due.
-pub fn write_reports_before_exec() -> BeforeExec {
+/// report at exit is due. [`exec_failed`] takes them back.
+pub fn write_reports_before_exec() {
     // SAFETY: getpid has no preconditions.
     let here = unsafe { libc::getpid() } == ARMED_PID.load(Ordering::Acquire);
     if !(here && AT_EXIT.load(Ordering::Acquire))
         || !(FROM_ENV.load(Ordering::Acquire) || super::enabled())
     {
-        return BeforeExec(Vec::new());
+        return;
     }
     let taken = |n: &u32| {
         ["ACLALLOC_TRACK_REPORT", "ACLALLOC_TRACK_JSON"]
@@ -148,13 +149,13 @@ pub fn write_reports_before_exec() -> BeforeExec {
     };
     let n = (0..).find(|n| !taken(n)).unwrap_or(0);
     let written = std::panic::catch_unwind(|| write_reports(&format!(".before-exec-{n}")));
-    BeforeExec(written.unwrap_or_default())
+    BEFORE_EXEC.lock().extend(written.unwrap_or_default());
 }
 
 /// The `exec` failed and this image goes on: its report at exit will say
 /// everything, so the files written before it go.
-pub fn exec_failed(written: BeforeExec) {
-    for path in written.0 {
+pub fn exec_failed() {
+    for path in std::mem::take(&mut *BEFORE_EXEC.lock()) {
         let _ = std::fs::remove_file(path);
     }
 }

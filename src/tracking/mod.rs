@@ -29,7 +29,7 @@ pub use events::{Event, Fault, LeakSeen};
 pub(crate) use exit::report_at_exit;
 pub use exit::{
     before_exit_report, exec_failed, expand as expand_path, init_from_env, write_exit_reports,
-    write_reports_before_exec, BeforeExec,
+    write_reports_before_exec,
 };
 pub use history::{history, record_history};
 pub use leaks::set_stack_depth;

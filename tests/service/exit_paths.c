@@ -6,7 +6,13 @@
  *   raise          raises SIGTERM on the main thread
  *   raise-thread   raises SIGTERM on another thread
  *   wait           waits to be stopped from outside
- *   exec           execs /bin/true (argv[2]: execv, execve, execvp or execvpe)
+ *   exec           execs /bin/true (argv[2]: execv, execve, execvp, execvpe,
+ *                  fexecve, execl, execlp, or execle with an environment
+ *                  of only PATH)
+ *   spawn          starts itself in mode "plain" and waits for it (argv[2]:
+ *                  posix_spawn or posix_spawnp with an environment of only
+ *                  PATH, system or popen), then returns
+ *   plain          returns
  *   exec-missing   execs a file that does not exist, then returns
  *   fork-exec      forks a child that execs /bin/true, waits for it, returns
  *   chdir          changes to / and returns
@@ -15,8 +21,10 @@
  * A line after a raise or an exec means the program went on.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,14 +81,50 @@ static void *raiser(void *arg) {
     return arg;
 }
 
+/* An environment without the variables the program was started with. */
+static char *only_path[] = {"PATH=/usr/bin:/bin", NULL};
+
 static int exec_true(const char *how) {
     char *args[] = {"true", NULL};
     if (strcmp(how, "execve") == 0) execve("/bin/true", args, environ);
     if (strcmp(how, "execvp") == 0) execvp("true", args);
     if (strcmp(how, "execvpe") == 0) execvpe("true", args, environ);
+    if (strcmp(how, "execl") == 0) execl("/bin/true", "true", (char *)NULL);
+    if (strcmp(how, "execlp") == 0) execlp("true", "true", (char *)NULL);
+    if (strcmp(how, "execle") == 0) execle("/bin/true", "true", (char *)NULL, only_path);
+    if (strcmp(how, "fexecve") == 0) {
+        int fd = open("/bin/true", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) fexecve(fd, args, environ);
+    }
     execv("/bin/true", args);
     perror("exec");
     return 100;
+}
+
+/* Starts this program (`self`) in mode "plain" by `how` and waits for it. */
+static int spawn_plain(const char *self, const char *how) {
+    char *args[] = {(char *)self, "plain", NULL};
+    pid_t child = -1;
+    int status = -1;
+    if (strcmp(how, "posix_spawn") == 0 || strcmp(how, "posix_spawnp") == 0) {
+        int rc = strcmp(how, "posix_spawn") == 0
+                     ? posix_spawn(&child, self, NULL, NULL, args, only_path)
+                     : posix_spawnp(&child, self, NULL, NULL, args, only_path);
+        if (rc != 0 || waitpid(child, &status, 0) != child) return 1;
+    } else {
+        char command[4096];
+        snprintf(command, sizeof command, "'%s' plain", self);
+        if (strcmp(how, "system") == 0) {
+            status = system(command);
+        } else {
+            FILE *pipe = popen(command, "r");
+            if (pipe == NULL) return 1;
+            char line[256];
+            while (fgets(line, sizeof line, pipe) != NULL) fputs(line, stdout);
+            status = pclose(pipe);
+        }
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -99,6 +143,8 @@ int main(int argc, char **argv) {
         for (;;) pause();
     } else if (strcmp(mode, "exec") == 0) {
         return exec_true(argc > 2 ? argv[2] : "execv");
+    } else if (strcmp(mode, "spawn") == 0) {
+        if (spawn_plain(argv[0], argc > 2 ? argv[2] : "posix_spawn") != 0) return 1;
     } else if (strcmp(mode, "exec-missing") == 0) {
         char *args[] = {"missing", NULL};
         if (execv("/nonexistent/aclalloc-missing", args) != -1) return 1;
