@@ -2334,7 +2334,11 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "aclallocFailCurrentTask",
             "outside a task",
             INVALID_PARAM,
-            |_, _| aclalloc::ffi::task_failure::aclallocFailCurrentTask(507035),
+            |_, _| {
+                aclalloc::ffi::task_failure::aclallocFailCurrentTask(
+                    aclalloc::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+                )
+            },
         ),
         (
             "aclrtStreamWaitEventWithTimeout",

@@ -53,6 +53,12 @@ static const int ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
 static const int ACL_ERROR_RT_REPORT_TIMEOUT = 507012;
 /** The calling process may not use what it asked for (a pid whitelist). */
 static const int ACL_ERROR_RT_NO_PERMISSION = 207006;
+/** A task stopped by `aclrtStreamStop`, or a copy, set or wait killed by `aclrtStreamAbort` (as the device reports them). */
+static const int ACL_ERROR_RT_INTERNAL_ERROR = 507000;
+/** A kernel killed by `aclrtStreamAbort` (as the device reports an AI Core kernel it kills). */
+static const int ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035;
+/** A synchronize overtaken by `aclrtStreamAbort`. */
+static const int ACL_ERROR_RT_STREAM_ABORT = 107023;
 
 
 /**

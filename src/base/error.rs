@@ -57,6 +57,14 @@ pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507047;
 pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507012;
 /// The calling process may not use what it asked for (a pid whitelist).
 pub const ACL_ERROR_RT_NO_PERMISSION: aclError = 207006;
+/// A task stopped by `aclrtStreamStop`, or a copy, set or wait killed by
+/// `aclrtStreamAbort` (as the device reports them).
+pub const ACL_ERROR_RT_INTERNAL_ERROR: aclError = 507000;
+/// A kernel killed by `aclrtStreamAbort` (as the device reports an AI Core
+/// kernel it kills).
+pub const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: aclError = 507035;
+/// A synchronize overtaken by `aclrtStreamAbort`.
+pub const ACL_ERROR_RT_STREAM_ABORT: aclError = 107023;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.

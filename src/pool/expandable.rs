@@ -91,7 +91,7 @@ impl Core {
             if pm.tokens[i].is_some() {
                 continue;
             }
-            match vm.map(base + i * page) {
+            match vm.map_page(base + i * page) {
                 Some(token) => {
                     pm.tokens[i] = Some(token);
                     done.push(i);
@@ -99,7 +99,7 @@ impl Core {
                 None => {
                     for j in done {
                         if let Some(token) = pm.tokens[j].take() {
-                            vm.unmap(base + j * page, token);
+                            vm.unmap_page(base + j * page, token);
                         }
                     }
                     return false;
@@ -195,7 +195,7 @@ impl Core {
                         break 'ranges;
                     }
                     if let Some(token) = pm.tokens[i].take() {
-                        vm.unmap(s.addr + i * page, token);
+                        vm.unmap_page(s.addr + i * page, token);
                         pages += 1;
                     }
                 }
@@ -233,7 +233,7 @@ impl Core {
             let mut pages = 0i64;
             for (i, token) in pm.tokens.iter().enumerate() {
                 if let Some(token) = *token {
-                    vm.unmap(s.addr + i * pm.page, token);
+                    vm.unmap_page(s.addr + i * pm.page, token);
                     pages += 1;
                 }
             }

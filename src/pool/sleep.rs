@@ -141,8 +141,8 @@ impl Sleeper {
     }
 
     /// Maps the page at `addr` for the pool and records it.
-    fn map_page(&self, vm: &dyn VirtualMemory, st: &mut State, addr: usize) -> bool {
-        match vm.map(addr) {
+    fn map_tagged_page(&self, vm: &dyn VirtualMemory, st: &mut State, addr: usize) -> bool {
+        match vm.map_page(addr) {
             Some(token) => {
                 st.pages.insert(addr, Page::Mapped(token));
                 true
@@ -154,7 +154,7 @@ impl Sleeper {
     /// Gives the page at `addr` back, whether mapped or asleep.
     fn drop_page(&self, vm: &dyn VirtualMemory, st: &mut State, addr: usize) {
         match st.pages.remove(&addr) {
-            Some(Page::Mapped(token)) => vm.unmap(addr, token),
+            Some(Page::Mapped(token)) => vm.unmap_page(addr, token),
             Some(Page::Asleep(copy)) => {
                 asleep::take(addr);
                 st.sleeping -= 1;
@@ -194,7 +194,7 @@ impl Sleeper {
             } else {
                 None
             };
-            vm.unmap(addr, token);
+            vm.unmap_page(addr, token);
             *p = Page::Asleep(copy);
             asleep::put(addr, page, message);
             st.sleeping += 1;
@@ -216,12 +216,12 @@ impl Sleeper {
         let mut mapped = 0;
         for (&addr, p) in st.pages.iter_mut() {
             let Page::Asleep(copy) = p else { continue };
-            let Some(token) = vm.map(addr) else {
+            let Some(token) = vm.map_page(addr) else {
                 return Err(self.out_of_memory(vm.page_size()));
             };
             if let Some(data) = copy.take() {
                 if !vm.write(addr, data.as_slice()) {
-                    vm.unmap(addr, token);
+                    vm.unmap_page(addr, token);
                     *copy = Some(data);
                     return Err(Error::Failure {
                         reason: "The device refused to copy a waking pool's contents back",
@@ -274,7 +274,7 @@ impl DeviceMemory for Sleeper {
         let start = vm.reserve(len)?;
         let mut st = self.state.lock();
         for at in (start.get()..start.get() + len).step_by(page) {
-            if !self.map_page(vm, &mut st, at) {
+            if !self.map_tagged_page(vm, &mut st, at) {
                 for done in (start.get()..at).step_by(page) {
                     self.drop_page(vm, &mut st, done);
                 }
@@ -336,22 +336,22 @@ impl VirtualMemory for Sleeper {
         }
     }
 
-    fn map(&self, addr: usize) -> Option<NonZeroUsize> {
+    fn map_page(&self, addr: usize) -> Option<NonZeroUsize> {
         let vm = self.vm()?;
         if !self.is_tagged() {
-            return vm.map(addr);
+            return vm.map_page(addr);
         }
         if self.is_asleep() {
             return None;
         }
-        self.map_page(vm, &mut self.state.lock(), addr)
+        self.map_tagged_page(vm, &mut self.state.lock(), addr)
             .then_some(TOKEN)
     }
 
-    fn unmap(&self, addr: usize, token: NonZeroUsize) {
+    fn unmap_page(&self, addr: usize, token: NonZeroUsize) {
         let Some(vm) = self.vm() else { return };
         if !self.is_tagged() {
-            return vm.unmap(addr, token);
+            return vm.unmap_page(addr, token);
         }
         self.drop_page(vm, &mut self.state.lock(), addr);
     }

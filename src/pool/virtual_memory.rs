@@ -23,10 +23,10 @@ pub trait VirtualMemory: Send + Sync {
     /// Releases a reservation that has no page mapped.
     fn release(&self, addr: NonZeroUsize, size: usize);
     /// Backs the page at `addr` with new physical memory: a token for
-    /// [`VirtualMemory::unmap`], or `None` when the device is out of memory.
-    fn map(&self, addr: usize) -> Option<NonZeroUsize>;
+    /// [`VirtualMemory::unmap_page`], or `None` when the device is out of memory.
+    fn map_page(&self, addr: usize) -> Option<NonZeroUsize>;
     /// Unmaps the page at `addr` and frees its physical memory.
-    fn unmap(&self, addr: usize, token: NonZeroUsize);
+    fn unmap_page(&self, addr: usize, token: NonZeroUsize);
     /// Waits until no queued work can use memory about to be unmapped.
     fn synchronize(&self);
     /// Copies the mapped device memory at `addr` into `out` (a sleeping
@@ -92,7 +92,7 @@ impl VirtualMemory for AclMemory {
         let _ = unsafe { (c.release)(addr.get() as *mut c_void) };
     }
 
-    fn map(&self, addr: usize) -> Option<NonZeroUsize> {
+    fn map_page(&self, addr: usize) -> Option<NonZeroUsize> {
         let c = self.vm_calls()?;
         let prop = self.prop();
         let mut handle: aclrtDrvMemHandle = std::ptr::null_mut();
@@ -113,7 +113,7 @@ impl VirtualMemory for AclMemory {
         NonZeroUsize::new(handle as usize)
     }
 
-    fn unmap(&self, addr: usize, token: NonZeroUsize) {
+    fn unmap_page(&self, addr: usize, token: NonZeroUsize) {
         let Some(c) = self.vm_calls() else { return };
         // SAFETY: `addr` is a page this pool mapped with `token`.
         unsafe {
@@ -200,7 +200,7 @@ impl VirtualMemory for HostMemory {
         unsafe { libc::munmap(addr.get() as *mut c_void, size) };
     }
 
-    fn map(&self, addr: usize) -> Option<NonZeroUsize> {
+    fn map_page(&self, addr: usize) -> Option<NonZeroUsize> {
         if !self.charge(HOST_PAGE) {
             return None;
         }
@@ -212,7 +212,7 @@ impl VirtualMemory for HostMemory {
         NonZeroUsize::new(1)
     }
 
-    fn unmap(&self, addr: usize, _token: NonZeroUsize) {
+    fn unmap_page(&self, addr: usize, _token: NonZeroUsize) {
         // SAFETY: back to reserved, inaccessible address space.
         unsafe { anonymous(addr, HOST_PAGE, libc::PROT_NONE) };
         self.uncharge(HOST_PAGE);

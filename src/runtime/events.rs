@@ -491,7 +491,7 @@ impl HostRuntime {
         // the aborted work did is for the next synchronize to report.
         if s.aborts() != aborts {
             return Err(Error::TaskFailed {
-                code: stream_worker::ACL_ERROR_RT_STREAM_ABORT,
+                code: crate::base::error::ACL_ERROR_RT_STREAM_ABORT,
             });
         }
         s.take_failure()?;

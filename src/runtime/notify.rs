@@ -284,7 +284,7 @@ mod tests {
     }
 
     unsafe extern "C" fn fail(_: *mut c_void, _: usize, _: *mut c_void) {
-        fail_current_task(507_035).unwrap();
+        fail_current_task(crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION).unwrap();
     }
 
     fn kernel(kernel: crate::runtime::stream_worker::KernelFn, data: *const c_void) -> Task {
@@ -373,7 +373,7 @@ mod tests {
             assert_eq!(
                 rt.synchronize_stream(Some(stream)),
                 Err(crate::base::error::Error::TaskFailed {
-                    code: crate::runtime::stream_worker::ACL_ERROR_RT_INTERNAL_ERROR
+                    code: crate::base::error::ACL_ERROR_RT_INTERNAL_ERROR
                 }),
                 "the interrupted wait fails"
             );

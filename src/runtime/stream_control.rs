@@ -273,7 +273,9 @@ mod tests {
         rt.synchronize_stream(Some(a)).unwrap();
         assert_eq!(
             rt.synchronize_stream(Some(b)),
-            Err(Error::TaskFailed { code: 507_035 }),
+            Err(Error::TaskFailed {
+                code: crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+            }),
             "the interrupted wait is a kernel task"
         );
         assert_eq!(read(), 0, "the dropped write never ran");
@@ -304,7 +306,7 @@ mod failure_tests {
         unsafe { &*(data as *const AtomicU32) }.fetch_add(1, Ordering::SeqCst);
     }
     unsafe extern "C" fn fail(_: *mut c_void, _: usize, _: *mut c_void) {
-        fail_current_task(507_035).unwrap();
+        fail_current_task(crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION).unwrap();
     }
 
     fn kernel(f: KernelFn, data: *const AtomicU32) -> Task {
@@ -333,12 +335,17 @@ mod failure_tests {
             s.enqueue(kernel(add_one, &count)).unwrap();
             assert_eq!(
                 rt.synchronize_stream(Some(a)),
-                Err(Error::TaskFailed { code: 507_035 })
+                Err(Error::TaskFailed {
+                    code: crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+                })
             );
             assert_eq!(count.load(Ordering::SeqCst), if stop { 1 } else { 2 });
             rt.synchronize_stream(Some(a)).unwrap();
         }
-        assert!(fail_current_task(507_035).is_err(), "not inside a task");
+        assert!(
+            fail_current_task(crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION).is_err(),
+            "not inside a task"
+        );
         assert!(fail_current_task(0).is_err());
     }
 }
@@ -423,12 +430,16 @@ mod interrupt_tests {
             rt.abort_stream(Some(a)).unwrap();
             assert_eq!(
                 waiting.join().unwrap(),
-                Err(Error::TaskFailed { code: 107_023 })
+                Err(Error::TaskFailed {
+                    code: crate::base::error::ACL_ERROR_RT_STREAM_ABORT
+                })
             );
         });
         assert_eq!(
             sync(&rt, a),
-            Err(Error::TaskFailed { code: 507_035 }),
+            Err(Error::TaskFailed {
+                code: crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+            }),
             "the killed kernel is reported by the next synchronize"
         );
         sync(&rt, a).unwrap();
@@ -441,7 +452,9 @@ mod interrupt_tests {
         rt.stop_stream(Some(a)).unwrap();
         assert_eq!(
             rt.synchronize_stream(Some(a)),
-            Err(Error::TaskFailed { code: 507_000 })
+            Err(Error::TaskFailed {
+                code: crate::base::error::ACL_ERROR_RT_INTERNAL_ERROR
+            })
         );
         assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
         assert_eq!(seen.finished.load(Ordering::SeqCst), 1, "queued work ran");
@@ -463,7 +476,9 @@ mod interrupt_tests {
         assert_eq!(rt.abort_stream(Some(a)).unwrap(), 1);
         assert_eq!(
             rt.synchronize_stream(Some(a)),
-            Err(Error::TaskFailed { code: 507_035 })
+            Err(Error::TaskFailed {
+                code: crate::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+            })
         );
         assert_eq!(seen.cancelled.load(Ordering::SeqCst), 1);
         assert_eq!(seen.finished.load(Ordering::SeqCst), 0, "dropped");

@@ -176,14 +176,9 @@ const STOPPED: u64 = 2;
 /// `aclrtStreamAbort` interrupted the head task.
 const ABORTED: u64 = 4;
 
-/// `ACL_ERROR_RT_INTERNAL_ERROR`: a task stopped by `aclrtStreamStop`, or
-/// a copy, set or wait killed by `aclrtStreamAbort` (as the device reports them).
-pub(crate) const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507_000;
-/// `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION`: a kernel killed by
-/// `aclrtStreamAbort` (as the device reports an AI Core kernel it kills).
-pub(crate) const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: i32 = 507_035;
-/// `ACL_ERROR_RT_STREAM_ABORT`: a synchronize overtaken by an abort.
-pub(crate) const ACL_ERROR_RT_STREAM_ABORT: i32 = 107_023;
+use crate::base::error::{
+    ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_STREAM_ABORT, ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+};
 
 /// Which `aclrtStreamStop`/`aclrtStreamAbort` is interrupting the head task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
