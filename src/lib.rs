@@ -7,26 +7,11 @@
 //!
 //! ## Map
 //!
-//! Five layers; a module imports only lower ones (`tests/layers.rs` checks
-//! it, `docs/ARCHITECTURE.md` draws it).
-//!
-//! - [`ffi`] (top): the C ABI (every function validates its arguments, keeps
-//!   panics out of C and leaves a message for `aclGetRecentErrMsg`), the
-//!   dispatch table of the runtime exports, and [`ffi::process`], the
-//!   composition root.
-//! - [`default_allocator`], what serves streams with no registration;
-//!   [`interpose`], finding a real CANN behind this library.
-//! - Independent subsystems: [`runtime`] (a host ACL runtime with
-//!   `aclallocLaunchKernel`), [`pool`] (a caching pool with PyTorch-grade
-//!   statistics), [`plugin`] (allocators loaded from a shared object),
-//!   [`tracking`] (checking what a runtime does with the user's allocators).
-//! - [`history`], the allocation history recorder, and [`viz`], the offline
-//!   page that draws a snapshot (`aclalloc viz`).
-//! - [`registry`]: which allocator serves which stream, [`AllocatorApi`],
-//!   and the observer of stream events.
-//! - [`base`] (bottom): errors with CANN's codes, the panic boundary, the C
-//!   vocabulary, typed handles and their lock-free table, descriptors, and
-//!   the device port.
+//! The crate is built in layers, and a module imports only modules of lower
+//! layers (`tests/layers.rs` checks it). `docs/ARCHITECTURE.md` is the one
+//! map: it draws the layers, says what each module owns and where each part
+//! of the repository lives. The C ABI is [`ffi`], the top layer; [`base`] is
+//! the bottom one.
 //!
 //! Hardening beyond CANN: a destroyed, foreign or forged handle is refused
 //! with `ACL_ERROR_INVALID_PARAM` instead of being dereferenced, a new

@@ -1,9 +1,9 @@
 //! The environment variables, end to end: every variable the code reads is
-//! in the README's table, and the host runtime's configuration refuses bad
-//! values through the C ABI with a message naming them. The runtime reads
-//! its variables once per process, so each case runs this binary again as a
-//! child (`child_reads_the_runtime_configuration`, a no-op unless
-//! `ENV_TEST_CHILD` is set).
+//! in the table of docs/ENVIRONMENT.md, and the host runtime's configuration
+//! refuses bad values through the C ABI with a message naming them. The
+//! runtime reads its variables once per process, so each case runs this
+//! binary again as a child (`child_reads_the_runtime_configuration`, a no-op
+//! unless `ENV_TEST_CHILD` is set).
 
 mod common;
 
@@ -37,7 +37,7 @@ fn names_in(dir: &Path, names: &mut BTreeSet<String>) {
 }
 
 #[test]
-fn every_variable_the_code_reads_is_in_the_readme_table() {
+fn every_variable_the_code_reads_is_in_the_documented_table() {
     let root = common::root();
     let mut read = BTreeSet::new();
     names_in(&root.join("src"), &mut read);
@@ -50,20 +50,16 @@ fn every_variable_the_code_reads_is_in_the_readme_table() {
         "the scan finds names: {read:?}"
     );
 
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let section = readme
-        .split("\n## Environment variables\n")
-        .nth(1)
-        .expect("a README section \"Environment variables\"");
-    let section = section.split("\n## ").next().unwrap();
-    let listed: BTreeSet<String> = section
+    let page =
+        std::fs::read_to_string(root.join("docs/ENVIRONMENT.md")).expect("docs/ENVIRONMENT.md");
+    let listed: BTreeSet<String> = page
         .lines()
         .filter_map(|l| l.strip_prefix("| `ACLALLOC_"))
         .map(|rest| format!("ACLALLOC_{}", rest.split('`').next().unwrap()))
         .collect();
     assert_eq!(
         read, listed,
-        "the code's variables and the README table differ"
+        "the code's variables and the table of docs/ENVIRONMENT.md differ"
     );
 }
 

@@ -1,7 +1,7 @@
-//! The README's promises, checked against what they describe: the "Using it
-//! from C" program and commands, run verbatim on a copy of the repository as
-//! a fresh clone has it (no `target/`), and the fault table against
-//! `aclalloc --help`.
+//! The documentation's promises, checked against what they describe: the
+//! README's "Using it from C" program and commands, run verbatim on a copy of
+//! the repository as a fresh clone has it (no `target/`), and the fault table
+//! of docs/RUN.md against `aclalloc --help`.
 
 mod common;
 
@@ -114,8 +114,8 @@ fn using_it_from_c_works_verbatim_on_a_fresh_clone() {
     let _ = std::fs::remove_dir_all(&clone);
 }
 
-/// Every fault kind `aclalloc --help` names has a row in the README's table,
-/// and the table has no other.
+/// Every fault kind `aclalloc --help` names has a row in docs/RUN.md's
+/// table, and the table has no other.
 #[test]
 fn fault_table_matches_help() {
     let help = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
@@ -132,7 +132,7 @@ fn fault_table_matches_help() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert!(kinds_in_help.len() >= 8, "{kinds_in_help:?}");
-    let text = readme();
+    let text = std::fs::read_to_string(common::root().join("docs/RUN.md")).expect("docs/RUN.md");
     let table: Vec<&str> = text
         .lines()
         .skip_while(|l| *l != "| fault | meaning |")
@@ -142,6 +142,6 @@ fn fault_table_matches_help() {
         .collect();
     assert_eq!(
         table, kinds_in_help,
-        "README fault table vs aclalloc --help"
+        "docs/RUN.md fault table vs aclalloc --help"
     );
 }

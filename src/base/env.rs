@@ -1,5 +1,5 @@
 //! Reading the library's environment variables, one set of rules for all of
-//! them (the README's "Environment variables" section lists them):
+//! them (docs/ENVIRONMENT.md lists them):
 //!
 //! - Unset or blank means the default. Text is trimmed and must be UTF-8;
 //!   file names are taken byte for byte ([`path`]).
