@@ -18,11 +18,12 @@ import weakref
 from ctypes import POINTER, byref, c_char_p, c_int, c_int32, c_size_t, c_uint64, c_void_p
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .._lib import lib
+from .._lib import declare, lib, mirrors
 from . import _default
 from ._default import fail
 
 
+@mirrors("aclallocMemPoolOptions")
 class _Options(ctypes.Structure):
     """``aclallocMemPoolOptions``."""
 
@@ -34,24 +35,22 @@ class _Options(ctypes.Structure):
     )
 
 
-for _name, _restype, _argtypes in (
-    ("aclallocMemPoolCreate", c_int, (POINTER(_Options), POINTER(c_void_p))),
-    ("aclallocMemPoolDestroy", c_int, (c_void_p,)),
-    ("aclallocMemPoolGetId", c_int, (c_void_p, POINTER(c_uint64))),
-    ("aclallocMemPoolUseCount", c_int, (c_void_p, POINTER(c_uint64))),
-    ("aclallocMemPoolBeginUse", c_int, (c_void_p, c_int32)),
-    ("aclallocMemPoolEndUse", c_int, (c_void_p, c_int32)),
-    ("aclallocMemPoolSnapshot", c_int, (c_void_p, c_char_p, c_size_t, POINTER(c_size_t))),
-    ("aclallocMemPoolGetDevicePool", c_int, (c_void_p, c_int32, POINTER(c_void_p))),
-    (
-        "aclallocMemPoolListDevicePools",
-        c_int,
-        (c_int32, POINTER(c_void_p), c_size_t, POINTER(c_size_t)),
-    ),
-):
-    _function = getattr(lib, _name)
-    _function.restype = _restype
-    _function.argtypes = _argtypes
+declare(
+    {
+        "aclallocMemPoolCreate": (c_int, (POINTER(_Options), POINTER(c_void_p))),
+        "aclallocMemPoolDestroy": (c_int, (c_void_p,)),
+        "aclallocMemPoolGetId": (c_int, (c_void_p, POINTER(c_uint64))),
+        "aclallocMemPoolUseCount": (c_int, (c_void_p, POINTER(c_uint64))),
+        "aclallocMemPoolBeginUse": (c_int, (c_void_p, c_int32)),
+        "aclallocMemPoolEndUse": (c_int, (c_void_p, c_int32)),
+        "aclallocMemPoolSnapshot": (c_int, (c_void_p, c_char_p, c_size_t, POINTER(c_size_t))),
+        "aclallocMemPoolGetDevicePool": (c_int, (c_void_p, c_int32, POINTER(c_void_p))),
+        "aclallocMemPoolListDevicePools": (
+            c_int,
+            (c_int32, POINTER(c_void_p), c_size_t, POINTER(c_size_t)),
+        ),
+    }
+)
 
 _POOLS: weakref.WeakValueDictionary[int, MemPool] = weakref.WeakValueDictionary()
 """Live MemPool objects by the second number of their id."""

@@ -24,15 +24,16 @@ setter                        the function's C signature
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p
-from typing import Any, Callable, Dict, Optional
+from ctypes import CFUNCTYPE, POINTER, byref, c_bool, c_double, c_int, c_int32, c_size_t, c_void_p
+from typing import Any, Callable, Dict
 
-from .._lib import lib
+from .._lib import declare, lib, mirrors
 from ._default import fail
 
 STAT_TYPES = ("all", "small_pool", "large_pool")
 
 
+@mirrors("aclallocStat")
 class Stat(ctypes.Structure):
     """``aclallocStat``."""
 
@@ -52,6 +53,7 @@ _ARRAYS = (
 )
 
 
+@mirrors("aclallocPluggableDeviceStats")
 class DeviceStats(ctypes.Structure):
     """``aclallocPluggableDeviceStats``: torch_npu's ``DeviceStats`` layout."""
 
@@ -67,41 +69,39 @@ class DeviceStats(ctypes.Structure):
 
 assert ctypes.sizeof(DeviceStats) == 952
 
-_SETTERS = (
-    "aclallocPluggableSetInitFn",
-    "aclallocPluggableSetResetFn",
-    "aclallocPluggableSetMemoryFractionFn",
-    "aclallocPluggableSetBaseAllocFn",
-    "aclallocPluggableSetRecordStreamFn",
-    "aclallocPluggableSetEraseStreamFn",
-    "aclallocPluggableSetGetDeviceStatsFn",
-    "aclallocPluggableSetResetPeakStatusFn",
+_SETTERS = {
+    "aclallocPluggableSetInitFn": CFUNCTYPE(None, c_int32),
+    "aclallocPluggableSetResetFn": CFUNCTYPE(None, c_bool),
+    "aclallocPluggableSetMemoryFractionFn": CFUNCTYPE(None, c_double, c_int32),
+    "aclallocPluggableSetBaseAllocFn": CFUNCTYPE(c_void_p, c_void_p, POINTER(c_size_t)),
+    "aclallocPluggableSetRecordStreamFn": CFUNCTYPE(None, c_void_p, c_void_p),
+    "aclallocPluggableSetEraseStreamFn": CFUNCTYPE(None, c_void_p, c_void_p),
+    "aclallocPluggableSetGetDeviceStatsFn": CFUNCTYPE(DeviceStats, c_int32),
+    "aclallocPluggableSetResetPeakStatusFn": CFUNCTYPE(None, c_int32),
+}
+"""Each setter of a torch_npu hook and the C type of the hook it takes."""
+
+declare({name: (c_int, (c_void_p, functype)) for name, functype in _SETTERS.items()})
+declare(
+    {
+        "aclallocPluggableGetDeviceStats": (c_int, (c_void_p, c_int32, POINTER(DeviceStats))),
+        "aclallocPluggableResetPeakStatus": (c_int, (c_void_p, c_int32)),
+        "aclallocPluggableGetBaseAllocation": (
+            c_int,
+            (c_void_p, c_void_p, POINTER(c_void_p), POINTER(c_size_t)),
+        ),
+        "aclallocPluggableRecordStream": (c_int, (c_void_p, c_void_p, c_void_p)),
+        "aclallocPluggableEraseStream": (c_int, (c_void_p, c_void_p, c_void_p)),
+    }
 )
-for _name in _SETTERS:
-    getattr(lib, _name).restype = ctypes.c_int
-    getattr(lib, _name).argtypes = (c_void_p, c_void_p)
-lib.aclallocPluggableGetDeviceStats.restype = ctypes.c_int
-lib.aclallocPluggableGetDeviceStats.argtypes = (c_void_p, c_int32, POINTER(DeviceStats))
-lib.aclallocPluggableResetPeakStatus.restype = ctypes.c_int
-lib.aclallocPluggableResetPeakStatus.argtypes = (c_void_p, c_int32)
-lib.aclallocPluggableGetBaseAllocation.restype = ctypes.c_int
-lib.aclallocPluggableGetBaseAllocation.argtypes = (
-    c_void_p,
-    c_void_p,
-    POINTER(c_void_p),
-    POINTER(c_size_t),
-)
-for _name in ("aclallocPluggableRecordStream", "aclallocPluggableEraseStream"):
-    getattr(lib, _name).restype = ctypes.c_int
-    getattr(lib, _name).argtypes = (c_void_p, c_void_p, c_void_p)
 
 
-def _function_pointer(name: str, value: Any) -> Optional[int]:
+def _function_pointer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} takes a function pointer (an int), not {type(value).__name__}")
     if not 0 <= value < 1 << 64:
         raise ValueError(f"{name}: {value} is not an address")
-    return value or None
+    return value
 
 
 class _NPUPluggableAllocator(int):
@@ -120,7 +120,8 @@ class _NPUPluggableAllocator(int):
 
     def _set(self, function: str, setter: str, pointer: Any) -> None:
         address = _function_pointer(function, pointer)
-        rc = getattr(lib, setter)(self._handle, address)
+        # The hook's own C type, as the setter's prototype has it (0: NULL, unset).
+        rc = getattr(lib, setter)(self._handle, _SETTERS[setter](address))
         if rc != 0:
             raise fail(setter, rc)
 

@@ -30,6 +30,7 @@ from .. import _stacks
 from .._lib import (
     ACL_ERROR_REPEAT_INITIALIZE,
     ACL_HBM_MEM,
+    ACLALLOC_STAT_KEY_COUNT,
     AllocatorStats,
     PluggableConfig,
     PoolStatEntry,
@@ -90,7 +91,6 @@ __all__ = [
 Device = Any
 """None (the current device), an int, ``"npu:N"``, or a torch.device-like object."""
 
-_POOL_KEY_COUNT = 121
 assert struct.calcsize("@Pq") == ctypes.sizeof(PoolStatEntry)
 _KEY_NAMES: Dict[str, Any] = {}
 """The statistics' names, decoded once (see :func:`_key_names`)."""
@@ -207,12 +207,12 @@ def mem_get_info(device: Device = None) -> Tuple[int, int]:
 
 def _pool_stats(pool: int) -> Tuple[List[str], List[int]]:
     """The pool's statistics: keys (sorted, PyTorch's) and values."""
-    entries = (PoolStatEntry * _POOL_KEY_COUNT)()
+    entries = (PoolStatEntry * ACLALLOC_STAT_KEY_COUNT)()
     count = c_size_t(0)
-    rc = lib.aclallocPoolGetStatsKeyValues(pool, entries, _POOL_KEY_COUNT, byref(count))
+    rc = lib.aclallocPoolGetStatsKeyValues(pool, entries, ACLALLOC_STAT_KEY_COUNT, byref(count))
     if rc != 0:
         raise fail("aclallocPoolGetStatsKeyValues", rc)
-    n = min(count.value, _POOL_KEY_COUNT)
+    n = min(count.value, ACLALLOC_STAT_KEY_COUNT)
     # One unpack of the raw array: reading 121 ctypes structures field by
     # field costs several times the C call itself.
     flat = struct.unpack_from(f"@{'Pq' * n}", entries)
