@@ -19,8 +19,9 @@ from ctypes import POINTER, byref, c_char_p, c_int, c_int32, c_size_t, c_uint64,
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .._lib import declare, lib, mirrors
-from . import _default
+from . import _default, _pools
 from ._default import fail
+from ._pluggable import NPUPluggableAllocator
 
 
 @mirrors("aclallocMemPoolOptions")
@@ -79,8 +80,6 @@ class MemPool:
         no_split: bool = False,
         tag: Optional[str] = None,
     ) -> None:
-        from .memory import NPUPluggableAllocator
-
         if allocator is not None and not isinstance(allocator, NPUPluggableAllocator):
             raise TypeError(
                 "allocator must be an NPUPluggableAllocator or None, "
@@ -198,12 +197,10 @@ def _pool_of(mempool_id: Any) -> MemPool:
 def snapshot_segments(mempool_id: Any) -> List[Dict[str, Any]]:
     """The segments of the MemPool ``mempool_id``, in ``memory_snapshot``'s
     shape, with ``segment_pool_id`` its id."""
-    from .memory import _segments
-
     pool = _pool_of(mempool_id)
     raw = json.loads(_default.c_string(lib.aclallocMemPoolSnapshot, pool._handle))
     segments = []
-    for segment in _segments(raw, 0):
+    for segment in _pools.segments(raw, 0):
         segment["segment_pool_id"] = pool.id
         segments.append(segment)
     return segments
@@ -234,11 +231,9 @@ def add_device_stats(names: List[str], values: List[int], device: int) -> List[i
     of MemPools gone whose blocks are not all freed), as PyTorch counts every
     pool of a device. Counts and totals add exactly; a peak becomes the sum
     of the pools' peaks (an upper bound of the device's); settings stay."""
-    from .memory import _pool_stats
-
     total = list(values)
     for handle in _device_pools(device):
-        their_names, theirs = _pool_stats(handle)
+        their_names, theirs = _pools.stats(handle)
         by_name = dict(zip(their_names, theirs))
         for i, name in enumerate(names):
             if name != "max_split_size" and name in by_name:
