@@ -38,6 +38,7 @@ from ._lib import (
     FREE_FUNC,
     GET_ADDR_FUNC,
     KERNEL_FUNC,
+    function_pointer,
     lib,
     query,
 )
@@ -301,14 +302,9 @@ def prune() -> None:
 # -- launches ------------------------------------------------------------------
 
 
-def _empty_kernel() -> Any:
-    """The library's ``aclallocEmptyKernel`` (the Python trampoline when an
-    older library, through ``ACLALLOC_LIB``, lacks it)."""
-    address = ctypes.cast(getattr(lib, "aclallocEmptyKernel", None), ctypes.c_void_p).value
-    return KERNEL_FUNC(address) if address else _kernel_trampoline
-
-
-_EMPTY_KERNEL = _empty_kernel()
+_EMPTY_KERNEL = function_pointer("aclallocEmptyKernel", KERNEL_FUNC) or _kernel_trampoline
+"""The library's ``aclallocEmptyKernel`` (the Python trampoline when an
+older library, through ``ACLALLOC_LIB``, lacks it)."""
 
 
 def launch(stream: int, size: int, fn: Optional[Callable[[int, int], Any]]) -> int:

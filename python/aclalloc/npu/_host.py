@@ -14,11 +14,12 @@ import ctypes
 from ctypes import POINTER, byref
 from typing import Any, Dict
 
-from .._lib import lib
+from .._lib import declare, lib, mirrors
 from ._default import fail
 from ._pluggable import Stat, flatten
 
 
+@mirrors("aclallocDurationStat")
 class DurationStat(ctypes.Structure):
     """``aclallocDurationStat``."""
 
@@ -28,6 +29,7 @@ class DurationStat(ctypes.Structure):
 _STATS = ("allocations", "allocated_bytes", "active_requests", "active_bytes")
 
 
+@mirrors("aclallocHostMemoryStats")
 class HostMemoryStats(ctypes.Structure):
     """``aclallocHostMemoryStats``."""
 
@@ -40,15 +42,14 @@ class HostMemoryStats(ctypes.Structure):
     ]
 
 
-lib.aclallocHostMemoryGetStats.restype = ctypes.c_int
-lib.aclallocHostMemoryGetStats.argtypes = (POINTER(HostMemoryStats),)
-for _name in (
-    "aclallocHostMemoryResetPeakStats",
-    "aclallocHostMemoryResetAccumulatedStats",
-    "aclallocHostMemoryEmptyCache",
-):
-    getattr(lib, _name).restype = ctypes.c_int
-    getattr(lib, _name).argtypes = ()
+declare(
+    {
+        "aclallocHostMemoryGetStats": (ctypes.c_int, (POINTER(HostMemoryStats),)),
+        "aclallocHostMemoryResetPeakStats": (ctypes.c_int, ()),
+        "aclallocHostMemoryResetAccumulatedStats": (ctypes.c_int, ()),
+        "aclallocHostMemoryEmptyCache": (ctypes.c_int, ()),
+    }
+)
 
 
 def _call(name: str) -> None:

@@ -18,11 +18,13 @@ import weakref
 from ctypes import POINTER, byref, c_char_p, c_int, c_int32, c_size_t, c_uint64, c_void_p
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .._lib import lib
-from . import _default
+from .._lib import declare, lib, mirrors
+from . import _default, _pools
 from ._default import fail
+from ._pluggable import NPUPluggableAllocator
 
 
+@mirrors("aclallocMemPoolOptions")
 class _Options(ctypes.Structure):
     """``aclallocMemPoolOptions``."""
 
@@ -34,24 +36,22 @@ class _Options(ctypes.Structure):
     )
 
 
-for _name, _restype, _argtypes in (
-    ("aclallocMemPoolCreate", c_int, (POINTER(_Options), POINTER(c_void_p))),
-    ("aclallocMemPoolDestroy", c_int, (c_void_p,)),
-    ("aclallocMemPoolGetId", c_int, (c_void_p, POINTER(c_uint64))),
-    ("aclallocMemPoolUseCount", c_int, (c_void_p, POINTER(c_uint64))),
-    ("aclallocMemPoolBeginUse", c_int, (c_void_p, c_int32)),
-    ("aclallocMemPoolEndUse", c_int, (c_void_p, c_int32)),
-    ("aclallocMemPoolSnapshot", c_int, (c_void_p, c_char_p, c_size_t, POINTER(c_size_t))),
-    ("aclallocMemPoolGetDevicePool", c_int, (c_void_p, c_int32, POINTER(c_void_p))),
-    (
-        "aclallocMemPoolListDevicePools",
-        c_int,
-        (c_int32, POINTER(c_void_p), c_size_t, POINTER(c_size_t)),
-    ),
-):
-    _function = getattr(lib, _name)
-    _function.restype = _restype
-    _function.argtypes = _argtypes
+declare(
+    {
+        "aclallocMemPoolCreate": (c_int, (POINTER(_Options), POINTER(c_void_p))),
+        "aclallocMemPoolDestroy": (c_int, (c_void_p,)),
+        "aclallocMemPoolGetId": (c_int, (c_void_p, POINTER(c_uint64))),
+        "aclallocMemPoolUseCount": (c_int, (c_void_p, POINTER(c_uint64))),
+        "aclallocMemPoolBeginUse": (c_int, (c_void_p, c_int32)),
+        "aclallocMemPoolEndUse": (c_int, (c_void_p, c_int32)),
+        "aclallocMemPoolSnapshot": (c_int, (c_void_p, c_char_p, c_size_t, POINTER(c_size_t))),
+        "aclallocMemPoolGetDevicePool": (c_int, (c_void_p, c_int32, POINTER(c_void_p))),
+        "aclallocMemPoolListDevicePools": (
+            c_int,
+            (c_int32, POINTER(c_void_p), c_size_t, POINTER(c_size_t)),
+        ),
+    }
+)
 
 _POOLS: weakref.WeakValueDictionary[int, MemPool] = weakref.WeakValueDictionary()
 """Live MemPool objects by the second number of their id."""
@@ -80,8 +80,6 @@ class MemPool:
         no_split: bool = False,
         tag: Optional[str] = None,
     ) -> None:
-        from .memory import NPUPluggableAllocator
-
         if allocator is not None and not isinstance(allocator, NPUPluggableAllocator):
             raise TypeError(
                 "allocator must be an NPUPluggableAllocator or None, "
@@ -199,12 +197,10 @@ def _pool_of(mempool_id: Any) -> MemPool:
 def snapshot_segments(mempool_id: Any) -> List[Dict[str, Any]]:
     """The segments of the MemPool ``mempool_id``, in ``memory_snapshot``'s
     shape, with ``segment_pool_id`` its id."""
-    from .memory import _segments
-
     pool = _pool_of(mempool_id)
     raw = json.loads(_default.c_string(lib.aclallocMemPoolSnapshot, pool._handle))
     segments = []
-    for segment in _segments(raw, 0):
+    for segment in _pools.segments(raw, 0):
         segment["segment_pool_id"] = pool.id
         segments.append(segment)
     return segments
@@ -235,11 +231,9 @@ def add_device_stats(names: List[str], values: List[int], device: int) -> List[i
     of MemPools gone whose blocks are not all freed), as PyTorch counts every
     pool of a device. Counts and totals add exactly; a peak becomes the sum
     of the pools' peaks (an upper bound of the device's); settings stay."""
-    from .memory import _pool_stats
-
     total = list(values)
     for handle in _device_pools(device):
-        their_names, theirs = _pool_stats(handle)
+        their_names, theirs = _pools.stats(handle)
         by_name = dict(zip(their_names, theirs))
         for i, name in enumerate(names):
             if name != "max_split_size" and name in by_name:

@@ -24,15 +24,16 @@ setter                        the function's C signature
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p
-from typing import Any, Callable, Dict, Optional
+from ctypes import CFUNCTYPE, POINTER, byref, c_bool, c_double, c_int, c_int32, c_size_t, c_void_p
+from typing import Any, Callable, Dict, Tuple
 
-from .._lib import lib
+from .._lib import PluggableConfig, declare, lib, mirrors
 from ._default import fail
 
 STAT_TYPES = ("all", "small_pool", "large_pool")
 
 
+@mirrors("aclallocStat")
 class Stat(ctypes.Structure):
     """``aclallocStat``."""
 
@@ -52,6 +53,7 @@ _ARRAYS = (
 )
 
 
+@mirrors("aclallocPluggableDeviceStats")
 class DeviceStats(ctypes.Structure):
     """``aclallocPluggableDeviceStats``: torch_npu's ``DeviceStats`` layout."""
 
@@ -67,41 +69,39 @@ class DeviceStats(ctypes.Structure):
 
 assert ctypes.sizeof(DeviceStats) == 952
 
-_SETTERS = (
-    "aclallocPluggableSetInitFn",
-    "aclallocPluggableSetResetFn",
-    "aclallocPluggableSetMemoryFractionFn",
-    "aclallocPluggableSetBaseAllocFn",
-    "aclallocPluggableSetRecordStreamFn",
-    "aclallocPluggableSetEraseStreamFn",
-    "aclallocPluggableSetGetDeviceStatsFn",
-    "aclallocPluggableSetResetPeakStatusFn",
+_SETTERS = {
+    "aclallocPluggableSetInitFn": CFUNCTYPE(None, c_int32),
+    "aclallocPluggableSetResetFn": CFUNCTYPE(None, c_bool),
+    "aclallocPluggableSetMemoryFractionFn": CFUNCTYPE(None, c_double, c_int32),
+    "aclallocPluggableSetBaseAllocFn": CFUNCTYPE(c_void_p, c_void_p, POINTER(c_size_t)),
+    "aclallocPluggableSetRecordStreamFn": CFUNCTYPE(None, c_void_p, c_void_p),
+    "aclallocPluggableSetEraseStreamFn": CFUNCTYPE(None, c_void_p, c_void_p),
+    "aclallocPluggableSetGetDeviceStatsFn": CFUNCTYPE(DeviceStats, c_int32),
+    "aclallocPluggableSetResetPeakStatusFn": CFUNCTYPE(None, c_int32),
+}
+"""Each setter of a torch_npu hook and the C type of the hook it takes."""
+
+declare({name: (c_int, (c_void_p, functype)) for name, functype in _SETTERS.items()})
+declare(
+    {
+        "aclallocPluggableGetDeviceStats": (c_int, (c_void_p, c_int32, POINTER(DeviceStats))),
+        "aclallocPluggableResetPeakStatus": (c_int, (c_void_p, c_int32)),
+        "aclallocPluggableGetBaseAllocation": (
+            c_int,
+            (c_void_p, c_void_p, POINTER(c_void_p), POINTER(c_size_t)),
+        ),
+        "aclallocPluggableRecordStream": (c_int, (c_void_p, c_void_p, c_void_p)),
+        "aclallocPluggableEraseStream": (c_int, (c_void_p, c_void_p, c_void_p)),
+    }
 )
-for _name in _SETTERS:
-    getattr(lib, _name).restype = ctypes.c_int
-    getattr(lib, _name).argtypes = (c_void_p, c_void_p)
-lib.aclallocPluggableGetDeviceStats.restype = ctypes.c_int
-lib.aclallocPluggableGetDeviceStats.argtypes = (c_void_p, c_int32, POINTER(DeviceStats))
-lib.aclallocPluggableResetPeakStatus.restype = ctypes.c_int
-lib.aclallocPluggableResetPeakStatus.argtypes = (c_void_p, c_int32)
-lib.aclallocPluggableGetBaseAllocation.restype = ctypes.c_int
-lib.aclallocPluggableGetBaseAllocation.argtypes = (
-    c_void_p,
-    c_void_p,
-    POINTER(c_void_p),
-    POINTER(c_size_t),
-)
-for _name in ("aclallocPluggableRecordStream", "aclallocPluggableEraseStream"):
-    getattr(lib, _name).restype = ctypes.c_int
-    getattr(lib, _name).argtypes = (c_void_p, c_void_p, c_void_p)
 
 
-def _function_pointer(name: str, value: Any) -> Optional[int]:
+def _function_pointer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} takes a function pointer (an int), not {type(value).__name__}")
     if not 0 <= value < 1 << 64:
         raise ValueError(f"{name}: {value} is not an address")
-    return value or None
+    return value
 
 
 class _NPUPluggableAllocator(int):
@@ -120,7 +120,8 @@ class _NPUPluggableAllocator(int):
 
     def _set(self, function: str, setter: str, pointer: Any) -> None:
         address = _function_pointer(function, pointer)
-        rc = getattr(lib, setter)(self._handle, address)
+        # The hook's own C type, as the setter's prototype has it (0: NULL, unset).
+        rc = getattr(lib, setter)(self._handle, _SETTERS[setter](address))
         if rc != 0:
             raise fail(setter, rc)
 
@@ -232,3 +233,75 @@ def stream_call(handle: int, ptr: int, stream: int, erase: bool) -> None:
     rc = function(handle, ptr, stream or None)
     if rc != 0:
         raise fail(name, rc)
+
+
+class NPUPluggableAllocator(_NPUAllocator):
+    """An allocator loaded from a shared object, as torch_npu's
+    ``NPUPluggableAllocator(path_to_so_file, alloc_fn_name, free_fn_name)``:
+    ``void *alloc(ssize_t size, int device, aclrtStream stream)`` and
+    ``void free(void *ptr, ssize_t size, int device, aclrtStream stream)``.
+
+    The object may call ``aclrtMalloc``/``aclrtFree`` without linking any
+    library: the package loaded libaclalloc with ``RTLD_GLOBAL``. Loading
+    errors raise RuntimeError with the library's message.
+
+    ``allocator()`` (also ``_allocator``) is torch_npu's allocator object:
+    its ``set_init_fn``, ``set_reset_fn``, ``set_memory_fraction_fn``,
+    ``set_base_alloc_fn``, ``set_record_stream_fn``, ``set_erase_stream_fn``,
+    ``set_get_device_stats_fn`` and ``set_reset_peak_status_fn`` take C
+    function pointers as ints (see this module's table); as an int
+    it is the allocator descriptor (``aclrtAllocatorDesc``), for
+    ``acl.rt.allocator_register`` or C code.
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
+        for name, value in (
+            ("path_to_so_file", path_to_so_file),
+            ("alloc_fn_name", alloc_fn_name),
+            ("free_fn_name", free_fn_name),
+        ):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+            if not value or "\0" in value:
+                raise ValueError(f"{name} must be a non-empty string without NUL")
+        config = PluggableConfig(
+            path_to_so_file.encode(), alloc_fn_name.encode(), free_fn_name.encode()
+        )
+        handle, desc = c_void_p(), c_void_p()
+        rc = lib.aclallocPluggableCreate(byref(config), byref(handle), byref(desc))
+        if rc != 0:
+            raise fail("aclallocPluggableCreate", rc)
+        self._handle: int = handle.value or 0
+        self._desc: int = desc.value or 0
+        self.path = path_to_so_file
+        super().__init__(_NPUPluggableAllocator(self._desc, self._handle))
+        PLUGGABLES[self._handle] = self._allocator
+
+    def allocator(self) -> _NPUPluggableAllocator:
+        """torch_npu's allocator object (an int: the allocator descriptor)."""
+        return self._allocator
+
+    def get_base_allocation(self, ptr: int) -> Tuple[int, int]:
+        """``(base, size)`` of the allocation ``ptr`` lies in: the base-alloc
+        function's answer, else ``ptr`` and its size when it is a live block."""
+        return base_allocation(self._handle, ptr)
+
+    def record_stream(self, ptr: int, stream: int) -> None:
+        """Tells the record-stream function that ``stream`` uses the live block ``ptr``."""
+        stream_call(self._handle, ptr, stream, erase=False)
+
+    def erase_stream(self, ptr: int, stream: int) -> None:
+        """Tells the erase-stream function that ``stream`` no longer uses ``ptr``."""
+        stream_call(self._handle, ptr, stream, erase=True)
+
+    def handle(self) -> int:
+        """Its ``aclallocPluggable`` handle (statistics from C)."""
+        return self._handle
+
+    def __repr__(self) -> str:
+        return f"NPUPluggableAllocator({self.path!r})"
+
+
+PLUGGABLES: Dict[int, _NPUPluggableAllocator] = {}
+"""Every pluggable allocator's object, by handle (for
+``aclalloc.npu.memory._get_current_allocator``)."""

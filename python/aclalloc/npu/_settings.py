@@ -8,7 +8,7 @@ import ctypes
 import os
 from typing import Any, Dict
 
-from .._lib import lib
+from .._lib import declare, lib
 from . import _default
 from ._default import fail
 
@@ -20,8 +20,7 @@ CONF_VAR = "ACLALLOC_ALLOC_CONF"
 
 _BACKENDS = {"pool": "native", "plugin": "pluggable"}
 
-lib.aclallocPoolEmptyVirtAddrCache.restype = ctypes.c_int
-lib.aclallocPoolEmptyVirtAddrCache.argtypes = (ctypes.c_void_p,)
+declare({"aclallocPoolEmptyVirtAddrCache": (ctypes.c_int, (ctypes.c_void_p,))})
 
 
 def get_allocator_backend() -> str:

@@ -17,15 +17,17 @@ import ctypes
 from ctypes import POINTER, c_char_p, c_int, c_size_t
 from typing import Iterable, Optional, Tuple, Union
 
-from .._lib import lib
+from .._lib import declare, lib
 from ._default import fail
 
 __all__ = ["sleep", "wake_up"]
 
-lib.aclallocSleep.restype = c_int
-lib.aclallocSleep.argtypes = (POINTER(c_char_p), c_size_t)
-lib.aclallocWakeUp.restype = c_int
-lib.aclallocWakeUp.argtypes = (POINTER(c_char_p), c_size_t)
+declare(
+    {
+        "aclallocSleep": (c_int, (POINTER(c_char_p), c_size_t)),
+        "aclallocWakeUp": (c_int, (POINTER(c_char_p), c_size_t)),
+    }
+)
 
 Tags = Union[str, Iterable[str], None]
 

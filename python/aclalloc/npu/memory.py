@@ -15,12 +15,9 @@ for bad arguments.
 
 from __future__ import annotations
 
-import bisect
 import collections
-import ctypes
 import json
 import pickle
-import struct
 import sys
 import warnings
 from ctypes import byref, c_size_t, c_void_p
@@ -31,12 +28,10 @@ from .._lib import (
     ACL_ERROR_REPEAT_INITIALIZE,
     ACL_HBM_MEM,
     AllocatorStats,
-    PluggableConfig,
-    PoolStatEntry,
     lib,
     recent_c_message,
 )
-from . import _default, _history, _mempool, _plots, _pluggable, _settings
+from . import _default, _history, _mempool, _plots, _pluggable, _pools, _settings
 from ._default import OutOfMemoryError, fail
 from ._host import (
     host_empty_cache,
@@ -46,7 +41,7 @@ from ._host import (
     reset_peak_host_memory_stats,
 )
 from ._mempool import MemPool, use_mem_pool
-from ._pluggable import _NPUAllocator, _NPUPluggableAllocator
+from ._pluggable import NPUPluggableAllocator, _NPUAllocator, _NPUPluggableAllocator
 from ._settings import empty_virt_addr_cache, get_allocator_backend, get_per_process_memory_fraction
 from ._sleep import sleep, wake_up
 
@@ -89,11 +84,6 @@ __all__ = [
 
 Device = Any
 """None (the current device), an int, ``"npu:N"``, or a torch.device-like object."""
-
-_POOL_KEY_COUNT = 121
-assert struct.calcsize("@Pq") == ctypes.sizeof(PoolStatEntry)
-_KEY_NAMES: Dict[str, Any] = {}
-"""The statistics' names, decoded once (see :func:`_key_names`)."""
 
 
 # -- allocation --------------------------------------------------------------------
@@ -205,38 +195,6 @@ def mem_get_info(device: Device = None) -> Tuple[int, int]:
 # -- statistics ------------------------------------------------------------------
 
 
-def _pool_stats(pool: int) -> Tuple[List[str], List[int]]:
-    """The pool's statistics: keys (sorted, PyTorch's) and values."""
-    entries = (PoolStatEntry * _POOL_KEY_COUNT)()
-    count = c_size_t(0)
-    rc = lib.aclallocPoolGetStatsKeyValues(pool, entries, _POOL_KEY_COUNT, byref(count))
-    if rc != 0:
-        raise fail("aclallocPoolGetStatsKeyValues", rc)
-    n = min(count.value, _POOL_KEY_COUNT)
-    # One unpack of the raw array: reading 121 ctypes structures field by
-    # field costs several times the C call itself.
-    flat = struct.unpack_from(f"@{'Pq' * n}", entries)
-    addresses, values = flat[0::2], list(flat[1::2])
-    names, sync_at = _key_names(addresses)
-    # PyTorch counts synchronize_and_free_events calls; the pool has no
-    # events to wait for (blocks come back when their launch is enqueued or
-    # its kernel has run), so it never synchronizes all streams.
-    values.insert(sync_at, 0)
-    return names, values
-
-
-def _key_names(addresses: Tuple[int, ...]) -> Tuple[List[str], int]:
-    """The names at these addresses (static strings of the library, in the
-    same order every time, so decoded once), with ``num_sync_all_streams``
-    in its sorted place, and that place."""
-    if _KEY_NAMES.get("addresses") != addresses:
-        names = [ctypes.string_at(a).decode() for a in addresses]
-        sync_at = bisect.bisect(names, "num_sync_all_streams")
-        names.insert(sync_at, "num_sync_all_streams")
-        _KEY_NAMES.update(addresses=addresses, names=names, sync_at=sync_at)
-    return _KEY_NAMES["names"], _KEY_NAMES["sync_at"]
-
-
 def _allocator_stats(state: _default.Default) -> Dict[str, int]:
     """A non-pool default allocator: the counters the library keeps for it."""
     raw = AllocatorStats()
@@ -284,7 +242,7 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
         return collections.OrderedDict(_pluggable.flatten(nested))
     if state.kind != "pool":
         return collections.OrderedDict(sorted(_allocator_stats(state).items()))
-    names, values = _pool_stats(state.obj)
+    names, values = _pools.stats(state.obj)
     if state.device != index:
         # A setting, not a count: the same for every device.
         values = [v if k == "max_split_size" else 0 for k, v in zip(names, values)]
@@ -417,44 +375,6 @@ def _pool_json(state: _default.Default) -> Dict[str, Any]:
     return json.loads(_default.c_string(lib.aclallocPoolSnapshot, state.obj))
 
 
-def _segments(raw: Dict[str, Any], device: int) -> List[Dict[str, Any]]:
-    """The library's JSON segments in PyTorch's snapshot shape (addresses and
-    streams as integers: the JSON writes them as hex strings)."""
-    integer = _history.integer
-    frames = _history.block_frames(raw)
-    out = []
-    for seg in raw.get("segments", []):
-        blocks = [
-            {
-                "address": integer(b["address"]),
-                "size": b["size"],
-                "requested_size": b["requested_size"],
-                "state": b["state"],
-                "frames": frames.get(integer(b["address"]), [])
-                if b["state"] == "active_allocated"
-                else [],
-            }
-            for b in seg["blocks"]
-        ]
-        out.append(
-            {
-                "device": seg.get("device", device),
-                "address": integer(seg["address"]),
-                "total_size": seg["total_size"],
-                "allocated_size": seg["allocated_size"],
-                "active_size": seg["active_size"],
-                "requested_size": seg["requested_size"],
-                "stream": integer(seg["stream"]),
-                "segment_type": seg["segment_type"],
-                "segment_pool_id": (0, 0),
-                "is_expandable": bool(seg.get("is_expandable", False)),
-                "frames": [],
-                "blocks": blocks,
-            }
-        )
-    return out
-
-
 def _snapshot(device: Device = None) -> Dict[str, Any]:
     """PyTorch's memory snapshot: ``{"segments": [...], "device_traces": [[...] per
     device]}``, with PyTorch's keys and integers for addresses and streams.
@@ -476,7 +396,7 @@ def _snapshot(device: Device = None) -> Dict[str, Any]:
         for index in wanted:
             pool = _default.built_for(index)
             pool_raw = _pool_json(pool) if pool is not None else {}
-            segments += _segments(pool_raw, index)
+            segments += _pools.segments(pool_raw, index)
             if index == state.device:
                 raw = pool_raw
     elif device is not None:
@@ -539,77 +459,6 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
 # -- pluggable allocators --------------------------------------------------------------
 
 
-class NPUPluggableAllocator(_NPUAllocator):
-    """An allocator loaded from a shared object, as torch_npu's
-    ``NPUPluggableAllocator(path_to_so_file, alloc_fn_name, free_fn_name)``:
-    ``void *alloc(ssize_t size, int device, aclrtStream stream)`` and
-    ``void free(void *ptr, ssize_t size, int device, aclrtStream stream)``.
-
-    The object may call ``aclrtMalloc``/``aclrtFree`` without linking any
-    library: the package loaded libaclalloc with ``RTLD_GLOBAL``. Loading
-    errors raise RuntimeError with the library's message.
-
-    ``allocator()`` (also ``_allocator``) is torch_npu's allocator object:
-    its ``set_init_fn``, ``set_reset_fn``, ``set_memory_fraction_fn``,
-    ``set_base_alloc_fn``, ``set_record_stream_fn``, ``set_erase_stream_fn``,
-    ``set_get_device_stats_fn`` and ``set_reset_peak_status_fn`` take C
-    function pointers as ints (see :mod:`aclalloc.npu._pluggable`); as an int
-    it is the allocator descriptor (``aclrtAllocatorDesc``), for
-    ``acl.rt.allocator_register`` or C code.
-    """
-
-    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
-        for name, value in (
-            ("path_to_so_file", path_to_so_file),
-            ("alloc_fn_name", alloc_fn_name),
-            ("free_fn_name", free_fn_name),
-        ):
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-            if not value or "\0" in value:
-                raise ValueError(f"{name} must be a non-empty string without NUL")
-        config = PluggableConfig(
-            path_to_so_file.encode(), alloc_fn_name.encode(), free_fn_name.encode()
-        )
-        handle, desc = c_void_p(), c_void_p()
-        rc = lib.aclallocPluggableCreate(byref(config), byref(handle), byref(desc))
-        if rc != 0:
-            raise fail("aclallocPluggableCreate", rc)
-        self._handle: int = handle.value or 0
-        self._desc: int = desc.value or 0
-        self.path = path_to_so_file
-        super().__init__(_NPUPluggableAllocator(self._desc, self._handle))
-        _PLUGGABLES[self._handle] = self._allocator
-
-    def allocator(self) -> _NPUPluggableAllocator:
-        """torch_npu's allocator object (an int: the allocator descriptor)."""
-        return self._allocator
-
-    def get_base_allocation(self, ptr: int) -> Tuple[int, int]:
-        """``(base, size)`` of the allocation ``ptr`` lies in: the base-alloc
-        function's answer, else ``ptr`` and its size when it is a live block."""
-        return _pluggable.base_allocation(self._handle, ptr)
-
-    def record_stream(self, ptr: int, stream: int) -> None:
-        """Tells the record-stream function that ``stream`` uses the live block ``ptr``."""
-        _pluggable.stream_call(self._handle, ptr, stream, erase=False)
-
-    def erase_stream(self, ptr: int, stream: int) -> None:
-        """Tells the erase-stream function that ``stream`` no longer uses ``ptr``."""
-        _pluggable.stream_call(self._handle, ptr, stream, erase=True)
-
-    def handle(self) -> int:
-        """Its ``aclallocPluggable`` handle (statistics from C)."""
-        return self._handle
-
-    def __repr__(self) -> str:
-        return f"NPUPluggableAllocator({self.path!r})"
-
-
-_PLUGGABLES: Dict[int, _NPUPluggableAllocator] = {}
-"""Every pluggable allocator's object, by handle (for :func:`_get_current_allocator`)."""
-
-
 def change_current_allocator(allocator: _NPUAllocator) -> None:
     """Makes ``allocator`` the default allocator, as torch_npu's
     ``change_current_allocator``. Only before the current one has served
@@ -634,8 +483,8 @@ def _get_current_allocator() -> _NPUAllocator:
     ``allocator()`` is the pluggable allocator's object when one was made
     current, else the default pool's handle (0 before it is built)."""
     state = _default.built()
-    if state is not None and state.kind == "plugin" and state.obj in _PLUGGABLES:
-        return _NPUAllocator(_PLUGGABLES[state.obj])
+    if state is not None and state.kind == "plugin" and state.obj in _pluggable.PLUGGABLES:
+        return _NPUAllocator(_pluggable.PLUGGABLES[state.obj])
     return _NPUAllocator(state.obj if state is not None else 0)
 
 
