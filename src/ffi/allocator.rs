@@ -162,11 +162,11 @@ pub extern "C" fn aclrtAllocatorRegister(
     if let Some(rc) = forward::register(stream, allocatorDesc) {
         return rc;
     }
-    super::process::note_late_runtime();
+    super::host::note_late_runtime();
     boundary("aclrtAllocatorRegister", || {
         let stream = args::stream(stream)?;
         let desc = args::descriptor(allocatorDesc)?;
-        let host = super::process::host();
+        let host = super::host::host();
         host.check_stream_value(stream)?;
         global().register(stream, desc)?;
         // A destroy between the check and the registration dropped the

@@ -3,8 +3,8 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, Out};
-use super::forward::real_or_host;
-use super::process::host;
+use super::dispatch::real_or_host;
+use super::host::host;
 use super::types::*;
 use crate::base::error::Error;
 use std::ffi::{c_char, c_void};
@@ -154,7 +154,7 @@ pub extern "C" fn aclFloat16ToFloat(value: aclFloat16) -> f32 {
 /// SoC), the real runtime's answer in front of one.
 #[no_mangle]
 pub extern "C" fn aclrtGetSocName() -> *const c_char {
-    super::dispatch::active();
+    super::dispatch::ensure();
     type Real = unsafe extern "C" fn() -> *const c_char;
     // SAFETY: `Real` is the C type of `aclrtGetSocName` in CANN's headers.
     match unsafe {
@@ -249,7 +249,7 @@ pub extern "C" fn aclrtPeekAtLastError(level: aclrtLastErrLevel) -> aclError {
 }
 
 fn last_error(level: aclrtLastErrLevel, take: bool) -> aclError {
-    super::dispatch::active();
+    super::dispatch::ensure();
     type Real = unsafe extern "C" fn(aclrtLastErrLevel) -> aclError;
     let sym = if take {
         crate::interpose::next::Sym::aclrtGetLastError

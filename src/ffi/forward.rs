@@ -8,7 +8,6 @@
 //! the runtime (a "mirror", as tracking uses).
 
 use super::boundary::{boundary, passthrough};
-use super::runtime::host as host_runtime;
 use super::types::*;
 use crate::base::descriptor::{Callbacks, Descriptor};
 use crate::base::error::ACL_SUCCESS;
@@ -26,9 +25,6 @@ type DescFn = unsafe extern "C" fn(aclrtAllocatorDesc) -> aclError;
 type SetFn<T> = unsafe extern "C" fn(aclrtAllocatorDesc, T) -> aclError;
 type StreamDescFn = unsafe extern "C" fn(aclrtStream, aclrtAllocatorDesc) -> aclError;
 pub(crate) type StreamFn = unsafe extern "C" fn(aclrtStream) -> aclError;
-pub(crate) type StreamTimeoutFn = unsafe extern "C" fn(aclrtStream, i32) -> aclError;
-pub(crate) type VoidFn = unsafe extern "C" fn() -> aclError;
-pub(crate) type DeviceFn = unsafe extern "C" fn(i32) -> aclError;
 pub(crate) type ErrMsgFn = unsafe extern "C" fn() -> *const c_char;
 pub(crate) type GetByStreamFn = unsafe extern "C" fn(
     aclrtStream,
@@ -321,58 +317,20 @@ fn forget(key: StreamKey, seen: LeakSeen) {
     }
 }
 
-// The runtime functions whose effect this library's records must see,
-// installed by the dispatch table when the real runtime provides them.
-
-/// The dispatch table's wrapper of `$sym` (the host runtime's when the real
-/// runtime lacks it); `$after` runs once it succeeded.
-macro_rules! forwarded {
-    ($sym:ident as $ty:ty, ($($arg:ident: $argty:ty),*), $after:expr) => {
-        #[allow(non_snake_case)]
-        pub(crate) unsafe extern "C" fn $sym($($arg: $argty),*) -> aclError {
-            let Some(f) = real_fn!($sym as $ty) else {
-                // SAFETY: the same contract.
-                return unsafe { host_runtime::$sym($($arg),*) };
-            };
-            passthrough(stringify!($sym), || {
-                // SAFETY: the real runtime's function.
-                let rc = unsafe { f($($arg),*) };
-                if rc == ACL_SUCCESS {
-                    $after;
-                }
-                rc
-            })
-        }
-    };
-}
-// Synchronizing a stream completes its frees; the device-wide functions
-// (the resets finish or drop every stream's work) complete every stream's.
-forwarded!(aclrtSynchronizeStream as StreamFn, (stream: aclrtStream), synchronized(stream));
-forwarded!(
-    aclrtSynchronizeStreamWithTimeout as StreamTimeoutFn,
-    (stream: aclrtStream, timeout: i32),
-    synchronized(stream)
-);
-forwarded!(
-    aclrtSynchronizeDevice as VoidFn,
-    (),
-    tracking::device_synchronized()
-);
-forwarded!(aclrtResetDevice as DeviceFn, (device: i32), tracking::device_synchronized());
-forwarded!(aclrtResetDeviceForce as DeviceFn, (device: i32), tracking::device_synchronized());
-// A destroyed stream's record goes.
-forwarded!(aclrtDestroyStream as StreamFn, (stream: aclrtStream), destroyed(stream));
-forwarded!(aclrtDestroyStreamForce as StreamFn, (stream: aclrtStream), destroyed(stream));
+// What the runtime exports that forward (`super::runtime`) tell this
+// library's records once the real runtime's function succeeded:
+// synchronizing a stream completes its frees, and a destroyed stream's
+// record goes.
 
 /// A NULL stream is the default stream, on which no allocator can be
 /// registered, so there is nothing to record for it.
-fn synchronized(stream: aclrtStream) {
+pub(crate) fn synchronized(stream: aclrtStream) {
     if let Some(key) = StreamKey::from_ptr(stream) {
         tracking::stream_synchronized(key);
     }
 }
 
-fn destroyed(stream: aclrtStream) {
+pub(crate) fn destroyed(stream: aclrtStream) {
     if let Some(key) = StreamKey::from_ptr(stream) {
         forget(key, LeakSeen::StreamDestroy);
         crate::pool::handles::forget_stream(key.get());
@@ -382,26 +340,3 @@ fn destroyed(stream: aclrtStream) {
 pub(crate) fn recent_err_msg() -> Option<ErrMsgFn> {
     probed_fn!(aclGetRecentErrMsg as ErrMsgFn)
 }
-
-/// The body of an export outside the dispatch table, `$name($arg: $ty, ...)`:
-/// the real runtime's function of that name, passed through, when one is in
-/// front of this library; else `$host`, this library's implementation, in
-/// the boundary.
-macro_rules! real_or_host {
-    ($name:ident($($arg:ident: $ty:ty),*) $host:block) => {{
-        $crate::ffi::dispatch::active();
-        type Real = unsafe extern "C" fn($($ty),*) -> $crate::base::error::aclError;
-        // SAFETY: `Real` is the C type of `$name` in CANN's headers.
-        let real = unsafe {
-            $crate::interpose::next::real::<Real>($crate::interpose::next::Sym::$name)
-        };
-        match real {
-            // SAFETY: the arguments go unchanged to a function with the same contract.
-            Some(f) => $crate::ffi::boundary::passthrough(stringify!($name), || unsafe {
-                f($($arg),*)
-            }),
-            None => $crate::ffi::boundary::boundary(stringify!($name), || $host),
-        }
-    }};
-}
-pub(crate) use real_or_host;

@@ -6,7 +6,7 @@
 
 use super::args::Out;
 use super::boundary::boundary;
-use super::process::host;
+use super::host::host;
 use super::types::*;
 use crate::runtime::HostMemoryStats;
 

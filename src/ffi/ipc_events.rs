@@ -4,9 +4,9 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, Out};
+use super::dispatch::real_or_host;
 use super::events::aclrtEvent;
-use super::forward::real_or_host;
-use super::process::host;
+use super::host::host;
 use super::types::*;
 use crate::base::error::Error;
 use std::ffi::c_char;

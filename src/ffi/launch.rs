@@ -2,7 +2,9 @@
 //! registered allocator as CANN's executor does.
 #![allow(non_snake_case)]
 
-use super::dispatch::call_active;
+use super::args;
+use super::dispatch::real_or_host;
+use super::host::host;
 use super::types::*;
 use std::ffi::c_void;
 
@@ -29,35 +31,13 @@ pub unsafe extern "C" fn aclallocLaunchKernel(
     kernel: aclallocKernelFunc,
     userData: *mut c_void,
 ) -> aclError {
-    call_active!(aclallocLaunchKernel(
-        stream,
-        workspaceSize,
-        kernel,
-        userData
-    ))
-}
-
-/// The host backend's implementation.
-pub(crate) mod host {
-    use super::super::args;
-    use super::super::boundary::boundary;
-    use super::*;
-    use crate::ffi::process::host;
-
-    pub(crate) unsafe extern "C" fn aclallocLaunchKernel(
+    real_or_host!(aclallocLaunchKernel(
         stream: aclrtStream,
         workspaceSize: usize,
         kernel: aclallocKernelFunc,
-        userData: *mut c_void,
-    ) -> aclError {
-        boundary("aclallocLaunchKernel", || {
-            let kernel = args::required(kernel, "kernel")?;
-            host().launch(
-                args::optional_stream(stream),
-                workspaceSize,
-                kernel,
-                userData,
-            )
-        })
-    }
+        userData: *mut c_void
+    ) {
+        let kernel = args::required(kernel, "kernel")?;
+        host().launch(args::optional_stream(stream), workspaceSize, kernel, userData)
+    })
 }

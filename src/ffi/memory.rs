@@ -3,9 +3,24 @@
 //! allocations, never trusted.
 #![allow(non_snake_case)]
 
-use super::dispatch::call_active;
+use super::args::{self, Out};
+use super::dispatch::real_or_host;
+use super::host::host;
 use super::types::*;
 use std::ffi::c_void;
+
+/// Device memory for `aclrtMalloc` and `aclrtMallocAlign32`, written to `devPtr`.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+unsafe fn malloc(devPtr: *mut *mut c_void, size: usize) -> crate::base::error::Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        args::write_out(devPtr, "devPtr", || {
+            Ok(host().malloc(size)?.as_ptr().cast())
+        })
+    }
+}
 
 /// Allocates `size` bytes of device memory on the current context's device
 /// (page-aligned; the policy has no effect on the host, and a value that is
@@ -22,7 +37,10 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    call_active!(aclrtMalloc(devPtr, size, policy))
+    real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) {
+        // SAFETY: the caller's contract.
+        unsafe { malloc(devPtr, size) }
+    })
 }
 
 /// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
@@ -36,7 +54,10 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    call_active!(aclrtMallocAlign32(devPtr, size, policy))
+    real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) {
+        // SAFETY: the caller's contract.
+        unsafe { malloc(devPtr, size) }
+    })
 }
 
 /// Frees device memory after all pending stream work has run. A pointer that
@@ -47,7 +68,9 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
 /// `devPtr` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
-    call_active!(aclrtFree(devPtr))
+    real_or_host!(aclrtFree(devPtr: *mut c_void) {
+        host().free(args::address(devPtr, "devPtr")?.as_ptr())
+    })
 }
 
 /// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
@@ -66,7 +89,12 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: aclrtMemcpyKind,
 ) -> aclError {
-    call_active!(aclrtMemcpy(dst, destMax, src, count, kind))
+    real_or_host!(aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind) {
+        let dst = args::address(dst, "dst")?;
+        let src = args::address(src.cast_mut(), "src")?;
+        // SAFETY: the caller's contract for host-side ranges.
+        unsafe { host().memcpy(dst, destMax, src, count, kind) }
+    })
 }
 
 /// Sets `count` bytes (`count` <= `maxCount`) to the low byte of `value`.
@@ -86,7 +114,9 @@ pub unsafe extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
-    call_active!(aclrtMemset(devPtr, maxCount, value, count))
+    real_or_host!(aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize) {
+        host().memset(args::address(devPtr, "devPtr")?, maxCount, value, count)
+    })
 }
 
 /// `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
@@ -102,7 +132,20 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: aclrtMemcpyKind,
     stream: aclrtStream,
 ) -> aclError {
-    call_active!(aclrtMemcpyAsync(dst, destMax, src, count, kind, stream))
+    real_or_host!(aclrtMemcpyAsync(
+        dst: *mut c_void,
+        destMax: usize,
+        src: *const c_void,
+        count: usize,
+        kind: aclrtMemcpyKind,
+        stream: aclrtStream
+    ) {
+        let dst = args::address(dst, "dst")?;
+        let src = args::address(src.cast_mut(), "src")?;
+        let stream = args::optional_stream(stream);
+        // SAFETY: the caller's contract for host-side ranges.
+        unsafe { host().memcpy_async(dst, destMax, src, count, kind, stream) }
+    })
 }
 
 /// `aclrtMemset` run in order on `stream` (NULL: the default stream); the
@@ -120,7 +163,10 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: aclrtStream,
 ) -> aclError {
-    call_active!(aclrtMemsetAsync(devPtr, maxCount, value, count, stream))
+    real_or_host!(aclrtMemsetAsync(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize, stream: aclrtStream) {
+        let dst = args::address(devPtr, "devPtr")?;
+        host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))
+    })
 }
 
 /// Free and total bytes of the current context's device; every `attr`
@@ -134,121 +180,14 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
     free: *mut usize,
     total: *mut usize,
 ) -> aclError {
-    call_active!(aclrtGetMemInfo(attr, free, total))
-}
-
-/// The host backend's implementations.
-pub(crate) mod host {
-    use super::super::args::{self, Out};
-    use super::super::boundary::boundary;
-    use super::*;
-    use crate::ffi::process::host;
-
-    unsafe fn malloc(function: &'static str, devPtr: *mut *mut c_void, size: usize) -> aclError {
-        boundary(function, || {
-            // SAFETY: the caller's contract.
-            unsafe {
-                args::write_out(devPtr, "devPtr", || {
-                    Ok(host().malloc(size)?.as_ptr().cast())
-                })
-            }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMalloc(
-        devPtr: *mut *mut c_void,
-        size: usize,
-        _policy: aclrtMemMallocPolicy,
-    ) -> aclError {
-        // SAFETY: this function's contract is `malloc`'s.
-        unsafe { malloc("aclrtMalloc", devPtr, size) }
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMallocAlign32(
-        devPtr: *mut *mut c_void,
-        size: usize,
-        _policy: aclrtMemMallocPolicy,
-    ) -> aclError {
-        // SAFETY: this function's contract is `malloc`'s.
-        unsafe { malloc("aclrtMallocAlign32", devPtr, size) }
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
-        boundary("aclrtFree", || {
-            host().free(args::address(devPtr, "devPtr")?.as_ptr())
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMemcpy(
-        dst: *mut c_void,
-        destMax: usize,
-        src: *const c_void,
-        count: usize,
-        kind: aclrtMemcpyKind,
-    ) -> aclError {
-        boundary("aclrtMemcpy", || {
-            let dst = args::address(dst, "dst")?;
-            let src = args::address(src.cast_mut(), "src")?;
-            // SAFETY: the caller's contract for host-side ranges.
-            unsafe { host().memcpy(dst, destMax, src, count, kind) }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMemset(
-        devPtr: *mut c_void,
-        maxCount: usize,
-        value: i32,
-        count: usize,
-    ) -> aclError {
-        boundary("aclrtMemset", || {
-            host().memset(args::address(devPtr, "devPtr")?, maxCount, value, count)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMemcpyAsync(
-        dst: *mut c_void,
-        destMax: usize,
-        src: *const c_void,
-        count: usize,
-        kind: aclrtMemcpyKind,
-        stream: aclrtStream,
-    ) -> aclError {
-        boundary("aclrtMemcpyAsync", || {
-            let dst = args::address(dst, "dst")?;
-            let src = args::address(src.cast_mut(), "src")?;
-            let stream = args::optional_stream(stream);
-            // SAFETY: the caller's contract for host-side ranges.
-            unsafe { host().memcpy_async(dst, destMax, src, count, kind, stream) }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtMemsetAsync(
-        devPtr: *mut c_void,
-        maxCount: usize,
-        value: i32,
-        count: usize,
-        stream: aclrtStream,
-    ) -> aclError {
-        boundary("aclrtMemsetAsync", || {
-            let dst = args::address(devPtr, "devPtr")?;
-            host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtGetMemInfo(
-        attr: aclrtMemAttr,
-        free: *mut usize,
-        total: *mut usize,
-    ) -> aclError {
-        boundary("aclrtGetMemInfo", || {
-            // SAFETY: the caller's contract.
-            let free_out = unsafe { Out::required(free, "free") }?;
-            // SAFETY: the caller's contract.
-            let total_out = unsafe { Out::required(total, "total") }?;
-            let (f, t) = host().mem_info(attr)?;
-            free_out.write(f);
-            total_out.write(t);
-            Ok(())
-        })
-    }
+    real_or_host!(aclrtGetMemInfo(attr: aclrtMemAttr, free: *mut usize, total: *mut usize) {
+        // SAFETY: the caller's contract.
+        let free_out = unsafe { Out::required(free, "free") }?;
+        // SAFETY: the caller's contract.
+        let total_out = unsafe { Out::required(total, "total") }?;
+        let (f, t) = host().mem_info(attr)?;
+        free_out.write(f);
+        total_out.write(t);
+        Ok(())
+    })
 }

@@ -3,8 +3,9 @@
 //! Every export goes through `boundary::boundary`, which catches panics,
 //! records the failure for `aclGetRecentErrMsg` and turns it into an ACL
 //! error code; pointer arguments are checked and converted in `args`. The
-//! runtime exports call through the table of [`dispatch`]; in front of a
-//! real runtime the allocator exports run the bodies of `forward`.
+//! runtime exports forward or run the host runtime through one macro
+//! ([`dispatch`]); in front of a real runtime the allocator exports run the
+//! bodies of `forward`.
 
 pub mod allocator;
 pub(crate) mod args;
@@ -18,6 +19,7 @@ pub mod errmsg;
 pub mod event_order;
 pub mod events;
 pub(crate) mod forward;
+pub mod host;
 pub mod host_memory;
 pub mod host_memory_stats;
 pub mod ipc_events;

@@ -1,12 +1,47 @@
 //! CANN's `acl.h` / `acl_rt.h`: initialization, devices, contexts, streams.
 //!
-//! Each export calls the active runtime backend ([`super::dispatch`]); the
-//! host backend's implementations are in the private `host` module.
+//! Each export forwards to a real runtime or runs the host runtime
+//! ([`super::dispatch::real_or_host`]). The calls that start work also say
+//! once if a real runtime was loaded too late (`note_late_runtime`).
 #![allow(non_snake_case)]
 
-use super::dispatch::call_active;
+use super::args;
+use super::dispatch::real_or_host;
+use super::forward::{destroyed, synchronized};
+use super::host::{host, note_late_runtime};
+use super::stream_control::{
+    stream_state_changed, ACL_RT_STREAM_STATE_CREATE_POST, ACL_RT_STREAM_STATE_DESTROY_PRE,
+};
 use super::types::*;
+use crate::base::error::{Error, Result};
 use std::ffi::c_char;
+
+/// A stream made on the host runtime, written to `stream`, then announced
+/// to the stream state callbacks.
+///
+/// # Safety
+/// `stream` is NULL or writable.
+unsafe fn create_stream(stream: *mut aclrtStream, priority: u32, flag: u32) -> Result<()> {
+    note_late_runtime();
+    // SAFETY: the caller's contract.
+    unsafe {
+        args::write_out(stream, "stream", || {
+            Ok(host().create_stream(priority, flag)?.as_ptr())
+        })?;
+        stream_state_changed(*stream, ACL_RT_STREAM_STATE_CREATE_POST);
+    }
+    Ok(())
+}
+
+/// Destroys a host stream (`force`: without running its queued work),
+/// announced to the stream state callbacks first.
+fn destroy_stream(stream: aclrtStream, force: bool) -> Result<()> {
+    let key = args::stream(stream)?;
+    if host().resolve_stream(Some(key)).is_ok() {
+        stream_state_changed(stream, ACL_RT_STREAM_STATE_DESTROY_PRE);
+    }
+    host().destroy_stream(key, force)
+}
 
 /// Initializes ACL. `configPath` may be NULL or empty; a file given must be
 /// readable (`ACL_ERROR_INVALID_FILE`), its contents are not interpreted by
@@ -17,14 +52,18 @@ use std::ffi::c_char;
 /// `configPath` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
-    call_active!(aclInit(configPath))
+    real_or_host!(aclInit(configPath: *const c_char) {
+        note_late_runtime();
+        // SAFETY: the caller's contract.
+        host().init(unsafe { args::optional_cstr(configPath) })
+    })
 }
 
 /// Finalizes ACL: every context and stream is released (pending work runs
 /// first). Without a matching `aclInit`: `ACL_ERROR_REPEAT_FINALIZE`.
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> aclError {
-    call_active!(aclFinalize())
+    real_or_host!(aclFinalize() { host().finalize() })
 }
 
 /// Makes `deviceId` the calling thread's device (its default context becomes
@@ -32,7 +71,10 @@ pub extern "C" fn aclFinalize() -> aclError {
 /// `aclrtResetDevice` calls. Out of range: `ACL_ERROR_RT_INVALID_DEVICEID`.
 #[no_mangle]
 pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
-    call_active!(aclrtSetDevice(deviceId))
+    real_or_host!(aclrtSetDevice(deviceId: i32) {
+        note_late_runtime();
+        host().set_device(deviceId)
+    })
 }
 
 /// Undoes one `aclrtSetDevice`; the last one releases the device's default
@@ -40,14 +82,22 @@ pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
 /// set is left as it is. Device memory is not freed.
 #[no_mangle]
 pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
-    call_active!(aclrtResetDevice(deviceId))
+    real_or_host!(aclrtResetDevice(deviceId: i32), after_success {
+        crate::tracking::device_synchronized()
+    } {
+        host().reset_device(deviceId, false)
+    })
 }
 
 /// Resets `deviceId` whatever the number of `aclrtSetDevice` calls, releasing
 /// every context on it (its own and those from `aclrtCreateContext`).
 #[no_mangle]
 pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
-    call_active!(aclrtResetDeviceForce(deviceId))
+    real_or_host!(aclrtResetDeviceForce(deviceId: i32), after_success {
+        crate::tracking::device_synchronized()
+    } {
+        host().reset_device(deviceId, true)
+    })
 }
 
 /// The device of the calling thread's current context. No current context:
@@ -57,7 +107,10 @@ pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
 /// `deviceId` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
-    call_active!(aclrtGetDevice(deviceId))
+    real_or_host!(aclrtGetDevice(deviceId: *mut i32) {
+        // SAFETY: the caller's contract.
+        unsafe { args::write_out(deviceId, "deviceId", || Ok(host().current_device()? as i32)) }
+    })
 }
 
 /// The number of devices (`ACLALLOC_DEVICE_COUNT`, default 1).
@@ -66,7 +119,10 @@ pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
 /// `count` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
-    call_active!(aclrtGetDeviceCount(count))
+    real_or_host!(aclrtGetDeviceCount(count: *mut u32) {
+        // SAFETY: the caller's contract.
+        unsafe { args::write_out(count, "count", || host().device_count()) }
+    })
 }
 
 /// Creates a context on `deviceId` and makes it current on the calling thread.
@@ -75,7 +131,12 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId: i32) -> aclError {
-    call_active!(aclrtCreateContext(context, deviceId))
+    real_or_host!(aclrtCreateContext(context: *mut aclrtContext, deviceId: i32) {
+        note_late_runtime();
+        let create = || Ok(host().create_context(deviceId)? as aclrtContext);
+        // SAFETY: the caller's contract.
+        unsafe { args::write_out(context, "context", create) }
+    })
 }
 
 /// Destroys a context from `aclrtCreateContext` and its streams (pending work
@@ -85,7 +146,9 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId
 /// `context` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
-    call_active!(aclrtDestroyContext(context))
+    real_or_host!(aclrtDestroyContext(context: aclrtContext) {
+        host().destroy_context(args::context(context)?)
+    })
 }
 
 /// Makes `context` current on the calling thread.
@@ -94,7 +157,9 @@ pub unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError 
 /// `context` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
-    call_active!(aclrtSetCurrentContext(context))
+    real_or_host!(aclrtSetCurrentContext(context: aclrtContext) {
+        host().set_current_context(args::context(context)?)
+    })
 }
 
 /// The calling thread's current context. None: `ACL_ERROR_RT_CONTEXT_NULL`.
@@ -103,7 +168,11 @@ pub unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclErr
 /// `context` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
-    call_active!(aclrtGetCurrentContext(context))
+    real_or_host!(aclrtGetCurrentContext(context: *mut aclrtContext) {
+        let current = || Ok(host().current_context()?.0 as aclrtContext);
+        // SAFETY: the caller's contract.
+        unsafe { args::write_out(context, "context", current) }
+    })
 }
 
 /// Creates a stream in the current context: an in-order queue run by its own
@@ -113,7 +182,10 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> a
 /// `stream` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
-    call_active!(aclrtCreateStream(stream))
+    real_or_host!(aclrtCreateStream(stream: *mut aclrtStream) {
+        // SAFETY: the caller's contract.
+        unsafe { create_stream(stream, 0, 0) }
+    })
 }
 
 /// `aclrtCreateStream` with a priority (0 to 7) and `ACL_STREAM_*` flags,
@@ -127,7 +199,10 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
     priority: u32,
     flag: u32,
 ) -> aclError {
-    call_active!(aclrtCreateStreamWithConfig(stream, priority, flag))
+    real_or_host!(aclrtCreateStreamWithConfig(stream: *mut aclrtStream, priority: u32, flag: u32) {
+        // SAFETY: the caller's contract.
+        unsafe { create_stream(stream, priority, flag) }
+    })
 }
 
 /// Destroys a stream once its pending work has run, and drops its allocator
@@ -137,7 +212,11 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 /// `stream` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
-    call_active!(aclrtDestroyStream(stream))
+    real_or_host!(aclrtDestroyStream(stream: aclrtStream), after_success {
+        destroyed(stream)
+    } {
+        destroy_stream(stream, false)
+    })
 }
 
 /// Destroys a stream at once: work that has not started is dropped, the
@@ -147,7 +226,11 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
 /// `stream` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
-    call_active!(aclrtDestroyStreamForce(stream))
+    real_or_host!(aclrtDestroyStreamForce(stream: aclrtStream), after_success {
+        destroyed(stream)
+    } {
+        destroy_stream(stream, true)
+    })
 }
 
 /// Waits until all work enqueued on `stream` (NULL: the current context's
@@ -157,7 +240,11 @@ pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclErro
 /// `stream` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
-    call_active!(aclrtSynchronizeStream(stream))
+    real_or_host!(aclrtSynchronizeStream(stream: aclrtStream), after_success {
+        synchronized(stream)
+    } {
+        host().synchronize_stream(args::optional_stream(stream))
+    })
 }
 
 /// As `aclrtSynchronizeStream`, giving up after `timeout` ms (-1: wait as
@@ -172,185 +259,27 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
     stream: aclrtStream,
     timeout: i32,
 ) -> aclError {
-    call_active!(aclrtSynchronizeStreamWithTimeout(stream, timeout))
+    real_or_host!(aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout: i32), after_success {
+        synchronized(stream)
+    } {
+        if timeout < -1 {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "It must be -1 (no limit) or a number of milliseconds",
+            });
+        }
+        host().synchronize_stream_timeout(args::optional_stream(stream), timeout)
+    })
 }
 
 /// Waits until all work enqueued on every stream has run.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
-    call_active!(aclrtSynchronizeDevice())
-}
-
-/// The host backend's implementations.
-pub(crate) mod host {
-    use super::super::args;
-    use super::super::boundary::boundary;
-    use super::*;
-    use crate::ffi::process::{host, note_late_runtime};
-    use crate::ffi::stream_control::{
-        stream_state_changed, ACL_RT_STREAM_STATE_CREATE_POST, ACL_RT_STREAM_STATE_DESTROY_PRE,
-    };
-
-    // The calls that start work also say once if a real runtime was loaded
-    // too late (`note_late_runtime`).
-
-    pub(crate) unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
-        note_late_runtime();
-        boundary("aclInit", || {
-            // SAFETY: the caller's contract.
-            host().init(unsafe { args::optional_cstr(configPath) })
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclFinalize() -> aclError {
-        boundary("aclFinalize", || host().finalize())
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
-        note_late_runtime();
-        boundary("aclrtSetDevice", || host().set_device(deviceId))
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
-        boundary("aclrtResetDevice", || host().reset_device(deviceId, false))
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
-        boundary("aclrtResetDeviceForce", || {
-            host().reset_device(deviceId, true)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
-        boundary("aclrtGetDevice", || {
-            // SAFETY: the caller's contract.
-            unsafe { args::write_out(deviceId, "deviceId", || Ok(host().current_device()? as i32)) }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
-        boundary("aclrtGetDeviceCount", || {
-            // SAFETY: the caller's contract.
-            unsafe { args::write_out(count, "count", || host().device_count()) }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtCreateContext(
-        context: *mut aclrtContext,
-        deviceId: i32,
-    ) -> aclError {
-        note_late_runtime();
-        boundary("aclrtCreateContext", || {
-            // SAFETY: the caller's contract.
-            unsafe {
-                args::write_out(context, "context", || {
-                    Ok(host().create_context(deviceId)? as aclrtContext)
-                })
-            }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
-        boundary("aclrtDestroyContext", || {
-            host().destroy_context(args::context(context)?)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
-        boundary("aclrtSetCurrentContext", || {
-            host().set_current_context(args::context(context)?)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
-        boundary("aclrtGetCurrentContext", || {
-            // SAFETY: the caller's contract.
-            unsafe {
-                args::write_out(context, "context", || {
-                    Ok(host().current_context()?.0 as aclrtContext)
-                })
-            }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
-        note_late_runtime();
-        boundary("aclrtCreateStream", || {
-            // SAFETY: the caller's contract.
-            unsafe {
-                args::write_out(stream, "stream", || {
-                    Ok(host().create_stream(0, 0)?.as_ptr())
-                })?;
-                stream_state_changed(*stream, ACL_RT_STREAM_STATE_CREATE_POST);
-                Ok(())
-            }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtCreateStreamWithConfig(
-        stream: *mut aclrtStream,
-        priority: u32,
-        flag: u32,
-    ) -> aclError {
-        note_late_runtime();
-        boundary("aclrtCreateStreamWithConfig", || {
-            // SAFETY: the caller's contract.
-            unsafe {
-                args::write_out(stream, "stream", || {
-                    Ok(host().create_stream(priority, flag)?.as_ptr())
-                })?;
-                stream_state_changed(*stream, ACL_RT_STREAM_STATE_CREATE_POST);
-                Ok(())
-            }
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
-        boundary("aclrtDestroyStream", || {
-            let key = args::stream(stream)?;
-            if host().resolve_stream(Some(key)).is_ok() {
-                stream_state_changed(stream, ACL_RT_STREAM_STATE_DESTROY_PRE);
-            }
-            host().destroy_stream(key, false)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
-        boundary("aclrtDestroyStreamForce", || {
-            let key = args::stream(stream)?;
-            if host().resolve_stream(Some(key)).is_ok() {
-                stream_state_changed(stream, ACL_RT_STREAM_STATE_DESTROY_PRE);
-            }
-            host().destroy_stream(key, true)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
-        boundary("aclrtSynchronizeStream", || {
-            host().synchronize_stream(args::optional_stream(stream))
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
-        stream: aclrtStream,
-        timeout: i32,
-    ) -> aclError {
-        boundary("aclrtSynchronizeStreamWithTimeout", || {
-            if timeout < -1 {
-                return Err(crate::base::error::Error::InvalidParam {
-                    param: "timeout",
-                    reason: "It must be -1 (no limit) or a number of milliseconds",
-                });
-            }
-            host().synchronize_stream_timeout(args::optional_stream(stream), timeout)
-        })
-    }
-
-    pub(crate) unsafe extern "C" fn aclrtSynchronizeDevice() -> aclError {
-        boundary("aclrtSynchronizeDevice", || {
-            host().synchronize_all()?;
-            crate::tracking::device_synchronized();
-            host().take_task_failure()
-        })
-    }
+    real_or_host!(aclrtSynchronizeDevice(), after_success {
+        crate::tracking::device_synchronized()
+    } {
+        host().synchronize_all()?;
+        crate::tracking::device_synchronized();
+        host().take_task_failure()
+    })
 }

@@ -3,8 +3,8 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::args::{self, Out};
-use super::forward::real_or_host;
-use super::process::host;
+use super::dispatch::real_or_host;
+use super::host::host;
 use super::types::*;
 
 /// A stream attribute.

@@ -5,8 +5,8 @@
 
 use super::args;
 use super::boundary::boundary;
-use super::forward::real_or_host;
-use super::process::host;
+use super::dispatch::real_or_host;
+use super::host::host;
 use super::types::*;
 use crate::base::error::{Error, Result};
 use crate::registry::StreamKey;
@@ -225,7 +225,7 @@ fn live_config(handle: *const aclrtStreamConfigHandle) -> Result<*mut aclrtStrea
 /// on failure. Free it with `aclrtDestroyStreamConfigHandle`.
 #[no_mangle]
 pub extern "C" fn aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandle {
-    crate::ffi::dispatch::active();
+    crate::ffi::dispatch::ensure();
     type Real = unsafe extern "C" fn() -> *mut aclrtStreamConfigHandle;
     // SAFETY: `Real` is the C type of the function in CANN's headers.
     if let Some(real) = unsafe {

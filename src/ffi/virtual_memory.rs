@@ -1,30 +1,14 @@
 //! CANN's `acl_rt.h` virtual-memory functions: reserve address space, make
-//! physical memory, map it into a reservation, and undo each step. Each
-//! export's body, `real_or_host!`, calls the real runtime's function when
-//! the dispatch table holds one, else the host implementation inside it.
+//! physical memory, map it into a reservation, and undo each step.
 #![allow(non_snake_case)]
 
 use super::args::{self, Out};
-use super::boundary::{boundary, passthrough};
-use super::dispatch::active;
-use super::process::host;
+use super::dispatch::real_or_host;
+use super::host::host;
 use super::types::*;
+use crate::base::device_port::VirtualMemoryCalls;
 use crate::runtime::virtual_memory::virtual_memory;
 use std::ffi::c_void;
-
-/// The body of a virtual-memory export `$name($args)`: the real runtime's
-/// function, passed through, when the dispatch table has one; else `$host`,
-/// this library's implementation, in the boundary.
-macro_rules! real_or_host {
-    ($name:ident($($arg:ident),*) $host:block) => {
-        match active().$name {
-            // SAFETY: the arguments are forwarded unchanged to a function
-            // with the same contract.
-            Some(real) => passthrough(stringify!($name), || unsafe { real($($arg),*) }),
-            None => boundary(stringify!($name), || $host),
-        }
-    };
-}
 
 /// Reserves `size` bytes of device address space without memory behind it
 /// (rounded up to the granularity, 2 MiB on the host). `alignment`: 0 or a
@@ -41,7 +25,7 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     expectPtr: *mut c_void,
     flags: u64,
 ) -> aclError {
-    real_or_host!(aclrtReserveMemAddress(virPtr, size, alignment, expectPtr, flags) {
+    real_or_host!(aclrtReserveMemAddress(virPtr: *mut *mut c_void, size: usize, alignment: usize, expectPtr: *mut c_void, flags: u64) {
         let reserve = || virtual_memory().reserve(size, alignment, expectPtr as usize, flags);
         // SAFETY: the caller's contract.
         unsafe { args::write_out(virPtr, "virPtr", || Ok(reserve()? as *mut c_void)) }
@@ -55,7 +39,7 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
 /// None: the address is looked up among the live reservations.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtReleaseMemAddress(virPtr: *mut c_void) -> aclError {
-    real_or_host!(aclrtReleaseMemAddress(virPtr) {
+    real_or_host!(aclrtReleaseMemAddress(virPtr: *mut c_void) {
         let addr = args::address(virPtr, "virPtr")?;
         virtual_memory().release(addr.as_ptr() as usize)
     })
@@ -74,7 +58,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
     prop: *const aclrtPhysicalMemProp,
     flags: u64,
 ) -> aclError {
-    real_or_host!(aclrtMallocPhysical(handle, size, prop, flags) {
+    real_or_host!(aclrtMallocPhysical(handle: *mut aclrtDrvMemHandle, size: usize, prop: *const aclrtPhysicalMemProp, flags: u64) {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(handle, "handle") }?;
         // SAFETY: the caller's contract.
@@ -92,7 +76,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
 /// None: the handle is looked up among the live ones.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFreePhysical(handle: aclrtDrvMemHandle) -> aclError {
-    real_or_host!(aclrtFreePhysical(handle) {
+    real_or_host!(aclrtFreePhysical(handle: aclrtDrvMemHandle) {
         let h = args::address(handle, "handle")?;
         host().free_physical(h.as_ptr() as usize)
     })
@@ -112,7 +96,7 @@ pub unsafe extern "C" fn aclrtMapMem(
     handle: aclrtDrvMemHandle,
     flags: u64,
 ) -> aclError {
-    real_or_host!(aclrtMapMem(virPtr, size, offset, handle, flags) {
+    real_or_host!(aclrtMapMem(virPtr: *mut c_void, size: usize, offset: usize, handle: aclrtDrvMemHandle, flags: u64) {
         let addr = args::address(virPtr, "virPtr")?;
         let h = args::address(handle, "handle")?;
         virtual_memory().map(
@@ -133,7 +117,7 @@ pub unsafe extern "C" fn aclrtMapMem(
 /// No queued work may use the range afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtUnmapMem(virPtr: *mut c_void) -> aclError {
-    real_or_host!(aclrtUnmapMem(virPtr) {
+    real_or_host!(aclrtUnmapMem(virPtr: *mut c_void) {
         let addr = args::address(virPtr, "virPtr")?;
         host().unmap_mem(addr.as_ptr() as usize)
     })
@@ -150,10 +134,27 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
     option: aclrtMemGranularityOptions,
     granularity: *mut usize,
 ) -> aclError {
-    real_or_host!(aclrtMemGetAllocationGranularity(prop, option, granularity) {
+    real_or_host!(aclrtMemGetAllocationGranularity(prop: *mut aclrtPhysicalMemProp, option: aclrtMemGranularityOptions, granularity: *mut usize) {
         // SAFETY: the caller's contract.
         let prop = unsafe { args::input(prop.cast_const(), "prop") }?;
         // SAFETY: the caller's contract.
         unsafe { args::write_out(granularity, "granularity", || host().allocation_granularity(prop, option)) }
     })
+}
+
+/// The virtual-memory calls the pool's expandable segments make: these
+/// exports (each the real runtime's function, or the host runtime's), with
+/// the device-wide synchronize and the copy the pool's sleep needs.
+pub(crate) fn calls() -> VirtualMemoryCalls {
+    VirtualMemoryCalls {
+        reserve: aclrtReserveMemAddress,
+        release: aclrtReleaseMemAddress,
+        malloc_physical: aclrtMallocPhysical,
+        free_physical: aclrtFreePhysical,
+        map: aclrtMapMem,
+        unmap: aclrtUnmapMem,
+        granularity: aclrtMemGetAllocationGranularity,
+        synchronize_device: super::runtime::aclrtSynchronizeDevice,
+        memcpy: super::memory::aclrtMemcpy,
+    }
 }

@@ -20,14 +20,31 @@ use crate::base::sync::statics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use crate::base::sync::Ordering;
 use std::ffi::CStr;
 
-/// The ACL functions this library exports that a real runtime may also
-/// provide, grouped by what `crate::ffi::dispatch` does with them (`as_is`:
-/// used directly; `wrapped`: mirrored here; `not_dispatched`: the exports
-/// forward them), handed to `$then` so [`Sym`] and the table share one list.
-macro_rules! symbol_groups {
+/// CANN's functions that this library exports and a real runtime may also
+/// provide: the one list of the runtime surface, handed to `$then` (here,
+/// [`Sym`] and its names). Every name of `runtime` has an export whose body
+/// is `crate::ffi::dispatch::real_or_host!` (the real function when the
+/// runtime has it, else the host runtime's); the `allocator_api` and
+/// `aclGetRecentErrMsg` are answered by this library in front of a runtime
+/// too (`crate::ffi::forward`), and look the runtime up without forcing the
+/// decision. Adding a CANN function: its name here, and its export.
+macro_rules! cann_functions {
     ($then:ident) => {
         $then! {
-            as_is: [
+            allocator_api: [
+                aclrtAllocatorCreateDesc,
+                aclrtAllocatorDestroyDesc,
+                aclrtAllocatorSetObjToDesc,
+                aclrtAllocatorSetAllocFuncToDesc,
+                aclrtAllocatorSetFreeFuncToDesc,
+                aclrtAllocatorSetAllocAdviseFuncToDesc,
+                aclrtAllocatorSetGetAddrFromBlockFuncToDesc,
+                aclrtAllocatorRegister,
+                aclrtAllocatorGetByStream,
+                aclrtAllocatorUnregister,
+                aclGetRecentErrMsg,
+            ],
+            runtime: [
                 aclInit,
                 aclFinalize,
                 aclrtSetDevice,
@@ -48,8 +65,6 @@ macro_rules! symbol_groups {
                 aclrtMemsetAsync,
                 aclrtGetMemInfo,
                 aclallocLaunchKernel,
-            ],
-            wrapped: [
                 aclrtResetDevice,
                 aclrtResetDeviceForce,
                 aclrtSynchronizeStream,
@@ -57,8 +72,6 @@ macro_rules! symbol_groups {
                 aclrtSynchronizeDevice,
                 aclrtDestroyStream,
                 aclrtDestroyStreamForce,
-            ],
-            real_or_export: [
                 aclrtReserveMemAddress,
                 aclrtReleaseMemAddress,
                 aclrtMallocPhysical,
@@ -66,19 +79,6 @@ macro_rules! symbol_groups {
                 aclrtMapMem,
                 aclrtUnmapMem,
                 aclrtMemGetAllocationGranularity,
-            ],
-            not_dispatched: [
-                aclrtAllocatorCreateDesc,
-                aclrtAllocatorDestroyDesc,
-                aclrtAllocatorSetObjToDesc,
-                aclrtAllocatorSetAllocFuncToDesc,
-                aclrtAllocatorSetFreeFuncToDesc,
-                aclrtAllocatorSetAllocAdviseFuncToDesc,
-                aclrtAllocatorSetGetAddrFromBlockFuncToDesc,
-                aclrtAllocatorRegister,
-                aclrtAllocatorGetByStream,
-                aclrtAllocatorUnregister,
-                aclGetRecentErrMsg,
                 aclrtMallocHost,
                 aclrtFreeHost,
                 aclrtCreateEvent,
@@ -162,7 +162,6 @@ macro_rules! symbol_groups {
         }
     };
 }
-pub(crate) use symbol_groups;
 
 macro_rules! symbols {
     ($($group:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
@@ -190,7 +189,7 @@ macro_rules! symbols {
     };
 }
 
-symbol_groups!(symbols);
+cann_functions!(symbols);
 
 const COUNT: usize = Sym::ALL.len();
 
