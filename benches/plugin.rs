@@ -71,7 +71,7 @@ fn pluggable_allocator(b: Bencher) {
 
 #[divan::bench(threads = [1, 2])]
 fn c_functions(b: Bencher) {
-    use aclalloc::ffi::plugin::{aclallocPluggableFree, aclallocPluggableMalloc};
+    use aclalloc::ffi::ext::plugin::{aclallocPluggableFree, aclallocPluggableMalloc};
     let (handle, _) = published::publish(PluggableAllocator::from_functions(functions())).unwrap();
     let h = handle.get();
     b.bench(|| unsafe {

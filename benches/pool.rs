@@ -342,8 +342,8 @@ mod pair {
     /// on a pool created by `aclallocPoolCreate`.
     #[divan::bench]
     fn pool_c_callbacks(bencher: divan::Bencher) {
-        use aclalloc::ffi::pool::*;
-        use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+        use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+        use aclalloc::ffi::ext::pool::*;
         // The C API's pool takes its segments from aclrtMalloc on the
         // current device (the host runtime here).
         unsafe { aclInit(std::ptr::null()) };
@@ -378,15 +378,17 @@ mod pair {
 
 /// A pool from `aclallocPoolCreate` with the defaults, on device 0 of the
 /// host runtime.
-fn c_pool() -> aclalloc::ffi::pool::aclallocPool {
-    use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+fn c_pool() -> aclalloc::ffi::ext::pool::aclallocPool {
+    use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
     // SAFETY: no configuration file; the host runtime.
     unsafe { aclInit(std::ptr::null()) };
     assert_eq!(aclrtSetDevice(0), 0);
     let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
     assert_eq!(
         // SAFETY: NULL config (the defaults); both outputs are writable.
-        unsafe { aclalloc::ffi::pool::aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc) },
+        unsafe {
+            aclalloc::ffi::ext::pool::aclallocPoolCreate(std::ptr::null(), &mut pool, &mut desc)
+        },
         0
     );
     pool
@@ -394,13 +396,13 @@ fn c_pool() -> aclalloc::ffi::pool::aclallocPool {
 
 /// 64 blocks of `size` allocated through the C callbacks, then freed in a
 /// fixed shuffled order (multiplication by an odd number modulo 64).
-fn batch_of_64(pool: aclalloc::ffi::pool::aclallocPool, size: usize) {
+fn batch_of_64(pool: aclalloc::ffi::ext::pool::aclallocPool, size: usize) {
     let mut live = [std::ptr::null_mut(); 64];
     for slot in live.iter_mut() {
-        *slot = aclalloc::ffi::pool::aclallocPoolAlloc(pool, black_box(size));
+        *slot = aclalloc::ffi::ext::pool::aclallocPoolAlloc(pool, black_box(size));
     }
     for i in (0..64).map(|i| (i * 37 + 11) % 64) {
-        aclalloc::ffi::pool::aclallocPoolFree(pool, black_box(live[i]));
+        aclalloc::ffi::ext::pool::aclallocPoolFree(pool, black_box(live[i]));
     }
 }
 
@@ -411,7 +413,7 @@ fn batch_of_64(pool: aclalloc::ffi::pool::aclallocPool, size: usize) {
 fn batch_of_64_c_callbacks(bencher: divan::Bencher, size: usize) {
     let pool = c_pool();
     bencher.bench_local(|| batch_of_64(pool, size));
-    assert_eq!(aclalloc::ffi::pool::aclallocPoolDestroy(pool), 0);
+    assert_eq!(aclalloc::ffi::ext::pool::aclallocPoolDestroy(pool), 0);
 }
 
 /// The batch above of 64 blocks of 4 KiB, then one of 64 blocks of 48 KiB
@@ -425,7 +427,7 @@ fn batches_of_64_in_two_sizes_c_callbacks(bencher: divan::Bencher) {
             batch_of_64(pool, size);
         }
     });
-    assert_eq!(aclalloc::ffi::pool::aclallocPoolDestroy(pool), 0);
+    assert_eq!(aclalloc::ffi::ext::pool::aclallocPoolDestroy(pool), 0);
 }
 
 // ---- (2) decode-like trace ------------------------------------------------------------

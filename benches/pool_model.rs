@@ -11,10 +11,10 @@
 #[path = "pool_model/pytorch.rs"]
 mod pytorch;
 
-use aclalloc::ffi::pool::{
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::ext::pool::{
     aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolDestroy, aclallocPoolFree,
 };
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
 use aclalloc::pool::{HostMemory, Pool, PoolConfig};
 use pytorch::TorchModel;
 use std::ffi::c_void;

@@ -12,8 +12,8 @@
 //! runs the same lookups from 1 and 2 threads at once. The allocation
 //! profiler counts heap allocations per iteration (it must be zero).
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::types::*;
 use aclalloc::{AllocatorApi, AllocatorObj, Registration, StreamKey};
 use divan::counter::ItemsCount;
 use divan::{black_box, Bencher};

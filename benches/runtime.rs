@@ -11,11 +11,11 @@
 //! synchronize, reported as launches per second. The allocation columns
 //! come from divan's `AllocProfiler`: a steady-state launch allocates nothing.
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::pool::{aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolFree};
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::pool::{aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolFree};
 use divan::counter::ItemsCount;
 use divan::{AllocProfiler, Bencher};
 use std::ffi::c_void;

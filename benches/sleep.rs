@@ -11,7 +11,7 @@
 //!
 //! Run: `cargo bench --bench sleep`
 
-use aclalloc::ffi::runtime::aclrtSetDevice;
+use aclalloc::ffi::cann::runtime::aclrtSetDevice;
 use aclalloc::pool::acl::AclMemory;
 use aclalloc::pool::{DeviceMemory, HostMemory, Pool, PoolConfig};
 use divan::Bencher;

@@ -17,9 +17,9 @@
 //! are pushed in [`all_cases`], including zero / huge sizes and out-of-range
 //! ids and enums as functions that take them are added here.
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::types::*;
 use aclalloc::global;
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
@@ -641,12 +641,12 @@ fn all_cases() -> Vec<Case> {
     cases.push(fails(
         "aclallocSleep: NULL offloadTags, count 1",
         null_param("aclallocSleep", "offloadTags"),
-        Box::new(|_, _| unsafe { aclalloc::ffi::pool::aclallocSleep(std::ptr::null(), 1) }),
+        Box::new(|_, _| unsafe { aclalloc::ffi::ext::pool::aclallocSleep(std::ptr::null(), 1) }),
     ));
     cases.push(fails(
         "aclallocWakeUp: NULL tags, count 1",
         null_param("aclallocWakeUp", "tags"),
-        Box::new(|_, _| unsafe { aclalloc::ffi::pool::aclallocWakeUp(std::ptr::null(), 1) }),
+        Box::new(|_, _| unsafe { aclalloc::ffi::ext::pool::aclallocWakeUp(std::ptr::null(), 1) }),
     ));
 
     // aclGetRecentErrMsg after a success: NULL (checked by the runner), and
@@ -898,8 +898,8 @@ unsafe extern "C" fn counting_kernel(_: *mut c_void, _: usize, _: *mut c_void) {
 
 #[test]
 fn misbehaving_callbacks_fail_the_launch_not_the_process() {
-    use aclalloc::ffi::launch::aclallocLaunchKernel;
-    use aclalloc::ffi::runtime::*;
+    use aclalloc::ffi::cann::runtime::*;
+    use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
     use std::sync::atomic::Ordering::SeqCst;
     let _serial = serial();
     unsafe {
@@ -1012,7 +1012,7 @@ unsafe extern "C" fn never_called(_: *mut c_void) {
 
 /// An event kept for the whole run (the cases that need a live one).
 fn live_event() -> *mut c_void {
-    use aclalloc::ffi::events::aclrtCreateEvent;
+    use aclalloc::ffi::cann::events::aclrtCreateEvent;
     static EVENT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *EVENT.get_or_init(|| {
         let mut event = std::ptr::null_mut();
@@ -1027,7 +1027,7 @@ const GRANULE: usize = 2 << 20;
 /// A reservation of two granules kept for the whole run: where the
 /// virtual-memory cases map (nothing stays mapped in it).
 fn reservation() -> *mut c_void {
-    use aclalloc::ffi::virtual_memory::aclrtReserveMemAddress;
+    use aclalloc::ffi::cann::virtual_memory::aclrtReserveMemAddress;
     static VA: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *VA.get_or_init(|| {
         let mut va = std::ptr::null_mut();
@@ -1043,7 +1043,7 @@ fn reservation() -> *mut c_void {
 /// once: dead for the whole run (later allocations reuse freed ranges from
 /// their start).
 fn freed_device_memory() -> *mut c_void {
-    use aclalloc::ffi::memory::{aclrtFree, aclrtMalloc};
+    use aclalloc::ffi::cann::memory::{aclrtFree, aclrtMalloc};
     static FREED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *FREED.get_or_init(|| {
         let mut p = std::ptr::null_mut();
@@ -1076,13 +1076,13 @@ type MakeHandle = Box<dyn Fn(&mut Outputs) -> Option<*mut c_void>>;
 /// arguments. One line per export; a new kind of handle adds a `Kind`.
 #[allow(unused_unsafe)] // some of these exports are safe functions, some not
 const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
-    use aclalloc::ffi::events::*;
-    use aclalloc::ffi::launch::aclallocLaunchKernel;
-    use aclalloc::ffi::memory::*;
-    use aclalloc::ffi::plugin::*;
-    use aclalloc::ffi::pool::*;
-    use aclalloc::ffi::runtime::*;
-    use aclalloc::ffi::virtual_memory::*;
+    use aclalloc::ffi::cann::events::*;
+    use aclalloc::ffi::cann::memory::*;
+    use aclalloc::ffi::cann::runtime::*;
+    use aclalloc::ffi::cann::virtual_memory::*;
+    use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+    use aclalloc::ffi::ext::plugin::*;
+    use aclalloc::ffi::ext::pool::*;
     &[
         ("aclrtFreePhysical", Kind::Physical, |h, _| unsafe {
             aclrtFreePhysical(h)
@@ -1124,7 +1124,7 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
         }),
         ("aclrtFree", Kind::DevicePtr, |h, _| unsafe { aclrtFree(h) }),
         ("aclrtFreeHost", Kind::HostPtr, |h, _| unsafe {
-            aclalloc::ffi::host_memory::aclrtFreeHost(h)
+            aclalloc::ffi::cann::host_memory::aclrtFreeHost(h)
         }),
         ("aclrtDestroyEvent", Kind::Event, |h, _| unsafe {
             aclrtDestroyEvent(h)
@@ -1145,41 +1145,47 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             aclrtStreamWaitEvent(h, live_event())
         }),
         ("aclrtStreamQuery", Kind::Stream, |h, out| unsafe {
-            aclalloc::ffi::stream_info::aclrtStreamQuery(h, &mut out.guard as *mut u64 as *mut i32)
+            aclalloc::ffi::cann::stream_info::aclrtStreamQuery(
+                h,
+                &mut out.guard as *mut u64 as *mut i32,
+            )
         }),
         ("aclrtStreamGetPriority", Kind::Stream, |h, out| unsafe {
-            aclalloc::ffi::stream_info::aclrtStreamGetPriority(
+            aclalloc::ffi::cann::stream_info::aclrtStreamGetPriority(
                 h,
                 &mut out.guard as *mut u64 as *mut u32,
             )
         }),
         ("aclrtStreamGetFlags", Kind::Stream, |h, out| unsafe {
-            aclalloc::ffi::stream_info::aclrtStreamGetFlags(
+            aclalloc::ffi::cann::stream_info::aclrtStreamGetFlags(
                 h,
                 &mut out.guard as *mut u64 as *mut u32,
             )
         }),
         ("aclrtStreamGetId", Kind::Stream, |h, out| unsafe {
-            aclalloc::ffi::stream_info::aclrtStreamGetId(h, &mut out.guard as *mut u64 as *mut i32)
+            aclalloc::ffi::cann::stream_info::aclrtStreamGetId(
+                h,
+                &mut out.guard as *mut u64 as *mut i32,
+            )
         }),
         ("aclrtSetStreamFailureMode", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(h, 1)
+            aclalloc::ffi::cann::stream_info::aclrtSetStreamFailureMode(h, 1)
         }),
         ("aclrtLaunchHostFunc", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_info::aclrtLaunchHostFunc(
+            aclalloc::ffi::cann::stream_info::aclrtLaunchHostFunc(
                 h,
                 Some(never_called),
                 std::ptr::null_mut(),
             )
         }),
         ("aclrtSubscribeReport", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_info::aclrtSubscribeReport(1, h)
+            aclalloc::ffi::cann::stream_info::aclrtSubscribeReport(1, h)
         }),
         ("aclrtUnSubscribeReport", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_info::aclrtUnSubscribeReport(1, h)
+            aclalloc::ffi::cann::stream_info::aclrtUnSubscribeReport(1, h)
         }),
         ("aclrtLaunchCallback", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_info::aclrtLaunchCallback(
+            aclalloc::ffi::cann::stream_info::aclrtLaunchCallback(
                 Some(never_called),
                 std::ptr::null_mut(),
                 1,
@@ -1187,26 +1193,30 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             )
         }),
         ("aclrtStreamAbort", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_control::aclrtStreamAbort(h)
+            aclalloc::ffi::cann::stream_control::aclrtStreamAbort(h)
         }),
         ("aclrtStreamStop", Kind::Stream, |h, _| unsafe {
-            aclalloc::ffi::stream_control::aclrtStreamStop(h)
+            aclalloc::ffi::cann::stream_control::aclrtStreamStop(h)
         }),
         ("aclrtValueWrite", Kind::DevicePtr, |h, _| unsafe {
-            aclalloc::ffi::stream_control::aclrtValueWrite(h, 1, 0, std::ptr::null_mut())
+            aclalloc::ffi::cann::stream_control::aclrtValueWrite(h, 1, 0, std::ptr::null_mut())
         }),
         ("aclrtValueWait", Kind::DevicePtr, |h, _| unsafe {
-            aclalloc::ffi::stream_control::aclrtValueWait(h, 1, 0, std::ptr::null_mut())
+            aclalloc::ffi::cann::stream_control::aclrtValueWait(h, 1, 0, std::ptr::null_mut())
         }),
         (
             "aclrtStreamWaitEventWithTimeout",
             Kind::Event,
             |h, _| unsafe {
-                aclalloc::ffi::events::aclrtStreamWaitEventWithTimeout(std::ptr::null_mut(), h, 1)
+                aclalloc::ffi::cann::events::aclrtStreamWaitEventWithTimeout(
+                    std::ptr::null_mut(),
+                    h,
+                    1,
+                )
             },
         ),
         ("aclrtRecordEventWithFlag", Kind::Event, |h, _| unsafe {
-            aclalloc::ffi::events::aclrtRecordEventWithFlag(h, std::ptr::null_mut(), 0)
+            aclalloc::ffi::cann::events::aclrtRecordEventWithFlag(h, std::ptr::null_mut(), 0)
         }),
         ("aclrtQueryEventStatus", Kind::Event, |h, out| unsafe {
             aclrtQueryEventStatus(h, &mut out.guard as *mut u64 as *mut i32)
@@ -1306,46 +1316,46 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             |h, _| unsafe { aclallocPluggableSetMemoryFraction(h, 0.5, 0) },
         ),
         ("aclallocPluggableSetInitFn", Kind::Pluggable, |h, _| {
-            aclalloc::ffi::plugin_hooks::aclallocPluggableSetInitFn(h, None)
+            aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetInitFn(h, None)
         }),
         ("aclallocPluggableSetResetFn", Kind::Pluggable, |h, _| {
-            aclalloc::ffi::plugin_hooks::aclallocPluggableSetResetFn(h, None)
+            aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetResetFn(h, None)
         }),
         (
             "aclallocPluggableSetMemoryFractionFn",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetMemoryFractionFn(h, None),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetMemoryFractionFn(h, None),
         ),
         (
             "aclallocPluggableSetBaseAllocFn",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetBaseAllocFn(h, None),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetBaseAllocFn(h, None),
         ),
         (
             "aclallocPluggableSetRecordStreamFn",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetRecordStreamFn(h, None),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetRecordStreamFn(h, None),
         ),
         (
             "aclallocPluggableSetEraseStreamFn",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetEraseStreamFn(h, None),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetEraseStreamFn(h, None),
         ),
         (
             "aclallocPluggableSetGetDeviceStatsFn",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetGetDeviceStatsFn(h, None),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetGetDeviceStatsFn(h, None),
         ),
         (
             "aclallocPluggableSetResetPeakStatusFn",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableSetResetPeakStatusFn(h, None),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableSetResetPeakStatusFn(h, None),
         ),
         (
             "aclallocPluggableGetDeviceStats",
             Kind::Pluggable,
             |h, out| unsafe {
-                aclalloc::ffi::plugin_hooks::aclallocPluggableGetDeviceStats(
+                aclalloc::ffi::ext::plugin_hooks::aclallocPluggableGetDeviceStats(
                     h,
                     0,
                     &mut out.guard as *mut u64 as *mut _,
@@ -1355,13 +1365,13 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
         (
             "aclallocPluggableResetPeakStatus",
             Kind::Pluggable,
-            |h, _| aclalloc::ffi::plugin_hooks::aclallocPluggableResetPeakStatus(h, 0),
+            |h, _| aclalloc::ffi::ext::plugin_hooks::aclallocPluggableResetPeakStatus(h, 0),
         ),
         (
             "aclallocPluggableGetBaseAllocation",
             Kind::Pluggable,
             |h, out| unsafe {
-                aclalloc::ffi::plugin_hooks::aclallocPluggableGetBaseAllocation(
+                aclalloc::ffi::ext::plugin_hooks::aclallocPluggableGetBaseAllocation(
                     h,
                     &mut out.guard as *mut u64 as *mut c_void,
                     &mut out.desc,
@@ -1373,7 +1383,7 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             "aclallocPluggableRecordStream",
             Kind::Pluggable,
             |h, out| {
-                aclalloc::ffi::plugin_hooks::aclallocPluggableRecordStream(
+                aclalloc::ffi::ext::plugin_hooks::aclallocPluggableRecordStream(
                     h,
                     &mut out.guard as *mut u64 as *mut c_void,
                     std::ptr::null_mut(),
@@ -1381,7 +1391,7 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             },
         ),
         ("aclallocPluggableEraseStream", Kind::Pluggable, |h, out| {
-            aclalloc::ffi::plugin_hooks::aclallocPluggableEraseStream(
+            aclalloc::ffi::ext::plugin_hooks::aclallocPluggableEraseStream(
                 h,
                 &mut out.guard as *mut u64 as *mut c_void,
                 std::ptr::null_mut(),
@@ -1395,43 +1405,53 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             )
         }),
         ("aclallocMemPoolDestroy", Kind::MemPool, |h, _| {
-            aclalloc::ffi::mem_pool::aclallocMemPoolDestroy(h)
+            aclalloc::ffi::ext::mem_pool::aclallocMemPoolDestroy(h)
         }),
         ("aclallocMemPoolGetId", Kind::MemPool, |h, out| unsafe {
-            aclalloc::ffi::mem_pool::aclallocMemPoolGetId(h, &mut out.guard)
+            aclalloc::ffi::ext::mem_pool::aclallocMemPoolGetId(h, &mut out.guard)
         }),
         ("aclallocMemPoolUseCount", Kind::MemPool, |h, out| unsafe {
-            aclalloc::ffi::mem_pool::aclallocMemPoolUseCount(h, &mut out.guard)
+            aclalloc::ffi::ext::mem_pool::aclallocMemPoolUseCount(h, &mut out.guard)
         }),
         ("aclallocMemPoolBeginUse", Kind::MemPool, |h, _| {
-            aclalloc::ffi::mem_pool::aclallocMemPoolBeginUse(h, 0)
+            aclalloc::ffi::ext::mem_pool::aclallocMemPoolBeginUse(h, 0)
         }),
         ("aclallocMemPoolEndUse", Kind::MemPool, |h, _| {
-            aclalloc::ffi::mem_pool::aclallocMemPoolEndUse(h, 0)
+            aclalloc::ffi::ext::mem_pool::aclallocMemPoolEndUse(h, 0)
         }),
         ("aclallocMemPoolSnapshot", Kind::MemPool, |h, out| unsafe {
             let length = &mut out.guard as *mut u64 as *mut usize;
-            aclalloc::ffi::mem_pool::aclallocMemPoolSnapshot(h, std::ptr::null_mut(), 0, length)
+            aclalloc::ffi::ext::mem_pool::aclallocMemPoolSnapshot(
+                h,
+                std::ptr::null_mut(),
+                0,
+                length,
+            )
         }),
         (
             "aclallocMemPoolGetDevicePool",
             Kind::MemPool,
             |h, out| unsafe {
-                aclalloc::ffi::mem_pool::aclallocMemPoolGetDevicePool(h, 0, &mut out.obj)
+                aclalloc::ffi::ext::mem_pool::aclallocMemPoolGetDevicePool(h, 0, &mut out.obj)
             },
         ),
         (
             "aclrtMemExportToShareableHandle",
             Kind::Physical,
             |h, out| unsafe {
-                aclalloc::ffi::sharing::aclrtMemExportToShareableHandle(h, 0, 0, &mut out.guard)
+                aclalloc::ffi::cann::sharing::aclrtMemExportToShareableHandle(
+                    h,
+                    0,
+                    0,
+                    &mut out.guard,
+                )
             },
         ),
         (
             "aclrtMemExportToShareableHandleV2",
             Kind::Physical,
             |h, out| unsafe {
-                aclalloc::ffi::sharing::aclrtMemExportToShareableHandleV2(
+                aclalloc::ffi::cann::sharing::aclrtMemExportToShareableHandleV2(
                     h,
                     0,
                     1,
@@ -1444,7 +1464,7 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 id: 0,
                 r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
             };
-            aclalloc::ffi::sharing::aclrtMemGetAccess(h, &mut at, &mut out.guard)
+            aclalloc::ffi::cann::sharing::aclrtMemGetAccess(h, &mut at, &mut out.guard)
         }),
         // A refused export writes no key: 8 bytes of guard are enough to see it.
         (
@@ -1452,49 +1472,49 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
             Kind::DevicePtr,
             |h, out| unsafe {
                 let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
-                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(h, 8, key, 65, 0)
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemGetExportKey(h, 8, key, 65, 0)
             },
         ),
         ("aclrtDestroyNotify", Kind::Notify, |h, _| unsafe {
-            aclalloc::ffi::notify::aclrtDestroyNotify(h)
+            aclalloc::ffi::cann::notify::aclrtDestroyNotify(h)
         }),
         ("aclrtRecordNotify", Kind::Notify, |h, _| unsafe {
-            aclalloc::ffi::notify::aclrtRecordNotify(h, std::ptr::null_mut())
+            aclalloc::ffi::cann::notify::aclrtRecordNotify(h, std::ptr::null_mut())
         }),
         ("aclrtWaitAndResetNotify", Kind::Notify, |h, _| unsafe {
-            aclalloc::ffi::notify::aclrtWaitAndResetNotify(h, std::ptr::null_mut(), 1)
+            aclalloc::ffi::cann::notify::aclrtWaitAndResetNotify(h, std::ptr::null_mut(), 1)
         }),
         ("aclrtGetNotifyId", Kind::Notify, |h, out| unsafe {
-            aclalloc::ffi::notify::aclrtGetNotifyId(h, &mut out.guard as *mut u64 as *mut u32)
+            aclalloc::ffi::cann::notify::aclrtGetNotifyId(h, &mut out.guard as *mut u64 as *mut u32)
         }),
         ("aclrtNotifySetImportPid", Kind::Notify, |h, _| unsafe {
-            aclalloc::ffi::notify::aclrtNotifySetImportPid(h, &mut 1, 1)
+            aclalloc::ffi::cann::notify::aclrtNotifySetImportPid(h, &mut 1, 1)
         }),
         ("aclrtNotifyGetExportKey", Kind::Notify, |h, out| unsafe {
             let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
-            aclalloc::ffi::notify::aclrtNotifyGetExportKey(h, key, 8, 0)
+            aclalloc::ffi::cann::notify::aclrtNotifyGetExportKey(h, key, 8, 0)
         }),
         ("aclrtNotifyBatchReset", Kind::Notify, |h, _| unsafe {
-            aclalloc::ffi::notify::aclrtNotifyBatchReset(&mut [h] as *mut [_; 1] as *mut _, 1)
+            aclalloc::ffi::cann::notify::aclrtNotifyBatchReset(&mut [h] as *mut [_; 1] as *mut _, 1)
         }),
         (
             "aclrtNotifySetImportPidInterServer",
             Kind::Notify,
             |h, _| unsafe {
                 let mut server = server_pid();
-                aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(h, &mut server, 1)
+                aclalloc::ffi::cann::notify::aclrtNotifySetImportPidInterServer(h, &mut server, 1)
             },
         ),
         ("aclrtIpcGetEventHandle", Kind::Event, |h, out| unsafe {
             ipc_event_handle(out, h)
         }),
         ("aclrtSetStreamAttribute", Kind::Stream, |h, _| unsafe {
-            use aclalloc::ffi::stream_attribute::*;
+            use aclalloc::ffi::cann::stream_attribute::*;
             let mut v = aclrtStreamAttrValue { userCustomTag: 1 };
             aclrtSetStreamAttribute(h, ACL_STREAM_ATTR_USER_CUSTOM_TAG, &mut v)
         }),
         ("aclrtGetStreamAttribute", Kind::Stream, |h, out| unsafe {
-            use aclalloc::ffi::stream_attribute::*;
+            use aclalloc::ffi::cann::stream_attribute::*;
             let value = &mut out.guard as *mut u64 as *mut aclrtStreamAttrValue;
             aclrtGetStreamAttribute(h, ACL_STREAM_ATTR_FAILURE_MODE, value)
         }),
@@ -1504,9 +1524,9 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
 /// A handle of `kind` that was handed out and taken back, where this test
 /// can make one.
 unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
-    use aclalloc::ffi::memory::*;
-    use aclalloc::ffi::pool::*;
-    use aclalloc::ffi::runtime::*;
+    use aclalloc::ffi::cann::memory::*;
+    use aclalloc::ffi::cann::runtime::*;
+    use aclalloc::ffi::ext::pool::*;
     let mut h: *mut c_void = std::ptr::null_mut();
     unsafe {
         match kind {
@@ -1536,22 +1556,22 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
             }
             Kind::Pluggable => return None,
             Kind::MemPool => {
-                use aclalloc::ffi::mem_pool::*;
+                use aclalloc::ffi::ext::mem_pool::*;
                 assert_eq!(aclallocMemPoolCreate(std::ptr::null(), &mut h), OK);
                 assert_eq!(aclallocMemPoolDestroy(h), OK);
             }
             Kind::Event => {
-                use aclalloc::ffi::events::*;
+                use aclalloc::ffi::cann::events::*;
                 assert_eq!(aclrtCreateEvent(&mut h), OK);
                 assert_eq!(aclrtDestroyEvent(h), OK);
             }
             Kind::HostPtr => {
-                use aclalloc::ffi::host_memory::*;
+                use aclalloc::ffi::cann::host_memory::*;
                 assert_eq!(aclrtMallocHost(&mut h, 256), OK);
                 assert_eq!(aclrtFreeHost(h), OK);
             }
             Kind::Physical => {
-                use aclalloc::ffi::virtual_memory::*;
+                use aclalloc::ffi::cann::virtual_memory::*;
                 assert_eq!(
                     aclrtMallocPhysical(&mut h, GRANULE, &physical_prop(), 0),
                     OK
@@ -1559,7 +1579,7 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtFreePhysical(h), OK);
             }
             Kind::Reservation => {
-                use aclalloc::ffi::virtual_memory::*;
+                use aclalloc::ffi::cann::virtual_memory::*;
                 assert_eq!(
                     aclrtReserveMemAddress(&mut h, GRANULE, 0, std::ptr::null_mut(), 0),
                     OK
@@ -1567,7 +1587,7 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtReleaseMemAddress(h), OK);
             }
             Kind::Mapping => {
-                use aclalloc::ffi::virtual_memory::*;
+                use aclalloc::ffi::cann::virtual_memory::*;
                 let mut physical = std::ptr::null_mut();
                 assert_eq!(
                     aclrtMallocPhysical(&mut physical, GRANULE, &physical_prop(), 0),
@@ -1579,7 +1599,7 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 assert_eq!(aclrtFreePhysical(physical), OK);
             }
             Kind::Notify => {
-                use aclalloc::ffi::notify::*;
+                use aclalloc::ffi::cann::notify::*;
                 assert_eq!(aclrtCreateNotify(&mut h, 0), OK);
                 assert_eq!(aclrtDestroyNotify(h), OK);
             }
@@ -1591,7 +1611,7 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
 
 #[test]
 fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
-    use aclalloc::ffi::runtime::*;
+    use aclalloc::ffi::cann::runtime::*;
     let _serial = serial();
     let mut cases = 0;
     unsafe {
@@ -1652,7 +1672,7 @@ fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
 
 /// Host memory from `aclrtMallocHost`, freed (kept for the whole run).
 fn freed_host_memory() -> *mut c_void {
-    use aclalloc::ffi::host_memory::*;
+    use aclalloc::ffi::cann::host_memory::*;
     static FREED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *FREED.get_or_init(|| {
         let mut h = std::ptr::null_mut();
@@ -1668,7 +1688,7 @@ fn freed_host_memory() -> *mut c_void {
 /// `aclrtMapMem` of one granule of physical memory kept for the whole run,
 /// with the given arguments.
 unsafe fn map_fresh(va: *mut c_void, size: usize, offset: usize, flags: u64) -> aclError {
-    use aclalloc::ffi::virtual_memory::*;
+    use aclalloc::ffi::cann::virtual_memory::*;
     static PHYSICAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let h = *PHYSICAL.get_or_init(|| {
         let mut h = std::ptr::null_mut();
@@ -1687,9 +1707,9 @@ unsafe fn map_fresh(va: *mut c_void, size: usize, offset: usize, flags: u64) -> 
 /// documented code, a message from that function, nothing written.
 #[test]
 fn runtime_sizes_ids_and_enums_out_of_range() {
-    use aclalloc::ffi::memory::*;
-    use aclalloc::ffi::runtime::*;
-    use aclalloc::ffi::virtual_memory::*;
+    use aclalloc::ffi::cann::memory::*;
+    use aclalloc::ffi::cann::runtime::*;
+    use aclalloc::ffi::cann::virtual_memory::*;
     const INVALID_DEVICE: aclError = 107_001;
     const API_NOT_SUPPORT: aclError = 200_001;
     const EVENT_NOT_COMPLETE: aclError = 507_006;
@@ -2078,33 +2098,37 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "aclrtMallocHost",
             "size 0",
             INVALID_PARAM,
-            |out, _| unsafe { aclalloc::ffi::host_memory::aclrtMallocHost(&mut out.desc, 0) },
+            |out, _| unsafe { aclalloc::ffi::cann::host_memory::aclrtMallocHost(&mut out.desc, 0) },
         ),
         (
             "aclrtMallocHost",
             "hostPtr NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::host_memory::aclrtMallocHost(std::ptr::null_mut(), 64) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::host_memory::aclrtMallocHost(std::ptr::null_mut(), 64)
+            },
         ),
         (
             "aclallocHostMemoryGetStats",
             "stats NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::host_memory_stats::aclallocHostMemoryGetStats(std::ptr::null_mut())
+                aclalloc::ffi::ext::host_memory_stats::aclallocHostMemoryGetStats(
+                    std::ptr::null_mut(),
+                )
             },
         ),
         (
             "aclrtFreeHost",
             "hostPtr NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::host_memory::aclrtFreeHost(std::ptr::null_mut()) },
+            |_, _| unsafe { aclalloc::ffi::cann::host_memory::aclrtFreeHost(std::ptr::null_mut()) },
         ),
         (
             "aclrtFreeHost",
             "device memory",
             INVALID_PARAM,
-            |_, dev| unsafe { aclalloc::ffi::host_memory::aclrtFreeHost(dev) },
+            |_, dev| unsafe { aclalloc::ffi::cann::host_memory::aclrtFreeHost(dev) },
         ),
         (
             "aclrtMemcpy",
@@ -2118,14 +2142,14 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "aclrtCreateEvent",
             "event NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::events::aclrtCreateEvent(std::ptr::null_mut()) },
+            |_, _| unsafe { aclalloc::ffi::cann::events::aclrtCreateEvent(std::ptr::null_mut()) },
         ),
         (
             "aclrtCreateEventWithFlag",
             "flag 0x100",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x100)
+                aclalloc::ffi::cann::events::aclrtCreateEventWithFlag(&mut out.desc, 0x100)
             },
         ),
         (
@@ -2133,7 +2157,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "flag ACL_EVENT_EXTERNAL",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtCreateEventExWithFlag(&mut out.desc, 0x20)
+                aclalloc::ffi::cann::events::aclrtCreateEventExWithFlag(&mut out.desc, 0x20)
             },
         ),
         (
@@ -2141,7 +2165,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "flag ACL_EVENT_IPC | ACL_EVENT_SYNC",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtCreateEventWithFlag(&mut out.desc, 0x41)
+                aclalloc::ffi::cann::events::aclrtCreateEventWithFlag(&mut out.desc, 0x41)
             },
         ),
         (
@@ -2149,7 +2173,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "timeout -2",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::events::aclrtSynchronizeEventWithTimeout(live_event(), -2)
+                aclalloc::ffi::cann::events::aclrtSynchronizeEventWithTimeout(live_event(), -2)
             },
         ),
         (
@@ -2157,7 +2181,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "timeout 0",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::events::aclrtSynchronizeEventWithTimeout(live_event(), 0)
+                aclalloc::ffi::cann::events::aclrtSynchronizeEventWithTimeout(live_event(), 0)
             },
         ),
         (
@@ -2165,7 +2189,10 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "status NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::events::aclrtQueryEventStatus(live_event(), std::ptr::null_mut())
+                aclalloc::ffi::cann::events::aclrtQueryEventStatus(
+                    live_event(),
+                    std::ptr::null_mut(),
+                )
             },
         ),
         (
@@ -2173,7 +2200,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "never recorded",
             EVENT_NOT_COMPLETE,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtEventGetTimestamp(live_event(), &mut out.guard)
+                aclalloc::ffi::cann::events::aclrtEventGetTimestamp(live_event(), &mut out.guard)
             },
         ),
         (
@@ -2181,7 +2208,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "never recorded",
             EVENT_NOT_COMPLETE,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtEventElapsedTime(
+                aclalloc::ffi::cann::events::aclrtEventElapsedTime(
                     &mut out.guard as *mut u64 as *mut f32,
                     live_event(),
                     live_event(),
@@ -2193,7 +2220,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "ms NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::events::aclrtEventElapsedTime(
+                aclalloc::ffi::cann::events::aclrtEventElapsedTime(
                     std::ptr::null_mut(),
                     live_event(),
                     live_event(),
@@ -2205,7 +2232,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "status NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_info::aclrtStreamQuery(
+                aclalloc::ffi::cann::stream_info::aclrtStreamQuery(
                     std::ptr::null_mut(),
                     std::ptr::null_mut(),
                 )
@@ -2216,7 +2243,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "streamId NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_info::aclrtStreamGetId(
+                aclalloc::ffi::cann::stream_info::aclrtStreamGetId(
                     std::ptr::null_mut(),
                     std::ptr::null_mut(),
                 )
@@ -2227,7 +2254,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "mode 2",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_info::aclrtSetStreamFailureMode(std::ptr::null_mut(), 2)
+                aclalloc::ffi::cann::stream_info::aclrtSetStreamFailureMode(std::ptr::null_mut(), 2)
             },
         ),
         (
@@ -2235,7 +2262,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "leastPriority NULL",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::stream_info::aclrtDeviceGetStreamPriorityRange(
+                aclalloc::ffi::cann::stream_info::aclrtDeviceGetStreamPriorityRange(
                     std::ptr::null_mut(),
                     &mut out.guard as *mut u64 as *mut i32,
                 )
@@ -2246,7 +2273,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "fn NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_info::aclrtLaunchHostFunc(
+                aclalloc::ffi::cann::stream_info::aclrtLaunchHostFunc(
                     std::ptr::null_mut(),
                     None,
                     std::ptr::null_mut(),
@@ -2257,20 +2284,24 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "aclrtStreamAbort",
             "stream NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::stream_control::aclrtStreamAbort(std::ptr::null_mut()) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::stream_control::aclrtStreamAbort(std::ptr::null_mut())
+            },
         ),
         (
             "aclrtStreamStop",
             "stream NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::stream_control::aclrtStreamStop(std::ptr::null_mut()) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::stream_control::aclrtStreamStop(std::ptr::null_mut())
+            },
         ),
         (
             "aclrtValueWrite",
             "devAddr NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_control::aclrtValueWrite(
+                aclalloc::ffi::cann::stream_control::aclrtValueWrite(
                     std::ptr::null_mut(),
                     1,
                     0,
@@ -2279,7 +2310,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             },
         ),
         ("aclrtValueWait", "flag 4", INVALID_PARAM, |out, _| unsafe {
-            aclalloc::ffi::stream_control::aclrtValueWait(
+            aclalloc::ffi::cann::stream_control::aclrtValueWait(
                 &mut out.guard as *mut u64 as *mut c_void,
                 1,
                 4,
@@ -2291,7 +2322,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "regName NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_control::aclrtRegStreamStateCallback(
+                aclalloc::ffi::cann::stream_control::aclrtRegStreamStateCallback(
                     std::ptr::null(),
                     None,
                     std::ptr::null_mut(),
@@ -2303,7 +2334,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "handle never handed out",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::stream_control::aclrtSetStreamConfigOpt(
+                aclalloc::ffi::cann::stream_control::aclrtSetStreamConfigOpt(
                     &mut out.guard as *mut u64 as *mut _,
                     2,
                     &out.guard as *const u64 as *const c_void,
@@ -2316,7 +2347,9 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "handle NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_control::aclrtDestroyStreamConfigHandle(std::ptr::null_mut())
+                aclalloc::ffi::cann::stream_control::aclrtDestroyStreamConfigHandle(
+                    std::ptr::null_mut(),
+                )
             },
         ),
         (
@@ -2324,7 +2357,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "handle never handed out",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::stream_control::aclrtCreateStreamV2(
+                aclalloc::ffi::cann::stream_control::aclrtCreateStreamV2(
                     &mut out.desc as *mut _,
                     &out.guard as *const u64 as *const _,
                 )
@@ -2335,7 +2368,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "outside a task",
             INVALID_PARAM,
             |_, _| {
-                aclalloc::ffi::task_failure::aclallocFailCurrentTask(
+                aclalloc::ffi::ext::task_failure::aclallocFailCurrentTask(
                     aclalloc::base::error::ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
                 )
             },
@@ -2345,7 +2378,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "timeout -1",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::events::aclrtStreamWaitEventWithTimeout(
+                aclalloc::ffi::cann::events::aclrtStreamWaitEventWithTimeout(
                     std::ptr::null_mut(),
                     live_event(),
                     -1,
@@ -2357,7 +2390,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "flag 2",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::events::aclrtRecordEventWithFlag(
+                aclalloc::ffi::cann::events::aclrtRecordEventWithFlag(
                     live_event(),
                     std::ptr::null_mut(),
                     2,
@@ -2369,7 +2402,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "blockType 2",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_info::aclrtLaunchCallback(
+                aclalloc::ffi::cann::stream_info::aclrtLaunchCallback(
                     Some(never_called),
                     std::ptr::null_mut(),
                     2,
@@ -2378,20 +2411,20 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             },
         ),
         ("aclrtProcessReport", "timeout 0", INVALID_PARAM, |_, _| {
-            aclalloc::ffi::stream_info::aclrtProcessReport(0)
+            aclalloc::ffi::cann::stream_info::aclrtProcessReport(0)
         }),
         (
             "aclrtProcessReport",
             "not subscribed",
             INVALID_PARAM,
-            |_, _| aclalloc::ffi::stream_info::aclrtProcessReport(1),
+            |_, _| aclalloc::ffi::cann::stream_info::aclrtProcessReport(1),
         ),
         (
             "aclrtGetResInCurrentThread",
             "type 7",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::device_info::aclrtGetResInCurrentThread(
+                aclalloc::ffi::cann::device_info::aclrtGetResInCurrentThread(
                     7,
                     &mut out.guard as *mut u64 as *mut u32,
                 )
@@ -2402,7 +2435,10 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "value NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::device_info::aclrtGetResInCurrentThread(0, std::ptr::null_mut())
+                aclalloc::ffi::cann::device_info::aclrtGetResInCurrentThread(
+                    0,
+                    std::ptr::null_mut(),
+                )
             },
         ),
         (
@@ -2410,7 +2446,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "errorInfo NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::device_info::aclrtGetErrorVerbose(0, std::ptr::null_mut())
+                aclalloc::ffi::cann::device_info::aclrtGetErrorVerbose(0, std::ptr::null_mut())
             },
         ),
         (
@@ -2418,7 +2454,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "device 2^30",
             INVALID_DEVICE,
             |out, _| unsafe {
-                aclalloc::ffi::device_info::aclrtGetDeviceInfo(
+                aclalloc::ffi::cann::device_info::aclrtGetDeviceInfo(
                     1 << 30,
                     301,
                     &mut out.guard as *mut u64 as *mut i64,
@@ -2430,7 +2466,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "attr 999",
             API_NOT_SUPPORT,
             |out, _| unsafe {
-                aclalloc::ffi::device_info::aclrtGetDeviceInfo(
+                aclalloc::ffi::cann::device_info::aclrtGetDeviceInfo(
                     0,
                     999,
                     &mut out.guard as *mut u64 as *mut i64,
@@ -2442,21 +2478,23 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "value NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::device_info::aclrtGetDeviceInfo(0, 301, std::ptr::null_mut())
+                aclalloc::ffi::cann::device_info::aclrtGetDeviceInfo(0, 301, std::ptr::null_mut())
             },
         ),
         (
             "aclrtGetRunMode",
             "runMode NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::device_info::aclrtGetRunMode(std::ptr::null_mut()) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::device_info::aclrtGetRunMode(std::ptr::null_mut())
+            },
         ),
         (
             "aclsysGetVersionStr",
             "pkgName NULL",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::device_info::aclsysGetVersionStr(
+                aclalloc::ffi::cann::device_info::aclsysGetVersionStr(
                     std::ptr::null_mut(),
                     &mut out.guard as *mut u64 as *mut std::ffi::c_char,
                 )
@@ -2467,7 +2505,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "versionNum NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::device_info::aclsysGetVersionNum(
+                aclalloc::ffi::cann::device_info::aclsysGetVersionNum(
                     c"runtime".as_ptr().cast_mut(),
                     std::ptr::null_mut(),
                 )
@@ -2478,7 +2516,9 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "stream NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::device_info::aclrtCtxGetCurrentDefaultStream(std::ptr::null_mut())
+                aclalloc::ffi::cann::device_info::aclrtCtxGetCurrentDefaultStream(
+                    std::ptr::null_mut(),
+                )
             },
         ),
         (
@@ -2486,7 +2526,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "peer device -1",
             INVALID_DEVICE,
             |out, _| unsafe {
-                aclalloc::ffi::device_info::aclrtDeviceCanAccessPeer(
+                aclalloc::ffi::cann::device_info::aclrtDeviceCanAccessPeer(
                     &mut out.guard as *mut u64 as *mut i32,
                     0,
                     -1,
@@ -2498,20 +2538,24 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "canAccessPeer NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::device_info::aclrtDeviceCanAccessPeer(std::ptr::null_mut(), 0, 0)
+                aclalloc::ffi::cann::device_info::aclrtDeviceCanAccessPeer(
+                    std::ptr::null_mut(),
+                    0,
+                    0,
+                )
             },
         ),
         (
             "aclrtDeviceEnablePeerAccess",
             "flags 1",
             INVALID_PARAM,
-            |_, _| aclalloc::ffi::device_info::aclrtDeviceEnablePeerAccess(0, 1),
+            |_, _| aclalloc::ffi::cann::device_info::aclrtDeviceEnablePeerAccess(0, 1),
         ),
         (
             "aclrtDeviceDisablePeerAccess",
             "device 2^30",
             INVALID_DEVICE,
-            |_, _| aclalloc::ffi::device_info::aclrtDeviceDisablePeerAccess(1 << 30),
+            |_, _| aclalloc::ffi::cann::device_info::aclrtDeviceDisablePeerAccess(1 << 30),
         ),
         // Sharing, IPC memory, notifies and IPC events.
         (
@@ -2525,7 +2569,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "handle NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_events::aclrtIpcGetEventHandle(
+                aclalloc::ffi::cann::ipc_events::aclrtIpcGetEventHandle(
                     live_event(),
                     std::ptr::null_mut(),
                 )
@@ -2536,7 +2580,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a made-up handle",
             INVALID_PARAM,
             |out, _| unsafe {
-                use aclalloc::ffi::ipc_events::*;
+                use aclalloc::ffi::cann::ipc_events::*;
                 let mut h = aclrtIpcEventHandle {
                     reserved: [0x5a; 64],
                 };
@@ -2550,7 +2594,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a zeroed handle",
             INVALID_PARAM,
             |out, _| unsafe {
-                use aclalloc::ffi::ipc_events::*;
+                use aclalloc::ffi::cann::ipc_events::*;
                 aclrtIpcOpenEventHandle(aclrtIpcEventHandle { reserved: [0; 64] }, &mut out.desc)
             },
         ),
@@ -2559,7 +2603,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "event NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                use aclalloc::ffi::ipc_events::*;
+                use aclalloc::ffi::cann::ipc_events::*;
                 aclrtIpcOpenEventHandle(
                     aclrtIpcEventHandle { reserved: [0; 64] },
                     std::ptr::null_mut(),
@@ -2571,20 +2615,22 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "flag ACL_EVENT_IPC | ACL_EVENT_TIME_LINE",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::events::aclrtCreateEventExWithFlag(&mut out.desc, 0x48)
+                aclalloc::ffi::cann::events::aclrtCreateEventExWithFlag(&mut out.desc, 0x48)
             },
         ),
         (
             "aclrtCreateNotify",
             "notify NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::notify::aclrtCreateNotify(std::ptr::null_mut(), 0) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::notify::aclrtCreateNotify(std::ptr::null_mut(), 0)
+            },
         ),
         (
             "aclrtCreateNotify",
             "flag 2",
             INVALID_PARAM,
-            |out, _| unsafe { aclalloc::ffi::notify::aclrtCreateNotify(&mut out.desc, 2) },
+            |out, _| unsafe { aclalloc::ffi::cann::notify::aclrtCreateNotify(&mut out.desc, 2) },
         ),
         (
             "aclrtNotifyGetExportKey",
@@ -2592,7 +2638,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_PARAM,
             |out, _| unsafe {
                 let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
-                aclalloc::ffi::notify::aclrtNotifyGetExportKey(live_notify(), key, 8, 1)
+                aclalloc::ffi::cann::notify::aclrtNotifyGetExportKey(live_notify(), key, 8, 1)
             },
         ),
         (
@@ -2600,7 +2646,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "notify NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::notify::aclrtNotifyImportByKey(
+                aclalloc::ffi::cann::notify::aclrtNotifyImportByKey(
                     std::ptr::null_mut(),
                     c"aclalloc-0000040000000001".as_ptr(),
                     0,
@@ -2612,7 +2658,11 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "key NULL",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::notify::aclrtNotifyImportByKey(&mut out.desc, std::ptr::null(), 0)
+                aclalloc::ffi::cann::notify::aclrtNotifyImportByKey(
+                    &mut out.desc,
+                    std::ptr::null(),
+                    0,
+                )
             },
         ),
         (
@@ -2620,7 +2670,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a made-up key",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::notify::aclrtNotifyImportByKey(
+                aclalloc::ffi::cann::notify::aclrtNotifyImportByKey(
                     &mut out.desc,
                     c"aclalloc-0000040000000001".as_ptr(),
                     0,
@@ -2632,7 +2682,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "flags 1",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::notify::aclrtNotifyImportByKey(
+                aclalloc::ffi::cann::notify::aclrtNotifyImportByKey(
                     &mut out.desc,
                     c"aclalloc-0000040000000001".as_ptr(),
                     1,
@@ -2643,7 +2693,9 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "aclrtNotifyBatchReset",
             "notifies NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::notify::aclrtNotifyBatchReset(std::ptr::null_mut(), 1) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::notify::aclrtNotifyBatchReset(std::ptr::null_mut(), 1)
+            },
         ),
         (
             "aclrtNotifyBatchReset",
@@ -2651,7 +2703,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_PARAM,
             |_, _| unsafe {
                 let mut list = [live_notify()];
-                aclalloc::ffi::notify::aclrtNotifyBatchReset(list.as_mut_ptr(), 0)
+                aclalloc::ffi::cann::notify::aclrtNotifyBatchReset(list.as_mut_ptr(), 0)
             },
         ),
         (
@@ -2659,7 +2711,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "serverPids NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(
+                aclalloc::ffi::cann::notify::aclrtNotifySetImportPidInterServer(
                     live_notify(),
                     std::ptr::null_mut(),
                     1,
@@ -2672,7 +2724,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             API_NOT_SUPPORT,
             |_, _| unsafe {
                 let mut server = server_pid();
-                aclalloc::ffi::notify::aclrtNotifySetImportPidInterServer(
+                aclalloc::ffi::cann::notify::aclrtNotifySetImportPidInterServer(
                     live_notify(),
                     &mut server,
                     1,
@@ -2685,7 +2737,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_PARAM,
             |out, dev| unsafe {
                 let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
-                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(dev, 0, key, 8, 0)
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemGetExportKey(dev, 0, key, 8, 0)
             },
         ),
         (
@@ -2694,7 +2746,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_PARAM,
             |out, dev| unsafe {
                 let key = &mut out.guard as *mut u64 as *mut std::ffi::c_char;
-                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(dev, 8, key, 8, 2)
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemGetExportKey(dev, 8, key, 8, 2)
             },
         ),
         (
@@ -2702,7 +2754,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "key NULL",
             INVALID_PARAM,
             |_, dev| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemGetExportKey(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemGetExportKey(
                     dev,
                     8,
                     std::ptr::null_mut(),
@@ -2716,7 +2768,11 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "key NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(std::ptr::null(), &mut 1, 1)
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetImportPid(
+                    std::ptr::null(),
+                    &mut 1,
+                    1,
+                )
             },
         ),
         (
@@ -2724,7 +2780,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "pid NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetImportPid(
                     c"aclalloc-0000040000000001".as_ptr(),
                     std::ptr::null_mut(),
                     1,
@@ -2736,7 +2792,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "num 0",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetImportPid(
                     c"aclalloc-0000040000000001".as_ptr(),
                     &mut 1,
                     0,
@@ -2748,7 +2804,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a key not exported here",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetImportPid(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetImportPid(
                     c"aclalloc-0000040000000001".as_ptr(),
                     &mut 1,
                     1,
@@ -2760,7 +2816,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "devPtr NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemImportByKey(
                     std::ptr::null_mut(),
                     c"aclalloc-0000040000000001".as_ptr(),
                     0,
@@ -2772,7 +2828,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "key NULL",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemImportByKey(
                     &mut out.desc,
                     std::ptr::null(),
                     0,
@@ -2784,7 +2840,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a made-up key",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemImportByKey(
                     &mut out.desc,
                     c"aclalloc-0000040000000001".as_ptr(),
                     0,
@@ -2796,7 +2852,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "flags 2",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemImportByKey(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemImportByKey(
                     &mut out.desc,
                     c"aclalloc-0000040000000001".as_ptr(),
                     2,
@@ -2807,28 +2863,32 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "aclrtIpcMemClose",
             "key NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::ipc_memory::aclrtIpcMemClose(std::ptr::null()) },
+            |_, _| unsafe { aclalloc::ffi::cann::ipc_memory::aclrtIpcMemClose(std::ptr::null()) },
         ),
         (
             "aclrtIpcMemClose",
             "a made-up key",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemClose(c"aclalloc-0000040000000001".as_ptr())
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemClose(
+                    c"aclalloc-0000040000000001".as_ptr(),
+                )
             },
         ),
         (
             "aclrtIpcMemSetAttr",
             "key NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(std::ptr::null(), 0, 0) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetAttr(std::ptr::null(), 0, 0)
+            },
         ),
         (
             "aclrtIpcMemSetAttr",
             "a key not exported here",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetAttr(
                     c"aclalloc-0000040000000001".as_ptr(),
                     0,
                     0,
@@ -2840,7 +2900,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "type 1",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetAttr(
                     c"aclalloc-0000040000000001".as_ptr(),
                     1,
                     0,
@@ -2852,7 +2912,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "attr 4",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemSetAttr(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemSetAttr(
                     c"aclalloc-0000040000000001".as_ptr(),
                     0,
                     4,
@@ -2864,7 +2924,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "serverPids NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::ipc_memory::aclrtIpcMemImportPidInterServer(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemImportPidInterServer(
                     c"aclalloc-0000040000000001".as_ptr(),
                     std::ptr::null_mut(),
                     1,
@@ -2877,7 +2937,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_PARAM,
             |_, _| unsafe {
                 let mut server = server_pid();
-                aclalloc::ffi::ipc_memory::aclrtIpcMemImportPidInterServer(
+                aclalloc::ffi::cann::ipc_memory::aclrtIpcMemImportPidInterServer(
                     c"aclalloc-0000040000000001".as_ptr(),
                     &mut server,
                     0,
@@ -2889,7 +2949,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a made-up handle",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandle(
+                aclalloc::ffi::cann::sharing::aclrtMemImportFromShareableHandle(
                     (1 << 42) | 1,
                     0,
                     &mut out.desc,
@@ -2901,7 +2961,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "handle NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandle(
+                aclalloc::ffi::cann::sharing::aclrtMemImportFromShareableHandle(
                     (1 << 42) | 1,
                     0,
                     std::ptr::null_mut(),
@@ -2913,7 +2973,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "device -1",
             INVALID_DEVICE,
             |out, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandle(
+                aclalloc::ffi::cann::sharing::aclrtMemImportFromShareableHandle(
                     (1 << 42) | 1,
                     -1,
                     &mut out.desc,
@@ -2925,7 +2985,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "shareableHandle NULL",
             INVALID_PARAM,
             |out, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemImportFromShareableHandleV2(
+                aclalloc::ffi::cann::sharing::aclrtMemImportFromShareableHandleV2(
                     std::ptr::null_mut(),
                     1,
                     0,
@@ -2938,7 +2998,11 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "a made-up handle",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemSetPidToShareableHandle((1 << 42) | 1, &mut 1, 1)
+                aclalloc::ffi::cann::sharing::aclrtMemSetPidToShareableHandle(
+                    (1 << 42) | 1,
+                    &mut 1,
+                    1,
+                )
             },
         ),
         (
@@ -2946,7 +3010,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "pid NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemSetPidToShareableHandle(
+                aclalloc::ffi::cann::sharing::aclrtMemSetPidToShareableHandle(
                     (1 << 42) | 1,
                     std::ptr::null_mut(),
                     1,
@@ -2958,7 +3022,11 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "pidNum 0",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::sharing::aclrtMemSetPidToShareableHandle((1 << 42) | 1, &mut 1, 0)
+                aclalloc::ffi::cann::sharing::aclrtMemSetPidToShareableHandle(
+                    (1 << 42) | 1,
+                    &mut 1,
+                    0,
+                )
             },
         ),
         (
@@ -2966,21 +3034,23 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "desc NULL",
             INVALID_PARAM,
             |_, dev| unsafe {
-                aclalloc::ffi::sharing::aclrtMemSetAccess(dev, 64, std::ptr::null_mut(), 1)
+                aclalloc::ffi::cann::sharing::aclrtMemSetAccess(dev, 64, std::ptr::null_mut(), 1)
             },
         ),
         (
             "aclrtDeviceGetBareTgid",
             "pid NULL",
             INVALID_PARAM,
-            |_, _| unsafe { aclalloc::ffi::sharing::aclrtDeviceGetBareTgid(std::ptr::null_mut()) },
+            |_, _| unsafe {
+                aclalloc::ffi::cann::sharing::aclrtDeviceGetBareTgid(std::ptr::null_mut())
+            },
         ),
         (
             "aclrtSetStreamAttribute",
             "value NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_attribute::aclrtSetStreamAttribute(
+                aclalloc::ffi::cann::stream_attribute::aclrtSetStreamAttribute(
                     std::ptr::null_mut(),
                     3,
                     std::ptr::null_mut(),
@@ -2992,7 +3062,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "stmAttrType 9",
             INVALID_PARAM,
             |_, _| unsafe {
-                use aclalloc::ffi::stream_attribute::*;
+                use aclalloc::ffi::cann::stream_attribute::*;
                 let mut v = aclrtStreamAttrValue { reserve: [0; 4] };
                 aclrtSetStreamAttribute(std::ptr::null_mut(), 9, &mut v)
             },
@@ -3002,7 +3072,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "the default stream's failure mode",
             INVALID_PARAM,
             |_, _| unsafe {
-                use aclalloc::ffi::stream_attribute::*;
+                use aclalloc::ffi::cann::stream_attribute::*;
                 let mut v = aclrtStreamAttrValue { failureMode: 1 };
                 aclrtSetStreamAttribute(std::ptr::null_mut(), ACL_STREAM_ATTR_FAILURE_MODE, &mut v)
             },
@@ -3012,7 +3082,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             "value NULL",
             INVALID_PARAM,
             |_, _| unsafe {
-                aclalloc::ffi::stream_attribute::aclrtGetStreamAttribute(
+                aclalloc::ffi::cann::stream_attribute::aclrtGetStreamAttribute(
                     std::ptr::null_mut(),
                     1,
                     std::ptr::null_mut(),
@@ -3025,8 +3095,8 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
             INVALID_PARAM,
             |out, _| unsafe {
                 let value = &mut out.guard as *mut u64
-                    as *mut aclalloc::ffi::stream_attribute::aclrtStreamAttrValue;
-                aclalloc::ffi::stream_attribute::aclrtGetStreamAttribute(
+                    as *mut aclalloc::ffi::cann::stream_attribute::aclrtStreamAttrValue;
+                aclalloc::ffi::cann::stream_attribute::aclrtGetStreamAttribute(
                     std::ptr::null_mut(),
                     0,
                     value,
@@ -3085,7 +3155,7 @@ fn runtime_sizes_ids_and_enums_out_of_range() {
 
 /// A notify kept for the whole run (the cases that need a live one).
 fn live_notify() -> *mut c_void {
-    use aclalloc::ffi::notify::aclrtCreateNotify;
+    use aclalloc::ffi::cann::notify::aclrtCreateNotify;
     static NOTIFY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *NOTIFY.get_or_init(|| {
         let mut n = std::ptr::null_mut();
@@ -3098,7 +3168,7 @@ fn live_notify() -> *mut c_void {
 /// `aclrtIpcGetEventHandle` of `event` into a handle of its own: a write
 /// to it shows as a write to `out`.
 unsafe fn ipc_event_handle(out: &mut Outputs, event: *mut c_void) -> aclError {
-    use aclalloc::ffi::ipc_events::*;
+    use aclalloc::ffi::cann::ipc_events::*;
     let mut h = aclrtIpcEventHandle { reserved: [0; 64] };
     // SAFETY: a valid out-pointer.
     let rc = unsafe { aclrtIpcGetEventHandle(event, &mut h) };
@@ -3109,9 +3179,9 @@ unsafe fn ipc_event_handle(out: &mut Outputs, event: *mut c_void) -> aclError {
 }
 
 /// One pid of another server, for the inter-server whitelists.
-fn server_pid() -> aclalloc::ffi::ipc_memory::aclrtServerPid {
+fn server_pid() -> aclalloc::ffi::cann::ipc_memory::aclrtServerPid {
     static PID: i32 = 1;
-    aclalloc::ffi::ipc_memory::aclrtServerPid {
+    aclalloc::ffi::cann::ipc_memory::aclrtServerPid {
         sdid: 1,
         // Only read by the calls.
         pid: &PID as *const i32 as *mut i32,

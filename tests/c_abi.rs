@@ -4,8 +4,8 @@
 
 mod common;
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::types::*;
 use common::recent_message;
 use std::ffi::c_void;
 use std::ptr::null_mut;

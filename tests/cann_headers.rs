@@ -121,7 +121,7 @@ fn generated_acl_headers_use_canns_guards_and_shapes() {
 /// The enum values in include/acl/acl_rt.h are the ones the library uses.
 #[test]
 fn enum_values_match_the_library() {
-    use aclalloc::ffi::types::*;
+    use aclalloc::ffi::cann::types::*;
     let rt = read(&common::root().join("include/acl/acl_rt.h"));
     for (name, value) in [
         ("ACL_MEMCPY_DEVICE_TO_HOST", ACL_MEMCPY_DEVICE_TO_HOST),

@@ -2,8 +2,8 @@
 //! registration a reader sees must be whole: its object and all its callbacks
 //! from one registration, never a mix of two.
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::types::*;
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

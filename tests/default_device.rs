@@ -6,11 +6,11 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::memory::aclrtMemset;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::memory::aclrtMemset;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use common::message;
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;

@@ -5,8 +5,8 @@ mod common;
 mod plugin_support;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::ext::default_allocator::*;
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;
 
@@ -48,7 +48,7 @@ fn a_plugin_named_in_the_environment_serves_the_default_allocator() {
     assert_eq!(aclallocDefaultFree(p), ACL_SUCCESS);
     let c = plugin_support::counters(&so);
     assert_eq!((c[0], c[2], c[3]), (0, 1, 0));
-    let desc = aclalloc::ffi::allocator::aclrtAllocatorCreateDesc();
+    let desc = aclalloc::ffi::cann::allocator::aclrtAllocatorCreateDesc();
     assert_eq!(
         aclallocSetDefaultAllocator(desc),
         ACL_ERROR_INVALID_PARAM,

@@ -6,12 +6,12 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::default_init::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::*;
+use aclalloc::ffi::ext::default_init::*;
+use aclalloc::ffi::ext::pool::*;
 use std::ffi::c_void;
 use std::ptr::null_mut;
 

@@ -5,12 +5,12 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::plugin::aclallocAllocatorStats;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::plugin::aclallocAllocatorStats;
 use common::pool::stat;
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;

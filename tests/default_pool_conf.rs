@@ -6,8 +6,8 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::*;
 use common::pool::{snapshot_text, stat};
 use std::ptr::null_mut;
 

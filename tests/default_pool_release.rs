@@ -7,9 +7,9 @@
 //! other for good (found by fuzz/fuzz_targets/runtime_sequence.rs). Its own
 //! binary: the device size is set before the runtime first reads it.
 
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use std::ffi::c_void;
 use std::sync::mpsc;
 use std::time::Duration;

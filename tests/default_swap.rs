@@ -7,8 +7,8 @@ mod common;
 mod plugin_support;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::plugin::*;
+use aclalloc::ffi::ext::default_allocator::*;
+use aclalloc::ffi::ext::plugin::*;
 use common::message;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::null_mut;
@@ -75,7 +75,7 @@ fn swap_before_use_then_use_then_swap_fails() {
     assert_eq!(s.allocatedBytesCurrent, 100 + (1 << 20));
 
     // Now in use: swapping fails, and says why.
-    let other = aclalloc::ffi::allocator::aclrtAllocatorCreateDesc();
+    let other = aclalloc::ffi::cann::allocator::aclrtAllocatorCreateDesc();
     assert_eq!(
         aclallocSetDefaultAllocator(desc),
         ACL_ERROR_REPEAT_INITIALIZE
@@ -110,7 +110,7 @@ fn swap_before_use_then_use_then_swap_fails() {
     assert_eq!(unsafe { aclallocDefaultGetStats(&mut d) }, ACL_SUCCESS);
     assert_eq!((d.allocCount, d.freeCount, d.refusedFreeCount), (3, 3, 2));
     assert_eq!(
-        aclalloc::ffi::allocator::aclrtAllocatorDestroyDesc(other),
+        aclalloc::ffi::cann::allocator::aclrtAllocatorDestroyDesc(other),
         ACL_SUCCESS
     );
 }

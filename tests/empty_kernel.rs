@@ -4,10 +4,10 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::empty_kernel::aclallocEmptyKernel;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::empty_kernel::aclallocEmptyKernel;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -8,7 +8,7 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::runtime::aclrtGetDeviceCount;
+use aclalloc::ffi::cann::runtime::aclrtGetDeviceCount;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;

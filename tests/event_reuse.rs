@@ -7,12 +7,12 @@
 mod common;
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::events::*;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
-use aclalloc::ffi::types::{aclrtAllocator, aclrtAllocatorBlock, aclrtStream};
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::events::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::{aclrtAllocator, aclrtAllocatorBlock, aclrtStream};
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::tracking::aclallocTrackingSetEnabled;
 use common::tracking::cross_stream_reuses;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};

@@ -4,8 +4,8 @@
 mod common;
 
 use aclalloc::base::error::{ACL_ERROR_BAD_ALLOC, ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::ext::pool::*;
 use aclalloc::pool::PoolStats;
 use common::message;
 use serde_json::Value;

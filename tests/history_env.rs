@@ -5,11 +5,11 @@
 mod common;
 
 use aclalloc::base::error::{ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
-use aclalloc::ffi::default_allocator::{
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::ext::default_allocator::{
     aclallocDefaultFree, aclallocDefaultMalloc, aclallocGetDefaultAllocator,
 };
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::ext::pool::*;
 use common::message;
 use serde_json::Value;
 use std::ptr::{null, null_mut};

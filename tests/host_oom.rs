@@ -9,13 +9,13 @@
 
 mod common;
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::pool::lifecycle::*;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::pool::lifecycle::*;
+use aclalloc::ffi::ext::pool::*;
 use std::ffi::{c_void, CStr};
 use std::process::Command;
 

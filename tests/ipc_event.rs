@@ -8,12 +8,12 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::events::*;
-use aclalloc::ffi::ipc_events::*;
-use aclalloc::ffi::memory::*;
-use aclalloc::ffi::notify::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::events::*;
+use aclalloc::ffi::cann::ipc_events::*;
+use aclalloc::ffi::cann::memory::*;
+use aclalloc::ffi::cann::notify::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
 use common::child::{self, expect, init, say, wait_line};
 use std::ptr::null_mut;
 

@@ -6,11 +6,11 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::ipc_memory::*;
-use aclalloc::ffi::memory::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::sharing::aclrtDeviceGetBareTgid;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::ipc_memory::*;
+use aclalloc::ffi::cann::memory::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::sharing::aclrtDeviceGetBareTgid;
+use aclalloc::ffi::cann::types::*;
 use common::child::{self, expect, init, say, wait_line};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr::null_mut;

@@ -374,3 +374,133 @@ fn the_checker_ignores_comments_strings_and_test_modules() {
         ["base"]
     );
 }
+
+// --- The files of the C ABI ---
+
+/// The node of a file of `src/ffi/`: `cann/memory`, `wiring/process`; the
+/// files of a directory below those (`ext/pool/`) are one node with it.
+fn ffi_node(relative: &Path) -> Option<String> {
+    let parts: Vec<String> = relative
+        .with_extension("")
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    match parts.as_slice() {
+        [dir, file] if file != "mod" => Some(format!("{dir}/{file}")),
+        [dir, sub, ..] if parts.len() > 2 => Some(format!("{dir}/{sub}")),
+        _ => None,
+    }
+}
+
+/// The nodes `code` names through `crate::ffi::DIR::FILE` (or `$crate::`,
+/// as the export macros do), groups included.
+fn ffi_references(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::ffi::") {
+        let after = &code[at + "crate::ffi::".len()..];
+        let dir = ident_at(after);
+        if !["cann", "ext", "wiring"].contains(&dir) {
+            continue; // `boundary`: the bottom layer's, re-exported
+        }
+        let rest = &after[dir.len()..];
+        let Some(rest) = rest.strip_prefix("::") else {
+            continue;
+        };
+        let files = match rest.strip_prefix('{') {
+            Some(group) => group_heads(group),
+            None => vec![ident_at(rest).to_string()],
+        };
+        found.extend(files.into_iter().map(|f| format!("{dir}/{f}")));
+    }
+    found
+}
+
+/// `file node -> nodes it names`, outside comments, strings and tests.
+fn ffi_file_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let ffi = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ffi");
+    let mut files = Vec::new();
+    rust_files(&ffi, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in files {
+        let Some(node) = ffi_node(path.strip_prefix(&ffi).unwrap()) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (code, _) = strip_test_modules(&strip_comments_and_strings(&text));
+        let named = graph.entry(node.clone()).or_default();
+        named.extend(ffi_references(&code).into_iter().filter(|n| *n != node));
+    }
+    graph
+}
+
+/// A cycle of `graph`, if it has one.
+fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            return Some(path[at..].to_vec());
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, graph, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_c_abi_files_import_one_another_without_a_cycle() {
+    let graph = ffi_file_imports();
+    assert!(graph.len() > 30, "{graph:?}");
+    if let Some(found) = cycle(&graph) {
+        panic!(
+            "src/ffi files import one another in a cycle: {}",
+            found.join(" -> ")
+        );
+    }
+    // The wiring stands under the exports; only the composition root,
+    // which builds the device port and installs the pool's callbacks,
+    // reaches up to them.
+    for (node, named) in &graph {
+        if node.starts_with("wiring/") && node != "wiring/process" {
+            let up: Vec<_> = named.iter().filter(|n| !n.starts_with("wiring/")).collect();
+            assert!(up.is_empty(), "{node} reaches the exports: {up:?}");
+        }
+    }
+}
+
+#[test]
+fn the_file_checker_finds_a_cycle_and_reads_groups() {
+    let refs = ffi_references(
+        "use crate::ffi::wiring::{args, host::host}; $crate::ffi::cann::memory::f();",
+    );
+    let want: BTreeSet<String> = ["wiring/args", "wiring/host", "cann/memory"]
+        .map(String::from)
+        .into();
+    assert_eq!(refs, want);
+    let graph: BTreeMap<String, BTreeSet<String>> =
+        [("a", vec!["b"]), ("b", vec!["c"]), ("c", vec!["a"])]
+            .into_iter()
+            .map(|(n, e)| (n.to_string(), e.into_iter().map(String::from).collect()))
+            .collect();
+    assert_eq!(cycle(&graph).unwrap().len(), 3);
+    assert_eq!(
+        ffi_node(Path::new("ext/pool/stats.rs")).as_deref(),
+        Some("ext/pool")
+    );
+}

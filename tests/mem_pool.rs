@@ -6,11 +6,11 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::default_allocator::*;
-use aclalloc::ffi::mem_pool::*;
-use aclalloc::ffi::memory::{aclrtGetMemInfo, aclrtMemset};
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::memory::{aclrtGetMemInfo, aclrtMemset};
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::*;
+use aclalloc::ffi::ext::mem_pool::*;
+use aclalloc::ffi::ext::pool::*;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard, Once, PoisonError};

@@ -2,8 +2,8 @@
 //! miss (which also records a message for aclGetRecentErrMsg), through the
 //! Rust API or the C ABI. Counted with a global allocator of this test binary.
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::types::*;
 use aclalloc::StreamKey;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

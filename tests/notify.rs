@@ -6,10 +6,10 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::memory::*;
-use aclalloc::ffi::notify::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::memory::*;
+use aclalloc::ffi::cann::notify::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
 use common::child::{self, init};
 use std::ffi::{c_char, CStr, CString};
 use std::io::Read;
@@ -231,7 +231,7 @@ fn a_batch_reset_clears_set_notifies_and_inter_server_whitelists_are_not_support
             ACL_ERROR_INVALID_PARAM
         );
         let mut pid = 1;
-        let mut server = aclalloc::ffi::ipc_memory::aclrtServerPid {
+        let mut server = aclalloc::ffi::cann::ipc_memory::aclrtServerPid {
             sdid: 0,
             pid: &mut pid,
             num: 1,

@@ -9,8 +9,8 @@ mod plugin_support;
 use plugin_support::{build as build_plugin, counters as plugin_counters, is_loaded};
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::plugin::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::ext::plugin::*;
 use common::message;
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::null_mut;

@@ -5,8 +5,8 @@
 //! context destroyed by another thread while it is current here.
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::plugin::*;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::plugin::*;
 use aclalloc::plugin::{published, PluggableAllocator, PluginFunctions};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, Ordering};

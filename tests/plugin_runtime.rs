@@ -7,10 +7,10 @@ mod common;
 mod plugin_support;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::plugin::*;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::plugin::*;
 use std::ffi::{c_void, CString};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -7,11 +7,11 @@ mod common;
 use aclalloc::base::error::{
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED, ACL_SUCCESS,
 };
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
-use aclalloc::ffi::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::cann::types::{aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc};
+use aclalloc::ffi::ext::pool::*;
 use aclalloc::pool::PoolStats;
 use common::message;
 use common::pool::snapshot_text;
@@ -473,8 +473,10 @@ fn divisions_outside_powers_of_two_are_refused_naming_the_field() {
 
 #[test]
 fn launches_on_two_streams_keep_their_blocks_apart() {
-    use aclalloc::ffi::launch::aclallocLaunchKernel;
-    use aclalloc::ffi::runtime::{aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream};
+    use aclalloc::ffi::cann::runtime::{
+        aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream,
+    };
+    use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
     let (pool, desc) = create(&config(0));
     let mut streams = [null_mut(); 2];
     for s in &mut streams {
@@ -551,8 +553,8 @@ fn a_pool_destroyed_on_another_thread_refuses_this_threads_calls() {
 #[test]
 fn a_launch_whose_workspace_the_pool_cannot_serve_fails_with_the_pools_reason() {
     use aclalloc::base::error::ACL_ERROR_RT_MEMORY_ALLOCATION;
-    use aclalloc::ffi::launch::aclallocLaunchKernel;
-    use aclalloc::ffi::runtime::{aclrtCreateStream, aclrtDestroyStream};
+    use aclalloc::ffi::cann::runtime::{aclrtCreateStream, aclrtDestroyStream};
+    use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
     let (pool, desc) = create(&config(8 * MIB));
     let mut stream = null_mut();
     assert_eq!(unsafe { aclrtCreateStream(&mut stream) }, ACL_SUCCESS);

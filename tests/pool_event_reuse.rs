@@ -9,13 +9,13 @@
 mod common;
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::events::*;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::pool::lifecycle::*;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::aclrtStream;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::events::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::aclrtStream;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::pool::lifecycle::*;
+use aclalloc::ffi::ext::pool::*;
 use common::tracking::cross_stream_reuses;
 use std::ffi::c_void;
 use std::ptr::null_mut;

@@ -4,11 +4,11 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::memory::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::memory::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use common::recent_message;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,13 +5,13 @@
 
 mod common;
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::memory::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
-use aclalloc::ffi::virtual_memory::aclrtReserveMemAddress;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::memory::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::cann::virtual_memory::aclrtReserveMemAddress;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;

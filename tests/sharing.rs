@@ -6,9 +6,9 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::sharing::*;
-use aclalloc::ffi::types::*;
-use aclalloc::ffi::virtual_memory::*;
+use aclalloc::ffi::cann::sharing::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::cann::virtual_memory::*;
 use common::child::{self, expect, init, say, wait_line};
 use std::ffi::c_void;
 use std::io::BufReader;

@@ -11,12 +11,12 @@
 mod common;
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::memory::aclrtGetMemInfo;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::memory::aclrtGetMemInfo;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::default_allocator::{aclallocDefaultFree, aclallocDefaultMalloc};
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::tracking::aclallocTrackingSetEnabled;
 use common::long_run::{rss_bytes, tracked_pool};
 use std::ffi::c_void;
 use std::ptr::null_mut;

@@ -4,9 +4,9 @@
 //! per stream; bad attributes, values and streams are refused.
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::stream_attribute::*;
-use aclalloc::ffi::stream_info::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::stream_attribute::*;
+use aclalloc::ffi::cann::stream_info::*;
 use std::ptr::null_mut;
 
 fn get(s: *mut std::ffi::c_void, attr: aclrtStreamAttr) -> Result<aclrtStreamAttrValue, aclError> {

@@ -4,9 +4,9 @@
 //! kernel blocks on a flag the test sets, so no outcome depends on timing.
 
 use aclalloc::base::error::{ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_SUCCESS};
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::aclrtStream;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::aclrtStream;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -6,7 +6,7 @@
 //! ordering, through growth from a 2-slot table and through the C functions.
 
 use aclalloc::base::table::{Table, VALUE_WORDS};
-use aclalloc::ffi::allocator::*;
+use aclalloc::ffi::cann::allocator::*;
 use aclalloc::{aclError, global};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;

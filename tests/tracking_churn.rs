@@ -6,9 +6,9 @@
 mod common;
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::runtime::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use common::long_run::{rss_bytes, tracked_pool};
 use std::ffi::c_void;
 use std::ptr::null_mut;

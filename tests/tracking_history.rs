@@ -10,8 +10,8 @@
 mod common;
 
 use aclalloc::base::error::{ACL_ERROR_BAD_ALLOC, ACL_SUCCESS};
-use aclalloc::ffi::runtime::aclrtSetDevice;
-use aclalloc::ffi::tracking::{aclallocTrackingRecordHistory, aclallocTrackingWriteSnapshot};
+use aclalloc::ffi::cann::runtime::aclrtSetDevice;
+use aclalloc::ffi::ext::tracking::{aclallocTrackingRecordHistory, aclallocTrackingWriteSnapshot};
 use aclalloc::{tracking, AllocatorObj, Callbacks};
 use common::tracking::tracked_callbacks;
 use serde_json::Value;

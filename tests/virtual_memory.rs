@@ -5,11 +5,11 @@
 mod common;
 
 use aclalloc::base::error::*;
-use aclalloc::ffi::memory::*;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
-use aclalloc::ffi::virtual_memory::*;
+use aclalloc::ffi::cann::memory::*;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::cann::virtual_memory::*;
+use aclalloc::ffi::ext::pool::*;
 use common::message;
 use std::ffi::c_void;
 use std::ptr::null_mut;

@@ -1,7 +1,7 @@
 //! The check the pool and runtime targets share: what `aclGetRecentErrMsg`
 //! says after an op is exactly that op's expected failures.
 
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
 use std::ffi::CStr;
 
 /// Reads this thread's messages and checks them against `failed` (the

@@ -10,9 +10,9 @@
 //! other. A new export gets an `Op` variant and its rule in `Model::apply`.
 #![no_main]
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::types::*;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;

@@ -26,12 +26,12 @@
 #[path = "../common/messages.rs"]
 mod messages;
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::memory::aclrtGetMemInfo;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::memory::aclrtGetMemInfo;
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::ext::pool::*;
 use aclalloc::pool::PoolStats;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;

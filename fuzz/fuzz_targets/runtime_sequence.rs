@@ -37,12 +37,12 @@
 #[path = "../common/messages.rs"]
 mod messages;
 
-use aclalloc::ffi::allocator::*;
-use aclalloc::ffi::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::launch::aclallocLaunchKernel;
-use aclalloc::ffi::pool::*;
-use aclalloc::ffi::runtime::*;
-use aclalloc::ffi::types::*;
+use aclalloc::ffi::cann::allocator::*;
+use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::runtime::*;
+use aclalloc::ffi::cann::types::*;
+use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
+use aclalloc::ffi::ext::pool::*;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::collections::{HashMap, HashSet};
@@ -503,7 +503,7 @@ impl Model {
                     && handle & ((1 << 48) - 1) != 0
                     && !self.streams.iter().any(|s| s.handle == handle && s.alive)
                     && aclalloc::StreamKey::from_ptr(handle as *mut c_void).is_some_and(|k| {
-                        aclalloc::ffi::process::host()
+                        aclalloc::ffi::wiring::host::host()
                             .check_stream_value(k)
                             .is_err()
                     });
@@ -576,7 +576,7 @@ impl Model {
     }
 
     fn event_order(&mut self, a: StreamPick, b: StreamPick) {
-        use aclalloc::ffi::events::*;
+        use aclalloc::ffi::cann::events::*;
         let mut event = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         let rc = unsafe { aclrtCreateEvent(&mut event) };
@@ -623,7 +623,7 @@ impl Model {
     /// stream `(handle, index)` has run, and so has everything launched on
     /// it before the record.
     fn record_ran(&mut self, event: *mut c_void, handle: usize, index: Option<usize>) {
-        use aclalloc::ffi::events::*;
+        use aclalloc::ffi::cann::events::*;
         let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
         // SAFETY: a live event, a valid out-pointer.
         let rc = unsafe { aclrtQueryEventStatus(event, &mut status) };
@@ -655,7 +655,7 @@ impl Model {
     }
 
     fn notify_order(&mut self, a: StreamPick, b: StreamPick, by_key: bool) {
-        use aclalloc::ffi::notify::*;
+        use aclalloc::ffi::cann::notify::*;
         let mut n = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         let rc = unsafe { aclrtCreateNotify(&mut n, ACL_NOTIFY_DEFAULT as u64) };
@@ -728,8 +728,8 @@ impl Model {
     }
 
     fn stream_control(&mut self, flag: u8, value: u8, how: u8) {
-        use aclalloc::ffi::memory::*;
-        use aclalloc::ffi::stream_control::*;
+        use aclalloc::ffi::cann::memory::*;
+        use aclalloc::ffi::cann::stream_control::*;
         if self.current_alive().is_none() {
             return;
         }
@@ -786,7 +786,7 @@ impl Model {
     }
 
     fn timed_event_order(&mut self, a: StreamPick, b: StreamPick, flag: u8, timeout: u8) {
-        use aclalloc::ffi::events::*;
+        use aclalloc::ffi::cann::events::*;
         let mut event = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         let rc = unsafe { aclrtCreateEvent(&mut event) };
@@ -840,8 +840,8 @@ impl Model {
     }
 
     fn share_physical(&mut self, device: usize) {
-        use aclalloc::ffi::sharing::*;
-        use aclalloc::ffi::virtual_memory::*;
+        use aclalloc::ffi::cann::sharing::*;
+        use aclalloc::ffi::cann::virtual_memory::*;
         let prop = aclrtPhysicalMemProp {
             handleType: ACL_MEM_HANDLE_TYPE_NONE,
             allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
@@ -878,8 +878,8 @@ impl Model {
     }
 
     fn share_ipc_memory(&mut self) {
-        use aclalloc::ffi::ipc_memory::*;
-        use aclalloc::ffi::memory::*;
+        use aclalloc::ffi::cann::ipc_memory::*;
+        use aclalloc::ffi::cann::memory::*;
         const SIZE: usize = 2 * 4096;
         let mut p = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; a refusal is one of the skipped lines.
@@ -924,8 +924,8 @@ impl Model {
     }
 
     fn share_ipc_event(&mut self) {
-        use aclalloc::ffi::events::*;
-        use aclalloc::ffi::ipc_events::*;
+        use aclalloc::ffi::cann::events::*;
+        use aclalloc::ffi::cann::ipc_events::*;
         self.touch_default(&[0]);
         let (mut e, mut opened) = (std::ptr::null_mut(), std::ptr::null_mut());
         let mut h = aclrtIpcEventHandle { reserved: [0; 64] };
@@ -957,7 +957,7 @@ impl Model {
 
     /// The virtual-memory ops against [`VmModel`].
     fn virtual_memory(&mut self, op: Op) {
-        use aclalloc::ffi::virtual_memory::*;
+        use aclalloc::ffi::cann::virtual_memory::*;
         let prop = |device: u32| aclrtPhysicalMemProp {
             handleType: ACL_MEM_HANDLE_TYPE_NONE,
             allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
@@ -1133,7 +1133,7 @@ impl Model {
 
     /// Unmaps, frees and releases everything the run made.
     fn clean_up_virtual_memory(&mut self) {
-        use aclalloc::ffi::virtual_memory::*;
+        use aclalloc::ffi::cann::virtual_memory::*;
         let vm = std::mem::take(&mut self.vm);
         for &va in vm.mappings.keys() {
             // SAFETY: a live mapping.
@@ -1287,7 +1287,7 @@ impl Model {
     fn check_counts(&self) {
         let live = self.streams.iter().filter(|s| s.alive).count() + self.defaults.len();
         assert_eq!(
-            aclalloc::ffi::process::host().live_streams(),
+            aclalloc::ffi::wiring::host::host().live_streams(),
             self.baseline.0 + live,
             "live streams"
         );
@@ -1336,7 +1336,7 @@ fuzz_target!(init: setup(), |ops: Vec<Op>| {
     let _ = aclGetRecentErrMsg();
     let mut model = Model {
         baseline: (
-            aclalloc::ffi::process::host().live_streams(),
+            aclalloc::ffi::wiring::host::host().live_streams(),
             aclalloc::global().streams().len(),
         ),
         ..Model::default()

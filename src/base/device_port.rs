@@ -1,6 +1,6 @@
 //! The device port: how every layer reaches device memory and the current
 //! device without knowing whether the host runtime or a real CANN runtime is
-//! behind this library. The composition root (`crate::ffi::process`)
+//! behind this library. The composition root (`crate::ffi::wiring::process`)
 //! installs the process's one port at its first use.
 
 use crate::base::error::{aclError, Error, Result};

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 /// The C callbacks (`aclallocPoolAlloc`, ...) of the pool whose handle is
 /// the object: they are exports of the C layer, above this one, so the
-/// composition root (`crate::ffi::process`) hands them down.
+/// composition root (`crate::ffi::wiring::process`) hands them down.
 pub type PoolCallbacks = fn(AllocatorObj) -> Callbacks;
 
 static POOL_CALLBACKS: OnceLock<PoolCallbacks> = OnceLock::new();

@@ -2,7 +2,7 @@
 //!
 //! [`next`] decides, once, which functions forward to a real runtime (found
 //! among the loaded objects by `loaded`); [`shadow`] mirrors its allocator
-//! descriptors. The forwarding bodies are in `crate::ffi::forward`. What
+//! descriptors. The forwarding bodies are in `crate::ffi::wiring::forward`. What
 //! each export does in front of a real runtime:
 //!
 //! | export | in front of a real runtime |
@@ -14,7 +14,7 @@
 //! | `aclrtSynchronizeStream`, `...WithTimeout` | forwarded; on success the tracking layer learns that the stream's frees are complete |
 //! | `aclrtSynchronizeDevice`, `aclrtResetDevice`, `...Force` | forwarded; on success every stream counts as synchronized |
 //! | `aclrtDestroyStream`, `...Force` | forwarded; on success this library drops its record of the stream (a new stream at the same address inherits nothing) |
-//! | the other runtime functions (`aclInit`, devices, contexts, streams, memory) | forwarded, through the dispatch table (`crate::ffi::dispatch`, `Backend::Forward`) |
+//! | the other runtime functions (`aclInit`, devices, contexts, streams, memory) | forwarded: each export's body is `crate::ffi::wiring::dispatch::real_or_host!` |
 //! | `aclallocLaunchKernel` | forwarded if the real runtime has it, else the host runtime's (CANN has none) |
 //! | `aclGetRecentErrMsg` | this library's messages if it has any, else the real runtime's |
 //!

@@ -23,10 +23,10 @@ use std::ffi::CStr;
 /// CANN's functions that this library exports and a real runtime may also
 /// provide: the one list of the runtime surface, handed to `$then` (here,
 /// [`Sym`] and its names). Every name of `runtime` has an export whose body
-/// is `crate::ffi::dispatch::real_or_host!` (the real function when the
+/// is `crate::ffi::wiring::dispatch::real_or_host!` (the real function when the
 /// runtime has it, else the host runtime's); the `allocator_api` and
 /// `aclGetRecentErrMsg` are answered by this library in front of a runtime
-/// too (`crate::ffi::forward`), and look the runtime up without forcing the
+/// too (`crate::ffi::wiring::forward`), and look the runtime up without forcing the
 /// decision. Adding a CANN function: its name here, and its export.
 macro_rules! cann_functions {
     ($then:ident) => {

@@ -1,6 +1,6 @@
 //! A caching pool allocator with PyTorch-grade memory statistics.
 //!
-//! [`Pool`] is the safe Rust API; `aclallocPool*` in [`crate::ffi::pool`] is
+//! [`Pool`] is the safe Rust API; `aclallocPool*` in [`crate::ffi::ext::pool`] is
 //! the C API, which hands back a ready allocator descriptor for
 //! `aclrtAllocatorRegister`.
 //!

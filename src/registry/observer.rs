@@ -1,6 +1,6 @@
 //! What a runtime tells an observer about streams and their registrations,
 //! so that the tracking layer can check allocators without the runtime
-//! importing it: the composition root (`crate::ffi::process`) hands the
+//! importing it: the composition root (`crate::ffi::wiring::process`) hands the
 //! tracking layer's observer to the process-wide runtime.
 
 use super::{Registration, StreamKey};

@@ -7,7 +7,7 @@
 //!
 //! Handles given to C (streams: tag `0xACA3`, contexts: tag `0xACA4`) are
 //! looked up in live-handle tables, never dereferenced. The C exports reach
-//! this runtime through `crate::ffi::dispatch`; `crate::ffi::process` builds
+//! this runtime through `crate::ffi::wiring::dispatch`; `crate::ffi::wiring::process` builds
 //! the process-wide instance.
 
 pub mod callbacks;

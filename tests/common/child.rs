@@ -4,7 +4,7 @@
 //! lines over the child's stdin and stdout.
 
 use aclalloc::base::error::{ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS};
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};

@@ -3,9 +3,9 @@
 //! process's resident memory.
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::pool::{aclallocPool, aclallocPoolCreate};
-use aclalloc::ffi::runtime::{aclInit, aclrtSetDevice};
-use aclalloc::ffi::tracking::aclallocTrackingSetEnabled;
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::ext::pool::{aclallocPool, aclallocPoolCreate};
+use aclalloc::ffi::ext::tracking::aclallocTrackingSetEnabled;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 

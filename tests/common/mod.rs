@@ -17,7 +17,7 @@ use std::process::Command;
 
 /// What `aclGetRecentErrMsg` returns now, if anything.
 pub fn recent_message() -> Option<String> {
-    let p = aclalloc::ffi::errmsg::aclGetRecentErrMsg();
+    let p = aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg();
     // SAFETY: non-NULL, a NUL-terminated string the library keeps until the
     // thread's next call.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
@@ -93,12 +93,12 @@ pub fn compile(compiler: &str, std: &str, sources: &[&Path], output: &Path, extr
 /// functions set; every call must succeed.
 pub fn descriptor(
     obj: *mut std::ffi::c_void,
-    alloc: aclalloc::ffi::types::aclrtAllocatorAllocFunc,
-    free: aclalloc::ffi::types::aclrtAllocatorFreeFunc,
-    get_addr: aclalloc::ffi::types::aclrtAllocatorGetAddrFromBlockFunc,
-) -> aclalloc::ffi::types::aclrtAllocatorDesc {
+    alloc: aclalloc::ffi::cann::types::aclrtAllocatorAllocFunc,
+    free: aclalloc::ffi::cann::types::aclrtAllocatorFreeFunc,
+    get_addr: aclalloc::ffi::cann::types::aclrtAllocatorGetAddrFromBlockFunc,
+) -> aclalloc::ffi::cann::types::aclrtAllocatorDesc {
     use aclalloc::base::error::ACL_SUCCESS;
-    use aclalloc::ffi::allocator::*;
+    use aclalloc::ffi::cann::allocator::*;
     let desc = aclrtAllocatorCreateDesc();
     assert!(!desc.is_null(), "aclrtAllocatorCreateDesc");
     assert_eq!(aclrtAllocatorSetObjToDesc(desc, obj), ACL_SUCCESS);
@@ -114,12 +114,12 @@ pub fn descriptor(
 /// The descriptor `aclrtAllocatorGetByStream` finds registered on `stream`,
 /// if any.
 pub fn registered_descriptor(
-    stream: aclalloc::ffi::types::aclrtStream,
-) -> Option<aclalloc::ffi::types::aclrtAllocatorDesc> {
+    stream: aclalloc::ffi::cann::types::aclrtStream,
+) -> Option<aclalloc::ffi::cann::types::aclrtAllocatorDesc> {
     let mut desc = std::ptr::null_mut();
     // SAFETY: a valid out-pointer; the others may be NULL.
     let rc = unsafe {
-        aclalloc::ffi::allocator::aclrtAllocatorGetByStream(
+        aclalloc::ffi::cann::allocator::aclrtAllocatorGetByStream(
             stream,
             &mut desc,
             std::ptr::null_mut(),
@@ -135,10 +135,10 @@ pub fn registered_descriptor(
 /// Sets `desc`'s object to 0x1000 and its three required functions to ones
 /// that hand back the requested size as the block and the block as its
 /// address (for tests that only register, never touch memory).
-pub fn complete_with_trivial_functions(desc: aclalloc::ffi::types::aclrtAllocatorDesc) {
+pub fn complete_with_trivial_functions(desc: aclalloc::ffi::cann::types::aclrtAllocatorDesc) {
     use aclalloc::base::error::ACL_SUCCESS;
-    use aclalloc::ffi::allocator::*;
-    use aclalloc::ffi::types::{aclrtAllocator, aclrtAllocatorBlock};
+    use aclalloc::ffi::cann::allocator::*;
+    use aclalloc::ffi::cann::types::{aclrtAllocator, aclrtAllocatorBlock};
     use std::ffi::c_void;
     unsafe extern "C" fn alloc(_: aclrtAllocator, size: usize) -> *mut c_void {
         size as *mut c_void

@@ -1,7 +1,7 @@
 //! Reading a pool through the C API: one statistic, the snapshot text.
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::pool::{aclallocPool, aclallocPoolGetStat, aclallocPoolSnapshot};
+use aclalloc::ffi::ext::pool::{aclallocPool, aclallocPoolGetStat, aclallocPoolSnapshot};
 use std::ffi::{c_char, CStr};
 use std::ptr::null_mut;
 

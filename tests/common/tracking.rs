@@ -1,7 +1,7 @@
 //! Driving the tracking layer as a runtime does, through the Rust API.
 
 use aclalloc::base::error::ACL_SUCCESS;
-use aclalloc::ffi::runtime::aclInit;
+use aclalloc::ffi::cann::runtime::aclInit;
 use aclalloc::registry::DescriptorHandle;
 use aclalloc::{tracking, Callbacks, Registration, StreamKey};
 use std::ffi::c_void;

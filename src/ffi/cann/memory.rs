@@ -1,0 +1,193 @@
+//! CANN's `acl_rt.h` memory functions. Device memory is host memory mapped
+//! lazily per allocation; every device pointer is checked against the live
+//! allocations, never trusted.
+#![allow(non_snake_case)]
+
+use crate::ffi::cann::types::*;
+use crate::ffi::wiring::args::{self, Out};
+use crate::ffi::wiring::dispatch::real_or_host;
+use crate::ffi::wiring::host::host;
+use std::ffi::c_void;
+
+/// Device memory for `aclrtMalloc` and `aclrtMallocAlign32`, written to `devPtr`.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+unsafe fn malloc(devPtr: *mut *mut c_void, size: usize) -> crate::base::error::Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        args::write_out(devPtr, "devPtr", || {
+            Ok(host().malloc(size)?.as_ptr().cast())
+        })
+    }
+}
+
+/// Allocates `size` bytes of device memory on the current context's device
+/// (page-aligned; the policy has no effect on the host, and a value that is
+/// not an `aclrtMemMallocPolicy` is accepted, as CANN falls back to its
+/// default policy). More than the
+/// device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
+/// `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMalloc(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: aclrtMemMallocPolicy,
+) -> aclError {
+    real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) {
+        // SAFETY: the caller's contract.
+        unsafe { malloc(devPtr, size) }
+    })
+}
+
+/// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
+/// page-aligned memory of exactly `size` usable bytes.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMallocAlign32(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: aclrtMemMallocPolicy,
+) -> aclError {
+    real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) {
+        // SAFETY: the caller's contract.
+        unsafe { malloc(devPtr, size) }
+    })
+}
+
+/// Frees device memory after all pending stream work has run. A pointer that
+/// is not the start of live device memory (foreign, interior, already freed):
+/// `ACL_ERROR_INVALID_PARAM`, nothing freed.
+///
+/// # Safety
+/// `devPtr` is live for a real runtime; the host runtime refuses what is not.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
+    real_or_host!(aclrtFree(devPtr: *mut c_void) {
+        host().free(args::address(devPtr, "devPtr")?.as_ptr())
+    })
+}
+
+/// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
+/// must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
+/// that starts in device memory must. On every side, a freed device address
+/// or a reserved one with nothing mapped is refused (`ACL_ERROR_INVALID_PARAM`,
+/// the address in the message), never touched.
+///
+/// # Safety
+/// Host-side ranges must be valid for `count` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpy(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: aclrtMemcpyKind,
+) -> aclError {
+    real_or_host!(aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind) {
+        let dst = args::address(dst, "dst")?;
+        let src = args::address(src.cast_mut(), "src")?;
+        // SAFETY: the caller's contract for host-side ranges.
+        unsafe { host().memcpy(dst, destMax, src, count, kind) }
+    })
+}
+
+/// Sets `count` bytes (`count` <= `maxCount`) to the low byte of `value`.
+/// As CANN decides by the address, the memory may be the device's or the
+/// host's: on the host runtime, an address no device allocation knows of is
+/// host memory, accepted when the whole range lies in mappings of the
+/// process that allow writing (`ACL_ERROR_INVALID_PARAM` otherwise: not
+/// mapped, or read-only). Freed or overrun device memory is refused.
+///
+/// # Safety
+/// None beyond C's: the range is checked against device memory and the
+/// process's writable mappings.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemset(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+) -> aclError {
+    real_or_host!(aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize) {
+        host().memset(args::address(devPtr, "devPtr")?, maxCount, value, count)
+    })
+}
+
+/// `aclrtMemcpy` run in order on `stream` (NULL: the default stream).
+///
+/// # Safety
+/// Host-side ranges must stay valid until the stream has run the copy.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: aclrtMemcpyKind,
+    stream: aclrtStream,
+) -> aclError {
+    real_or_host!(aclrtMemcpyAsync(
+        dst: *mut c_void,
+        destMax: usize,
+        src: *const c_void,
+        count: usize,
+        kind: aclrtMemcpyKind,
+        stream: aclrtStream
+    ) {
+        let dst = args::address(dst, "dst")?;
+        let src = args::address(src.cast_mut(), "src")?;
+        let stream = args::optional_stream(stream);
+        // SAFETY: the caller's contract for host-side ranges.
+        unsafe { host().memcpy_async(dst, destMax, src, count, kind, stream) }
+    })
+}
+
+/// `aclrtMemset` run in order on `stream` (NULL: the default stream); the
+/// range is checked as `aclrtMemset`'s when the call is made.
+///
+/// # Safety
+/// The memory must not be freed (host memory: unmapped) before the stream
+/// has run the fill (`aclrtFree` waits for pending work, so this holds for
+/// device memory).
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemsetAsync(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+    stream: aclrtStream,
+) -> aclError {
+    real_or_host!(aclrtMemsetAsync(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize, stream: aclrtStream) {
+        let dst = args::address(devPtr, "devPtr")?;
+        host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))
+    })
+}
+
+/// Free and total bytes of the current context's device; every `attr`
+/// describes the same memory on the host.
+///
+/// # Safety
+/// `free` and `total` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetMemInfo(
+    attr: aclrtMemAttr,
+    free: *mut usize,
+    total: *mut usize,
+) -> aclError {
+    real_or_host!(aclrtGetMemInfo(attr: aclrtMemAttr, free: *mut usize, total: *mut usize) {
+        // SAFETY: the caller's contract.
+        let free_out = unsafe { Out::required(free, "free") }?;
+        // SAFETY: the caller's contract.
+        let total_out = unsafe { Out::required(total, "total") }?;
+        let (f, t) = host().mem_info(attr)?;
+        free_out.write(f);
+        total_out.write(t);
+        Ok(())
+    })
+}

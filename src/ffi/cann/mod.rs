@@ -1,0 +1,21 @@
+//! CANN's functions and types, with CANN's names and C signatures: the
+//! allocator API (`acl_rt_allocator.h`) and the runtime around it
+//! (`acl.h`, `acl_rt.h`). The runtime exports' bodies are
+//! `crate::ffi::wiring::dispatch::real_or_host!`.
+
+pub mod allocator;
+pub mod device_info;
+pub mod errmsg;
+pub mod events;
+pub mod host_memory;
+pub mod ipc_events;
+pub mod ipc_memory;
+pub mod memory;
+pub mod notify;
+pub mod runtime;
+pub mod sharing;
+pub mod stream_attribute;
+pub mod stream_control;
+pub mod stream_info;
+pub mod types;
+pub mod virtual_memory;

@@ -1,0 +1,164 @@
+//! The composition root: the one place that creates the process-wide
+//! objects and wires the layers together.
+//!
+//! At load time only what needs no runtime is set up. "Real runtime or host
+//! runtime?" is decided at the first call that needs it (so a runtime loaded
+//! by `dlopen` after this library is found): [`crate::ffi::wiring::dispatch::ensure`]
+//! runs `wire` once, which looks for a real runtime and installs the
+//! matching device port. A real runtime loaded after that is not used
+//! (`crate::ffi::wiring::host::note_late_runtime` says so).
+
+use crate::base::device_port::{self, DevicePort, VirtualMemoryCalls};
+use crate::base::error::{aclError, Error, Result, ACL_SUCCESS};
+use crate::base::types::{aclrtMemAttr, aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE_FIRST};
+use crate::ffi::wiring::host::{host, note_late_runtime};
+use crate::interpose::next::{address, real, Sym};
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+/// The library's one load-time constructor: tracking if the environment asks
+/// for it, and the decision hooks; no runtime lookup
+/// (a runtime may still arrive).
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    crate::default_allocator::install_pool_callbacks(crate::ffi::ext::pool::callbacks_of);
+    crate::interpose::next::read_environment();
+    crate::ffi::wiring::dispatch::set_wiring(wire);
+    device_port::set_installer(crate::ffi::wiring::dispatch::ensure);
+    crate::tracking::before_exit_report(note_late_runtime);
+    crate::tracking::init_from_env();
+}
+
+/// Decides "real runtime or host runtime" and installs the device port that
+/// matches (run once, by [`crate::ffi::wiring::dispatch::ensure`]).
+fn wire() {
+    crate::interpose::next::resolve();
+    let port: &'static dyn DevicePort = match crate::interpose::next::real_runtime() {
+        false => &Port { forward: false },
+        true => &Port { forward: true },
+    };
+    device_port::install(port);
+}
+
+/// The device port: the host runtime's, or (`forward`) the real runtime's
+/// functions, called as the application would call them.
+struct Port {
+    forward: bool,
+}
+
+/// The real runtime's `$sym` as the C type `$ty`, when it has one.
+macro_rules! real_fn {
+    ($sym:ident as $ty:ty) => {
+        // SAFETY: `$ty` is the C type of `$sym` in CANN's headers.
+        unsafe { real::<$ty>(Sym::$sym) }
+    };
+}
+
+impl DevicePort for Port {
+    fn current_device(&self) -> Option<i32> {
+        let get = real_fn!(aclrtGetDevice as unsafe extern "C" fn(*mut i32) -> aclError);
+        match get.filter(|_| self.forward) {
+            Some(get) => {
+                let mut device = 0;
+                // SAFETY: the real runtime's aclrtGetDevice with a valid out-pointer.
+                let rc = unsafe { get(&mut device) };
+                (rc == ACL_SUCCESS).then_some(device)
+            }
+            None => host()
+                .current_device()
+                .ok()
+                .map(|d| i32::try_from(d).unwrap_or(0)),
+        }
+    }
+
+    fn device_count(&self) -> Option<u32> {
+        let get = real_fn!(aclrtGetDeviceCount as unsafe extern "C" fn(*mut u32) -> aclError);
+        match get.filter(|_| self.forward) {
+            Some(get) => {
+                let mut count = 0u32;
+                // SAFETY: the real runtime's aclrtGetDeviceCount with a valid out-pointer.
+                let rc = unsafe { get(&mut count) };
+                (rc == ACL_SUCCESS).then_some(count)
+            }
+            None => host().device_count().ok(),
+        }
+    }
+
+    /// The host runtime's memory, or the real runtime's `aclrtMalloc` (on
+    /// the calling thread's current device, as the host runtime's).
+    fn alloc(&self, size: usize) -> Result<NonNull<u8>> {
+        if !self.forward {
+            return host().malloc(size);
+        }
+        let mut ptr = std::ptr::null_mut();
+        let rc = self.acl_malloc(&mut ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
+        match NonNull::new(ptr.cast::<u8>()) {
+            Some(p) if rc == ACL_SUCCESS => Ok(p),
+            _ => Err(Error::AllocatorReturnedNull {
+                allocator: "default device (the real runtime's aclrtMalloc)",
+                size,
+                device: self.current_device().unwrap_or(0),
+            }),
+        }
+    }
+
+    fn free(&self, ptr: *mut c_void) -> Result<()> {
+        if self.forward {
+            return match self.acl_free(ptr) {
+                ACL_SUCCESS => Ok(()),
+                _ => Err(Error::ForeignPointer),
+            };
+        }
+        host().devices().and_then(|devices| {
+            devices
+                .iter()
+                .find(|d| d.memory().owns(ptr.cast()))
+                .ok_or(Error::ForeignPointer)
+                .and_then(|d| d.memory().free(ptr.cast()))
+        })
+    }
+
+    fn acl_malloc(
+        &self,
+        ptr: &mut *mut c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        // SAFETY: `ptr` is a valid out-pointer.
+        unsafe { crate::ffi::cann::memory::aclrtMalloc(ptr, size, policy) }
+    }
+
+    fn acl_free(&self, ptr: *mut c_void) -> aclError {
+        // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
+        unsafe { crate::ffi::cann::memory::aclrtFree(ptr) }
+    }
+
+    fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
+        // SAFETY: both out-pointers are valid.
+        unsafe { crate::ffi::cann::memory::aclrtGetMemInfo(attr, free, total) }
+    }
+
+    /// The host runtime's virtual memory (reservations, memfd pages), or the
+    /// real runtime's calls when it has every one of them.
+    fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
+        let all = [
+            Sym::aclrtReserveMemAddress,
+            Sym::aclrtReleaseMemAddress,
+            Sym::aclrtMallocPhysical,
+            Sym::aclrtFreePhysical,
+            Sym::aclrtMapMem,
+            Sym::aclrtUnmapMem,
+            Sym::aclrtMemGetAllocationGranularity,
+        ];
+        let all = !self.forward || all.iter().all(|&sym| address(sym).is_some());
+        all.then(crate::ffi::cann::virtual_memory::calls)
+    }
+
+    /// The host runtime's current device changes only in `runtime::context`, which reports it.
+    fn reports_device_changes(&self) -> bool {
+        !self.forward
+    }
+}
