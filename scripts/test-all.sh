@@ -14,7 +14,7 @@ if [ ! -f ../shared/conformance/acl_allocator_conformance.c ]; then
   # tests/conformance.rs passes without it (a user's clone has none) unless CI is set.
   echo "note: no ../shared/conformance beside this checkout: the shared conformance suite is skipped${CI:+ (CI is set: tests/conformance.rs will fail)}"
 fi
-cargo test --release
+cargo test --workspace --release
 cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
 # Also builds the library with --features test-hooks into target/test-hooks
 # for the tests that drive a test hook (c_examples/dead_worker.c).

@@ -32,7 +32,6 @@ pub mod pool;
 pub mod registry;
 pub mod runtime;
 pub mod tracking;
-pub mod viz;
 
 pub use crate::base::descriptor::{
     AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, Descriptor, FreeFn, GetAddrFromBlockFn,

@@ -247,7 +247,7 @@ fn embedded_data(page: &str) -> Value {
 #[test]
 fn the_page_of_a_recorded_session_is_self_contained_and_complete() {
     let (pool, json) = snapshot_of_a_session();
-    let page = aclalloc::viz::page(&json, "session <1>").unwrap();
+    let page = aclalloc_viz::page(&json, "session <1>").unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     for needle in [
         "id=\"timeline-canvas\"",
@@ -337,7 +337,7 @@ fn aclalloc_viz_writes_the_page_and_explains_bad_input() {
         String::from_utf8_lossy(&run.stderr)
     );
     let page = std::fs::read_to_string(&output).unwrap();
-    assert_eq!(page, aclalloc::viz::page(&json, "pool.json").unwrap());
+    assert_eq!(page, aclalloc_viz::page(&json, "pool.json").unwrap());
     // Without -o, the page goes next to the snapshot.
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_aclalloc"))
         .arg("viz")

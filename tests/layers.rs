@@ -30,8 +30,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("pool", 2),
     ("plugin", 2),
     ("tracking", 2),
-    // The offline page: reads snapshot JSON, draws it.
-    ("viz", 2),
     // Built from the subsystems.
     ("default_allocator", 3),
     ("interpose", 3),

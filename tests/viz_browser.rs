@@ -171,7 +171,7 @@ fn a_recorded_session_renders_with_its_peak() {
     let json: Value = serde_json::from_str(&pool.snapshot_json()).unwrap();
     let peak = peak_from_trace(&json);
     assert_eq!(peak, pool.max_memory_allocated() as u64);
-    let page = aclalloc::viz::page(&json, "pool session").unwrap();
+    let page = aclalloc_viz::page(&json, "pool session").unwrap();
     let r = render(&chrome, &page, "session");
     check(&r, peak);
     assert!(r.dom.contains("Segments at the end of the trace"));
@@ -207,7 +207,7 @@ fn a_hundred_thousand_events_render() {
     let peak = peak_from_trace(&json);
     let r = render(
         &chrome,
-        &aclalloc::viz::page(&json, "100k").unwrap(),
+        &aclalloc_viz::page(&json, "100k").unwrap(),
         "100k",
     );
     check(&r, peak);
@@ -245,7 +245,7 @@ fn a_pytorch_shaped_snapshot_with_integers_renders() {
     });
     let r = render(
         &chrome,
-        &aclalloc::viz::page(&snapshot, "torch").unwrap(),
+        &aclalloc_viz::page(&snapshot, "torch").unwrap(),
         "torch",
     );
     check(&r, peak);
@@ -277,7 +277,7 @@ fn an_aclalloc_run_snapshot_renders_its_live_blocks_and_faults() {
     });
     let r = render(
         &chrome,
-        &aclalloc::viz::page(&snapshot, "run").unwrap(),
+        &aclalloc_viz::page(&snapshot, "run").unwrap(),
         "run",
     );
     check(&r, 3000 + (1 << 20));
@@ -330,7 +330,7 @@ fn a_session_without_segments_shows_no_reserved_line() {
     });
     let r = render(
         &chrome,
-        &aclalloc::viz::page(&snapshot, "empty-run").unwrap(),
+        &aclalloc_viz::page(&snapshot, "empty-run").unwrap(),
         "empty-run",
     );
     assert!(!r.dom.contains("id=\"js-error\""), "a script error");
@@ -345,7 +345,7 @@ fn a_session_without_segments_shows_no_reserved_line() {
             "state": "active_allocated", "block": "0x7f0000100000", "time_ns": 12}]}]);
     let r = render(
         &chrome,
-        &aclalloc::viz::page(&with_block, "one-block-run").unwrap(),
+        &aclalloc_viz::page(&with_block, "one-block-run").unwrap(),
         "one-block-run",
     );
     assert_reserved_shown(&r, true);
@@ -357,7 +357,7 @@ fn hovering_and_clicking_the_timeline_work() {
     let pool = recorded_pool();
     inference_session(&pool, 12);
     let json: Value = serde_json::from_str(&pool.snapshot_json()).unwrap();
-    let page = aclalloc::viz::page(&json, "interaction").unwrap();
+    let page = aclalloc_viz::page(&json, "interaction").unwrap();
     // A mouse over the lowest band (the first weights) at mid-width, then a click.
     let driver = r#"<script>
 (function () {

@@ -6,8 +6,6 @@
 use crate::base::errlog;
 use crate::base::error::{aclError, Error, ACL_SUCCESS};
 use crate::base::foreign_call;
-use std::ffi::c_char;
-use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// How an export's C return value encodes success and failure.
@@ -58,7 +56,29 @@ macro_rules! value_returns {
         }
     )*};
 }
-value_returns!(u64 => u64::MAX, *mut c_void => std::ptr::null_mut(), *const c_char => std::ptr::null());
+value_returns!(u64 => u64::MAX);
+
+/// A pointer result: NULL on failure.
+impl<T> FfiReturn for *mut T {
+    type Ok = *mut T;
+    fn success(value: *mut T) -> Self {
+        value
+    }
+    fn failure(_: aclError) -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+/// A pointer result: NULL on failure.
+impl<T> FfiReturn for *const T {
+    type Ok = *const T;
+    fn success(value: *const T) -> Self {
+        value
+    }
+    fn failure(_: aclError) -> Self {
+        std::ptr::null()
+    }
+}
 
 /// What a panic caught at the boundary is reported as.
 const PANIC: Error = Error::Internal {
@@ -130,6 +150,7 @@ fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {
 mod tests {
     use super::*;
     use crate::base::error::ACL_ERROR_INTERNAL_ERROR;
+    use std::ffi::c_void;
 
     #[test]
     fn success_errors_and_panics_come_out_as_their_c_values_with_a_message() {

@@ -2,7 +2,7 @@
 //! with the allocator tracking layer on, and print what it found.
 //!
 //! The launcher must not load the library it preloads into the child: it
-//! uses std, libc and the page generator (`src/viz`, included by path).
+//! uses std, libc and the page generator (the `aclalloc-viz` crate).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
 
-#[path = "../viz/mod.rs"]
-mod viz;
+use aclalloc_viz as viz;
 
 const HELP: &str = "\
 aclalloc: check what an ACL runtime does with the allocators a program registers

@@ -77,7 +77,7 @@ pub(crate) struct Segment {
     pub stream: usize,
     /// The block at the segment's start (never merged away: merges always remove the later block).
     pub first: u32,
-    /// An expandable segment: a reservation mapped page by page (`src/pool/expandable.rs`).
+    /// An expandable segment: a reservation mapped page by page (`src/pool/engine/expandable.rs`).
     pub expandable: bool,
     /// The ordering generation of the latest free of one of its blocks
     /// (`crate::registry::order`): another stream ordered after it may take

@@ -10,7 +10,7 @@
 //! | `memory_limit_mb` | MiB | the pool never reserves more than this |
 //! | `memory_fraction` | 0 < f <= 1 | the pool never reserves more than `f` x the device capacity (like `torch.npu.set_per_process_memory_fraction`) |
 //! | `per_process_memory_fraction` | 0 < f <= 1 | torch_npu's name for `memory_fraction` |
-//! | `expandable_segments` | a truth value (`True`, `False`, `1`, `off`, ...) | per stream one reservation of address space mapped page by page (see `src/pool/expandable.rs`) |
+//! | `expandable_segments` | a truth value (`True`, `False`, `1`, `off`, ...) | per stream one reservation of address space mapped page by page (see `src/pool/engine/expandable.rs`) |
 //! | `roundup_power2_divisions` | `4`, or `[256:1,512:2,>:8]` | requests are rounded up to one of `n` steps between two powers of two (PyTorch's `round_size`; see `src/pool/roundup.rs`) |
 //!
 //! torch_npu's other keys (pinned host memory, its threads and locks) are
@@ -74,7 +74,7 @@ pub struct PoolConfig {
     pub garbage_collection_threshold: f64,
     /// The most the pool may reserve.
     pub limit: Limit,
-    /// PyTorch's `expandable_segments` (`src/pool/expandable.rs`), when the
+    /// PyTorch's `expandable_segments` (`src/pool/engine/expandable.rs`), when the
     /// device offers virtual memory; otherwise fixed segments.
     pub expandable_segments: bool,
     /// PyTorch's `roundup_power2_divisions`: how requests are rounded (all 0: to 512 bytes).

@@ -16,7 +16,6 @@
 //! its thread is dropped by the next drain. While the history recorder is
 //! on, the caches stand aside (events are recorded in order, under a lock).
 
-#[path = "cache_lists.rs"]
 mod lists;
 
 use super::engine::{round_size, CacheStats, Core, Loan};

@@ -154,16 +154,9 @@ pub extern "C" fn aclFloat16ToFloat(value: aclFloat16) -> f32 {
 /// SoC), the real runtime's answer in front of one.
 #[no_mangle]
 pub extern "C" fn aclrtGetSocName() -> *const c_char {
-    crate::ffi::wiring::dispatch::ensure();
-    type Real = unsafe extern "C" fn() -> *const c_char;
-    // SAFETY: `Real` is the C type of `aclrtGetSocName` in CANN's headers.
-    match unsafe {
-        crate::interpose::next::real::<Real>(crate::interpose::next::Sym::aclrtGetSocName)
-    } {
-        // SAFETY: the real runtime's function, without arguments.
-        Some(f) => unsafe { f() },
-        None => c"aclalloc-host".as_ptr(),
-    }
+    real_or_host!(aclrtGetSocName() -> *const c_char {
+        Ok(c"aclalloc-host".as_ptr())
+    })
 }
 
 /// `ACL_HOST`: the program runs on the host.

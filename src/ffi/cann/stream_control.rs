@@ -4,7 +4,6 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use crate::base::error::{Error, Result};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args;
 use crate::ffi::wiring::dispatch::real_or_host;
@@ -225,18 +224,7 @@ fn live_config(handle: *const aclrtStreamConfigHandle) -> Result<*mut aclrtStrea
 /// on failure. Free it with `aclrtDestroyStreamConfigHandle`.
 #[no_mangle]
 pub extern "C" fn aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandle {
-    crate::ffi::wiring::dispatch::ensure();
-    type Real = unsafe extern "C" fn() -> *mut aclrtStreamConfigHandle;
-    // SAFETY: `Real` is the C type of the function in CANN's headers.
-    if let Some(real) = unsafe {
-        crate::interpose::next::real::<Real>(
-            crate::interpose::next::Sym::aclrtCreateStreamConfigHandle,
-        )
-    } {
-        // SAFETY: a function of no arguments.
-        return unsafe { real() };
-    }
-    boundary::<*mut c_void>("aclrtCreateStreamConfigHandle", || {
+    real_or_host!(aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandle {
         let handle = Box::into_raw(Box::new(aclrtStreamConfigHandle {
             workptr: std::ptr::null_mut(),
             workSize: 0,
@@ -244,9 +232,8 @@ pub extern "C" fn aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandl
             priority: 0,
         }));
         CONFIG_HANDLES.lock().push(handle as usize);
-        Ok(handle.cast())
+        Ok(handle)
     })
-    .cast()
 }
 
 /// Frees a handle from `aclrtCreateStreamConfigHandle`; streams created

@@ -33,7 +33,6 @@ mod adopt;
 mod bins;
 mod bookkeeping;
 pub(crate) mod counters;
-#[path = "../expandable.rs"]
 mod expandable;
 mod introspect;
 mod lend;

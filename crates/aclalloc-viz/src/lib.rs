@@ -5,7 +5,8 @@
 //!
 //! The snapshot is read in Rust ([`model`], exact 64-bit arithmetic) and
 //! embedded as JSON; `page.js` only draws. Depends only on std and
-//! serde_json: the `aclalloc` command includes it by path.
+//! serde_json: a crate of its own, so that the `aclalloc` command draws pages
+//! without linking the library.
 
 pub mod model;
 
