@@ -205,11 +205,7 @@ fn a_hundred_thousand_events_render() {
     assert!(pool.history().events.len() >= 100_000);
     let json: Value = serde_json::from_str(&pool.snapshot_json()).unwrap();
     let peak = peak_from_trace(&json);
-    let r = render(
-        &chrome,
-        &aclalloc_viz::page(&json, "100k").unwrap(),
-        "100k",
-    );
+    let r = render(&chrome, &aclalloc_viz::page(&json, "100k").unwrap(), "100k");
     check(&r, peak);
     let events: usize = attribute(&r.dom, "timeline", "data-events")
         .unwrap()

@@ -142,13 +142,69 @@ pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnc
 #[cold]
 #[inline(never)]
 fn fail<R: FfiReturn>(function: &'static str, error: Error) -> R {
-    errlog::record(function, error);
+    errlog::record(function_name(function), error);
     R::failure(error.code())
 }
+
+/// The export's name from the path [`ffi_boundary!`] passes
+/// (`crate::ffi::ext::tracking::aclallocTrackingSetEnabled::here`): its
+/// last segment but the marker function and closures. A plain name is
+/// returned as it is. Run on failure only, never on the way of a success.
+pub(crate) fn function_name(path: &'static str) -> &'static str {
+    path.rsplit("::")
+        .find(|segment| *segment != "here" && !segment.starts_with('{'))
+        .unwrap_or(path)
+}
+
+/// [`boundary`] named after the function it is written in (the export):
+/// the name is written once, in the signature. The path of a marker
+/// function is a constant; [`function_name`] reads the name from it only
+/// when a failure is recorded.
+macro_rules! ffi_boundary {
+    ($body:expr) => {{
+        fn here() {}
+        $crate::base::boundary::boundary(std::any::type_name_of_val(&here), $body)
+    }};
+}
+pub(crate) use ffi_boundary;
+
+/// [`passthrough`] named after the function it is written in, as [`ffi_boundary!`].
+macro_rules! ffi_passthrough {
+    ($body:expr) => {{
+        fn here() {}
+        $crate::base::boundary::passthrough(std::any::type_name_of_val(&here), $body)
+    }};
+}
+pub(crate) use ffi_passthrough;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[allow(non_snake_case)]
+    fn aclallocNamedExport() -> aclError {
+        ffi_boundary!(|| Err(Error::NullPointer { param: "out" }))
+    }
+
+    #[test]
+    fn the_macro_names_the_function_it_is_written_in() {
+        let _ = errlog::take_recent();
+        assert_eq!(
+            aclallocNamedExport(),
+            Error::NullPointer { param: "out" }.code()
+        );
+        let message = errlog::take_recent().unwrap();
+        assert!(message.contains("aclallocNamedExport"), "{message}");
+        assert!(
+            !message.contains("::") && !message.contains("here"),
+            "{message}"
+        );
+        assert_eq!(function_name("aclrtFoo"), "aclrtFoo");
+        assert_eq!(
+            function_name("a::b::aclrtFoo::{{closure}}::here"),
+            "aclrtFoo"
+        );
+    }
     use crate::base::error::ACL_ERROR_INTERNAL_ERROR;
     use std::ffi::c_void;
 

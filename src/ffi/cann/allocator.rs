@@ -9,6 +9,7 @@
 //! forcing the decision (they need no runtime); registering and
 //! unregistering, which take a stream, force it.
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::descriptor::{AllocatorObj, Callbacks, Descriptor};
 use crate::base::error::Result;
 use crate::ffi::boundary::boundary;
@@ -26,9 +27,7 @@ pub extern "C" fn aclrtAllocatorCreateDesc() -> aclrtAllocatorDesc {
     if let Some(desc) = forward::create_desc() {
         return desc;
     }
-    boundary("aclrtAllocatorCreateDesc", || {
-        Ok(global().create_descriptor()?.as_ptr())
-    })
+    ffi_boundary!(|| { Ok(global().create_descriptor()?.as_ptr()) })
 }
 
 /// Destroys a descriptor. Registrations made from it stay in force.
@@ -39,9 +38,7 @@ pub extern "C" fn aclrtAllocatorDestroyDesc(allocatorDesc: aclrtAllocatorDesc) -
     if let Some(rc) = forward::destroy_desc(allocatorDesc) {
         return rc;
     }
-    boundary("aclrtAllocatorDestroyDesc", || {
-        global().destroy_descriptor(args::descriptor(allocatorDesc)?)
-    })
+    ffi_boundary!(|| { global().destroy_descriptor(args::descriptor(allocatorDesc)?) })
 }
 
 /// Sets one field of a live descriptor from a non-NULL value.
@@ -163,7 +160,7 @@ pub extern "C" fn aclrtAllocatorRegister(
         return rc;
     }
     crate::ffi::wiring::host::note_late_runtime();
-    boundary("aclrtAllocatorRegister", || {
+    ffi_boundary!(|| {
         let stream = args::stream(stream)?;
         let desc = args::descriptor(allocatorDesc)?;
         let host = crate::ffi::wiring::host::host();
@@ -198,7 +195,7 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     allocAdviseFunc: *mut aclrtAllocatorAllocAdviseFunc,
     getAddrFromBlockFunc: *mut aclrtAllocatorGetAddrFromBlockFunc,
 ) -> aclError {
-    boundary("aclrtAllocatorGetByStream", move || -> Result<()> {
+    ffi_boundary!(move || -> Result<()> {
         // The hit on every launch: one probe of the stream's slot, no call.
         if !tracking::enabled() && !allocatorDesc.is_null() {
             if let (Some(key), Some(api)) = (StreamKey::from_ptr(stream), initialised()) {
@@ -317,7 +314,7 @@ pub extern "C" fn aclrtAllocatorUnregister(stream: aclrtStream) -> aclError {
     if let Some(rc) = forward::unregister(stream) {
         return rc;
     }
-    boundary("aclrtAllocatorUnregister", || {
+    ffi_boundary!(|| {
         let stream = args::stream(stream)?;
         let old = global().unregister(stream)?;
         tracking::registration_ended(stream, old.as_ref(), LeakSeen::Unregister);

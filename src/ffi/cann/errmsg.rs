@@ -1,7 +1,7 @@
 //! `aclGetRecentErrMsg`.
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::errlog;
-use crate::ffi::boundary::boundary;
 use crate::ffi::wiring::forward;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -18,7 +18,7 @@ thread_local! {
 /// call drops this library's older ones), otherwise the runtime's.
 #[no_mangle]
 pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    boundary("aclGetRecentErrMsg", || {
+    ffi_boundary!(|| {
         let ours = own_messages();
         Ok(match forward::recent_err_msg() {
             // SAFETY: the real runtime's function, which takes no arguments.

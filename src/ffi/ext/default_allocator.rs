@@ -3,9 +3,9 @@
 //! (`change_current_allocator`).
 #![allow(non_snake_case)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::Error;
 use crate::default_allocator::{global, Kind, Source};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::ext::plugin::aclallocAllocatorStats;
 use crate::ffi::wiring::args::{self, Out};
@@ -33,7 +33,7 @@ pub unsafe extern "C" fn aclallocDefaultMalloc(
     size: usize,
     stream: aclrtStream,
 ) -> aclError {
-    boundary("aclallocDefaultMalloc", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe {
             args::write_out(devPtr, "devPtr", || {
@@ -48,7 +48,7 @@ pub unsafe extern "C" fn aclallocDefaultMalloc(
 /// `ACL_ERROR_INVALID_PARAM`, and the allocator is not called.
 #[no_mangle]
 pub extern "C" fn aclallocDefaultFree(devPtr: *mut c_void) -> aclError {
-    boundary("aclallocDefaultFree", || {
+    ffi_boundary!(|| {
         global().free(NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?)
     })
 }
@@ -60,7 +60,7 @@ pub extern "C" fn aclallocDefaultFree(devPtr: *mut c_void) -> aclError {
 /// descriptor: `ACL_ERROR_INVALID_PARAM`.
 #[no_mangle]
 pub extern "C" fn aclallocSetDefaultAllocator(allocatorDesc: aclrtAllocatorDesc) -> aclError {
-    boundary("aclallocSetDefaultAllocator", || {
+    ffi_boundary!(|| {
         let source = Source::from_descriptor(args::descriptor(allocatorDesc)?)?;
         global().swap(source)
     })
@@ -70,7 +70,7 @@ pub extern "C" fn aclallocSetDefaultAllocator(allocatorDesc: aclrtAllocatorDesc)
 /// "descriptor"; NULL if `ACLALLOC_DEFAULT_ALLOCATOR` is invalid.
 #[no_mangle]
 pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
-    boundary("aclallocGetDefaultAllocatorName", || {
+    ffi_boundary!(|| {
         let name: &'static CStr = match global().kind()? {
             Kind::Pool => c"pool",
             Kind::Device => c"device",
@@ -90,7 +90,7 @@ pub extern "C" fn aclallocGetDefaultAllocatorName() -> *const c_char {
 /// `allocator` must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAllocator) -> aclError {
-    boundary("aclallocGetDefaultAllocator", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(allocator, "allocator") }?;
         let source = global().in_use().ok_or(Error::DefaultNotInUse)?;
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn aclallocGetDefaultAllocator(allocator: *mut aclrtAlloca
 /// `stats` must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocDefaultGetStats(stats: *mut aclallocAllocatorStats) -> aclError {
-    boundary("aclallocDefaultGetStats", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe { args::write_out(stats, "stats", || Ok(global().stats().into())) }
     })

@@ -3,9 +3,9 @@
 //! (`set_per_process_memory_fraction` before any allocation, `memory_stats(device)`).
 #![allow(non_snake_case)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::Error;
 use crate::default_allocator::{global, Kind};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::Out;
 
@@ -20,7 +20,7 @@ use crate::ffi::wiring::args::Out;
 /// cannot be loaded: `ACL_ERROR_INVALID_FILE`.
 #[no_mangle]
 pub extern "C" fn aclallocDefaultInit() -> aclError {
-    boundary("aclallocDefaultInit", || global().serving().map(|_| ()))
+    ffi_boundary!(|| global().serving().map(|_| ()))
 }
 
 /// The device of the default allocator's object: for the caching pool the
@@ -32,7 +32,7 @@ pub extern "C" fn aclallocDefaultInit() -> aclError {
 /// `deviceId` must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocDefaultGetDevice(deviceId: *mut i32) -> aclError {
-    boundary("aclallocDefaultGetDevice", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(deviceId, "deviceId") }?;
         let device = match global().in_use() {

@@ -1,7 +1,7 @@
 //! A kernel that does nothing, for launches that exercise only the allocator.
 #![allow(non_snake_case)]
 
-use crate::ffi::boundary::boundary;
+use crate::base::boundary::ffi_boundary;
 use std::ffi::c_void;
 
 /// An `aclallocKernelFunc` that does nothing, for launches that only take and
@@ -16,7 +16,7 @@ pub unsafe extern "C" fn aclallocEmptyKernel(
     size: usize,
     userData: *mut c_void,
 ) {
-    boundary("aclallocEmptyKernel", || {
+    ffi_boundary!(|| {
         let _ = (workspace, size, userData);
         Ok(())
     })

@@ -4,7 +4,7 @@
 //! functions serve those calls, they stay zero.
 #![allow(non_snake_case)]
 
-use crate::ffi::boundary::boundary;
+use crate::base::boundary::ffi_boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::Out;
 use crate::ffi::wiring::host::host;
@@ -16,7 +16,7 @@ use crate::runtime::HostMemoryStats;
 /// `stats` must be NULL (refused) or writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocHostMemoryGetStats(stats: *mut HostMemoryStats) -> aclError {
-    boundary("aclallocHostMemoryGetStats", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract; `Out::required` refuses NULL.
         let out = unsafe { Out::required(stats, "stats") }?;
         out.write(host().host_memory_stats());
@@ -27,7 +27,7 @@ pub unsafe extern "C" fn aclallocHostMemoryGetStats(stats: *mut HostMemoryStats)
 /// Restarts every peak of the host-memory statistics from its current value.
 #[no_mangle]
 pub extern "C" fn aclallocHostMemoryResetPeakStats() -> aclError {
-    boundary("aclallocHostMemoryResetPeakStats", || {
+    ffi_boundary!(|| {
         host().reset_peak_host_memory_stats();
         Ok(())
     })
@@ -37,7 +37,7 @@ pub extern "C" fn aclallocHostMemoryResetPeakStats() -> aclError {
 /// freed, the call counts, the timings); current values and peaks stay.
 #[no_mangle]
 pub extern "C" fn aclallocHostMemoryResetAccumulatedStats() -> aclError {
-    boundary("aclallocHostMemoryResetAccumulatedStats", || {
+    ffi_boundary!(|| {
         host().reset_accumulated_host_memory_stats();
         Ok(())
     })
@@ -48,5 +48,5 @@ pub extern "C" fn aclallocHostMemoryResetAccumulatedStats() -> aclError {
 /// `host_empty_cache` on an allocator without a cache).
 #[no_mangle]
 pub extern "C" fn aclallocHostMemoryEmptyCache() -> aclError {
-    boundary("aclallocHostMemoryEmptyCache", || Ok(()))
+    ffi_boundary!(|| Ok(()))
 }

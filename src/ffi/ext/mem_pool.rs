@@ -13,9 +13,9 @@
 //! ```
 #![allow(non_snake_case, non_camel_case_types)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::{Error, Result};
 use crate::default_allocator::mem_pool::{self, MemPoolHandle, MemPoolOptions};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::ext::plugin::aclallocPluggable;
 use crate::ffi::ext::pool::aclallocPool;
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn aclallocMemPoolCreate(
     options: *const aclallocMemPoolOptions,
     pool: *mut aclallocMemPool,
 ) -> aclError {
-    boundary("aclallocMemPoolCreate", || {
+    ffi_boundary!(|| {
         // SAFETY: `pool` is NULL or writable (the caller's contract); `Out::required`
         // refuses NULL.
         let out = unsafe { Out::required(pool, "pool") }?;
@@ -119,9 +119,7 @@ pub unsafe extern "C" fn aclallocMemPoolCreate(
 /// nothing changes.
 #[no_mangle]
 pub extern "C" fn aclallocMemPoolDestroy(pool: aclallocMemPool) -> aclError {
-    boundary("aclallocMemPoolDestroy", || {
-        mem_pool::destroy(handle(pool)?)
-    })
+    ffi_boundary!(|| { mem_pool::destroy(handle(pool)?) })
 }
 
 /// The pool's id, unique in the process and never 0 (PyTorch's
@@ -131,7 +129,7 @@ pub extern "C" fn aclallocMemPoolDestroy(pool: aclallocMemPool) -> aclError {
 /// `id` must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocMemPoolGetId(pool: aclallocMemPool, id: *mut u64) -> aclError {
-    boundary("aclallocMemPoolGetId", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe { args::write_out(id, "id", || mem_pool::id(handle(pool)?)) }
     })
@@ -147,7 +145,7 @@ pub unsafe extern "C" fn aclallocMemPoolUseCount(
     pool: aclallocMemPool,
     count: *mut u64,
 ) -> aclError {
-    boundary("aclallocMemPoolUseCount", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe {
             args::write_out(count, "count", || {
@@ -165,18 +163,14 @@ pub unsafe extern "C" fn aclallocMemPoolUseCount(
 /// `ACL_ERROR_RT_INVALID_DEVICEID`.
 #[no_mangle]
 pub extern "C" fn aclallocMemPoolBeginUse(pool: aclallocMemPool, deviceId: i32) -> aclError {
-    boundary("aclallocMemPoolBeginUse", || {
-        mem_pool::begin_use(handle(pool)?, deviceId)
-    })
+    ffi_boundary!(|| { mem_pool::begin_use(handle(pool)?, deviceId) })
 }
 
 /// Ends the calling thread's innermost use of the pool on `deviceId`. None
 /// begun on this thread: `ACL_ERROR_INVALID_PARAM`.
 #[no_mangle]
 pub extern "C" fn aclallocMemPoolEndUse(pool: aclallocMemPool, deviceId: i32) -> aclError {
-    boundary("aclallocMemPoolEndUse", || {
-        mem_pool::end_use(handle(pool)?, deviceId)
-    })
+    ffi_boundary!(|| { mem_pool::end_use(handle(pool)?, deviceId) })
 }
 
 /// The pool's segments on every device as JSON:
@@ -194,7 +188,7 @@ pub unsafe extern "C" fn aclallocMemPoolSnapshot(
     size: usize,
     length: *mut usize,
 ) -> aclError {
-    boundary("aclallocMemPoolSnapshot", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let buffer = unsafe { OutSlice::new(buffer, size, "buffer") }?;
         // SAFETY: the caller's contract.
@@ -218,7 +212,7 @@ pub unsafe extern "C" fn aclallocMemPoolGetDevicePool(
     deviceId: i32,
     devicePool: *mut aclallocPool,
 ) -> aclError {
-    boundary("aclallocMemPoolGetDevicePool", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe {
             args::write_out(devicePool, "devicePool", || {
@@ -244,7 +238,7 @@ pub unsafe extern "C" fn aclallocMemPoolListDevicePools(
     capacity: usize,
     count: *mut usize,
 ) -> aclError {
-    boundary("aclallocMemPoolListDevicePools", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { OutSlice::new(pools, capacity, "pools") }?;
         // SAFETY: the caller's contract.

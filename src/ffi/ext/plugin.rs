@@ -6,8 +6,8 @@
 //! Free always passes what alloc got.
 #![allow(non_snake_case, non_camel_case_types)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::{Error, Result};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::plugin::{published, PluggableAllocator, PluggableHandle, PluginSpec, Stats};
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
     allocator: *mut aclallocPluggable,
     allocatorDesc: *mut aclrtAllocatorDesc,
 ) -> aclError {
-    boundary("aclallocPluggableCreate", || {
+    ffi_boundary!(|| {
         // SAFETY: `config` is NULL or a readable `aclallocPluggableConfig` (the caller's
         // contract); `args::input` refuses NULL.
         let config = unsafe { args::input(config, "config") }?;
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn aclallocPluggableCreate(
 /// refused.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableDestroy(allocator: aclallocPluggable) -> aclError {
-    boundary("aclallocPluggableDestroy", || {
+    ffi_boundary!(|| {
         published::destroy(handle(allocator)?, |obj| {
             crate::default_allocator::global().uses(obj)
         })
@@ -197,7 +197,7 @@ pub unsafe extern "C" fn aclallocPluggableMalloc(
     size: usize,
     stream: aclrtStream,
 ) -> aclError {
-    boundary("aclallocPluggableMalloc", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(devPtr, "devPtr") }?;
         let ptr = published::alloc(handle(allocator)?, size, StreamKey::from_ptr(stream))?;
@@ -215,7 +215,7 @@ pub extern "C" fn aclallocPluggableFree(
     allocator: aclallocPluggable,
     devPtr: *mut c_void,
 ) -> aclError {
-    boundary("aclallocPluggableFree", || {
+    ffi_boundary!(|| {
         let block = NonNull::new(devPtr).ok_or(Error::NullPointer { param: "devPtr" })?;
         published::free(handle(allocator)?, block)
     })
@@ -230,7 +230,7 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
     allocator: aclallocPluggable,
     stats: *mut aclallocAllocatorStats,
 ) -> aclError {
-    boundary("aclallocPluggableGetStats", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(stats, "stats") }?;
         let stats = published::with_allocator(handle(allocator)?, |a| Ok(a.stats()))?;
@@ -242,7 +242,7 @@ pub unsafe extern "C" fn aclallocPluggableGetStats(
 /// Restarts the peak statistics from the current values.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) -> aclError {
-    boundary("aclallocPluggableResetPeakStats", || {
+    ffi_boundary!(|| {
         published::with_allocator(handle(allocator)?, |a| {
             a.reset_peak_stats();
             Ok(())
@@ -254,9 +254,7 @@ pub extern "C" fn aclallocPluggableResetPeakStats(allocator: aclallocPluggable) 
 /// succeeds (as PyTorch's pluggable allocator does).
 #[no_mangle]
 pub extern "C" fn aclallocPluggableEmptyCache(allocator: aclallocPluggable) -> aclError {
-    boundary("aclallocPluggableEmptyCache", || {
-        published::with_allocator(handle(allocator)?, |a| a.empty_cache())
-    })
+    ffi_boundary!(|| { published::with_allocator(handle(allocator)?, |a| a.empty_cache()) })
 }
 
 /// Calls the plugin's memory-fraction function with `fraction` in (0, 1].
@@ -268,7 +266,7 @@ pub extern "C" fn aclallocPluggableSetMemoryFraction(
     fraction: f64,
     deviceId: i32,
 ) -> aclError {
-    boundary("aclallocPluggableSetMemoryFraction", || {
+    ffi_boundary!(|| {
         published::with_allocator(handle(allocator)?, |a| {
             a.set_memory_fraction(fraction, deviceId)
         })

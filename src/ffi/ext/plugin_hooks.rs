@@ -19,6 +19,7 @@
 //! - reset peak status: by `aclallocPluggableResetPeakStatus`.
 #![allow(non_snake_case, non_camel_case_types)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::{Error, Result};
 use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
@@ -158,7 +159,7 @@ pub unsafe extern "C" fn aclallocPluggableGetDeviceStats(
     deviceId: i32,
     stats: *mut DeviceStats,
 ) -> aclError {
-    boundary("aclallocPluggableGetDeviceStats", || {
+    ffi_boundary!(|| {
         // SAFETY: `stats` is NULL or writable (the caller's contract); `Out::required`
         // refuses NULL.
         let out = unsafe { Out::required(stats, "stats") }?;
@@ -175,7 +176,7 @@ pub extern "C" fn aclallocPluggableResetPeakStatus(
     allocator: aclallocPluggable,
     deviceId: i32,
 ) -> aclError {
-    boundary("aclallocPluggableResetPeakStatus", || {
+    ffi_boundary!(|| {
         published::with_allocator(handle(allocator)?, |a| a.reset_peak_status(deviceId))
     })
 }
@@ -198,7 +199,7 @@ pub unsafe extern "C" fn aclallocPluggableGetBaseAllocation(
     basePtr: *mut *mut c_void,
     size: *mut usize,
 ) -> aclError {
-    boundary("aclallocPluggableGetBaseAllocation", || {
+    ffi_boundary!(|| {
         // SAFETY: NULL or writable (the caller's contract); refused when NULL.
         let base_out = unsafe { Out::required(basePtr, "basePtr") }?;
         // SAFETY: as above.
@@ -222,7 +223,7 @@ pub extern "C" fn aclallocPluggableRecordStream(
     devPtr: *mut c_void,
     stream: aclrtStream,
 ) -> aclError {
-    boundary("aclallocPluggableRecordStream", || {
+    ffi_boundary!(|| {
         let ptr = block(devPtr)?;
         published::with_allocator(handle(allocator)?, |a| {
             a.stream_hook(ptr, stream as usize, false)
@@ -238,7 +239,7 @@ pub extern "C" fn aclallocPluggableEraseStream(
     devPtr: *mut c_void,
     stream: aclrtStream,
 ) -> aclError {
-    boundary("aclallocPluggableEraseStream", || {
+    ffi_boundary!(|| {
         let ptr = block(devPtr)?;
         published::with_allocator(handle(allocator)?, |a| {
             a.stream_hook(ptr, stream as usize, true)

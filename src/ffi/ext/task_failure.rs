@@ -1,7 +1,7 @@
 //! `aclallocFailCurrentTask`: how a host kernel reports that it failed, as
 //! a device kernel's exception does on CANN.
 
-use crate::ffi::boundary::{boundary, passthrough};
+use crate::base::boundary::{ffi_boundary, ffi_passthrough};
 use crate::ffi::cann::types::*;
 use std::ffi::c_int;
 
@@ -13,9 +13,7 @@ use std::ffi::c_int;
 /// stream's task.
 #[no_mangle]
 pub extern "C" fn aclallocFailCurrentTask(code: aclError) -> aclError {
-    boundary("aclallocFailCurrentTask", || {
-        crate::runtime::stream_worker::fail_current_task(code)
-    })
+    ffi_boundary!(|| { crate::runtime::stream_worker::fail_current_task(code) })
 }
 
 /// 1 inside a kernel or host function whose stream was stopped
@@ -27,7 +25,5 @@ pub extern "C" fn aclallocFailCurrentTask(code: aclError) -> aclError {
 /// `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION` after an abort).
 #[no_mangle]
 pub extern "C" fn aclallocCurrentTaskCancelled() -> c_int {
-    passthrough("aclallocCurrentTaskCancelled", || {
-        c_int::from(crate::runtime::stream_worker::current_task_cancelled())
-    })
+    ffi_passthrough!(|| { c_int::from(crate::runtime::stream_worker::current_task_cancelled()) })
 }

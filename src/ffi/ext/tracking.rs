@@ -1,8 +1,8 @@
 //! The tracking layer's C API (prefix `aclalloc`).
 #![allow(non_snake_case)]
 
+use crate::base::boundary::{ffi_boundary, ffi_passthrough};
 use crate::base::error::Error;
-use crate::ffi::boundary::{boundary, passthrough};
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::pool::Stat;
@@ -31,7 +31,7 @@ pub struct aclallocTrackingStats {
 /// registering allocators.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingSetEnabled(enable: c_int) -> aclError {
-    boundary("aclallocTrackingSetEnabled", || {
+    ffi_boundary!(|| {
         tracking::set_enabled(enable != 0);
         if enable != 0 {
             tracking::report_at_exit();
@@ -43,9 +43,7 @@ pub extern "C" fn aclallocTrackingSetEnabled(enable: c_int) -> aclError {
 /// 1 when the tracking layer is on, 0 when it is off.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingIsEnabled() -> c_int {
-    passthrough("aclallocTrackingIsEnabled", || {
-        c_int::from(tracking::enabled())
-    })
+    ffi_passthrough!(|| { c_int::from(tracking::enabled()) })
 }
 
 /// Writes the text report (statistics per allocator, one line per fault) to
@@ -56,7 +54,7 @@ pub extern "C" fn aclallocTrackingIsEnabled() -> c_int {
 /// `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocTrackingWriteReport(path: *const c_char) -> aclError {
-    boundary("aclallocTrackingWriteReport", || {
+    ffi_boundary!(|| {
         let text = tracking::report_text();
         if path.is_null() {
             return std::io::stderr()
@@ -79,7 +77,7 @@ pub unsafe extern "C" fn aclallocTrackingWriteReport(path: *const c_char) -> acl
 /// `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocTrackingWriteSnapshot(path: *const c_char) -> aclError {
-    boundary("aclallocTrackingWriteSnapshot", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let path = unsafe { args::c_str(path, "path") }?;
         write_file(path, &tracking::snapshot_json())
@@ -96,9 +94,7 @@ pub unsafe extern "C" fn aclallocTrackingWriteSnapshot(path: *const c_char) -> a
 /// starts recording when tracking is first turned on.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingRecordHistory(maxEntries: usize) -> aclError {
-    boundary("aclallocTrackingRecordHistory", || {
-        tracking::record_history(maxEntries)
-    })
+    ffi_boundary!(|| { tracking::record_history(maxEntries) })
 }
 
 /// Tracked allocations capture their call stack, `frames` frames deep (at
@@ -108,7 +104,7 @@ pub extern "C" fn aclallocTrackingRecordHistory(maxEntries: usize) -> aclError {
 /// does the same at load time.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingSetStacks(frames: usize) -> aclError {
-    boundary("aclallocTrackingSetStacks", || {
+    ffi_boundary!(|| {
         tracking::set_stack_depth(frames);
         Ok(())
     })
@@ -123,7 +119,7 @@ pub extern "C" fn aclallocTrackingSetStacks(frames: usize) -> aclError {
 /// `frames` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocSetPythonFrames(frames: *const c_char) -> aclError {
-    boundary("aclallocSetPythonFrames", || {
+    ffi_boundary!(|| {
         let text = match frames.is_null() {
             true => "",
             // SAFETY: the caller's contract.
@@ -157,7 +153,7 @@ pub unsafe extern "C" fn aclallocTrackingGetStats(
     allocator: aclrtAllocator,
     stats: *mut aclallocTrackingStats,
 ) -> aclError {
-    boundary("aclallocTrackingGetStats", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(stats, "stats") }?;
         let found = tracking::allocator_stats(allocator).ok_or(Error::InvalidParam {
@@ -178,7 +174,7 @@ pub unsafe extern "C" fn aclallocTrackingGetStats(
 /// be read (see `aclGetRecentErrMsg`).
 #[no_mangle]
 pub extern "C" fn aclallocTrackingFaultCount() -> u64 {
-    boundary("aclallocTrackingFaultCount", || {
+    ffi_boundary!(|| {
         let (events, dropped) = tracking::faults();
         Ok(events.iter().map(|e| e.count).sum::<u64>() + dropped)
     })
@@ -194,7 +190,7 @@ pub extern "C" fn aclallocTrackingFaultCount() -> u64 {
 /// program that replaces its image another way can call it itself.
 #[no_mangle]
 pub extern "C" fn aclallocTrackingBeforeExec() -> aclError {
-    boundary("aclallocTrackingBeforeExec", || {
+    ffi_boundary!(|| {
         tracking::write_reports_before_exec();
         Ok(())
     })
@@ -205,7 +201,7 @@ pub extern "C" fn aclallocTrackingBeforeExec() -> aclError {
 /// everything).
 #[no_mangle]
 pub extern "C" fn aclallocTrackingExecFailed() -> aclError {
-    boundary("aclallocTrackingExecFailed", || {
+    ffi_boundary!(|| {
         tracking::exec_failed();
         Ok(())
     })

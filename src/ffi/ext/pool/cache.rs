@@ -4,8 +4,8 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::Error;
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::pool::{handles, Limit};
 
@@ -13,7 +13,7 @@ use crate::pool::{handles, Limit};
 /// page of an expandable segment that holds no live block.
 #[no_mangle]
 pub extern "C" fn aclallocPoolEmptyCache(pool: aclallocPool) -> aclError {
-    boundary("aclallocPoolEmptyCache", || {
+    ffi_boundary!(|| {
         handles::get(pool)?.empty_cache();
         Ok(())
     })
@@ -24,7 +24,7 @@ pub extern "C" fn aclallocPoolEmptyCache(pool: aclallocPool) -> aclError {
 /// A pool with fixed segments has none: nothing happens.
 #[no_mangle]
 pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError {
-    boundary("aclallocPoolEmptyVirtAddrCache", || {
+    ffi_boundary!(|| {
         handles::get(pool)?.empty_virt_addr_cache();
         Ok(())
     })
@@ -35,7 +35,7 @@ pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError
 /// stay reserved (or nothing more can go).
 #[no_mangle]
 pub extern "C" fn aclallocPoolTrim(pool: aclallocPool, keepBytes: usize) -> aclError {
-    boundary("aclallocPoolTrim", || {
+    ffi_boundary!(|| {
         handles::get(pool)?.trim(keepBytes);
         Ok(())
     })
@@ -45,7 +45,7 @@ pub extern "C" fn aclallocPoolTrim(pool: aclallocPool, keepBytes: usize) -> aclE
 /// reserved above it stays until freed and released.
 #[no_mangle]
 pub extern "C" fn aclallocPoolSetMemoryLimit(pool: aclallocPool, bytes: usize) -> aclError {
-    boundary("aclallocPoolSetMemoryLimit", || {
+    ffi_boundary!(|| {
         handles::get(pool)?.set_limit(if bytes == 0 {
             Limit::None
         } else {
@@ -58,7 +58,7 @@ pub extern "C" fn aclallocPoolSetMemoryLimit(pool: aclallocPool, bytes: usize) -
 /// memory, like `torch.npu.set_per_process_memory_fraction`.
 #[no_mangle]
 pub extern "C" fn aclallocPoolSetMemoryFraction(pool: aclallocPool, fraction: f64) -> aclError {
-    boundary("aclallocPoolSetMemoryFraction", || {
+    ffi_boundary!(|| {
         let pool = handles::get(pool)?;
         pool.set_limit(Limit::Fraction(fraction))
             .map_err(|_| Error::InvalidParam {

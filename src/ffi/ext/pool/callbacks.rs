@@ -4,10 +4,10 @@
 
 #![allow(non_snake_case, non_camel_case_types)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::descriptor::{AllocatorObj, Callbacks};
 use crate::base::error::Error;
 use crate::base::serving;
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::pool::handles;
 use std::ffi::c_void;
@@ -23,7 +23,7 @@ use std::ffi::c_void;
 /// share stream 0, which is right for synchronous use.
 #[no_mangle]
 pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *mut c_void {
-    boundary("aclallocPoolAlloc", || {
+    ffi_boundary!(|| {
         let (pool, bound) = handles::get_with_stream(allocator)?;
         let stream = if bound != 0 {
             bound
@@ -39,7 +39,7 @@ pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *
 /// ignored.
 #[no_mangle]
 pub extern "C" fn aclallocPoolFree(allocator: aclrtAllocator, block: aclrtAllocatorBlock) {
-    boundary("aclallocPoolFree", || {
+    ffi_boundary!(|| {
         let pool = handles::get(allocator)?;
         if block.is_null() {
             return Err(Error::NullPointer { param: "block" });
@@ -56,7 +56,7 @@ pub extern "C" fn aclallocPoolAllocAdvise(
     size: usize,
     addr: aclrtAllocatorAddr,
 ) -> *mut c_void {
-    boundary("aclallocPoolAllocAdvise", || {
+    ffi_boundary!(|| {
         Ok(handles::get(allocator)?
             .malloc_at(size, addr as usize)?
             .get() as *mut c_void)

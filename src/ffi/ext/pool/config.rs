@@ -3,8 +3,8 @@
 
 #![allow(non_snake_case, non_camel_case_types)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::{Error, Result};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args;
 use crate::pool::roundup::RoundupDivisions;
@@ -131,7 +131,7 @@ impl TryFrom<aclallocPoolConfig> for PoolConfig {
 /// `config` must be NULL or point to writable memory for an `aclallocPoolConfig`.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocPoolConfigInit(config: *mut aclallocPoolConfig) -> aclError {
-    boundary("aclallocPoolConfigInit", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe {
             args::write_out(config, "config", || {

@@ -5,6 +5,7 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::Error;
 use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
@@ -91,9 +92,7 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
 /// `ACLALLOC_RECORD_HISTORY=N` starts recording at a pool's creation.
 #[no_mangle]
 pub extern "C" fn aclallocPoolRecordHistory(pool: aclallocPool, maxEntries: usize) -> aclError {
-    boundary("aclallocPoolRecordHistory", || {
-        handles::get(pool)?.record_history(maxEntries)
-    })
+    ffi_boundary!(|| { handles::get(pool)?.record_history(maxEntries) })
 }
 
 /// Which recorded events carry their call stack, with the meanings of
@@ -112,7 +111,7 @@ pub unsafe extern "C" fn aclallocPoolRecordStacks(
     context: *const c_char,
     stacks: *const c_char,
 ) -> aclError {
-    boundary("aclallocPoolRecordStacks", || {
+    ffi_boundary!(|| {
         let text = |ptr: *const c_char, param| match ptr.is_null() {
             true => Ok(None),
             // SAFETY: the caller's contract.

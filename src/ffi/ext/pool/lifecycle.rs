@@ -4,9 +4,9 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
+use crate::base::boundary::ffi_boundary;
 use crate::base::descriptor::AllocatorObj;
 use crate::base::error::{Error, Result};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::pool::{handles, Pool, PoolConfig};
@@ -36,7 +36,7 @@ pub unsafe extern "C" fn aclallocPoolCreate(
     pool: *mut aclallocPool,
     allocatorDesc: *mut aclrtAllocatorDesc,
 ) -> aclError {
-    boundary("aclallocPoolCreate", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let pool_out = unsafe { Out::required(pool, "pool") }?;
         // SAFETY: the caller's contract.
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn aclallocPoolCreateStreamDesc(
     stream: aclrtStream,
     allocatorDesc: *mut aclrtAllocatorDesc,
 ) -> aclError {
-    boundary("aclallocPoolCreateStreamDesc", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let desc_out = unsafe { Out::required(allocatorDesc, "allocatorDesc") }?;
         let stream = args::stream(stream)?;
@@ -127,5 +127,5 @@ fn destroy(pool: aclallocPool) -> Result<()> {
 /// now on, so unregister its streams first.
 #[no_mangle]
 pub extern "C" fn aclallocPoolDestroy(pool: aclallocPool) -> aclError {
-    boundary("aclallocPoolDestroy", || destroy(pool))
+    ffi_boundary!(|| destroy(pool))
 }

@@ -4,8 +4,8 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::{Error, Result};
-use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args;
 use crate::pool::{handles, sleep};
@@ -21,7 +21,7 @@ use std::ffi::c_char;
 /// `tag` must be NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocPoolSetTag(pool: aclallocPool, tag: *const c_char) -> aclError {
-    boundary("aclallocPoolSetTag", || {
+    ffi_boundary!(|| {
         let pool = handles::get(pool)?;
         let tag = match tag.is_null() {
             true => None,
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn aclallocSleep(
     offloadTags: *const *const c_char,
     count: usize,
 ) -> aclError {
-    boundary("aclallocSleep", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let offload = unsafe { tag_list(offloadTags, count, "offloadTags") }?;
         sleep::sleep_all(&offload).map(drop)
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn aclallocSleep(
 /// `tags` must be NULL or point to `count` NUL-terminated strings.
 #[no_mangle]
 pub unsafe extern "C" fn aclallocWakeUp(tags: *const *const c_char, count: usize) -> aclError {
-    boundary("aclallocWakeUp", || {
+    ffi_boundary!(|| {
         if tags.is_null() && count == 0 {
             return sleep::wake_all(None).map(drop);
         }

@@ -4,6 +4,7 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use super::aclallocPool;
+use crate::base::boundary::ffi_boundary;
 use crate::base::error::Error;
 use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
@@ -42,7 +43,7 @@ pub unsafe extern "C" fn aclallocPoolGetStats(
     pool: aclallocPool,
     stats: *mut PoolStats,
 ) -> aclError {
-    boundary("aclallocPoolGetStats", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         unsafe { args::write_out(stats, "stats", || Ok(handles::get(pool)?.stats())) }
     })
@@ -62,7 +63,7 @@ pub unsafe extern "C" fn aclallocPoolGetStatsKeyValues(
     capacity: usize,
     count: *mut usize,
 ) -> aclError {
-    boundary("aclallocPoolGetStatsKeyValues", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let count = unsafe { Out::required(count, "count") }?;
         // SAFETY: the caller's contract.
@@ -93,7 +94,7 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
     key: *const c_char,
     value: *mut i64,
 ) -> aclError {
-    boundary("aclallocPoolGetStat", || {
+    ffi_boundary!(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(value, "value") }?;
         // SAFETY: the caller's contract.
@@ -113,7 +114,7 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
 /// Sets every peak statistic to its current value.
 #[no_mangle]
 pub extern "C" fn aclallocPoolResetPeakStats(pool: aclallocPool) -> aclError {
-    boundary("aclallocPoolResetPeakStats", || {
+    ffi_boundary!(|| {
         handles::get(pool)?.reset_peak_stats();
         Ok(())
     })
@@ -123,7 +124,7 @@ pub extern "C" fn aclallocPoolResetPeakStats(pool: aclallocPool) -> aclError {
 /// retry, OOM and device call counters).
 #[no_mangle]
 pub extern "C" fn aclallocPoolResetAccumulatedStats(pool: aclallocPool) -> aclError {
-    boundary("aclallocPoolResetAccumulatedStats", || {
+    ffi_boundary!(|| {
         handles::get(pool)?.reset_accumulated_stats();
         Ok(())
     })
