@@ -13,7 +13,7 @@ use crate::base::error::{Error, Result};
 use crate::base::handles::{tags, TAG_SHIFT};
 use crate::base::types::*;
 use crate::ffi::boundary::{boundary, passthrough};
-use crate::interpose::next::{real, real_probed, Sym};
+use crate::interpose::next::{real_probed, Sym};
 use crate::interpose::shadow;
 use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, Registration, StreamKey};
@@ -40,9 +40,10 @@ pub(crate) type GetByStreamFn = unsafe extern "C" fn(
 macro_rules! real_fn {
     ($sym:ident as $ty:ty) => {
         // SAFETY: `$ty` is the C type of `$sym` in CANN's headers.
-        unsafe { real::<$ty>(Sym::$sym) }
+        unsafe { $crate::interpose::next::real::<$ty>($crate::interpose::next::Sym::$sym) }
     };
 }
+pub(crate) use real_fn;
 
 /// The real function `sym` as type `F`, without forcing the decision.
 macro_rules! probed_fn {

@@ -11,8 +11,9 @@
 use crate::base::device_port::{self, DevicePort, VirtualMemoryCalls};
 use crate::base::error::{aclError, Error, Result, ACL_SUCCESS};
 use crate::base::types::{aclrtMemAttr, aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE_FIRST};
+use crate::ffi::wiring::forward::real_fn;
 use crate::ffi::wiring::host::{host, note_late_runtime};
-use crate::interpose::next::{address, real, Sym};
+use crate::interpose::next::Sym;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -49,18 +50,19 @@ struct Port {
     forward: bool,
 }
 
-/// The real runtime's `$sym` as the C type `$ty`, when it has one.
-macro_rules! real_fn {
-    ($sym:ident as $ty:ty) => {
-        // SAFETY: `$ty` is the C type of `$sym` in CANN's headers.
-        unsafe { real::<$ty>(Sym::$sym) }
-    };
+impl Port {
+    /// `found`, a real runtime's function, when this port forwards (it is
+    /// then called directly, as the application would call it); `None` on
+    /// the host runtime, where the exports serve.
+    fn real<F: Copy>(&self, found: Option<F>) -> Option<F> {
+        found.filter(|_| self.forward)
+    }
 }
 
 impl DevicePort for Port {
     fn current_device(&self) -> Option<i32> {
         let get = real_fn!(aclrtGetDevice as unsafe extern "C" fn(*mut i32) -> aclError);
-        match get.filter(|_| self.forward) {
+        match self.real(get) {
             Some(get) => {
                 let mut device = 0;
                 // SAFETY: the real runtime's aclrtGetDevice with a valid out-pointer.
@@ -76,7 +78,7 @@ impl DevicePort for Port {
 
     fn device_count(&self) -> Option<u32> {
         let get = real_fn!(aclrtGetDeviceCount as unsafe extern "C" fn(*mut u32) -> aclError);
-        match get.filter(|_| self.forward) {
+        match self.real(get) {
             Some(get) => {
                 let mut count = 0u32;
                 // SAFETY: the real runtime's aclrtGetDeviceCount with a valid out-pointer.
@@ -127,34 +129,61 @@ impl DevicePort for Port {
         size: usize,
         policy: aclrtMemMallocPolicy,
     ) -> aclError {
-        // SAFETY: `ptr` is a valid out-pointer.
-        unsafe { crate::ffi::cann::memory::aclrtMalloc(ptr, size, policy) }
+        type Malloc =
+            unsafe extern "C" fn(*mut *mut c_void, usize, aclrtMemMallocPolicy) -> aclError;
+        match self.real(real_fn!(aclrtMalloc as Malloc)) {
+            // SAFETY: the real runtime's aclrtMalloc with a valid out-pointer.
+            Some(malloc) => unsafe { malloc(ptr, size, policy) },
+            // SAFETY: `ptr` is a valid out-pointer.
+            None => unsafe { crate::ffi::cann::memory::aclrtMalloc(ptr, size, policy) },
+        }
     }
 
     fn acl_free(&self, ptr: *mut c_void) -> aclError {
-        // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
-        unsafe { crate::ffi::cann::memory::aclrtFree(ptr) }
+        type Free = unsafe extern "C" fn(*mut c_void) -> aclError;
+        match self.real(real_fn!(aclrtFree as Free)) {
+            // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
+            Some(free) => unsafe { free(ptr) },
+            // SAFETY: as above.
+            None => unsafe { crate::ffi::cann::memory::aclrtFree(ptr) },
+        }
     }
 
     fn acl_mem_info(&self, attr: aclrtMemAttr, free: &mut usize, total: &mut usize) -> aclError {
-        // SAFETY: both out-pointers are valid.
-        unsafe { crate::ffi::cann::memory::aclrtGetMemInfo(attr, free, total) }
+        type Info = unsafe extern "C" fn(aclrtMemAttr, *mut usize, *mut usize) -> aclError;
+        match self.real(real_fn!(aclrtGetMemInfo as Info)) {
+            // SAFETY: the real runtime's aclrtGetMemInfo with valid out-pointers.
+            Some(info) => unsafe { info(attr, free, total) },
+            // SAFETY: both out-pointers are valid.
+            None => unsafe { crate::ffi::cann::memory::aclrtGetMemInfo(attr, free, total) },
+        }
     }
 
     /// The host runtime's virtual memory (reservations, memfd pages), or the
     /// real runtime's calls when it has every one of them.
     fn virtual_memory(&self) -> Option<VirtualMemoryCalls> {
-        let all = [
-            Sym::aclrtReserveMemAddress,
-            Sym::aclrtReleaseMemAddress,
-            Sym::aclrtMallocPhysical,
-            Sym::aclrtFreePhysical,
-            Sym::aclrtMapMem,
-            Sym::aclrtUnmapMem,
-            Sym::aclrtMemGetAllocationGranularity,
-        ];
-        let all = !self.forward || all.iter().all(|&sym| address(sym).is_some());
-        all.then(crate::ffi::cann::virtual_memory::calls)
+        use crate::ffi::cann::{memory, runtime, virtual_memory};
+        if !self.forward {
+            return Some(virtual_memory::calls());
+        }
+        /// The real function `sym` as the type of the field it fills.
+        fn found<F: Copy>(sym: Sym) -> Option<F> {
+            // SAFETY: each field of `VirtualMemoryCalls` has the C type of
+            // the CANN function of its name (`base::device_port`).
+            unsafe { crate::interpose::next::real::<F>(sym) }
+        }
+        Some(VirtualMemoryCalls {
+            reserve: found(Sym::aclrtReserveMemAddress)?,
+            release: found(Sym::aclrtReleaseMemAddress)?,
+            malloc_physical: found(Sym::aclrtMallocPhysical)?,
+            free_physical: found(Sym::aclrtFreePhysical)?,
+            map: found(Sym::aclrtMapMem)?,
+            unmap: found(Sym::aclrtUnmapMem)?,
+            granularity: found(Sym::aclrtMemGetAllocationGranularity)?,
+            // The export: the real function, then what tracking must see.
+            synchronize_device: runtime::aclrtSynchronizeDevice,
+            memcpy: found(Sym::aclrtMemcpy).unwrap_or(memory::aclrtMemcpy),
+        })
     }
 
     /// The host runtime's current device changes only in `runtime::context`, which reports it.
