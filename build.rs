@@ -19,15 +19,19 @@ fn main() {
     let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=crates/aclalloc-core/src");
     println!("cargo:rerun-if-changed=buildscript");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=ACLALLOC_UPDATE_HEADER");
     link_as_system_library();
-    build_guarded_call(&crate_dir);
     build_preload_object(&crate_dir, &out_dir);
 
-    let scan = scan::scan(&crate_dir.join("src"));
+    let sources = [
+        crate_dir.join("crates/aclalloc-core/src"),
+        crate_dir.join("src"),
+    ];
+    let scan = scan::scan(&sources);
     let generated = out_dir.join("include");
     std::fs::create_dir_all(generated.join("acl")).expect("create OUT_DIR/include/acl");
 
@@ -130,19 +134,6 @@ fn link_as_system_library() {
     // queued and would deadlock when dlclose runs on a worker or under the
     // loader's lock, so the library is never unloaded once loaded.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
-}
-
-/// The C++ trampoline that foreign calls go through (src/base/foreign_call.rs):
-/// catching a C++ exception and pausing a forced unwind take C++ code.
-fn build_guarded_call(crate_dir: &Path) {
-    let source = crate_dir.join("src/base/guarded_call.cpp");
-    println!("cargo:rerun-if-changed={}", source.display());
-    cc::Build::new()
-        .cpp(true)
-        .std("c++17")
-        .warnings_into_errors(true)
-        .file(source)
-        .compile("aclalloc_guarded_call");
 }
 
 /// `libaclalloc_preload.so`, the object that takes libc's `exec` family and

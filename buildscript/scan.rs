@@ -24,15 +24,25 @@ pub struct Scan {
     pub constants: Vec<Constant>,
 }
 
-pub fn scan(dir: &Path) -> Scan {
+/// [`Scan`] of the source directories `dirs` (the library's crates), their
+/// files in the order of their paths inside their directory.
+pub fn scan(dirs: &[std::path::PathBuf]) -> Scan {
     let mut scan = Scan {
         names: Vec::new(),
         constants: Vec::new(),
     };
     let mut files = Vec::new();
-    collect_rs_files(dir, &mut files);
+    for dir in dirs {
+        let mut found = Vec::new();
+        collect_rs_files(dir, &mut found);
+        files.extend(
+            found
+                .into_iter()
+                .map(|f| (f.strip_prefix(dir).unwrap().to_owned(), f)),
+        );
+    }
     files.sort();
-    for file in files {
+    for (_, file) in files {
         let text = std::fs::read_to_string(&file).expect("read a source file");
         scan_text(&text, &mut scan);
     }

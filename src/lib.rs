@@ -22,14 +22,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod base;
+pub use aclalloc_core::{base, history, registry};
 pub mod default_allocator;
 pub mod ffi;
-pub mod history;
 pub mod interpose;
 pub mod plugin;
 pub mod pool;
-pub mod registry;
 pub mod runtime;
 pub mod tracking;
 

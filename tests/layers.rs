@@ -252,10 +252,24 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The library's source directories: the core crate's (base, registry,
+/// history), then the root crate's. Both name their modules from `crate::`
+/// (the root crate re-exports the core's), so one layer table covers both.
+const SOURCES: [&str; 2] = ["crates/aclalloc-core/src", "src"];
+
 /// `(importing module, imported module) -> files`, for every import in
-/// `src/` outside tests.
+/// the library's sources outside tests.
 fn module_imports() -> BTreeMap<(String, String), BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut imports: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for dir in SOURCES {
+        add_module_imports(dir, &mut imports);
+    }
+    imports
+}
+
+/// [`module_imports`] of the source directory `dir` into `imports`.
+fn add_module_imports(dir: &str, imports: &mut BTreeMap<(String, String), BTreeSet<String>>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
@@ -275,7 +289,6 @@ fn module_imports() -> BTreeMap<(String, String), BTreeSet<String>> {
         }
         stripped.push((file.clone(), code));
     }
-    let mut imports: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     for (file, code) in stripped {
         if test_files.contains(&file) {
             continue;
@@ -288,7 +301,7 @@ fn module_imports() -> BTreeMap<(String, String), BTreeSet<String>> {
             continue;
         }
         let module = parts[0].to_string();
-        let shown = format!("src/{}", parts.join("/"));
+        let shown = format!("{dir}/{}", parts.join("/"));
         for root in imported_roots(&code) {
             if root != module {
                 imports
@@ -298,7 +311,6 @@ fn module_imports() -> BTreeMap<(String, String), BTreeSet<String>> {
             }
         }
     }
-    imports
 }
 
 #[test]

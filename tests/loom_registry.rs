@@ -1,7 +1,7 @@
 //! Loom models of the lock-free table (`base::table::Table`, the stream
 //! registry's map and every handle table): every interleaving of a writer
 //! (rewrite, insert, removal with backward shift, growth) with a reader, up
-//! to a preemption bound. `src/base/table.rs` lists which ordering each
+//! to a preemption bound. `crates/aclalloc-core/src/base/table.rs` lists which ordering each
 //! model pins.
 //!
 //! Run (`scripts/loom.sh` does exactly this):

@@ -20,7 +20,7 @@ use std::ffi::{c_void, CStr};
 
 const OK: aclError = 0;
 const INVALID_PARAM: aclError = 100_000;
-/// The error log keeps this many messages between reads (src/base/errlog.rs).
+/// The error log keeps this many messages between reads (crates/aclalloc-core/src/base/errlog.rs).
 const LOG_CAPACITY: usize = 16;
 
 #[derive(Arbitrary, Debug, Clone, Copy)]

@@ -263,7 +263,7 @@ fn parse_run(args: &[OsString]) -> Result<Option<RunOptions>, String> {
 }
 
 /// Bytes one recorded event takes in the program (the size of the history's
-/// `Event`, asserted in src/history/event.rs).
+/// `Event`, asserted in crates/aclalloc-core/src/history/event.rs).
 const EVENT_BYTES: usize = 56;
 
 /// Refuses, before the program starts, a history its memory cannot hold

@@ -13,17 +13,6 @@ pub const STAT_LARGE_POOL: usize = 2;
 
 pub use crate::base::stats::Stat;
 
-impl Stat {
-    fn reset_peak(&mut self) {
-        self.peak = self.current;
-    }
-
-    fn reset_accumulated(&mut self) {
-        self.allocated = 0;
-        self.freed = 0;
-    }
-}
-
 /// A statistic for all pools and for each pool, indexed by [`STAT_ALL`],
 /// [`STAT_SMALL_POOL`], [`STAT_LARGE_POOL`] (`ACLALLOC_STAT_*` in C).
 pub type StatArray = [Stat; 3];

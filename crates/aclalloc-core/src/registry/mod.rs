@@ -90,7 +90,7 @@ impl StreamRegistry {
         self.table.insert(stream.get(), registration)
     }
 
-    /// As [`StreamRegistry::set`], failing with [`crate::Error::BadAlloc`]
+    /// As [`StreamRegistry::set`], failing with [`crate::base::error::Error::BadAlloc`]
     /// (nothing changed) when the host has no memory for the map to grow.
     pub fn try_set(
         &self,

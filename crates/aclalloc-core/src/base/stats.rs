@@ -17,6 +17,17 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// `reset_peak_memory_stats`: the peak becomes the value now.
+    pub fn reset_peak(&mut self) {
+        self.peak = self.current;
+    }
+
+    /// `reset_accumulated_memory_stats`: the totals added and taken go to 0.
+    pub fn reset_accumulated(&mut self) {
+        self.allocated = 0;
+        self.freed = 0;
+    }
+
     /// `amount` more: the value and the total added grow, the peak follows.
     #[inline]
     pub fn increase(&mut self, amount: i64) {

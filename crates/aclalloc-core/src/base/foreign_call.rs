@@ -8,7 +8,7 @@
 //!   (a stream cannot tell what the kernel left half done);
 //! - a forced unwind (`pthread_exit`, `pthread_cancel`) is paused there: the
 //!   call returns as a failure, the library returns normally, releasing its
-//!   locks and pins, and [`resume_if_paused`] goes on with it from the
+//!   locks and pins, and `resume_if_paused` goes on with it from the
 //!   export's frame, or a stream worker ends.
 
 use super::descriptor::{AllocAdviseFn, AllocFn, FreeFn, GetAddrFromBlockFn};
@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 // is kept for the life of the process, so it leaves them out.
 #[allow(clippy::large_enum_variant, dead_code)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Callback {
+pub enum Callback {
     /// `aclrtAllocatorAllocFunc` of the allocator serving `stream`
     /// (`descriptor`: the registered descriptor, or 0 when there is none).
     Alloc { stream: usize, descriptor: usize },
@@ -56,7 +56,7 @@ pub(crate) enum Callback {
 
 /// One of an allocator descriptor's callbacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Function {
+pub enum Function {
     Alloc,
     AllocAdvise,
     GetAddrFromBlock,
@@ -78,7 +78,7 @@ impl Function {
 
 /// One of a pluggable allocator's functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PluginFunction {
+pub enum PluginFunction {
     Alloc,
     Free,
     Init,
@@ -114,7 +114,7 @@ impl PluginFunction {
 /// A name (a path, a symbol) in a fixed buffer, so a [`Callback`] needs no
 /// allocation on the normal path; a longer name keeps its end.
 #[derive(Clone, Copy)]
-pub(crate) struct Name {
+pub struct Name {
     bytes: [u8; Name::CAPACITY],
     len: u8,
 }
@@ -123,7 +123,7 @@ impl Name {
     const CAPACITY: usize = 120;
 
     /// `text`, or its last bytes.
-    pub(crate) fn new(text: &[u8]) -> Self {
+    pub fn new(text: &[u8]) -> Self {
         let (prefix, tail): (&[u8], _) = match text.len().checked_sub(Name::CAPACITY) {
             Some(excess) if excess > 0 => (b"...", &text[excess + 3..]),
             _ => (b"", text),
@@ -207,7 +207,7 @@ extern "C" {
 static PAUSED: AtomicUsize = AtomicUsize::new(0);
 
 /// How a foreign call ended.
-pub(crate) enum Outcome<R> {
+pub enum Outcome<R> {
     Returned(R),
     /// It threw a C++ exception (its what(): [`threw_error`]).
     Threw,
@@ -218,7 +218,7 @@ pub(crate) enum Outcome<R> {
 /// Calls `call` (a foreign function's call, capturing plain values only)
 /// through the trampoline.
 #[inline]
-pub(crate) fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
+pub fn call<R, F: FnOnce() -> R>(call: F) -> Outcome<R> {
     type Slot<F, R> = (ManuallyDrop<F>, MaybeUninit<R>);
     unsafe extern "C-unwind" fn thunk<R, F: FnOnce() -> R>(context: *mut c_void) {
         // SAFETY: `context` is the slot below, alive for the call.
@@ -254,9 +254,12 @@ pub(crate) type PluginFree =
     unsafe extern "C" fn(ptr: *mut c_void, size: isize, device: i32, stream: *mut c_void);
 
 /// A pluggable allocator's `alloc(size, device, stream)`, through the
-/// trampoline. Safety: as calling `alloc` directly.
+/// trampoline.
+///
+/// # Safety
+/// As calling `alloc` directly.
 #[inline]
-pub(crate) unsafe fn plugin_alloc(
+pub unsafe fn plugin_alloc(
     alloc: PluginAlloc,
     size: isize,
     device: i32,
@@ -269,9 +272,12 @@ pub(crate) unsafe fn plugin_alloc(
 }
 
 /// A pluggable allocator's `free(ptr, size, device, stream)`, through the
-/// trampoline. Safety: as calling `free` directly.
+/// trampoline.
+///
+/// # Safety
+/// As calling `free` directly.
 #[inline]
-pub(crate) unsafe fn plugin_free(
+pub unsafe fn plugin_free(
     free: PluginFree,
     ptr: *mut c_void,
     size: isize,
@@ -304,14 +310,14 @@ pub(crate) extern "C" fn resume_if_paused() {
 
 /// True when this thread has a paused unwind.
 #[inline]
-pub(crate) fn unwind_paused() -> bool {
+pub fn unwind_paused() -> bool {
     // SAFETY: reads a thread-local flag.
     any_unwind_paused() && unsafe { aclalloc_unwind_paused() }
 }
 
 /// Drops this thread's paused unwind, if any: a stream worker that a
 /// kernel tried to end ends by returning instead.
-pub(crate) fn forget_paused_unwind() {
+pub fn forget_paused_unwind() {
     // SAFETY: reads and clears a thread-local flag.
     if unsafe { aclalloc_unwind_paused() } {
         PAUSED.fetch_sub(1, Ordering::SeqCst);
@@ -326,7 +332,7 @@ static TEXTS: Interned<str> = Interned::new(64);
 /// The error for the foreign function `callback` names, which threw: with
 /// its what(), which the trampoline kept for this thread.
 #[cold]
-pub(crate) fn threw_error(callback: Callback) -> Error {
+pub fn threw_error(callback: Callback) -> Error {
     // SAFETY: the trampoline's NUL-terminated buffer of this thread.
     let what = unsafe { std::ffi::CStr::from_ptr(aclalloc_exception_text()) };
     let mut text = String::new();
@@ -426,9 +432,12 @@ fn write_name(out: &mut impl Write, callback: Callback) -> std::fmt::Result {
     }
 }
 
-/// `alloc(obj, size)`, guarded: NULL when it throws. Safety: as calling `alloc` directly.
+/// `alloc(obj, size)`, guarded: NULL when it throws.
+///
+/// # Safety
+/// As calling `alloc` directly.
 #[inline]
-pub(crate) unsafe fn alloc(
+pub unsafe fn alloc(
     alloc: AllocFn,
     obj: *mut c_void,
     size: usize,
@@ -440,9 +449,12 @@ pub(crate) unsafe fn alloc(
     allocator_call(site, null_mut(), outcome(status, || p))
 }
 
-/// `alloc_advise(obj, size, addr)`, guarded: NULL when it throws. Safety: as calling `alloc_advise` directly.
+/// `alloc_advise(obj, size, addr)`, guarded: NULL when it throws.
+///
+/// # Safety
+/// As calling `alloc_advise` directly.
 #[inline]
-pub(crate) unsafe fn alloc_advise(
+pub unsafe fn alloc_advise(
     alloc_advise: AllocAdviseFn,
     obj: *mut c_void,
     size: usize,
@@ -457,9 +469,12 @@ pub(crate) unsafe fn alloc_advise(
     allocator_call(site, null_mut(), outcome)
 }
 
-/// `getAddrFromBlock(block)`, guarded: NULL when it throws. Safety: as calling `get_addr` directly.
+/// `getAddrFromBlock(block)`, guarded: NULL when it throws.
+///
+/// # Safety
+/// As calling `get_addr` directly.
 #[inline]
-pub(crate) unsafe fn get_addr_from_block(
+pub unsafe fn get_addr_from_block(
     get_addr: GetAddrFromBlockFn,
     block: *mut c_void,
     site: impl Fn() -> Callback,
@@ -471,9 +486,12 @@ pub(crate) unsafe fn get_addr_from_block(
 }
 
 /// `free(obj, block)`, guarded: a throw is recorded and the block taken as
-/// freed. Safety: as calling `free` directly.
+/// freed.
+///
+/// # Safety
+/// As calling `free` directly.
 #[inline]
-pub(crate) unsafe fn free(
+pub unsafe fn free(
     free: FreeFn,
     obj: *mut c_void,
     block: *mut c_void,
@@ -486,10 +504,12 @@ pub(crate) unsafe fn free(
 }
 
 /// `kernel(workspace, size, user_data)` of a stream of `device`, guarded;
-/// a forced unwind leaves [`unwind_paused`] set. Safety: as calling
-/// `kernel` directly.
+/// a forced unwind leaves [`unwind_paused`] set.
+///
+/// # Safety
+/// As calling `kernel` directly.
 #[inline]
-pub(crate) unsafe fn kernel(
+pub unsafe fn kernel(
     kernel: unsafe extern "C" fn(*mut c_void, usize, *mut c_void),
     workspace: *mut c_void,
     size: usize,

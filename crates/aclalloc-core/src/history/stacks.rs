@@ -16,11 +16,11 @@ use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;
 
 /// An interned stack; [`NO_STACK`] for none.
-pub(crate) type StackId = u32;
+pub type StackId = u32;
 /// No stack was captured.
-pub(crate) const NO_STACK: StackId = 0;
+pub const NO_STACK: StackId = 0;
 /// Frames kept when a stack depth is asked for without a number.
-pub(crate) const DEFAULT_DEPTH: usize = 16;
+pub const DEFAULT_DEPTH: usize = 16;
 /// The deepest stack kept.
 pub(crate) const MAX_DEPTH: usize = 64;
 /// Distinct stacks kept; later new ones are not recorded, so memory stays
@@ -31,7 +31,7 @@ const MAX_STACKS: usize = 1 << 20;
 static DEPTH: AtomicUsize = AtomicUsize::new(0);
 
 /// Captures stacks of up to `depth` frames from now on (0: off).
-pub(crate) fn set_depth(depth: usize) {
+pub fn set_depth(depth: usize) {
     DEPTH.store(depth.min(MAX_DEPTH), Ordering::Relaxed);
 }
 
@@ -43,7 +43,7 @@ pub(crate) fn depth() -> usize {
 
 /// The caller's stack, interned, when capture is on; else [`NO_STACK`].
 #[inline]
-pub(crate) fn capture() -> StackId {
+pub fn capture() -> StackId {
     match depth() {
         0 => NO_STACK,
         d => capture_depth(d),
@@ -108,7 +108,7 @@ fn python_frames() -> &'static Mutex<PythonFrames> {
 /// The calling thread's Python stack from now on, innermost first, as
 /// `(filename, line, function)`; empty: none. Stacks captured on this thread
 /// end with these frames.
-pub(crate) fn set_python_frames<'a>(frames: impl Iterator<Item = (&'a str, u32, &'a str)>) {
+pub fn set_python_frames<'a>(frames: impl Iterator<Item = (&'a str, u32, &'a str)>) {
     let mut tags = Vec::new();
     let mut table = python_frames().lock();
     for (file, line, name) in frames.take(MAX_DEPTH) {
@@ -259,7 +259,7 @@ impl Frame {
 
 /// The frames of stack `id`, innermost first (inlined calls each a frame),
 /// the library's own leading frames left out.
-pub(crate) fn frames(id: StackId) -> Vec<Frame> {
+pub fn frames(id: StackId) -> Vec<Frame> {
     static CACHE: OnceLock<Mutex<HashMap<usize, Vec<Frame>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
     let mut out = Vec::new();

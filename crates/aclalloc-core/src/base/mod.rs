@@ -6,19 +6,19 @@
 //! crate (tests/layers.rs checks it).
 
 pub mod asleep;
-pub(crate) mod boundary;
+pub mod boundary;
 pub mod descriptor;
 pub mod device_port;
 pub mod env;
 pub mod errlog;
 pub mod error;
 pub(crate) mod fixed_line;
-pub(crate) mod foreign_call;
+pub mod foreign_call;
 pub mod handles;
 pub mod ids;
 pub mod serving;
 pub mod stats;
-pub(crate) mod sync;
+pub mod sync;
 pub mod table;
 pub mod threads;
 pub mod tracked;

@@ -9,7 +9,7 @@ use crate::base::foreign_call;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// How an export's C return value encodes success and failure.
-pub(crate) trait FfiReturn {
+pub trait FfiReturn {
     /// What the body produces on success.
     type Ok;
     fn success(value: Self::Ok) -> Self;
@@ -101,7 +101,7 @@ const PANIC: Error = Error::Internal {
 /// there). tests/foreign_unwinds.rs fails if either stops holding.
 #[allow(improper_ctypes_definitions)]
 #[inline]
-pub(crate) extern "C" fn boundary<R: FfiReturn>(
+pub extern "C" fn boundary<R: FfiReturn>(
     function: &'static str,
     body: impl FnOnce() -> Result<R::Ok, Error>,
 ) -> R {
@@ -123,7 +123,7 @@ pub(crate) extern "C" fn boundary<R: FfiReturn>(
 /// Runs a forwarding body whose result, from a real runtime, is passed
 /// through; only a panic of this library's becomes `ACL_ERROR_INTERNAL_ERROR`.
 #[inline]
-pub(crate) fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnce() -> R) -> R {
+pub fn passthrough<R: FfiReturn>(function: &'static str, body: impl FnOnce() -> R) -> R {
     let recorded = errlog::recorded_count();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(value) => {
@@ -160,22 +160,26 @@ pub(crate) fn function_name(path: &'static str) -> &'static str {
 /// the name is written once, in the signature. The path of a marker
 /// function is a constant; [`function_name`] reads the name from it only
 /// when a failure is recorded.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! ffi_boundary {
     ($body:expr) => {{
         fn here() {}
         $crate::base::boundary::boundary(std::any::type_name_of_val(&here), $body)
     }};
 }
-pub(crate) use ffi_boundary;
+pub use ffi_boundary;
 
 /// [`passthrough`] named after the function it is written in, as [`ffi_boundary!`].
+#[doc(hidden)]
+#[macro_export]
 macro_rules! ffi_passthrough {
     ($body:expr) => {{
         fn here() {}
         $crate::base::boundary::passthrough(std::any::type_name_of_val(&here), $body)
     }};
 }
-pub(crate) use ffi_passthrough;
+pub use ffi_passthrough;
 
 #[cfg(test)]
 mod tests {

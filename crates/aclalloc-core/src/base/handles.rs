@@ -38,13 +38,13 @@ compile_error!("aclalloc supports 64-bit targets only, as CANN does");
 
 /// The one list of handle tags, one per kind of handle handed to C: a
 /// handle of one kind is never taken for another, whichever table holds it.
-pub(crate) mod tags {
+pub mod tags {
     /// Allocator descriptors (`aclrtAllocatorDesc`).
-    pub(crate) const DESCRIPTOR: u16 = 0xACA1;
+    pub const DESCRIPTOR: u16 = 0xACA1;
     /// Streams of the host runtime (`aclrtStream`).
-    pub(crate) const STREAM: u16 = 0xACA3;
+    pub const STREAM: u16 = 0xACA3;
     /// Contexts of the host runtime (`aclrtContext`).
-    pub(crate) const CONTEXT: u16 = 0xACA4;
+    pub const CONTEXT: u16 = 0xACA4;
     /// Caching pools (`aclallocPool`).
     pub(crate) const POOL: u16 = 0xACA5;
     /// Pluggable allocators (`aclallocPluggable`).
@@ -57,11 +57,11 @@ pub(crate) mod tags {
     /// Memory pools of the default allocator (`aclallocMemPool`).
     pub(crate) const MEM_POOL: u16 = 0xACB1;
     /// Notifies of the host runtime (`aclrtNotify`).
-    pub(crate) const NOTIFY: u16 = 0xACB2;
+    pub const NOTIFY: u16 = 0xACB2;
 }
 
 /// Where the tag sits in a handle (every table).
-pub(crate) const TAG_SHIFT: u32 = 48;
+pub const TAG_SHIFT: u32 = 48;
 const ID_MASK: usize = (1 << TAG_SHIFT) - 1;
 
 /// A kind of handle: a newtype around the handle's number, with its tag.
@@ -86,7 +86,7 @@ pub trait Handle: Copy + Eq {
 
 /// `Box::new` that gives `None` instead of ending the process when the host
 /// has no memory.
-pub(crate) fn try_box<T>(value: T) -> Option<Box<T>> {
+pub fn try_box<T>(value: T) -> Option<Box<T>> {
     let layout = std::alloc::Layout::new::<T>();
     if layout.size() == 0 {
         return Some(Box::new(value));
@@ -107,7 +107,7 @@ pub(crate) fn try_box<T>(value: T) -> Option<Box<T>> {
 /// True when `bytes` of host memory can be had now. Taken and given straight
 /// back, so that a create path's small allocations through the std
 /// containers, which end the process when the host has no memory, find room.
-pub(crate) fn host_has_room(bytes: usize) -> bool {
+pub fn host_has_room(bytes: usize) -> bool {
     let Ok(layout) = std::alloc::Layout::from_size_align(bytes.max(1), 16) else {
         return false;
     };

@@ -92,7 +92,7 @@ fn period() -> Duration {
 }
 
 /// Starts the clock thread once (a forked child starts its own).
-pub(crate) fn ensure_ticker() {
+pub fn ensure_ticker() {
     if TICKER.load(Ordering::Acquire) != NOT_STARTED
         || TICKER
             .compare_exchange(NOT_STARTED, RUNNING, Ordering::AcqRel, Ordering::Acquire)

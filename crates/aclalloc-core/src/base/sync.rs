@@ -3,41 +3,41 @@
 //! models check the very code that ships.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+pub use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 
-pub(crate) use std::sync::atomic::{compiler_fence, Ordering};
+pub use std::sync::atomic::{compiler_fence, Ordering};
 
 /// Keeps a lock, or hot data, off the cache lines of its neighbours: a
 /// write to it then takes no line another thread keeps writing (128
 /// bytes: adjacent lines are fetched in pairs).
 #[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
+pub struct Padded<T>(pub T);
 
 /// Atomics of process-wide statics: std's under every cfg. Loom creates its
 /// atomics inside a model at run time, so a `static` cannot hold one; the
 /// statics are the process's switches, clocks and counters, which no model
 /// builds.
-pub(crate) mod statics {
-    pub(crate) use std::sync::atomic::{
+pub mod statics {
+    pub use std::sync::atomic::{
         AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
 }
 
 #[cfg(loom)]
-pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+pub struct Mutex<T>(loom::sync::Mutex<T>);
 #[cfg(loom)]
 impl<T> Mutex<T> {
-    pub(crate) fn new(value: T) -> Self {
+    pub fn new(value: T) -> Self {
         Mutex(loom::sync::Mutex::new(value))
     }
-    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+    pub fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-    pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+    pub fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
         self.0.try_lock().ok()
     }
 }
@@ -48,9 +48,9 @@ impl<T: Default> Default for Mutex<T> {
     }
 }
 #[cfg(loom)]
-pub(crate) use loom::sync::MutexGuard;
+pub use loom::sync::MutexGuard;
 #[cfg(not(loom))]
-pub(crate) use parking_lot::{Mutex, MutexGuard};
+pub use parking_lot::{Mutex, MutexGuard};
 
 /// A load by the thread holding the writer lock, the only thread that ever
 /// stores to the table's atomics: it races with no store, so it needs no
@@ -62,7 +62,7 @@ pub(crate) use parking_lot::{Mutex, MutexGuard};
 /// the concurrent reader's load, and the interleavings between the two would
 /// never be explored.
 #[inline]
-pub(crate) fn owned_load(atomic: &AtomicUsize) -> usize {
+pub fn owned_load(atomic: &AtomicUsize) -> usize {
     #[cfg(loom)]
     {
         // SAFETY: every store to the table's atomics happens under the writer
@@ -77,7 +77,7 @@ pub(crate) fn owned_load(atomic: &AtomicUsize) -> usize {
 
 /// Backs off while a writer holds a slot or the layout.
 #[inline]
-pub(crate) fn back_off(attempt: &mut u32) {
+pub fn back_off(attempt: &mut u32) {
     #[cfg(loom)]
     {
         let _ = attempt;

@@ -5,7 +5,8 @@
 //! [`global`]; tests and embedders may make their own.
 //!
 //! ```
-//! use aclalloc::{AllocatorApi, AllocatorObj, StreamKey};
+//! use aclalloc_core::base::descriptor::AllocatorObj;
+//! use aclalloc_core::registry::{api::AllocatorApi, StreamKey};
 //! use std::ffi::c_void;
 //!
 //! unsafe extern "C" fn alloc(_obj: *mut c_void, size: usize) -> *mut c_void {
@@ -145,7 +146,7 @@ pub fn global() -> &'static AllocatorApi {
 /// The process-wide instance if it is built (one load, no call); `None`
 /// before the first export that needs it has run.
 #[inline]
-pub(crate) fn initialised() -> Option<&'static AllocatorApi> {
+pub fn initialised() -> Option<&'static AllocatorApi> {
     GLOBAL.get()
 }
 
