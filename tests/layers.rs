@@ -1,5 +1,5 @@
-//! The layer checker: every module of `src/` imports only modules of lower
-//! layers, so there is no import cycle between modules and a newcomer can
+//! The layer checker: every module of the library (`crates/aclalloc-core/src/`
+//! and `src/`) imports only modules of lower layers, so there is no import cycle between modules and a newcomer can
 //! read the crate bottom-up (docs/ARCHITECTURE.md draws the layers).
 //!
 //! Run alone with `cargo test --release --test layers`; `scripts/test-all.sh`
