@@ -15,11 +15,23 @@ mod scan;
 use std::env;
 use std::path::{Path, PathBuf};
 
+/// The crates whose C items go into the headers, bottom layer first.
+const LIBRARY_CRATES: &[&str] = &[
+    "aclalloc-core",
+    "aclalloc-pool",
+    "aclalloc-runtime",
+    "aclalloc-tracking",
+    "aclalloc-plugin",
+    "aclalloc-capi",
+];
+
 fn main() {
     let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed=src");
-    println!("cargo:rerun-if-changed=crates/aclalloc-core/src");
+    for krate in LIBRARY_CRATES {
+        println!("cargo:rerun-if-changed=crates/{krate}/src");
+    }
     println!("cargo:rerun-if-changed=buildscript");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=Cargo.toml");
@@ -27,10 +39,10 @@ fn main() {
     link_as_system_library();
     build_preload_object(&crate_dir, &out_dir);
 
-    let sources = [
-        crate_dir.join("crates/aclalloc-core/src"),
-        crate_dir.join("src"),
-    ];
+    let sources: Vec<PathBuf> = LIBRARY_CRATES
+        .iter()
+        .map(|krate| crate_dir.join("crates").join(krate).join("src"))
+        .collect();
     let scan = scan::scan(&sources);
     let generated = out_dir.join("include");
     std::fs::create_dir_all(generated.join("acl")).expect("create OUT_DIR/include/acl");
@@ -108,9 +120,11 @@ fn base_config(crate_dir: &Path) -> cbindgen::Config {
     cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml")
 }
 
+/// Writes one header. The binding crate is `aclalloc-capi`, which defines
+/// every export; cbindgen.toml names the lower crates whose types it uses.
 fn generate(crate_dir: &Path, config: cbindgen::Config, path: &Path) {
     cbindgen::Builder::new()
-        .with_crate(crate_dir)
+        .with_crate(crate_dir.join("crates/aclalloc-capi"))
         .with_config(config)
         .generate()
         .expect("cbindgen could not generate a header")

@@ -6,7 +6,7 @@
  *
  * The worker is made to die through a test-only hook:
  * ACLALLOC_TEST_WORKER_PANIC names a kernel (its address, as %p prints it)
- * after which the worker panics (src/runtime/stream_worker.rs). An alarm
+ * after which the worker panics (crates/aclalloc-runtime/src/stream_worker.rs). An alarm
  * turns a hang into a failure.
  */
 #define _POSIX_C_SOURCE 200809L

@@ -44,7 +44,7 @@ for target in "${targets[@]}"; do
   env=()
   if [[ "$target" == pool_sequence ]]; then
     # A destroyed pool keeps its host-side shell by design
-    # (src/pool/handles.rs); LeakSanitizer would report every one.
+    # (crates/aclalloc-pool/src/handles.rs); LeakSanitizer would report every one.
     flags+=(-detect_leaks=0)
     env=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
   fi

@@ -5,31 +5,21 @@
 //! that C/C++ inference code written against CANN's headers builds and links
 //! against `libaclalloc.so` unchanged, and a good deal around it.
 //!
-//! ## Map
-//!
-//! The crate is built in layers, and a module imports only modules of lower
-//! layers (`tests/layers.rs` checks it). `docs/ARCHITECTURE.md` is the one
-//! map: it draws the layers, says what each module owns and where each part
-//! of the repository lives. The C ABI is [`ffi`], the top layer; [`base`] is
-//! the bottom one.
+//! This package is the library users link: its cdylib is `libaclalloc.so`,
+//! which exports the C functions the `aclalloc-capi` crate defines, and its
+//! rlib gathers the crates of the workspace under one name for Rust code.
+//! `docs/ARCHITECTURE.md` is the one map of the crates and their layers.
 //!
 //! Hardening beyond CANN: a destroyed, foreign or forged handle is refused
 //! with `ACL_ERROR_INVALID_PARAM` instead of being dereferenced, a new
 //! descriptor starts empty, and an unset allocAdvise reads back as NULL.
 
-// Every unsafe operation, also inside an `unsafe fn`, sits in an `unsafe`
-// block with its own `// SAFETY:` comment; clippy refuses a block without one.
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
-
+pub use aclalloc_capi::{default_allocator, ffi, interpose};
 pub use aclalloc_core::{base, history, registry};
-pub mod default_allocator;
-pub mod ffi;
-pub mod interpose;
-pub mod plugin;
-pub mod pool;
-pub mod runtime;
-pub mod tracking;
+pub use aclalloc_plugin as plugin;
+pub use aclalloc_pool as pool;
+pub use aclalloc_runtime as runtime;
+pub use aclalloc_tracking as tracking;
 
 pub use crate::base::descriptor::{
     AllocAdviseFn, AllocFn, AllocatorObj, Callbacks, Descriptor, FreeFn, GetAddrFromBlockFn,

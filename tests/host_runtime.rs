@@ -1,5 +1,5 @@
 //! The host runtime's semantics, on private runtime instances (the stream
-//! cache's keying is tested in `src/runtime/launch_cache.rs`).
+//! cache's keying is tested in `crates/aclalloc-runtime/src/launch_cache.rs`).
 
 use aclalloc::runtime::config::Config;
 use aclalloc::runtime::HostRuntime;

@@ -1,6 +1,11 @@
-//! The layer checker: every module of the library (`crates/aclalloc-core/src/`
-//! and `src/`) imports only modules of lower layers, so there is no import cycle between modules and a newcomer can
-//! read the crate bottom-up (docs/ARCHITECTURE.md draws the layers).
+//! The layer checker. The crates of the workspace are the layers, and a
+//! crate depends only on crates of lower layers: Cargo refuses a cycle, and
+//! this test refuses a dependency on a sibling or on a higher layer. Inside
+//! the two crates that hold more than one layer (`aclalloc-core`: base,
+//! registry, history; `aclalloc-capi`: default_allocator, interpose, ffi),
+//! every module imports only modules of lower layers, and the files of the
+//! C ABI import one another without a cycle, so a newcomer can read the
+//! library bottom-up (docs/ARCHITECTURE.md draws the layers).
 //!
 //! Run alone with `cargo test --release --test layers`; `scripts/test-all.sh`
 //! runs it with the other tests, so CI does too.
@@ -16,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 /// The layer table: a module may import a module of a strictly lower layer
 /// only. Modules of one layer are siblings and do not import each other;
-/// they meet through traits and slots defined in `base`.
+/// they meet through traits and slots defined in `base`. Each subsystem of
+/// layer 2 is a crate of its own, which `aclalloc-capi` names by the module
+/// name written here.
 const LAYERS: &[(&str, u8)] = &[
     // Errors, the per-thread error log, the C vocabulary, ids and handle
     // tables, statistics, the device port, "the stream being served".
@@ -252,10 +259,89 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The library's source directories: the core crate's (base, registry,
-/// history), then the root crate's. Both name their modules from `crate::`
-/// (the root crate re-exports the core's), so one layer table covers both.
-const SOURCES: [&str; 2] = ["crates/aclalloc-core/src", "src"];
+/// The source directories of the crates that hold more than one layer. Both
+/// name their modules from `crate::` (`aclalloc-capi` imports the crates
+/// below it under their module names), so one layer table covers both.
+const SOURCES: [&str; 2] = ["crates/aclalloc-core/src", "crates/aclalloc-capi/src"];
+
+/// Each library crate of the workspace and its layer: the lowest layer of
+/// the modules it holds for `aclalloc-core`, the highest for `aclalloc-capi`.
+/// `aclalloc-viz` draws snapshots with no part of the library, and the
+/// command (`aclalloc-cli`) uses it alone; the `aclalloc` package links
+/// every crate and sits above them all.
+const CRATES: &[(&str, u8)] = &[
+    ("aclalloc-core", 0),
+    ("aclalloc-pool", 2),
+    ("aclalloc-runtime", 2),
+    ("aclalloc-tracking", 2),
+    ("aclalloc-plugin", 2),
+    ("aclalloc-viz", 2),
+    ("aclalloc-capi", 4),
+    ("aclalloc-cli", 3),
+    ("aclalloc", 5),
+];
+
+/// The `aclalloc-*` names of the `[dependencies]` table of `manifest`.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies && line.starts_with("aclalloc") {
+            found.push(ident_at(&line.replace('-', "_")).replace('_', "-"));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_crate_depends_only_on_crates_of_lower_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let layer_of = |name: &str| CRATES.iter().find(|(c, _)| *c == name).map(|&(_, l)| l);
+    let mut members: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    members.sort();
+    members.push("aclalloc".into());
+    let mut wrong = Vec::new();
+    for member in &members {
+        let manifest = if member == "aclalloc" {
+            root.join("Cargo.toml")
+        } else {
+            root.join("crates").join(member).join("Cargo.toml")
+        };
+        let Some(from) = layer_of(member) else {
+            wrong.push(format!(
+                "crate `{member}` is not in CRATES of tests/layers.rs: add it"
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        for dep in workspace_dependencies(&text) {
+            match layer_of(&dep) {
+                Some(to) if to < from => {}
+                Some(_) => wrong.push(format!("`{member}` depends on `{dep}`, not a lower layer")),
+                None => wrong.push(format!("`{member}` depends on `{dep}`, not in CRATES")),
+            }
+        }
+    }
+    assert_eq!(members.len(), CRATES.len(), "{members:?}");
+    assert!(
+        wrong.is_empty(),
+        "crate dependencies:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn the_crate_checker_reads_the_dependencies_table_only() {
+    let manifest = "[package]\nname = \"aclalloc-x\"\n[dependencies]\n\
+                    aclalloc-core = { path = \"../aclalloc-core\" }\nlibc = \"0.2\"\n\
+                    [dev-dependencies]\naclalloc-pool = { path = \"../aclalloc-pool\" }\n";
+    assert_eq!(workspace_dependencies(manifest), ["aclalloc-core"]);
+}
 
 /// `(importing module, imported module) -> files`, for every import in
 /// the library's sources outside tests.
@@ -295,9 +381,9 @@ fn add_module_imports(dir: &str, imports: &mut BTreeMap<(String, String), BTreeS
         }
         let rel = file.strip_prefix(&src).unwrap();
         let parts: Vec<&str> = rel.iter().map(|p| p.to_str().unwrap()).collect();
-        // The crate root and the `aclalloc` command are not layered: they
-        // sit above everything.
-        if parts.len() == 1 || parts[0] == "bin" {
+        // The crate root only declares the modules and names the crates
+        // below.
+        if parts.len() == 1 {
             continue;
         }
         let module = parts[0].to_string();
@@ -387,7 +473,7 @@ fn the_checker_ignores_comments_strings_and_test_modules() {
 
 // --- The files of the C ABI ---
 
-/// The node of a file of `src/ffi/`: `cann/memory`, `wiring/process`; the
+/// The node of a file of `crates/aclalloc-capi/src/ffi/`: `cann/memory`, `wiring/process`; the
 /// files of a directory below those (`ext/pool/`) are one node with it.
 fn ffi_node(relative: &Path) -> Option<String> {
     let parts: Vec<String> = relative
@@ -427,7 +513,7 @@ fn ffi_references(code: &str) -> BTreeSet<String> {
 
 /// `file node -> nodes it names`, outside comments, strings and tests.
 fn ffi_file_imports() -> BTreeMap<String, BTreeSet<String>> {
-    let ffi = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ffi");
+    let ffi = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/aclalloc-capi/src/ffi");
     let mut files = Vec::new();
     rust_files(&ffi, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -479,7 +565,7 @@ fn the_c_abi_files_import_one_another_without_a_cycle() {
     assert!(graph.len() > 30, "{graph:?}");
     if let Some(found) = cycle(&graph) {
         panic!(
-            "src/ffi files import one another in a cycle: {}",
+            "the files of crates/aclalloc-capi/src/ffi import one another in a cycle: {}",
             found.join(" -> ")
         );
     }

@@ -7,7 +7,7 @@
 //!
 //! Runs of frees and allocations without a read in between, frees on
 //! another thread and threads that exit holding blocks exercise the
-//! threads' caches (src/pool/thread_cache.rs); the totals and peaks of the
+//! threads' caches (crates/aclalloc-pool/src/thread_cache.rs); the totals and peaks of the
 //! counts and requested bytes must stay exactly the model's.
 //!
 //! A stream that waits on an event recorded on another stream after its
@@ -96,7 +96,7 @@ fn size() -> impl Strategy<Value = usize> {
         2 => (MIB + 1)..12 * MIB,
         1 => (12 * MIB)..40 * MIB,
         // Near a boundary of the free index's size classes (16 per power of
-        // two, in 512-byte units; src/pool/engine/tlsf.rs), a unit either side.
+        // two, in 512-byte units; crates/aclalloc-pool/src/engine/tlsf.rs), a unit either side.
         2 => (0usize..13, 0usize..16, 0usize..3)
             .prop_map(|(f, s, d)| (((16 + s) << f) + d - 1) * 512),
     ]

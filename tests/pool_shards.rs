@@ -147,7 +147,7 @@ fn threads_on_different_streams_with_a_concurrent_reader() {
     assert_eq!(pool.memory_reserved(), 0);
 }
 
-/// Stress of the threads' caches (src/pool/thread_cache.rs) and their
+/// Stress of the threads' caches (crates/aclalloc-pool/src/thread_cache.rs) and their
 /// lock-free fast path: threads on their own streams churn blocks of a few
 /// sizes (parked and handed out by their caches), hand some to a neighbour
 /// who frees them (taken back from the owner's cache while the owner runs),

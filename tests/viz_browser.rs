@@ -250,7 +250,7 @@ fn a_pytorch_shaped_snapshot_with_integers_renders() {
 #[test]
 fn an_aclalloc_run_snapshot_renders_its_live_blocks_and_faults() {
     let Some(chrome) = chromium() else { return };
-    // The shape 'aclalloc run --json' writes (src/tracking/snapshot.rs): no
+    // The shape 'aclalloc run --json' writes (crates/aclalloc-tracking/src/snapshot.rs): no
     // history, every live block its own "user" segment, faults as events.
     let block = |address: &str, size: u64, stream: &str| {
         serde_json::json!({"address": address, "total_size": size, "stream": stream,

@@ -48,7 +48,7 @@ const MIB: usize = 1 << 20;
 const DEVICE_MIB: usize = 64;
 const MAX_OPS: usize = 96;
 /// Pools per run. Each destroyed pool keeps its host-side shell (1,304
-/// bytes) for the life of the process by design (src/pool/handles.rs), so a
+/// bytes) for the life of the process by design (crates/aclalloc-pool/src/handles.rs), so a
 /// process destroys at most `POOL_BUDGET` pools (about 400 MB of shells).
 /// After that, runs recycle: a run's idle pools are kept as spares (at most
 /// two per configuration) instead of destroyed, `Create` takes a spare of
@@ -126,7 +126,7 @@ enum Size {
     Large(u32),
     Huge(u16),
     /// Near a boundary of the free index's size classes (16 per power of
-    /// two, in 512-byte units; `src/pool/engine/tlsf.rs`): (power, step,
+    /// two, in 512-byte units; `crates/aclalloc-pool/src/engine/tlsf.rs`): (power, step,
     /// offset of -1, 0 or +1 unit).
     ClassEdge(u8, u8, u8),
 }

@@ -1,0 +1,177 @@
+//! A request that nothing of its own stream's cache serves may take a
+//! wholly free segment another stream left, once it is ordered after that
+//! stream's last free in it (an event wait, or a synchronize: see
+//! `engine/adopt.rs`), before the pool grows. The segment moves to the
+//! request's shard and stream whole; reserved memory stays as it was.
+
+use super::engine::kind_of;
+use super::sharded::All;
+use crate::registry::order;
+
+impl All<'_> {
+    /// Serves `size` bytes (`rounded`) for `stream` in shard `s` from a
+    /// segment another stream freed and `stream` is ordered after.
+    pub(super) fn take_ordered(
+        &mut self,
+        s: usize,
+        stream: usize,
+        size: usize,
+        rounded: usize,
+    ) -> Option<usize> {
+        // A stream that never waited on another one takes nothing (the
+        // common case: one lookup, no scan of the segments).
+        if !order::has_waited(stream) {
+            return None;
+        }
+        let kind = kind_of(rounded);
+        // The smallest fitting segment of any shard.
+        let (_, t, seg) = self
+            .shards
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(t, core)| {
+                let (bytes, seg) = core.ordered_segment(kind, rounded, stream)?;
+                Some((bytes, t, seg))
+            })
+            .min()?;
+        let (addr, bytes, kind) = self.shards[t].give_segment(seg);
+        let idx = self.shards[s].adopt_segment(addr, bytes, kind, stream);
+        Some(self.shards[s].finish(idx, rounded, size))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::registry::order;
+    use crate::{HostMemory, Pool, PoolConfig, STAT_ALL};
+
+    fn pool() -> Pool {
+        Pool::new(PoolConfig::default(), HostMemory::new(1 << 30)).unwrap()
+    }
+
+    /// `waiter` waits on an event recorded on `source` now.
+    fn wait(waiter: usize, source: usize) {
+        order::stream_waited(waiter, source, order::event_recorded());
+    }
+
+    /// What the pool counts that a move must leave as it was.
+    fn counts(pool: &Pool) -> (i64, i64, i64) {
+        let s = pool.stats();
+        (
+            s.reserved_bytes[STAT_ALL].current,
+            s.segment[STAT_ALL].current,
+            s.num_device_alloc,
+        )
+    }
+
+    #[test]
+    fn a_wait_after_the_free_hands_the_segment_to_the_waiter() {
+        let (a, b) = (0x7a01_0000, 0x7a01_0100);
+        let pool = pool();
+        let x = pool.malloc_on(a, 1 << 20).unwrap();
+        pool.free(x.get()).unwrap();
+        let before = counts(&pool);
+        wait(b, a);
+        let y = pool.malloc_on(b, 1 << 20).unwrap();
+        assert_eq!(y, x, "the block a freed");
+        assert_eq!(counts(&pool), before, "no new segment, reserved unchanged");
+        let segs = pool.segments();
+        assert_eq!(segs.len(), 1);
+        assert_eq!(segs[0].stream, b, "the snapshot shows the new stream");
+        assert_eq!(pool.stats().allocated_bytes[STAT_ALL].current, 1 << 20);
+        pool.check_invariants().unwrap();
+        // The segment is b's now: freed on b, reused on b; a grows.
+        pool.free(y.get()).unwrap();
+        assert_eq!(pool.malloc_on(b, 1 << 20).unwrap(), x);
+        let z = pool.malloc_on(a, 1 << 20).unwrap();
+        assert_ne!(z, x);
+        assert_eq!(pool.stats().num_device_alloc, before.2 + 1);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn without_a_wait_or_with_a_record_before_the_free_nothing_moves() {
+        let (a, b, c) = (0x7a02_0000, 0x7a02_0100, 0x7a02_0200);
+        let pool = pool();
+        let x = pool.malloc_on(a, 4096).unwrap();
+        // c waits on a record of a made while x is still allocated.
+        wait(c, a);
+        pool.free(x.get()).unwrap();
+        let (reserved, ..) = counts(&pool);
+        let on_b = pool.malloc_on(b, 4096).unwrap();
+        assert_ne!(on_b, x, "b did not wait");
+        let on_c = pool.malloc_on(c, 4096).unwrap();
+        assert_ne!(on_c, x, "c's wait is on a record made before the free");
+        assert_eq!(counts(&pool).0, reserved + 2 * (2 << 20), "both grew");
+        // A wait of a on b orders a after b, not b after a.
+        wait(a, b);
+        assert_ne!(pool.malloc_on(b, 4096).unwrap(), x);
+        assert_eq!(pool.segments().iter().filter(|s| s.stream == a).count(), 1);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_block_parked_in_a_threads_cache_carries_its_free() {
+        let (a, b) = (0x7a03_0000, 0x7a03_0100);
+        let pool = pool();
+        let x = pool.malloc_on(a, 4096).unwrap();
+        pool.free(x.get()).unwrap();
+        // The second round is served from the shard and lent to this thread's cache.
+        assert_eq!(pool.malloc_on(a, 4096).unwrap(), x);
+        pool.free(x.get()).unwrap();
+        let before = counts(&pool);
+        wait(b, a);
+        assert_eq!(pool.malloc_on(b, 4096).unwrap(), x);
+        assert_eq!(counts(&pool), before);
+        pool.check_invariants().unwrap();
+
+        // Parked again, on b, after the record a later wait stands for: stays.
+        let (c, d) = (0x7a03_0200, 0x7a03_0300);
+        let y = pool.malloc_on(c, 4096).unwrap();
+        pool.free(y.get()).unwrap();
+        assert_eq!(pool.malloc_on(c, 4096).unwrap(), y);
+        let token = order::event_recorded();
+        pool.free(y.get()).unwrap();
+        order::stream_waited(d, c, token);
+        assert_ne!(
+            pool.malloc_on(d, 4096).unwrap(),
+            y,
+            "recorded before the free"
+        );
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_segment_with_a_block_still_in_use_stays() {
+        let (a, b) = (0x7a04_0000, 0x7a04_0100);
+        let pool = pool();
+        let kept = pool.malloc_on(a, 4096).unwrap();
+        let x = pool.malloc_on(a, 4096).unwrap();
+        pool.free(x.get()).unwrap();
+        wait(b, a);
+        let y = pool.malloc_on(b, 4096).unwrap();
+        assert_ne!(y, x, "the segment still serves a");
+        assert_eq!(pool.segments().len(), 2);
+        pool.free(kept.get()).unwrap();
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_smallest_fitting_segment_moves_and_peaks_stay_exact() {
+        let (a, b) = (0x7a05_0000, 0x7a05_0100);
+        let pool = pool();
+        let small = pool.malloc_on(a, 4096).unwrap();
+        let large = pool.malloc_on(a, 4 << 20).unwrap();
+        pool.free(small.get()).unwrap();
+        pool.free(large.get()).unwrap();
+        let peak = pool.stats().reserved_bytes[STAT_ALL].peak;
+        wait(b, a);
+        assert_eq!(pool.malloc_on(b, 3 << 20).unwrap(), large);
+        assert_eq!(pool.malloc_on(b, 8192).unwrap(), small);
+        let s = pool.stats();
+        assert_eq!(s.reserved_bytes[STAT_ALL].peak, peak);
+        assert_eq!(s.reserved_bytes[STAT_ALL].current, peak);
+        assert!(pool.segments().iter().all(|s| s.stream == b));
+        pool.check_invariants().unwrap();
+    }
+}
