@@ -81,7 +81,7 @@ const NOT_RESERVED: Error = invalid(
     "virPtr",
     "It is not the start of a live reservation (it was not returned by aclrtReserveMemAddress, or it was already released)",
 );
-const NOT_MAPPED: Error = invalid(
+pub(crate) const NOT_MAPPED: Error = invalid(
     "virPtr",
     "It is not the start of a live mapping made by aclrtMapMem (or it was already unmapped)",
 );
@@ -425,6 +425,16 @@ impl VirtualMemory {
             p.mappings += 1;
         }
         Ok(())
+    }
+
+    /// True when a mapping starts at `addr` (what [`Self::unmap`] takes).
+    pub fn is_mapping(&self, addr: usize) -> bool {
+        let state = self.state.lock();
+        state
+            .reservations
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(_, r)| r.mappings.contains_key(&addr))
     }
 
     /// `aclrtUnmapMem`. Returns the device and bytes to uncharge when this was

@@ -93,8 +93,16 @@ impl HostRuntime {
         Ok(())
     }
 
-    /// `aclrtUnmapMem`.
+    /// `aclrtUnmapMem`: waits for the pending work of every stream first,
+    /// as `aclrtFree` does: a queued copy, set or kernel on the range would
+    /// otherwise touch pages the host no longer maps (on a device that work
+    /// fails; here it would take the process down). The mapping is checked
+    /// first, so a bad address waits for nothing.
     pub fn unmap_mem(&self, addr: usize) -> Result<()> {
+        if !virtual_memory().is_mapping(addr) {
+            return Err(super::virtual_memory::NOT_MAPPED);
+        }
+        self.synchronize_all()?;
         let freed = virtual_memory().unmap(addr)?;
         self.uncharge(freed);
         Ok(())
