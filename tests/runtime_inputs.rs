@@ -221,10 +221,20 @@ unsafe extern "C" fn write_index(workspace: *mut c_void, _: usize, data: *mut c_
     }
 }
 
+/// The threads of this process whose name is `name`.
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
 /// `aclrtDestroyStreamForce` returns while a kernel still holds the stream
 /// (it does not wait), and every kernel queued behind it still runs:
 /// `aclrtSynchronizeDevice` waits for them, and the stream's registration is
-/// gone once it returns. 20 runs of 20 kernels, every other run with
+/// gone once it returns, and so is the thread that finished the destroy.
+/// 20 runs of 20 kernels, every other run with
 /// workspaces from the runtime (held until the kernels ran), the others with
 /// an allocator registered.
 #[test]
@@ -281,6 +291,11 @@ fn destroy_stream_force_returns_at_once_and_queued_work_still_runs() {
             "run {run}: every queued kernel ran"
         );
         assert!(!registered(stream), "run {run}: the registration went");
+        assert_eq!(
+            threads_named("aclalloc-drain"),
+            0,
+            "run {run}: the destroy's finisher thread was joined"
+        );
         let mut seen = [0u32; KERNELS];
         // SAFETY: `out` is device memory of KERNELS u32s; `seen` as large.
         let rc = unsafe {

@@ -109,6 +109,7 @@ impl HostRuntime {
         for ctx in default.into_iter().chain(others) {
             self.release_context(ctx);
         }
+        self.reap_drained(false);
         Ok(())
     }
 

@@ -186,7 +186,11 @@ impl HostRuntime {
         for device in 0..self.devices.len() {
             self.reset_device(device as i32, true)?;
         }
-        self.synchronize_all()
+        self.synchronize_all()?;
+        // Streams destroyed by force finish their queued work before
+        // aclFinalize returns, and leave no thread behind.
+        self.reap_drained(true);
+        Ok(())
     }
 
     /// True between `aclInit` and `aclFinalize`.

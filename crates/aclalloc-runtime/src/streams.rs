@@ -17,7 +17,9 @@ use crate::base::sync::{AtomicBool, Ordering};
 use crate::registry::api::AllocatorApi;
 use crate::registry::observer::StreamObserver;
 use crate::registry::StreamKey;
+use parking_lot::Mutex;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// `ACL_STREAM_*` flags CANN defines (`ACL_STREAM_FAST_LAUNCH` ...
 /// `ACL_STREAM_DEVICE_USE_ONLY`); the host runtime accepts and ignores them.
@@ -165,6 +167,10 @@ impl HostRuntime {
         if entry.stream.is_current_worker() {
             return Err(super::stream_worker::DESTROY_OWN);
         }
+        // Finishers of earlier forced destroys that are done are joined
+        // here too, so a program that destroys streams by force in a loop
+        // keeps no exited thread unjoined.
+        self.reap_drained(false);
         // A kernel destroying another stream waits for it, as a synchronize
         // does: refused before anything is torn down if that would deadlock.
         let _waiting = entry.stream.wait_from_kernel()?;
@@ -182,6 +188,7 @@ impl HostRuntime {
             stream: entry.stream,
             handle,
             done: AtomicBool::new(false),
+            finisher: Mutex::new(None),
         });
         if force && !drain.stream.is_inherited() {
             drain.stream.close();
@@ -192,7 +199,9 @@ impl HostRuntime {
                 let _ = drained.stream.shut_down();
                 drained.finish(allocators, observer);
             };
-            if crate::base::threads::spawn("aclalloc-drain".into(), finisher).is_ok() {
+            if let Ok(thread) = crate::base::threads::spawn("aclalloc-drain".into(), finisher) {
+                // Joined by `reap_drained` once done: never left detached.
+                *drain.finisher.lock() = Some(thread);
                 return Ok(());
             }
         }
@@ -255,10 +264,40 @@ impl HostRuntime {
         for d in draining.iter().filter(|d| d.stream.is_finished()) {
             d.finish(self.allocators(), self.observer());
         }
-        self.draining
-            .lock()
-            .retain(|d| !d.done.load(Ordering::Acquire) && !d.stream.is_inherited());
+        self.reap_drained(false);
         Ok(())
+    }
+
+    /// Joins the finisher threads of streams destroyed by force, and forgets
+    /// those streams: with `wait`, every one (each waits for its stream's
+    /// queued work, as `aclFinalize` does); without, only those whose
+    /// finisher is done and about to return. Inherited streams (from a
+    /// `fork()`) have no finisher and are only forgotten.
+    pub(crate) fn reap_drained(&self, wait: bool) {
+        let me = std::thread::current().id();
+        // A finisher reaches here itself when what it calls synchronizes:
+        // it stays listed for a later reap, never joins itself.
+        let own = |d: &Draining| {
+            d.finisher
+                .lock()
+                .as_ref()
+                .is_some_and(|t| t.thread().id() == me)
+        };
+        let reaped: Vec<Arc<Draining>> = {
+            let mut draining = self.draining.lock();
+            let (gone, kept) = std::mem::take(&mut *draining).into_iter().partition(|d| {
+                (wait || d.done.load(Ordering::Acquire) || d.stream.is_inherited()) && !own(d)
+            });
+            *draining = kept;
+            gone
+        };
+        // Joined outside the lock: a finisher may be inside `finish`, whose
+        // observer may call back into this runtime.
+        for d in reaped {
+            if let Some(thread) = d.finisher.lock().take() {
+                let _ = thread.join();
+            }
+        }
     }
 
     /// The number of live streams (default streams included).
@@ -272,6 +311,9 @@ pub(crate) struct Draining {
     stream: Arc<Stream>,
     handle: usize,
     done: AtomicBool,
+    /// The thread that waits for the stream's queued work and then calls
+    /// [`Draining::finish`]; joined by [`HostRuntime::reap_drained`].
+    finisher: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Draining {
