@@ -24,8 +24,9 @@ COMMANDS:
     run     Runs PROGRAM with libaclalloc.so preloaded (LD_PRELOAD) in front of
             whatever ACL runtime PROGRAM uses, with allocator tracking on. When
             PROGRAM exits, prints the tracking report and exits with PROGRAM's
-            exit code (128+N when PROGRAM was killed by signal N), or with
-            --error-exitcode's when the report has faults.
+            exit code, or with --error-exitcode's when the report has faults.
+            When PROGRAM was killed by signal N, aclalloc exits with 128+N
+            once the report is out, whatever --error-exitcode says.
 
     viz     Writes one self-contained HTML page (no network needed) drawing a
             JSON snapshot: allocated memory over time stacked by allocation and
@@ -66,7 +67,8 @@ OPTIONS (run):
     --error-exitcode N
                     Exit with N (1-255) instead of PROGRAM's exit code when the
                     report has faults (leaks included), so CI can fail on them.
-                    0, the default, keeps PROGRAM's exit code.
+                    0, the default, keeps PROGRAM's exit code. A PROGRAM killed
+                    by signal N still gives 128+N.
     --lib PATH      Use this libaclalloc.so.
     -h, --help      This text.
 
@@ -500,7 +502,10 @@ fn run(options: RunOptions) -> ExitCode {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    if faults > 0 && options.error_exitcode != 0 {
+    // A program killed by a signal gives 128+N whatever --error-exitcode
+    // says: a supervisor that restarts on signals and not on error codes
+    // must see how the program died (valgrind's status says so too).
+    if faults > 0 && options.error_exitcode != 0 && status.signal().is_none() {
         return ExitCode::from(options.error_exitcode);
     }
     ExitCode::from(code.clamp(0, 255) as u8)
