@@ -27,8 +27,17 @@ int main(void) {
     char pkg[] = "runtime";
     CHECK(aclsysGetVersionStr(pkg, version));
     CHECK(aclsysGetVersionNum(pkg, &number));
-    EXPECT(strlen(version) > 0 && number > 0);
+    /* The CANN whose headers the library implements, by CANN's numbering. */
+    EXPECT(strcmp(version, "9.0.0") == 0 && number == 90000000);
     printf("soc %s, runtime %s (%d)\n", soc, version, (int)number);
+    /* aclalloc's own version: the loaded library's is the header's. */
+    int32_t major = -1, minor = -1, patch = -1;
+    CHECK(aclallocGetVersion(&major, &minor, &patch));
+    EXPECT(major == ACLALLOC_VERSION_MAJOR && minor == ACLALLOC_VERSION_MINOR &&
+           patch == ACLALLOC_VERSION_PATCH);
+    expect("aclallocGetVersion(NULL)", aclallocGetVersion(&major, NULL, &patch),
+           ACL_ERROR_INVALID_PARAM, "minor");
+    EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_ERROR_INVALID_PARAM);
 
     /* The last error: sticky until taken, per thread. */
     EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_SUCCESS);

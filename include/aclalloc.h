@@ -1344,6 +1344,16 @@ aclError aclallocTrackingBeforeExec(void);
  */
 aclError aclallocTrackingExecFailed(void);
 
+/**
+ * The version of the loaded `libaclalloc.so` (the header's
+ * `ACLALLOC_VERSION_*` macros are the version a program was built
+ * against). Each out-parameter is required; nothing is written on failure.
+ *
+ * # Safety
+ * Each pointer is NULL or valid for a write of `int32_t`.
+ */
+aclError aclallocGetVersion(int32_t *major, int32_t *minor, int32_t *patch);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

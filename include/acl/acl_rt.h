@@ -704,9 +704,9 @@ const char *aclrtGetSocName(void);
 aclError aclrtGetRunMode(aclrtRunMode *runMode);
 
 /**
- * The version of the package `pkgName` as text: on the host runtime every
- * package is aclalloc, and this is aclalloc's version. `versionStr` must
- * have room for `ACL_PKG_VERSION_MAX_SIZE` bytes.
+ * The version of the package `pkgName` as text: on the host runtime, the
+ * CANN version whose headers this library implements (`"9.0.0"`) for every
+ * package. `versionStr` must have room for `ACL_PKG_VERSION_MAX_SIZE` bytes.
  *
  * # Safety
  * `pkgName` is NULL or a NUL-terminated string; `versionStr` is NULL or
@@ -715,8 +715,8 @@ aclError aclrtGetRunMode(aclrtRunMode *runMode);
 aclError aclsysGetVersionStr(char *pkgName, char *versionStr);
 
 /**
- * `aclsysGetVersionStr` as a number that grows with the version:
- * major × 1000000 + minor × 1000 + patch.
+ * `aclsysGetVersionStr` as a number, by CANN's rule for a release:
+ * major × 10,000,000 + minor × 100,000 + patch × 1,000 (9.0.0: 90000000).
  *
  * # Safety
  * `pkgName` is NULL or a NUL-terminated string; `versionNum` is NULL or writable.

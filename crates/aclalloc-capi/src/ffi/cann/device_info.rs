@@ -171,9 +171,16 @@ pub unsafe extern "C" fn aclrtGetRunMode(runMode: *mut aclrtRunMode) -> aclError
     })
 }
 
-/// The version of the package `pkgName` as text: on the host runtime every
-/// package is aclalloc, and this is aclalloc's version. `versionStr` must
-/// have room for `ACL_PKG_VERSION_MAX_SIZE` bytes.
+/// The version of CANN whose headers this library implements
+/// (`include/acl/`, taken from CANN's runtime repository at this version).
+/// On the host runtime every package (`"runtime"`, `"driver"`, ...) reports
+/// it, so CANN programs that gate a feature on the version see the CANN
+/// they were written for. aclalloc's own version is `aclallocGetVersion`.
+pub const CANN_VERSION: (i32, i32, i32) = (9, 0, 0);
+
+/// The version of the package `pkgName` as text: on the host runtime, the
+/// CANN version whose headers this library implements (`"9.0.0"`) for every
+/// package. `versionStr` must have room for `ACL_PKG_VERSION_MAX_SIZE` bytes.
 ///
 /// # Safety
 /// `pkgName` is NULL or a NUL-terminated string; `versionStr` is NULL or
@@ -189,15 +196,17 @@ pub unsafe extern "C" fn aclsysGetVersionStr(
         if versionStr.is_null() {
             return Err(Error::NullPointer { param: "versionStr" });
         }
-        let text = concat!(env!("CARGO_PKG_VERSION"), "\0");
+        let (major, minor, patch) = CANN_VERSION;
+        let text = format!("{major}.{minor}.{patch}\0");
+        debug_assert!(text.len() <= ACL_PKG_VERSION_MAX_SIZE as usize);
         // SAFETY: room for ACL_PKG_VERSION_MAX_SIZE bytes, more than the version.
         unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast(), versionStr, text.len()) };
         Ok(())
     })
 }
 
-/// `aclsysGetVersionStr` as a number that grows with the version:
-/// major × 1000000 + minor × 1000 + patch.
+/// `aclsysGetVersionStr` as a number, by CANN's rule for a release:
+/// major × 10,000,000 + minor × 100,000 + patch × 1,000 (9.0.0: 90000000).
 ///
 /// # Safety
 /// `pkgName` is NULL or a NUL-terminated string; `versionNum` is NULL or writable.
@@ -209,10 +218,8 @@ pub unsafe extern "C" fn aclsysGetVersionNum(
     real_or_host!(aclsysGetVersionNum(pkgName: *mut c_char, versionNum: *mut i32) {
         // SAFETY: the caller's contract.
         package(unsafe { args::c_bytes(pkgName, "pkgName") }?)?;
-        let part = |s: &str| s.parse::<i32>().unwrap_or(0);
-        let number = part(env!("CARGO_PKG_VERSION_MAJOR")) * 1_000_000
-            + part(env!("CARGO_PKG_VERSION_MINOR")) * 1_000
-            + part(env!("CARGO_PKG_VERSION_PATCH"));
+        let (major, minor, patch) = CANN_VERSION;
+        let number = major * 10_000_000 + minor * 100_000 + patch * 1_000;
         // SAFETY: the caller's contract.
         unsafe { args::write_out(versionNum, "versionNum", || Ok(number)) }
     })

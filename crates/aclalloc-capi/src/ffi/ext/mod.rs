@@ -12,3 +12,4 @@ pub mod plugin_hooks;
 pub mod pool;
 pub mod task_failure;
 pub mod tracking;
+pub mod version;
