@@ -323,7 +323,17 @@ struct Model {
 
 impl Model {
     fn expect(&mut self, function: &'static str, got: aclError, want: aclError) {
-        assert_eq!(got, want, "{function}");
+        if got != want {
+            // What the library said, for the finding's report.
+            let text = aclGetRecentErrMsg();
+            let said = if text.is_null() {
+                String::from("(no message)")
+            } else {
+                // SAFETY: a NUL-terminated string valid until this thread's next call.
+                unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy().into_owned()
+            };
+            panic!("{function}: returned {got}, the model expects {want}; the message:\n{said}");
+        }
         if want != OK {
             self.failed.push(function);
         }
