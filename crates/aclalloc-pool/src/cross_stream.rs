@@ -18,11 +18,18 @@ impl All<'_> {
         size: usize,
         rounded: usize,
     ) -> Option<usize> {
-        // A stream that never waited on another one takes nothing (the
-        // common case: one lookup, no scan of the segments).
-        if !order::has_waited(stream) {
+        // Without an ordering fact that could apply, nothing is taken (the
+        // common case: a lookup or two, no scan of the segments).
+        let reuse = self.global.cross_stream_reuse;
+        let by_wait = reuse.after_event_wait && order::has_waited(stream);
+        let by_sync = reuse.after_synchronize && order::synchronized_any();
+        if !by_wait && !by_sync {
             return None;
         }
+        let reuse = crate::CrossStreamReuse {
+            after_event_wait: by_wait,
+            after_synchronize: by_sync,
+        };
         let kind = kind_of(rounded);
         // The smallest fitting segment of any shard.
         let (_, t, seg) = self
@@ -30,7 +37,7 @@ impl All<'_> {
             .iter_mut()
             .enumerate()
             .filter_map(|(t, core)| {
-                let (bytes, seg) = core.ordered_segment(kind, rounded, stream)?;
+                let (bytes, seg) = core.ordered_segment(kind, rounded, stream, reuse)?;
                 Some((bytes, t, seg))
             })
             .min()?;
@@ -87,6 +94,38 @@ mod tests {
         assert_ne!(z, x);
         assert_eq!(pool.stats().num_device_alloc, before.2 + 1);
         pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn each_ordering_hands_the_segment_over_only_when_the_pool_counts_it() {
+        for (i, (after_event_wait, after_synchronize)) in
+            [(true, true), (true, false), (false, true), (false, false)]
+                .into_iter()
+                .enumerate()
+        {
+            let reuse = crate::CrossStreamReuse {
+                after_event_wait,
+                after_synchronize,
+            };
+            // Stream keys of their own: the order is process-wide.
+            let base = 0x7a05_0000 + i * 0x1000;
+            let (a, b, c, d) = (base, base + 0x100, base + 0x200, base + 0x300);
+            let pool = pool();
+            pool.set_cross_stream_reuse(reuse);
+            // a's free, then a synchronize of a: b may take it.
+            let x = pool.malloc_on(a, 1 << 20).unwrap();
+            pool.free(x.get()).unwrap();
+            order::stream_synchronized(a);
+            let y = pool.malloc_on(b, 1 << 20).unwrap();
+            assert_eq!(y == x, after_synchronize, "{reuse:?}: after a synchronize");
+            // c's free, then d waits on a record of c: d may take it.
+            let z = pool.malloc_on(c, 1 << 20).unwrap();
+            pool.free(z.get()).unwrap();
+            wait(d, c);
+            let w = pool.malloc_on(d, 1 << 20).unwrap();
+            assert_eq!(w == z, after_event_wait, "{reuse:?}: after an event wait");
+            pool.check_invariants().unwrap();
+        }
     }
 
     #[test]

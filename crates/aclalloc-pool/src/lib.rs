@@ -98,6 +98,24 @@ pub struct Pool {
 }
 
 /// What only the pool-wide lock guards.
+/// Which orderings let a stream take memory another stream freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrossStreamReuse {
+    /// It waited on an event recorded on the freeing stream after the frees.
+    pub after_event_wait: bool,
+    /// The freeing stream (or the device) was synchronized since the frees.
+    pub after_synchronize: bool,
+}
+
+impl Default for CrossStreamReuse {
+    fn default() -> Self {
+        CrossStreamReuse {
+            after_event_wait: true,
+            after_synchronize: true,
+        }
+    }
+}
+
 struct Global {
     config: PoolConfig,
     /// The limit in bytes (`usize::MAX`: none).
@@ -107,6 +125,9 @@ struct Global {
     closed: bool,
     /// The shard the next new stream gets.
     next_shard: usize,
+    /// Which orderings let a stream take memory another stream freed (see
+    /// `cross_stream.rs`); both by default.
+    cross_stream_reuse: CrossStreamReuse,
 }
 
 thread_local! {
@@ -140,6 +161,7 @@ impl Pool {
                 limit,
                 peaks: [0; PARTS],
                 closed: false,
+                cross_stream_reuse: CrossStreamReuse::default(),
                 next_shard,
             }),
             shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config, history.clone())))),
@@ -438,6 +460,13 @@ impl Pool {
         g.config.limit = limit;
         g.limit = bytes;
         Ok(())
+    }
+
+    /// Which orderings let a stream take the wholly free segments another
+    /// stream left: an event wait after the frees, a synchronization of
+    /// that stream since, both (the default) or neither.
+    pub fn set_cross_stream_reuse(&self, reuse: CrossStreamReuse) {
+        self.global.lock().cross_stream_reuse = reuse;
     }
 
     /// The limit in bytes (`usize::MAX`: none).

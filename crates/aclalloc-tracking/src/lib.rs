@@ -112,22 +112,23 @@ pub fn registration_ended(stream: StreamKey, old: Option<&Registration>, seen: L
 }
 
 /// `stream` was synchronized: memory freed on it may go to other streams.
+/// Recorded whether tracking is on or not: the pools move memory between
+/// streams by the same facts.
 pub fn stream_synchronized(stream: StreamKey) {
-    if ever_enabled() {
-        syncclock::stream_synchronized(stream.get().get());
-    }
+    syncclock::stream_synchronized(stream.get().get());
 }
 
 /// The whole device was synchronized (or reset).
 pub fn device_synchronized() {
-    if ever_enabled() {
-        syncclock::device_synchronized();
-    }
+    syncclock::device_synchronized();
 }
 
 /// `stream` was destroyed: its work is complete, its registration is gone.
 pub fn stream_destroyed(stream: StreamKey, old: Option<&Registration>) {
     if !ever_enabled() {
+        // Nothing will ask about blocks freed on it: its record goes, so
+        // the record of synchronizations stays as large as the live streams.
+        crate::registry::order::forget_synchronizations_of(stream.get().get());
         return;
     }
     syncclock::stream_destroyed(stream.get().get());

@@ -73,13 +73,36 @@ pub fn has_waited(waiter: usize) -> bool {
 /// `freed_at`: `freed_on` was synchronized since, or `reuser` waited on an
 /// event recorded on `freed_on` after the free.
 pub fn ordered_after(reuser: usize, freed_on: usize, freed_at: u64) -> bool {
-    if synchronized_since(freed_on, freed_at) {
-        return true;
-    }
+    synchronized_since(freed_on, freed_at) || waited_after(reuser, freed_on, freed_at)
+}
+
+/// True when `reuser` waited on an event recorded on `freed_on` after a
+/// free that recorded `freed_at`.
+pub fn waited_after(reuser: usize, freed_on: usize, freed_at: u64) -> bool {
     let map = WAITED.lock().unwrap_or_else(|p| p.into_inner());
     map.as_ref()
         .and_then(|m| m.get(&(reuser, freed_on)))
         .is_some_and(|&g| g > freed_at)
+}
+
+/// True once any stream or the device was synchronized (a cheap test before
+/// looking for memory a synchronization may let another stream take).
+pub fn synchronized_any() -> bool {
+    if DEVICE_SYNCED.load(Ordering::Acquire) > 0 {
+        return true;
+    }
+    let map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+    map.as_ref().is_some_and(|m| !m.is_empty())
+}
+
+/// Forgets `stream`'s synchronizations once it is destroyed, when nothing
+/// will ask about blocks freed on it any more (the pools forget the stream
+/// at once; the tracking layer keeps the record and prunes it itself).
+pub fn forget_synchronizations_of(stream: usize) {
+    let mut map = STREAM_SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = map.as_mut() {
+        m.remove(&stream);
+    }
 }
 
 /// Every stream finished all work submitted so far.

@@ -19,7 +19,12 @@ impl Core {
         kind: Kind,
         rounded: usize,
         stream: usize,
+        reuse: crate::CrossStreamReuse,
     ) -> Option<(usize, u32)> {
+        let ordered_after = |freed_on: usize, freed_at: u64| {
+            (reuse.after_synchronize && order::synchronized_since(freed_on, freed_at))
+                || (reuse.after_event_wait && order::waited_after(stream, freed_on, freed_at))
+        };
         let max_split = self.config.max_split_size;
         // PyTorch's oversize rules, as best fit applies them.
         let usable = |size: usize| {
@@ -41,9 +46,7 @@ impl Core {
             .values()
             .filter(|&seg| {
                 let s = self.segments[seg];
-                candidate(&s)
-                    && self.nothing_handed_out(&s)
-                    && order::ordered_after(stream, s.stream, s.freed_at)
+                candidate(&s) && self.nothing_handed_out(&s) && ordered_after(s.stream, s.freed_at)
             })
             .collect();
         if ordered.is_empty() {
