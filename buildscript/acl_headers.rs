@@ -33,12 +33,19 @@ pub const RT: AclHeader = AclHeader {
     guard: "INC_EXTERNAL_ACL_ACL_RT_H_",
     includes: &["acl_base.h", "acl_rt_allocator.h"],
 };
+/// Stream-ordered memory pools: CANN's programs include it directly (acl.h
+/// does not), and CANN's guard is the one written here.
+pub const SOMA: AclHeader = AclHeader {
+    file: "acl_rt_memory_soma.h",
+    guard: "INC_EXTERNAL_ACL_RT_MEMORY_H_",
+    includes: &["acl_base.h", "acl_rt.h"],
+};
 pub const ACL: AclHeader = AclHeader {
     file: "acl.h",
     guard: "INC_EXTERNAL_ACL_ACL_H_",
     includes: &["acl_rt.h"],
 };
-pub const ALL: [AclHeader; 4] = [BASE, ALLOCATOR, RT, ACL];
+pub const ALL: [AclHeader; 5] = [BASE, ALLOCATOR, RT, SOMA, ACL];
 
 /// CANN's handle typedefs that live in `acl_base.h`.
 const BASE_TYPES: &[&str] = &[
@@ -81,7 +88,13 @@ pub const ENUMS: &[&str] = &[
     "aclrtMemAccessFlags",
     "aclrtIpcMemAttrType",
     "aclrtStreamAttr",
+    "aclrtMemPoolAttr",
 ];
+
+/// Whether `name` is of the stream-ordered pools' header.
+fn is_soma(name: &str) -> bool {
+    name.starts_with("aclrtMemPool") || name.starts_with("ACL_RT_MEM_POOL_")
+}
 
 /// Whether a C name belongs to CANN's API (the rest are aclalloc's own).
 pub fn is_acl(name: &str) -> bool {
@@ -93,6 +106,9 @@ pub fn is_acl(name: &str) -> bool {
 pub fn header_of(name: &str, scan: &Scan) -> Option<&'static str> {
     if !is_acl(name) {
         return None;
+    }
+    if is_soma(name) {
+        return Some(SOMA.file);
     }
     let constant = scan.constants.iter().find(|c| c.name == name);
     Some(match constant {
@@ -131,7 +147,7 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
         }
         return out;
     }
-    if header.file != RT.file {
+    if header.file != RT.file && header.file != SOMA.file {
         return out;
     }
     let constants: Vec<&Constant> = acl_constants.collect();
@@ -169,7 +185,11 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
             c.value
         );
     }
-    for ty in ENUMS {
+    // Each enum in the header of its constants.
+    for ty in ENUMS
+        .iter()
+        .filter(|ty| constants.iter().any(|c| c.ty == **ty))
+    {
         let _ = writeln!(out, "\ntypedef enum {ty} {{");
         for c in constants.iter().filter(|c| c.ty == *ty) {
             let _ = writeln!(out, "{}    {} = {},", doc(&c.doc, "    "), c.name, value(c));

@@ -86,7 +86,13 @@ fn both_orders_against_include_alone() {
 #[test]
 fn generated_acl_headers_use_canns_guards_and_shapes() {
     let root = common::root();
-    for file in ["acl.h", "acl_base.h", "acl_rt.h", "acl_rt_allocator.h"] {
+    for file in [
+        "acl.h",
+        "acl_base.h",
+        "acl_rt.h",
+        "acl_rt_allocator.h",
+        "acl_rt_memory_soma.h",
+    ] {
         let ours = read(&root.join("include/acl").join(file));
         let cann = read(&root.join("tests/cann_fixture/include/acl").join(file));
         let guard = |text: &str| {

@@ -4,12 +4,13 @@
 mod common;
 
 /// The headers build.rs generates, relative to `include/`.
-const GENERATED: [&str; 5] = [
+const GENERATED: [&str; 6] = [
     "aclalloc.h",
     "acl/acl.h",
     "acl/acl_base.h",
     "acl/acl_rt.h",
     "acl/acl_rt_allocator.h",
+    "acl/acl_rt_memory_soma.h",
 ];
 
 #[test]
@@ -91,7 +92,8 @@ fn headers_compile_as_c11_and_cpp17() {
     let dir = common::scratch("header");
     let includes =
         "#include \"acl/acl.h\"\n#include \"acl/acl_base.h\"\n#include \"acl/acl_rt.h\"\n\
-                    #include \"acl/acl_rt_allocator.h\"\n#include \"aclalloc.h\"\n";
+                    #include \"acl/acl_rt_allocator.h\"\n#include \"acl/acl_rt_memory_soma.h\"\n\
+                    #include \"aclalloc.h\"\n";
     let body = "int main(void) { aclError e = aclrtAllocatorUnregister((aclrtStream)0); \
                 return e == ACL_ERROR_INVALID_PARAM ? 0 : 1; }\n";
     for (compiler, std, file) in [("cc", "c11", "h.c"), ("c++", "c++17", "h.cpp")] {

@@ -43,6 +43,7 @@ fn header_functions() -> Vec<String> {
         "acl/acl_base.h",
         "acl/acl_rt.h",
         "acl/acl_rt_allocator.h",
+        "acl/acl_rt_memory_soma.h",
     ]
     .map(|h| std::fs::read_to_string(common::root().join("include").join(h)).unwrap())
     .join("\n");
@@ -226,6 +227,7 @@ fn installed_prefix_serves_pkg_config_and_find_package() -> Result<(), Missing> 
         "acl/acl_base.h",
         "acl/acl_rt.h",
         "acl/acl_rt_allocator.h",
+        "acl/acl_rt_memory_soma.h",
         "aclalloc/ge_allocator.h",
     ] {
         assert!(

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("tracking", 2),
     // Built from the subsystems.
     ("default_allocator", 3),
+    ("stream_ordered", 3),
     ("interpose", 3),
     // The C ABI and the composition root (process init).
     ("ffi", 4),

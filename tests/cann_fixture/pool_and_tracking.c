@@ -14,6 +14,8 @@
 #include <aclalloc.h>
 #endif
 
+#include <acl/acl_rt_memory_soma.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -65,6 +67,23 @@ int main(void) {
     CHECK(aclrtMalloc(&dev, sizeof text, policy) == ACL_SUCCESS);
     CHECK(aclrtMemcpy(dev, sizeof text, text, sizeof text, kind) == ACL_SUCCESS);
     CHECK(aclrtFree(dev) == ACL_SUCCESS);
+
+    /* A stream-ordered pool, with the props as CANN's documentation fills them. */
+    aclrtMemLocation location = {0, ACL_MEM_LOCATION_TYPE_DEVICE};
+    aclrtMemPoolProps props = {ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, location,
+                               1UL << 30, {0}};
+    aclrtMemPool ordered = NULL;
+    void *block = NULL;
+    uint64_t used = 0;
+    CHECK(aclrtMemPoolCreate(&ordered, &props) == ACL_SUCCESS);
+    CHECK(aclrtMemPoolMallocAsync(&block, 1000, ordered, stream) == ACL_SUCCESS);
+    CHECK(aclrtMemPoolGetAttr(ordered, ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT, &used) ==
+          ACL_SUCCESS);
+    CHECK(used >= 1000);
+    CHECK(aclrtMemPoolFreeAsync(block, stream) == ACL_SUCCESS);
+    CHECK(aclrtSynchronizeStream(stream) == ACL_SUCCESS);
+    CHECK(aclrtMemPoolTrimTo(ordered, 0) == ACL_SUCCESS);
+    CHECK(aclrtMemPoolDestroy(ordered) == ACL_SUCCESS);
 
     size_t peak = 0;
     CHECK(aclallocPoolMaxMemoryAllocated(pool, &peak) == ACL_SUCCESS);

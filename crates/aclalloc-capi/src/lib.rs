@@ -1,7 +1,8 @@
 //! The C API of aclalloc: CANN's runtime surface and aclalloc's own
 //! `aclalloc*` functions ([`ffi`]), the default allocator behind a stream with
-//! none registered ([`default_allocator`]), and the table of a real runtime's
-//! functions ([`interpose`]). The layer above the subsystem crates; the
+//! none registered ([`default_allocator`]), CANN's stream-ordered memory pools
+//! on the host runtime ([`stream_ordered`]), and the table of a real
+//! runtime's functions ([`interpose`]). The layer above the subsystem crates; the
 //! `aclalloc` package's cdylib exports what this crate defines
 //! (docs/ARCHITECTURE.md).
 
@@ -18,3 +19,4 @@ use aclalloc_tracking as tracking;
 pub mod default_allocator;
 pub mod ffi;
 pub mod interpose;
+pub mod stream_ordered;

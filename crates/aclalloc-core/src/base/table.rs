@@ -99,6 +99,36 @@ pub fn hash(key: usize) -> usize {
     h as usize
 }
 
+/// A `HashMap` keyed by a word (an address, a handle) under [`hash`]: the
+/// keys are numbers the library hands out, not text a caller chooses, so
+/// std's keyed SipHash buys nothing and costs most of a lookup.
+pub type WordMap<V> =
+    std::collections::HashMap<usize, V, std::hash::BuildHasherDefault<WordHasher>>;
+
+/// [`WordMap`]'s hasher: [`hash`] of the one word written.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        // Only words are written (`write_usize`); any other key still hashes.
+        for &b in bytes {
+            self.0 = hash((self.0 as usize).rotate_left(8) ^ b as usize) as u64;
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, word: usize) {
+        self.0 = hash(word ^ self.0 as usize) as u64;
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The slot `key`'s probe run starts at in an array of `capacity` slots:
 /// lets tests and models pick keys that collide.
 #[doc(hidden)]

@@ -189,6 +189,56 @@ pub struct aclrtMemLocation {
     pub r#type: aclrtMemLocationType,
 }
 
+/// A stream-ordered memory pool (`aclrtMemPool`, `acl/acl_rt_memory_soma.h`).
+pub type aclrtMemPool = *mut c_void;
+
+/// An attribute of a stream-ordered memory pool (`aclrtMemPoolAttr`).
+pub type aclrtMemPoolAttr = c_int;
+/// `uint32_t`, 1 or 0: a stream reuses what another stream freed once it
+/// waited on an event recorded after the free.
+pub const ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES: aclrtMemPoolAttr = 0x1;
+/// `uint32_t`, 1 or 0: a stream reuses what another stream freed once that
+/// free has run.
+pub const ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC: aclrtMemPoolAttr = 0x2;
+/// `uint32_t`, 1 or 0: the runtime may make a stream wait for the stream
+/// that freed a block, to reuse it.
+pub const ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES: aclrtMemPoolAttr = 0x3;
+/// `uint64_t`, default 0: free memory the pool keeps at a synchronize.
+pub const ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD: aclrtMemPoolAttr = 0x4;
+/// `uint64_t`, read-only: memory the pool holds from the device.
+pub const ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT: aclrtMemPoolAttr = 0x5;
+/// `uint64_t`: the peak of the above; only 0 may be written (a reset).
+pub const ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH: aclrtMemPoolAttr = 0x6;
+/// `uint64_t`, read-only: memory allocated from the pool and not freed.
+pub const ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT: aclrtMemPoolAttr = 0x7;
+/// `uint64_t`: the peak of the above; only 0 may be written (a reset).
+pub const ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH: aclrtMemPoolAttr = 0x8;
+
+/// How `aclrtMemPoolCreate` makes a pool (`aclrtMemPoolProps`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct aclrtMemPoolProps {
+    /// An `aclrtMemAllocationType`: `ACL_MEM_ALLOCATION_TYPE_PINNED`.
+    pub allocType: aclrtMemAllocationType,
+    /// An `aclrtMemHandleType`: `ACL_MEM_HANDLE_TYPE_NONE`.
+    pub handleType: aclrtMemHandleType,
+    /// A device (`ACL_MEM_LOCATION_TYPE_DEVICE` and its id).
+    pub location: aclrtMemLocation,
+    /// The most the pool may hold from the device (0: the device's size).
+    pub maxSize: usize,
+    /// Reserved: every byte 0.
+    pub reserved: [u8; 32],
+}
+
+// CANN's layout (acl_rt_memory_soma.h): four 4-byte fields, size_t, 32 bytes.
+const _: () = {
+    assert!(std::mem::offset_of!(aclrtMemPoolProps, handleType) == 4);
+    assert!(std::mem::offset_of!(aclrtMemPoolProps, location) == 8);
+    assert!(std::mem::offset_of!(aclrtMemPoolProps, maxSize) == 16);
+    assert!(std::mem::offset_of!(aclrtMemPoolProps, reserved) == 24);
+    assert!(std::mem::size_of::<aclrtMemPoolProps>() == 56);
+};
+
 /// What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

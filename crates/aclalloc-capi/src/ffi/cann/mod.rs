@@ -1,6 +1,6 @@
 //! CANN's functions and types, with CANN's names and C signatures: the
 //! allocator API (`acl_rt_allocator.h`) and the runtime around it
-//! (`acl.h`, `acl_rt.h`). The runtime exports' bodies are
+//! (`acl.h`, `acl_rt.h`, `acl_rt_memory_soma.h`). The runtime exports' bodies are
 //! `crate::ffi::wiring::dispatch::real_or_host!`.
 
 pub mod allocator;
@@ -17,5 +17,6 @@ pub mod sharing;
 pub mod stream_attribute;
 pub mod stream_control;
 pub mod stream_info;
+pub mod stream_ordered;
 pub mod types;
 pub mod virtual_memory;

@@ -280,6 +280,7 @@ pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
     } {
         host().synchronize_all()?;
         crate::tracking::device_synchronized();
+        crate::stream_ordered::synchronized();
         host().take_task_failure()
     })
 }

@@ -64,7 +64,9 @@ impl StreamObserver for StreamEvents {
         crate::tracking::TrackingObserver.callbacks_for(stream, registration)
     }
     fn stream_synchronized(&self, stream: StreamKey) {
-        crate::tracking::TrackingObserver.stream_synchronized(stream)
+        crate::tracking::TrackingObserver.stream_synchronized(stream);
+        // Memory pools keep at most their release threshold of free memory.
+        crate::stream_ordered::synchronized();
     }
     fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
         crate::tracking::TrackingObserver.stream_destroyed(stream, old);
