@@ -338,7 +338,8 @@ fn answer(
         }
     }
     // SAFETY: `msg` points to live buffers for the call.
-    let n = unsafe { libc::sendmsg(conn.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    let n =
+        retry_interrupted(|| unsafe { libc::sendmsg(conn.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) });
     if n == body.len() as isize {
         Ok(())
     } else {
@@ -359,7 +360,12 @@ pub fn import(kind: Kind, handle: u64, param: &'static str) -> Result<Received> 
         return Err(unknown);
     }
     let addr = SocketAddr::from_abstract_name(socket_name(exporter)).map_err(|_| unknown)?;
-    let mut conn = UnixStream::connect_addr(&addr).map_err(|_| unknown)?;
+    let mut conn = loop {
+        match UnixStream::connect_addr(&addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other.map_err(|_| unknown)?,
+        }
+    };
     let _ = conn.set_read_timeout(Some(ANSWER_TIMEOUT));
     let _ = conn.set_write_timeout(Some(ANSWER_TIMEOUT));
     let mut request = [0u8; 16];
@@ -383,6 +389,19 @@ pub fn import(kind: Kind, handle: u64, param: &'static str) -> Result<Received> 
     }
 }
 
+/// Runs `call` (a system call returning -1 with `errno` on failure) again
+/// while a signal interrupts it: a program's own signals (a profiler's
+/// SIGPROF, a timer's SIGALRM) reach the thread that imports, and must not
+/// turn a live export into "names no live export".
+fn retry_interrupted(mut call: impl FnMut() -> isize) -> isize {
+    loop {
+        let n = call();
+        if n >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return n;
+        }
+    }
+}
+
 fn receive(conn: &UnixStream) -> Option<([u8; 24], Option<OwnedFd>)> {
     let mut body = [0u8; 24];
     let mut iov = libc::iovec {
@@ -397,7 +416,9 @@ fn receive(conn: &UnixStream) -> Option<([u8; 24], Option<OwnedFd>)> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control);
     // SAFETY: `msg` points to live buffers for the call.
-    let n = unsafe { libc::recvmsg(conn.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    let n = retry_interrupted(|| unsafe {
+        libc::recvmsg(conn.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC)
+    });
     if n != body.len() as isize {
         return None;
     }
