@@ -480,6 +480,40 @@ fn props_canns_refuses_are_refused_naming_the_field() {
     }
 }
 
+/// A thread with no current context: refused with CANN's code, and the
+/// message is the call's own (no inner device query leaves one), for
+/// CANN's pools and aclalloc's.
+#[test]
+fn a_thread_without_a_context_is_refused_with_one_message() {
+    let _g = setup();
+    std::thread::spawn(|| {
+        let mut pool = null_mut();
+        // SAFETY: valid pointers.
+        let rc = unsafe { aclrtMemPoolCreate(&mut pool, &props()) };
+        assert_eq!(rc, 107_002);
+        let text = message();
+        assert!(text.starts_with("aclrtMemPoolCreate failed"), "{text:?}");
+        assert!(!text.contains("aclrtGetMemInfo"), "{text:?}");
+        assert!(pool.is_null());
+        // aclalloc's own pools grow the same way, and say the same.
+        let mut desc = null_mut();
+        // SAFETY: NULL config (the defaults), valid out-pointers.
+        let rc = unsafe {
+            aclalloc::ffi::ext::pool::lifecycle::aclallocPoolCreate(
+                std::ptr::null(),
+                &mut pool,
+                &mut desc,
+            )
+        };
+        assert_eq!(rc, 107_002);
+        let text = message();
+        assert!(text.starts_with("aclallocPoolCreate failed"), "{text:?}");
+        assert!(!text.contains("aclrtGetMemInfo"), "{text:?}");
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn bad_pointers_pools_and_streams_are_refused_and_nothing_is_lost() {
     let _g = setup();

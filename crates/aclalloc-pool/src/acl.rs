@@ -27,12 +27,15 @@ impl AclMemory {
     /// The current device's memory; fails when the thread has no current
     /// device (`aclrtGetMemInfo` fails).
     pub fn current() -> Result<Self> {
+        // Without a current device the query below would fail and leave a
+        // message of its own beside the caller's.
+        let device = port().current_device().ok_or(Error::NoContext)?;
         let (mut free, mut total) = (0usize, 0usize);
         let rc = port().acl_mem_info(ACL_HBM_MEM, &mut free, &mut total);
         match rc {
             ACL_SUCCESS => Ok(AclMemory {
                 capacity: total,
-                device: port().current_device().unwrap_or(0),
+                device,
                 page: std::sync::OnceLock::new(),
                 vm: port().virtual_memory(),
             }),

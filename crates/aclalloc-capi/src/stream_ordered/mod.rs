@@ -21,6 +21,7 @@ use crate::base::error::{Error, Result};
 use crate::base::table::WordMap;
 use crate::base::types::*;
 use crate::pool::acl::AclMemory;
+use crate::pool::DeviceMemory;
 use crate::pool::{handles, CrossStreamReuse, Limit, Pool, PoolConfig};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
@@ -112,7 +113,7 @@ pub fn create(props: &aclrtMemPoolProps) -> Result<usize> {
     }
     let memory = AclMemory::current()?;
     let device = props.location.id as i32;
-    if crate::base::device_port::current_device() != Some(device) {
+    if memory.device() != device {
         return Err(invalid(
             "poolProps.location.id",
             "It is not the current device: the host runtime grows a pool on the current device, so set it first (aclrtSetDevice)",
