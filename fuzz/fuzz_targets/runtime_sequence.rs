@@ -139,6 +139,11 @@ enum Op {
     /// Export and import within this process (k % 3): a shareable handle
     /// (its import here refused), IPC memory, an IPC event.
     ShareHere(u8),
+    /// A stream-ordered pool on the current device: a block of 1 + n % 1 MiB
+    /// bytes allocated on the first stream, freed on the second (or on the
+    /// first when `own`), a second free refused, the second stream
+    /// synchronized, the pool trimmed and destroyed.
+    StreamOrdered(StreamPick, StreamPick, u32, bool),
 }
 
 const GRANULE: usize = 2 << 20;
@@ -565,6 +570,7 @@ impl Model {
             Op::StreamControl(f, v, m) => self.stream_control(f, v, m),
             Op::TimedEventOrder(a, b, f, t) => self.timed_event_order(a, b, f, t),
             Op::ShareHere(k) => self.share_here(k),
+            Op::StreamOrdered(a, b, n, own) => self.stream_ordered(a, b, n, own),
             Op::Reserve(..)
             | Op::Release(_)
             | Op::MallocPhysical(..)
@@ -836,6 +842,79 @@ impl Model {
         // SAFETY: a live event.
         let rc = unsafe { aclrtDestroyEvent(event) };
         self.expect("aclrtDestroyEvent", rc, OK);
+    }
+
+    fn stream_ordered(&mut self, a: StreamPick, b: StreamPick, n: u32, own: bool) {
+        use aclalloc::ffi::cann::stream_ordered::*;
+        use aclalloc::ffi::cann::types::*;
+        let mut props = aclrtMemPoolProps {
+            allocType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+            handleType: ACL_MEM_HANDLE_TYPE_NONE,
+            location: aclrtMemLocation {
+                id: 0,
+                r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+            },
+            maxSize: 0,
+            reserved: [0; 32],
+        };
+        let mut pool = std::ptr::null_mut();
+        let Some((device, _)) = self.current_alive() else {
+            // SAFETY: valid pointers.
+            let rc = unsafe { aclrtMemPoolCreate(&mut pool, &props) };
+            return self.expect("aclrtMemPoolCreate", rc, CONTEXT_NULL);
+        };
+        props.location.id = device as u32;
+        // SAFETY: valid pointers.
+        let rc = unsafe { aclrtMemPoolCreate(&mut pool, &props) };
+        self.expect("aclrtMemPoolCreate", rc, OK);
+        let ((ha, ia), (hb, ib)) = (self.pick(a), self.pick(b));
+        let (ha, ia, hb, ib) = if own { (ha, ia, ha, ia) } else { (ha, ia, hb, ib) };
+        // Only streams the runtime accepts: the refusals are the runtime
+        // ops' to check.
+        if !self.accepts(ha, ia) || !self.accepts(hb, ib) {
+            // SAFETY: a live pool.
+            let rc = unsafe { aclrtMemPoolDestroy(pool) };
+            return self.expect("aclrtMemPoolDestroy", rc, OK);
+        }
+        self.touch_default(&[ha, hb]);
+        let size = 1 + n as usize % MIB;
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer, a live pool and stream.
+        let rc = unsafe { aclrtMemPoolMallocAsync(&mut ptr, size, pool, ha as *mut c_void) };
+        if rc == MEMORY_ALLOCATION {
+            // The device is full of what other ops hold (the model does not
+            // count device memory): a clean refusal, and nothing written.
+            assert!(ptr.is_null());
+            self.failed.push("aclrtMemPoolMallocAsync");
+            // SAFETY: a live pool with nothing allocated.
+            let rc = unsafe { aclrtMemPoolDestroy(pool) };
+            return self.expect("aclrtMemPoolDestroy", rc, OK);
+        }
+        self.expect("aclrtMemPoolMallocAsync", rc, OK);
+        let mut used = 0u64;
+        let attr = ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT;
+        // SAFETY: room for a uint64_t.
+        let rc = unsafe { aclrtMemPoolGetAttr(pool, attr, (&mut used as *mut u64).cast()) };
+        self.expect("aclrtMemPoolGetAttr", rc, OK);
+        assert!(used as usize >= size, "{used} bytes in use after {size}");
+        // SAFETY: the block and live streams; the second free is refused.
+        unsafe {
+            let rc = aclrtMemPoolFreeAsync(ptr, hb as *mut c_void);
+            self.expect("aclrtMemPoolFreeAsync", rc, OK);
+            let rc = aclrtMemPoolFreeAsync(ptr, hb as *mut c_void);
+            self.expect("aclrtMemPoolFreeAsync", rc, INVALID_PARAM);
+            // The free has run once the freeing stream is synchronized.
+            let rc = aclrtSynchronizeStream(hb as *mut c_void);
+            self.expect("aclrtSynchronizeStream", rc, OK);
+            if let Some(i) = ib {
+                Self::settled(&self.streams[i].channel, self.streams[i].launched);
+            }
+            let rc = aclrtMemPoolGetAttr(pool, attr, (&mut used as *mut u64).cast());
+            self.expect("aclrtMemPoolGetAttr", rc, OK);
+            assert_eq!(used, 0, "nothing in use after the free ran");
+            self.expect("aclrtMemPoolTrimTo", aclrtMemPoolTrimTo(pool, 0), OK);
+            self.expect("aclrtMemPoolDestroy", aclrtMemPoolDestroy(pool), OK);
+        }
     }
 
     fn share_here(&mut self, kind: u8) {
