@@ -114,19 +114,6 @@ fn assert_waited(call: &str, work: Work, before: usize) {
 
 const WORK: [Work; 3] = [Work::Copy, Work::Set, Work::Kernel];
 
-fn physical_prop() -> aclrtPhysicalMemProp {
-    aclrtPhysicalMemProp {
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        memAttr: ACL_HBM_MEM_NORMAL,
-        location: aclrtMemLocation {
-            id: 0,
-            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        reserve: 0,
-    }
-}
-
 /// One granule of physical memory mapped at a new reservation.
 fn mapped() -> (*mut c_void, aclrtDrvMemHandle) {
     let (mut va, mut handle) = (null_mut(), null_mut());
@@ -137,7 +124,7 @@ fn mapped() -> (*mut c_void, aclrtDrvMemHandle) {
             OK
         );
         assert_eq!(
-            aclrtMallocPhysical(&mut handle, GRANULE, &physical_prop(), 0),
+            aclrtMallocPhysical(&mut handle, GRANULE, &common::physical_prop(), 0),
             OK
         );
         assert_eq!(aclrtMapMem(va, GRANULE, 0, handle, 0), OK);

@@ -17,20 +17,6 @@ use std::ptr::null_mut;
 
 const G: usize = 2 << 20;
 
-/// One test at a time: one counts this process's descriptors.
-fn prop() -> aclrtPhysicalMemProp {
-    aclrtPhysicalMemProp {
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        memAttr: ACL_HBM_MEM_NORMAL,
-        location: aclrtMemLocation {
-            id: 0,
-            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        reserve: 0,
-    }
-}
-
 /// Physical memory of one granule mapped at a new reservation.
 struct Mapped {
     handle: aclrtDrvMemHandle,
@@ -42,7 +28,7 @@ impl Mapped {
         let mut handle = null_mut();
         // SAFETY: valid out-pointer and properties.
         assert_eq!(
-            unsafe { aclrtMallocPhysical(&mut handle, G, &prop(), 0) },
+            unsafe { aclrtMallocPhysical(&mut handle, G, &common::physical_prop(), 0) },
             ACL_SUCCESS
         );
         Self::of(handle)

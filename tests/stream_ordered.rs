@@ -8,14 +8,14 @@
 
 mod common;
 
-use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::cann::events::*;
 use aclalloc::ffi::cann::memory::*;
 use aclalloc::ffi::cann::runtime::*;
 use aclalloc::ffi::cann::stream_info::aclrtLaunchHostFunc;
 use aclalloc::ffi::cann::stream_ordered::*;
 use aclalloc::ffi::cann::types::*;
-use std::ffi::{c_void, CStr};
+use common::message;
+use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -37,14 +37,6 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guard
 }
 
-fn message() -> String {
-    let text = aclGetRecentErrMsg();
-    assert!(!text.is_null(), "no message");
-    // SAFETY: a NUL-terminated string valid until this thread's next call.
-    unsafe { CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn refused(rc: aclError, want: aclError, needle: &str) {
     assert_eq!(rc, want, "expected {want} naming {needle:?}");

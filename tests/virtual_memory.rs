@@ -29,19 +29,6 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guard
 }
 
-fn prop() -> aclrtPhysicalMemProp {
-    aclrtPhysicalMemProp {
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        memAttr: ACL_HBM_MEM_HUGE,
-        location: aclrtMemLocation {
-            id: 0,
-            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        reserve: 0,
-    }
-}
-
 fn free_bytes() -> usize {
     let (mut free, mut total) = (0, 0);
     // SAFETY: valid out-pointers.
@@ -55,7 +42,7 @@ fn free_bytes() -> usize {
 #[test]
 fn reserve_malloc_map_copy_unmap_free_release() {
     let _serial = setup();
-    let mut p = prop();
+    let mut p = common::physical_prop();
     let mut g = 0usize;
     unsafe {
         assert_eq!(
@@ -140,7 +127,7 @@ fn reserve_malloc_map_copy_unmap_free_release() {
 #[test]
 fn freeing_mapped_memory_defers_it_to_the_unmap() {
     let _serial = setup();
-    let p = prop();
+    let p = common::physical_prop();
     unsafe {
         let mut va: *mut c_void = null_mut();
         assert_eq!(
@@ -170,7 +157,7 @@ fn freeing_mapped_memory_defers_it_to_the_unmap() {
 #[test]
 fn out_parameters_are_written_only_on_success() {
     let _serial = setup();
-    let mut p = prop();
+    let mut p = common::physical_prop();
     unsafe {
         let mut va = 0x1234 as *mut c_void;
         assert_eq!(

@@ -23,6 +23,22 @@ pub fn recent_message() -> Option<String> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
+/// Physical memory on device 0 as the virtual-memory tests ask for it
+/// (`aclrtMallocPhysical`).
+pub fn physical_prop() -> aclalloc::ffi::cann::types::aclrtPhysicalMemProp {
+    use aclalloc::ffi::cann::types::*;
+    aclrtPhysicalMemProp {
+        handleType: ACL_MEM_HANDLE_TYPE_NONE,
+        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+        memAttr: ACL_HBM_MEM_HUGE,
+        location: aclrtMemLocation {
+            id: 0,
+            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+        },
+        reserve: 0,
+    }
+}
+
 /// The message the last call left; there must be one.
 pub fn message() -> String {
     recent_message().expect("a message was recorded")
