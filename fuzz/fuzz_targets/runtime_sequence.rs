@@ -876,7 +876,9 @@ impl Model {
             let rc = unsafe { aclrtMemPoolDestroy(pool) };
             return self.expect("aclrtMemPoolDestroy", rc, OK);
         }
-        self.touch_default(&[ha, hb]);
+        // A NULL stream makes the context's default stream when a call
+        // resolves it: the allocation's now, the free's below.
+        self.touch_default(&[ha]);
         let size = 1 + n as usize % MIB;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: a valid out-pointer, a live pool and stream.
@@ -891,6 +893,7 @@ impl Model {
             return self.expect("aclrtMemPoolDestroy", rc, OK);
         }
         self.expect("aclrtMemPoolMallocAsync", rc, OK);
+        self.touch_default(&[hb]);
         let mut used = 0u64;
         let attr = ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT;
         // SAFETY: room for a uint64_t.
