@@ -37,7 +37,6 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guard
 }
 
-
 fn refused(rc: aclError, want: aclError, needle: &str) {
     assert_eq!(rc, want, "expected {want} naming {needle:?}");
     let text = message();
