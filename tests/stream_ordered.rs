@@ -562,3 +562,21 @@ fn bad_pointers_pools_and_streams_are_refused_and_nothing_is_lost() {
     refused(trim(pool, 0), INVALID_PARAM, "memPool");
     destroy_stream(s);
 }
+
+/// A pool destroyed through aclalloc's own API (its handle is a caching
+/// pool's) is dead to CANN's functions too, and nothing of it is kept.
+#[test]
+fn a_pool_destroyed_through_aclallocs_api_is_refused_by_canns() {
+    let _g = setup();
+    let pool = create();
+    let rc = aclalloc::ffi::ext::pool::lifecycle::aclallocPoolDestroy(pool.cast());
+    assert_eq!(rc, OK);
+    let s = stream();
+    let mut p = null_mut();
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { aclrtMemPoolMallocAsync(&mut p, 64, pool, s) };
+    refused(rc, INVALID_PARAM, "memPool");
+    refused(destroy_pool(pool), INVALID_PARAM, "memPool");
+    refused(destroy_pool(pool), INVALID_PARAM, "memPool");
+    destroy_stream(s);
+}

@@ -21,8 +21,7 @@ use crate::base::error::{Error, Result};
 use crate::base::table::WordMap;
 use crate::base::types::*;
 use crate::pool::acl::AclMemory;
-use crate::pool::DeviceMemory;
-use crate::pool::{handles, CrossStreamReuse, Limit, Pool, PoolConfig};
+use crate::pool::{handles, CrossStreamReuse, DeviceMemory, Limit, Pool, PoolConfig};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
@@ -77,6 +76,11 @@ fn device_of(pool: usize) -> Result<i32> {
     let device = state(pool)?.device;
     LAST_POOL.with(|c| c.set((pool, device)));
     Ok(device)
+}
+
+/// The caching pool behind live handle `pool`, refused in CANN's terms.
+fn live_pool(pool: usize) -> Result<&'static Pool> {
+    handles::get(pool as *mut std::ffi::c_void).map_err(|_| NOT_A_POOL)
 }
 
 fn state(pool: usize) -> Result<Arc<StreamOrdered>> {
@@ -144,14 +148,19 @@ pub fn create(props: &aclrtMemPoolProps) -> Result<usize> {
 /// (a free queued on a stream counts until the stream runs it).
 pub fn destroy(pool: usize) -> Result<()> {
     state(pool)?;
-    let p = handles::get(pool as *mut std::ffi::c_void)?;
+    let forget = || {
+        if let Some(m) = POOLS.write().as_mut() {
+            m.remove(&pool);
+        }
+    };
+    // Destroyed through aclalloc's own API (the handle is a caching pool's):
+    // nothing is left but this module's entry.
+    let p = live_pool(pool).inspect_err(|_| forget())?;
     p.close_if_idle().map_err(|count| Error::StillInUse {
         what: "Blocks allocated from the pool and not freed",
         count,
     })?;
-    if let Some(m) = POOLS.write().as_mut() {
-        m.remove(&pool);
-    }
+    forget();
     handles::remove(pool as *mut std::ffi::c_void)
 }
 
@@ -169,7 +178,7 @@ pub fn malloc_async(pool: usize, stream: NonZeroUsize, size: usize) -> Result<No
         ));
     }
     // A pool destroyed since this thread cached its device is refused here.
-    let p = handles::get(pool as *mut std::ffi::c_void).map_err(|_| NOT_A_POOL)?;
+    let p = live_pool(pool)?;
     let addr = p.malloc_on(stream.get(), size)?;
     let block = Block {
         pool,
@@ -251,7 +260,7 @@ pub fn complete_free(token: usize) {
 /// the device frees wait for it).
 pub fn trim_to(pool: usize, keep: usize) -> Result<()> {
     state(pool)?;
-    handles::get(pool as *mut std::ffi::c_void)?.trim(keep);
+    live_pool(pool)?.trim(keep);
     Ok(())
 }
 
@@ -302,7 +311,7 @@ pub fn attr_is_switch(attr: aclrtMemPoolAttr) -> Result<bool> {
 /// `aclrtMemPoolGetAttr`.
 pub fn get_attr(pool: usize, attr: aclrtMemPoolAttr) -> Result<AttrValue> {
     let s = state(pool)?;
-    let p = handles::get(pool as *mut std::ffi::c_void)?;
+    let p = live_pool(pool)?;
     let flag = |b: &AtomicBool| AttrValue::Switch(b.load(Ordering::Relaxed) as u32);
     let bytes = |n: usize| AttrValue::Bytes(n as u64);
     Ok(match attr {
@@ -325,7 +334,7 @@ pub fn get_attr(pool: usize, attr: aclrtMemPoolAttr) -> Result<AttrValue> {
 /// keeps its peaks together); the `CURRENT` figures are read-only.
 pub fn set_attr(pool: usize, attr: aclrtMemPoolAttr, value: AttrValue) -> Result<()> {
     let s = state(pool)?;
-    let p = handles::get(pool as *mut std::ffi::c_void)?;
+    let p = live_pool(pool)?;
     let switch = |b: &AtomicBool| match value {
         AttrValue::Switch(v @ (0 | 1)) => {
             b.store(v == 1, Ordering::Relaxed);
