@@ -99,6 +99,13 @@ pub struct Pool {
 
 /// What only the pool-wide lock guards.
 /// Which orderings let a stream take memory another stream freed.
+///
+/// The default is event waits alone: a stream that waited on another asked
+/// for its memory's order, while every stream of a serving loop is
+/// synchronized all the time, and taking a synchronized stream's free
+/// segment makes that stream grow again at its next step (the segments
+/// would move back and forth). CANN's stream-ordered pools turn the second
+/// on with `ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrossStreamReuse {
     /// It waited on an event recorded on the freeing stream after the frees.
@@ -111,7 +118,7 @@ impl Default for CrossStreamReuse {
     fn default() -> Self {
         CrossStreamReuse {
             after_event_wait: true,
-            after_synchronize: true,
+            after_synchronize: false,
         }
     }
 }
@@ -126,7 +133,7 @@ struct Global {
     /// The shard the next new stream gets.
     next_shard: usize,
     /// Which orderings let a stream take memory another stream freed (see
-    /// `cross_stream.rs`); both by default.
+    /// `cross_stream.rs`).
     cross_stream_reuse: CrossStreamReuse,
 }
 
@@ -463,8 +470,8 @@ impl Pool {
     }
 
     /// Which orderings let a stream take the wholly free segments another
-    /// stream left: an event wait after the frees, a synchronization of
-    /// that stream since, both (the default) or neither.
+    /// stream left: an event wait after the frees (the default), a
+    /// synchronization of that stream since, both or neither.
     pub fn set_cross_stream_reuse(&self, reuse: CrossStreamReuse) {
         self.global.lock().cross_stream_reuse = reuse;
     }

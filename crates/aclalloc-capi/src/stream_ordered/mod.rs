@@ -128,6 +128,11 @@ pub fn create(props: &aclrtMemPoolProps) -> Result<usize> {
         config.limit = Limit::Bytes(props.maxSize);
     }
     let pool = Pool::new(config, memory)?;
+    // Both reuse switches start on (CUDA's defaults; CANN gives none).
+    pool.set_cross_stream_reuse(CrossStreamReuse {
+        after_event_wait: true,
+        after_synchronize: true,
+    });
     crate::history::env::start_from_env("the memory pool", |n| pool.record_history(n))?;
     let handle = handles::insert(pool)?.get();
     let new = Arc::new(StreamOrdered {
