@@ -18,6 +18,7 @@ use crate::registry::api::AllocatorApi;
 use crate::registry::observer::StreamObserver;
 use crate::registry::StreamKey;
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -196,6 +197,7 @@ impl HostRuntime {
             let (allocators, observer) = (self.allocators(), self.observer());
             let drained = Arc::clone(&drain);
             let finisher = move || {
+                IS_FINISHER.with(|f| f.set(true));
                 let _ = drained.stream.shut_down();
                 drained.finish(allocators, observer);
             };
@@ -274,20 +276,18 @@ impl HostRuntime {
     /// finisher is done and about to return. Inherited streams (from a
     /// `fork()`) have no finisher and are only forgotten.
     pub(crate) fn reap_drained(&self, wait: bool) {
-        let me = std::thread::current().id();
-        // A finisher reaches here itself when what it calls synchronizes:
-        // it stays listed for a later reap, never joins itself.
-        let own = |d: &Draining| {
-            d.finisher
-                .lock()
-                .as_ref()
-                .is_some_and(|t| t.thread().id() == me)
-        };
+        // Not from a kernel: a finisher may be inside `aclrtFree`, which
+        // waits for every stream, this kernel's too. Not from a finisher
+        // (what it calls may synchronize): two finishers would join each
+        // other.
+        if super::stream_worker::on_any_worker() || IS_FINISHER.with(Cell::get) {
+            return;
+        }
         let reaped: Vec<Arc<Draining>> = {
             let mut draining = self.draining.lock();
-            let (gone, kept) = std::mem::take(&mut *draining).into_iter().partition(|d| {
-                (wait || d.done.load(Ordering::Acquire) || d.stream.is_inherited()) && !own(d)
-            });
+            let (gone, kept) = std::mem::take(&mut *draining)
+                .into_iter()
+                .partition(|d| wait || d.done.load(Ordering::Acquire) || d.stream.is_inherited());
             *draining = kept;
             gone
         };
@@ -304,6 +304,11 @@ impl HostRuntime {
     pub fn live_streams(&self) -> usize {
         self.streams.len()
     }
+}
+
+thread_local! {
+    /// Set on the threads that finish forced destroys.
+    static IS_FINISHER: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A stream taken out of the table whose registration has yet to go.
