@@ -429,3 +429,37 @@ fn the_demo_run_renders_its_timeline_with_its_peak() {
     // The warning element, not the script that could write it.
     assert!(!r.dom.contains(">No history was recorded"));
 }
+
+#[test]
+fn a_stream_ordered_run_renders_its_pool_and_fault() {
+    let Some(chrome) = chromium() else { return };
+    let dir = scratch("ordered-run");
+    let app = dir.join("ordered_app");
+    common::vendor::build_ordered_app(&app, &common::lib_dir(), "-laclalloc");
+    let page_file = dir.join("run.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_aclalloc"))
+        .args(["run", "--html"])
+        .arg(&page_file)
+        .arg("--")
+        .arg(&app)
+        .arg("use-after-free")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = render(
+        &chrome,
+        &std::fs::read_to_string(&page_file).unwrap(),
+        "ordered-run",
+    );
+    // Peak allocated: blocks of 4000 and 3000 bytes live together.
+    check(&r, 7000);
+    assert!(r.dom.contains("use-after-free-async"));
+    let table = &r.dom[r.dom.find("id=\"ordered-pools\"").expect("the pools table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("6.84 KiB (7,000 B)"), "{table}");
+    assert!(!table.contains("none ("), "{table}");
+}

@@ -67,6 +67,23 @@ pub fn build_alloc_app(output: &Path, libdir: &Path, link: &str, flags: &[&str])
     cc(&args);
 }
 
+/// Builds ordered_app.c (stream-ordered pools) as `output`, linked with
+/// the library `link` (`-lNAME`) from `libdir`, where it is also found at
+/// run time.
+pub fn build_ordered_app(output: &Path, libdir: &Path, link: &str) {
+    let source = dir().join("ordered_app.c");
+    let search = format!("-L{}", libdir.display());
+    let rpath = format!("-Wl,-rpath,{}", libdir.display());
+    cc(&[
+        source.as_os_str(),
+        "-o".as_ref(),
+        output.as_os_str(),
+        search.as_ref(),
+        link.as_ref(),
+        rpath.as_ref(),
+    ]);
+}
+
 /// The stand-in runtime and alloc_app linked against it, built in `dir`;
 /// returns the application.
 pub fn app_on_the_vendor_runtime(dir: &Path) -> PathBuf {

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "fake_acl.h"
+#include "acl/acl_rt_memory_soma.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -385,3 +386,107 @@ aclError aclrtUnmapMem(void *virPtr) {
 }
 
 uint64_t fakeVendorVmCalls(void) { return vm_calls; }
+
+/*
+ * Stream-ordered pools (acl_rt_memory_soma.h), as far as the tracking tests
+ * need them: one arena of fixed slots per pool, a free slot reused by the
+ * next allocation of any stream (the stand-in runs work at once, so every
+ * free has run), and copies and fills done at once.
+ */
+#define POOL_SLOTS 32
+#define POOL_SLOT_BYTES 65536
+typedef struct {
+    unsigned char *arena;
+    int used[POOL_SLOTS];
+} fake_mem_pool;
+static _Atomic uint64_t ordered_calls;
+#define MAX_POOLS 8
+static fake_mem_pool *pools[MAX_POOLS];
+
+aclError aclrtMemPoolCreate(aclrtMemPool *memPool, const aclrtMemPoolProps *poolProps) {
+    if (memPool == NULL || poolProps == NULL) return fail("memPool is NULL", FAKE_INVALID_PARAM);
+    fake_mem_pool *p = calloc(1, sizeof(*p));
+    p->arena = mmap(NULL, POOL_SLOTS * POOL_SLOT_BYTES, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int i = 0; i < MAX_POOLS; i++) {
+        if (pools[i] == NULL) {
+            pools[i] = p;
+            *memPool = p;
+            ordered_calls++;
+            return ACL_SUCCESS;
+        }
+    }
+    munmap(p->arena, POOL_SLOTS * POOL_SLOT_BYTES);
+    free(p);
+    return fail("too many pools", FAKE_MEMORY_ALLOCATION);
+}
+
+aclError aclrtMemPoolDestroy(aclrtMemPool memPool) {
+    fake_mem_pool *p = memPool;
+    for (int i = 0; i < POOL_SLOTS; i++)
+        if (p->used[i]) return fail("the pool has live blocks", 207015);
+    for (int i = 0; i < MAX_POOLS; i++)
+        if (pools[i] == p) pools[i] = NULL;
+    munmap(p->arena, POOL_SLOTS * POOL_SLOT_BYTES);
+    free(p);
+    ordered_calls++;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemPoolMallocAsync(void **ptr, size_t size, aclrtMemPool memPool, aclrtStream stream) {
+    (void)stream;
+    fake_mem_pool *p = memPool;
+    if (ptr == NULL || size == 0 || size > POOL_SLOT_BYTES) return fail("bad size", FAKE_INVALID_PARAM);
+    for (int i = 0; i < POOL_SLOTS; i++) {
+        if (!p->used[i]) {
+            p->used[i] = 1;
+            *ptr = p->arena + (size_t)i * POOL_SLOT_BYTES;
+            ordered_calls++;
+            return ACL_SUCCESS;
+        }
+    }
+    return fail("the pool is full", FAKE_MEMORY_ALLOCATION);
+}
+
+static fake_mem_pool *pool_of(void *ptr, int *slot) {
+    for (int i = 0; i < MAX_POOLS; i++) {
+        fake_mem_pool *p = pools[i];
+        unsigned char *c = ptr;
+        if (p != NULL && c >= p->arena && c < p->arena + POOL_SLOTS * POOL_SLOT_BYTES) {
+            *slot = (int)((size_t)(c - p->arena) / POOL_SLOT_BYTES);
+            return p;
+        }
+    }
+    return NULL;
+}
+
+aclError aclrtMemPoolFreeAsync(void *ptr, aclrtStream stream) {
+    (void)stream;
+    int slot;
+    fake_mem_pool *p = pool_of(ptr, &slot);
+    if (p == NULL || !p->used[slot]) return fail("not a live block", FAKE_INVALID_PARAM);
+    p->used[slot] = 0;
+    ordered_calls++;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+    (void)stream;
+    if (count > maxCount) return fail("count > maxCount", FAKE_INVALID_PARAM);
+    memset(devPtr, value, count);
+    ordered_calls++;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
+                          aclrtStream stream) {
+    (void)stream;
+    (void)kind;
+    if (count > destMax) return fail("count > destMax", FAKE_INVALID_PARAM);
+    memcpy(dst, src, count);
+    ordered_calls++;
+    return ACL_SUCCESS;
+}
+
+/* Stand-in vendor only: stream-ordered calls that reached it. */
+uint64_t fakeVendorOrderedCalls(void) { return ordered_calls; }

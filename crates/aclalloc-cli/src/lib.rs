@@ -92,8 +92,10 @@ WHAT IS IN FRONT:
 THE REPORT:
     Lines start with '==aclalloc=='. Per allocator object: the streams that used
     it and its statistics (allocations and allocated bytes: current, peak,
-    allocated, freed; alloc failures). Then a totals line and one line per
-    fault, 'fault KIND: stream=.. allocator=.. size=.. ...', KIND one of:
+    allocated, freed; alloc failures), and per stream-ordered pool
+    (aclrtMemPoolMallocAsync) its streams and the same figures. Then a totals
+    line and one line per fault, 'fault KIND: stream=.. allocator=.. size=..
+    ...' (pool=.. for a stream-ordered pool's), KIND one of:
       free-of-unknown-block                  free of a block the allocator never handed out
       double-free                            free of a block already freed
       null-address                           getAddrFromBlock returned NULL
@@ -102,6 +104,12 @@ THE REPORT:
       cross-stream-reuse-before-synchronize  memory freed on one stream handed to
                                              another before the first was synchronized
       concurrent-use                         two streams inside one allocator at once
+      use-after-free-async                   a copy or fill touches a stream-ordered
+                                             pool's block after its aclrtMemPoolFreeAsync
+      free-async-while-used-on-another-stream
+                                             aclrtMemPoolFreeAsync while another stream's
+                                             copy or fill of the block is not ordered
+                                             before it
       leak                                   a block live at unregister, stream
                                              destruction or exit (seen-at=...)
     Each fault is reported once; a repeating concurrent-use is counted (xN).

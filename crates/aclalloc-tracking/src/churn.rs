@@ -25,5 +25,6 @@ pub(crate) fn bound_sync_records() {
             None => return,
         }
     }
+    super::ordered::forget_ordered_uses();
     syncclock::forget_up_to(upto);
 }

@@ -68,6 +68,29 @@ pub enum Fault {
         freed_on: usize,
         freed_block: usize,
     },
+    /// Work queued on `stream` (0: a synchronous call) touched memory of a
+    /// stream-ordered pool's block after its `aclrtMemPoolFreeAsync` on
+    /// `freed_on`.
+    UseAfterFreeAsync {
+        stream: usize,
+        pool: usize,
+        address: usize,
+        size: usize,
+        used_address: usize,
+        freed_on: usize,
+    },
+    /// `aclrtMemPoolFreeAsync` on `stream` of a block that work queued on
+    /// `used_on` used, with nothing ordering that work before the free (no
+    /// synchronize of `used_on`, no wait of `stream` on an event recorded
+    /// on `used_on` after the use): the memory may serve new work while the
+    /// old still runs.
+    FreeAsyncWhileUsed {
+        stream: usize,
+        pool: usize,
+        address: usize,
+        size: usize,
+        used_on: usize,
+    },
     /// Two streams were inside one allocator object at the same time.
     ConcurrentUse {
         allocator: usize,
@@ -97,6 +120,8 @@ impl Fault {
             Fault::UnknownBlock { .. } => "address-of-unknown-block",
             Fault::Overlap { .. } => "overlapping-blocks",
             Fault::CrossStreamReuse { .. } => "cross-stream-reuse-before-synchronize",
+            Fault::UseAfterFreeAsync { .. } => "use-after-free-async",
+            Fault::FreeAsyncWhileUsed { .. } => "free-async-while-used-on-another-stream",
             Fault::ConcurrentUse { .. } => "concurrent-use",
             Fault::Leak { .. } => "leak",
         }

@@ -7,7 +7,10 @@
 //! callbacks that call the user's; host launches take them through
 //! [`callbacks_for`]. It keeps per-allocator statistics, detects the
 //! [`Fault`]s, can record history ([`record_history`]), and writes
-//! [`report_text`] and [`snapshot_json`] at exit or on request.
+//! [`report_text`] and [`snapshot_json`] at exit or on request. The
+//! allocations of CANN's stream-ordered pools are recorded by address
+//! (`ordered`): the exports tell it of each, and of the copies and fills
+//! that use them.
 
 // Every unsafe operation sits in an `unsafe` block with its own `// SAFETY:` comment.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -20,6 +23,7 @@ pub mod events;
 mod exit;
 mod history;
 mod leaks;
+mod ordered;
 mod owner;
 mod report;
 mod shim;
@@ -39,6 +43,10 @@ pub use exit::{
 };
 pub use history::{history, record_history};
 pub use leaks::set_stack_depth;
+pub use ordered::{
+    device_range_reissued, ordered_alloc, ordered_free, ordered_pool_released, ordered_pool_stats,
+    ordered_use, OrderedPoolStats,
+};
 pub use report::{add_note, report_text};
 pub use shim::{track_alloc, track_alloc_advise, track_free, track_get_addr};
 pub use snapshot::snapshot_json;
@@ -157,6 +165,7 @@ pub fn report_leaks_now() {
             inside.report_leaks(state.allocator, None, LeakSeen::Exit);
         }
     }
+    ordered::report_ordered_leaks(LeakSeen::Exit);
 }
 
 /// The tracking layer as a runtime's [`StreamObserver`](crate::registry::observer::StreamObserver).

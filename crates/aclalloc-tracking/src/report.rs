@@ -69,25 +69,36 @@ pub fn report_text() -> String {
             }
         );
         let s = inside.stats();
-        let _ = writeln!(
-            out,
-            "{P}   {:<16} {:>12} {:>12} {:>14} {:>14}",
-            "", "current", "peak", "allocated", "freed"
+        write_stat_table(
+            &mut out,
+            &[
+                ("allocations", s.allocation),
+                ("allocated bytes", s.allocated_bytes),
+            ],
         );
-        for (name, stat) in [
-            ("allocations", s.allocation),
-            ("allocated bytes", s.allocated_bytes),
-        ] {
-            let _ = writeln!(
-                out,
-                "{P}   {name:<16} {:>12} {:>12} {:>14} {:>14}",
-                stat.current, stat.peak, stat.allocated, stat.freed
-            );
-        }
         let _ = writeln!(out, "{P}   alloc failures   {:>12}", s.num_alloc_failures);
         totals.allocated += s.allocation.allocated;
         totals.freed += s.allocation.freed;
         live += s.allocation.current;
+    }
+    for pool in super::ordered_pool_stats() {
+        let streams: Vec<String> = pool.streams.iter().map(|s| format!("{s:#x}")).collect();
+        let _ = writeln!(
+            out,
+            "{P} stream-ordered pool {:#x} on stream(s) {}",
+            pool.pool,
+            streams.join(", ")
+        );
+        write_stat_table(
+            &mut out,
+            &[
+                ("allocations", pool.allocation),
+                ("allocated bytes", pool.allocated_bytes),
+            ],
+        );
+        totals.allocated += pool.allocation.allocated;
+        totals.freed += pool.allocation.freed;
+        live += pool.allocation.current;
     }
     let (suppressed, shown): (Vec<&Annotated>, Vec<&Annotated>) =
         faults.iter().partition(|a| a.suppressed_by.is_some());
@@ -145,6 +156,22 @@ pub fn report_text() -> String {
         );
     }
     out
+}
+
+/// A header and one line per statistic: current, peak, allocated, freed.
+fn write_stat_table(out: &mut String, rows: &[(&str, Stat)]) {
+    let _ = writeln!(
+        out,
+        "{P}   {:<16} {:>12} {:>12} {:>14} {:>14}",
+        "", "current", "peak", "allocated", "freed"
+    );
+    for (name, stat) in rows {
+        let _ = writeln!(
+            out,
+            "{P}   {name:<16} {:>12} {:>12} {:>14} {:>14}",
+            stat.current, stat.peak, stat.allocated, stat.freed
+        );
+    }
 }
 
 /// The frames of a stack, one line each.
@@ -212,6 +239,29 @@ pub(crate) fn fault_line(event: &Event) -> String {
             "stream={stream:#x} allocator={allocator:#x} size={size} block={block:#x} \
              address={address:#x} freed-on={freed_on:#x} freed-block={freed_block:#x} \
              (freed-on was not synchronized in between)"
+        ),
+        Fault::UseAfterFreeAsync {
+            stream,
+            pool,
+            address,
+            size,
+            used_address,
+            freed_on,
+        } => format!(
+            "stream={stream:#x} pool={pool:#x} size={size} address={address:#x} \
+             used-address={used_address:#x} freed-on={freed_on:#x} \
+             (the block was freed with aclrtMemPoolFreeAsync before this copy or fill)"
+        ),
+        Fault::FreeAsyncWhileUsed {
+            stream,
+            pool,
+            address,
+            size,
+            used_on,
+        } => format!(
+            "stream={stream:#x} pool={pool:#x} size={size} address={address:#x} \
+             used-on={used_on:#x} (nothing orders used-on's work before the free: \
+             record an event on used-on after the use and wait on it on stream)"
         ),
         Fault::ConcurrentUse {
             allocator,

@@ -2,7 +2,8 @@
 //! `memory_snapshot`). The tracking layer only sees blocks, so every live
 //! block is its own segment of type `user` (its `device`: its stream's as
 //! the history learnt it, else 0); `allocators` carries each allocator's
-//! statistics, `events` the faults, `device_traces` and `history` the
+//! statistics, `stream_ordered_pools` each stream-ordered pool's (whose
+//! live blocks are segments of type `stream_ordered`), `events` the faults, `device_traces` and `history` the
 //! recorded history. Handles and addresses are hex strings, as in the
 //! pool's snapshot. With stacks captured, blocks, faults and allocation
 //! events carry PyTorch's `frames` (`filename`, `line`, `name`, innermost
@@ -69,6 +70,46 @@ pub fn snapshot_json() -> String {
             }));
         }
     }
+    let stat = |x: super::stats::Stat| json!({"current": x.current, "peak": x.peak, "allocated": x.allocated, "freed": x.freed});
+    let ordered_pools: Vec<Value> = super::ordered_pool_stats()
+        .into_iter()
+        .map(|p| {
+            let streams: Vec<Hex> = p.streams.iter().map(|&s| Hex(s)).collect();
+            json!({
+                "pool": Hex(p.pool),
+                "streams": streams,
+                "stats": {
+                    "allocation": stat(p.allocation),
+                    "allocated_bytes": stat(p.allocated_bytes),
+                },
+            })
+        })
+        .collect();
+    for b in super::ordered::live_ordered() {
+        let mut entry = json!({
+            "address": Hex(b.address),
+            "size": b.size,
+            "requested_size": b.size,
+            "state": "active_allocated",
+            "block": Hex(b.address),
+            "time_ns": b.time_ns,
+        });
+        if b.stack != NO_STACK {
+            entry["frames"] = json!(stacks::frames(b.stack));
+        }
+        segments.push(json!({
+            "address": Hex(b.address),
+            "total_size": b.size,
+            "stream": Hex(b.stream),
+            "segment_type": "stream_ordered",
+            "device": b.device,
+            "pool": Hex(b.pool),
+            "allocated_size": b.size,
+            "active_size": b.size,
+            "requested_size": b.size,
+            "blocks": [entry],
+        }));
+    }
     // Read after the blocks: an allocation recorded meanwhile, without its
     // live block, is drawn as live to the end anyway.
     let history = super::history::history();
@@ -95,6 +136,7 @@ pub fn snapshot_json() -> String {
         "pid": std::process::id(),
         "segments": segments,
         "allocators": allocators,
+        "stream_ordered_pools": ordered_pools,
         "events": events,
         "events_dropped": dropped,
         "device_traces": device_traces(&[&history]),

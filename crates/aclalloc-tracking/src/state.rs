@@ -503,6 +503,7 @@ mod tests {
                 | Fault::CrossStreamReuse { allocator: a, .. }
                 | Fault::ConcurrentUse { allocator: a, .. }
                 | Fault::Leak { allocator: a, .. } => a == allocator,
+                Fault::UseAfterFreeAsync { .. } | Fault::FreeAsyncWhileUsed { .. } => false,
             })
             .collect()
     }

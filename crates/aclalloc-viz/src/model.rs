@@ -171,6 +171,7 @@ pub fn build(snapshot: &Value) -> Result<Value, VizError> {
         "history": history,
         "devices": out,
         "faults": faults,
+        "stream_ordered_pools": top.get("stream_ordered_pools").cloned().unwrap_or(json!([])),
     }))
 }
 

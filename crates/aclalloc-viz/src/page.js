@@ -500,7 +500,13 @@
     fillTable($("ooms"), ["time", "requested", "room left"],
       p.dev.ooms.map(function (o) { return [[timeOf(p, o[0])], [fmtExact(o[1]), 1], [fmtExact(o[2]), 1]]; }),
       "none recorded");
-    var keys = ["kind", "stream", "allocator", "block", "address", "size", "count"];
+    fillTable($("ordered-pools"), ["pool", "streams", "blocks live", "blocks peak", "allocations", "bytes live", "bytes peak"],
+      (DATA.stream_ordered_pools || []).map(function (o) {
+        var a = o.stats.allocation, b = o.stats.allocated_bytes;
+        return [[String(o.pool)], [o.streams.join(", ")], [String(a.current), 1], [String(a.peak), 1],
+          [String(a.allocated), 1], [fmtExact(b.current), 1], [fmtExact(b.peak), 1]];
+      }), "none (aclrtMemPoolMallocAsync under 'aclalloc run')");
+    var keys = ["kind", "stream", "allocator", "pool", "block", "address", "size", "count"];
     fillTable($("faults"), keys.concat(["details", "allocated from"]),
       DATA.faults.map(function (f) {
         var row = keys.map(function (k) { return [f[k] === undefined || f[k] === null ? "" : String(f[k]), k === "size" || k === "count"]; });

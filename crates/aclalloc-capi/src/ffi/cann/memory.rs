@@ -7,7 +7,18 @@ use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::ffi::wiring::dispatch::real_or_host;
 use crate::ffi::wiring::host::host;
+use crate::ffi::wiring::ordered_tracking;
 use std::ffi::c_void;
+
+/// The host runtime's handle for `stream` (NULL: the current context's
+/// default stream), as the tracking layer orders streams; NULL if none.
+fn resolved(stream: aclrtStream) -> aclrtStream {
+    host()
+        .resolve_stream(args::optional_stream(stream))
+        .map_or(std::ptr::null_mut(), |(key, _)| {
+            key.get().get() as aclrtStream
+        })
+}
 
 /// Device memory for `aclrtMalloc` and `aclrtMallocAlign32`, written to `devPtr`.
 ///
@@ -17,7 +28,9 @@ unsafe fn malloc(devPtr: *mut *mut c_void, size: usize) -> crate::base::error::R
     // SAFETY: the caller's contract.
     unsafe {
         args::write_out(devPtr, "devPtr", || {
-            Ok(host().malloc(size)?.as_ptr().cast())
+            let address = host().malloc(size)?.as_ptr().cast();
+            ordered_tracking::reissued(address, size);
+            Ok(address)
         })
     }
 }
@@ -37,7 +50,10 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) {
+    real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
+        // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
+        ordered_tracking::reissued(unsafe { devPtr.read() }, size);
+    } {
         // SAFETY: the caller's contract.
         unsafe { malloc(devPtr, size) }
     })
@@ -54,7 +70,10 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) {
+    real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
+        // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
+        ordered_tracking::reissued(unsafe { devPtr.read() }, size);
+    } {
         // SAFETY: the caller's contract.
         unsafe { malloc(devPtr, size) }
     })
@@ -89,11 +108,16 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: aclrtMemcpyKind,
 ) -> aclError {
-    real_or_host!(aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind) {
+    real_or_host!(aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind), after_success {
+        ordered_tracking::used(std::ptr::null_mut(), &[dst, src], count);
+    } {
+        let (dst_ptr, src_ptr) = (dst, src);
         let dst = args::address(dst, "dst")?;
         let src = args::address(src.cast_mut(), "src")?;
         // SAFETY: the caller's contract for host-side ranges.
-        unsafe { host().memcpy(dst, destMax, src, count, kind) }
+        unsafe { host().memcpy(dst, destMax, src, count, kind) }?;
+        ordered_tracking::used(std::ptr::null_mut(), &[dst_ptr, src_ptr], count);
+        Ok(())
     })
 }
 
@@ -114,8 +138,12 @@ pub unsafe extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
-    real_or_host!(aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize) {
-        host().memset(args::address(devPtr, "devPtr")?, maxCount, value, count)
+    real_or_host!(aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize), after_success {
+        ordered_tracking::used(std::ptr::null_mut(), &[devPtr], count);
+    } {
+        host().memset(args::address(devPtr, "devPtr")?, maxCount, value, count)?;
+        ordered_tracking::used(std::ptr::null_mut(), &[devPtr], count);
+        Ok(())
     })
 }
 
@@ -139,12 +167,17 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         count: usize,
         kind: aclrtMemcpyKind,
         stream: aclrtStream
-    ) {
+    ), after_success {
+        ordered_tracking::used(stream, &[dst, src], count);
+    } {
+        let (dst_ptr, src_ptr) = (dst, src);
         let dst = args::address(dst, "dst")?;
         let src = args::address(src.cast_mut(), "src")?;
-        let stream = args::optional_stream(stream);
+        let key = args::optional_stream(stream);
         // SAFETY: the caller's contract for host-side ranges.
-        unsafe { host().memcpy_async(dst, destMax, src, count, kind, stream) }
+        unsafe { host().memcpy_async(dst, destMax, src, count, kind, key) }?;
+        ordered_tracking::used(resolved(stream), &[dst_ptr, src_ptr], count);
+        Ok(())
     })
 }
 
@@ -163,9 +196,13 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: aclrtStream,
 ) -> aclError {
-    real_or_host!(aclrtMemsetAsync(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize, stream: aclrtStream) {
+    real_or_host!(aclrtMemsetAsync(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize, stream: aclrtStream), after_success {
+        ordered_tracking::used(stream, &[devPtr], count);
+    } {
         let dst = args::address(devPtr, "devPtr")?;
-        host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))
+        host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))?;
+        ordered_tracking::used(resolved(stream), &[devPtr], count);
+        Ok(())
     })
 }
 

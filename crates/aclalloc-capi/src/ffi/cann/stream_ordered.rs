@@ -9,6 +9,7 @@ use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::ffi::wiring::dispatch::real_or_host;
 use crate::ffi::wiring::host::host;
+use crate::ffi::wiring::ordered_tracking;
 use crate::stream_ordered::{self, AttrValue, Freed};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
@@ -56,8 +57,12 @@ pub unsafe extern "C" fn aclrtMemPoolCreate(
 /// None for the host runtime: the handle is looked up, never trusted.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMemPoolDestroy(memPool: aclrtMemPool) -> aclError {
-    real_or_host!(aclrtMemPoolDestroy(memPool: aclrtMemPool) {
-        stream_ordered::destroy(pool_value(memPool)?)
+    real_or_host!(aclrtMemPoolDestroy(memPool: aclrtMemPool), after_success {
+        ordered_tracking::released(memPool, true);
+    } {
+        stream_ordered::destroy(pool_value(memPool)?)?;
+        ordered_tracking::released(memPool, true);
+        Ok(())
     })
 }
 
@@ -129,13 +134,18 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
     memPool: aclrtMemPool,
     stream: aclrtStream,
 ) -> aclError {
-    real_or_host!(aclrtMemPoolMallocAsync(ptr: *mut *mut c_void, size: usize, memPool: aclrtMemPool, stream: aclrtStream) {
+    real_or_host!(aclrtMemPoolMallocAsync(ptr: *mut *mut c_void, size: usize, memPool: aclrtMemPool, stream: aclrtStream), after_success {
+        // SAFETY: the runtime succeeded, so `ptr` was writable and now holds the address.
+        let address = unsafe { ptr.read() };
+        ordered_tracking::allocated(memPool, address, size, stream);
+    } {
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(ptr, "ptr") }?;
         let pool = pool_value(memPool)?;
-        let stream = stream_value(stream)?;
-        let addr = stream_ordered::malloc_async(pool, stream, size)?;
+        let key = stream_value(stream)?;
+        let addr = stream_ordered::malloc_async(pool, key, size)?;
         out.write(addr.get() as *mut c_void);
+        ordered_tracking::allocated(memPool, addr.get() as *mut c_void, size, key.get() as aclrtStream);
         Ok(())
     })
 }
@@ -150,20 +160,24 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
 /// never dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMemPoolFreeAsync(ptr: *mut c_void, stream: aclrtStream) -> aclError {
-    real_or_host!(aclrtMemPoolFreeAsync(ptr: *mut c_void, stream: aclrtStream) {
+    real_or_host!(aclrtMemPoolFreeAsync(ptr: *mut c_void, stream: aclrtStream), after_success {
+        ordered_tracking::freed(ptr, stream);
+    } {
         let addr = NonZeroUsize::new(ptr as usize).ok_or(Error::NullPointer { param: "ptr" })?;
         let key = stream_value(stream)?;
         match stream_ordered::free_async(addr, key)? {
-            Freed::Now => Ok(()),
+            Freed::Now => {}
             Freed::WhenReached(token) => {
                 let queued = host().launch_host_func(
                     args::optional_stream(stream),
                     complete_free,
                     token as *mut c_void,
                 );
-                queued.inspect_err(|_| stream_ordered::undo_free(token))
+                queued.inspect_err(|_| stream_ordered::undo_free(token))?;
             }
         }
+        ordered_tracking::freed(ptr, key.get() as aclrtStream);
+        Ok(())
     })
 }
 
@@ -186,7 +200,11 @@ pub unsafe extern "C" fn aclrtMemPoolTrimTo(
     memPool: aclrtMemPool,
     minBytesToKeep: usize,
 ) -> aclError {
-    real_or_host!(aclrtMemPoolTrimTo(memPool: aclrtMemPool, minBytesToKeep: usize) {
-        stream_ordered::trim_to(pool_value(memPool)?, minBytesToKeep)
+    real_or_host!(aclrtMemPoolTrimTo(memPool: aclrtMemPool, minBytesToKeep: usize), after_success {
+        ordered_tracking::released(memPool, false);
+    } {
+        stream_ordered::trim_to(pool_value(memPool)?, minBytesToKeep)?;
+        ordered_tracking::released(memPool, false);
+        Ok(())
     })
 }

@@ -25,8 +25,15 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     expectPtr: *mut c_void,
     flags: u64,
 ) -> aclError {
-    real_or_host!(aclrtReserveMemAddress(virPtr: *mut *mut c_void, size: usize, alignment: usize, expectPtr: *mut c_void, flags: u64) {
-        let reserve = || virtual_memory().reserve(size, alignment, expectPtr as usize, flags);
+    real_or_host!(aclrtReserveMemAddress(virPtr: *mut *mut c_void, size: usize, alignment: usize, expectPtr: *mut c_void, flags: u64), after_success {
+        // SAFETY: the runtime succeeded, so `virPtr` was writable and now holds the address.
+        crate::ffi::wiring::ordered_tracking::reissued(unsafe { virPtr.read() }, size);
+    } {
+        let reserve = || -> crate::base::error::Result<usize> {
+            let address = virtual_memory().reserve(size, alignment, expectPtr as usize, flags)?;
+            crate::ffi::wiring::ordered_tracking::reissued(address as *mut c_void, size);
+            Ok(address)
+        };
         // SAFETY: the caller's contract.
         unsafe { args::write_out(virPtr, "virPtr", || Ok(reserve()? as *mut c_void)) }
     })

@@ -6,4 +6,5 @@ pub mod dispatch;
 pub mod event_order;
 pub(crate) mod forward;
 pub mod host;
+pub(crate) mod ordered_tracking;
 pub mod process;
