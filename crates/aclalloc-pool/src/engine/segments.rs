@@ -7,7 +7,8 @@ use crate::device::SEGMENT_ALIGN;
 
 impl Core {
     /// A fresh segment for `rounded` bytes: the standard size, else the
-    /// request rounded to 2 MiB. `room`: the bytes the limit still allows.
+    /// request rounded to 2 MiB, else (under a tight limit) what the limit
+    /// still allows. `room`: the bytes the limit still allows.
     pub(crate) fn new_segment(
         &mut self,
         dev: &dyn DeviceMemory,
@@ -27,14 +28,18 @@ impl Core {
         } else {
             segment_size(rounded)
         };
-        let sizes = [standard, tight];
-        let sizes = if tight == standard {
-            &sizes[..1]
-        } else {
-            &sizes[..]
-        };
+        // A limit below the tight size (a stream-ordered pool's `maxSize` of
+        // 1 MiB) still serves what fits: one segment of all the room left.
+        let within_limit = room / SEGMENT_ALIGN * SEGMENT_ALIGN;
+        let mut sizes = vec![standard];
+        if tight != standard {
+            sizes.push(tight);
+        }
+        if within_limit < tight && within_limit >= rounded {
+            sizes.push(within_limit);
+        }
         let mut cause = "the device is out of memory";
-        for &seg_size in sizes {
+        for seg_size in sizes {
             if seg_size > room {
                 cause = "the pool's memory limit would be exceeded";
             } else if let Some(addr) = dev.malloc(seg_size) {
