@@ -171,6 +171,9 @@ fn a_block_freed_on_a_stream_serves_that_stream_again_closest_size_first() {
 fn another_stream_reuses_a_free_after_an_event_wait_and_not_before() {
     let _g = setup();
     let pool = create();
+    // Without internal dependencies, which would make c wait for a.
+    let deps = ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+    assert_eq!(set_switch(pool, deps, 0), OK);
     let (a, b, c) = (stream(), stream(), stream());
     let p = malloc(pool, 9 * MIB, a);
     free(p, a);
@@ -224,7 +227,8 @@ fn each_switch_decides_its_own_way_of_reuse_across_streams() {
             assert_eq!(aclrtDestroyEvent(e), OK);
         }
     };
-    for (follow, opportunistic) in [(1, 1), (0, 0), (1, 0), (0, 1)] {
+    for switches in 0..8u32 {
+        let (follow, opportunistic, internal) = (switches & 1, switches >> 1 & 1, switches >> 2);
         let pool = create();
         // Kept at the synchronize, so the reuse is the pool's.
         assert_eq!(
@@ -235,20 +239,78 @@ fn each_switch_decides_its_own_way_of_reuse_across_streams() {
         assert_eq!(set_switch(pool, events, follow), OK);
         let opp = ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC;
         assert_eq!(set_switch(pool, opp, opportunistic), OK);
-        let case = format!("follow {follow}, opportunistic {opportunistic}");
+        let deps = ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+        assert_eq!(set_switch(pool, deps, internal), OK);
+        let case = format!("follow {follow}, opportunistic {opportunistic}, internal {internal}");
+        // Internal dependencies serve whatever the other two do not.
         assert_eq!(
             reused_after(pool, after_sync),
-            opportunistic == 1,
+            opportunistic == 1 || internal == 1,
             "{case}: sync"
         );
         assert_eq!(
             reused_after(pool, after_event),
-            follow == 1,
+            follow == 1 || internal == 1,
             "{case}: event"
         );
-        assert!(!reused_after(pool, |_, _| ()), "{case}: no ordering");
+        assert_eq!(
+            reused_after(pool, |_, _| ()),
+            internal == 1,
+            "{case}: no ordering"
+        );
         assert_eq!(destroy_pool(pool), OK);
     }
+}
+
+static RAN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn slow_step(_: *mut c_void) {
+    std::thread::sleep(Duration::from_millis(150));
+    RAN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn read_step(out: *mut c_void) {
+    let seen = RAN.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: the test passes a live AtomicU32.
+    unsafe { &*(out as *const std::sync::atomic::AtomicU32) }
+        .store(seen + 1, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn an_internal_dependency_makes_the_allocating_stream_wait_for_the_freeing_one() {
+    let _g = setup();
+    let pool = create();
+    let (a, b) = (stream(), stream());
+    let p = malloc(pool, 9 * MIB, a);
+    let before = RAN.load(std::sync::atomic::Ordering::SeqCst);
+    // a's work that used the block is still running when a frees it.
+    // SAFETY: a function that ignores its argument.
+    assert_eq!(
+        unsafe { aclrtLaunchHostFunc(a, Some(slow_step), null_mut()) },
+        OK
+    );
+    free(p, a);
+    // b gets a's memory without any ordering of its own ...
+    let q = malloc(pool, 9 * MIB, b);
+    assert_eq!(q, p, "the segment a freed, not a new one");
+    // One 20 MiB segment (the pool's for 9 MiB), not two.
+    assert_eq!(
+        get(pool, ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT),
+        20 * MIB as u64
+    );
+    // ... and work b queues after the allocation runs after a's.
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    // SAFETY: `seen` outlives the synchronize below.
+    let rc = unsafe { aclrtLaunchHostFunc(b, Some(read_step), &seen as *const _ as *mut c_void) };
+    assert_eq!(rc, OK);
+    sync(b);
+    assert_eq!(
+        seen.load(std::sync::atomic::Ordering::SeqCst),
+        before + 2,
+        "b's step saw a's slow step done"
+    );
+    free(q, b);
+    finish(pool, &[a, b]);
 }
 
 extern "C" fn hold(_: *mut c_void) {
@@ -412,6 +474,33 @@ fn max_size_bounds_the_pool() {
     assert_eq!(rc, 207_001, "20 MiB do not fit a 16 MiB pool");
     assert!(q.is_null(), "nothing written on failure");
     free(p, s);
+    finish(pool, &[s]);
+}
+
+#[test]
+fn a_max_size_below_a_segment_still_serves_what_fits() {
+    let _g = setup();
+    // Smaller than the pool's 2 MiB segments for small blocks.
+    let pool = create_with(aclrtMemPoolProps {
+        maxSize: MIB,
+        ..props()
+    });
+    let s = stream();
+    let a = malloc(pool, 4000, s);
+    let b = malloc(pool, 3000, s);
+    let c = malloc(pool, 1000 * 1000, s);
+    assert_eq!(
+        get(pool, ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT),
+        MIB as u64
+    );
+    let mut q = null_mut();
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { aclrtMemPoolMallocAsync(&mut q, 64 * 1024, pool, s) };
+    assert_eq!(rc, 207_001, "the 1 MiB are used up");
+    assert!(q.is_null());
+    for p in [a, b, c] {
+        free(p, s);
+    }
     finish(pool, &[s]);
 }
 

@@ -21,7 +21,7 @@ impl All<'_> {
         // Without an ordering fact that could apply, nothing is taken (the
         // common case: a lookup or two, no scan of the segments).
         let reuse = self.global.cross_stream_reuse;
-        let by_wait = reuse.after_event_wait && order::has_waited(stream);
+        let by_wait = reuse.follows_waits() && order::has_waited(stream);
         let by_sync = reuse.after_synchronize && order::synchronized_any();
         if !by_wait && !by_sync {
             return None;
@@ -29,6 +29,7 @@ impl All<'_> {
         let reuse = crate::CrossStreamReuse {
             after_event_wait: by_wait,
             after_synchronize: by_sync,
+            insert_wait: None,
         };
         let kind = kind_of(rounded);
         // The smallest fitting segment of any shard.
@@ -44,6 +45,53 @@ impl All<'_> {
         let (addr, bytes, kind) = self.shards[t].give_segment(seg);
         let idx = self.shards[s].adopt_segment(addr, bytes, kind, stream);
         Some(self.shards[s].finish(idx, rounded, size))
+    }
+}
+
+/// What an allocation that may make its stream wait does under the locks.
+pub(super) enum BeforeGrowing {
+    /// Served from the cache, or a segment the stream is ordered after.
+    Got(usize),
+    /// Nothing cached serves it but a wholly free segment this stream left:
+    /// wait for it, then allocate again.
+    WaitFor(usize),
+    /// Nothing to wait for: the pool grows.
+    Grow,
+}
+
+impl All<'_> {
+    /// The cached paths of [`All::malloc`], and if they miss, the stream
+    /// whose wholly free segment would serve the request (the smallest),
+    /// for the pool's `insert_wait` to order `stream` after.
+    pub(super) fn before_growing(
+        &mut self,
+        s: usize,
+        stream: usize,
+        size: usize,
+    ) -> crate::Result<BeforeGrowing> {
+        if self.global.closed {
+            return Err(crate::engine::CLOSED);
+        }
+        let rounded = crate::engine::round_size(size, &self.global.config.roundup_power2_divisions);
+        let Some(rounded) = rounded.filter(|_| !self.global.config.expandable_segments) else {
+            return Ok(BeforeGrowing::Grow); // `malloc` says why, or maps pages
+        };
+        if let crate::engine::Take::Got(addr) =
+            self.shards[s].take_cached(size, rounded, stream, false, None)
+        {
+            return Ok(BeforeGrowing::Got(addr));
+        }
+        if let Some(addr) = self.take_ordered(s, stream, size, rounded) {
+            return Ok(BeforeGrowing::Got(addr));
+        }
+        let kind = kind_of(rounded);
+        let source = self
+            .shards
+            .iter_mut()
+            .filter_map(|core| core.unordered_segment_source(kind, rounded, stream))
+            .min()
+            .map(|(_, source)| source);
+        Ok(source.map_or(BeforeGrowing::Grow, BeforeGrowing::WaitFor))
     }
 }
 
@@ -106,6 +154,7 @@ mod tests {
             let reuse = crate::CrossStreamReuse {
                 after_event_wait,
                 after_synchronize,
+                insert_wait: None,
             };
             // Stream keys of their own: the order is process-wide.
             let base = 0x7a05_0000 + i * 0x1000;
@@ -126,6 +175,47 @@ mod tests {
             assert_eq!(w == z, after_event_wait, "{reuse:?}: after an event wait");
             pool.check_invariants().unwrap();
         }
+    }
+
+    /// The waits `insert_wait` was asked for, as (waiter, source).
+    static INSERTED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+    fn insert_wait(waiter: usize, source: usize) -> bool {
+        INSERTED.lock().unwrap().push((waiter, source));
+        wait(waiter, source);
+        true
+    }
+
+    #[test]
+    fn with_insert_wait_the_pool_orders_the_stream_itself_instead_of_growing() {
+        let (a, b, c) = (0x7a06_0000, 0x7a06_0100, 0x7a06_0200);
+        let pool = pool();
+        pool.set_cross_stream_reuse(crate::CrossStreamReuse {
+            after_event_wait: false,
+            after_synchronize: false,
+            insert_wait: Some(insert_wait),
+        });
+        let mid = pool.malloc_on(a, 9 << 20).unwrap();
+        let large = pool.malloc_on(a, 30 << 20).unwrap();
+        // Served from b's own cache: nothing to wait for.
+        let own = pool.malloc_on(b, 4096).unwrap();
+        pool.free(own.get()).unwrap();
+        assert_eq!(pool.malloc_on(b, 4096).unwrap(), own);
+        assert!(INSERTED.lock().unwrap().iter().all(|&(w, _)| w != b));
+        pool.free(mid.get()).unwrap();
+        pool.free(large.get()).unwrap();
+        let before = counts(&pool);
+        // b needs 9 MiB: a's smallest wholly free segment that serves it.
+        let y = pool.malloc_on(b, 9 << 20).unwrap();
+        assert_eq!(y, mid, "a's free 20 MiB segment, after a wait");
+        assert_eq!(INSERTED.lock().unwrap().last(), Some(&(b, a)));
+        assert_eq!(counts(&pool), before, "no new segment");
+        // A request nothing free serves grows, without asking for a wait.
+        let waits = INSERTED.lock().unwrap().len();
+        let z = pool.malloc_on(c, 64 << 20).unwrap();
+        assert_ne!(z, large);
+        assert_eq!(INSERTED.lock().unwrap().len(), waits);
+        pool.check_invariants().unwrap();
     }
 
     #[test]

@@ -106,12 +106,26 @@ pub struct Pool {
 /// segment makes that stream grow again at its next step (the segments
 /// would move back and forth). CANN's stream-ordered pools turn the second
 /// on with `ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct CrossStreamReuse {
     /// It waited on an event recorded on the freeing stream after the frees.
     pub after_event_wait: bool,
     /// The freeing stream (or the device) was synchronized since the frees.
     pub after_synchronize: bool,
+    /// Before growing, the pool makes the allocating stream wait for the
+    /// stream whose wholly free segment would serve it, with this function
+    /// (`waiter`, `source`; true once the wait is queued), then takes that
+    /// segment: CANN's `ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES`.
+    /// It runs with no lock of the pool held. The waits it queues count as
+    /// event waits whether `after_event_wait` is on or not.
+    pub insert_wait: Option<fn(waiter: usize, source: usize) -> bool>,
+}
+
+impl CrossStreamReuse {
+    /// True when an event wait of the allocating stream orders it after a free.
+    pub(crate) fn follows_waits(&self) -> bool {
+        self.after_event_wait || self.insert_wait.is_some()
+    }
 }
 
 impl Default for CrossStreamReuse {
@@ -119,6 +133,7 @@ impl Default for CrossStreamReuse {
         CrossStreamReuse {
             after_event_wait: true,
             after_synchronize: false,
+            insert_wait: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! and settling a statistic that rose above its peak).
 
 use super::block::Kind;
+use super::cross_stream::BeforeGrowing;
 use super::engine::{kind_of, round_size, round_up, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
@@ -90,6 +91,18 @@ impl Pool {
     #[cold]
     #[inline(never)]
     pub(super) fn malloc_slow(&self, shard: usize, stream: usize, size: usize) -> Result<usize> {
+        let insert_wait = self.global.lock().cross_stream_reuse.insert_wait;
+        if let Some(insert_wait) = insert_wait.filter(|_| stream != 0) {
+            // The wait is queued with no lock held: it runs the runtime's
+            // stream code, which may call back into pools.
+            match self.exclusive(Some(shard), |ex| ex.before_growing(shard, stream, size))? {
+                BeforeGrowing::Got(addr) => return Ok(addr),
+                BeforeGrowing::WaitFor(source) => {
+                    insert_wait(stream, source);
+                }
+                BeforeGrowing::Grow => {}
+            }
+        }
         self.allocate_exclusive(shard, |ex, retry| ex.malloc(shard, stream, size, retry))
     }
 

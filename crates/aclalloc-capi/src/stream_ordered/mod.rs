@@ -15,7 +15,10 @@
 //! reaches the free. Another stream takes memory a stream freed once it is
 //! ordered after the free: it waited on an event recorded after it, or the
 //! freeing stream was synchronized since (the pool's cross-stream reuse,
-//! `aclalloc-pool`'s `cross_stream.rs`, by whole free segments).
+//! `aclalloc-pool`'s `cross_stream.rs`, by whole free segments). With
+//! internal dependencies on, the pool makes the allocating stream wait for
+//! the freeing one before it would grow ([`set_insert_wait`]), and then
+//! takes that memory.
 
 use crate::base::error::{Error, Result};
 use crate::base::table::WordMap;
@@ -54,6 +57,29 @@ const NOT_A_POOL: Error = Error::InvalidParam {
     param: "memPool",
     reason: "It is not a live memory pool (destroyed, or never returned by aclrtMemPoolCreate)",
 };
+
+/// How the runtime makes one stream wait for the work queued on another so
+/// far (`waiter`, `source`; true once the wait is queued): the composition
+/// root's, over the host runtime's events.
+static INSERT_WAIT: std::sync::OnceLock<fn(usize, usize) -> bool> = std::sync::OnceLock::new();
+
+/// Sets how a pool with internal dependencies on makes the allocating stream
+/// wait for the freeing one (set once, at load).
+pub fn set_insert_wait(insert_wait: fn(waiter: usize, source: usize) -> bool) {
+    let _ = INSERT_WAIT.set(insert_wait);
+}
+
+/// The caching pool's cross-stream reuse for CANN's three switches.
+fn reuse_of(s: &StreamOrdered) -> CrossStreamReuse {
+    CrossStreamReuse {
+        after_event_wait: s.follow_events.load(Ordering::Relaxed),
+        after_synchronize: s.opportunistic.load(Ordering::Relaxed),
+        insert_wait: INSERT_WAIT
+            .get()
+            .copied()
+            .filter(|_| s.internal.load(Ordering::Relaxed)),
+    }
+}
 
 fn invalid(param: &'static str, reason: &'static str) -> Error {
     Error::InvalidParam { param, reason }
@@ -128,13 +154,7 @@ pub fn create(props: &aclrtMemPoolProps) -> Result<usize> {
         config.limit = Limit::Bytes(props.maxSize);
     }
     let pool = Pool::new(config, memory)?;
-    // Both reuse switches start on (CUDA's defaults; CANN gives none).
-    pool.set_cross_stream_reuse(CrossStreamReuse {
-        after_event_wait: true,
-        after_synchronize: true,
-    });
-    crate::history::env::start_from_env("the memory pool", |n| pool.record_history(n))?;
-    let handle = handles::insert(pool)?.get();
+    // The three reuse switches start on (CUDA's defaults; CANN gives none).
     let new = Arc::new(StreamOrdered {
         device,
         follow_events: AtomicBool::new(true),
@@ -142,6 +162,9 @@ pub fn create(props: &aclrtMemPoolProps) -> Result<usize> {
         internal: AtomicBool::new(true),
         release_threshold: AtomicU64::new(0),
     });
+    pool.set_cross_stream_reuse(reuse_of(&new));
+    crate::history::env::start_from_env("the memory pool", |n| pool.record_history(n))?;
+    let handle = handles::insert(pool)?.get();
     POOLS
         .write()
         .get_or_insert_with(WordMap::default)
@@ -355,20 +378,24 @@ pub fn set_attr(pool: usize, attr: aclrtMemPoolAttr, value: AttrValue) -> Result
             AttrValue::Bytes(v) => s.release_threshold.store(v, Ordering::Relaxed),
             AttrValue::Switch(_) => return Err(invalid("value", "It must be a uint64_t")),
         },
-        ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH | ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH => {
-            match value {
-                AttrValue::Bytes(0) => p.reset_peak_stats(),
-                _ => return Err(invalid("value", "A peak can only be reset, by writing 0")),
+        ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH | ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH => match value {
+            AttrValue::Bytes(0) => p.reset_peak_stats(),
+            _ if attr == ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH => {
+                return Err(invalid(
+                    "value",
+                    "ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH (a peak) can only be reset, by writing 0",
+                ))
             }
-        }
+            _ => return Err(invalid(
+                "value",
+                "ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH (a peak) can only be reset, by writing 0",
+            )),
+        },
         ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT | ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT => {
             return Err(invalid("attr", "It is read-only"))
         }
         _ => return Err(invalid("attr", "It is not an aclrtMemPoolAttr value")),
     }
-    p.set_cross_stream_reuse(CrossStreamReuse {
-        after_event_wait: s.follow_events.load(Ordering::Relaxed),
-        after_synchronize: s.opportunistic.load(Ordering::Relaxed),
-    });
+    p.set_cross_stream_reuse(reuse_of(&s));
     Ok(())
 }

@@ -23,8 +23,36 @@ impl Core {
     ) -> Option<(usize, u32)> {
         let ordered_after = |freed_on: usize, freed_at: u64| {
             (reuse.after_synchronize && order::synchronized_since(freed_on, freed_at))
-                || (reuse.after_event_wait && order::waited_after(stream, freed_on, freed_at))
+                || (reuse.follows_waits() && order::waited_after(stream, freed_on, freed_at))
         };
+        self.free_segment_of_another_stream(kind, rounded, stream, |s| {
+            ordered_after(s.stream, s.freed_at)
+        })
+    }
+
+    /// The stream that left the smallest wholly free fixed segment a request
+    /// of `rounded` bytes on `stream` may use, ordered after its frees or
+    /// not: (the segment's size, that stream).
+    pub(crate) fn unordered_segment_source(
+        &mut self,
+        kind: Kind,
+        rounded: usize,
+        stream: usize,
+    ) -> Option<(usize, usize)> {
+        let (size, seg) = self.free_segment_of_another_stream(kind, rounded, stream, |_| true)?;
+        Some((size, self.segments[seg].stream))
+    }
+
+    /// The smallest wholly free fixed segment of `kind`, of a stream other
+    /// than `stream`, that a request of `rounded` bytes may use and `admit`
+    /// accepts: (its size, the segment).
+    fn free_segment_of_another_stream(
+        &mut self,
+        kind: Kind,
+        rounded: usize,
+        stream: usize,
+        admit: impl Fn(&Segment) -> bool,
+    ) -> Option<(usize, u32)> {
         let max_split = self.config.max_split_size;
         // PyTorch's oversize rules, as best fit applies them.
         let usable = |size: usize| {
@@ -41,19 +69,19 @@ impl Core {
         };
         // The order is asked before the bins are merged, so a shard with
         // nothing to give keeps its bins.
-        let ordered: Vec<u32> = self
+        let admitted: Vec<u32> = self
             .by_addr
             .values()
             .filter(|&seg| {
                 let s = self.segments[seg];
-                candidate(&s) && self.nothing_handed_out(&s) && ordered_after(s.stream, s.freed_at)
+                candidate(&s) && self.nothing_handed_out(&s) && admit(&s)
             })
             .collect();
-        if ordered.is_empty() {
+        if admitted.is_empty() {
             return None;
         }
         self.flush_bins();
-        ordered
+        admitted
             .into_iter()
             .filter(|&seg| {
                 let s = self.segments[seg];

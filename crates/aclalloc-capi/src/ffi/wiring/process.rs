@@ -26,11 +26,34 @@ static AT_LOAD: extern "C" fn() = at_load;
 
 extern "C" fn at_load() {
     crate::default_allocator::install_pool_callbacks(crate::ffi::ext::pool::callbacks_of);
+    crate::stream_ordered::set_insert_wait(make_stream_wait);
     crate::interpose::next::read_environment();
     crate::ffi::wiring::dispatch::set_wiring(wire);
     device_port::set_installer(crate::ffi::wiring::dispatch::ensure);
     crate::tracking::before_exit_report(note_late_runtime);
     crate::tracking::init_from_env();
+}
+
+/// `waiter` waits for the work queued on `source` so far: an event recorded
+/// on `source` and waited on by `waiter`, on the host runtime (the internal
+/// dependencies of CANN's stream-ordered pools). False when either stream is
+/// gone.
+fn make_stream_wait(waiter: usize, source: usize) -> bool {
+    use crate::registry::StreamKey;
+    let key = |s: usize| StreamKey::from_ptr(s as *mut c_void);
+    let (Some(waiter), Some(source)) = (key(waiter), key(source)) else {
+        return false;
+    };
+    let host = host();
+    let Ok(event) = host.create_event(0, false) else {
+        return false;
+    };
+    let waited = host
+        .record_event(event, Some(source))
+        .and_then(|()| host.stream_wait_event(Some(waiter), event))
+        .is_ok();
+    let _ = host.destroy_event(event);
+    waited
 }
 
 /// Decides "real runtime or host runtime" and installs the device port that
