@@ -397,7 +397,9 @@ def header() -> Header:
 def c_layouts(header: Header, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, int]:
     """``sizeof``, ``_Alignof`` and each field's ``offsetof`` and size of every
     mirrored structure, as the C compiler lays them out: ``{"T": size,
-    "T@align": alignment, "T.f": offset, "T.f@size": size}``."""
+    "T@align": alignment, "T.f": offset, "T.f@size": size}``. The program
+    includes every header the parser reads (``acl/acl_rt_memory_soma.h`` is
+    in none of the others, as in CANN)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.fail("no C compiler (cc) on PATH; CI installs one")
@@ -412,9 +414,13 @@ def c_layouts(header: Header, tmp_path_factory: pytest.TempPathFactory) -> Dict[
             lines.append(f'  printf("{key} %zu\\n", offsetof({name}, {field_name}));')
             lines.append(f'  printf("{key}@size %zu\\n", sizeof((({name} *)0)->{field_name}));')
     source = tmp_path_factory.mktemp("layouts") / "layouts.c"
+    includes = "".join(f"#include <{h.relative_to(INCLUDE).as_posix()}>\n" for h in HEADERS)
     source.write_text(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <aclalloc.h>\n"
-        "int main(void) {\n" + "\n".join(lines) + "\n  return 0;\n}\n"
+        "#include <stddef.h>\n#include <stdio.h>\n"
+        + includes
+        + "int main(void) {\n"
+        + "\n".join(lines)
+        + "\n  return 0;\n}\n"
     )
     exe = source.with_suffix("")
     subprocess.run(
@@ -450,6 +456,11 @@ def test_the_parser_reads_the_headers(header: Header) -> None:
     kind, fields = header.records["aclallocPluggableDeviceStats"]
     assert kind == "struct" and fields[0] == ("allocation", ("array", ("named", "aclallocStat"), 3))
     assert header.records["aclrtErrorInfoDetail"][0] == "union"
+    # A nested structure and an array in one record (acl_rt_memory_soma.h).
+    kind, fields = header.records["aclrtMemPoolProps"]
+    assert fields[2] == ("location", ("named", "aclrtMemLocation"))
+    assert fields[4] == ("reserved", ("array", ("named", "uint8_t"), 32))
+    assert header.resolve(fields[2][1]) == ("struct", "aclrtMemLocation")
     assert header.enums["aclrtMemMallocPolicy"]["ACL_MEM_TYPE_HIGH_BAND_WIDTH"] == 0x1000
     assert header.constants["ACL_ERROR_RT_MEMORY_ALLOCATION"] == 207001
     assert header.constants["ACLALLOC_STAT_KEY_COUNT"] == 121

@@ -1,6 +1,9 @@
-"""``acl.rt``: devices, contexts, streams, memory and the allocator API.
+"""``acl.rt``: devices, contexts, streams, memory, stream-ordered memory
+pools and the allocator API.
 
 Conventions are pyACL's: ints for handles, ``ret`` or ``(value, ret)``.
+A C structure is given as a dict keyed by its C field names, a nested
+structure as a nested dict (see :func:`mem_pool_create`).
 Allocator callbacks are Python functions with pyACL's signatures::
 
     def alloc(allocator, size): return block          # an int; 0/None: failure
@@ -23,13 +26,15 @@ does, or while a registration made with :func:`allocator_register` uses it
 from __future__ import annotations
 
 import ctypes
-from ctypes import byref, c_int32, c_size_t, c_uint32, c_void_p
-from typing import Any, Callable, Tuple, Union
+import json
+from collections.abc import Mapping
+from ctypes import POINTER, byref, c_int, c_int32, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
+from typing import Any, Callable, Dict, Tuple, Union
 
-from .. import _callbacks, _stacks
+from .. import _callbacks, _errors, _stacks
 from .._args import BadArgument, handle, int32, refuse
 from .._args import size as _size
-from .._lib import lib
+from .._lib import c_error, declare, lib, mirrors, query
 
 __all__ = [
     "allocator_create_desc",
@@ -51,6 +56,15 @@ __all__ = [
     "get_device_count",
     "get_mem_info",
     "malloc",
+    "mem_pool_create",
+    "mem_pool_destroy",
+    "mem_pool_free_async",
+    "mem_pool_get_attr",
+    "mem_pool_malloc_async",
+    "mem_pool_set_attr",
+    "mem_pool_snapshot",
+    "mem_pool_stats",
+    "mem_pool_trim_to",
     "memcpy",
     "memset",
     "reset_device",
@@ -259,6 +273,333 @@ def get_mem_info(attr: int) -> Tuple[int, int, int]:
     free_, total = c_size_t(0), c_size_t(0)
     rc = lib.aclrtGetMemInfo(a, byref(free_), byref(total))
     return (free_.value, total.value, rc) if rc == 0 else (0, 0, rc)
+
+
+# -- stream-ordered memory pools --------------------------------------------------
+#
+# CANN's acl/acl_rt_memory_soma.h (docs/STREAM_ORDERED.md). pyACL's API
+# reference has no Python functions for these pools; the names and shapes
+# below follow its conventions for the nearest ones: C's name in snake case,
+# outputs returned before ``ret``, inputs in C's order, and a structure as a
+# dict of its C field names with a nested structure as a nested dict, as
+# ``handle, ret = acl.rt.malloc_physical(size, prop, flags)`` takes its
+# ``aclrtPhysicalMemProp`` (location ``{'id': 0, 'type':
+# ACL_MEM_LOCATION_TYPE_DEVICE}``): pyACL API reference, "Function:
+# malloc_physical" (aclpythondevg_01_0126) and "aclrtPhysicalMemProp"
+# (aclpythondevg_01_0963).
+#
+# The constants are here as names of this module, not in ``__all__``, which
+# lists the functions.
+
+ACL_MEM_ALLOCATION_TYPE_PINNED = 0
+ACL_MEM_HANDLE_TYPE_NONE = 0
+ACL_MEM_LOCATION_TYPE_DEVICE = 1
+
+ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1
+ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC = 2
+ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3
+ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD = 4
+ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT = 5
+ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH = 6
+ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT = 7
+ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH = 8
+
+_SWITCHES = frozenset(
+    (
+        ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+        ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC,
+        ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+    )
+)
+"""The ``uint32_t`` attributes; the others are ``uint64_t``."""
+
+_RESERVED_BYTES = 32
+
+
+@mirrors("aclrtMemLocation")
+class _MemLocation(ctypes.Structure):
+    """``aclrtMemLocation``."""
+
+    _fields_ = (("id", c_uint32), ("type", c_int))
+
+
+@mirrors("aclrtMemPoolProps")
+class _MemPoolProps(ctypes.Structure):
+    """``aclrtMemPoolProps``."""
+
+    _fields_ = (
+        ("allocType", c_int),
+        ("handleType", c_int),
+        ("location", _MemLocation),
+        ("maxSize", c_size_t),
+        ("reserved", c_uint8 * _RESERVED_BYTES),
+    )
+
+
+declare(
+    {
+        "aclrtMemPoolCreate": (c_error, (POINTER(c_void_p), POINTER(_MemPoolProps))),
+        "aclrtMemPoolDestroy": (c_error, (c_void_p,)),
+        "aclrtMemPoolSetAttr": (c_error, (c_void_p, c_int, c_void_p)),
+        "aclrtMemPoolGetAttr": (c_error, (c_void_p, c_int, c_void_p)),
+        "aclrtMemPoolMallocAsync": (c_error, (POINTER(c_void_p), c_size_t, c_void_p, c_void_p)),
+        "aclrtMemPoolFreeAsync": (c_error, (c_void_p, c_void_p)),
+        "aclrtMemPoolTrimTo": (c_error, (c_void_p, c_size_t)),
+    }
+)
+
+
+def _unsigned(name: str, value: Any, bits: int) -> int:
+    """A ``uint{bits}_t``."""
+    top = (1 << bits) - 1
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+        raise BadArgument(f"The argument {name} is {value!r}: expected an int from 0 to {top}.")
+    return value
+
+
+def _fields(name: str, value: Any, required: Tuple[str, ...], optional: Tuple[str, ...]) -> None:
+    """``value`` is a dict with every key of ``required`` and no key outside
+    ``required + optional``."""
+    known = required + optional
+    if not isinstance(value, Mapping):
+        raise BadArgument(
+            f"The argument {name} is {value!r}: expected a dict with the keys {list(known)}."
+        )
+    missing = [key for key in required if key not in value]
+    unknown = [key for key in value if key not in known]
+    if missing or unknown:
+        raise BadArgument(
+            f"The argument {name} has the keys {list(value)}: expected {list(required)}"
+            + (f", optionally {list(optional)}" if optional else "")
+            + "."
+        )
+
+
+def _reserved(name: str, value: Any) -> bytes:
+    """Bytes, or a list or tuple of ints from 0 to 255, at most 32 of them."""
+    if isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+    elif isinstance(value, (list, tuple)):
+        raw = bytes(_unsigned(f"{name}[{i}]", b, 8) for i, b in enumerate(value))
+    else:
+        raise BadArgument(
+            f"The argument {name} is {value!r}: expected bytes or a list of ints from 0 to 255."
+        )
+    if len(raw) > _RESERVED_BYTES:
+        raise BadArgument(
+            f"The argument {name} has {len(raw)} bytes: aclrtMemPoolProps.reserved has "
+            f"{_RESERVED_BYTES}."
+        )
+    return raw
+
+
+def _pool_props(value: Any) -> _MemPoolProps:
+    """``aclrtMemPoolProps`` from a dict of its C field names."""
+    _fields("pool_props", value, ("allocType", "handleType", "location", "maxSize"), ("reserved",))
+    location: Dict[str, Any] = value["location"]
+    _fields("pool_props['location']", location, ("id", "type"), ())
+    props = _MemPoolProps()
+    props.allocType = int32("pool_props['allocType']", value["allocType"])
+    props.handleType = int32("pool_props['handleType']", value["handleType"])
+    props.location.id = _unsigned("pool_props['location']['id']", location["id"], 32)
+    props.location.type = int32("pool_props['location']['type']", location["type"])
+    props.maxSize = _size("pool_props['maxSize']", value["maxSize"])
+    raw = _reserved("pool_props['reserved']", value.get("reserved", b""))
+    ctypes.memmove(props.reserved, raw, len(raw))
+    return props
+
+
+def mem_pool_create(pool_props: Dict[str, Any]) -> Tuple[int, int]:
+    """``aclrtMemPoolCreate``: ``(mem_pool, ret)``. ``pool_props`` is
+    ``aclrtMemPoolProps`` as a dict of its C field names::
+
+        {"allocType": ACL_MEM_ALLOCATION_TYPE_PINNED,
+         "handleType": ACL_MEM_HANDLE_TYPE_NONE,
+         "location": {"id": 0, "type": ACL_MEM_LOCATION_TYPE_DEVICE},
+         "maxSize": 0}                      # the pool's limit; 0: the device's size
+
+    and optionally ``"reserved"`` (bytes or a list of ints, at most 32,
+    zero-padded; CANN requires every byte 0). pyACL documents no binding for
+    this function: the dict follows its ``acl.rt.malloc_physical`` props.
+    On the host runtime the device must be the current one."""
+    try:
+        props = _pool_props(pool_props)
+    except BadArgument as e:
+        return 0, refuse("acl.rt.mem_pool_create", e)
+    pool = c_void_p()
+    rc = lib.aclrtMemPoolCreate(byref(pool), byref(props))
+    return (pool.value or 0 if rc == 0 else 0), rc
+
+
+def mem_pool_destroy(mem_pool: int) -> int:
+    """``aclrtMemPoolDestroy``: refused (``ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED``,
+    148051) while a block allocated from the pool is not freed, a free still
+    queued on a stream included."""
+    try:
+        return lib.aclrtMemPoolDestroy(handle("mem_pool", mem_pool))
+    except BadArgument as e:
+        return refuse("acl.rt.mem_pool_destroy", e)
+
+
+def mem_pool_set_attr(mem_pool: int, attr: int, value: int) -> int:
+    """``aclrtMemPoolSetAttr``: ``attr`` is an ``aclrtMemPoolAttr``; ``value``
+    is passed as a ``uint32_t`` for the three ``ACL_RT_MEM_POOL_REUSE_*``
+    switches (0 or 1), as a ``uint64_t`` otherwise (the release threshold; 0
+    to reset a ``HIGH`` figure)."""
+    try:
+        pool, a = handle("mem_pool", mem_pool), int32("attr", attr)
+        v: Union[c_uint32, c_uint64]
+        if a in _SWITCHES:
+            v = c_uint32(_unsigned("value", value, 32))
+        else:
+            v = c_uint64(_unsigned("value", value, 64))
+    except BadArgument as e:
+        return refuse("acl.rt.mem_pool_set_attr", e)
+    return lib.aclrtMemPoolSetAttr(pool, a, byref(v))
+
+
+def mem_pool_get_attr(mem_pool: int, attr: int) -> Tuple[int, int]:
+    """``aclrtMemPoolGetAttr``: ``(value, ret)``, the attribute read as its
+    C type (``uint32_t`` for the reuse switches, ``uint64_t`` otherwise)."""
+    try:
+        pool, a = handle("mem_pool", mem_pool), int32("attr", attr)
+    except BadArgument as e:
+        return 0, refuse("acl.rt.mem_pool_get_attr", e)
+    value: Union[c_uint32, c_uint64] = c_uint32(0) if a in _SWITCHES else c_uint64(0)
+    rc = lib.aclrtMemPoolGetAttr(pool, a, byref(value))
+    return (value.value if rc == 0 else 0), rc
+
+
+def mem_pool_malloc_async(size: int, mem_pool: int, stream: int) -> Tuple[int, int]:
+    """``aclrtMemPoolMallocAsync``: ``(ptr, ret)``, at once, for work queued
+    on ``stream`` (0: the current context's default stream) after the call."""
+    try:
+        n, pool = _size("size", size), handle("mem_pool", mem_pool)
+        s = handle("stream", stream, none_ok=True) or None
+    except BadArgument as e:
+        return 0, refuse("acl.rt.mem_pool_malloc_async", e)
+    ptr = c_void_p()
+    rc = _stacks.call(lib.aclrtMemPoolMallocAsync, byref(ptr), n, pool, s)
+    return (ptr.value or 0 if rc == 0 else 0), rc
+
+
+def mem_pool_free_async(ptr: int, stream: int) -> int:
+    """``aclrtMemPoolFreeAsync``: the block goes back to its pool when
+    ``stream`` (0: the default stream) reaches the free. Returns ``ret``."""
+    try:
+        p, s = handle("ptr", ptr), handle("stream", stream, none_ok=True) or None
+    except BadArgument as e:
+        return refuse("acl.rt.mem_pool_free_async", e)
+    return _stacks.call(lib.aclrtMemPoolFreeAsync, p, s)
+
+
+def mem_pool_trim_to(mem_pool: int, min_bytes_to_keep: int) -> int:
+    """``aclrtMemPoolTrimTo``: gives free memory back until at most
+    ``min_bytes_to_keep`` bytes stay reserved. Returns ``ret``."""
+    try:
+        pool, keep = handle("mem_pool", mem_pool), _size("min_bytes_to_keep", min_bytes_to_keep)
+    except BadArgument as e:
+        return refuse("acl.rt.mem_pool_trim_to", e)
+    return lib.aclrtMemPoolTrimTo(pool, keep)
+
+
+# aclalloc's extensions: an aclrtMemPool is one of aclalloc's caching pools,
+# so aclalloc's pool functions take it (docs/STREAM_ORDERED.md, "Statistics").
+
+_ACL_ERROR_FAILURE = 500001
+
+
+def _pool_extension(
+    function: str, mem_pool: Any, read: Callable[[int], Any], ask: Callable[[int], int]
+) -> Tuple[Any, int]:
+    """``(read(pool), 0)``, or ``(0, ret)`` when the library refuses the pool.
+
+    ``read`` is one of ``aclalloc.npu``'s helpers, which raise with the
+    library's message (taken, so cleared, from its log) but not its code. On
+    a failure the message is kept under ``function`` for
+    ``acl.get_recent_err_msg()`` and ``ask`` (the C function asked for a
+    length only: nothing written, nothing built twice on success) gives the
+    code, its own copy of the message dropped."""
+    try:
+        pool = handle("mem_pool", mem_pool) or 0
+    except BadArgument as e:
+        return 0, refuse(function, e)
+    try:
+        return read(pool), 0
+    except RuntimeError as e:
+        _errors.record(function, str(e))
+        rc = query(lambda: ask(pool))
+        # Not refused a second time (the first failure was not the pool's):
+        # still a failure, with its message.
+        return 0, rc if rc != 0 else _ACL_ERROR_FAILURE
+
+
+def mem_pool_stats(mem_pool: int) -> Tuple[Union[Dict[str, int], int], int]:
+    """``(stats, ret)``: the pool's statistics as PyTorch's
+    ``torch.cuda.memory_stats()`` flat dict. An aclalloc extension (pyACL
+    and CANN have no such function): ``aclallocPoolGetStatsKeyValues`` on
+    the pool, which is one of aclalloc's caching pools.
+
+    The keys are PyTorch's, sorted: ``"<stat>.<pool>.<kind>"`` for
+    ``allocation``, ``segment``, ``active``, ``inactive_split`` (counts) and
+    ``allocated_bytes``, ``reserved_bytes``, ``active_bytes``,
+    ``inactive_split_bytes``, ``requested_bytes`` (bytes), with ``<pool>``
+    ``all``, ``small_pool`` or ``large_pool`` and ``<kind>`` ``current``,
+    ``peak``, ``allocated`` or ``freed``; ``oversize_allocations.*`` and
+    ``oversize_segments.*`` (``current``, ``peak``, ``allocated``,
+    ``freed``); and ``num_alloc_retries``, ``num_ooms``,
+    ``num_device_alloc``, ``num_device_free``, ``num_sync_all_streams``,
+    ``max_split_size``. ``allocated_bytes.all.current`` and
+    ``reserved_bytes.all.current`` are the figures
+    ``ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT`` and
+    ``ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT`` read.
+
+    A pool that is not live (destroyed, made up, 0) is refused by the
+    library: ``(0, ACL_ERROR_INVALID_PARAM)`` and its message."""
+    # Imported here: ``aclalloc.acl`` alone does not load torch_npu's API.
+    from ..npu import _pools
+
+    def read(pool: int) -> Dict[str, int]:
+        names, values = _pools.stats(pool)
+        return dict(zip(names, values))
+
+    def ask(pool: int) -> int:
+        return lib.aclallocPoolGetStatsKeyValues(pool, None, 0, byref(c_size_t(0)))
+
+    return _pool_extension("acl.rt.mem_pool_stats", mem_pool, read, ask)
+
+
+def mem_pool_snapshot(mem_pool: int) -> Tuple[Union[Dict[str, Any], int], int]:
+    """``(snapshot, ret)``: the pool's segments and blocks, the JSON of
+    ``aclallocPoolSnapshot`` parsed. An aclalloc extension (pyACL and CANN
+    have no such function); the shape is PyTorch's ``_snapshot()``'s, as
+    aclalloc's C function writes it::
+
+        {"version": 2, "device": 0,
+         "segments": [{"device", "address", "total_size", "stream",
+                       "segment_type",            # "small" or "large"
+                       "is_expandable", "mapped_size", "unmapped_size",
+                       "allocated_size", "active_size", "requested_size",
+                       "blocks": [{"address", "size", "requested_size",
+                                   "state"}]}],   # "active_allocated"/"inactive"
+         "device_traces": [[...]],                # with the history recorded
+         "history": {"enabled", "max_entries", "entries", "dropped"}}
+
+    Addresses and streams are hex strings (``int(block["address"], 16)`` is
+    the pointer :func:`mem_pool_malloc_async` returned); sizes are ints. A
+    block freed with :func:`mem_pool_free_async` on its own stream is
+    ``inactive`` at once. A pool that is not live is refused by the
+    library: ``(0, ACL_ERROR_INVALID_PARAM)`` and its message."""
+    from ..npu import _default  # here, as in mem_pool_stats
+
+    def read(pool: int) -> Dict[str, Any]:
+        snapshot: Dict[str, Any] = json.loads(_default.c_string(lib.aclallocPoolSnapshot, pool))
+        return snapshot
+
+    def ask(pool: int) -> int:
+        return lib.aclallocPoolSnapshot(pool, None, 0, byref(c_size_t(0)))
+
+    return _pool_extension("acl.rt.mem_pool_snapshot", mem_pool, read, ask)
 
 
 # -- the allocator API -----------------------------------------------------------
