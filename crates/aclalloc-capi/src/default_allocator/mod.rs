@@ -78,7 +78,7 @@ impl Source {
         let callbacks = api().descriptor(desc)?.callbacks()?;
         let kind = if crate::plugin::published::is_pluggable(callbacks.obj) {
             Kind::Plugin
-        } else if crate::pool::handles::get(callbacks.obj.as_ptr()).is_ok() {
+        } else if crate::pool::handles::with(callbacks.obj.as_ptr(), |_| ()).is_ok() {
             Kind::Pool
         } else {
             Kind::Descriptor
@@ -143,14 +143,17 @@ fn fast_pool(source: &Source) -> Option<&'static Pool> {
         return None;
     }
     let obj = source.callbacks.obj.as_ptr();
-    let (pool, bound) = crate::pool::handles::get_with_stream(obj).ok()?;
+    let bound = crate::pool::handles::with_stream(obj, |_, bound| bound).ok()?;
     let ours = backends::pool_callbacks(source.callbacks.obj)?;
     let c = &source.callbacks;
     // Compared as addresses: the same functions, or a user's wrappers.
     let same = c.alloc as usize == ours.alloc as usize
         && c.free as usize == ours.free as usize
         && c.get_addr_from_block as usize == ours.get_addr_from_block as usize;
-    (same && bound == 0).then_some(pool)
+    // In use for the rest of the process (the allocator in use is frozen).
+    (same && bound == 0)
+        .then(|| crate::pool::handles::pin(obj).ok())
+        .flatten()
 }
 
 /// The default allocator. The C functions use [`global`]; tests may make

@@ -30,8 +30,8 @@ pub const MAX_DEVICES: usize = 64;
 
 /// Pool handle per device (0: none yet), read without a lock.
 static POOLS: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
-/// The same pools, for the fast paths: pools are never freed (their
-/// handles' table leaks them), so a pool found here stays valid.
+/// The same pools, for the fast paths: each is pinned (`handles::pin`: a
+/// reference count never given back), so a pool found here stays valid.
 static REFS: [AtomicPtr<Pool>; MAX_DEVICES] =
     [const { AtomicPtr::new(ptr::null_mut()) }; MAX_DEVICES];
 /// The one pool while only one device has one (a free then needs no search);
@@ -73,7 +73,8 @@ fn create(slot: usize) -> Result<usize> {
     let pool = Pool::new(config, AclMemory::current()?)?;
     crate::history::env::start_from_env("the default pool", |n| pool.record_history(n))?;
     let handle = pool_handles::insert(pool)?.get();
-    let pool: *const Pool = pool_handles::get(handle as *mut c_void)?;
+    // Kept for the rest of the process, as `REFS` says.
+    let pool: *const Pool = pool_handles::pin(handle as *mut c_void)?;
     let first = POOLS.iter().all(|h| h.load(Ordering::Acquire) == 0);
     ONLY.store(
         if first {
@@ -95,7 +96,11 @@ pub fn current_pool() -> Result<&'static Pool> {
     match REFS[slot].load(Ordering::Acquire) {
         // SAFETY: a leaked, never-freed pool (see `REFS`).
         pool if !pool.is_null() => Ok(unsafe { &*pool }),
-        _ => pool_handles::get(create(slot)? as *mut c_void),
+        _ => {
+            create(slot)?;
+            // SAFETY: `create` set it: a pinned, never-freed pool (see `REFS`).
+            Ok(unsafe { &*REFS[slot].load(Ordering::Acquire) })
+        }
     }
 }
 
@@ -110,7 +115,13 @@ pub fn holding(addr: usize) -> Option<&'static Pool> {
         // SAFETY: a leaked, never-freed pool (see `REFS`).
         return Some(unsafe { &*only });
     }
-    pool_handles::get(holding_handle(addr)? as *mut c_void).ok()
+    let handle = holding_handle(addr)?;
+    let slot = POOLS
+        .iter()
+        .position(|h| h.load(Ordering::Acquire) == handle)?;
+    let pool = REFS[slot].load(Ordering::Acquire);
+    // SAFETY: a pinned, never-freed pool (see `REFS`).
+    (!pool.is_null()).then(|| unsafe { &*pool })
 }
 
 /// The handle of the pool [`holding`] returns.
@@ -126,7 +137,7 @@ fn holding_handle(addr: usize) -> Option<usize> {
     [first, second]
         .into_iter()
         .chain(made)
-        .find(|&h| pool_handles::get(h as *mut c_void).is_ok_and(|p| p.holds(addr)))
+        .find(|&h| pool_handles::with(h as *mut c_void, |p| p.holds(addr)) == Ok(true))
 }
 
 /// True when `callbacks` are the per-device pools' own.

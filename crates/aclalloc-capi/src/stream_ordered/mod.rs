@@ -105,8 +105,13 @@ fn device_of(pool: usize) -> Result<i32> {
 }
 
 /// The caching pool behind live handle `pool`, refused in CANN's terms.
-fn live_pool(pool: usize) -> Result<&'static Pool> {
+fn live_pool(pool: usize) -> Result<handles::SharedPool> {
     handles::get(pool as *mut std::ffi::c_void).map_err(|_| NOT_A_POOL)
+}
+
+/// Runs `f` on the caching pool behind live handle `pool`, refused in CANN's terms.
+fn with_live_pool<R>(pool: usize, f: impl FnOnce(&Pool) -> R) -> Result<R> {
+    handles::with(pool as *mut std::ffi::c_void, f).map_err(|_| NOT_A_POOL)
 }
 
 fn state(pool: usize) -> Result<Arc<StreamOrdered>> {
@@ -206,8 +211,7 @@ pub fn malloc_async(pool: usize, stream: NonZeroUsize, size: usize) -> Result<No
         ));
     }
     // A pool destroyed since this thread cached its device is refused here.
-    let p = live_pool(pool)?;
-    let addr = p.malloc_on(stream.get(), size)?;
+    let addr = with_live_pool(pool, |p| p.malloc_on(stream.get(), size))??;
     let block = Block {
         pool,
         stream: stream.get(),
@@ -246,7 +250,7 @@ pub fn free_async(ptr: NonZeroUsize, stream: NonZeroUsize) -> Result<Freed> {
             "It is not a live block of a memory pool (not from aclrtMemPoolMallocAsync, or already freed)",
         ))?;
     if block.stream == stream.get() {
-        handles::get(block.pool as *mut std::ffi::c_void)?.free(ptr.get())?;
+        handles::with(block.pool as *mut std::ffi::c_void, |p| p.free(ptr.get()))??;
         return Ok(Freed::Now);
     }
     // Kept until the stream runs the free; the address is the token.
@@ -278,9 +282,7 @@ pub fn complete_free(token: usize) {
     let Some(block) = PENDING.lock().as_mut().and_then(|m| m.remove(&token)) else {
         return;
     };
-    if let Ok(p) = handles::get(block.pool as *mut std::ffi::c_void) {
-        let _ = p.free(token);
-    }
+    let _ = handles::with(block.pool as *mut std::ffi::c_void, |p| p.free(token));
 }
 
 /// `aclrtMemPoolTrimTo`: gives free memory back to the device until at
@@ -288,7 +290,7 @@ pub fn complete_free(token: usize) {
 /// the device frees wait for it).
 pub fn trim_to(pool: usize, keep: usize) -> Result<()> {
     state(pool)?;
-    live_pool(pool)?.trim(keep);
+    with_live_pool(pool, |p| p.trim(keep))?;
     Ok(())
 }
 
@@ -304,14 +306,14 @@ pub fn synchronized() {
         None => return,
     };
     for (handle, threshold) in pools {
-        if let Ok(p) = handles::get(handle as *mut std::ffi::c_void) {
+        let _ = handles::with(handle as *mut std::ffi::c_void, |p| {
             let keep = p
                 .memory_allocated()
                 .saturating_add(threshold.min(usize::MAX as u64) as usize);
             if p.memory_reserved() > keep {
                 p.trim(keep);
             }
-        }
+        });
     }
 }
 

@@ -57,10 +57,10 @@ pub struct MemPool {
     destroyed: AtomicBool,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct DevicePool {
     device: i32,
-    pool: &'static Pool,
+    pool: pool_handles::SharedPool,
     handle: usize,
     closed: bool,
 }
@@ -225,7 +225,7 @@ pub fn snapshot(handle: MemPoolHandle) -> Result<String> {
         .lock()
         .iter()
         .filter(|p| !p.closed)
-        .copied()
+        .cloned()
         .collect();
     let mut segments = Vec::new();
     for p in open {
@@ -247,10 +247,10 @@ pub fn snapshot(handle: MemPoolHandle) -> Result<String> {
 
 impl MemPool {
     /// Its pool on `device`, made now (the calling thread's current device).
-    fn pool_for(&self, device: i32) -> Result<&'static Pool> {
+    fn pool_for(&self, device: i32) -> Result<pool_handles::SharedPool> {
         let mut pools = self.pools.lock();
         if let Some(p) = pools.iter().find(|p| p.device == device && !p.closed) {
-            return Ok(p.pool);
+            return Ok(p.pool.clone());
         }
         pools.try_reserve(1).map_err(|_| Error::BadAlloc {
             what: "a memory pool's device list",
@@ -278,7 +278,7 @@ impl MemPool {
         let pool = pool_handles::get(handle as *mut c_void)?;
         pools.push(DevicePool {
             device,
-            pool,
+            pool: pool.clone(),
             handle,
             closed: false,
         });
@@ -340,7 +340,7 @@ fn route_free_slow(addr: usize) -> Option<Result<()>> {
             pools
                 .iter()
                 .find(|p| !p.closed && p.pool.holds(addr))
-                .map(|p| (m.clone(), p.pool))
+                .map(|p| (m.clone(), p.pool.clone()))
         })?
     };
     let freed = pool.free(addr).map_err(|e| super::pool_refusal(Some(e)));
@@ -357,7 +357,7 @@ pub(crate) fn on_oom(size: usize, stream: usize) -> Option<NonZeroUsize> {
         return None;
     }
     let device = context::current_device();
-    let candidates: Vec<&'static Pool> = LIVE
+    let candidates: Vec<pool_handles::SharedPool> = LIVE
         .read()
         .iter()
         .filter(|m| m.options.use_on_oom && !m.destroyed.load(Ordering::Acquire))
@@ -366,7 +366,7 @@ pub(crate) fn on_oom(size: usize, stream: usize) -> Option<NonZeroUsize> {
                 .lock()
                 .iter()
                 .find(|p| p.device == device && !p.closed)
-                .map(|p| p.pool)
+                .map(|p| p.pool.clone())
         })
         .collect();
     segments::cache_only(|| {

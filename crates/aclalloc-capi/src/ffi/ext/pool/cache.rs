@@ -14,7 +14,7 @@ use crate::pool::{handles, Limit};
 #[no_mangle]
 pub extern "C" fn aclallocPoolEmptyCache(pool: aclallocPool) -> aclError {
     ffi_boundary!(|| {
-        handles::get(pool)?.empty_cache();
+        handles::with(pool, |p| p.empty_cache())?;
         Ok(())
     })
 }
@@ -25,7 +25,7 @@ pub extern "C" fn aclallocPoolEmptyCache(pool: aclallocPool) -> aclError {
 #[no_mangle]
 pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError {
     ffi_boundary!(|| {
-        handles::get(pool)?.empty_virt_addr_cache();
+        handles::with(pool, |p| p.empty_virt_addr_cache())?;
         Ok(())
     })
 }
@@ -36,7 +36,7 @@ pub extern "C" fn aclallocPoolEmptyVirtAddrCache(pool: aclallocPool) -> aclError
 #[no_mangle]
 pub extern "C" fn aclallocPoolTrim(pool: aclallocPool, keepBytes: usize) -> aclError {
     ffi_boundary!(|| {
-        handles::get(pool)?.trim(keepBytes);
+        handles::with(pool, |p| p.trim(keepBytes))?;
         Ok(())
     })
 }
@@ -46,11 +46,12 @@ pub extern "C" fn aclallocPoolTrim(pool: aclallocPool, keepBytes: usize) -> aclE
 #[no_mangle]
 pub extern "C" fn aclallocPoolSetMemoryLimit(pool: aclallocPool, bytes: usize) -> aclError {
     ffi_boundary!(|| {
-        handles::get(pool)?.set_limit(if bytes == 0 {
+        let limit = if bytes == 0 {
             Limit::None
         } else {
             Limit::Bytes(bytes)
-        })
+        };
+        handles::with(pool, |p| p.set_limit(limit))?
     })
 }
 
@@ -59,11 +60,11 @@ pub extern "C" fn aclallocPoolSetMemoryLimit(pool: aclallocPool, bytes: usize) -
 #[no_mangle]
 pub extern "C" fn aclallocPoolSetMemoryFraction(pool: aclallocPool, fraction: f64) -> aclError {
     ffi_boundary!(|| {
-        let pool = handles::get(pool)?;
-        pool.set_limit(Limit::Fraction(fraction))
-            .map_err(|_| Error::InvalidParam {
+        handles::with(pool, |p| p.set_limit(Limit::Fraction(fraction)))?.map_err(|_| {
+            Error::InvalidParam {
                 param: "fraction",
                 reason: "It must be in (0, 1]",
-            })
+            }
+        })
     })
 }

@@ -24,13 +24,15 @@ use std::ffi::c_void;
 #[no_mangle]
 pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *mut c_void {
     ffi_boundary!(|| {
-        let (pool, bound) = handles::get_with_stream(allocator)?;
-        let stream = if bound != 0 {
-            bound
-        } else {
-            serving::current_raw()
-        };
-        Ok(pool.malloc_on(stream, size)?.get() as *mut c_void)
+        let block = handles::with_stream(allocator, |pool, bound| {
+            let stream = if bound != 0 {
+                bound
+            } else {
+                serving::current_raw()
+            };
+            pool.malloc_on(stream, size)
+        })??;
+        Ok(block.get() as *mut c_void)
     })
 }
 
@@ -40,11 +42,12 @@ pub extern "C" fn aclallocPoolAlloc(allocator: aclrtAllocator, size: usize) -> *
 #[no_mangle]
 pub extern "C" fn aclallocPoolFree(allocator: aclrtAllocator, block: aclrtAllocatorBlock) {
     ffi_boundary!(|| {
-        let pool = handles::get(allocator)?;
-        if block.is_null() {
-            return Err(Error::NullPointer { param: "block" });
-        }
-        pool.free(block as usize)
+        handles::with(allocator, |pool| {
+            if block.is_null() {
+                return Err(Error::NullPointer { param: "block" });
+            }
+            pool.free(block as usize)
+        })?
     })
 }
 
@@ -57,9 +60,8 @@ pub extern "C" fn aclallocPoolAllocAdvise(
     addr: aclrtAllocatorAddr,
 ) -> *mut c_void {
     ffi_boundary!(|| {
-        Ok(handles::get(allocator)?
-            .malloc_at(size, addr as usize)?
-            .get() as *mut c_void)
+        let block = handles::with(allocator, |pool| pool.malloc_at(size, addr as usize))??;
+        Ok(block.get() as *mut c_void)
     })
 }
 

@@ -28,7 +28,7 @@ macro_rules! text {
             let buffer = unsafe { OutSlice::new($buffer, $size, "buffer") }?;
             // SAFETY: `length` is NULL (not wanted) or writable, the export's contract.
             let length = unsafe { Out::optional($length) };
-            let text = $make(handles::get($pool)?);
+            let text = handles::with($pool, |p| $make(p))?;
             args::write_optional(length, text.len());
             write_text(buffer, &text);
             Ok(())
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn aclallocPoolSnapshot(
 /// `ACLALLOC_RECORD_HISTORY=N` starts recording at a pool's creation.
 #[no_mangle]
 pub extern "C" fn aclallocPoolRecordHistory(pool: aclallocPool, maxEntries: usize) -> aclError {
-    ffi_boundary!(|| { handles::get(pool)?.record_history(maxEntries) })
+    ffi_boundary!(|| { handles::with(pool, |p| p.record_history(maxEntries))? })
 }
 
 /// Which recorded events carry their call stack, with the meanings of
@@ -127,7 +127,7 @@ pub unsafe extern "C" fn aclallocPoolRecordStacks(
             Some("python") => 0,
             Some(_) => return Err(invalid("stacks", "Expected \"python\" or \"all\"")),
         };
-        handles::get(pool)?.record_stacks(context, depth);
+        handles::with(pool, |p| p.record_stacks(context, depth))?;
         Ok(())
     })
 }

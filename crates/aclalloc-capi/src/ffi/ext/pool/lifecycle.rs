@@ -113,8 +113,7 @@ fn destroy(pool: aclallocPool) -> Result<()> {
             reason: "It is a stream descriptor's object, not a pool (destroy the descriptor with aclrtAllocatorDestroyDesc)",
         });
     }
-    let p = handles::get(pool)?;
-    p.close_if_idle().map_err(|count| Error::StillInUse {
+    handles::with(pool, |p| p.close_if_idle())?.map_err(|count| Error::StillInUse {
         what: "Blocks it handed out that were not freed",
         count,
     })?;

@@ -22,13 +22,12 @@ use std::ffi::c_char;
 #[no_mangle]
 pub unsafe extern "C" fn aclallocPoolSetTag(pool: aclallocPool, tag: *const c_char) -> aclError {
     ffi_boundary!(|| {
-        let pool = handles::get(pool)?;
         let tag = match tag.is_null() {
             true => None,
             // SAFETY: the caller's contract.
             false => Some(unsafe { args::c_str(tag, "tag") }?),
         };
-        pool.set_tag(tag)
+        handles::with(pool, |p| p.set_tag(tag))?
     })
 }
 

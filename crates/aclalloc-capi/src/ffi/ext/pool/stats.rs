@@ -45,7 +45,7 @@ pub unsafe extern "C" fn aclallocPoolGetStats(
 ) -> aclError {
     ffi_boundary!(|| {
         // SAFETY: the caller's contract.
-        unsafe { args::write_out(stats, "stats", || Ok(handles::get(pool)?.stats())) }
+        unsafe { args::write_out(stats, "stats", || handles::with(pool, |p| p.stats())) }
     })
 }
 
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn aclallocPoolGetStatsKeyValues(
         let count = unsafe { Out::required(count, "count") }?;
         // SAFETY: the caller's contract.
         let entries = unsafe { OutSlice::new(entries, capacity, "entries") }?;
-        let kv = handles::get(pool)?.stats().key_values();
+        let kv = handles::with(pool, |p| p.stats())?.key_values();
         count.write(kv.len());
         entries.fill(
             c_keys()
@@ -99,8 +99,7 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
         let out = unsafe { Out::required(value, "value") }?;
         // SAFETY: the caller's contract.
         let key = unsafe { args::c_str(key, "key") }?;
-        let v = handles::get(pool)?
-            .stats()
+        let v = handles::with(pool, |p| p.stats())?
             .get(key)
             .ok_or(Error::InvalidParam {
                 param: "key",
@@ -115,7 +114,7 @@ pub unsafe extern "C" fn aclallocPoolGetStat(
 #[no_mangle]
 pub extern "C" fn aclallocPoolResetPeakStats(pool: aclallocPool) -> aclError {
     ffi_boundary!(|| {
-        handles::get(pool)?.reset_peak_stats();
+        handles::with(pool, |p| p.reset_peak_stats())?;
         Ok(())
     })
 }
@@ -125,7 +124,7 @@ pub extern "C" fn aclallocPoolResetPeakStats(pool: aclallocPool) -> aclError {
 #[no_mangle]
 pub extern "C" fn aclallocPoolResetAccumulatedStats(pool: aclallocPool) -> aclError {
     ffi_boundary!(|| {
-        handles::get(pool)?.reset_accumulated_stats();
+        handles::with(pool, |p| p.reset_accumulated_stats())?;
         Ok(())
     })
 }
@@ -135,7 +134,7 @@ macro_rules! shortcut {
     ($name:ident($pool:ident, $bytes:ident), $f:path) => {
         boundary(stringify!($name), || {
             // SAFETY: `bytes` is NULL or writable, the export's contract.
-            unsafe { args::write_out($bytes, "bytes", || Ok($f(handles::get($pool)?))) }
+            unsafe { args::write_out($bytes, "bytes", || handles::with($pool, |p| $f(p))) }
         })
     };
 }
