@@ -43,7 +43,16 @@ static aclallocPluggableDeviceStats on_device_stats(int device) {
     memset(&s, 0, sizeof s);
     s.allocated_bytes[0].current = live_bytes;
     s.num_alloc_retries = device + 10;
+    s.num_device_alloc = 1;
     s.max_split_size = 1 << 20;
+    return s;
+}
+/* The same, built against PyTorch's older 952-byte layout. */
+static aclallocPluggableDeviceStatsV1 on_device_stats_v1(int device) {
+    aclallocPluggableDeviceStatsV1 s;
+    memset(&s, 0, sizeof s);
+    s.num_alloc_retries = device + 20;
+    s.max_split_size = 1 << 21;
     return s;
 }
 static void *on_base_alloc(void *ptr, size_t *size) {
@@ -81,7 +90,22 @@ int main(int argc, char **argv) {
     printf("device 1: %lld bytes live, %lld retries\n", (long long)stats.allocated_bytes[0].current,
            (long long)stats.num_alloc_retries);
     EXPECT(stats.allocated_bytes[0].current == 4096 && stats.num_alloc_retries == 11);
-    EXPECT(stats.max_split_size == 1 << 20);
+    EXPECT(stats.max_split_size == 1 << 20 && stats.num_device_alloc == 1);
+
+    /* A function of the older layout, declared: called with room for the
+     * current one, read as the older one. */
+    EXPECT(aclallocPluggableSetDeviceStatsLayout(plugin, ACLALLOC_DEVICE_STATS_LAYOUT_V1) ==
+           ACL_SUCCESS);
+    EXPECT(aclallocPluggableSetGetDeviceStatsFn(
+               plugin, (aclallocPluggableGetDeviceStatsFn)(void (*)(void))on_device_stats_v1) ==
+           ACL_SUCCESS);
+    EXPECT(aclallocPluggableGetDeviceStats(plugin, 1, &stats) == ACL_SUCCESS);
+    EXPECT(stats.num_alloc_retries == 21 && stats.max_split_size == 1 << 21);
+    EXPECT(stats.num_device_alloc == 0 && stats.num_device_free == 0);
+    EXPECT(aclallocPluggableSetDeviceStatsLayout(plugin, 7) == ACL_ERROR_INVALID_PARAM);
+    EXPECT(aclallocPluggableSetDeviceStatsLayout(plugin, ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT) ==
+           ACL_SUCCESS);
+    EXPECT(aclallocPluggableSetGetDeviceStatsFn(plugin, on_device_stats) == ACL_SUCCESS);
 
     static int stream_storage;
     EXPECT(aclallocPluggableRecordStream(plugin, p, &stream_storage) == ACL_SUCCESS);

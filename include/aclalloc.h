@@ -21,6 +21,19 @@
 
 
 /**
+ * The function returns `aclallocPluggableDeviceStats` (976 bytes, PyTorch's
+ * layout today): the default.
+ */
+#define ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT 0
+
+/**
+ * The function returns `aclallocPluggableDeviceStatsV1` (952 bytes, the
+ * layout before `num_sync_all_streams`, `num_device_alloc` and
+ * `num_device_free`).
+ */
+#define ACLALLOC_DEVICE_STATS_LAYOUT_V1 1
+
+/**
  * Number of entries of `aclallocPoolConfig.roundup_power2_divisions`.
  */
 #define ACLALLOC_ROUNDUP_INTERVALS 16
@@ -304,10 +317,12 @@ typedef void *(*aclallocPluggableBaseAllocFn)(void *ptr, size_t *size);
 typedef void (*aclallocPluggableStreamFn)(void *ptr, aclrtStream stream);
 
 /**
- * A device's statistics with the layout of torch_npu's
- * `c10_npu::NPUCachingAllocator::DeviceStats`: each array is indexed
- * all / small pool / large pool, every field is a 64-bit signed integer,
- * 952 bytes in all. A get-device-stats function returns it by value.
+ * A device's statistics with the layout of PyTorch's
+ * `c10::CachingDeviceAllocator::DeviceStats` (c10/core/CachingDeviceAllocator.h),
+ * which torch_npu's `c10_npu::NPUCachingAllocator::DeviceStats` names: each
+ * array is indexed all / small pool / large pool, every field is a 64-bit
+ * signed integer, 976 bytes in all. A get-device-stats function returns it
+ * by value.
  */
 typedef struct {
   /**
@@ -363,13 +378,26 @@ typedef struct {
    */
   aclallocStat oversize_segments;
   /**
+   * Calls that synchronized every stream to free their events' blocks.
+   */
+  int64_t num_sync_all_streams;
+  /**
+   * Device memory allocations (allocated and mapped).
+   */
+  int64_t num_device_alloc;
+  /**
+   * Device memory deallocations (freed and unmapped).
+   */
+  int64_t num_device_free;
+  /**
    * The largest block size that may be split.
    */
   int64_t max_split_size;
 } aclallocPluggableDeviceStats;
 
 /**
- * `aclallocPluggableDeviceStats getDeviceStats(int device)`, returned by value.
+ * `aclallocPluggableDeviceStats getDeviceStats(int device)`, returned by
+ * value in the current layout (PyTorch's `DeviceStats`, 976 bytes).
  */
 typedef aclallocPluggableDeviceStats (*aclallocPluggableGetDeviceStatsFn)(int32_t device);
 
@@ -527,6 +555,82 @@ typedef struct {
    */
   uint64_t num_alloc_failures;
 } aclallocTrackingStats;
+
+/**
+ * A device's statistics with PyTorch's older `DeviceStats` layout (before
+ * `num_sync_all_streams`, `num_device_alloc` and `num_device_free`): 952
+ * bytes, `max_split_size` right after `oversize_segments`. What a
+ * get-device-stats function built against that layout returns.
+ */
+typedef struct {
+  /**
+   * Allocations requested by client code.
+   */
+  aclallocStat allocation[3];
+  /**
+   * Segments taken from the device.
+   */
+  aclallocStat segment[3];
+  /**
+   * Active blocks.
+   */
+  aclallocStat active[3];
+  /**
+   * Inactive, split blocks.
+   */
+  aclallocStat inactive_split[3];
+  /**
+   * Bytes allocated.
+   */
+  aclallocStat allocated_bytes[3];
+  /**
+   * Bytes reserved from the device.
+   */
+  aclallocStat reserved_bytes[3];
+  /**
+   * Bytes in active blocks.
+   */
+  aclallocStat active_bytes[3];
+  /**
+   * Bytes in inactive, split blocks.
+   */
+  aclallocStat inactive_split_bytes[3];
+  /**
+   * Bytes requested by client code.
+   */
+  aclallocStat requested_bytes[3];
+  /**
+   * Failed device allocations that led to a cache flush and a retry.
+   */
+  int64_t num_alloc_retries;
+  /**
+   * Out-of-memory errors.
+   */
+  int64_t num_ooms;
+  /**
+   * Oversize blocks allocated from the pool.
+   */
+  aclallocStat oversize_allocations;
+  /**
+   * Oversize blocks that needed a device allocation.
+   */
+  aclallocStat oversize_segments;
+  /**
+   * The largest block size that may be split.
+   */
+  int64_t max_split_size;
+} aclallocPluggableDeviceStatsV1;
+
+/**
+ * `aclallocPluggableDeviceStatsV1 getDeviceStats(int device)`: a function
+ * built against PyTorch's older layout (952 bytes). Give it to
+ * `aclallocPluggableSetGetDeviceStatsFn` cast to
+ * `aclallocPluggableGetDeviceStatsFn` (through `void (*)(void)`, which
+ * `-Wcast-function-type` accepts): the library calls it with room for
+ * the larger layout and reads it as the older one once declared with
+ * `ACLALLOC_DEVICE_STATS_LAYOUT_V1`.
+ */
+typedef aclallocPluggableDeviceStatsV1 (*aclallocPluggableGetDeviceStatsV1Fn)(int32_t device);
 
 
 
@@ -896,18 +1000,30 @@ aclError aclallocPluggableSetEraseStreamFn(aclallocPluggable allocator, aclalloc
 aclError aclallocPluggableSetGetDeviceStatsFn(aclallocPluggable allocator, aclallocPluggableGetDeviceStatsFn fn_);
 
 /**
+ * Says which `DeviceStats` layout the get-device-stats function returns:
+ * `ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT` (the default) or
+ * `ACLALLOC_DEVICE_STATS_LAYOUT_V1`; anything else:
+ * `ACL_ERROR_INVALID_PARAM`. Kept when the function is set again. Either
+ * way the function is called with room for the larger layout.
+ */
+aclError aclallocPluggableSetDeviceStatsLayout(aclallocPluggable allocator, int32_t layout);
+
+/**
  * Sets (or unsets) the function `aclallocPluggableResetPeakStatus` calls.
  */
 aclError aclallocPluggableSetResetPeakStatusFn(aclallocPluggable allocator, aclallocPluggableResetPeakStatusFn fn_);
 
 /**
- * `deviceId`'s statistics in torch_npu's `DeviceStats` layout: the
- * get-device-stats function's answer, or without one the counters the
+ * `deviceId`'s statistics in the current `DeviceStats` layout (976 bytes;
+ * a function of the older layout is read into it, its three missing
+ * counters 0): the get-device-stats function's answer, or without one the counters the
  * library keeps (`allocation`, `active`, `allocated_bytes`, `active_bytes`
  * and `requested_bytes` in the "all" entry, `num_ooms`; the rest 0).
  *
  * # Safety
- * `stats` must be NULL or writable.
+ * `stats` must be NULL or writable for an `aclallocPluggableDeviceStats`
+ * (976 bytes: a caller built against the older 952-byte layout must give
+ * room for the current one).
  */
 aclError aclallocPluggableGetDeviceStats(aclallocPluggable allocator, int32_t deviceId, aclallocPluggableDeviceStats *stats);
 
@@ -1239,6 +1355,73 @@ aclError aclallocFailCurrentTask(aclError code);
  * `ACL_ERROR_RT_VECTOR_CORE_EXCEPTION` after an abort).
  */
 int aclallocCurrentTaskCancelled(void);
+
+/**
+ * torch_npu's `void *malloc(size_t size, int device, aclrtStream stream)`:
+ * `size` bytes from the default caching pool of `device` (the calling
+ * thread's current device), kept for `stream` (NULL: no particular
+ * stream). NULL on failure (out of memory, another device), with the
+ * reason for `aclGetRecentErrMsg`.
+ */
+void *aclallocTorchMalloc(size_t size, int32_t device, aclrtStream stream);
+
+/**
+ * torch_npu's `void free(void *ptr, size_t size, int device, aclrtStream
+ * stream)`: gives `ptr` back to the default pool that holds it (its size,
+ * device and stream are the pool's own records; the arguments are not
+ * needed). NULL: nothing. A pointer no default pool handed out: refused
+ * (recorded for `aclGetRecentErrMsg`), nothing freed.
+ */
+void aclallocTorchFree(void *ptr, size_t size, int32_t device, aclrtStream stream);
+
+/**
+ * torch_npu's `void init(int device_count)` (`set_init_fn`): nothing to do,
+ * each device's pool is made at its first allocation.
+ */
+void aclallocTorchInit(int32_t device_count);
+
+/**
+ * torch_npu's `void reset(bool check_error)` (`set_reset_fn`, called by
+ * `empty_cache`): every default pool gives its cached, unused segments
+ * back to the device.
+ */
+void aclallocTorchReset(bool check_error);
+
+/**
+ * torch_npu's `void memory_fraction(double fraction, int device)`
+ * (`set_memory_fraction_fn`): limits the default pool of `device` to
+ * `fraction` (in (0, 1]) of the device's memory. `device` must be the
+ * current device or one whose pool exists; otherwise, or with a fraction
+ * out of range, nothing changes (the reason is recorded).
+ */
+void aclallocTorchSetMemoryFraction(double fraction, int32_t device);
+
+/**
+ * torch_npu's `void *base_alloc(void *ptr, size_t *size)`
+ * (`set_base_alloc_fn`): the start of the pool segment `ptr` lies in, its
+ * size written to `*size`. A pointer in no default pool's segment: NULL,
+ * `*size` untouched.
+ *
+ * # Safety
+ * `size` must be NULL or writable.
+ */
+void *aclallocTorchBaseAlloc(void *ptr, size_t *size);
+
+/**
+ * torch_npu's `DeviceStats get_device_stats(int device)`
+ * (`set_get_device_stats_fn`): the statistics of the default pool of
+ * `device` in PyTorch's current `DeviceStats` layout
+ * (`aclallocPluggableDeviceStats`, 976 bytes), returned by value; all 0
+ * when the device has no pool yet.
+ */
+aclallocPluggableDeviceStats aclallocTorchGetDeviceStats(int32_t device);
+
+/**
+ * torch_npu's `void reset_peak_status(int device)`
+ * (`set_reset_peak_status_fn`): restarts the peaks of the default pool of
+ * `device` (nothing when it has none).
+ */
+void aclallocTorchResetPeakStatus(int32_t device);
 
 /**
  * Turns the tracking layer on (non-zero) or off (0) for allocator lookups

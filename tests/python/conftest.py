@@ -40,12 +40,15 @@ def run_python(
     )
 
 
-def build_shared_object(source: Path, out_dir: Path) -> Path:
-    """Compiles a C file into a shared object with no libraries linked."""
+def build_shared_object(
+    source: Path, out_dir: Path, defines: tuple[str, ...] = (), name: str | None = None
+) -> Path:
+    """Compiles a C file into a shared object with no libraries linked
+    (``defines``: ``-D`` switches; ``name``: the object's stem, else the source's)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.fail("no C compiler (cc) on PATH; CI installs one")
-    out = out_dir / (source.stem + ".so")
+    out = out_dir / ((name or source.stem) + ".so")
     subprocess.run(
         [
             cc,
@@ -54,6 +57,7 @@ def build_shared_object(source: Path, out_dir: Path) -> Path:
             "-Wall",
             "-Wextra",
             "-Werror",
+            *(f"-D{d}" for d in defines),
             "-I",
             str(ROOT / "include"),
             str(source),
@@ -70,6 +74,14 @@ def c_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The test's C shared objects, built once."""
     out = tmp_path_factory.mktemp("c")
     return {p.stem: build_shared_object(p, out) for p in sorted(C_DIR.glob("*.c"))}
+
+
+@pytest.fixture(scope="session")
+def hooks_v1(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """c/hooks_allocator.c built with PyTorch's older DeviceStats layout."""
+    out = tmp_path_factory.mktemp("c_v1")
+    source = C_DIR / "hooks_allocator.c"
+    return build_shared_object(source, out, ("HK_DEVICE_STATS_V1",), "hooks_allocator_v1")
 
 
 @pytest.fixture(scope="session")

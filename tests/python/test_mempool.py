@@ -297,3 +297,34 @@ def test_the_mem_pool_example_runs():
     assert "device free unchanged: True" in done.stdout
     # The 18 MiB of weights share one 20 MiB segment, which goes back whole.
     assert "weights freed: 20,971,520 bytes went back to the device" in done.stdout
+
+
+def test_a_serving_engine_s_sleep_allocator_passes_the_allocator_object(vmm_so: Path):
+    """As a serving engine's sleep allocator does it: the pool is given the
+    pluggable allocator's ``_allocator`` (torch_npu's MemPool takes that, the
+    NPUPluggableAllocator itself, or None)."""
+    vmm = ctypes.CDLL(str(vmm_so))
+    new_alloc = npu.NPUPluggableAllocator(str(vmm_so), "vmm_malloc", "vmm_free")
+    before = vmm.vmm_blocks()
+    pools = [npu.MemPool(new_alloc._allocator), npu.MemPool(new_alloc.allocator())]
+    pools.append(npu.MemPool(allocator=new_alloc))
+    assert pools[0].allocator is new_alloc._allocator and pools[2].allocator is new_alloc
+    pattern = bytes(range(256)) * 4096  # 1 MiB
+    ptrs = []
+    for pool in pools:
+        with npu.use_mem_pool(pool):
+            ptr = npu.caching_allocator_alloc(len(pattern))
+        fill(ptr, pattern)
+        ptrs.append(ptr)
+        assert live_blocks(pool) == [ptr]
+    assert vmm.vmm_blocks() == before + 3, "each pool's segment from the plugin"
+    assert vmm.vmm_sleep(1) == before + 3 and vmm.vmm_wake() == before + 3
+    for ptr in ptrs:
+        assert read(ptr, len(pattern)) == pattern
+        npu.caching_allocator_delete(ptr)
+    del pools, pool
+    gc.collect()
+    assert vmm.vmm_blocks() == before
+    with pytest.raises(TypeError, match="_allocator"):
+        npu.MemPool(int(new_alloc._allocator))
+    assert vmm.vmm_failures() == 0

@@ -179,3 +179,125 @@ def test_a_function_given_by_address_that_throws_is_an_error_with_its_what(c_obj
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert result.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    "build, layout",
+    [
+        ("current", None),
+        ("current", "current"),
+        ("v1", "v1"),
+    ],
+)
+def test_a_device_stats_function_of_either_layout_gives_the_right_figures(
+    c_objects, hooks_v1, build, layout
+):
+    """A get_device_stats hook compiled against PyTorch's current DeviceStats
+    (976 bytes, the default) or the older one (952 bytes, declared): the
+    figures through memory_stats are its own, nothing written past the
+    library's buffer (the current layout's hook writes 24 bytes more)."""
+    plugin = str(c_objects["hooks_allocator"] if build == "current" else hooks_v1)
+    result = run_python(
+        f"""
+        import ctypes
+        from aclalloc import acl, npu
+        assert acl.init(None) == 0 and acl.rt.set_device(0) == 0
+        so = {plugin!r}
+        hk = ctypes.CDLL(so)
+        assert hk.hk_device_stats_size() == {976 if build == "current" else 952}
+        alloc = npu.NPUPluggableAllocator(so, "hk_malloc", "hk_free")
+        fn = ctypes.cast(hk.hk_get_device_stats, ctypes.c_void_p).value
+        alloc.allocator().set_get_device_stats_fn(fn, layout={layout!r})
+        npu.change_current_allocator(alloc)
+        p = npu.caching_allocator_alloc(4096)
+        q = npu.caching_allocator_alloc(100)
+        npu.caching_allocator_delete(q)
+        for _ in range(3):  # again and again: the same figures
+            stats = npu.memory_stats()
+            assert stats["allocated_bytes.all.current"] == 4096, stats
+            assert stats["allocation.all.allocated"] == 2
+            assert stats["allocation.all.freed"] == 1
+            assert stats["reserved_bytes.large_pool.peak"] == 1 << 30
+            assert stats["num_alloc_retries"] == 3 and stats["num_ooms"] == 1
+            assert stats["oversize_segments.current"] == 2
+            assert stats["max_split_size"] == 4096, stats["max_split_size"]
+            nested = npu.memory_stats_as_nested_dict()
+            tail = (nested["num_sync_all_streams"], nested["num_device_alloc"],
+                    nested["num_device_free"])
+            if {build!r} == "current":
+                assert tail == (5, 102, 201), tail
+            else:
+                assert tail == (0, 0, 0), tail
+            assert nested["max_split_size"] == 4096
+        npu.caching_allocator_delete(p)
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "ok"
+
+
+def test_the_device_stats_layout_is_checked(c_objects):
+    alloc = npu.NPUPluggableAllocator(str(c_objects["hooks_allocator"]), "hk_malloc", "hk_free")
+    obj = alloc.allocator()
+    for layout in ("v1", "current"):
+        obj.set_device_stats_layout(layout)
+    for bad in ("v2", "auto"):
+        with pytest.raises(ValueError):
+            obj.set_device_stats_layout(bad)
+    with pytest.raises(TypeError):
+        obj.set_device_stats_layout(1)
+
+
+def test_libaclalloc_itself_is_a_torch_npu_pluggable_allocator():
+    """torch_npu's NPUPluggableAllocator over libaclalloc's aclallocTorch*
+    exports: allocations come from aclalloc's default caching pool, and
+    memory_stats reflect them (the plugin layer's counters, then the pool's
+    own through aclallocTorchGetDeviceStats)."""
+    result = run_python(
+        """
+        import ctypes
+        from aclalloc import acl, npu
+        from aclalloc._lib import library_path
+        assert acl.init(None) == 0 and acl.rt.set_device(0) == 0
+        path = str(library_path())
+        new_alloc = npu.NPUPluggableAllocator(path, "aclallocTorchMalloc", "aclallocTorchFree")
+        so = ctypes.CDLL(path)
+        def fn(name):
+            return ctypes.cast(getattr(so, name), ctypes.c_void_p).value
+        obj = new_alloc.allocator()
+        obj.set_init_fn(fn("aclallocTorchInit"))
+        obj.set_reset_fn(fn("aclallocTorchReset"))
+        obj.set_memory_fraction_fn(fn("aclallocTorchSetMemoryFraction"))
+        obj.set_base_alloc_fn(fn("aclallocTorchBaseAlloc"))
+        obj.set_reset_peak_status_fn(fn("aclallocTorchResetPeakStatus"))
+        npu.change_current_allocator(new_alloc)
+        p = npu.caching_allocator_alloc(4096)
+        q = npu.caching_allocator_alloc(1 << 20)
+        stats = npu.memory_stats()
+        assert stats["allocation.all.current"] == 2, stats
+        assert stats["allocated_bytes.all.current"] == 4096 + (1 << 20), stats
+        base, size = new_alloc.get_base_allocation(p)
+        assert base <= p and p + 4096 <= base + size
+        # The pool's own statistics, in PyTorch's current layout.
+        obj.set_get_device_stats_fn(fn("aclallocTorchGetDeviceStats"))
+        stats = npu.memory_stats()
+        assert stats["allocation.all.current"] == 2, stats
+        assert stats["requested_bytes.all.current"] == 4096 + (1 << 20), stats
+        assert stats["allocated_bytes.all.current"] >= 4096 + (1 << 20)
+        assert stats["reserved_bytes.all.current"] >= stats["allocated_bytes.all.current"]
+        assert stats["segment.all.current"] >= 1 and stats["num_device_alloc"] >= 1
+        assert npu.memory_allocated() == stats["allocated_bytes.all.current"]
+        npu.caching_allocator_delete(p)
+        npu.caching_allocator_delete(q)
+        stats = npu.memory_stats()
+        assert stats["allocation.all.current"] == 0 and stats["allocation.all.freed"] == 2
+        npu.reset_peak_memory_stats()
+        assert npu.memory_stats()["allocated_bytes.all.peak"] == 0
+        npu.empty_cache()
+        assert npu.memory_stats()["reserved_bytes.all.current"] == 0
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "ok"

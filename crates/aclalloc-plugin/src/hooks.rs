@@ -31,18 +31,65 @@ pub type MemoryFractionHook = unsafe extern "C" fn(fraction: f64, device: i32);
 pub type BaseAllocHook = unsafe extern "C" fn(ptr: *mut c_void, size: *mut usize) -> *mut c_void;
 /// `void record_stream(void *ptr, aclrtStream stream)` (and erase_stream).
 pub type StreamHook = unsafe extern "C" fn(ptr: *mut c_void, stream: *mut c_void);
-/// `DeviceStats get_device_stats(int device)`, the struct returned by value.
+/// `DeviceStats get_device_stats(int device)`, the struct returned by value
+/// (a hook built against PyTorch's older layout returns a [`DeviceStatsV1`]
+/// instead; see [`DeviceStatsLayout`]).
 pub type DeviceStatsHook = unsafe extern "C" fn(device: i32) -> DeviceStats;
 /// `void reset_peak_status(int device)`.
 pub type ResetPeakStatusHook = unsafe extern "C" fn(device: i32);
 
-/// A device's statistics with the layout of torch_npu's
-/// `c10_npu::NPUCachingAllocator::DeviceStats`: each array is indexed
-/// all / small pool / large pool, every field is a 64-bit signed integer,
-/// 952 bytes in all. A get-device-stats function returns it by value.
+/// A device's statistics with the layout of PyTorch's
+/// `c10::CachingDeviceAllocator::DeviceStats` (c10/core/CachingDeviceAllocator.h),
+/// which torch_npu's `c10_npu::NPUCachingAllocator::DeviceStats` names: each
+/// array is indexed all / small pool / large pool, every field is a 64-bit
+/// signed integer, 976 bytes in all. A get-device-stats function returns it
+/// by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceStats {
+    /// Allocations requested by client code.
+    pub allocation: [Stat; 3],
+    /// Segments taken from the device.
+    pub segment: [Stat; 3],
+    /// Active blocks.
+    pub active: [Stat; 3],
+    /// Inactive, split blocks.
+    pub inactive_split: [Stat; 3],
+    /// Bytes allocated.
+    pub allocated_bytes: [Stat; 3],
+    /// Bytes reserved from the device.
+    pub reserved_bytes: [Stat; 3],
+    /// Bytes in active blocks.
+    pub active_bytes: [Stat; 3],
+    /// Bytes in inactive, split blocks.
+    pub inactive_split_bytes: [Stat; 3],
+    /// Bytes requested by client code.
+    pub requested_bytes: [Stat; 3],
+    /// Failed device allocations that led to a cache flush and a retry.
+    pub num_alloc_retries: i64,
+    /// Out-of-memory errors.
+    pub num_ooms: i64,
+    /// Oversize blocks allocated from the pool.
+    pub oversize_allocations: Stat,
+    /// Oversize blocks that needed a device allocation.
+    pub oversize_segments: Stat,
+    /// Calls that synchronized every stream to free their events' blocks.
+    pub num_sync_all_streams: i64,
+    /// Device memory allocations (allocated and mapped).
+    pub num_device_alloc: i64,
+    /// Device memory deallocations (freed and unmapped).
+    pub num_device_free: i64,
+    /// The largest block size that may be split.
+    pub max_split_size: i64,
+}
+
+/// A device's statistics with PyTorch's older `DeviceStats` layout (before
+/// `num_sync_all_streams`, `num_device_alloc` and `num_device_free`): 952
+/// bytes, `max_split_size` right after `oversize_segments`. What a
+/// get-device-stats function built against that layout returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStatsV1 {
     /// Allocations requested by client code.
     pub allocation: [Stat; 3],
     /// Segments taken from the device.
@@ -73,7 +120,94 @@ pub struct DeviceStats {
     pub max_split_size: i64,
 }
 
-const _: () = assert!(std::mem::size_of::<DeviceStats>() == 952);
+// The layouts, field by field (PyTorch's header: nine StatArrays of 96 bytes,
+// two counters, two Stats, then the tail).
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<Stat>() == 32);
+    assert!(size_of::<DeviceStats>() == 976);
+    assert!(offset_of!(DeviceStats, segment) == 96);
+    assert!(offset_of!(DeviceStats, requested_bytes) == 768);
+    assert!(offset_of!(DeviceStats, num_alloc_retries) == 864);
+    assert!(offset_of!(DeviceStats, num_ooms) == 872);
+    assert!(offset_of!(DeviceStats, oversize_allocations) == 880);
+    assert!(offset_of!(DeviceStats, oversize_segments) == 912);
+    assert!(offset_of!(DeviceStats, num_sync_all_streams) == 944);
+    assert!(offset_of!(DeviceStats, num_device_alloc) == 952);
+    assert!(offset_of!(DeviceStats, num_device_free) == 960);
+    assert!(offset_of!(DeviceStats, max_split_size) == 968);
+    assert!(size_of::<DeviceStatsV1>() == 952);
+    assert!(offset_of!(DeviceStatsV1, oversize_segments) == 912);
+    assert!(offset_of!(DeviceStatsV1, max_split_size) == 944);
+};
+
+impl From<DeviceStatsV1> for DeviceStats {
+    /// The older layout's figures; the three counters it lacks are 0.
+    fn from(v: DeviceStatsV1) -> Self {
+        DeviceStats {
+            allocation: v.allocation,
+            segment: v.segment,
+            active: v.active,
+            inactive_split: v.inactive_split,
+            allocated_bytes: v.allocated_bytes,
+            reserved_bytes: v.reserved_bytes,
+            active_bytes: v.active_bytes,
+            inactive_split_bytes: v.inactive_split_bytes,
+            requested_bytes: v.requested_bytes,
+            num_alloc_retries: v.num_alloc_retries,
+            num_ooms: v.num_ooms,
+            oversize_allocations: v.oversize_allocations,
+            oversize_segments: v.oversize_segments,
+            num_sync_all_streams: 0,
+            num_device_alloc: 0,
+            num_device_free: 0,
+            max_split_size: v.max_split_size,
+        }
+    }
+}
+
+/// Which `DeviceStats` layout a get-device-stats function returns. The
+/// function is always called with room for the current layout (976
+/// bytes), so neither layout writes past the library's buffer; a function
+/// built against the older one must be declared, or its last figures are
+/// read from bytes it did not write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceStatsLayout {
+    /// The current layout, [`DeviceStats`] (976 bytes): PyTorch's today.
+    #[default]
+    Current,
+    /// PyTorch's older layout, [`DeviceStatsV1`] (952 bytes).
+    V1,
+}
+
+/// Calls a get-device-stats function with room for the current layout and
+/// reads what it wrote as `layout`.
+///
+/// # Safety
+/// `get` is a function of C signature `DeviceStats f(int)` or
+/// `DeviceStatsV1 f(int)`, as `layout` says.
+pub unsafe fn call_device_stats_hook(
+    get: DeviceStatsHook,
+    device: i32,
+    layout: DeviceStatsLayout,
+) -> DeviceStats {
+    type Unwind = unsafe extern "C-unwind" fn(i32) -> DeviceStats;
+    // SAFETY: the same signature, with unwinding allowed (a C++ exception
+    // reaches the trampoline). A function of the older layout returns the
+    // smaller struct through the same hidden result address (both are
+    // returned in memory), into this larger room.
+    let get = unsafe { std::mem::transmute::<DeviceStatsHook, Unwind>(get) };
+    // SAFETY: the caller's contract.
+    let written = unsafe { get(device) };
+    match layout {
+        DeviceStatsLayout::Current => written,
+        DeviceStatsLayout::V1 => {
+            // SAFETY: its first 952 bytes are the older layout's, as written.
+            let older: DeviceStatsV1 = unsafe { std::ptr::read((&raw const written).cast()) };
+            DeviceStats::from(older)
+        }
+    }
+}
 
 /// The functions set so far (None: not set).
 #[derive(Clone, Copy, Default)]
@@ -94,6 +228,8 @@ pub struct Hooks {
     pub device_stats: Option<DeviceStatsHook>,
     /// `set_reset_peak_status_fn`.
     pub reset_peak_status: Option<ResetPeakStatusHook>,
+    /// The layout `device_stats` returns.
+    pub device_stats_layout: DeviceStatsLayout,
 }
 
 // Unwinding views of the hook types (same signatures and call ABI), so a C++
@@ -102,7 +238,6 @@ type InitUnwind = unsafe extern "C-unwind" fn(i32);
 type ResetUnwind = unsafe extern "C-unwind" fn(bool);
 type BaseAllocUnwind = unsafe extern "C-unwind" fn(*mut c_void, *mut usize) -> *mut c_void;
 type StreamUnwind = unsafe extern "C-unwind" fn(*mut c_void, *mut c_void);
-type DeviceStatsUnwind = unsafe extern "C-unwind" fn(i32) -> DeviceStats;
 
 impl PluggableAllocator {
     /// Changes the functions set (`f` edits them). A newly set init function
@@ -215,17 +350,17 @@ impl PluggableAllocator {
     /// blocks and bytes too, and out-of-memory errors; the rest zero).
     pub fn device_stats(&self, device: i32) -> Result<DeviceStats> {
         self.init_if_pending()?;
-        let Some(get) = self.hooks().device_stats else {
+        let hooks = self.hooks();
+        let Some(get) = hooks.device_stats else {
             return Ok(self.counted_stats());
         };
-        // SAFETY: same signature and call ABI (the struct comes back through
-        // the hidden return pointer in both).
-        let get = unsafe { std::mem::transmute::<DeviceStatsHook, DeviceStatsUnwind>(get) };
-        // SAFETY: the function's documented signature, with a plain value.
+        let layout = hooks.device_stats_layout;
+        // SAFETY: the function's documented signature (either layout), with
+        // a plain value; it is given room for the larger layout.
         self.call(
             PluginFunction::DeviceStats,
             DeviceStats::default(),
-            || unsafe { get(device) },
+            || unsafe { call_device_stats_hook(get, device, layout) },
         )
     }
 
@@ -452,6 +587,69 @@ mod tests {
     static PEAK_RESETS: AtomicUsize = AtomicUsize::new(0);
     unsafe extern "C" fn reset_peak(device: i32) {
         PEAK_RESETS.store(device as usize + 1, Ordering::SeqCst);
+    }
+
+    unsafe extern "C" fn device_stats_v1(device: i32) -> DeviceStatsV1 {
+        let mut s = DeviceStatsV1 {
+            num_ooms: 4,
+            max_split_size: 1 << 20,
+            ..DeviceStatsV1::default()
+        };
+        s.requested_bytes[1].freed = i64::from(device);
+        s
+    }
+    unsafe extern "C" fn device_stats_current(device: i32) -> DeviceStats {
+        DeviceStats {
+            num_sync_all_streams: 1,
+            num_device_alloc: 2,
+            num_device_free: i64::from(device),
+            max_split_size: -1,
+            ..DeviceStats::default()
+        }
+    }
+
+    #[test]
+    fn either_layout_is_read_right_as_declared() {
+        // SAFETY: the older layout's function, given where the hook type is
+        // taken (the library calls it with room for the larger layout).
+        let v1 = unsafe {
+            std::mem::transmute::<unsafe extern "C" fn(i32) -> DeviceStatsV1, DeviceStatsHook>(
+                device_stats_v1,
+            )
+        };
+        {
+            let layout = DeviceStatsLayout::V1;
+            // SAFETY: a function of the older layout's signature.
+            let s = unsafe { call_device_stats_hook(v1, 9, layout) };
+            assert_eq!((s.num_ooms, s.max_split_size), (4, 1 << 20), "{layout:?}");
+            assert_eq!(s.requested_bytes[1].freed, 9);
+            let tail = (
+                s.num_sync_all_streams,
+                s.num_device_alloc,
+                s.num_device_free,
+            );
+            assert_eq!(tail, (0, 0, 0), "{layout:?}");
+        }
+        {
+            let layout = DeviceStatsLayout::Current;
+            // SAFETY: a function of the current layout's signature.
+            let s = unsafe { call_device_stats_hook(device_stats_current, 6, layout) };
+            let tail = (
+                s.num_sync_all_streams,
+                s.num_device_alloc,
+                s.num_device_free,
+            );
+            assert_eq!((tail, s.max_split_size), ((1, 2, 6), -1), "{layout:?}");
+        }
+        let a = allocator();
+        a.set_hooks(|h| {
+            h.device_stats = Some(v1);
+            h.device_stats_layout = DeviceStatsLayout::V1;
+        });
+        assert_eq!(a.device_stats(0).unwrap().max_split_size, 1 << 20);
+        a.set_hooks(|h| h.device_stats_layout = DeviceStatsLayout::Current);
+        a.set_hooks(|h| h.device_stats = Some(device_stats_current));
+        assert_eq!(a.device_stats(3).unwrap().num_device_free, 3);
     }
 
     #[test]

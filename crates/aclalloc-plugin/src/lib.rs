@@ -22,7 +22,7 @@ pub mod published;
 mod text;
 
 pub use allocator::PluggableAllocator;
-pub use hooks::{DeviceStats, Hooks};
+pub use hooks::{DeviceStats, DeviceStatsLayout, DeviceStatsV1, Hooks};
 pub use library::{PluginFunctions, PluginSpec};
 pub use live::{LiveBlock, Stats};
 pub use published::PluggableHandle;

@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from .._lib import declare, lib, mirrors
 from . import _default, _pools
 from ._default import fail
-from ._pluggable import NPUPluggableAllocator
+from ._pluggable import NPUPluggableAllocator, _NPUPluggableAllocator
 
 
 @mirrors("aclallocMemPoolOptions")
@@ -62,12 +62,30 @@ def _check(function: str, rc: int) -> None:
         raise fail(function, rc)
 
 
+def _pluggable_handle(allocator: Any) -> Optional[int]:
+    """The ``aclallocPluggable`` handle of what torch_npu's ``MemPool`` takes:
+    an :class:`NPUPluggableAllocator`, its allocator object (``_allocator``,
+    ``allocator()``), or None (no handle: device memory)."""
+    if allocator is None:
+        return None
+    if isinstance(allocator, NPUPluggableAllocator):
+        return allocator.handle()
+    if isinstance(allocator, _NPUPluggableAllocator):
+        return allocator._handle
+    raise TypeError(
+        "allocator must be an NPUPluggableAllocator, its allocator object "
+        f"(_allocator) or None, not {type(allocator).__name__}"
+    )
+
+
 class MemPool:
     """A pool of memory in the caching allocator, as torch_npu's
     ``MemPool(allocator=None, use_on_oom=False, no_split=False)``.
 
-    ``allocator``: an :class:`NPUPluggableAllocator` whose alloc and free give
-    the pool its segments (None: device memory). ``use_on_oom``: when the
+    ``allocator``: an :class:`NPUPluggableAllocator`, or its allocator object
+    (``new_alloc._allocator``, ``new_alloc.allocator()``, as serving engines
+    pass it), whose alloc and free give the pool its segments (None: device
+    memory). ``use_on_oom``: when the
     default pool is out of memory, this pool's cached blocks serve the
     request. ``no_split``: blocks are never split. ``tag``: a label of what
     is allocated through the pool.
@@ -80,11 +98,7 @@ class MemPool:
         no_split: bool = False,
         tag: Optional[str] = None,
     ) -> None:
-        if allocator is not None and not isinstance(allocator, NPUPluggableAllocator):
-            raise TypeError(
-                "allocator must be an NPUPluggableAllocator or None, "
-                f"not {type(allocator).__name__}"
-            )
+        plugin = _pluggable_handle(allocator)
         for name, value in (("use_on_oom", use_on_oom), ("no_split", no_split)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
@@ -94,7 +108,7 @@ class MemPool:
             if not tag or "\0" in tag:
                 raise ValueError("tag must be a non-empty string without NUL")
         options = _Options(
-            allocator.handle() if allocator is not None else None,
+            plugin,
             int(use_on_oom),
             int(no_split),
             tag.encode() if tag is not None else None,

@@ -16,9 +16,15 @@ setter                        the function's C signature
 ``set_reset_peak_status_fn``  ``void reset_peak_status(int device)``
 ============================  =====================================================
 
-``DeviceStats`` has torch_npu's layout (``aclallocPluggableDeviceStats`` in
-``aclalloc.h``). The library calls each where torch_npu does (see
-``aclalloc.h``, ``aclallocPluggableSetInitFn`` and the rest).
+``DeviceStats`` has the layout of PyTorch's ``c10::CachingDeviceAllocator::DeviceStats``
+(torch_npu's): ``aclallocPluggableDeviceStats`` in ``aclalloc.h``, 976 bytes,
+ending with ``num_sync_all_streams``, ``num_device_alloc``, ``num_device_free``
+and ``max_split_size``. A function built against PyTorch's older layout
+(``DeviceStatsV1``, 952 bytes, without those three counters) works too: the
+library always calls it with room for the larger layout and tells the two
+apart (or is told: ``set_get_device_stats_fn(ptr, layout="v1")``). The
+library calls each function where torch_npu does (see ``aclalloc.h``,
+``aclallocPluggableSetInitFn`` and the rest).
 """
 
 from __future__ import annotations
@@ -53,9 +59,28 @@ _ARRAYS = (
 )
 
 
+_COUNTERS = ("num_sync_all_streams", "num_device_alloc", "num_device_free")
+"""The counters the current layout has and the older one lacks."""
+
+
 @mirrors("aclallocPluggableDeviceStats")
 class DeviceStats(ctypes.Structure):
-    """``aclallocPluggableDeviceStats``: torch_npu's ``DeviceStats`` layout."""
+    """``aclallocPluggableDeviceStats``: PyTorch's current ``DeviceStats`` layout."""
+
+    _fields_ = [
+        *((name, Stat * 3) for name in _ARRAYS),
+        ("num_alloc_retries", ctypes.c_int64),
+        ("num_ooms", ctypes.c_int64),
+        ("oversize_allocations", Stat),
+        ("oversize_segments", Stat),
+        *((name, ctypes.c_int64) for name in _COUNTERS),
+        ("max_split_size", ctypes.c_int64),
+    ]
+
+
+@mirrors("aclallocPluggableDeviceStatsV1")
+class DeviceStatsV1(ctypes.Structure):
+    """``aclallocPluggableDeviceStatsV1``: PyTorch's older ``DeviceStats`` layout."""
 
     _fields_ = [
         *((name, Stat * 3) for name in _ARRAYS),
@@ -67,7 +92,11 @@ class DeviceStats(ctypes.Structure):
     ]
 
 
-assert ctypes.sizeof(DeviceStats) == 952
+assert ctypes.sizeof(DeviceStats) == 976 and DeviceStats.max_split_size.offset == 968
+assert ctypes.sizeof(DeviceStatsV1) == 952 and DeviceStatsV1.max_split_size.offset == 944
+
+DEVICE_STATS_LAYOUTS = {"current": 0, "v1": 1}
+"""``aclallocPluggableSetDeviceStatsLayout``'s values (``ACLALLOC_DEVICE_STATS_LAYOUT_*``)."""
 
 _SETTERS = {
     "aclallocPluggableSetInitFn": CFUNCTYPE(None, c_int32),
@@ -86,6 +115,7 @@ declare(
     {
         "aclallocPluggableGetDeviceStats": (c_int, (c_void_p, c_int32, POINTER(DeviceStats))),
         "aclallocPluggableResetPeakStatus": (c_int, (c_void_p, c_int32)),
+        "aclallocPluggableSetDeviceStatsLayout": (c_int, (c_void_p, c_int32)),
         "aclallocPluggableGetBaseAllocation": (
             c_int,
             (c_void_p, c_void_p, POINTER(c_void_p), POINTER(c_size_t)),
@@ -150,9 +180,30 @@ class _NPUPluggableAllocator(int):
         """``void erase_stream(void *ptr, aclrtStream stream)``."""
         self._set("set_erase_stream_fn", "aclallocPluggableSetEraseStreamFn", func_ptr)
 
-    def set_get_device_stats_fn(self, func_ptr: int) -> None:
-        """``DeviceStats get_device_stats(int device)``: answers ``memory_stats``."""
+    def set_get_device_stats_fn(self, func_ptr: int, layout: str | None = None) -> None:
+        """``DeviceStats get_device_stats(int device)``: answers ``memory_stats``.
+
+        ``layout`` (an aclalloc extension): ``"current"`` (PyTorch's
+        ``DeviceStats`` with ``num_device_alloc``, 976 bytes), ``"v1"`` (the
+        older 952-byte layout, of a function built against an older
+        PyTorch); None leaves the choice as it was (``"current"`` at first).
+        The function is always called with room for the larger layout."""
+        if layout is not None:
+            self.set_device_stats_layout(layout)
         self._set("set_get_device_stats_fn", "aclallocPluggableSetGetDeviceStatsFn", func_ptr)
+
+    def set_device_stats_layout(self, layout: str) -> None:
+        """Which ``DeviceStats`` layout the get-device-stats function returns:
+        ``"current"`` or ``"v1"`` (an aclalloc extension)."""
+        if not isinstance(layout, str):
+            raise TypeError(f"layout must be a str, not {type(layout).__name__}")
+        if layout not in DEVICE_STATS_LAYOUTS:
+            raise ValueError(
+                f"layout must be one of {sorted(DEVICE_STATS_LAYOUTS)}, not {layout!r}"
+            )
+        rc = lib.aclallocPluggableSetDeviceStatsLayout(self._handle, DEVICE_STATS_LAYOUTS[layout])
+        if rc != 0:
+            raise fail("aclallocPluggableSetDeviceStatsLayout", rc)
 
     def set_reset_peak_status_fn(self, func_ptr: int) -> None:
         """``void reset_peak_status(int device)``: called by ``reset_peak_memory_stats``."""
@@ -191,6 +242,8 @@ def device_stats(handle: int, device: int) -> Dict[str, Any]:
     nested["num_ooms"] = raw.num_ooms
     nested["oversize_allocations"] = stat(raw.oversize_allocations)
     nested["oversize_segments"] = stat(raw.oversize_segments)
+    for name in _COUNTERS:
+        nested[name] = getattr(raw, name)
     nested["max_split_size"] = raw.max_split_size
     return nested
 

@@ -2,7 +2,10 @@
  * by address after creation (allocator().set_init_fn(ptr), ...), as serving
  * engines' allocators do. Each function records how it was called; the
  * getters let the tests read that. Its device statistics are returned by
- * value in torch_npu's DeviceStats layout (aclallocPluggableDeviceStats). */
+ * value in PyTorch's current DeviceStats layout (aclallocPluggableDeviceStats,
+ * 976 bytes), or built with -DHK_DEVICE_STATS_V1 in the older one
+ * (aclallocPluggableDeviceStatsV1, 952 bytes), as a hook compiled against
+ * an older PyTorch is. */
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -67,8 +70,14 @@ void hk_erase_stream(void *ptr, aclrtStream stream) {
     last_stream = stream;
 }
 
-aclallocPluggableDeviceStats hk_get_device_stats(int device) {
-    aclallocPluggableDeviceStats s = {0};
+#ifdef HK_DEVICE_STATS_V1
+typedef aclallocPluggableDeviceStatsV1 hk_device_stats;
+#else
+typedef aclallocPluggableDeviceStats hk_device_stats;
+#endif
+
+hk_device_stats hk_get_device_stats(int device) {
+    hk_device_stats s = {0};
     stats_device = device;
     s.allocated_bytes[0].current = (int64_t)bytes_live;
     s.allocation[0].allocated = allocs;
@@ -77,9 +86,17 @@ aclallocPluggableDeviceStats hk_get_device_stats(int device) {
     s.num_alloc_retries = 3;
     s.num_ooms = 1;
     s.oversize_segments.current = 2;
+#ifndef HK_DEVICE_STATS_V1
+    s.num_sync_all_streams = 5;
+    s.num_device_alloc = (int64_t)allocs + 100;
+    s.num_device_free = (int64_t)frees + 200;
+#endif
     s.max_split_size = 4096;
     return s;
 }
+
+/* The size of the layout this object was built with. */
+long hk_device_stats_size(void) { return (long)sizeof(hk_device_stats); }
 
 void hk_reset_peak_status(int device) { peak_device = device; }
 

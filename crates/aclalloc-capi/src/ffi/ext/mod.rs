@@ -11,5 +11,6 @@ pub mod plugin;
 pub mod plugin_hooks;
 pub mod pool;
 pub mod task_failure;
+pub mod torch_allocator;
 pub mod tracking;
 pub mod version;

@@ -15,7 +15,10 @@
 //! - base alloc: by `aclallocPluggableGetBaseAllocation`;
 //! - record/erase stream: by `aclallocPluggableRecordStream` /
 //!   `aclallocPluggableEraseStream`, for a live block only;
-//! - get device stats: by `aclallocPluggableGetDeviceStats`;
+//! - get device stats: by `aclallocPluggableGetDeviceStats`, always with
+//!   room for the current `DeviceStats` layout (976 bytes); a function built
+//!   against the older one is declared with
+//!   `aclallocPluggableSetDeviceStatsLayout`;
 //! - reset peak status: by `aclallocPluggableResetPeakStatus`.
 #![allow(non_snake_case, non_camel_case_types)]
 
@@ -25,7 +28,7 @@ use crate::ffi::boundary::boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::ext::plugin::{aclallocPluggable, handle};
 use crate::ffi::wiring::args::Out;
-use crate::plugin::{published, DeviceStats, Hooks};
+use crate::plugin::{published, DeviceStats, DeviceStatsLayout, DeviceStatsV1, Hooks};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -43,9 +46,27 @@ pub type aclallocPluggableBaseAllocFn =
 /// `void recordStream(void *ptr, aclrtStream stream)` (and eraseStream).
 pub type aclallocPluggableStreamFn =
     Option<unsafe extern "C" fn(ptr: *mut c_void, stream: aclrtStream)>;
-/// `aclallocPluggableDeviceStats getDeviceStats(int device)`, returned by value.
+/// `aclallocPluggableDeviceStats getDeviceStats(int device)`, returned by
+/// value in the current layout (PyTorch's `DeviceStats`, 976 bytes).
 pub type aclallocPluggableGetDeviceStatsFn =
     Option<unsafe extern "C" fn(device: i32) -> DeviceStats>;
+/// `aclallocPluggableDeviceStatsV1 getDeviceStats(int device)`: a function
+/// built against PyTorch's older layout (952 bytes). Give it to
+/// `aclallocPluggableSetGetDeviceStatsFn` cast to
+/// `aclallocPluggableGetDeviceStatsFn` (through `void (*)(void)`, which
+/// `-Wcast-function-type` accepts): the library calls it with room for
+/// the larger layout and reads it as the older one once declared with
+/// `ACLALLOC_DEVICE_STATS_LAYOUT_V1`.
+pub type aclallocPluggableGetDeviceStatsV1Fn =
+    Option<unsafe extern "C" fn(device: i32) -> DeviceStatsV1>;
+
+/// The function returns `aclallocPluggableDeviceStats` (976 bytes, PyTorch's
+/// layout today): the default.
+pub const ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT: i32 = 0;
+/// The function returns `aclallocPluggableDeviceStatsV1` (952 bytes, the
+/// layout before `num_sync_all_streams`, `num_device_alloc` and
+/// `num_device_free`).
+pub const ACLALLOC_DEVICE_STATS_LAYOUT_V1: i32 = 1;
 /// `void resetPeakStatus(int device)`.
 pub type aclallocPluggableResetPeakStatusFn = Option<unsafe extern "C" fn(device: i32)>;
 
@@ -135,6 +156,34 @@ pub extern "C" fn aclallocPluggableSetGetDeviceStatsFn(
     })
 }
 
+/// Says which `DeviceStats` layout the get-device-stats function returns:
+/// `ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT` (the default) or
+/// `ACLALLOC_DEVICE_STATS_LAYOUT_V1`; anything else:
+/// `ACL_ERROR_INVALID_PARAM`. Kept when the function is set again. Either
+/// way the function is called with room for the larger layout.
+#[no_mangle]
+pub extern "C" fn aclallocPluggableSetDeviceStatsLayout(
+    allocator: aclallocPluggable,
+    layout: i32,
+) -> aclError {
+    boundary("aclallocPluggableSetDeviceStatsLayout", || {
+        let layout = match layout {
+            ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT => DeviceStatsLayout::Current,
+            ACLALLOC_DEVICE_STATS_LAYOUT_V1 => DeviceStatsLayout::V1,
+            _ => {
+                return Err(Error::InvalidParam {
+                    param: "layout",
+                    reason: "It must be ACLALLOC_DEVICE_STATS_LAYOUT_CURRENT (0) or _V1 (1)",
+                })
+            }
+        };
+        published::with_allocator(handle(allocator)?, |a| {
+            a.set_hooks(|h| h.device_stats_layout = layout);
+            Ok(())
+        })
+    })
+}
+
 /// Sets (or unsets) the function `aclallocPluggableResetPeakStatus` calls.
 #[no_mangle]
 pub extern "C" fn aclallocPluggableSetResetPeakStatusFn(
@@ -146,13 +195,16 @@ pub extern "C" fn aclallocPluggableSetResetPeakStatusFn(
     })
 }
 
-/// `deviceId`'s statistics in torch_npu's `DeviceStats` layout: the
-/// get-device-stats function's answer, or without one the counters the
+/// `deviceId`'s statistics in the current `DeviceStats` layout (976 bytes;
+/// a function of the older layout is read into it, its three missing
+/// counters 0): the get-device-stats function's answer, or without one the counters the
 /// library keeps (`allocation`, `active`, `allocated_bytes`, `active_bytes`
 /// and `requested_bytes` in the "all" entry, `num_ooms`; the rest 0).
 ///
 /// # Safety
-/// `stats` must be NULL or writable.
+/// `stats` must be NULL or writable for an `aclallocPluggableDeviceStats`
+/// (976 bytes: a caller built against the older 952-byte layout must give
+/// room for the current one).
 #[no_mangle]
 pub unsafe extern "C" fn aclallocPluggableGetDeviceStats(
     allocator: aclallocPluggable,
