@@ -89,6 +89,7 @@ pub const ENUMS: &[&str] = &[
     "aclrtIpcMemAttrType",
     "aclrtStreamAttr",
     "aclrtMemPoolAttr",
+    "aclrtDeviceStatus",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.

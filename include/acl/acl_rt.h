@@ -465,6 +465,15 @@ typedef enum aclrtStreamAttr {
     ACL_STREAM_ATTR_PRIORITY = 5,
 } aclrtStreamAttr;
 
+typedef enum aclrtDeviceStatus {
+    /** The device works. */
+    ACL_RT_DEVICE_STATUS_NORMAL = 0,
+    /** The device has failed. */
+    ACL_RT_DEVICE_STATUS_ABNORMAL = 1,
+    /** The end of the range. */
+    ACL_RT_DEVICE_STATUS_END = 0xFFFF,
+} aclrtDeviceStatus;
+
 
 /**
  * A half-precision float's bits.
@@ -506,6 +515,20 @@ typedef struct aclrtErrorInfo {
   aclrtErrorType errorType;
   union aclrtErrorInfoDetail detail;
 } aclrtErrorInfo;
+
+/**
+ * A device's utilization in percent (`aclrtGetDeviceUtilizationRate`).
+ */
+typedef struct aclrtUtilizationInfo {
+  int32_t cubeUtilization;
+  int32_t vectorUtilization;
+  int32_t aicpuUtilization;
+  int32_t memoryUtilization;
+  /**
+   * Reserved: NULL.
+   */
+  void *utilizationExtend;
+} aclrtUtilizationInfo;
 
 /**
  * An event handed to another process.
@@ -764,9 +787,10 @@ aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
 aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId);
 
 /**
- * The cores the calling thread's work may use: on the host runtime, for
- * either kind, the host's available parallelism (kernels run on host
- * threads). No current context: `ACL_ERROR_RT_CONTEXT_NULL`.
+ * The cores the calling thread's work may use: the current device's limit
+ * (`aclrtSetDeviceResLimit`), else, for either kind, the host's available
+ * parallelism (kernels run on host threads). No current context:
+ * `ACL_ERROR_RT_CONTEXT_NULL`.
  *
  * # Safety
  * `value` is NULL or writable.
@@ -794,6 +818,50 @@ aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value
  * `errorInfo` is NULL or writable.
  */
 aclError aclrtGetErrorVerbose(int32_t deviceId, struct aclrtErrorInfo *errorInfo);
+
+/**
+ * Writes whether device `deviceId` works: always
+ * `ACL_RT_DEVICE_STATUS_NORMAL` for a host device (a device id out of
+ * range: `ACL_ERROR_RT_INVALID_DEVICEID`).
+ *
+ * # Safety
+ * `deviceStatus` is NULL or writable.
+ */
+aclError aclrtQueryDeviceStatus(int32_t deviceId, aclrtDeviceStatus *deviceStatus);
+
+/**
+ * Writes the cores of `type` that work on device `deviceId` may use: the
+ * limit `aclrtSetDeviceResLimit` set, else all of them (the host's
+ * available parallelism, as `aclrtGetDeviceInfo` reports).
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetDeviceResLimit(int32_t deviceId, aclrtDevResLimitType type_, uint32_t *value);
+
+/**
+ * Limits the cores of `type` that work on device `deviceId` may use to
+ * `value` (at least 1). The host runtime keeps the limit and reads it back;
+ * its kernels run on host threads, which the limit does not change.
+ */
+aclError aclrtSetDeviceResLimit(int32_t deviceId, aclrtDevResLimitType type_, uint32_t value);
+
+/**
+ * Drops the limits `aclrtSetDeviceResLimit` set on device `deviceId`.
+ */
+aclError aclrtResetDeviceResLimit(int32_t deviceId);
+
+/**
+ * The utilization of device `deviceId`, in percent: memory is the share of
+ * its capacity allocated; a host device has no cores of its own to measure
+ * (its kernels run on host threads among the host's other work), so its
+ * cube, vector and AI CPU figures are 0. `utilizationExtend` is reserved:
+ * it must be NULL.
+ *
+ * # Safety
+ * `utilizationInfo` is NULL or points to a writable `aclrtUtilizationInfo`.
+ */
+aclError aclrtGetDeviceUtilizationRate(int32_t deviceId, struct aclrtUtilizationInfo *utilizationInfo);
 
 /**
  * Creates an event in the current context. No current context:
@@ -1642,6 +1710,33 @@ aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
  * `ACL_ERROR_RT_REPORT_TIMEOUT`.
  */
 aclError aclrtProcessReport(int32_t timeout);
+
+/**
+ * Makes the thread `hostFuncThreadId` (its `pthread_self()`) the one that
+ * runs the host functions launched on `exeStream` (`aclrtLaunchHostFunc`):
+ * when the stream reaches one, it waits until that thread has run it
+ * inside `aclrtProcessHostFunc`. One thread per stream.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream);
+
+/**
+ * Runs one host function posted for the calling (subscribed) thread,
+ * waiting up to `timeout` ms for one (-1: no limit); none in time:
+ * `ACL_ERROR_RT_REPORT_TIMEOUT`.
+ */
+aclError aclrtProcessHostFunc(int32_t timeout);
+
+/**
+ * Undoes `aclrtSubscribeHostFunc`: the stream's host functions run on its
+ * own thread again.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtUnSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream);
 
 /**
  * Reserves `size` bytes of device address space without memory behind it

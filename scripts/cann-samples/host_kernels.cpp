@@ -140,3 +140,30 @@ void WriteDo(uint32_t blockDim, void* stream, int* devPtr, int value)
 void ReadDo(uint32_t blockDim, void* stream, int* devPtr) { Launch<Read>(stream, {blockDim, nullptr, devPtr, 0}); }
 void PrintDo(uint32_t blockDim, void* stream) { Launch<Print>(stream, {blockDim, nullptr, nullptr, 0}); }
 void ErrorOP(uint32_t, void* stream) { aclallocLaunchKernel(static_cast<aclrtStream>(stream), 0, Trap, nullptr); }
+
+// kernel_func/kernel_add.h: dst[i] = srcA[i] + srcB[i] over totalSize floats.
+namespace {
+struct AddArgs {
+    float* srcA;
+    float* srcB;
+    float* dst;
+    uint32_t totalSize;
+};
+
+void RunAdd(void* p)
+{
+    AddArgs* a = static_cast<AddArgs*>(p);
+    for (uint32_t i = 0; i < a->totalSize; ++i) {
+        a->dst[i] = a->srcA[i] + a->srcB[i];
+    }
+    delete a;
+}
+} // namespace
+
+void AddDo(uint32_t, void* stream, float* srcA, float* srcB, float* dst, uint32_t totalSize)
+{
+    AddArgs* heap = new AddArgs{srcA, srcB, dst, totalSize};
+    if (aclrtLaunchHostFunc(static_cast<aclrtStream>(stream), RunAdd, heap) != ACL_SUCCESS) {
+        delete heap;
+    }
+}

@@ -2,7 +2,9 @@
 //! stream's worker; `aclrtLaunchCallback` hands one, when the stream reaches
 //! it, to the thread subscribed to the stream (`aclrtSubscribeReport`),
 //! which runs it inside `aclrtProcessReport`; a blocking callback holds the
-//! stream until it has run.
+//! stream until it has run. A stream a thread is subscribed to with
+//! `aclrtSubscribeHostFunc` hands its host functions to that thread instead,
+//! which runs them inside `aclrtProcessHostFunc`; the stream waits for each.
 
 use super::host::HostRuntime;
 use super::stream_worker::Task;
@@ -26,16 +28,39 @@ pub struct Reports {
 
 #[derive(Default)]
 struct State {
-    /// (thread, stream handle).
-    subscribed: Vec<(u64, usize)>,
-    waiting: VecDeque<(u64, Arc<Job>)>,
+    /// (kind, thread, stream handle).
+    subscribed: Vec<(Kind, u64, usize)>,
+    waiting: VecDeque<(Kind, u64, Arc<Job>)>,
+}
+
+/// Which subscription a job or a thread belongs to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// `aclrtSubscribeReport`: callbacks, run in `aclrtProcessReport`.
+    Report,
+    /// `aclrtSubscribeHostFunc`: host functions, run in `aclrtProcessHostFunc`.
+    HostFunc,
+}
+
+impl Kind {
+    fn subscribe_call(self) -> &'static str {
+        match self {
+            Kind::Report => {
+                "The calling thread is not subscribed to any stream (aclrtSubscribeReport)"
+            }
+            Kind::HostFunc => {
+                "The calling thread is not subscribed to any stream (aclrtSubscribeHostFunc)"
+            }
+        }
+    }
 }
 
 struct Job {
     f: HostFn,
     data: *mut c_void,
     stream: usize,
-    reports: Option<Arc<Reports>>,
+    kind: Kind,
+    reports: Arc<Reports>,
     /// Set once run, for a blocking callback's stream.
     done: Mutex<bool>,
     ran: Condvar,
@@ -61,25 +86,23 @@ impl Job {
 unsafe extern "C" fn trampoline(_: *mut c_void, blocking: usize, job: *mut c_void) {
     // SAFETY: the count `launch` made with `Arc::into_raw`, taken back once.
     let job = unsafe { Arc::from_raw(job as *const Job) };
-    let Some(reports) = job.reports.clone() else {
-        job.run();
-        return;
-    };
+    let reports = Arc::clone(&job.reports);
     let thread = {
         let mut state = reports.state.lock();
         let thread = state
             .subscribed
             .iter()
-            .find(|&&(_, s)| s == job.stream)
-            .map(|&(t, _)| t);
+            .find(|&&(k, _, s)| k == job.kind && s == job.stream)
+            .map(|&(_, t, _)| t);
         if let Some(t) = thread {
-            state.waiting.push_back((t, Arc::clone(&job)));
+            state.waiting.push_back((job.kind, t, Arc::clone(&job)));
             reports.posted.notify_all();
         }
         thread
     };
     match thread {
-        // Unsubscribed since the launch: nobody would run it, so the stream does.
+        // Unsubscribed since the launch (or a host function on a stream no
+        // thread subscribed to): nobody else would run it, so the stream does.
         None => job.run(),
         Some(_) if blocking != 0 => {
             let mut done = job.done.lock();
@@ -119,22 +142,28 @@ impl HostRuntime {
         queued
     }
 
-    /// `aclrtLaunchHostFunc`: `f(args)` on the stream's worker, in order.
+    /// `aclrtLaunchHostFunc`: `f(args)` in order with the stream's work: on
+    /// the thread subscribed to the stream with `aclrtSubscribeHostFunc` when
+    /// the stream reaches it (the stream waits until it ran), else on the
+    /// stream's worker.
     pub fn launch_host_func(
         &self,
         stream: Option<StreamKey>,
         f: HostFn,
         args: *mut c_void,
     ) -> Result<()> {
+        let (key, _) = self.resolve_stream(stream)?;
+        // Whose thread runs it is decided when the stream reaches it.
         let job = Job {
             f,
             data: args,
-            stream: 0,
-            reports: None,
+            stream: key.get().get(),
+            kind: Kind::HostFunc,
+            reports: Arc::clone(&self.reports),
             done: Mutex::new(false),
             ran: Condvar::new(),
         };
-        self.launch_job(stream, job, false)
+        self.launch_job(Some(key), job, true)
     }
 
     /// `aclrtLaunchCallback`: `f(data)` on the stream's subscribed thread
@@ -154,7 +183,7 @@ impl HostRuntime {
             .lock()
             .subscribed
             .iter()
-            .any(|&(_, s)| s == handle)
+            .any(|&(k, _, s)| k == Kind::Report && s == handle)
         {
             return Err(Error::InvalidParam {
                 param: "stream",
@@ -165,7 +194,8 @@ impl HostRuntime {
             f,
             data,
             stream: handle,
-            reports: Some(Arc::clone(&self.reports)),
+            kind: Kind::Report,
+            reports: Arc::clone(&self.reports),
             done: Mutex::new(false),
             ran: Condvar::new(),
         };
@@ -174,27 +204,63 @@ impl HostRuntime {
 
     /// `aclrtSubscribeReport`: `thread` runs the stream's callbacks (one thread per stream).
     pub fn subscribe_report(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+        self.subscribe(Kind::Report, thread, stream)
+    }
+
+    /// `aclrtUnSubscribeReport`.
+    pub fn unsubscribe_report(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+        self.unsubscribe(Kind::Report, thread, stream)
+    }
+
+    /// `aclrtProcessReport`: runs one callback posted for `thread`, waiting
+    /// up to `timeout_ms` (-1: no limit) for one.
+    pub fn process_report(&self, thread: u64, timeout_ms: i32) -> Result<()> {
+        self.process(Kind::Report, thread, timeout_ms)
+    }
+
+    /// `aclrtSubscribeHostFunc`: `thread` runs the stream's host functions
+    /// (one thread per stream).
+    pub fn subscribe_host_func(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+        self.subscribe(Kind::HostFunc, thread, stream)
+    }
+
+    /// `aclrtUnSubscribeHostFunc`: the stream's later host functions run on
+    /// its worker again.
+    pub fn unsubscribe_host_func(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+        self.unsubscribe(Kind::HostFunc, thread, stream)
+    }
+
+    /// `aclrtProcessHostFunc`: runs one host function posted for `thread`,
+    /// waiting up to `timeout_ms` (-1: no limit) for one.
+    pub fn process_host_func(&self, thread: u64, timeout_ms: i32) -> Result<()> {
+        self.process(Kind::HostFunc, thread, timeout_ms)
+    }
+
+    fn subscribe(&self, kind: Kind, thread: u64, stream: Option<StreamKey>) -> Result<()> {
         let (key, _) = self.resolve_stream(stream)?;
         let handle = key.get().get();
         let mut state = self.reports.state.lock();
-        if state.subscribed.iter().any(|&(_, s)| s == handle) {
+        if state
+            .subscribed
+            .iter()
+            .any(|&(k, _, s)| k == kind && s == handle)
+        {
             return Err(Error::InvalidParam {
                 param: "stream",
                 reason: "A thread is already subscribed to the stream",
             });
         }
-        state.subscribed.push((thread, handle));
+        state.subscribed.push((kind, thread, handle));
         Ok(())
     }
 
-    /// `aclrtUnSubscribeReport`.
-    pub fn unsubscribe_report(&self, thread: u64, stream: Option<StreamKey>) -> Result<()> {
+    fn unsubscribe(&self, kind: Kind, thread: u64, stream: Option<StreamKey>) -> Result<()> {
         let (key, _) = self.resolve_stream(stream)?;
         let mut state = self.reports.state.lock();
         let before = state.subscribed.len();
         state
             .subscribed
-            .retain(|&(t, s)| (t, s) != (thread, key.get().get()));
+            .retain(|&e| e != (kind, thread, key.get().get()));
         if state.subscribed.len() == before {
             return Err(Error::InvalidParam {
                 param: "threadId",
@@ -204,9 +270,7 @@ impl HostRuntime {
         Ok(())
     }
 
-    /// `aclrtProcessReport`: runs one callback posted for `thread`, waiting
-    /// up to `timeout_ms` (-1: no limit) for one.
-    pub fn process_report(&self, thread: u64, timeout_ms: i32) -> Result<()> {
+    fn process(&self, kind: Kind, thread: u64, timeout_ms: i32) -> Result<()> {
         if timeout_ms < -1 || timeout_ms == 0 {
             return Err(Error::InvalidParam {
                 param: "timeout",
@@ -217,15 +281,23 @@ impl HostRuntime {
             .ok()
             .map(|ms| Instant::now() + Duration::from_millis(ms));
         let mut state = self.reports.state.lock();
-        if !state.subscribed.iter().any(|&(t, _)| t == thread) {
+        if !state
+            .subscribed
+            .iter()
+            .any(|&(k, t, _)| k == kind && t == thread)
+        {
             return Err(Error::InvalidParam {
                 param: "threadId",
-                reason: "The calling thread is not subscribed to any stream (aclrtSubscribeReport)",
+                reason: kind.subscribe_call(),
             });
         }
         loop {
-            if let Some(at) = state.waiting.iter().position(|(t, _)| *t == thread) {
-                let (_, job) = state.waiting.remove(at).expect("found above");
+            if let Some(at) = state
+                .waiting
+                .iter()
+                .position(|&(k, t, _)| k == kind && t == thread)
+            {
+                let (_, _, job) = state.waiting.remove(at).expect("found above");
                 drop(state);
                 job.run();
                 return Ok(());

@@ -47,6 +47,8 @@ pub struct HostRuntime {
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
     pub(crate) events: HandleTable<EventHandle, Arc<super::events::Event>>,
     pub(crate) reports: Arc<super::callbacks::Reports>,
+    /// `aclrtSetDeviceResLimit`'s limits: (device, resource type, value).
+    pub(crate) res_limits: Mutex<Vec<(u32, i32, u32)>>,
     /// Streams destroyed by force whose queued work may still be running.
     pub(crate) draining: Mutex<Vec<Arc<super::streams::Draining>>>,
     workspaces: &'static dyn WorkspaceAllocator,
@@ -76,6 +78,7 @@ impl HostRuntime {
             streams: HandleTable::new(),
             events: HandleTable::new(),
             reports: Arc::default(),
+            res_limits: Mutex::new(Vec::new()),
             draining: Mutex::new(Vec::new()),
             workspaces: direct_device_memory(),
             allocators,

@@ -337,9 +337,10 @@ pub const ACL_RT_DEV_RES_CUBE_CORE: aclrtDevResLimitType = 0;
 /// Vector cores.
 pub const ACL_RT_DEV_RES_VECTOR_CORE: aclrtDevResLimitType = 1;
 
-/// The cores the calling thread's work may use: on the host runtime, for
-/// either kind, the host's available parallelism (kernels run on host
-/// threads). No current context: `ACL_ERROR_RT_CONTEXT_NULL`.
+/// The cores the calling thread's work may use: the current device's limit
+/// (`aclrtSetDeviceResLimit`), else, for either kind, the host's available
+/// parallelism (kernels run on host threads). No current context:
+/// `ACL_ERROR_RT_CONTEXT_NULL`.
 ///
 /// # Safety
 /// `value` is NULL or writable.
@@ -357,9 +358,8 @@ pub unsafe extern "C" fn aclrtGetResInCurrentThread(
         }
         // SAFETY: the caller's contract.
         let out = unsafe { Out::required(value, "value") }?;
-        host().current_context()?;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        out.write(u32::try_from(cores).unwrap_or(u32::MAX));
+        let device = host().current_device()?;
+        out.write(host().device_res_limit(device as i32, type_)?);
         Ok(())
     })
 }

@@ -5,6 +5,7 @@
 
 pub mod allocator;
 pub mod device_info;
+pub mod device_limits;
 pub mod errmsg;
 pub mod events;
 pub mod host_memory;

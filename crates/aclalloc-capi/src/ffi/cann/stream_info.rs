@@ -209,3 +209,47 @@ pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
         host().process_report(me, timeout)
     })
 }
+
+/// Makes the thread `hostFuncThreadId` (its `pthread_self()`) the one that
+/// runs the host functions launched on `exeStream` (`aclrtLaunchHostFunc`):
+/// when the stream reaches one, it waits until that thread has run it
+/// inside `aclrtProcessHostFunc`. One thread per stream.
+///
+/// # Safety
+/// None for the host runtime: the handle is looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtSubscribeHostFunc(
+    hostFuncThreadId: u64,
+    exeStream: aclrtStream,
+) -> aclError {
+    real_or_host!(aclrtSubscribeHostFunc(hostFuncThreadId: u64, exeStream: aclrtStream) {
+        host().subscribe_host_func(hostFuncThreadId, args::optional_stream(exeStream))
+    })
+}
+
+/// Runs one host function posted for the calling (subscribed) thread,
+/// waiting up to `timeout` ms for one (-1: no limit); none in time:
+/// `ACL_ERROR_RT_REPORT_TIMEOUT`.
+#[no_mangle]
+pub extern "C" fn aclrtProcessHostFunc(timeout: i32) -> aclError {
+    real_or_host!(aclrtProcessHostFunc(timeout: i32) {
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() } as u64;
+        host().process_host_func(me, timeout)
+    })
+}
+
+/// Undoes `aclrtSubscribeHostFunc`: the stream's host functions run on its
+/// own thread again.
+///
+/// # Safety
+/// None for the host runtime: the handle is looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtUnSubscribeHostFunc(
+    hostFuncThreadId: u64,
+    exeStream: aclrtStream,
+) -> aclError {
+    real_or_host!(aclrtUnSubscribeHostFunc(hostFuncThreadId: u64, exeStream: aclrtStream) {
+        host().unsubscribe_host_func(hostFuncThreadId, args::optional_stream(exeStream))
+    })
+}
