@@ -230,3 +230,66 @@ fn freeing_host_memory_waits_for_queued_work_on_it() {
         finish(stream);
     }
 }
+
+/// Released by the test once `aclrtMemset` returned.
+static GATE: Mutex<bool> = Mutex::new(false);
+static GATE_OPEN: std::sync::Condvar = std::sync::Condvar::new();
+
+extern "C" fn wait_for_gate(_: *mut c_void) {
+    let open = GATE.lock().unwrap_or_else(|p| p.into_inner());
+    let _open = GATE_OPEN
+        .wait_timeout_while(open, Duration::from_secs(30), |open| !*open)
+        .unwrap_or_else(|p| p.into_inner());
+}
+
+/// CANN's reference: `aclrtMemset` "initializes the memory at once, with no
+/// implicit device or stream synchronization". A stream held until the
+/// memset returned must not hold the memset.
+#[test]
+fn a_synchronous_memset_waits_for_no_queued_work() {
+    let _g = setup();
+    *GATE.lock().unwrap() = false;
+    let mut stream = null_mut();
+    let mut dev = null_mut();
+    // SAFETY: valid out-pointers, then live handles.
+    unsafe {
+        assert_eq!(aclrtCreateStream(&mut stream), OK);
+        assert_eq!(aclrtMalloc(&mut dev, 4096, 0), OK);
+        assert_eq!(
+            aclrtLaunchHostFunc(stream, Some(wait_for_gate), null_mut()),
+            OK
+        );
+    }
+    let address = dev as usize;
+    let memset = std::thread::spawn(move || {
+        assert_eq!(aclrtSetDevice(0), OK);
+        // SAFETY: 4 KiB of device memory.
+        unsafe { aclrtMemset(address as *mut c_void, 4096, 0x33, 4096) }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !memset.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let returned = memset.is_finished();
+    *GATE.lock().unwrap() = true;
+    GATE_OPEN.notify_all();
+    assert!(returned, "aclrtMemset waited for the stream's queued work");
+    assert_eq!(memset.join().unwrap(), OK);
+    let mut back = [0u8; 16];
+    // SAFETY: valid ranges; then live handles.
+    unsafe {
+        assert_eq!(
+            aclrtMemcpy(
+                back.as_mut_ptr().cast(),
+                16,
+                dev,
+                16,
+                ACL_MEMCPY_DEVICE_TO_HOST
+            ),
+            OK
+        );
+        assert_eq!(aclrtFree(dev), OK);
+        assert_eq!(aclrtDestroyStream(stream), OK);
+    }
+    assert_eq!(back, [0x33; 16]);
+}

@@ -206,8 +206,9 @@ impl HostRuntime {
     }
 
     /// `aclrtMemset`: fills device memory, or host memory mapped writable in
-    /// this process, with the low byte of `value`, after every stream's
-    /// queued work.
+    /// this process, with the low byte of `value`, at once: as CANN's
+    /// reference says, it synchronizes neither the device nor any stream
+    /// (work queued on the memory is the caller's to order).
     pub fn memset(
         &self,
         dst: NonNull<u8>,
@@ -216,7 +217,6 @@ impl HostRuntime {
         count: usize,
     ) -> Result<()> {
         self.check_set(dst.as_ptr(), max_count, count)?;
-        self.after_queued_work()?;
         // SAFETY: the range lies inside a live device allocation, or in
         // host mappings this process may write (the caller's memory).
         unsafe { dst.as_ptr().write_bytes(value as u8, count) };
