@@ -58,10 +58,17 @@ const BASE_TYPES: &[&str] = &[
     "aclrtAllocatorBlock",
     "aclrtAllocatorAddr",
     "aclGetRecentErrMsg",
+    "aclFloat16",
+    "aclDataTypeSize",
+    "aclFloatToFloat16",
+    "aclFloat16ToFloat",
 ];
+/// CANN's `typedef enum X {...} X;` types that live in `acl_base.h`.
+const BASE_ENUMS: &[&str] = &["aclDataType"];
 /// `acl.h`'s own functions (the rest of it is `#include "acl_rt.h"`).
 const ACL_FUNCTIONS: &[&str] = &["aclInit", "aclFinalize"];
-/// CANN's `typedef enum X {...} X;` types, in `acl_rt.h`.
+/// CANN's `typedef enum X {...} X;` types, in `acl_rt.h` (and
+/// [`BASE_ENUMS`] in `acl_base.h`).
 pub const ENUMS: &[&str] = &[
     "aclrtMemcpyKind",
     "aclrtMemMallocPolicy",
@@ -113,9 +120,9 @@ pub fn header_of(name: &str, scan: &Scan) -> Option<&'static str> {
     }
     let constant = scan.constants.iter().find(|c| c.name == name);
     Some(match constant {
-        Some(c) if c.ty == "aclError" => BASE.file,
+        Some(c) if c.ty == "aclError" || BASE_ENUMS.contains(&c.ty.as_str()) => BASE.file,
         Some(_) => RT.file,
-        None if BASE_TYPES.contains(&name) => BASE.file,
+        None if BASE_TYPES.contains(&name) || BASE_ENUMS.contains(&name) => BASE.file,
         None if ACL_FUNCTIONS.contains(&name) => ACL.file,
         None if name.starts_with("aclrtAllocator") => ALLOCATOR.file,
         None => RT.file,
@@ -136,8 +143,9 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
         .iter()
         .filter(|c| header_of(&c.name, scan) == Some(header.file));
     if header.file == BASE.file {
+        let constants: Vec<&Constant> = acl_constants.collect();
         out.push('\n');
-        for c in acl_constants {
+        for c in constants.iter().filter(|c| c.ty == "aclError") {
             let _ = writeln!(
                 out,
                 "{}static const int {} = {};",
@@ -146,6 +154,7 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
                 c.value
             );
         }
+        write_enums(&mut out, BASE_ENUMS, &constants);
         return out;
     }
     if header.file != RT.file && header.file != SOMA.file {
@@ -186,8 +195,14 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
             c.value
         );
     }
-    // Each enum in the header of its constants.
-    for ty in ENUMS
+    write_enums(&mut out, ENUMS, &constants);
+    out
+}
+
+/// Each enum of `enums` that has constants among `constants` (those of
+/// one header), as CANN spells it.
+fn write_enums(out: &mut String, enums: &[&str], constants: &[&Constant]) {
+    for ty in enums
         .iter()
         .filter(|ty| constants.iter().any(|c| c.ty == **ty))
     {
@@ -197,7 +212,6 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
         }
         let _ = writeln!(out, "}} {ty};");
     }
-    out
 }
 
 fn value(c: &Constant) -> String {

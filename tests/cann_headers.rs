@@ -119,9 +119,18 @@ fn generated_acl_headers_use_canns_guards_and_shapes() {
         "typedef int aclError;",
         "static const int ACL_SUCCESS = 0;",
         "static const int ACL_ERROR_INVALID_PARAM = 100000;",
+        // Where CANN declares them: acl_base.h, not acl_rt.h.
+        "typedef enum aclDataType {",
+        "typedef uint16_t aclFloat16;",
+        "size_t aclDataTypeSize(aclDataType dataType);",
+        "aclFloat16 aclFloatToFloat16(float value);",
     ] {
         assert!(base.contains(shape), "acl_base.h lacks `{shape}`");
     }
+    assert!(
+        !rt.contains("typedef enum aclDataType {"),
+        "aclDataType twice"
+    );
 }
 
 /// The enum values in include/acl/acl_rt.h are the ones the library uses.

@@ -60,6 +60,70 @@ static const int ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035;
 /** A synchronize overtaken by `aclrtStreamAbort`. */
 static const int ACL_ERROR_RT_STREAM_ABORT = 107023;
 
+typedef enum aclDataType {
+    /** Undefined. */
+    ACL_DT_UNDEFINED = -1,
+    /** float. */
+    ACL_FLOAT = 0,
+    /** float16. */
+    ACL_FLOAT16 = 1,
+    /** int8. */
+    ACL_INT8 = 2,
+    /** int32. */
+    ACL_INT32 = 3,
+    /** uint8. */
+    ACL_UINT8 = 4,
+    /** int16. */
+    ACL_INT16 = 6,
+    /** uint16. */
+    ACL_UINT16 = 7,
+    /** uint32. */
+    ACL_UINT32 = 8,
+    /** int64. */
+    ACL_INT64 = 9,
+    /** uint64. */
+    ACL_UINT64 = 10,
+    /** double. */
+    ACL_DOUBLE = 11,
+    /** bool. */
+    ACL_BOOL = 12,
+    /** string. */
+    ACL_STRING = 13,
+    /** complex64. */
+    ACL_COMPLEX64 = 16,
+    /** complex128. */
+    ACL_COMPLEX128 = 17,
+    /** bfloat16. */
+    ACL_BF16 = 27,
+    /** int4. */
+    ACL_INT4 = 29,
+    /** uint1. */
+    ACL_UINT1 = 30,
+    /** complex32. */
+    ACL_COMPLEX32 = 33,
+    /** hifloat8. */
+    ACL_HIFLOAT8 = 34,
+    /** float8 e5m2. */
+    ACL_FLOAT8_E5M2 = 35,
+    /** float8 e4m3fn. */
+    ACL_FLOAT8_E4M3FN = 36,
+    /** float8 e8m0. */
+    ACL_FLOAT8_E8M0 = 37,
+    /** float6 e3m2. */
+    ACL_FLOAT6_E3M2 = 38,
+    /** float6 e2m3. */
+    ACL_FLOAT6_E2M3 = 39,
+    /** float4 e2m1. */
+    ACL_FLOAT4_E2M1 = 40,
+    /** float4 e1m2. */
+    ACL_FLOAT4_E1M2 = 41,
+} aclDataType;
+
+
+/**
+ * A half-precision float's bits.
+ */
+typedef uint16_t aclFloat16;
 
 /**
  * The ACL error code type (`int` in CANN's `acl_base.h`).
@@ -104,6 +168,22 @@ typedef void *aclrtStream;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * The bytes of one element of `dataType`: sub-byte types count 1 (their
+ * smallest addressable unit); `ACL_STRING` and unknown values 0.
+ */
+size_t aclDataTypeSize(aclDataType dataType);
+
+/**
+ * `value` as IEEE half precision, rounded to nearest even.
+ */
+aclFloat16 aclFloatToFloat16(float value);
+
+/**
+ * The float a half-precision value stands for (exactly).
+ */
+float aclFloat16ToFloat(aclFloat16 value);
 
 /**
  * Returns the messages of this thread's failed ACL calls since the last

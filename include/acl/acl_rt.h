@@ -255,65 +255,6 @@ typedef enum aclrtLastErrLevel {
     ACL_RT_THREAD_LEVEL = 0,
 } aclrtLastErrLevel;
 
-typedef enum aclDataType {
-    /** Undefined. */
-    ACL_DT_UNDEFINED = -1,
-    /** float. */
-    ACL_FLOAT = 0,
-    /** float16. */
-    ACL_FLOAT16 = 1,
-    /** int8. */
-    ACL_INT8 = 2,
-    /** int32. */
-    ACL_INT32 = 3,
-    /** uint8. */
-    ACL_UINT8 = 4,
-    /** int16. */
-    ACL_INT16 = 6,
-    /** uint16. */
-    ACL_UINT16 = 7,
-    /** uint32. */
-    ACL_UINT32 = 8,
-    /** int64. */
-    ACL_INT64 = 9,
-    /** uint64. */
-    ACL_UINT64 = 10,
-    /** double. */
-    ACL_DOUBLE = 11,
-    /** bool. */
-    ACL_BOOL = 12,
-    /** string. */
-    ACL_STRING = 13,
-    /** complex64. */
-    ACL_COMPLEX64 = 16,
-    /** complex128. */
-    ACL_COMPLEX128 = 17,
-    /** bfloat16. */
-    ACL_BF16 = 27,
-    /** int4. */
-    ACL_INT4 = 29,
-    /** uint1. */
-    ACL_UINT1 = 30,
-    /** complex32. */
-    ACL_COMPLEX32 = 33,
-    /** hifloat8. */
-    ACL_HIFLOAT8 = 34,
-    /** float8 e5m2. */
-    ACL_FLOAT8_E5M2 = 35,
-    /** float8 e4m3fn. */
-    ACL_FLOAT8_E4M3FN = 36,
-    /** float8 e8m0. */
-    ACL_FLOAT8_E8M0 = 37,
-    /** float6 e3m2. */
-    ACL_FLOAT6_E3M2 = 38,
-    /** float6 e2m3. */
-    ACL_FLOAT6_E2M3 = 39,
-    /** float4 e2m1. */
-    ACL_FLOAT4_E2M1 = 40,
-    /** float4 e1m2. */
-    ACL_FLOAT4_E1M2 = 41,
-} aclDataType;
-
 typedef enum aclrtCallbackBlockType {
     /** The stream goes on at once. */
     ACL_CALLBACK_NO_BLOCK = 0,
@@ -474,11 +415,6 @@ typedef enum aclrtDeviceStatus {
     ACL_RT_DEVICE_STATUS_END = 0xFFFF,
 } aclrtDeviceStatus;
 
-
-/**
- * A half-precision float's bits.
- */
-typedef uint16_t aclFloat16;
 
 /**
  * One uncorrectable memory error: where and how long.
@@ -695,22 +631,6 @@ typedef struct aclrtMemFabricHandle {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
-
-/**
- * The bytes of one element of `dataType`: sub-byte types count 1 (their
- * smallest addressable unit); `ACL_STRING` and unknown values 0.
- */
-size_t aclDataTypeSize(aclDataType dataType);
-
-/**
- * `value` as IEEE half precision, rounded to nearest even.
- */
-aclFloat16 aclFloatToFloat16(float value);
-
-/**
- * The float a half-precision value stands for (exactly).
- */
-float aclFloat16ToFloat(aclFloat16 value);
 
 /**
  * The name of the SoC: `"aclalloc-host"` on the host runtime (no Ascend
