@@ -19,9 +19,14 @@
 # documented line ("exact"; "shape" when only numbers differ), and the first
 # difference. Not run by CI: it needs the samples' sources and cmake.
 # ACLALLOC_SAMPLES_DIR keeps the scratch directory (default: a temporary one).
+# A sample built as two processes (proc_a and proc_b: IPC memory, events and
+# notifies) runs as its run.sh runs it, both at once; each documented line
+# must come from one of them, in that process's order (a kernel's print
+# anywhere: it comes out when the runtime flushes it). Every sample sees 8
+# devices (ACLALLOC_DEVICE_COUNT, unless set), as the multi-device ones need.
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,21p' "$0" >&2
+  sed -n '2,25p' "$0" >&2
   exit 2
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -68,6 +73,7 @@ bash "$root/scripts/cann-prefix.sh" "$prefix" >/dev/null || exit 2
 # shellcheck disable=SC1091
 source "$prefix/bin/setenv.bash"
 export ACLALLOC_HOST_KERNELS="$root/scripts/cann-samples/host_kernels.cpp"
+export ACLALLOC_DEVICE_COUNT="${ACLALLOC_DEVICE_COUNT:-8}"
 
 # The documented output: the Nth (default: first) fenced block after the
 # README's output heading.
@@ -81,7 +87,7 @@ documented() { # README [N]
 # Drops the documented lines the sample's own scripts print (they are not the
 # program's): a line found in a script as it is, or one that matches an
 # `echo "..."` of a script, the README's "..." matching anything and each
-# shell variable of the echo read as "...".
+# shell variable of the echo read as "..." (which matches anything too).
 without_script_lines() { # DIR < documented > expected
   perl -e '
     my (@echoes, $all);
@@ -96,6 +102,11 @@ without_script_lines() { # DIR < documented > expected
       next if defined $all && index($all, $line) >= 0;
       my $re = join "", map { $_ eq "..." ? ".*" : quotemeta } split /(\.\.\.)/, $line;
       next if grep { /^$re$/ } @echoes;
+      # And the other way: a shell variable of the echo matches what it printed.
+      next if grep {
+        my $er = join "", map { $_ eq "..." ? ".*" : quotemeta } split /(\.\.\.)/, $_;
+        $line =~ /^$er$/
+      } @echoes;
       print "$line\n";
     }' "$1"
 }
@@ -130,6 +141,39 @@ matches() { # expected output [shape]
       my $found;
       while ($at < @out) { if ($out[$at++] =~ /^\s*$re\s*$/) { $found = 1; last } }
       next if $found;
+      print "$line\n"; exit 1;
+    }' "$@"
+}
+
+# Does every documented line appear in one of two outputs, in the order of
+# the output it appears in? (Two processes interleave freely.)
+matches_pair() { # expected output_a output_b [shape]
+  perl -e '
+    my ($exp, $a, $b, $shape) = @ARGV;
+    my @outs;
+    for my $f ($a, $b) {
+      open(my $o, "<", $f) or exit 2; my @l = <$o>;
+      for (@l) { chomp; s/[\s,]+/ /g; }
+      push @outs, \@l;
+    }
+    my @at = (0, 0);
+    open(my $e, "<", $exp) or exit 2;
+    LINE: while (my $line = <$e>) {
+      chomp $line; $line =~ s/[\s,]+/ /g; $line =~ s/^ | $//g;
+      my $re = join "", map {
+        /^(\.\.\.|<[^>]*>|\d+(\.x)+)$/ ? ".*" :
+        ($shape && /^\d+(\.\d+)?$/) ? "[-+]?\\d+(\\.\\d+)?" : quotemeta
+      } split /(\.\.\.|<[^>]*>|\d+(?:\.x)+|\d+(?:\.\d+)?)/, $line;
+      # A kernel print comes out when the runtime flushes it, not where the
+      # kernel was launched: found anywhere in either output.
+      if ($line =~ /^(Source|Destination) data/) {
+        for my $p (0, 1) { next LINE if grep { /^\s*$re\s*$/ } @{$outs[$p]} }
+      }
+      for my $p (0, 1) {
+        for (my $i = $at[$p]; $i < @{$outs[$p]}; $i++) {
+          if ($outs[$p][$i] =~ /^\s*$re\s*$/) { $at[$p] = $i + 1; next LINE }
+        }
+      }
       print "$line\n"; exit 1;
     }' "$@"
 }
@@ -183,6 +227,40 @@ for s in "${samples[@]}"; do
           [ -n "$first" ] || first="missing${side:+ ($side)}: $missing"
         fi
       done
+      exact=$((exact + ok_exact))
+      shaped=$((shaped + ok_shape))
+    done
+    printf '%-52s %-7s %-6s %-6s %s\n' "$s" yes "$exact/$runs" "$shaped/$runs" "$first"
+    continue
+  fi
+  if [ -x "$dir/build/proc_a" ] && [ -x "$dir/build/proc_b" ]; then
+    documented "$dir/README.md" | without_script_lines "$dir" >"$dir/expected.txt"
+    exact=0 shaped=0 first=""
+    for ((i = 1; i <= runs; i++)); do
+      (cd "$dir" && grep -E '^(rm -rf|mkdir -p) [A-Za-z0-9_]+$' run.sh 2>/dev/null | grep -vw build | sh)
+      # A producer and its consumer (ipcevent/1): run.sh starts
+      # `proc_a $CONSUMER_NUM` and `proc_b <device> <consumer>` per consumer;
+      # one consumer here, on device 1.
+      args_a=() args_b=()
+      if grep -q 'proc_a \$CONSUMER_NUM' "$dir/run.sh" 2>/dev/null; then
+        args_a=(1) args_b=(1 1)
+      fi
+      (cd "$dir" && exec timeout 120 ./build/proc_a "${args_a[@]}" >"$dir/run_a.txt" 2>"$dir/run_a.err") &
+      pa=$!
+      (cd "$dir" && exec timeout 120 ./build/proc_b "${args_b[@]}" >"$dir/run_b.txt" 2>"$dir/run_b.err") &
+      pb=$!
+      wait "$pa"; ra=$?
+      wait "$pb"; rb=$?
+      ok_exact=1 ok_shape=1
+      if [ $ra -ne 0 ] || [ $rb -ne 0 ]; then
+        ok_exact=0 ok_shape=0
+        [ -n "$first" ] || first="exit proc_a $ra proc_b $rb: $(tail -q -n 1 "$dir/run_a.err" "$dir/run_b.err" | tr '\n' ' ' | cut -c1-200)"
+      fi
+      matches_pair "$dir/expected.txt" "$dir/run_a.txt" "$dir/run_b.txt" >/dev/null || ok_exact=0
+      if ! missing="$(matches_pair "$dir/expected.txt" "$dir/run_a.txt" "$dir/run_b.txt" shape)"; then
+        ok_shape=0
+        [ -n "$first" ] || first="missing: $missing"
+      fi
       exact=$((exact + ok_exact))
       shaped=$((shaped + ok_shape))
     done
