@@ -79,6 +79,44 @@ fn child_reads_the_runtime_configuration() {
     }
 }
 
+/// In a child: the SoC name the host runtime reports, on stdout.
+#[test]
+fn child_reads_the_soc_name() {
+    if std::env::var_os("ENV_TEST_CHILD").is_none() {
+        return;
+    }
+    let name = aclalloc::ffi::cann::device_info::aclrtGetSocName();
+    // SAFETY: a NUL-terminated string that lives as long as the process.
+    let name = unsafe { std::ffi::CStr::from_ptr(name) };
+    println!("CHILD soc={}", name.to_string_lossy());
+}
+
+#[test]
+fn the_soc_name_is_the_variables_when_valid() {
+    let soc = |value: &[u8]| {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_reads_the_soc_name", "--nocapture"])
+            .env("ENV_TEST_CHILD", "1")
+            .env("ACLALLOC_SOC_NAME", OsStr::from_bytes(value))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("CHILD soc="))
+            .unwrap_or_else(|| panic!("no CHILD line: {stdout}"))
+            .to_string();
+        (line, stderr)
+    };
+    assert_eq!(soc(b"Ascend910_9362").0, "Ascend910_9362");
+    let (name, stderr) = soc(b"bad\tname");
+    assert_eq!(name, "aclalloc-host");
+    assert!(stderr.contains("ACLALLOC_SOC_NAME"), "{stderr}");
+    assert_eq!(soc(&[b'x'; 64]).0, "aclalloc-host", "too long");
+}
+
 fn child(variable: &str, value: &[u8]) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([

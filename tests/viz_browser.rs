@@ -428,6 +428,7 @@ fn the_demo_run_renders_its_timeline_with_its_peak() {
     assert!(r.dom.contains("cross-stream-reuse-before-synchronize"));
     // The warning element, not the script that could write it.
     assert!(!r.dom.contains(">No history was recorded"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -462,4 +463,5 @@ fn a_stream_ordered_run_renders_its_pool_and_fault() {
     let table = &table[..table.find("</table>").unwrap()];
     assert!(table.contains("6.84 KiB (7,000 B)"), "{table}");
     assert!(!table.contains("none ("), "{table}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -150,12 +150,34 @@ pub extern "C" fn aclFloat16ToFloat(value: aclFloat16) -> f32 {
     }
 }
 
-/// The name of the SoC: `"aclalloc-host"` on the host runtime (no Ascend
-/// SoC), the real runtime's answer in front of one.
+/// The SoC name the host runtime reports: `ACLALLOC_SOC_NAME` when set to
+/// 1 to 63 printable ASCII characters (for programs that choose a path by
+/// SoC, or print it), else `"aclalloc-host"`; an invalid value is one line
+/// on stderr.
+fn host_soc_name() -> &'static std::ffi::CStr {
+    static NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        const VAR: &str = "ACLALLOC_SOC_NAME";
+        let accepted = "1 to 63 printable ASCII characters";
+        let raw = crate::base::env::var(VAR);
+        let parsed = crate::base::env::parsed(VAR, raw.as_deref(), accepted, |text| {
+            let ok = (1..=63).contains(&text.len())
+                && text.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+            ok.then(|| text.to_owned())
+        });
+        let name =
+            crate::base::env::or_default(parsed, "aclalloc-host".to_owned(), "aclalloc-host");
+        // Printable ASCII holds no NUL.
+        std::ffi::CString::new(name).unwrap_or_else(|_| c"aclalloc-host".to_owned())
+    })
+}
+
+/// The name of the SoC: on the host runtime `"aclalloc-host"` (no Ascend
+/// SoC), or `ACLALLOC_SOC_NAME`; the real runtime's answer in front of one.
 #[no_mangle]
 pub extern "C" fn aclrtGetSocName() -> *const c_char {
     real_or_host!(aclrtGetSocName() -> *const c_char {
-        Ok(c"aclalloc-host".as_ptr())
+        Ok(host_soc_name().as_ptr())
     })
 }
 
