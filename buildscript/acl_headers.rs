@@ -62,9 +62,11 @@ const BASE_TYPES: &[&str] = &[
     "aclDataTypeSize",
     "aclFloatToFloat16",
     "aclFloat16ToFloat",
+    "aclGetCannAttributeList",
+    "aclGetCannAttribute",
 ];
 /// CANN's `typedef enum X {...} X;` types that live in `acl_base.h`.
-const BASE_ENUMS: &[&str] = &["aclDataType"];
+const BASE_ENUMS: &[&str] = &["aclDataType", "aclCannAttr"];
 /// `acl.h`'s own functions (the rest of it is `#include "acl_rt.h"`).
 const ACL_FUNCTIONS: &[&str] = &["aclInit", "aclFinalize"];
 /// CANN's `typedef enum X {...} X;` types, in `acl_rt.h` (and
@@ -97,6 +99,9 @@ pub const ENUMS: &[&str] = &[
     "aclrtStreamAttr",
     "aclrtMemPoolAttr",
     "aclrtDeviceStatus",
+    "aclCannAttr",
+    "aclrtFloatOverflowMode",
+    "aclrtDevFeatureType",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.
@@ -176,9 +181,24 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
             c.value
         );
     }
+    for c in constants.iter().filter(|c| c.ty == "i32") {
+        // CANN spells its int flags without a suffix (ACL_DEV_FEATURE_SUPPORT).
+        assert!(
+            c.value >= 0,
+            "an int flag of CANN is not negative: {}",
+            c.name
+        );
+        let _ = writeln!(
+            out,
+            "{}#define {} 0x{:08X}",
+            doc(&c.doc, ""),
+            c.name,
+            c.value
+        );
+    }
     for c in constants
         .iter()
-        .filter(|c| !ENUMS.contains(&c.ty.as_str()) && c.ty != "u64")
+        .filter(|c| !ENUMS.contains(&c.ty.as_str()) && c.ty != "u64" && c.ty != "i32")
     {
         assert!(
             c.ty == "u32" && c.value >= 0,

@@ -59,6 +59,8 @@ static const int ACL_ERROR_RT_INTERNAL_ERROR = 507000;
 static const int ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035;
 /** A synchronize overtaken by `aclrtStreamAbort`. */
 static const int ACL_ERROR_RT_STREAM_ABORT = 107023;
+/** The feature is not supported on this device or runtime (CANN's `rt_error_codes.h`), which programs probe for before using one. */
+static const int ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
 
 typedef enum aclDataType {
     /** Undefined. */
@@ -119,16 +121,27 @@ typedef enum aclDataType {
     ACL_FLOAT4_E1M2 = 41,
 } aclDataType;
 
+typedef enum aclCannAttr {
+    /** Unknown. */
+    ACL_CANN_ATTR_UNDEFINED = -1,
+    /** Inf/NaN float overflow mode (`ACL_RT_OVERFLOW_MODE_INFNAN`). */
+    ACL_CANN_ATTR_INF_NAN = 0,
+    /** The bf16 data type (`ACL_BF16`). */
+    ACL_CANN_ATTR_BF16 = 1,
+    /** Operators compiled just in time. */
+    ACL_CANN_ATTR_JIT_COMPILE = 2,
+} aclCannAttr;
 
-/**
- * A half-precision float's bits.
- */
-typedef uint16_t aclFloat16;
 
 /**
  * The ACL error code type (`int` in CANN's `acl_base.h`).
  */
 typedef int aclError;
+
+/**
+ * A half-precision float's bits.
+ */
+typedef uint16_t aclFloat16;
 
 /**
  * The user's allocator object.
@@ -168,6 +181,27 @@ typedef void *aclrtStream;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Writes the list of the CANN attributes this environment supports
+ * (`ACL_CANN_ATTR_INF_NAN`, `ACL_CANN_ATTR_BF16` on the host runtime) and
+ * their number. The list is the library's: the caller neither allocates
+ * nor frees it.
+ *
+ * # Safety
+ * `cannAttrList` and `num` are NULL or writable.
+ */
+aclError aclGetCannAttributeList(const aclCannAttr **cannAttrList, size_t *num);
+
+/**
+ * Writes whether this environment supports `cannAttr`: 1 for those of
+ * `aclGetCannAttributeList`, 0 for `ACL_CANN_ATTR_JIT_COMPILE` (the host
+ * runtime compiles no operators); any other value is refused.
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclGetCannAttribute(aclCannAttr cannAttr, int32_t *value);
 
 /**
  * The bytes of one element of `dataType`: sub-byte types count 1 (their

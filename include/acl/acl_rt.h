@@ -43,6 +43,10 @@
 #define ACL_RT_VMM_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the handle. */
 #define ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
+/** `aclrtGetDeviceCapability`'s value: the feature is supported. */
+#define ACL_DEV_FEATURE_SUPPORT 0x00000001
+/** `aclrtGetDeviceCapability`'s value: the feature is not supported. */
+#define ACL_DEV_FEATURE_NOT_SUPPORT 0x00000000
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
 #define ACL_STREAM_FAST_LAUNCH 0x00000001U
 /** `aclrtCreateStreamWithConfig` flag (accepted, no effect on the host). */
@@ -415,6 +419,22 @@ typedef enum aclrtDeviceStatus {
     ACL_RT_DEVICE_STATUS_END = 0xFFFF,
 } aclrtDeviceStatus;
 
+typedef enum aclrtFloatOverflowMode {
+    /** Saturated: Inf becomes the largest finite value, NaN becomes 0. */
+    ACL_RT_OVERFLOW_MODE_SATURATION = 0,
+    /** Inf and NaN as computed: the default. */
+    ACL_RT_OVERFLOW_MODE_INFNAN = 1,
+    /** Undefined: not a mode to set. */
+    ACL_RT_OVERFLOW_MODE_UNDEF = 2,
+} aclrtFloatOverflowMode;
+
+typedef enum aclrtDevFeatureType {
+    /** Updating the tasks of AI Core kernels (of a captured model). */
+    ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV = 1,
+    /** Queue event messages sent across devices. */
+    ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV = 21,
+} aclrtDevFeatureType;
+
 
 /**
  * One uncorrectable memory error: where and how long.
@@ -633,8 +653,33 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The name of the SoC: `"aclalloc-host"` on the host runtime (no Ascend
- * SoC), the real runtime's answer in front of one.
+ * Writes whether device `deviceId` supports `devFeatureType`:
+ * `ACL_DEV_FEATURE_NOT_SUPPORT` for both features on a host device (it
+ * has no task scheduler whose AI Core tasks could be updated, and no
+ * queues across devices). A device id out of range:
+ * `ACL_ERROR_RT_INVALID_DEVICEID`; another feature value:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `value` is NULL or writable.
+ */
+aclError aclrtGetDeviceCapability(int32_t deviceId, aclrtDevFeatureType devFeatureType, int32_t *value);
+
+/**
+ * Writes whether kernels built for the SoC `socVersion` run on this
+ * device: 1 for the SoC the host runtime reports (`aclrtGetSocName`),
+ * whose kernels are host code; 0 for any other (an Ascend SoC's kernels
+ * are its instructions, which the host cannot run).
+ *
+ * # Safety
+ * `socVersion` is NULL or a NUL-terminated string; `canCompatible` is NULL
+ * or writable.
+ */
+aclError aclrtCheckArchCompatibility(const char *socVersion, int32_t *canCompatible);
+
+/**
+ * The name of the SoC: on the host runtime `"aclalloc-host"` (no Ascend
+ * SoC), or `ACLALLOC_SOC_NAME`; the real runtime's answer in front of one.
  */
 const char *aclrtGetSocName(void);
 
@@ -1197,6 +1242,63 @@ aclError aclrtNotifyBatchReset(aclrtNotify *notifies, size_t num);
  * `serverPids` is NULL or readable for `num` elements.
  */
 aclError aclrtNotifySetImportPidInterServer(aclrtNotify notify, struct aclrtServerPid *serverPids, size_t num);
+
+/**
+ * Sets the process's float overflow mode, saturation or Inf/NaN
+ * (`ACL_RT_OVERFLOW_MODE_UNDEF` or another value: `ACL_ERROR_INVALID_PARAM`).
+ * The host runtime keeps the mode and reports it back; its kernels are
+ * host code, computing in the host's IEEE arithmetic either way.
+ */
+aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode);
+
+/**
+ * Writes the process's float overflow mode: the one last set, else
+ * `ACL_RT_OVERFLOW_MODE_INFNAN` (CANN's default).
+ *
+ * # Safety
+ * `mode` is NULL or writable.
+ */
+aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode *mode);
+
+/**
+ * Turns the float overflow check of `stream` (NULL: the default stream)
+ * off (`flag` 0) or on (1): the stream attribute
+ * `ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK`, which reads it back.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtSetStreamOverflowSwitch(aclrtStream stream, uint32_t flag);
+
+/**
+ * Writes the float overflow check switch of `stream` (NULL: the default
+ * stream): 0 until turned on.
+ *
+ * # Safety
+ * `flag` is NULL or writable.
+ */
+aclError aclrtGetStreamOverflowSwitch(aclrtStream stream, uint32_t *flag);
+
+/**
+ * Queues on `stream` (NULL: the default stream) the copy of the overflow
+ * status of the device's tasks into `outputSize` bytes (exactly 64) of
+ * device memory at `outputAddr`; synchronize the stream before reading it.
+ * Nothing overflows on the host: the status is all zeros.
+ *
+ * # Safety
+ * None for the host runtime: the stream is looked up, and `outputAddr`
+ * must lie in live device memory (checked).
+ */
+aclError aclrtGetOverflowStatus(void *outputAddr, size_t outputSize, aclrtStream stream);
+
+/**
+ * Clears the overflow status of the device's tasks, in order on `stream`
+ * (NULL: the default stream). On the host there is nothing to clear.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtResetOverflowStatus(aclrtStream stream);
 
 /**
  * Makes `deviceId` the calling thread's device (its default context becomes

@@ -49,6 +49,9 @@ pub struct HostRuntime {
     pub(crate) reports: Arc<super::callbacks::Reports>,
     /// `aclrtSetDeviceResLimit`'s limits: (device, resource type, value).
     pub(crate) res_limits: Mutex<Vec<(u32, i32, u32)>>,
+    /// `aclrtSetDeviceSatMode`'s mode, process-wide as CANN keeps it
+    /// (`aclrtFloatOverflowMode`; Inf/NaN until set).
+    pub(crate) sat_mode: Mutex<i32>,
     /// Streams destroyed by force whose queued work may still be running.
     pub(crate) draining: Mutex<Vec<Arc<super::streams::Draining>>>,
     workspaces: &'static dyn WorkspaceAllocator,
@@ -79,6 +82,7 @@ impl HostRuntime {
             events: HandleTable::new(),
             reports: Arc::default(),
             res_limits: Mutex::new(Vec::new()),
+            sat_mode: Mutex::new(super::overflow::OVERFLOW_MODE_INFNAN),
             draining: Mutex::new(Vec::new()),
             workspaces: direct_device_memory(),
             allocators,

@@ -31,6 +31,7 @@ mod launch_cache;
 pub mod memops;
 pub mod memory;
 mod notify;
+mod overflow;
 mod res_limits;
 pub mod sharing;
 mod sharing_calls;

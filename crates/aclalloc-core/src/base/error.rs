@@ -65,6 +65,9 @@ pub const ACL_ERROR_RT_INTERNAL_ERROR: aclError = 507000;
 pub const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: aclError = 507035;
 /// A synchronize overtaken by `aclrtStreamAbort`.
 pub const ACL_ERROR_RT_STREAM_ABORT: aclError = 107023;
+/// The feature is not supported on this device or runtime (CANN's
+/// `rt_error_codes.h`), which programs probe for before using one.
+pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207000;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.

@@ -154,7 +154,7 @@ pub extern "C" fn aclFloat16ToFloat(value: aclFloat16) -> f32 {
 /// 1 to 63 printable ASCII characters (for programs that choose a path by
 /// SoC, or print it), else `"aclalloc-host"`; an invalid value is one line
 /// on stderr.
-fn host_soc_name() -> &'static std::ffi::CStr {
+pub(crate) fn host_soc_name() -> &'static std::ffi::CStr {
     static NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
     NAME.get_or_init(|| {
         const VAR: &str = "ACLALLOC_SOC_NAME";

@@ -4,6 +4,7 @@
 //! `crate::ffi::wiring::dispatch::real_or_host!`.
 
 pub mod allocator;
+pub mod capabilities;
 pub mod device_info;
 pub mod device_limits;
 pub mod errmsg;
@@ -13,6 +14,7 @@ pub mod ipc_events;
 pub mod ipc_memory;
 pub mod memory;
 pub mod notify;
+pub mod overflow;
 pub mod runtime;
 pub mod sharing;
 pub mod stream_attribute;
