@@ -42,12 +42,6 @@ for target in "${targets[@]}"; do
   # hold CI for libFuzzer's default 20 minutes.
   flags=(-max_total_time="$share" -rss_limit_mb=4096 -timeout=20 -print_final_stats=1)
   env=()
-  if [[ "$target" == pool_sequence ]]; then
-    # A destroyed pool keeps its host-side shell by design
-    # (crates/aclalloc-pool/src/handles.rs); LeakSanitizer would report every one.
-    flags+=(-detect_leaks=0)
-    env=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-  fi
   # Inputs that once failed (fuzz/regressions/TARGET, checked in) run
   # first, every time, beside the corpus the runs grow (not checked in).
   corpora=("fuzz/corpus/$target")

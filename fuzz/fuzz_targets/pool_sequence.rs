@@ -19,8 +19,11 @@
 //! that an allocation fails only when a pool with no live block could not
 //! fit it; that an idle pool holds nothing after `empty_cache` (and at most
 //! the kept bytes after `trim`). Each run frees and destroys what it made
+//! (after checking that resetting an idle pool's statistics zeroes them)
 //! and checks device memory, descriptors and registrations are back where
-//! they started.
+//! they started. A destroyed pool's host-side struct is freed once nothing
+//! uses it (crates/aclalloc-pool/src/handles.rs), so runs simply create and
+//! destroy pools, as many as the process runs.
 #![no_main]
 
 #[path = "../common/messages.rs"]
@@ -37,8 +40,6 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 const OK: aclError = 0;
 const INVALID_PARAM: aclError = 100_000;
@@ -47,53 +48,8 @@ const MIB: usize = 1 << 20;
 /// The device's capacity (ACLALLOC_DEVICE_MEMORY), small so limits bite.
 const DEVICE_MIB: usize = 64;
 const MAX_OPS: usize = 96;
-/// Pools per run. Each destroyed pool keeps its host-side shell (11,776
-/// bytes, measured under ASan) for the life of the process
-/// (crates/aclalloc-pool/src/handles.rs), so a process destroys at most
-/// `POOL_BUDGET` pools (about 940 MB of shells, under the 4 GB limit the
-/// runs set).
-/// After that, runs recycle: a run's idle pools are kept as spares (at most
-/// two per configuration) instead of destroyed, `Create` takes a spare of
-/// the same configuration when there is one (setting the limit and
-/// resetting the statistics), and `Destroy` of an idle pool is skipped.
+/// Pools a run creates (a create beyond them is skipped).
 const MAX_POOL_CREATES: usize = 2;
-const POOL_BUDGET: usize = 80_000;
-static POOLS_DESTROYED: AtomicUsize = AtomicUsize::new(0);
-
-fn over_budget() -> bool {
-    // ACLALLOC_FUZZ_POOL_BUDGET overrides the budget (to exercise recycling).
-    static BUDGET: OnceLock<usize> = OnceLock::new();
-    let budget = *BUDGET.get_or_init(|| {
-        std::env::var("ACLALLOC_FUZZ_POOL_BUDGET")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(POOL_BUDGET)
-    });
-    POOLS_DESTROYED.load(Ordering::Relaxed) >= budget
-}
-
-/// (max split size, garbage collection threshold bits).
-type ConfigKey = (usize, u64);
-
-/// Idle pools kept for later runs: configuration → (pool, its descriptor if
-/// the run left it alive).
-type Spares = HashMap<ConfigKey, Vec<(usize, Option<usize>)>>;
-
-fn spares() -> &'static Mutex<Spares> {
-    static S: OnceLock<Mutex<Spares>> = OnceLock::new();
-    S.get_or_init(Default::default)
-}
-
-/// Descriptors the spares hold.
-fn spare_count() -> usize {
-    spares()
-        .lock()
-        .unwrap()
-        .values()
-        .flatten()
-        .filter(|s| s.1.is_some())
-        .count()
-}
 const MAX_LIVE_POOLS: usize = 3;
 /// What `aclGetRecentErrMsg` may hold beyond the model's lines: the host
 /// runtime's own refusals when a pool asks the device for a segment or,
@@ -116,7 +72,8 @@ enum PoolPick {
     Pool(u8),
     /// A stream descriptor's object seen through aclrtAllocatorGetByStream.
     View(u8),
-    /// A pool-tagged value near the real handles.
+    /// A pool-tagged value with a small id: a pool this run made (the
+    /// model resolves it), one an earlier run destroyed, or one never made.
     Tagged(u16),
     Forged(u64),
 }
@@ -166,9 +123,6 @@ enum Op {
 
 struct PoolModel {
     handle: usize,
-    /// Its own descriptor (index into `descs`) and configuration.
-    desc: usize,
-    key: ConfigKey,
     alive: bool,
     /// The limit in bytes (usize::MAX: none).
     limit: usize,
@@ -256,9 +210,6 @@ impl Model {
             PoolPick::Pool(i) => self.pools[i as usize % self.pools.len()].handle,
             PoolPick::View(i) if self.views.is_empty() => i as usize,
             PoolPick::View(i) => self.views[i as usize % self.views.len()].0,
-            // Over the budget, spares from earlier runs are live pools the
-            // model does not know: stay clear of the ids they may have.
-            PoolPick::Tagged(id) if over_budget() => (0xACA5usize << 48) | 1 << 40 | id as usize,
             PoolPick::Tagged(id) => (0xACA5usize << 48) | id as usize,
             PoolPick::Forged(v) => v as usize,
         };
@@ -311,20 +262,6 @@ impl Model {
         } else {
             ((DEVICE_MIB * MIB) as f64 * config.memory_fraction) as usize
         };
-        let key = if c.null_config {
-            (0, 0)
-        } else {
-            (
-                config.max_split_size,
-                config.garbage_collection_threshold.to_bits(),
-            )
-        };
-        if (c.null_config || valid)
-            && over_budget()
-            && self.reuse(key, limit, &config, c.null_config)
-        {
-            return;
-        }
         let (mut pool, mut desc) = (std::ptr::null_mut(), std::ptr::null_mut());
         let cfg: *const aclallocPoolConfig = if c.null_config {
             std::ptr::null()
@@ -345,8 +282,6 @@ impl Model {
             );
             self.pools.push(PoolModel {
                 handle: pool as usize,
-                desc: self.descs.len(),
-                key,
                 alive: true,
                 limit,
                 live: BTreeMap::new(),
@@ -360,57 +295,6 @@ impl Model {
             self.fail("aclallocPoolCreate", rc, INVALID_PARAM);
             assert!(pool.is_null() && desc.is_null(), "written on failure");
         }
-    }
-
-    /// `Create` over the budget: a spare pool of the same configuration,
-    /// given the limit asked for and fresh statistics.
-    fn reuse(&mut self, key: ConfigKey, limit: usize, c: &aclallocPoolConfig, null: bool) -> bool {
-        let Some((pool, desc)) = spares().lock().unwrap().get_mut(&key).and_then(Vec::pop) else {
-            return false;
-        };
-        let h = pool as *mut c_void;
-        // A spare whose descriptor the run destroyed serves through a
-        // stream descriptor (same pool, same callbacks).
-        let desc = desc.unwrap_or_else(|| {
-            let mut d = std::ptr::null_mut();
-            // SAFETY: a valid out-pointer.
-            let rc =
-                unsafe { aclallocPoolCreateStreamDesc(h, stream_of(0) as *mut c_void, &mut d) };
-            assert_eq!(rc, OK);
-            d as usize
-        });
-        let rc = if null || (c.memory_limit == 0 && c.memory_fraction == 0.0) {
-            aclallocPoolSetMemoryLimit(h, 0)
-        } else if c.memory_limit != 0 {
-            aclallocPoolSetMemoryLimit(h, c.memory_limit)
-        } else {
-            aclallocPoolSetMemoryFraction(h, c.memory_fraction)
-        };
-        assert_eq!(rc, OK);
-        assert_eq!(aclallocPoolResetAccumulatedStats(h), OK);
-        assert_eq!(aclallocPoolResetPeakStats(h), OK);
-        assert_eq!(
-            stats(pool),
-            PoolStats {
-                max_split_size: stats(pool).max_split_size,
-                ..PoolStats::default()
-            },
-            "a spare pool is not idle"
-        );
-        self.pools.push(PoolModel {
-            handle: pool,
-            desc: self.descs.len(),
-            key,
-            alive: true,
-            limit,
-            live: BTreeMap::new(),
-        });
-        self.descs.push(DescModel {
-            handle: desc,
-            pool: self.pools.len() - 1,
-            alive: true,
-        });
-        true
     }
 
     fn create_stream_desc(&mut self, p: PoolPick, s: u8) {
@@ -626,16 +510,12 @@ impl Model {
 
     fn destroy(&mut self, p: PoolPick) {
         let (handle, pool) = self.pick(p);
-        if pool.is_some_and(|i| self.pools[i].live.is_empty()) && over_budget() {
-            return;
-        }
         let rc = aclallocPoolDestroy(handle as *mut c_void);
         match pool {
             Some(pool) if !self.is_view(handle) => {
                 if self.pools[pool].live.is_empty() {
                     self.fail("aclallocPoolDestroy", rc, OK);
                     self.pools[pool].alive = false;
-                    POOLS_DESTROYED.fetch_add(1, Ordering::Relaxed);
                 } else {
                     self.fail("aclallocPoolDestroy", rc, RELATIVE_RESOURCE_NOT_CLEARED);
                 }
@@ -901,21 +781,22 @@ impl Model {
                 s.reserved_bytes[0].current, 0,
                 "reserved after freeing all and empty_cache"
             );
-            // A spare starts a later run with no segment (see EmptyCache).
-            assert_eq!(aclallocPoolEmptyVirtAddrCache(p.handle as *mut c_void), OK);
+            // An expandable pool's reservations go too (see EmptyCache);
+            // then resetting the idle pool's statistics zeroes all of them.
+            let h = p.handle as *mut c_void;
+            assert_eq!(aclallocPoolEmptyVirtAddrCache(h), OK);
+            assert_eq!(aclallocPoolResetAccumulatedStats(h), OK);
+            assert_eq!(aclallocPoolResetPeakStats(h), OK);
+            assert_eq!(
+                stats(p.handle),
+                PoolStats {
+                    max_split_size: stats(p.handle).max_split_size,
+                    ..PoolStats::default()
+                },
+                "an idle pool's statistics after the resets"
+            );
+            assert_eq!(aclallocPoolDestroy(h), OK);
             p.alive = false;
-            let desc = &mut self.descs[p.desc];
-            if over_budget() {
-                let mut spares = spares().lock().unwrap();
-                let kept = spares.entry(p.key).or_default();
-                if kept.len() < 2 {
-                    kept.push((p.handle, desc.alive.then_some(desc.handle)));
-                    desc.alive = false;
-                    continue;
-                }
-            }
-            assert_eq!(aclallocPoolDestroy(p.handle as *mut c_void), OK);
-            POOLS_DESTROYED.fetch_add(1, Ordering::Relaxed);
         }
         for d in &mut self.descs {
             if d.alive {
@@ -931,7 +812,7 @@ impl Model {
         assert_eq!(
             (
                 device_free(),
-                aclalloc::global().live_descriptors() - spare_count(),
+                aclalloc::global().live_descriptors(),
                 aclalloc::global().streams().len()
             ),
             self.baseline,
@@ -1008,7 +889,7 @@ fuzz_target!(init: setup(), |ops: Vec<Op>| {
     let mut model = Model {
         baseline: (
             device_free(),
-            aclalloc::global().live_descriptors() - spare_count(),
+            aclalloc::global().live_descriptors(),
             aclalloc::global().streams().len(),
         ),
         ..Model::default()
