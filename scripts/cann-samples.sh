@@ -110,13 +110,14 @@ without_script_lines() { # DIR < documented > expected
       print "$line\n";
     }' "$1"
 }
-# A TCP port for a server sample: one no socket of this machine is bound to
-# (as /proc/net/tcp lists them; a clash shows as a failed run).
+# A port for a server sample: one no TCP or UDP socket of this machine is
+# bound to (as /proc/net lists them; a clash shows as a failed run).
 free_port() {
   local port
   for _ in $(seq 50); do
     port=$(( 20000 + RANDOM % 20000 ))
-    grep -qi "$(printf ':%04X ' "$port")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$port"; return; }
+    grep -qi "$(printf ':%04X ' "$port")" /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 2>/dev/null ||
+      { echo "$port"; return; }
   done
   echo 28888
 }
@@ -203,10 +204,12 @@ for s in "${samples[@]}"; do
     for ((i = 1; i <= runs; i++)); do
       port="$(free_port)"
       (cd "$dir" && rm -rf file && mkdir -p file)
-      # Line-buffered, so the client starts once the server says it listens.
+      # Line-buffered, so the client starts once the server says it listens
+      # (memory/12's handshake is one UDP datagram, lost if sent before:
+      # up to 60 s for a loaded machine).
       (cd "$dir" && exec timeout 120 stdbuf -oL ./build/server "$port" >"$dir/run.txt" 2>"$dir/run.err") &
       server=$!
-      for _ in $(seq 400); do
+      for _ in $(seq 1200); do
         grep -q 'listening on port' "$dir/run.txt" 2>/dev/null && break
         kill -0 "$server" 2>/dev/null || break
         sleep 0.05
