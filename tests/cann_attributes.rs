@@ -4,26 +4,16 @@
 //! supports neither device feature, and runs kernels built for its own SoC
 //! only; bad input is refused with a message and nothing is written.
 
+mod common;
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::capabilities::*;
 use aclalloc::ffi::cann::device_info::aclrtGetSocName;
 use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
-use aclalloc::ffi::cann::runtime::*;
 use std::ffi::CStr;
 
-fn setup() {
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-}
-
-fn last_message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a failure leaves a message");
-    // SAFETY: a NUL-terminated string valid until the next read.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
+use common::device0 as setup;
+use common::message as last_message;
 
 fn attribute(attr: aclCannAttr) -> Result<i32, aclError> {
     let mut v = -7;

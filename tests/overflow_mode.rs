@@ -6,6 +6,8 @@
 //! 64 zero bytes written in stream order; bad input is refused with a
 //! message and nothing is written.
 
+mod common;
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::cann::memory::*;
@@ -13,22 +15,11 @@ use aclalloc::ffi::cann::overflow::*;
 use aclalloc::ffi::cann::runtime::*;
 use aclalloc::ffi::cann::stream_attribute::*;
 use aclalloc::ffi::cann::types::*;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::ptr::null_mut;
 
-fn setup() {
-    // SAFETY: a NULL configuration path is allowed.
-    let rc = unsafe { aclInit(std::ptr::null()) };
-    assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
-    assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-}
-
-fn last_message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a failure leaves a message");
-    // SAFETY: a NUL-terminated string valid until the next read.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
+use common::device0 as setup;
+use common::message as last_message;
 
 fn mode() -> aclrtFloatOverflowMode {
     let mut m = -7;

@@ -44,6 +44,16 @@ pub fn message() -> String {
     recent_message().expect("a message was recorded")
 }
 
+/// The runtime initialized (once per process: a repeat is fine) and device
+/// 0 current on the calling thread.
+pub fn device0() {
+    use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+    // SAFETY: a NULL configuration path is allowed.
+    let rc = unsafe { aclInit(std::ptr::null()) };
+    assert!(rc == 0 || rc == 100_002, "aclInit: {rc}");
+    assert_eq!(aclrtSetDevice(0), 0);
+}
+
 /// The directory holding the `libaclalloc.so` this test run built
 /// (`target/<profile>`): the test binary lives in `target/<profile>/deps`.
 ///
