@@ -437,6 +437,12 @@ typedef enum aclrtDevFeatureType {
 
 
 /**
+ * What CANN's exception callbacks are told about a failed task (CANN's
+ * opaque `aclrtExceptionInfo`, read with its getters).
+ */
+typedef struct aclrtExceptionInfo aclrtExceptionInfo;
+
+/**
  * One uncorrectable memory error: where and how long.
  */
 typedef struct aclrtMemUceInfo {
@@ -485,6 +491,17 @@ typedef struct aclrtUtilizationInfo {
    */
   void *utilizationExtend;
 } aclrtUtilizationInfo;
+
+/**
+ * `void fn(aclrtExceptionInfo *exceptionInfo)`: told about a task that
+ * failed on a stream.
+ */
+typedef void (*aclrtExceptionInfoCallback)(struct aclrtExceptionInfo *exceptionInfo);
+
+/**
+ * A kernel function's handle.
+ */
+typedef void *aclrtFuncHandle;
 
 /**
  * An event handed to another process.
@@ -963,6 +980,102 @@ aclError aclrtRecordEventWithFlag(aclrtEvent event, aclrtStream stream, uint32_t
  * None for the host runtime: the handles are looked up, never trusted.
  */
 aclError aclrtStreamWaitEventWithTimeout(aclrtStream stream, aclrtEvent event, int32_t timeout);
+
+/**
+ * The id of the last task the calling thread enqueued on a stream (a
+ * kernel, a copy, a callback, an event record or wait, ...); 0 before its
+ * first. Ids are unique in the process and increase; a failed task's
+ * exception information gives the same id.
+ *
+ * # Safety
+ * `taskId` is NULL or writable.
+ */
+aclError aclrtGetThreadLastTaskId(uint32_t *taskId);
+
+/**
+ * Sets the callback told about every task that fails on a stream (NULL
+ * unsets it; a later call replaces it). It runs in the synchronize that
+ * reports the failure (`aclrtSynchronizeStream`, `aclrtSynchronizeDevice`,
+ * ...), on that thread, before it returns. Deprecated in CANN for
+ * `aclrtExceptionInfoCallbackRegister`.
+ */
+aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback);
+
+/**
+ * Adds a callback told about every task that fails on a stream, as
+ * `aclrtSetExceptionInfoCallback`'s; registering one twice adds it once.
+ */
+aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback);
+
+/**
+ * Removes a callback `aclrtExceptionInfoCallbackRegister` added (one not
+ * registered: nothing happens).
+ */
+aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback);
+
+/**
+ * The failed task's id (as `aclrtGetThreadLastTaskId` gave it to the
+ * thread that enqueued it); 0xFFFFFFFF for NULL.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given.
+ */
+uint32_t aclrtGetTaskIdFromExceptionInfo(const struct aclrtExceptionInfo *info);
+
+/**
+ * The failed task's stream id (as `aclrtStreamGetId` gives it);
+ * 0xFFFFFFFF for NULL.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given.
+ */
+uint32_t aclrtGetStreamIdFromExceptionInfo(const struct aclrtExceptionInfo *info);
+
+/**
+ * The id (Linux thread id) of the thread that enqueued the failed task;
+ * 0xFFFFFFFF for NULL.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given.
+ */
+uint32_t aclrtGetThreadIdFromExceptionInfo(const struct aclrtExceptionInfo *info);
+
+/**
+ * The device of the failed task's stream; 0xFFFFFFFF for NULL.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given.
+ */
+uint32_t aclrtGetDeviceIdFromExceptionInfo(const struct aclrtExceptionInfo *info);
+
+/**
+ * The code the task failed with (what the synchronize reporting it
+ * returns); 0xFFFFFFFF for NULL.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given.
+ */
+uint32_t aclrtGetErrorCodeFromExceptionInfo(const struct aclrtExceptionInfo *info);
+
+/**
+ * The arguments the failed kernel was launched with, on the device. A host
+ * kernel's argument is host memory it owns: NULL and 0 length.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given;
+ * `devArgsPtr` and `devArgsLen` are NULL or writable.
+ */
+aclError aclrtGetArgsFromExceptionInfo(const struct aclrtExceptionInfo *info, void **devArgsPtr, uint32_t *devArgsLen);
+
+/**
+ * The handle of the failed kernel (`aclrtBinaryGetFunction`'s). Host
+ * kernels have none: NULL.
+ *
+ * # Safety
+ * `info` is NULL or the information an exception callback was given;
+ * `func` is NULL or writable.
+ */
+aclError aclrtGetFuncHandleFromExceptionInfo(const struct aclrtExceptionInfo *info, aclrtFuncHandle *func);
 
 /**
  * Allocates `size` bytes of host memory (page-aligned, zeroed) that every

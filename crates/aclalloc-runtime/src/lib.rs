@@ -21,6 +21,7 @@ pub mod config;
 pub mod context;
 pub mod device;
 pub mod events;
+pub mod exceptions;
 mod fork;
 pub mod host;
 mod host_memory;

@@ -10,6 +10,7 @@
 //! waits until the worker reaches it.
 
 use super::events::Event;
+use super::exceptions::{self, aclrtExceptionInfo, TaskTag};
 use super::fork;
 use super::memory::DeviceHeap;
 use super::waits;
@@ -23,6 +24,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicI32;
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex as SleepMutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -118,8 +120,11 @@ pub enum Task {
 // flag outlives the task (its synchronizer waits for it).
 unsafe impl Send for Task {}
 
+/// A queued task with its tag (its task id and launching thread).
+type Entry = (Task, TaskTag);
+
 struct Shared {
-    queue: ArrayQueue<Task>,
+    queue: ArrayQueue<Entry>,
     /// Producers between their `closed` check and their push.
     entering: AtomicUsize,
     closed: AtomicBool,
@@ -139,6 +144,12 @@ struct Shared {
     pending: AtomicUsize,
     /// The first task failure not yet reported by a synchronize (0: none).
     failure: AtomicI32,
+    /// The tag of the task that left `failure` ([`TaskTag::pack`]).
+    failed_tag: AtomicU64,
+    /// Keeps a failure's code and tag together.
+    failure_lock: Mutex<()>,
+    /// The stream's id (`aclrtStreamGetId`), for exception information.
+    id: AtomicU32,
     /// `ACL_STOP_ON_FAILURE`: after a failed task, work is dropped until a
     /// synchronize reports the failure.
     stop_on_failure: AtomicBool,
@@ -265,7 +276,7 @@ impl Stream {
         workspaces: &'static dyn WorkspaceAllocator,
     ) -> Result<Self> {
         // The queue and the shared state are std allocations: room first.
-        let room = 2 * QUEUE_CAPACITY * std::mem::size_of::<Task>();
+        let room = 2 * QUEUE_CAPACITY * std::mem::size_of::<Entry>();
         if !crate::base::handles::host_has_room(room) {
             return Err(Error::BadAlloc {
                 what: "a stream's queue",
@@ -283,6 +294,9 @@ impl Stream {
             room_waiters: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
             failure: AtomicI32::new(0),
+            failed_tag: AtomicU64::new(0),
+            failure_lock: Mutex::new(()),
+            id: AtomicU32::new(0),
             stop_on_failure: AtomicBool::new(false),
             interrupt: Arc::new(AtomicU64::new(0)),
             aborts: AtomicU64::new(0),
@@ -325,9 +339,15 @@ impl Stream {
         let pushed = if shared.closed.load(Ordering::SeqCst) {
             Err(DESTROYED)
         } else {
-            match shared.queue.push(task) {
+            // A synchronize's marker is not a task of the caller's.
+            let tag = if matches!(task, Task::Fence(_)) {
+                TaskTag::default()
+            } else {
+                exceptions::new_task()
+            };
+            match shared.queue.push((task, tag)) {
                 Ok(()) => Ok(()),
-                Err(task) => self.enqueue_when_room(task),
+                Err(entry) => self.enqueue_when_room(entry),
             }
         };
         if pushed.is_err() {
@@ -350,7 +370,7 @@ impl Stream {
     }
 
     #[cold]
-    fn enqueue_when_room(&self, mut task: Task) -> Result<()> {
+    fn enqueue_when_room(&self, mut task: Entry) -> Result<()> {
         if self.is_current_worker() {
             // Waiting for room from inside the worker would wait forever.
             return Err(Error::InvalidParam {
@@ -476,11 +496,34 @@ impl Stream {
     }
 
     /// The code a failed task left for the next synchronize, once.
+    /// The exception callbacks are called with the failed task's
+    /// information before it returns.
     pub(crate) fn take_failure(&self) -> Result<()> {
-        match self.shared.failure.swap(0, Ordering::SeqCst) {
-            0 => Ok(()),
-            code => Err(Error::TaskFailed { code }),
+        let shared = &*self.shared;
+        let (code, tag) = {
+            let _guard = shared.failure_lock.lock();
+            let code = shared.failure.swap(0, Ordering::SeqCst);
+            (
+                code,
+                TaskTag::unpack(shared.failed_tag.load(Ordering::SeqCst)),
+            )
+        };
+        if code == 0 {
+            return Ok(());
         }
+        exceptions::report(aclrtExceptionInfo {
+            task_id: tag.task_id,
+            stream_id: shared.id.load(Ordering::Relaxed),
+            thread_id: tag.thread_id,
+            device_id: self.device(),
+            error_code: code as u32,
+        });
+        Err(Error::TaskFailed { code })
+    }
+
+    /// Sets the id exception information gives for this stream.
+    pub(crate) fn set_id(&self, id: u32) {
+        self.shared.id.store(id, Ordering::Relaxed);
     }
 
     /// Records that the calling kernel, if any, is about to wait for this
@@ -540,9 +583,9 @@ impl Stream {
             let _head = shared.head_lock();
             let interrupted = self.interrupt(Interrupt::Abort);
             let mut taken = Vec::new();
-            while let Some(task) = shared.queue.pop() {
+            while let Some(entry) = shared.queue.pop() {
                 shared.pending.fetch_sub(1, Ordering::SeqCst);
-                taken.push(task);
+                taken.push(entry);
             }
             // Nothing left for the worker to run: the head task was taken
             // here, so its failure is recorded here.
@@ -556,10 +599,11 @@ impl Stream {
                         Ordering::SeqCst,
                     ) {
                         Ok(_) => {
-                            let code = taken
-                                .first()
-                                .map_or(ACL_ERROR_RT_INTERNAL_ERROR, |t| Interrupt::code(now, t));
-                            shared.task_failed(code);
+                            let (code, tag) = taken.first().map_or(
+                                (ACL_ERROR_RT_INTERNAL_ERROR, TaskTag::default()),
+                                |(t, tag)| (Interrupt::code(now, t), *tag),
+                            );
+                            shared.task_failed(code, tag);
                             break;
                         }
                         Err(seen) => now = seen,
@@ -570,7 +614,7 @@ impl Stream {
         };
         // Outside the lock: dropping frees what the tasks own and gives
         // workspaces back, which may call the user's allocator.
-        for task in &taken {
+        for (task, _) in &taken {
             shared.drop_task(task);
         }
         let dropped = taken.len();
@@ -715,7 +759,7 @@ impl Drop for Shared {
     /// they hold go back. A fence is skipped: its synchronizer has
     /// returned, and its flag with it.
     fn drop(&mut self) {
-        while let Some(task) = self.queue.pop() {
+        while let Some((task, _)) = self.queue.pop() {
             if !matches!(task, Task::Fence(_)) {
                 self.drop_task(&task);
             }
@@ -786,8 +830,8 @@ impl Shared {
     /// thread (false).
     fn serve(&self) -> bool {
         loop {
-            while let Some((task, before)) = self.take_next() {
-                if !self.execute(&task, before) {
+            while let Some(((task, tag), before)) = self.take_next() {
+                if !self.execute(&task, tag, before) {
                     return false;
                 }
                 if self.room_waiters.load(Ordering::Relaxed) > 0 {
@@ -839,7 +883,7 @@ impl Shared {
 
     /// The next task, marked running, with the interrupt word as it was
     /// before (see `head`).
-    fn take_next(&self) -> Option<(Task, u64)> {
+    fn take_next(&self) -> Option<(Entry, u64)> {
         let _head = self.head_lock();
         let task = self.queue.pop()?;
         Some((task, self.interrupt.fetch_or(RUNNING, Ordering::SeqCst)))
@@ -848,11 +892,11 @@ impl Shared {
     /// Runs `task`, marked running when the interrupt word was `before`;
     /// false when a kernel or a free callback ended the thread (the task is
     /// retired all the same).
-    fn execute(&self, task: &Task, before: u64) -> bool {
+    fn execute(&self, task: &Task, tag: TaskTag, before: u64) -> bool {
         if before & (STOPPED | ABORTED) != 0 {
             // Stopped or aborted before it started: it fails without running.
             self.interrupt.store(0, Ordering::SeqCst);
-            self.task_failed(Interrupt::code(before, task));
+            self.task_failed(Interrupt::code(before, task), tag);
             self.pending.fetch_sub(1, Ordering::SeqCst);
             self.drop_task(task);
             return true;
@@ -921,7 +965,7 @@ impl Shared {
                 let limit = Duration::from_secs(u64::from(seconds));
                 // SAFETY: as above.
                 if !unsafe { &*event }.stream_wait(generation, Some(limit)) {
-                    self.task_failed(crate::base::error::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT);
+                    self.task_failed(crate::base::error::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, tag);
                 }
             }
             // SAFETY: as above.
@@ -931,11 +975,11 @@ impl Shared {
         }
         let failed = TASK_FAILURE.with(|f| f.replace(0));
         if failed != 0 {
-            self.task_failed(failed);
+            self.task_failed(failed, tag);
         }
         let interrupted = self.interrupt.swap(0, Ordering::SeqCst);
         if interrupted & (STOPPED | ABORTED) != 0 {
-            self.task_failed(Interrupt::code(interrupted, task));
+            self.task_failed(Interrupt::code(interrupted, task), tag);
         }
         // Before retiring: a synchronizer woken by a fence sees the stream idle.
         self.pending.fetch_sub(1, Ordering::SeqCst);
@@ -943,12 +987,16 @@ impl Shared {
         !foreign_call::unwind_paused()
     }
 
-    /// Keeps the first failure for the next synchronize.
+    /// Keeps the first failure, and the task that left it, for the next
+    /// synchronize.
     #[cold]
-    fn task_failed(&self, code: i32) {
-        let _ = self
-            .failure
-            .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
+    fn task_failed(&self, code: i32, tag: TaskTag) {
+        // The tag before the code: whoever takes the code finds its tag.
+        let _guard = self.failure_lock.lock();
+        if self.failure.load(Ordering::SeqCst) == 0 {
+            self.failed_tag.store(tag.pack(), Ordering::SeqCst);
+            self.failure.store(code, Ordering::SeqCst);
+        }
     }
 
     /// A task that will not run: what it owns is freed, then it retires.
@@ -1234,7 +1282,7 @@ mod tests {
                 .b
                 .shared
                 .queue
-                .push(kernel(noop, 0, std::ptr::null()))
+                .push((kernel(noop, 0, std::ptr::null()), TaskTag::default()))
                 .is_ok()
             {}
             cycle

@@ -64,12 +64,14 @@ impl HostRuntime {
         let handle = self
             .streams
             .insert(StreamEntry {
-                stream,
+                stream: Arc::clone(&stream),
                 context: ctx,
                 priority: config.0,
                 flags: config.1,
             })?
             .get();
+        // As `aclrtStreamGetId` gives it.
+        stream.set_id((handle & 0x7FFF_FFFF) as u32);
         let adopted = self.with_context_mut(ctx, |c| {
             if default {
                 if c.default_stream.is_some() {

@@ -42,7 +42,7 @@ impl FfiReturn for () {
 }
 
 /// Functions returning a value: the value, or a failure value (a count:
-/// `u64::MAX`; a handle or a string: NULL).
+/// `u64::MAX`; an id: `u32::MAX`; a handle or a string: NULL).
 macro_rules! value_returns {
     ($($ty:ty => $failure:expr),*) => {$(
         impl FfiReturn for $ty {
@@ -56,7 +56,7 @@ macro_rules! value_returns {
         }
     )*};
 }
-value_returns!(u64 => u64::MAX);
+value_returns!(u64 => u64::MAX, u32 => u32::MAX);
 
 /// A pointer result: NULL on failure.
 impl<T> FfiReturn for *mut T {

@@ -7,6 +7,8 @@ pub use crate::base::error::aclError;
 
 /// A stream handle.
 pub type aclrtStream = *mut c_void;
+/// A kernel function's handle.
+pub type aclrtFuncHandle = *mut c_void;
 /// An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
 pub type aclrtAllocatorDesc = *mut c_void;
 /// The user's allocator object.

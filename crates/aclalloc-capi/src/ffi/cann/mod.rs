@@ -9,6 +9,7 @@ pub mod device_info;
 pub mod device_limits;
 pub mod errmsg;
 pub mod events;
+pub mod exceptions;
 pub mod host_memory;
 pub mod ipc_events;
 pub mod ipc_memory;
