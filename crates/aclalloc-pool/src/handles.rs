@@ -304,11 +304,6 @@ pub fn get(handle: *mut std::ffi::c_void) -> Result<SharedPool> {
     with_found(handle, |pool, _| count_of(pool))
 }
 
-/// The pool behind `handle` and the stream it is bound to, kept past the call.
-pub fn get_with_stream(handle: *mut std::ffi::c_void) -> Result<(SharedPool, usize)> {
-    with_found(handle, |pool, stream| (count_of(pool), stream))
-}
-
 /// The pool behind `handle`, kept for the rest of the process: for holders
 /// that live as long as it (the default allocator's pools), which a
 /// destroy through the handle then cannot free.
