@@ -10,16 +10,6 @@ use crate::ffi::wiring::host::host;
 use crate::ffi::wiring::ordered_tracking;
 use std::ffi::c_void;
 
-/// The host runtime's handle for `stream` (NULL: the current context's
-/// default stream), as the tracking layer orders streams; NULL if none.
-fn resolved(stream: aclrtStream) -> aclrtStream {
-    host()
-        .resolve_stream(args::optional_stream(stream))
-        .map_or(std::ptr::null_mut(), |(key, _)| {
-            key.get().get() as aclrtStream
-        })
-}
-
 /// Device memory for `aclrtMalloc` and `aclrtMallocAlign32`, written to `devPtr`.
 ///
 /// # Safety
@@ -176,7 +166,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let key = args::optional_stream(stream);
         // SAFETY: the caller's contract for host-side ranges.
         unsafe { host().memcpy_async(dst, destMax, src, count, kind, key) }?;
-        ordered_tracking::used(resolved(stream), &[dst_ptr, src_ptr], count);
+        ordered_tracking::used_on_host(stream, &[dst_ptr, src_ptr], count);
         Ok(())
     })
 }
@@ -201,7 +191,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     } {
         let dst = args::address(devPtr, "devPtr")?;
         host().memset_async(dst, maxCount, value, count, args::optional_stream(stream))?;
-        ordered_tracking::used(resolved(stream), &[devPtr], count);
+        ordered_tracking::used_on_host(stream, &[devPtr], count);
         Ok(())
     })
 }

@@ -39,6 +39,21 @@ pub(crate) fn used(stream: aclrtStream, addresses: &[*const c_void], len: usize)
     }
 }
 
+/// [`used`] on the host runtime: `stream` is resolved as the host runtime
+/// orders streams (NULL: the current context's default stream), and only
+/// while tracking is on.
+pub(crate) fn used_on_host(stream: aclrtStream, addresses: &[*const c_void], len: usize) {
+    if !tracking::enabled() {
+        return;
+    }
+    let resolved = crate::ffi::wiring::host::host()
+        .resolve_stream(crate::ffi::wiring::args::optional_stream(stream))
+        .map_or(std::ptr::null_mut(), |(key, _)| {
+            key.get().get() as aclrtStream
+        });
+    used(resolved, addresses, len);
+}
+
 /// Device memory (`aclrtMalloc`, a reserved range) was handed out at `address`.
 pub(crate) fn reissued(address: *mut c_void, size: usize) {
     if tracking::enabled() && !address.is_null() {
