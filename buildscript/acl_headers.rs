@@ -167,53 +167,28 @@ pub fn vocabulary(header: &AclHeader, scan: &Scan) -> String {
     }
     let constants: Vec<&Constant> = acl_constants.collect();
     out.push('\n');
-    for c in constants.iter().filter(|c| c.ty == "u64") {
+    // How CANN spells each type of flag: hex digits at least, suffix.
+    const SPELLINGS: [(&str, usize, &str); 3] = [("u64", 0, "UL"), ("i32", 8, ""), ("u32", 8, "U")];
+    for c in constants.iter().filter(|c| !ENUMS.contains(&c.ty.as_str())) {
         assert!(
-            c.value >= 0,
-            "a u64 flag of CANN is not negative: {}",
-            c.name
-        );
-        let _ = writeln!(
-            out,
-            "{}#define {} 0x{:X}UL",
-            doc(&c.doc, ""),
-            c.name,
-            c.value
-        );
-    }
-    for c in constants.iter().filter(|c| c.ty == "i32") {
-        // CANN spells its int flags without a suffix (ACL_DEV_FEATURE_SUPPORT).
-        assert!(
-            c.value >= 0,
-            "an int flag of CANN is not negative: {}",
-            c.name
-        );
-        let _ = writeln!(
-            out,
-            "{}#define {} 0x{:08X}",
-            doc(&c.doc, ""),
-            c.name,
-            c.value
-        );
-    }
-    for c in constants
-        .iter()
-        .filter(|c| !ENUMS.contains(&c.ty.as_str()) && c.ty != "u64" && c.ty != "i32")
-    {
-        assert!(
-            c.ty == "u32" && c.value >= 0,
+            SPELLINGS.iter().any(|(ty, ..)| *ty == c.ty) && c.value >= 0,
             "build.rs does not know how CANN spells the constant {} of type {}: \
              add it to buildscript/acl_headers.rs",
             c.name,
             c.ty
         );
-        let _ = writeln!(
-            out,
-            "{}#define {} 0x{:08X}U",
-            doc(&c.doc, ""),
-            c.name,
-            c.value
-        );
+    }
+    // One type after the other, in the order CANN's headers list them.
+    for (ty, digits, suffix) in SPELLINGS {
+        for c in constants.iter().filter(|c| c.ty == ty) {
+            let _ = writeln!(
+                out,
+                "{}#define {} 0x{:0digits$X}{suffix}",
+                doc(&c.doc, ""),
+                c.name,
+                c.value
+            );
+        }
     }
     write_enums(&mut out, ENUMS, &constants);
     out

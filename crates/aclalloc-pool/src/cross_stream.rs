@@ -76,12 +76,7 @@ impl All<'_> {
         let Some(rounded) = rounded.filter(|_| !self.global.config.expandable_segments) else {
             return Ok(BeforeGrowing::Grow); // `malloc` says why, or maps pages
         };
-        if let crate::engine::Take::Got(addr) =
-            self.shards[s].take_cached(size, rounded, stream, false, None)
-        {
-            return Ok(BeforeGrowing::Got(addr));
-        }
-        if let Some(addr) = self.take_ordered(s, stream, size, rounded) {
+        if let Some(addr) = self.take_without_growing(s, stream, size, rounded) {
             return Ok(BeforeGrowing::Got(addr));
         }
         let kind = kind_of(rounded);

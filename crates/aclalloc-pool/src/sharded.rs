@@ -206,16 +206,28 @@ impl All<'_> {
                 return self.malloc_expandable(vm, s, stream, size, rounded, may_retry);
             }
         }
-        if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false, None) {
-            return Ok(Some(addr));
-        }
-        if let Some(addr) = self.take_ordered(s, stream, size, rounded) {
+        if let Some(addr) = self.take_without_growing(s, stream, size, rounded) {
             return Ok(Some(addr));
         }
         match self.grow(s, size, rounded, stream, may_retry)? {
             Some(idx) => Ok(Some(self.shards[s].finish(idx, rounded, size))),
             None => Ok(None),
         }
+    }
+
+    /// `rounded` bytes for `stream` from shard `s`'s cache, else from a
+    /// segment another stream freed and `stream` is ordered after.
+    pub(super) fn take_without_growing(
+        &mut self,
+        s: usize,
+        stream: usize,
+        size: usize,
+        rounded: usize,
+    ) -> Option<usize> {
+        if let Take::Got(addr) = self.shards[s].take_cached(size, rounded, stream, false, None) {
+            return Some(addr);
+        }
+        self.take_ordered(s, stream, size, rounded)
     }
 
     /// A new segment for shard `s` and its free block. On failure with

@@ -113,7 +113,7 @@ pub fn ordered_alloc(pool: usize, address: usize, size: usize, stream: usize) {
         }
         let overlap = overlapping(&r.live, address, end, |l| l.size)
             .first()
-            .and_then(|a| r.live.get(a).map(|l| (*a, l.size, l.stream, l.pool)));
+            .and_then(|a| r.live.get(a).map(|l| (*a, l.size, l.stream)));
         r.live.insert(
             address,
             Live {
@@ -138,7 +138,7 @@ pub fn ordered_alloc(pool: usize, address: usize, size: usize, stream: usize) {
         overlap
     });
     history::allocated(device, address, size, stream, stack);
-    if let Some((other_address, other_size, other_stream, other_pool)) = overlap {
+    if let Some((other_address, other_size, other_stream)) = overlap {
         record_with_stack(
             Fault::Overlap {
                 stream,
@@ -147,7 +147,7 @@ pub fn ordered_alloc(pool: usize, address: usize, size: usize, stream: usize) {
                 address,
                 size,
                 other_stream,
-                other_block: other_pool.max(other_address),
+                other_block: other_address,
                 other_address,
                 other_size,
             },
