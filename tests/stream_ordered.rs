@@ -669,3 +669,26 @@ fn a_pool_destroyed_through_aclallocs_api_is_refused_by_canns() {
     refused(destroy_pool(pool), INVALID_PARAM, "memPool");
     destroy_stream(s);
 }
+
+/// A free names only the address: it finds the block's pool whichever pool
+/// the thread used last, and an address inside a block is no block.
+#[test]
+fn a_free_finds_its_pool_among_several() {
+    let _g = setup();
+    let (one, two) = (create(), create());
+    let s = stream();
+    let a = malloc(one, 5_000, s);
+    let b = malloc(two, 5_000, s);
+    // The thread allocated from `two` last.
+    refused(free_rc((a + 512) as *mut c_void, s), INVALID_PARAM, "ptr");
+    free(a, s);
+    refused(free_rc(a as *mut c_void, s), INVALID_PARAM, "already freed");
+    free(b, s);
+    // Freed in its own pool: each pool takes its block back.
+    assert_eq!(malloc(one, 5_000, s), a);
+    assert_eq!(malloc(two, 5_000, s), b);
+    free(a, s);
+    free(b, s);
+    finish(one, &[]);
+    finish(two, &[s]);
+}

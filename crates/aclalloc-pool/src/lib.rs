@@ -47,6 +47,7 @@ pub use self::engine::{
     BlockView, SegmentView, LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE,
     SMALL_BUFFER, SMALL_SIZE,
 };
+pub use self::free_on::FreedOn;
 pub use self::stats::{PoolStats, Stat, STAT_ALL, STAT_LARGE_POOL, STAT_SMALL_POOL};
 
 use self::engine::counters::{self as counters, PARTS};
@@ -62,6 +63,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 mod cross_stream;
+mod free_on;
 mod sharded;
 mod streams;
 mod thread_cache;
@@ -294,7 +296,7 @@ impl Pool {
     /// Returns the block at `addr` to the cache.
     #[inline]
     pub fn free(&self, addr: usize) -> Result<()> {
-        match self.cache_free(addr) {
+        match self.cache_free(addr, None) {
             FastFree::Done => Ok(()),
             FastFree::Slow { shard } => {
                 let answer = self.free_lent(shard, addr);

@@ -483,7 +483,9 @@ impl Pool {
 
     /// The fast path of [`Pool::free`]: parks a block this thread's cache handed out.
     #[inline]
-    pub(super) fn cache_free(&self, addr: usize) -> FastFree {
+    /// Parks `addr` if one of this thread's caches handed it out (with
+    /// `stream`, only the cache of that stream).
+    pub(super) fn cache_free(&self, addr: usize, stream: Option<usize>) -> FastFree {
         // `None`: not a block `slot` handed out.
         let try_slot = |slot: &Slot| -> Option<FastFree> {
             let Some(mut g) = slot.enter() else {
@@ -498,7 +500,7 @@ impl Pool {
         };
         CACHES
             .try_with(|c| {
-                let last = c.last(self.caches.id, None);
+                let last = c.last(self.caches.id, stream);
                 if let Some(found) = last.and_then(try_slot) {
                     return found;
                 }
@@ -509,7 +511,11 @@ impl Pool {
                 caches
                     .iter()
                     .rev()
-                    .filter(|s| s.pool == self.caches.id && !std::ptr::eq(Arc::as_ptr(s), last))
+                    .filter(|s| {
+                        s.pool == self.caches.id
+                            && stream.map_or(true, |st| s.stream == st)
+                            && !std::ptr::eq(Arc::as_ptr(s), last)
+                    })
                     .find_map(|s| try_slot(s))
                     .unwrap_or(FastFree::Miss)
             })
@@ -733,6 +739,23 @@ impl Pool {
         // `Lent`, so it is a plain block of the shard now (still `Lent`:
         // parked, a double free).
         found.unwrap_or_else(|| core.free(addr, true))
+    }
+
+    /// The stream of block `addr` of shard `shard` if a thread's cache
+    /// holds it handed out (`None`: parked, or in no cache). The shard's lock
+    /// is not held: the owners are stopped while their caches are read.
+    pub(super) fn lent_stream(&self, shard: usize, addr: usize) -> Option<usize> {
+        let _core = self.shards[shard].0.lock();
+        let slots = self.caches.slots.lock();
+        let mine = slots.iter().filter(|s| s.shard == shard);
+        stop_owners(mine.clone());
+        let found = mine.clone().find_map(|slot| {
+            // SAFETY: its owner is stopped and this shard's lock is held.
+            let st = unsafe { slot.state_mut() };
+            st.handed_out.position(addr).map(|_| slot.stream)
+        });
+        resume_owners(mine);
+        found
     }
 
     /// Drains every cache into its shard (all of them locked) and drops

@@ -3,8 +3,10 @@
 //!
 //! An `aclrtMemPool` handle is the caching pool's own handle, so aclalloc's
 //! pool API (statistics, snapshots, history) reads it too. This module keeps
-//! what CANN adds: the device, the reuse switches, the release threshold,
-//! and which stream each live block was allocated on.
+//! what CANN adds: the device, the reuse switches and the release
+//! threshold. The caching pool knows each live block's stream
+//! (`Pool::free_on`), so a free, which names only the address, asks the
+//! pool this thread allocated from last, then the others.
 //!
 //! Stream order without waiting: a block is allocated at once for work that
 //! the stream runs later. A free on the stream it was allocated on gives it
@@ -24,11 +26,11 @@ use crate::base::error::{Error, Result};
 use crate::base::table::WordMap;
 use crate::base::types::*;
 use crate::pool::acl::AclMemory;
-use crate::pool::{handles, CrossStreamReuse, DeviceMemory, Limit, Pool, PoolConfig};
+use crate::pool::{handles, CrossStreamReuse, DeviceMemory, FreedOn, Limit, Pool, PoolConfig};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What CANN's pool has beyond aclalloc's caching pool.
@@ -40,18 +42,8 @@ struct StreamOrdered {
     release_threshold: AtomicU64,
 }
 
-/// A live block: its pool's handle and the stream it was allocated on.
-#[derive(Clone, Copy)]
-struct Block {
-    pool: usize,
-    stream: usize,
-}
-
 /// Live pools by handle (rarely written: create and destroy).
 static POOLS: RwLock<Option<WordMap<Arc<StreamOrdered>>>> = RwLock::new(None);
-/// Live blocks by address, so a free finds its pool and refuses what no
-/// pool handed out.
-static BLOCKS: Mutex<Option<WordMap<Block>>> = Mutex::new(None);
 
 const NOT_A_POOL: Error = Error::InvalidParam {
     param: "memPool",
@@ -211,22 +203,7 @@ pub fn malloc_async(pool: usize, stream: NonZeroUsize, size: usize) -> Result<No
         ));
     }
     // A pool destroyed since this thread cached its device is refused here.
-    let addr = with_live_pool(pool, |p| p.malloc_on(stream.get(), size))??;
-    let block = Block {
-        pool,
-        stream: stream.get(),
-    };
-    if BLOCKS
-        .lock()
-        .get_or_insert_with(WordMap::default)
-        .insert(addr.get(), block)
-        .is_some()
-    {
-        return Err(Error::Internal {
-            reason: "a memory pool handed out a block that was live",
-        });
-    }
-    Ok(addr)
+    with_live_pool(pool, |p| p.malloc_on(stream.get(), size))?
 }
 
 /// What [`free_async`] decided.
@@ -237,52 +214,94 @@ pub enum Freed {
     WhenReached(usize),
 }
 
-/// Takes `ptr` out of the live blocks for a free on `stream`. A second free
-/// of one block, an address no pool handed out (`aclrtMalloc`'s included)
-/// and a destroyed pool's block are refused; nothing changes then.
+const NOT_LIVE: Error = Error::InvalidParam {
+    param: "ptr",
+    reason: "It is not a live block of a memory pool (not from aclrtMemPoolMallocAsync, or already freed)",
+};
+
+/// Frees `ptr` on `stream` in whichever pool handed it out: at once on the
+/// stream it was allocated on, else (a free on another stream) it stays
+/// live until [`complete_free`]. A second free of one block, an address no
+/// pool handed out (`aclrtMalloc`'s included) and a destroyed pool's block
+/// are refused; nothing changes then.
 pub fn free_async(ptr: NonZeroUsize, stream: NonZeroUsize) -> Result<Freed> {
-    let block = BLOCKS
-        .lock()
-        .as_mut()
-        .and_then(|m| m.remove(&ptr.get()))
-        .ok_or(invalid(
-            "ptr",
-            "It is not a live block of a memory pool (not from aclrtMemPoolMallocAsync, or already freed)",
-        ))?;
-    if block.stream == stream.get() {
-        handles::with(block.pool as *mut std::ffi::c_void, |p| p.free(ptr.get()))??;
-        return Ok(Freed::Now);
+    let addr = ptr.get();
+    // Still live in its pool, but already freed on a stream that has not
+    // reached the free.
+    if PENDING_COUNT.load(Ordering::Acquire) != 0
+        && PENDING
+            .lock()
+            .as_ref()
+            .is_some_and(|m| m.get(&addr).is_some())
+    {
+        return Err(NOT_LIVE);
     }
-    // Kept until the stream runs the free; the address is the token.
-    PENDING
-        .lock()
-        .get_or_insert_with(WordMap::default)
-        .insert(ptr.get(), block);
-    Ok(Freed::WhenReached(ptr.get()))
+    let (last, _) = LAST_POOL.with(Cell::get);
+    let free_in = |pool: usize| -> Option<FreedOn> {
+        if pool == 0 {
+            return None;
+        }
+        handles::with(pool as *mut std::ffi::c_void, |p| {
+            p.free_on(addr, stream.get())
+        })
+        .ok()?
+        .ok()
+    };
+    let (pool, freed) = match free_in(last) {
+        Some(freed) => (last, freed),
+        None => {
+            let others: Vec<usize> = POOLS
+                .read()
+                .as_ref()
+                .map(|m| m.iter().map(|(&k, _)| k).filter(|&k| k != last).collect())
+                .unwrap_or_default();
+            others
+                .into_iter()
+                .find_map(|pool| free_in(pool).map(|freed| (pool, freed)))
+                .ok_or(NOT_LIVE)?
+        }
+    };
+    match freed {
+        FreedOn::Freed => Ok(Freed::Now),
+        FreedOn::LiveOn(_) => {
+            // Kept until the stream runs the free; the address is the token.
+            PENDING
+                .lock()
+                .get_or_insert_with(WordMap::default)
+                .insert(addr, pool);
+            PENDING_COUNT.fetch_add(1, Ordering::Release);
+            Ok(Freed::WhenReached(addr))
+        }
+    }
 }
 
-/// Blocks whose free is queued on a stream and has not run yet, by address.
-static PENDING: Mutex<Option<WordMap<Block>>> = Mutex::new(None);
+/// Blocks whose free is queued on a stream and has not run yet: address →
+/// the pool's handle.
+static PENDING: Mutex<Option<WordMap<usize>>> = Mutex::new(None);
+/// How many entries `PENDING` has, so a free reads it only when some exist.
+static PENDING_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes `token` out of the queued frees; its pool's handle.
+fn take_pending(token: usize) -> Option<usize> {
+    let pool = PENDING.lock().as_mut().and_then(|m| m.remove(&token))?;
+    PENDING_COUNT.fetch_sub(1, Ordering::Release);
+    Some(pool)
+}
 
 /// Undoes [`free_async`]'s [`Freed::WhenReached`] when the free could not be
 /// queued: the block is live again.
 pub fn undo_free(token: usize) {
-    if let Some(block) = PENDING.lock().as_mut().and_then(|m| m.remove(&token)) {
-        BLOCKS
-            .lock()
-            .get_or_insert_with(WordMap::default)
-            .insert(token, block);
-    }
+    take_pending(token);
 }
 
 /// The queued part of a free on another stream than the block's: run by
 /// that stream when it reaches the free, it gives the block back to its
 /// pool (to the stream it was allocated on).
 pub fn complete_free(token: usize) {
-    let Some(block) = PENDING.lock().as_mut().and_then(|m| m.remove(&token)) else {
+    let Some(pool) = take_pending(token) else {
         return;
     };
-    let _ = handles::with(block.pool as *mut std::ffi::c_void, |p| p.free(token));
+    let _ = handles::with(pool as *mut std::ffi::c_void, |p| p.free(token));
 }
 
 /// `aclrtMemPoolTrimTo`: gives free memory back to the device until at

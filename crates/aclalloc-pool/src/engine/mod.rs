@@ -537,6 +537,20 @@ impl Core {
         self.live.remove(self.blocks[idx].addr);
     }
 
+    /// The stream block `addr` was allocated on, if it is a live block of
+    /// this shard; a block lent to a cache is only said to be so.
+    pub(crate) fn stream_of(&self, addr: usize) -> StreamOf {
+        if let Some(idx) = self.live_at(addr) {
+            return StreamOf::Live(self.blocks[idx].stream);
+        }
+        match self.bad_free(addr) {
+            Freed::Lent => StreamOf::Lent,
+            Freed::NotHere => StreamOf::NotHere,
+            Freed::Bad(e) => StreamOf::Bad(e),
+            Freed::Done | Freed::NoRoom => unreachable!("bad_free answers why not"),
+        }
+    }
+
     /// Why `addr` is not a live block here.
     #[cold]
     fn bad_free(&self, addr: usize) -> Freed {
@@ -561,6 +575,18 @@ pub(crate) enum Take {
     NoRoom,
     /// An expandable block fits, but its pages could not be mapped.
     NoMemory,
+}
+
+/// What [`Core::stream_of`] found.
+pub(crate) enum StreamOf {
+    /// Allocated, on this stream.
+    Live(usize),
+    /// Lent to a thread's cache, which may have handed it out or parked it.
+    Lent,
+    /// The address is in none of this shard's segments.
+    NotHere,
+    /// Not a live block (freed, or inside one).
+    Bad(Error),
 }
 
 /// What [`Core::free`] did.
