@@ -126,6 +126,25 @@ fn shuffled(n: usize) -> Vec<usize> {
     order
 }
 
+/// Byte offsets added to each size in the unaligned sets: tensors are
+/// rarely a multiple of 512 bytes.
+const OFFSETS: [usize; 4] = [0, 100, 200, 300];
+/// The small sizes of the "small" set: activations and norms.
+const SMALL: [usize; 4] = [512, 4 * KIB, 48 * KIB, 128 * KIB];
+
+/// `sizes`, each plus every one of `OFFSETS`, interleaved so that
+/// consecutive requests differ in size and offset.
+fn with_offsets(sizes: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(sizes.len() * OFFSETS.len());
+    for k in 0..OFFSETS.len() {
+        for (i, s) in sizes.iter().enumerate() {
+            // Rotate the offsets by position so that no size keeps one.
+            out.push(s + OFFSETS[(i + k) % OFFSETS.len()]);
+        }
+    }
+    out
+}
+
 /// Allocates `n` blocks of `sizes` cycled, frees them in a shuffled
 /// order; `rounds` times. Returns the number of alloc+free pairs.
 fn batches(
@@ -189,15 +208,25 @@ fn time(work: &dyn Fn() -> usize) -> f64 {
     samples[2]
 }
 
-/// Pairs per second of `threads` threads, each doing batches of 64 blocks of 4 KiB on
-/// stream `t + 1` of `a`.
-fn throughput(a: &dyn Alloc, threads: usize, order: &[usize]) -> f64 {
+/// `time(work)`, unless `POOL_MODEL_SIDE` names another side (model, pool,
+/// glibc): then 1.0 and `work` is not run, so that a profiler sees one side.
+fn side(name: &str, work: &dyn Fn() -> usize) -> f64 {
+    match std::env::var("POOL_MODEL_SIDE") {
+        Ok(only) if only != name => 1.0,
+        _ => time(work),
+    }
+}
+
+/// Pairs per second of `threads` threads, each doing batches of 64 blocks
+/// of `sizes` cycled, on stream `t + 1` of `a` (the C callbacks carry no
+/// stream: there every thread is on the pool's one).
+fn throughput(a: &dyn Alloc, threads: usize, order: &[usize], sizes: &[usize]) -> f64 {
     let per_thread = 3000;
     let run = || {
         let t = Instant::now();
         std::thread::scope(|s| {
             for t in 0..threads {
-                s.spawn(move || batches(a, 64, per_thread, t + 1, order, &[4096]));
+                s.spawn(move || batches(a, 64, per_thread, t + 1, order, sizes));
             }
         });
         (threads * per_thread * 64) as f64 / t.elapsed().as_secs_f64()
@@ -207,6 +236,9 @@ fn throughput(a: &dyn Alloc, threads: usize, order: &[usize]) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[2]
 }
+
+/// A two-thread row: its label, the pool, the model, the sizes.
+type ThreadRow<'a> = (&'a str, &'a dyn Alloc, &'a dyn Alloc, &'a [usize]);
 
 /// A workload: runs on an allocator, returns its number of pairs.
 type Workload<'a> = dyn Fn(&dyn Alloc, &[usize]) -> usize + 'a;
@@ -218,10 +250,15 @@ fn main() {
     let rust_pool = Pool::new(PoolConfig::default(), Arc::new(HostMemory::new(1 << 44))).unwrap();
     let threaded_model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
     let (o64, o1024) = (shuffled(64), shuffled(1024));
-    let workloads: [(&str, &Workload); 4] = [
+    let (unaligned, small) = (with_offsets(&SIZES), with_offsets(&SMALL));
+    let in_order: Vec<usize> = (0..64).collect();
+    let workloads: [(&str, &Workload); 5] = [
         ("single pairs", &|a, sizes| pairs(a, 50_000, sizes)),
         ("batches of 64", &|a, sizes| {
             batches(a, 64, 300, 0, &o64, sizes)
+        }),
+        ("batches of 64 in order", &|a, sizes| {
+            batches(a, 64, 300, 0, &in_order, sizes)
         }),
         ("batches of 1,024", &|a, sizes| {
             batches(a, 1024, 10, 0, &o1024, sizes)
@@ -230,10 +267,11 @@ fn main() {
     ];
     println!("ns per alloc+free (median of 5); ratio = model / pool");
     println!(
-        "{:<18} {:>5} {:>3} {:>15} {:>15} {:>15} {:>13}",
+        "{:<22} {:>9} {:>3} {:>15} {:>15} {:>15} {:>13}",
         "workload", "sizes", "run", "model", "pool", "glibc", "ratio"
     );
-    // `cargo bench --bench pool_model -- batches` runs the workloads whose name has "batches".
+    // `cargo bench --bench pool_model -- batches` runs the rows whose workload
+    // and sizes ("batches of 64 unaligned") contain "batches".
     let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let chosen = |name: &str| only.as_deref().map_or(true, |o| name.contains(o));
     let range = |v: &[f64]| {
@@ -241,16 +279,21 @@ fn main() {
         let max = v.iter().copied().fold(0.0, f64::max);
         (min, max)
     };
-    for (name, work) in workloads.into_iter().filter(|w| chosen(w.0)) {
+    for (name, work) in workloads {
         let groups: Vec<(&str, Vec<&[usize]>)> = if name.starts_with("decode") {
             vec![("trace", vec![&SIZES[..1]])]
         } else {
             vec![
                 ("each", SIZES.iter().map(std::slice::from_ref).collect()),
                 ("mixed", vec![&SIZES[..]]),
+                ("unaligned", vec![&unaligned[..]]),
+                ("small", vec![&small[..]]),
             ]
         };
         for (label, sets) in groups {
+            if !chosen(&format!("{name} {label}")) {
+                continue;
+            }
             for run in 1..=3 {
                 let (mut m, mut p, mut g, mut r) = (vec![], vec![], vec![], vec![]);
                 for sizes in &sets {
@@ -258,8 +301,8 @@ fn main() {
                     // crowd the device for the next.
                     let model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
                     let pool = c_pool();
-                    m.push(time(&|| work(&model, sizes)));
-                    p.push(time(&|| work(&pool, sizes)));
+                    m.push(side("model", &|| work(&model, sizes)));
+                    p.push(side("pool", &|| work(&pool, sizes)));
                     assert_eq!(aclallocPoolDestroy(pool.0), 0);
                     if std::env::var_os("POOL_MODEL_VERBOSE").is_some() {
                         println!(
@@ -268,7 +311,7 @@ fn main() {
                             p[p.len() - 1]
                         );
                     }
-                    g.push(time(&|| work(&Glibc, sizes)));
+                    g.push(side("glibc", &|| work(&Glibc, sizes)));
                     r.push(m[m.len() - 1] / p[p.len() - 1]);
                 }
                 let cell = |v: &[f64]| match range(v) {
@@ -282,7 +325,7 @@ fn main() {
                     format!("{r0:.2}-{r1:.2}x")
                 };
                 println!(
-                    "{name:<18} {label:>5} {run:>3} {:>15} {:>15} {:>15} {ratio:>13}",
+                    "{name:<22} {label:>9} {run:>3} {:>15} {:>15} {:>15} {ratio:>13}",
                     cell(&m),
                     cell(&p),
                     cell(&g)
@@ -290,25 +333,31 @@ fn main() {
             }
         }
     }
-    println!("pairs per second, batches of 64, each thread on its own stream (Rust API)");
+    println!("pairs per second, batches of 64 per thread, each thread its own working set");
     println!(
-        "{:<18} {:>3} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "{:<22} {:>3} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
         "", "run", "pool 1 th", "pool 2 th", "scale", "model 1", "model 2", "scale"
     );
-    for run in (1..=3).filter(|_| chosen("two threads")) {
-        let p1 = throughput(&rust_pool, 1, &o64);
-        let p2 = throughput(&rust_pool, 2, &o64);
-        let m1 = throughput(&threaded_model, 1, &o64);
-        let m2 = throughput(&threaded_model, 2, &o64);
-        println!(
-            "{:<18} {run:>3} {:>9.2}M {:>9.2}M {:>6.2}x {:>9.2}M {:>9.2}M {:>6.2}x",
-            "two threads",
-            p1 / 1e6,
-            p2 / 1e6,
-            p2 / p1,
-            m1 / 1e6,
-            m2 / 1e6,
-            m2 / m1
-        );
+    let four_k: &[usize] = &[4096];
+    let threads: [ThreadRow; 2] = [
+        ("4 KiB, Rust API", &rust_pool, &threaded_model, four_k),
+        ("unaligned, C ABI", &c_pool(), &threaded_model, &unaligned),
+    ];
+    for (label, pool, model, sizes) in threads.into_iter().filter(|_| chosen("two threads")) {
+        for run in 1..=3 {
+            let p1 = throughput(pool, 1, &o64, sizes);
+            let p2 = throughput(pool, 2, &o64, sizes);
+            let m1 = throughput(model, 1, &o64, sizes);
+            let m2 = throughput(model, 2, &o64, sizes);
+            println!(
+                "{label:<22} {run:>3} {:>9.2}M {:>9.2}M {:>6.2}x {:>9.2}M {:>9.2}M {:>6.2}x",
+                p1 / 1e6,
+                p2 / 1e6,
+                p2 / p1,
+                m1 / 1e6,
+                m2 / 1e6,
+                m2 / m1
+            );
+        }
     }
 }
