@@ -402,10 +402,14 @@ fn threads_under_memory_pressure_keep_their_blocks() {
     // live on average, more than the device holds.
     let (pool, device) = pool_on(64 * MIB, expandable());
     let pool = Arc::new(pool);
+    // Halfway, every thread waits for the others: on a loaded machine the
+    // threads could otherwise run one after another and never press.
+    let halfway = std::sync::Barrier::new(4);
     let ooms: usize = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4u64)
             .map(|t| {
                 let pool = Arc::clone(&pool);
+                let halfway = &halfway;
                 scope.spawn(move || {
                     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
                     let mut next = move || {
@@ -417,6 +421,9 @@ fn threads_under_memory_pressure_keep_their_blocks() {
                     let mut live: Vec<(usize, usize, u8)> = Vec::new();
                     let mut ooms = 0;
                     for i in 0..2000u32 {
+                        if i == 1000 {
+                            halfway.wait();
+                        }
                         if live.len() >= 6 || (!live.is_empty() && next() % 3 == 0) {
                             let (addr, size, tag) = live.swap_remove(next() as usize % live.len());
                             assert!(intact(addr, size, tag), "thread {t}: block overwritten");

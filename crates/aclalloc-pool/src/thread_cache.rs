@@ -23,12 +23,20 @@ use super::fence;
 use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
-use crate::base::sync::statics::{AtomicBool, AtomicU64};
+use crate::base::sync::statics::{AtomicBool, AtomicU32, AtomicU64};
 use crate::base::sync::Ordering;
 use lists::{HandedOut, Parked, PARKED_MIXED};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::Arc;
+
+/// Requests the shard serves for a cache after which the cache judges
+/// whether it serves: it must have unparked a block for one in four.
+const JUDGE_AFTER: u32 = 256;
+/// Requests a cache that did not serve stays empty and out of the way for:
+/// its requests and frees go straight to the shard, with none of its
+/// bookkeeping (the working set is larger or more varied than it holds).
+const BYPASS_FOR: u32 = 4096;
 
 /// Caches one thread keeps; the least recently made one is given up.
 pub(crate) const CACHES_PER_THREAD: usize = 8;
@@ -59,6 +67,9 @@ pub(crate) struct Slot {
     dead: AtomicBool,
     /// The owning thread gave it up (exited, or made newer caches).
     orphaned: AtomicBool,
+    /// Requests the cache stays empty for (see [`BYPASS_FOR`]); written by
+    /// the owner alone, read by its fast paths without entering.
+    bypass: AtomicU32,
     state: UnsafeCell<State>,
 }
 
@@ -88,6 +99,10 @@ pub(crate) struct State {
     /// (when counted: `settle`), a pair leaves it as it was, and a slow
     /// path may take it back (`state_mut`): each clears this. (0, 0): none.
     room_for: (usize, usize),
+    /// Requests the shard served for this cache, and unparks, since it
+    /// last judged whether it serves.
+    requests: u32,
+    hits: u32,
 }
 
 /// The owner's fast path is in the cache (`busy` set); dropping it leaves.
@@ -242,6 +257,31 @@ impl State {
         true
     }
 
+    /// Counts a request the shard serves for this cache (`slot`'s, whose
+    /// shard `core` is, locked). False: the cache stands aside for it,
+    /// because it stands aside already or because it unparked too few of
+    /// the last [`JUDGE_AFTER`] requests; then it gives everything back.
+    fn judge(&mut self, slot: &Slot, core: &mut Core) -> bool {
+        let bypass = slot.bypass.load(Ordering::Relaxed);
+        if bypass != 0 {
+            slot.bypass.store(bypass - 1, Ordering::Relaxed);
+            return false;
+        }
+        self.requests += 1;
+        if self.requests < JUDGE_AFTER {
+            return true;
+        }
+        let serves = self.hits >= self.requests / 4;
+        self.requests = 0;
+        self.hits = 0;
+        if serves {
+            return true;
+        }
+        self.drain_into(core);
+        slot.bypass.store(BYPASS_FOR, Ordering::Relaxed);
+        false
+    }
+
     /// Gives every block and the statistics back to `core` (the slot's shard, locked).
     fn drain_into(&mut self, core: &mut Core) {
         for loan in self.handed_out.drain() {
@@ -372,6 +412,7 @@ impl State {
         }
         // Counted when parked back (a pair) or by `settle`.
         self.pending = true;
+        self.hits = self.hits.wrapping_add(1);
         self.parked.take(at);
         self.handed_out.push(Loan {
             size_key: size,
@@ -470,6 +511,9 @@ impl Pool {
                         unsafe { &*found }
                     }
                 };
+                if slot.bypass.load(Ordering::Relaxed) != 0 {
+                    return None;
+                }
                 let rounded = slot.round(size)?;
                 let mut g = slot.enter()?;
                 if g.parked.is_empty() || self.history.is_on() {
@@ -481,13 +525,17 @@ impl Pool {
             .flatten()
     }
 
-    /// The fast path of [`Pool::free`]: parks a block this thread's cache handed out.
+    /// The fast path of [`Pool::free`]: parks `addr` if one of this
+    /// thread's caches handed it out (with `stream`, only the cache of that
+    /// stream).
     #[inline]
-    /// Parks `addr` if one of this thread's caches handed it out (with
-    /// `stream`, only the cache of that stream).
     pub(super) fn cache_free(&self, addr: usize, stream: Option<usize>) -> FastFree {
         // `None`: not a block `slot` handed out.
         let try_slot = |slot: &Slot| -> Option<FastFree> {
+            // Empty while it stands aside.
+            if slot.bypass.load(Ordering::Relaxed) != 0 {
+                return None;
+            }
             let Some(mut g) = slot.enter() else {
                 // A slow path is in it: it may hold this block.
                 return Some(FastFree::Slow { shard: slot.shard });
@@ -554,6 +602,7 @@ impl Pool {
                         stop: AtomicBool::new(false),
                         dead: AtomicBool::new(false),
                         orphaned: AtomicBool::new(false),
+                        bypass: AtomicU32::new(0),
                         state: UnsafeCell::new(State {
                             parked: Parked::new(),
                             handed_out: HandedOut::new(),
@@ -561,6 +610,8 @@ impl Pool {
                             last_park: 0,
                             pending: false,
                             room_for: (0, 0),
+                            requests: 0,
+                            hits: 0,
                         }),
                     });
                     if caches.len() >= CACHES_PER_THREAD {
@@ -576,6 +627,9 @@ impl Pool {
             // SAFETY: this thread owns the slot and is not in its fast path;
             // the shard's lock keeps every slow path out.
             let st = unsafe { slot.state_mut() };
+            if !st.judge(slot, core) {
+                return;
+            }
             // Full of blocks of several sizes: no look-up of a block it refuses.
             if !st.handed_out.admits_some() {
                 return;
@@ -612,7 +666,7 @@ impl Pool {
             .try_with(|c| {
                 let caches = c.slots.try_borrow().ok()?;
                 let slot = find(&caches, self.caches.id, stream)?;
-                if slot.dead.load(Ordering::Relaxed) {
+                if slot.dead.load(Ordering::Relaxed) || slot.bypass.load(Ordering::Relaxed) != 0 {
                     return None;
                 }
                 let rounded = slot.round(size)?;
@@ -817,6 +871,8 @@ pub(crate) enum Retire {
 
 #[cfg(test)]
 mod tests {
+    use super::{BYPASS_FOR, JUDGE_AFTER};
+    use crate::base::sync::Ordering;
     use crate::{HostMemory, Pool, PoolConfig, STAT_ALL};
 
     fn pool() -> Pool {
@@ -1057,10 +1113,13 @@ mod tests {
             batch(4000);
             batch(40_000);
         }
+        // Each size twice: the second batch is served by the cache (one
+        // that never serves stands aside, see below).
         for (round, (size, key)) in [(4000, 4096), (40_000, 40_448), (4000, 4096)]
             .into_iter()
             .enumerate()
         {
+            batch(size);
             batch(size);
             let slot = pool.caches.slots.lock()[0].clone();
             // SAFETY: single thread, not in a fast path; read only.
@@ -1070,13 +1129,55 @@ mod tests {
         }
         let s = pool.stats();
         assert_eq!(s.allocation[STAT_ALL].peak, 64);
-        assert_eq!(s.allocation[STAT_ALL].allocated, 7 * 64);
+        assert_eq!(s.allocation[STAT_ALL].allocated, 10 * 64);
         assert_eq!(s.allocation[STAT_ALL].current, 0);
         assert_eq!(
             s.requested_bytes[STAT_ALL].allocated,
-            64 * (4 * 4000 + 3 * 40_000)
+            64 * (6 * 4000 + 4 * 40_000)
         );
         assert_eq!(s.allocated_bytes[STAT_ALL].peak, 64 * 40_448);
+        pool.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_cache_that_never_serves_stands_aside_then_tries_again() {
+        let pool = pool();
+        let sizes = [4000, 40_000];
+        let batch = |size: usize| {
+            let blocks: Vec<usize> = (0..64)
+                .map(|_| pool.malloc_on(7, size).unwrap().get())
+                .collect();
+            blocks.into_iter().for_each(|b| pool.free(b).unwrap());
+        };
+        let state = || {
+            let slot = pool.caches.slots.lock()[0].clone();
+            let bypass = slot.bypass.load(Ordering::Relaxed);
+            // SAFETY: single thread, not in a fast path; read only.
+            let st = unsafe { slot.state_mut() };
+            (bypass, st.parked.len() + st.handed_out.len())
+        };
+        // Sizes alternate batch by batch: nothing parked is asked for again.
+        let batches = (JUDGE_AFTER as usize).div_ceil(64) + 2;
+        for i in 0..batches {
+            batch(sizes[i % 2]);
+        }
+        let (bypass, held) = state();
+        assert!(
+            bypass > 0 && held == 0,
+            "stands aside empty: {bypass} {held}"
+        );
+        // Until it has let BYPASS_FOR requests by, then it lends again: a
+        // batch of one size is cached once more.
+        for _ in 0..(BYPASS_FOR as usize).div_ceil(64) + 1 {
+            batch(sizes[0]);
+        }
+        let (bypass, held) = state();
+        assert_eq!((bypass, held), (0, 64), "serves again");
+        let s = pool.stats();
+        let n = (batches + (BYPASS_FOR as usize).div_ceil(64) + 1) as i64;
+        assert_eq!(s.allocation[STAT_ALL].allocated, 64 * n);
+        assert_eq!(s.allocation[STAT_ALL].current, 0);
+        assert_eq!(s.allocation[STAT_ALL].peak, 64);
         pool.check_invariants().unwrap();
     }
 
