@@ -226,7 +226,11 @@ fn throughput(a: &dyn Alloc, threads: usize, order: &[usize], sizes: &[usize]) -
         let t = Instant::now();
         std::thread::scope(|s| {
             for t in 0..threads {
-                s.spawn(move || batches(a, 64, per_thread, t + 1, order, sizes));
+                s.spawn(move || {
+                    // The C ABI's pool takes device memory in the thread's context.
+                    assert_eq!(aclrtSetDevice(0), 0);
+                    batches(a, 64, per_thread, t + 1, order, sizes)
+                });
             }
         });
         (threads * per_thread * 64) as f64 / t.elapsed().as_secs_f64()
