@@ -21,6 +21,10 @@
 //! callbacks' own (calls, frames, the object's fields, the thread's last
 //! allocation, the history switch, the block's time).
 //!
+//! `alloc_free::guarded`: the user's two calls through the foreign-call
+//! trampoline only (`base::foreign_call`, what every call of a user's
+//! function goes through), nothing else: the guard's own cost per pair.
+//!
 //! `two_workspaces`: a launch that takes two workspaces before asking their
 //! addresses (alloc A, alloc B, getAddrFromBlock A, getAddrFromBlock B,
 //! free B, free A): A is not the thread's last allocation, so its
@@ -35,6 +39,7 @@
 //! during the run as a long-running service's would); the `tracked`
 //! variants run with it off.
 
+use aclalloc::base::foreign_call::{self, Callback};
 use aclalloc::base::tracked::{History, Meta, Tracked, META_WORDS};
 use aclalloc::registry::DescriptorHandle;
 use aclalloc::{tracking, AllocatorObj, Callbacks, Registration, StreamKey};
@@ -187,6 +192,21 @@ fn floor(bencher: Bencher) {
     });
 }
 
+fn guarded(bencher: Bencher) {
+    let c = user_callbacks();
+    let (stream, descriptor) = (0, 0);
+    let alloc_site = || Callback::Alloc { stream, descriptor };
+    let free_site = || Callback::Free { stream, descriptor };
+    bencher.bench_local(|| {
+        let c = black_box(c);
+        // SAFETY: the callbacks with their own object.
+        unsafe {
+            let block = foreign_call::alloc(c.alloc, c.obj.as_ptr(), black_box(4096), alloc_site);
+            foreign_call::free(c.free, c.obj.as_ptr(), black_box(block), free_site);
+        }
+    });
+}
+
 fn alloc_free(bencher: Bencher, c: Callbacks) {
     bencher.bench_local(|| {
         let c = black_box(c);
@@ -233,6 +253,11 @@ mod alloc_free {
     #[divan::bench(sample_count = 1000, sample_size = 1000)]
     fn floor(bencher: Bencher) {
         super::floor(bencher);
+    }
+
+    #[divan::bench(sample_count = 1000, sample_size = 1000)]
+    fn guarded(bencher: Bencher) {
+        super::guarded(bencher);
     }
 }
 

@@ -4,7 +4,9 @@
 //! pluggable allocator's alloc through its C function or its descriptor)
 //! ends with its value, and the library stays consistent: the same stream
 //! and allocator go on serving from another thread, every block comes back
-//! once (tests/unwind_support/forced_unwind.c).
+//! once (tests/unwind_support/forced_unwind.c). The callback may end the
+//! thread inside its own `pthread_cleanup_push` while the thread called the
+//! library inside one of its own: both handlers run, inner first.
 
 mod common;
 
@@ -27,7 +29,14 @@ fn a_thread_ended_inside_a_callback_or_kernel_leaves_the_library_usable() {
         .status()
         .expect("run cc");
     assert!(status.success(), "building the plugin failed");
-    for place in ["alloc", "free", "kernel", "plugin-c", "plugin-launch"] {
+    for place in [
+        "alloc",
+        "free",
+        "kernel",
+        "alloc-cleanup",
+        "plugin-c",
+        "plugin-launch",
+    ] {
         for how in ["exit", "cancel"] {
             let mut command = Command::new(&exe);
             command.args([place, how]);

@@ -7,6 +7,9 @@
  * alloc | free | kernel; argv[2]: exit | cancel. The thread must end with
  * its value, and then the main thread keeps using the same stream and
  * allocator: every block handed out is given back exactly once.
+ * alloc-cleanup: the alloc callback ends the thread inside its own
+ * pthread_cleanup_push, and the launching thread called the library inside
+ * one of its own; both handlers must run, in that order.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -18,7 +21,8 @@
 #include "aclalloc.h"
 
 static atomic_int live, ran;
-static atomic_int end_in; /* 1: alloc, 2: free, 3: kernel; reset when used */
+static atomic_int end_in; /* 1: alloc, 2: free, 3: kernel, 4: alloc in a cleanup scope; reset when used */
+static atomic_int inner_ran, outer_ran;
 static int cancel;
 
 static void end_thread(void) {
@@ -29,10 +33,27 @@ static void end_thread(void) {
     pthread_exit((void *)7);
 }
 
+/* C's pthread_cleanup_push registers a cancellation buffer with glibc,
+ * which the forced unwind leaves behind in frames that are gone. */
+static void inner_cleanup(void *arg) {
+    (void)arg;
+    inner_ran++;
+}
+static void outer_cleanup(void *arg) {
+    (void)arg;
+    if (inner_ran == 1) outer_ran++;
+}
+static void end_thread_in_scope(void) {
+    pthread_cleanup_push(inner_cleanup, NULL);
+    end_thread();
+    pthread_cleanup_pop(0);
+}
+
 static void *my_alloc(aclrtAllocator a, size_t size) {
     (void)a;
-    int one = 1;
+    int one = 1, four = 4;
     if (atomic_compare_exchange_strong(&end_in, &one, 0)) end_thread();
+    if (atomic_compare_exchange_strong(&end_in, &four, 0)) end_thread_in_scope();
     live++;
     return malloc(size);
 }
@@ -113,6 +134,14 @@ static void *user(void *arg) {
     return (void *)1;
 }
 
+static void *user_in_scope(void *arg) {
+    void *value = (void *)1;
+    pthread_cleanup_push(outer_cleanup, NULL);
+    value = user(arg);
+    pthread_cleanup_pop(0);
+    return value;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 4) return 10;
     cancel = strcmp(argv[2], "cancel") == 0;
@@ -126,15 +155,21 @@ int main(int argc, char **argv) {
     aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, my_addr);
     if (aclrtAllocatorRegister(stream, desc) != ACL_SUCCESS) return 13;
 
-    end_in = strcmp(argv[1], "alloc") == 0 ? 1 : strcmp(argv[1], "free") == 0 ? 2 : 3;
+    int in_scope = strcmp(argv[1], "alloc-cleanup") == 0;
+    end_in = strcmp(argv[1], "alloc") == 0 ? 1 : strcmp(argv[1], "free") == 0 ? 2 : in_scope ? 4 : 3;
     pthread_t t;
     void *value = NULL;
-    pthread_create(&t, NULL, user, NULL);
+    pthread_create(&t, NULL, in_scope ? user_in_scope : user, NULL);
     pthread_join(t, &value);
     void *expected = cancel ? PTHREAD_CANCELED : (void *)7;
     if (end_in != 0 || (value != expected && value != (void *)1)) {
         printf("the thread ended with %p, not %p\n", value, expected);
         return 20;
+    }
+    if (in_scope && (value != expected || inner_ran != 1 || outer_ran != 1)) {
+        printf("cleanup handlers: inner %d, outer %d (thread ended with %p)\n", (int)inner_ran,
+               (int)outer_ran, value);
+        return 27;
     }
     /* The stream and the allocator go on serving, from this thread. */
     if (aclrtSynchronizeStream(stream) != ACL_SUCCESS) return 26;
