@@ -219,6 +219,13 @@ pub enum Error {
     /// The calling process is not allowed to use what it asked for, and why.
     #[error("No permission. Reason: {what}")]
     NoPermission { what: &'static str },
+    /// The runtime does not support the call in this state, and why (CANN's
+    /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+    #[error("The feature is not supported. Reason: {what}")]
+    FeatureNotSupported { what: &'static str },
+    /// A kernel binary cannot be loaded; `detail` is the loader's own text.
+    #[error("The kernel binary cannot be loaded: {detail}")]
+    BinaryLoad { detail: &'static str },
 }
 
 impl Error {
@@ -234,7 +241,10 @@ impl Error {
             | Error::ForeignPointer
             | Error::DoubleFree
             | Error::Config(_) => ACL_ERROR_INVALID_PARAM,
-            Error::LibraryLoad { .. } | Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
+            Error::LibraryLoad { .. } | Error::BinaryLoad { .. } | Error::InvalidConfigFile => {
+                ACL_ERROR_INVALID_FILE
+            }
+            Error::FeatureNotSupported { .. } => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
             Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
             Error::AlreadyInitialized | Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,

@@ -13,6 +13,7 @@ pub mod exceptions;
 pub mod host_memory;
 pub mod ipc_events;
 pub mod ipc_memory;
+pub mod kernels;
 pub mod memory;
 pub mod notify;
 pub mod overflow;
