@@ -15,6 +15,14 @@
 #include "acl_base.h"
 #include "acl_rt_allocator.h"
 
+/** `aclrtHostRegisterV2` flag: map the host memory for the device (`aclrtHostGetDevicePointer` gives its device address). */
+#define ACL_HOST_REG_MAPPED 0x2UL
+/** `aclrtHostRegisterV2` flag: a PCIe device's IO space (reserved, not supported). */
+#define ACL_HOST_REG_IOMEMORY 0x4UL
+/** `aclrtHostRegisterV2` flag: read only for the device (reserved, not supported). */
+#define ACL_HOST_REG_READONLY 0x8UL
+/** `aclrtHostRegisterV2` flag: page-lock pageable memory (not memory from `aclrtMallocHost`, which is page-locked already). */
+#define ACL_HOST_REG_PINNED 0x10000000UL
 /** Export flag: importers must be whitelisted (the default). */
 #define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the key. */
@@ -79,6 +87,8 @@
 #define ACL_EVENT_RECORD_EXTERNAL 0x00000001U
 /** The size of an `aclrtIpcEventHandle`. */
 #define ACL_IPC_EVENT_HANDLE_SIZE 0x00000040U
+/** `aclrtMemAllocManaged` flag: the memory is reached from the device and the host. */
+#define ACL_RT_MEM_ATTACH_GLOBAL 0x00000001U
 /** `aclrtCreateNotify` flag: the default. */
 #define ACL_NOTIFY_DEFAULT 0x00000000U
 /** `aclrtCreateNotify` flag: used on the device only (the same on the host). */
@@ -1235,6 +1245,39 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
 aclError aclrtFreeHost(void *hostPtr);
 
 /**
+ * Registers `size` bytes of host memory at `ptr` (4 KB aligned) with
+ * `flag`, an OR of `ACL_HOST_REG_MAPPED` and `ACL_HOST_REG_PINNED`. A range
+ * overlapping a registered one: `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED`;
+ * `ACL_HOST_REG_IOMEMORY` or `ACL_HOST_REG_READONLY`:
+ * `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`. Memory freed with `aclrtFreeHost`
+ * is unregistered with it.
+ *
+ * # Safety
+ * None for the host runtime: the range is checked against this process's
+ * mappings, never touched.
+ */
+aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag);
+
+/**
+ * The device address of host memory registered with `ACL_HOST_REG_MAPPED`
+ * (on the host runtime: `pHost` itself). `flag` must be 0. Memory not
+ * registered so: `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED`.
+ *
+ * # Safety
+ * `pDevice` is NULL or writable.
+ */
+aclError aclrtHostGetDevicePointer(void *pHost, void **pDevice, uint32_t flag);
+
+/**
+ * Unregisters the range `aclrtHostRegisterV2` registered at `ptr`. Not the
+ * start of one: `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED`.
+ *
+ * # Safety
+ * None for the host runtime: the pointer is looked up, never touched.
+ */
+aclError aclrtHostUnregister(void *ptr);
+
+/**
  * The handle another process opens `event` with: an event of this
  * process created with `ACL_EVENT_IPC` (other events:
  * `ACL_ERROR_INVALID_PARAM`). The handle names the event until it is
@@ -1416,6 +1459,17 @@ aclError aclrtKernelArgsFinalize(aclrtArgsHandle argsHandle);
  * `cfg` is NULL or readable. The handles are looked up, never trusted.
  */
 aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream, struct aclrtLaunchKernelCfg *cfg, aclrtArgsHandle argsHandle, void *reserve);
+
+/**
+ * Allocates `size` bytes (rounded up to 2 MiB) of managed memory on the
+ * current context's device, counted against its capacity; freed with
+ * `aclrtFree`. `flag` must be `ACL_RT_MEM_ATTACH_GLOBAL`; `size` 0:
+ * `ACL_ERROR_INVALID_PARAM`. The memory is not initialized.
+ *
+ * # Safety
+ * `ptr` is NULL or writable.
+ */
+aclError aclrtMemAllocManaged(void **ptr, uint64_t size, uint32_t flag);
 
 /**
  * Allocates `size` bytes of device memory on the current context's device
