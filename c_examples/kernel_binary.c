@@ -72,7 +72,11 @@ int main(void)
     aclrtParamHandle pseen = NULL;
     CHECK(aclrtMalloc((void **)&seen, BLOCKS * sizeof(uint32_t), ACL_MEM_MALLOC_HUGE_FIRST));
     CHECK(aclrtBinaryGetFunction(bin, "blocks", &blocks));
+    /* A thread has one list from aclrtKernelArgsInit at a time, as in CANN:
+     * this one retires the list of scale (its launch above kept a copy). */
     CHECK(aclrtKernelArgsInit(blocks, &blockArgs));
+    expect("aclrtKernelArgsFinalize(retired list)", aclrtKernelArgsFinalize(args), ACL_ERROR_INVALID_PARAM,
+           "argsHandle");
     CHECK(aclrtKernelArgsAppend(blockArgs, &seen, sizeof seen, &pseen));
     CHECK(aclrtKernelArgsFinalize(blockArgs));
     CHECK(aclrtLaunchKernelWithConfig(blocks, BLOCKS, stream, NULL, blockArgs, NULL));
@@ -84,7 +88,7 @@ int main(void)
            aclrtLaunchKernelWithConfig(blocks, 0, stream, NULL, blockArgs, NULL), ACL_ERROR_INVALID_PARAM,
            "numBlocks");
     expect("aclrtLaunchKernelWithConfig(args of another function)",
-           aclrtLaunchKernelWithConfig(blocks, 1, stream, NULL, args, NULL), ACL_ERROR_INVALID_PARAM,
+           aclrtLaunchKernelWithConfig(scale, 1, stream, NULL, blockArgs, NULL), ACL_ERROR_INVALID_PARAM,
            "another function");
 
     /* Unloading with a launch still queued: the launch runs, the handles die. */

@@ -227,8 +227,21 @@ fn placeholders_follow_canns_rules() {
     let bin = load(&so);
     let scale = function(bin, "scale");
     let blocks = function(bin, "blocks");
+    // Another thread's list: a thread has one list from
+    // aclrtKernelArgsInit at a time.
+    let blocks_raw = blocks as usize;
+    let (other, ph_other) = std::thread::spawn(move || {
+        let other = init(blocks_raw as aclrtFuncHandle);
+        let mut ph = null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtKernelArgsAppendPlaceHolder(other, &mut ph) };
+        assert_eq!(rc, ACL_SUCCESS);
+        (other as usize, ph as usize)
+    })
+    .join()
+    .unwrap();
+    let (other, ph_other) = (other as aclrtArgsHandle, ph_other as aclrtParamHandle);
     let args = init(scale);
-    let other = init(blocks);
     let ptr = 0usize;
     // SAFETY (every call below): valid out-pointers; handles looked up.
     unsafe {
@@ -246,11 +259,6 @@ fn placeholders_follow_canns_rules() {
         let mut ph = SENTINEL;
         assert_eq!(aclrtKernelArgsAppendPlaceHolder(args, &mut ph), ACL_SUCCESS);
         assert_ne!(ph, SENTINEL);
-        let mut ph_other = null_mut();
-        assert_eq!(
-            aclrtKernelArgsAppendPlaceHolder(other, &mut ph_other),
-            ACL_SUCCESS
-        );
 
         let mut buffer = SENTINEL;
         // Not a placeholder; another list's; no size; no out-pointer.
@@ -315,18 +323,20 @@ fn placeholders_follow_canns_rules() {
             ACL_ERROR_RT_FEATURE_NOT_SUPPORT
         );
 
-        // At most 128 arguments.
+        // At most 128 arguments (this list retires `args`).
         let many = init(blocks);
         for i in 0..128 {
             assert_eq!(append(many, &ptr), ACL_SUCCESS, "argument {i}");
         }
         assert_eq!(append(many, &ptr), ACL_ERROR_INVALID_PARAM);
         assert!(message().contains("128"), "{}", message());
+        assert_eq!(aclrtKernelArgsFinalize(args), ACL_ERROR_INVALID_PARAM);
         assert_eq!(aclrtBinaryUnLoad(bin), ACL_SUCCESS);
         // The lists died with their binary.
-        assert_eq!(aclrtKernelArgsFinalize(args), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtKernelArgsFinalize(many), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtKernelArgsFinalize(other), ACL_ERROR_INVALID_PARAM);
         assert_eq!(
-            aclrtKernelArgsGetPlaceHolderBuffer(args, ph, 4, &mut buffer),
+            aclrtKernelArgsGetPlaceHolderBuffer(other, ph_other, 4, &mut buffer),
             ACL_ERROR_INVALID_PARAM
         );
     }
@@ -463,6 +473,46 @@ fn unload_with_launches_queued_keeps_the_binary_until_they_ran() {
         sync(s);
         assert_eq!(std::ptr::read_volatile(done_ptr), 3);
         assert!(!is_loaded(&so), "closed once the launches ran");
+        assert_eq!(aclrtDestroyStream(s), ACL_SUCCESS);
+    }
+}
+
+#[test]
+fn a_thread_has_one_list_from_init_at_a_time() {
+    let so = kernels("one-list");
+    let bin = load(&so);
+    let blocks = function(bin, "blocks");
+    let s = stream();
+    let mut seen: *mut u32 = null_mut();
+    // SAFETY (every call below): valid pointers; handles looked up.
+    unsafe {
+        assert_eq!(
+            aclrtMalloc((&raw mut seen).cast(), 4, ACL_MEM_MALLOC_HUGE_FIRST),
+            ACL_SUCCESS
+        );
+        // A list per launch, as a serving loop may build them: each Init
+        // retires the thread's previous list, as CANN starts its one
+        // per-thread list over; a queued launch keeps its own copy.
+        let mut previous = null_mut();
+        for round in 0..1000 {
+            let list = init(blocks);
+            assert_eq!(append(list, &seen), ACL_SUCCESS);
+            assert_eq!(
+                aclrtLaunchKernelWithConfig(blocks, 1, s, null_mut(), list, null_mut()),
+                ACL_SUCCESS
+            );
+            if round > 0 {
+                assert_ne!(list, previous);
+                assert_eq!(aclrtKernelArgsFinalize(previous), ACL_ERROR_INVALID_PARAM);
+                assert!(message().contains("argsHandle"), "{}", message());
+            }
+            previous = list;
+        }
+        sync(s);
+        assert_eq!(*seen, 1000 + 1);
+        assert_eq!(aclrtKernelArgsFinalize(previous), ACL_SUCCESS);
+        assert_eq!(aclrtBinaryUnLoad(bin), ACL_SUCCESS);
+        assert_eq!(aclrtFree(seen.cast()), ACL_SUCCESS);
         assert_eq!(aclrtDestroyStream(s), ACL_SUCCESS);
     }
 }

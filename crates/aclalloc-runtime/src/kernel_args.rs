@@ -10,14 +10,18 @@
 //! As in CANN: at most 128 arguments and 64 KiB in all; nothing can be
 //! appended once a placeholder's buffer was taken, and nothing appended
 //! nor taken once the list is finalized (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
-//! A list lives as long as its function's binary (CANN frees what
-//! `aclrtKernelArgsInit` made; there is no call to free it).
+//! There is no call to free a list: CANN hands every `aclrtKernelArgsInit`
+//! of a thread the same list, so each call starts it over. Here too a
+//! thread has one list from `aclrtKernelArgsInit` at a time: a new one
+//! retires the thread's previous list (its handle dies, a queued launch
+//! keeps its own copy), so a loop that builds a list per launch holds one
+//! list, not one per launch. A list also dies with its function's binary.
 
 use super::host::HostRuntime;
 use super::kernel_binary::{self, BINARIES};
 use crate::base::error::{Error, Result};
 use crate::base::handles::HandleTable;
-use crate::base::ids::{FunctionHandle, KernelArgsHandle, KernelParamHandle};
+use crate::base::ids::{BinaryHandle, FunctionHandle, KernelArgsHandle, KernelParamHandle};
 use std::ptr::NonNull;
 use std::sync::LazyLock;
 
@@ -104,6 +108,12 @@ pub(crate) struct Snapshot {
 }
 
 static ARGS: LazyLock<HandleTable<KernelArgsHandle, Args>> = LazyLock::new(HandleTable::new);
+
+thread_local! {
+    /// The calling thread's list from `aclrtKernelArgsInit`, and its binary.
+    static THREAD_LIST: std::cell::Cell<Option<(BinaryHandle, KernelArgsHandle)>> =
+        const { std::cell::Cell::new(None) };
+}
 /// A parameter handle names its list and its index there.
 static PARAMS: LazyLock<HandleTable<KernelParamHandle, (KernelArgsHandle, usize)>> =
     LazyLock::new(HandleTable::new);
@@ -180,6 +190,10 @@ impl HostRuntime {
         if kept.is_none() {
             forget(handle);
             return Err(kernel_binary::NOT_A_FUNCTION);
+        }
+        if let Some((old_binary, old)) = THREAD_LIST.with(|l| l.replace(Some((binary, handle)))) {
+            forget(old);
+            BINARIES.with_mut(old_binary, |b| b.args.retain(|&a| a != old));
         }
         Ok(handle)
     }

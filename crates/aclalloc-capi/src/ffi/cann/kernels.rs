@@ -215,8 +215,11 @@ pub unsafe extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclErro
     })
 }
 
-/// A new, empty argument list for `funcHandle`, its memory the runtime's
-/// (freed when the function's binary is unloaded).
+/// A new, empty argument list for `funcHandle`, its memory the runtime's.
+/// As CANN's one list per thread, which each call starts over, a thread has
+/// one list from this call at a time: a new one retires the thread's
+/// previous list (its handle dies; launches already queued keep their
+/// copies). A list also dies with its function's binary.
 ///
 /// # Safety
 /// `argsHandle` is NULL or writable. The function handle is looked up,
