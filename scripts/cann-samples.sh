@@ -17,9 +17,9 @@
 # its run.sh does with `cmake --install`). A sample whose run.sh makes its
 # input with scripts/gen_data.py and checks its output with md5sum and
 # scripts/verify_result.py gets the same around each run (they need numpy),
-# their output after the program's. A sample built as a server and a client (memory/12)
-# runs as a pair on a free local port, each compared with its own block of
-# the README's output.
+# their output after the program's. A sample built as a server and a client
+# (memory/12) runs as a pair on a free local port, each compared with its
+# own block of the README's output.
 #
 # One line per sample: builds?, runs that exited 0 and printed every
 # documented line ("exact"; "shape" when only numbers differ), and the first
@@ -32,7 +32,7 @@
 # devices (ACLALLOC_DEVICE_COUNT, unless set), as the multi-device ones need.
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,25p' "$0" >&2
+  sed -n '2,32p' "$0" >&2
   exit 2
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
