@@ -102,6 +102,9 @@ pub const ENUMS: &[&str] = &[
     "aclCannAttr",
     "aclrtFloatOverflowMode",
     "aclrtDevFeatureType",
+    "aclrtBinaryLoadOptionType",
+    "aclrtEngineType",
+    "aclrtLaunchKernelAttrId",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.

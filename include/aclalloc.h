@@ -632,6 +632,34 @@ typedef struct {
  */
 typedef aclallocPluggableDeviceStatsV1 (*aclallocPluggableGetDeviceStatsV1Fn)(int32_t device);
 
+/**
+ * Which block of a launch a host stand-in of a kernel runs
+ * ([`aclallocKernelStandIn`]): the stand-in is called once per block, in
+ * order, as the device runs the kernel once per AI Core.
+ */
+typedef struct {
+  /**
+   * This block's index, from 0 (AscendC's `GetBlockIdx()`).
+   */
+  uint32_t blockIdx;
+  /**
+   * The launch's `numBlocks` (AscendC's `GetBlockNum()`).
+   */
+  uint32_t numBlocks;
+} aclallocKernelBlock;
+
+/**
+ * The host stand-in of kernel `NAME` in a kernel binary for the host
+ * runtime: a shared object that exports it as `aclallocKernel_NAME`
+ * (C linkage), found by `aclrtBinaryGetFunction(bin, "NAME", ...)` and
+ * run by `aclrtLaunchKernelWithConfig` on the stream's worker, once per
+ * block. `args` is the argument list as CANN lays it out for the kernel:
+ * each appended value at the next 8-byte-aligned offset, each placeholder
+ * an 8-byte pointer to its data; `argsSize` its size in bytes. The list
+ * is the launch's own copy, valid for the call.
+ */
+typedef void (*aclallocKernelStandIn)(void *args, size_t argsSize, const aclallocKernelBlock *block);
+
 
 
 #ifdef __cplusplus

@@ -14,7 +14,10 @@
 # PREFIX/bin         setenv.bash (what CANN's set_env.sh / setenv.bash set)
 # PREFIX/cmake       ascendc.cmake: ascendc_library() builds the host stand-ins
 #                    named by -DACLALLOC_HOST_KERNELS=... (AI Core kernels cannot
-#                    run on the host), or an empty library without them
+#                    run on the host), or an empty library without them;
+#                    ascendc_fatbin_library() builds the kernel binary a program
+#                    loads with aclrtBinaryLoadFromFile from the stand-ins in
+#                    -DACLALLOC_FATBIN_KERNELS=DIR (DIR/<kernel source's name>)
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 PREFIX" >&2
@@ -68,6 +71,41 @@ function(ascendc_library name type)
   endif()
   target_include_directories(${name} ${_scope} "${_aclalloc_prefix}/include")
   target_link_libraries(${name} ${_scope} "${_aclalloc_prefix}/lib64/libascendcl.so")
+endfunction()
+
+# ascendc_fatbin_library() for aclalloc's host runtime: the kernel binary a
+# program loads by file name (aclrtBinaryLoadFromFile) is a shared object of
+# host stand-ins, one per kernel: `aclallocKernel_NAME` for kernel NAME
+# (aclallocKernelStandIn in aclalloc.h). Each kernel source's stand-in is the
+# file of the same name in ACLALLOC_FATBIN_KERNELS (the variable or the
+# environment). Built as CANN's is, fatbin/<name>/<name>.o under the build
+# directory, installed to fatbin/<name>/<name>.o under the install prefix.
+set(ACLALLOC_FATBIN_KERNELS "$ENV{ACLALLOC_FATBIN_KERNELS}" CACHE PATH
+    "Directory of host stand-ins for kernel binaries: <kernel source's file name> for each kernel source")
+function(ascendc_fatbin_library name)
+  set(_stand_ins)
+  foreach(_source IN LISTS ARGN)
+    get_filename_component(_file "${_source}" NAME)
+    if(ACLALLOC_FATBIN_KERNELS AND EXISTS "${ACLALLOC_FATBIN_KERNELS}/${_file}")
+      list(APPEND _stand_ins "${ACLALLOC_FATBIN_KERNELS}/${_file}")
+    else()
+      message(WARNING "ascendc_fatbin_library(${name}): AI Core kernels do not run on the host, and "
+                      "ACLALLOC_FATBIN_KERNELS has no host stand-in ${_file} for ${_source}: "
+                      "aclrtBinaryGetFunction will not find its kernels")
+    endif()
+  endforeach()
+  if(NOT _stand_ins)
+    # A binary without kernels still loads: the program learns which kernel
+    # is missing from aclrtBinaryGetFunction.
+    set(_stand_ins "${CMAKE_CURRENT_BINARY_DIR}/${name}_no_kernels.cpp")
+    file(WRITE "${_stand_ins}" "/* No host stand-ins were given for ${name}. */\n")
+  endif()
+  add_library(${name} MODULE ${_stand_ins})
+  target_include_directories(${name} PRIVATE "${_aclalloc_prefix}/include" "${ACLALLOC_FATBIN_KERNELS}")
+  set_target_properties(${name} PROPERTIES
+    PREFIX "" SUFFIX ".o" OUTPUT_NAME "${name}"
+    LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/fatbin/${name}")
+  install(TARGETS ${name} LIBRARY DESTINATION "fatbin/${name}")
 endfunction()
 CMAKE
 echo "$prefix: source $prefix/bin/setenv.bash"

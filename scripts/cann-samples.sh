@@ -11,9 +11,15 @@
 # (default: the samples that need neither notifies nor IPC, listed below).
 # The AI Core kernels are replaced by host stand-ins of the same effect
 # (scripts/cann-samples/host_kernels.cpp, built by the prefix's
-# ascendc_library()). A sample built as a server and a client (memory/12)
-# runs as a pair on a free local port, each compared with its own block of
-# the README's output.
+# ascendc_library(); the kernel binaries a sample loads by file name, from
+# the stand-ins in scripts/cann-samples/fatbin/, built by its
+# ascendc_fatbin_library() and installed where the sample loads them, as
+# its run.sh does with `cmake --install`). A sample whose run.sh makes its
+# input with scripts/gen_data.py and checks its output with md5sum and
+# scripts/verify_result.py gets the same around each run (they need numpy),
+# their output after the program's. A sample built as a server and a client
+# (memory/12) runs as a pair on a free local port, each compared with its
+# own block of the README's output.
 #
 # One line per sample: builds?, runs that exited 0 and printed every
 # documented line ("exact"; "shape" when only numbers differ), and the first
@@ -26,7 +32,7 @@
 # devices (ACLALLOC_DEVICE_COUNT, unless set), as the multi-device ones need.
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,25p' "$0" >&2
+  sed -n '2,32p' "$0" >&2
   exit 2
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -53,7 +59,10 @@ if [ ${#samples[@]} -eq 0 ]; then
     1_basic_features/memory/5_d2d_sync_memory_copy
     1_basic_features/memory/6_d2d_async_memory_copy
     1_basic_features/memory/9_multistream_sync_memory
+    2_advanced_features/kernel/0_launch_kernel
     3_memory_advanced/allocator/0_custom_allocator
+    3_memory_advanced/host_register/0_simple_zero_copy
+    3_memory_advanced/managed_memory/0_uvm_allocate
   )
 fi
 
@@ -73,6 +82,7 @@ bash "$root/scripts/cann-prefix.sh" "$prefix" >/dev/null || exit 2
 # shellcheck disable=SC1091
 source "$prefix/bin/setenv.bash"
 export ACLALLOC_HOST_KERNELS="$root/scripts/cann-samples/host_kernels.cpp"
+export ACLALLOC_FATBIN_KERNELS="$root/scripts/cann-samples/fatbin"
 export ACLALLOC_DEVICE_COUNT="${ACLALLOC_DEVICE_COUNT:-8}"
 
 # The documented output: the Nth (default: first) fenced block after the
@@ -138,6 +148,12 @@ matches() { # expected output [shape]
         /^(\.\.\.|<[^>]*>|\d+(\.x)+)$/ ? ".*" :
         ($shape && /^\d+(\.\d+)?$/) ? "[-+]?\\d+(\\.\\d+)?" : quotemeta
       } split /(\.\.\.|<[^>]*>|\d+(?:\.x)+|\d+(?:\.\d+)?)/, $line;
+      # The lines md5sum prints ("<hash>  <file>", documented as "... <file>") come
+      # in the order of its glob, which the READMEs do not always keep:
+      # found anywhere.
+      if ($line =~ m{^\.\.\. \S+\.bin$}) {
+        next if grep { /^\s*$re\s*$/ } @out;
+      }
       # In order: each line is looked for after the one matched before it.
       my $found;
       while ($at < @out) { if ($out[$at++] =~ /^\s*$re\s*$/) { $found = 1; last } }
@@ -188,8 +204,12 @@ for s in "${samples[@]}"; do
   fi
   rm -rf "$dir/build"
   if ! (cmake -S "$dir" -B "$dir/build" -DASCEND_CANN_PACKAGE_PATH="$ASCEND_HOME_PATH" \
-          -DACLALLOC_HOST_KERNELS="$ACLALLOC_HOST_KERNELS" >"$dir/build.log" 2>&1 &&
-        cmake --build "$dir/build" -j 2 >>"$dir/build.log" 2>&1); then
+          -DACLALLOC_HOST_KERNELS="$ACLALLOC_HOST_KERNELS" \
+          -DACLALLOC_FATBIN_KERNELS="$ACLALLOC_FATBIN_KERNELS" >"$dir/build.log" 2>&1 &&
+        cmake --build "$dir/build" -j 2 >>"$dir/build.log" 2>&1 &&
+        # What run.sh installs (a kernel binary the program loads from out/).
+        { ! grep -q '^cmake --install' "$dir/run.sh" 2>/dev/null ||
+          cmake --install "$dir/build" >>"$dir/build.log" 2>&1; }); then
     miss="$(grep -oE "'acl[A-Za-z0-9_]+' (was not declared|is not a member)|undefined reference to .acl[A-Za-z0-9_]+|'ACL[A-Z0-9_]+' was not declared|error: [^:]*$" "$dir/build.log" |
             grep -oE "acl[A-Za-z0-9_]+|ACL[A-Z0-9_]+|error: .*" | sort -u | tr '\n' ' ' | cut -c1-300)"
     printf '%-52s %-7s %-6s %-6s %s\n' "$s" no - - "$miss"
@@ -271,16 +291,28 @@ for s in "${samples[@]}"; do
     continue
   fi
   exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x -name 'main' | head -1)"
-  [ -n "$exe" ] || exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x ! -name '*.so' ! -path '*CMakeFiles*' | head -1)"
+  [ -n "$exe" ] || exe="$(find "$dir/build" -maxdepth 2 -type f -perm -u+x ! -name '*.so' ! -name '*.o' ! -path '*CMakeFiles*' | head -1)"
   documented "$dir/README.md" | without_script_lines "$dir" >"$dir/expected.txt"
+  # run.sh's data steps around the program: its input made before, its
+  # output checked after (the check's lines are part of the documented output).
+  before="$(grep -E '^python3 scripts/gen_data\.py' "$dir/run.sh" 2>/dev/null)"
+  after="$(grep -E '^(md5sum |python3 scripts/verify_result\.py )' "$dir/run.sh" 2>/dev/null)"
   exact=0 shaped=0 first=""
   for ((i = 1; i <= runs; i++)); do
     # The directories run.sh makes for the program (its input and output files).
-    (cd "$dir" && grep -E '^(rm -rf|mkdir -p) [A-Za-z0-9_]+$' run.sh 2>/dev/null | grep -vw build | sh)
-    (cd "$dir" && timeout 120 "$exe" >"$dir/run.txt" 2>"$dir/run.err")
-    rc=$?
+    (cd "$dir" && grep -E '^(rm -rf|mkdir -p) [A-Za-z0-9_ ]+$' run.sh 2>/dev/null | grep -vw build | sh)
+    rc=0
+    if [ -n "$before" ] && ! (cd "$dir" && sh -c "$before" >"$dir/run.err" 2>&1); then
+      rc=1
+      [ -n "$first" ] || first="run.sh's data step failed (numpy?): $(tail -n 1 "$dir/run.err" | cut -c1-150)"
+      : >"$dir/run.txt"
+    else
+      (cd "$dir" && timeout 120 "$exe" >"$dir/run.txt" 2>"$dir/run.err")
+      rc=$?
+      [ $rc -ne 0 ] || [ -z "$after" ] || (cd "$dir" && sh -c "$after" >>"$dir/run.txt" 2>&1) || rc=$?
+    fi
     ok_exact=1 ok_shape=1
-    [ $rc -eq 0 ] || { ok_exact=0; ok_shape=0; [ -n "$first" ] || first="exit $rc: $(tail -n 1 "$dir/run.err" | cut -c1-200)"; }
+    [ $rc -eq 0 ] || { ok_exact=0; ok_shape=0; [ -n "$first" ] || first="exit $rc: $(tail -n 1 "$dir/run.err" "$dir/run.txt" | cut -c1-200)"; }
     matches "$dir/expected.txt" "$dir/run.txt" >/dev/null || ok_exact=0
     if ! missing="$(matches "$dir/expected.txt" "$dir/run.txt" shape)"; then
       ok_shape=0

@@ -1003,6 +1003,15 @@ enum Kind {
     MemPool,
     /// A notify from `aclrtCreateNotify`.
     Notify,
+    /// A kernel binary from `aclrtBinaryLoadFromFile`: loading one needs a
+    /// shared object of stand-ins, which a `cargo test` run does not build
+    /// here (tests/kernel_binary.rs covers unloaded ones), so there is no
+    /// taken-back case; the same for its functions and argument lists.
+    KernelBinary,
+    /// A kernel function from `aclrtBinaryGetFunction`.
+    KernelFunction,
+    /// A kernel argument list from `aclrtKernelArgsInit`.
+    KernelArgs,
 }
 
 /// A host function the bad-input cases never let run.
@@ -1505,6 +1514,73 @@ const HANDLE_FUNCTIONS: &[(&str, Kind, HandleCall)] = {
                 aclalloc::ffi::cann::notify::aclrtNotifySetImportPidInterServer(h, &mut server, 1)
             },
         ),
+        ("aclrtHostUnregister", Kind::HostPtr, |h, _| unsafe {
+            aclalloc::ffi::cann::host_register::aclrtHostUnregister(h)
+        }),
+        (
+            "aclrtHostGetDevicePointer",
+            Kind::HostPtr,
+            |h, out| unsafe {
+                let device = &mut out.guard as *mut u64 as *mut *mut c_void;
+                aclalloc::ffi::cann::host_register::aclrtHostGetDevicePointer(h, device, 0)
+            },
+        ),
+        ("aclrtBinaryUnLoad", Kind::KernelBinary, |h, _| unsafe {
+            aclalloc::ffi::cann::kernels::aclrtBinaryUnLoad(h)
+        }),
+        (
+            "aclrtBinaryGetFunction",
+            Kind::KernelBinary,
+            |h, out| unsafe {
+                let f = &mut out.guard as *mut u64 as *mut *mut c_void;
+                aclalloc::ffi::cann::kernels::aclrtBinaryGetFunction(h, c"add_custom".as_ptr(), f)
+            },
+        ),
+        (
+            "aclrtKernelArgsInit",
+            Kind::KernelFunction,
+            |h, out| unsafe {
+                let args = &mut out.guard as *mut u64 as *mut *mut c_void;
+                aclalloc::ffi::cann::kernels::aclrtKernelArgsInit(h, args)
+            },
+        ),
+        (
+            "aclrtLaunchKernelWithConfig",
+            Kind::KernelFunction,
+            |h, _| unsafe {
+                use aclalloc::ffi::cann::kernels::*;
+                let (stream, cfg) = (std::ptr::null_mut(), std::ptr::null_mut());
+                aclrtLaunchKernelWithConfig(h, 1, stream, cfg, h, std::ptr::null_mut())
+            },
+        ),
+        ("aclrtKernelArgsAppend", Kind::KernelArgs, |h, out| unsafe {
+            let mut value = 7u64;
+            let param = &mut out.guard as *mut u64 as *mut *mut c_void;
+            let value = (&raw mut value).cast();
+            aclalloc::ffi::cann::kernels::aclrtKernelArgsAppend(h, value, 8, param)
+        }),
+        (
+            "aclrtKernelArgsAppendPlaceHolder",
+            Kind::KernelArgs,
+            |h, out| unsafe {
+                let param = &mut out.guard as *mut u64 as *mut *mut c_void;
+                aclalloc::ffi::cann::kernels::aclrtKernelArgsAppendPlaceHolder(h, param)
+            },
+        ),
+        (
+            "aclrtKernelArgsGetPlaceHolderBuffer",
+            Kind::KernelArgs,
+            |h, out| unsafe {
+                let buffer = &mut out.guard as *mut u64 as *mut *mut c_void;
+                let param = 1 as *mut c_void;
+                aclalloc::ffi::cann::kernels::aclrtKernelArgsGetPlaceHolderBuffer(
+                    h, param, 8, buffer,
+                )
+            },
+        ),
+        ("aclrtKernelArgsFinalize", Kind::KernelArgs, |h, _| unsafe {
+            aclalloc::ffi::cann::kernels::aclrtKernelArgsFinalize(h)
+        }),
         ("aclrtIpcGetEventHandle", Kind::Event, |h, out| unsafe {
             ipc_event_handle(out, h)
         }),
@@ -1554,7 +1630,9 @@ unsafe fn dead_handle(kind: Kind) -> Option<*mut c_void> {
                 // The pool's descriptor is the caller's to destroy.
                 assert_eq!(aclrtAllocatorDestroyDesc(desc), OK);
             }
-            Kind::Pluggable => return None,
+            Kind::Pluggable | Kind::KernelBinary | Kind::KernelFunction | Kind::KernelArgs => {
+                return None
+            }
             Kind::MemPool => {
                 use aclalloc::ffi::ext::mem_pool::*;
                 assert_eq!(aclallocMemPoolCreate(std::ptr::null(), &mut h), OK);
@@ -1665,7 +1743,12 @@ fn runtime_and_pool_exports_refuse_handles_they_do_not_own() {
     println!("runtime, pool and plugin handles: {cases} cases passed");
     let without_taken_back = HANDLE_FUNCTIONS
         .iter()
-        .filter(|(_, kind, _)| *kind == Kind::Pluggable)
+        .filter(|(_, kind, _)| {
+            matches!(
+                kind,
+                Kind::Pluggable | Kind::KernelBinary | Kind::KernelFunction | Kind::KernelArgs
+            )
+        })
         .count();
     assert_eq!(cases, HANDLE_FUNCTIONS.len() * 5 - without_taken_back);
 }

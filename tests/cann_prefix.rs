@@ -62,3 +62,93 @@ fn a_program_linked_with_lascendcl_from_the_prefix_runs() {
     let setenv = std::fs::read_to_string(prefix.join("bin/setenv.bash")).unwrap();
     assert!(setenv.contains(&format!("ASCEND_HOME_PATH=\"{}\"", prefix.display())));
 }
+
+/// `ascendc_fatbin_library(name sources...)` of the prefix's ascendc.cmake
+/// builds the kernel binary a program loads by file name, from the host
+/// stand-in named like each kernel source in `ACLALLOC_FATBIN_KERNELS`, at
+/// `fatbin/<name>/<name>.o` under the build directory and the install
+/// prefix, as CANN's does; a kernel source without a stand-in gives a
+/// warning and a binary without its kernels.
+#[test]
+fn ascendc_fatbin_library_builds_a_loadable_kernel_binary() {
+    use aclalloc::base::error::{ACL_ERROR_INVALID_PARAM, ACL_SUCCESS};
+    use aclalloc::ffi::cann::kernels::*;
+    use std::ffi::CString;
+    use std::ptr::null_mut;
+
+    let root = common::root();
+    let dir = common::scratch("cann_prefix_fatbin");
+    let prefix = dir.join("prefix");
+    let status = Command::new("bash")
+        .arg(root.join("scripts/cann-prefix.sh"))
+        .arg(&prefix)
+        .env("ACLALLOC_LIB", common::lib_dir().join("libaclalloc.so"))
+        .status()
+        .expect("bash");
+    assert!(status.success(), "cann-prefix.sh failed");
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    // Kernel sources as a sample names them: only their file names count.
+    std::fs::write(
+        project.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.16)\n\
+         project(fatbin_check C CXX)\n\
+         set(CMAKE_INSTALL_PREFIX \"${CMAKE_CURRENT_LIST_DIR}/out\" CACHE STRING \"\" FORCE)\n\
+         include(${ASCENDC_CMAKE_DIR}/ascendc.cmake)\n\
+         ascendc_fatbin_library(kernels ../kernel_func/kernel_binary_kernels.c)\n\
+         ascendc_fatbin_library(none ../kernel_func/no_stand_in.cpp)\n",
+    )
+    .unwrap();
+    let build = project.join("build");
+    let configure = Command::new("cmake")
+        .arg("-S")
+        .arg(&project)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!(
+            "-DASCENDC_CMAKE_DIR={}",
+            prefix.join("cmake").display()
+        ))
+        .arg(format!(
+            "-DACLALLOC_FATBIN_KERNELS={}",
+            root.join("c_examples").display()
+        ))
+        .output()
+        .expect("cmake");
+    let said = String::from_utf8_lossy(&configure.stderr);
+    assert!(configure.status.success(), "{said}");
+    assert!(said.contains("no host stand-in no_stand_in.cpp"), "{said}");
+    for step in [&["--build"][..], &["--install"][..]] {
+        let out = Command::new("cmake")
+            .args(step)
+            .arg(&build)
+            .output()
+            .expect("cmake");
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(build.join("fatbin/kernels/kernels.o").exists());
+    let installed = project.join("out/fatbin/kernels/kernels.o");
+    let empty = project.join("out/fatbin/none/none.o");
+    assert!(installed.exists() && empty.exists());
+
+    common::device0();
+    let name = CString::new("blocks").unwrap();
+    for (path, kernel) in [(&installed, ACL_SUCCESS), (&empty, ACL_ERROR_INVALID_PARAM)] {
+        let path = CString::new(path.to_str().unwrap()).unwrap();
+        let (mut bin, mut f) = (null_mut(), null_mut());
+        // SAFETY: valid strings and out-pointers; handles are looked up.
+        unsafe {
+            assert_eq!(
+                aclrtBinaryLoadFromFile(path.as_ptr(), null_mut(), &mut bin),
+                ACL_SUCCESS
+            );
+            assert_eq!(aclrtBinaryGetFunction(bin, name.as_ptr(), &mut f), kernel);
+            assert_eq!(aclrtBinaryUnLoad(bin), ACL_SUCCESS);
+        }
+    }
+}

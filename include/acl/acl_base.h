@@ -61,6 +61,10 @@ static const int ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035;
 static const int ACL_ERROR_RT_STREAM_ABORT = 107023;
 /** The feature is not supported on this device or runtime (CANN's `rt_error_codes.h`), which programs probe for before using one. */
 static const int ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
+/** `aclrtHostRegisterV2` of a range that overlaps one registered already. */
+static const int ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 507910;
+/** Host memory that was never registered (`aclrtHostUnregister`, `aclrtHostGetDevicePointer`). */
+static const int ACL_ERROR_HOST_MEMORY_NOT_REGISTERED = 507911;
 
 typedef enum aclDataType {
     /** Undefined. */

@@ -15,6 +15,14 @@
 #include "acl_base.h"
 #include "acl_rt_allocator.h"
 
+/** `aclrtHostRegisterV2` flag: map the host memory for the device (`aclrtHostGetDevicePointer` gives its device address). */
+#define ACL_HOST_REG_MAPPED 0x2UL
+/** `aclrtHostRegisterV2` flag: a PCIe device's IO space (reserved, not supported). */
+#define ACL_HOST_REG_IOMEMORY 0x4UL
+/** `aclrtHostRegisterV2` flag: read only for the device (reserved, not supported). */
+#define ACL_HOST_REG_READONLY 0x8UL
+/** `aclrtHostRegisterV2` flag: page-lock pageable memory (not memory from `aclrtMallocHost`, which is page-locked already). */
+#define ACL_HOST_REG_PINNED 0x10000000UL
 /** Export flag: importers must be whitelisted (the default). */
 #define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
 /** Export flag: any process may import the key. */
@@ -79,6 +87,8 @@
 #define ACL_EVENT_RECORD_EXTERNAL 0x00000001U
 /** The size of an `aclrtIpcEventHandle`. */
 #define ACL_IPC_EVENT_HANDLE_SIZE 0x00000040U
+/** `aclrtMemAllocManaged` flag: the memory is reached from the device and the host. */
+#define ACL_RT_MEM_ATTACH_GLOBAL 0x00000001U
 /** `aclrtCreateNotify` flag: the default. */
 #define ACL_NOTIFY_DEFAULT 0x00000000U
 /** `aclrtCreateNotify` flag: used on the device only (the same on the host). */
@@ -435,6 +445,45 @@ typedef enum aclrtDevFeatureType {
     ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV = 21,
 } aclrtDevFeatureType;
 
+typedef enum aclrtBinaryLoadOptionType {
+    /** Load the kernels when first used (`isLazyLoad`): no effect on the host. */
+    ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD = 1,
+    /** The binary's magic number (`magic`): no effect on the host. */
+    ACL_RT_BINARY_LOAD_OPT_LAZY_MAGIC = 2,
+    /** The binary's magic number (`magic`): no effect on the host. */
+    ACL_RT_BINARY_LOAD_OPT_MAGIC = 2,
+    /** How an AI CPU kernel runs (`cpuKernelMode`): no effect on the host. */
+    ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE = 3,
+} aclrtBinaryLoadOptionType;
+
+typedef enum aclrtEngineType {
+    /** AI Core (cube). */
+    ACL_RT_ENGINE_TYPE_AIC = 0,
+    /** AI Vector core. */
+    ACL_RT_ENGINE_TYPE_AIV = 1,
+} aclrtEngineType;
+
+typedef enum aclrtLaunchKernelAttrId {
+    /** The scheduling mode (`schemMode`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE = 1,
+    /** The dynamic unified-buffer size (`dynUBufSize`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE = 2,
+    /** The core type (`engineType`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_ENGINE_TYPE = 3,
+    /** The first block's offset (`blockDimOffset`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_BLOCKDIM_OFFSET = 4,
+    /** Block task prefetch (`isBlockTaskPrefetch`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_BLOCK_TASK_PREFETCH = 5,
+    /** Data dump (`isDataDump`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_DATA_DUMP = 6,
+    /** A timeout in seconds (`timeout`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT = 7,
+    /** A timeout in microseconds (`timeoutUs`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US = 8,
+    /** Profiling of the launch (`enableProfiling`). */
+    ACL_RT_LAUNCH_KERNEL_ATTR_ENABLE_PROFILING = 9,
+} aclrtLaunchKernelAttrId;
+
 
 /**
  * What CANN's exception callbacks are told about a failed task (CANN's
@@ -499,7 +548,8 @@ typedef struct aclrtUtilizationInfo {
 typedef void (*aclrtExceptionInfoCallback)(struct aclrtExceptionInfo *exceptionInfo);
 
 /**
- * A kernel function's handle.
+ * A kernel function's handle, from `aclrtBinaryGetFunction`; on the host
+ * runtime a number looked up among the live handles, never a pointer.
  */
 typedef void *aclrtFuncHandle;
 
@@ -530,6 +580,103 @@ typedef struct aclrtServerPid {
    */
   size_t num;
 } aclrtServerPid;
+
+/**
+ * An option's value: the member its type names.
+ */
+typedef union aclrtBinaryLoadOptionValue {
+  /**
+   * `ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD`.
+   */
+  uint32_t isLazyLoad;
+  /**
+   * `ACL_RT_BINARY_LOAD_OPT_MAGIC`.
+   */
+  uint32_t magic;
+  /**
+   * `ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE`.
+   */
+  int32_t cpuKernelMode;
+  /**
+   * The union's size.
+   */
+  uint32_t rsv[4];
+} aclrtBinaryLoadOptionValue;
+
+/**
+ * One option of `aclrtBinaryLoadFromFile`.
+ */
+typedef struct aclrtBinaryLoadOption {
+  aclrtBinaryLoadOptionType type;
+  union aclrtBinaryLoadOptionValue value;
+} aclrtBinaryLoadOption;
+
+/**
+ * The options of `aclrtBinaryLoadFromFile`: `numOpt` of them at `options`.
+ */
+typedef struct aclrtBinaryLoadOptions {
+  struct aclrtBinaryLoadOption *options;
+  size_t numOpt;
+} aclrtBinaryLoadOptions;
+
+/**
+ * A loaded kernel binary's handle, from `aclrtBinaryLoadFromFile`.
+ */
+typedef void *aclrtBinHandle;
+
+/**
+ * A kernel argument list's handle, from `aclrtKernelArgsInit`.
+ */
+typedef void *aclrtArgsHandle;
+
+/**
+ * One argument of an argument list, from `aclrtKernelArgsAppend` or
+ * `aclrtKernelArgsAppendPlaceHolder`.
+ */
+typedef void *aclrtParamHandle;
+
+/**
+ * A timeout in microseconds, as two 32-bit halves.
+ */
+typedef struct aclrtTimeoutUs {
+  uint32_t timeoutLow;
+  uint32_t timeoutHigh;
+} aclrtTimeoutUs;
+
+/**
+ * A launch attribute's value: the member its id names.
+ */
+typedef union aclrtLaunchKernelAttrValue {
+  uint8_t schemMode;
+  uint32_t dynUBufSize;
+  aclrtEngineType engineType;
+  uint32_t blockDimOffset;
+  uint8_t isBlockTaskPrefetch;
+  uint8_t isDataDump;
+  uint16_t timeout;
+  struct aclrtTimeoutUs timeoutUs;
+  uint8_t enableProfiling;
+  /**
+   * The union's size.
+   */
+  uint32_t rsv[4];
+} aclrtLaunchKernelAttrValue;
+
+/**
+ * One launch attribute.
+ */
+typedef struct aclrtLaunchKernelAttr {
+  aclrtLaunchKernelAttrId id;
+  union aclrtLaunchKernelAttrValue value;
+} aclrtLaunchKernelAttr;
+
+/**
+ * The configuration of `aclrtLaunchKernelWithConfig`: `numAttrs` attributes at `attrs`.
+ */
+typedef struct aclrtLaunchKernelCfg {
+  struct aclrtLaunchKernelAttr *attrs;
+  size_t numAttrs;
+} aclrtLaunchKernelCfg;
 
 /**
  * A notify handle.
@@ -1098,6 +1245,39 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
 aclError aclrtFreeHost(void *hostPtr);
 
 /**
+ * Registers `size` bytes of host memory at `ptr` (4 KB aligned) with
+ * `flag`, an OR of `ACL_HOST_REG_MAPPED` and `ACL_HOST_REG_PINNED`. A range
+ * overlapping a registered one: `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED`;
+ * `ACL_HOST_REG_IOMEMORY` or `ACL_HOST_REG_READONLY`:
+ * `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`. Memory freed with `aclrtFreeHost`
+ * is unregistered with it.
+ *
+ * # Safety
+ * None for the host runtime: the range is checked against this process's
+ * mappings, never touched.
+ */
+aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag);
+
+/**
+ * The device address of host memory registered with `ACL_HOST_REG_MAPPED`
+ * (on the host runtime: `pHost` itself). `flag` must be 0. Memory not
+ * registered so: `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED`.
+ *
+ * # Safety
+ * `pDevice` is NULL or writable.
+ */
+aclError aclrtHostGetDevicePointer(void *pHost, void **pDevice, uint32_t flag);
+
+/**
+ * Unregisters the range `aclrtHostRegisterV2` registered at `ptr`. Not the
+ * start of one: `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED`.
+ *
+ * # Safety
+ * None for the host runtime: the pointer is looked up, never touched.
+ */
+aclError aclrtHostUnregister(void *ptr);
+
+/**
  * The handle another process opens `event` with: an event of this
  * process created with `ACL_EVENT_IPC` (other events:
  * `ACL_ERROR_INVALID_PARAM`). The handle names the event until it is
@@ -1181,6 +1361,118 @@ aclError aclrtIpcMemSetAttr(const char *key, aclrtIpcMemAttrType type, uint64_t 
  * elements.
  */
 aclError aclrtIpcMemImportPidInterServer(const char *key, struct aclrtServerPid *serverPids, size_t num);
+
+/**
+ * Loads the kernel binary at `binPath` (on the host: a shared object of
+ * host stand-ins, opened as a file, a bare name relative to the working
+ * directory). `options` may be NULL; its options have no effect on the
+ * host. A file that cannot be loaded: `ACL_ERROR_INVALID_FILE`, with the
+ * loader's message.
+ *
+ * # Safety
+ * `binPath` is NULL or a NUL-terminated string; `options` is NULL or
+ * readable, its `options` array of `numOpt` entries too; `binHandle` is
+ * NULL or writable.
+ */
+aclError aclrtBinaryLoadFromFile(const char *binPath, struct aclrtBinaryLoadOptions *options, aclrtBinHandle *binHandle);
+
+/**
+ * The function of kernel `kernelName` in a loaded binary (on the host:
+ * its stand-in `aclallocKernel_<kernelName>`); the same handle for the
+ * same name. A kernel the binary lacks: `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `kernelName` is NULL or a NUL-terminated string; `funcHandle` is NULL or
+ * writable. The binary handle is looked up, never trusted.
+ */
+aclError aclrtBinaryGetFunction(aclrtBinHandle binHandle, const char *kernelName, aclrtFuncHandle *funcHandle);
+
+/**
+ * Unloads a binary: its handle, its functions' handles and their argument
+ * lists die at once; launches already queued still run (the binary stays
+ * mapped until they have).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle);
+
+/**
+ * A new, empty argument list for `funcHandle`, its memory the runtime's.
+ * As CANN's one list per thread, which each call starts over, a thread has
+ * one list from this call at a time: a new one retires the thread's
+ * previous list (its handle dies; launches already queued keep their
+ * copies). A list also dies with its function's binary.
+ *
+ * # Safety
+ * `argsHandle` is NULL or writable. The function handle is looked up,
+ * never trusted.
+ */
+aclError aclrtKernelArgsInit(aclrtFuncHandle funcHandle, aclrtArgsHandle *argsHandle);
+
+/**
+ * Copies `paramSize` bytes at `param` (host memory) as the list's next
+ * argument, at the next 8-byte-aligned offset. Refused once a
+ * placeholder's buffer was taken or the list finalized
+ * (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`); at most 128 arguments and 64 KiB.
+ *
+ * # Safety
+ * `param` is NULL or `paramSize` readable bytes; `paramHandle` is NULL or
+ * writable. The list handle is looked up, never trusted.
+ */
+aclError aclrtKernelArgsAppend(aclrtArgsHandle argsHandle, void *param, size_t paramSize, aclrtParamHandle *paramHandle);
+
+/**
+ * Appends a placeholder: an argument whose value is a pointer to data the
+ * runtime holds (`aclrtKernelArgsGetPlaceHolderBuffer`), set at launch.
+ *
+ * # Safety
+ * `paramHandle` is NULL or writable. The list handle is looked up, never
+ * trusted.
+ */
+aclError aclrtKernelArgsAppendPlaceHolder(aclrtArgsHandle argsHandle, aclrtParamHandle *paramHandle);
+
+/**
+ * The buffer of `dataSize` bytes (zeroed) behind a placeholder, which the
+ * caller fills; each launch copies it. Owned by the runtime, valid until
+ * the function's binary is unloaded.
+ *
+ * # Safety
+ * `bufferAddr` is NULL or writable. The handles are looked up, never
+ * trusted.
+ */
+aclError aclrtKernelArgsGetPlaceHolderBuffer(aclrtArgsHandle argsHandle, aclrtParamHandle paramHandle, size_t dataSize, void **bufferAddr);
+
+/**
+ * Marks the list complete: nothing more can be appended nor taken.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtKernelArgsFinalize(aclrtArgsHandle argsHandle);
+
+/**
+ * Launches `funcHandle` on `stream` (NULL: the default stream) over
+ * `numBlocks` blocks with the argument list as it is now; returns at once.
+ * On the host the stand-in runs on the stream's worker once per block.
+ * `cfg` may be NULL; its attributes have no effect on the host. `reserve`
+ * must be NULL, as CANN says.
+ *
+ * # Safety
+ * `cfg` is NULL or readable. The handles are looked up, never trusted.
+ */
+aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream, struct aclrtLaunchKernelCfg *cfg, aclrtArgsHandle argsHandle, void *reserve);
+
+/**
+ * Allocates `size` bytes (rounded up to 2 MiB) of managed memory on the
+ * current context's device, counted against its capacity; freed with
+ * `aclrtFree`. `flag` must be `ACL_RT_MEM_ATTACH_GLOBAL`; `size` 0:
+ * `ACL_ERROR_INVALID_PARAM`. The memory is not initialized.
+ *
+ * # Safety
+ * `ptr` is NULL or writable.
+ */
+aclError aclrtMemAllocManaged(void **ptr, uint64_t size, uint32_t flag);
 
 /**
  * Allocates `size` bytes of device memory on the current context's device

@@ -37,7 +37,12 @@ impl HostRuntime {
         }
         self.synchronize_all()?;
         let start = clock::now_us();
+        let region = self.host_memory.region(ptr as usize, 1);
         self.host_memory.free(ptr).map_err(|_| NOT_HOST_MEMORY)?;
+        if let Some((at, len)) = region {
+            // Registrations of freed memory go with it (aclrtHostRegisterV2).
+            super::host_register::forget_within(at, len);
+        }
         self.host_stats.freed(ptr as usize, clock::now_us() - start);
         Ok(())
     }

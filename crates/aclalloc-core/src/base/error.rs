@@ -68,6 +68,11 @@ pub const ACL_ERROR_RT_STREAM_ABORT: aclError = 107023;
 /// The feature is not supported on this device or runtime (CANN's
 /// `rt_error_codes.h`), which programs probe for before using one.
 pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207000;
+/// `aclrtHostRegisterV2` of a range that overlaps one registered already.
+pub const ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED: aclError = 507910;
+/// Host memory that was never registered (`aclrtHostUnregister`,
+/// `aclrtHostGetDevicePointer`).
+pub const ACL_ERROR_HOST_MEMORY_NOT_REGISTERED: aclError = 507911;
 
 /// Why a call failed. [`Error::code`] gives the ACL error code; `Display`
 /// gives the reason in CANN's wording.
@@ -219,6 +224,19 @@ pub enum Error {
     /// The calling process is not allowed to use what it asked for, and why.
     #[error("No permission. Reason: {what}")]
     NoPermission { what: &'static str },
+    /// The runtime does not support the call in this state, and why (CANN's
+    /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+    #[error("The feature is not supported. Reason: {what}")]
+    FeatureNotSupported { what: &'static str },
+    /// A host memory range overlaps one registered already.
+    #[error("The memory range has already been registered")]
+    HostMemoryAlreadyRegistered,
+    /// Host memory that was not registered (for what `what` asks of it).
+    #[error("The host pointer has not been registered{what}")]
+    HostMemoryNotRegistered { what: &'static str },
+    /// A kernel binary cannot be loaded; `detail` is the loader's own text.
+    #[error("The kernel binary cannot be loaded: {detail}")]
+    BinaryLoad { detail: &'static str },
 }
 
 impl Error {
@@ -234,7 +252,12 @@ impl Error {
             | Error::ForeignPointer
             | Error::DoubleFree
             | Error::Config(_) => ACL_ERROR_INVALID_PARAM,
-            Error::LibraryLoad { .. } | Error::InvalidConfigFile => ACL_ERROR_INVALID_FILE,
+            Error::LibraryLoad { .. } | Error::BinaryLoad { .. } | Error::InvalidConfigFile => {
+                ACL_ERROR_INVALID_FILE
+            }
+            Error::FeatureNotSupported { .. } => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            Error::HostMemoryAlreadyRegistered => ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+            Error::HostMemoryNotRegistered { .. } => ACL_ERROR_HOST_MEMORY_NOT_REGISTERED,
             Error::SymbolMissing { .. } => ACL_ERROR_FILE_MISSING_ATTR,
             Error::AlreadyInitialized | Error::RepeatInitialize => ACL_ERROR_REPEAT_INITIALIZE,
             Error::DefaultNotInUse => ACL_ERROR_UNINITIALIZE,

@@ -58,6 +58,14 @@ pub mod tags {
     pub(crate) const MEM_POOL: u16 = 0xACB1;
     /// Notifies of the host runtime (`aclrtNotify`).
     pub const NOTIFY: u16 = 0xACB2;
+    /// Kernel binaries loaded by the host runtime (`aclrtBinHandle`).
+    pub(crate) const BINARY: u16 = 0xACB3;
+    /// Kernel functions of a loaded binary (`aclrtFuncHandle`).
+    pub(crate) const FUNCTION: u16 = 0xACB4;
+    /// Kernel argument lists (`aclrtArgsHandle`).
+    pub(crate) const KERNEL_ARGS: u16 = 0xACB5;
+    /// Arguments of a kernel argument list (`aclrtParamHandle`).
+    pub(crate) const KERNEL_PARAM: u16 = 0xACB6;
 }
 
 /// Where the tag sits in a handle (every table).

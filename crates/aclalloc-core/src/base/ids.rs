@@ -72,3 +72,23 @@ handle_kind!(
     MemPoolHandle,
     tags::MEM_POOL
 );
+handle_kind!(
+    /// The handle of a kernel binary the host runtime loaded (`aclrtBinHandle`).
+    BinaryHandle,
+    tags::BINARY
+);
+handle_kind!(
+    /// The handle of a kernel function of a loaded binary (`aclrtFuncHandle`).
+    FunctionHandle,
+    tags::FUNCTION
+);
+handle_kind!(
+    /// The handle of a kernel argument list (`aclrtArgsHandle`).
+    KernelArgsHandle,
+    tags::KERNEL_ARGS
+);
+handle_kind!(
+    /// The handle of one argument of a kernel argument list (`aclrtParamHandle`).
+    KernelParamHandle,
+    tags::KERNEL_PARAM
+);

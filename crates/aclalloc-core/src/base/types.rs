@@ -7,8 +7,16 @@ pub use crate::base::error::aclError;
 
 /// A stream handle.
 pub type aclrtStream = *mut c_void;
-/// A kernel function's handle.
+/// A kernel function's handle, from `aclrtBinaryGetFunction`; on the host
+/// runtime a number looked up among the live handles, never a pointer.
 pub type aclrtFuncHandle = *mut c_void;
+/// A loaded kernel binary's handle, from `aclrtBinaryLoadFromFile`.
+pub type aclrtBinHandle = *mut c_void;
+/// A kernel argument list's handle, from `aclrtKernelArgsInit`.
+pub type aclrtArgsHandle = *mut c_void;
+/// One argument of an argument list, from `aclrtKernelArgsAppend` or
+/// `aclrtKernelArgsAppendPlaceHolder`.
+pub type aclrtParamHandle = *mut c_void;
 /// An allocator descriptor handle, from `aclrtAllocatorCreateDesc`.
 pub type aclrtAllocatorDesc = *mut c_void;
 /// The user's allocator object.
@@ -141,6 +149,30 @@ pub const ACL_STREAM_DEVICE_USE_ONLY: u32 = 0x0000_0020;
 /// with the workspace (NULL when its size is 0), its size and `userData`.
 pub type aclallocKernelFunc =
     Option<unsafe extern "C" fn(workspace: *mut c_void, size: usize, userData: *mut c_void)>;
+
+/// Which block of a launch a host stand-in of a kernel runs
+/// ([`aclallocKernelStandIn`]): the stand-in is called once per block, in
+/// order, as the device runs the kernel once per AI Core.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct aclallocKernelBlock {
+    /// This block's index, from 0 (AscendC's `GetBlockIdx()`).
+    pub blockIdx: u32,
+    /// The launch's `numBlocks` (AscendC's `GetBlockNum()`).
+    pub numBlocks: u32,
+}
+
+/// The host stand-in of kernel `NAME` in a kernel binary for the host
+/// runtime: a shared object that exports it as `aclallocKernel_NAME`
+/// (C linkage), found by `aclrtBinaryGetFunction(bin, "NAME", ...)` and
+/// run by `aclrtLaunchKernelWithConfig` on the stream's worker, once per
+/// block. `args` is the argument list as CANN lays it out for the kernel:
+/// each appended value at the next 8-byte-aligned offset, each placeholder
+/// an 8-byte pointer to its data; `argsSize` its size in bytes. The list
+/// is the launch's own copy, valid for the call.
+pub type aclallocKernelStandIn = Option<
+    unsafe extern "C" fn(args: *mut c_void, argsSize: usize, block: *const aclallocKernelBlock),
+>;
 // ---- Virtual memory (`acl_rt.h`: aclrtReserveMemAddress and friends) ----
 
 /// A physical memory handle from `aclrtMallocPhysical`; on the host runtime
