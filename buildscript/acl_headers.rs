@@ -102,6 +102,12 @@ pub const ENUMS: &[&str] = &[
     "aclCannAttr",
     "aclrtFloatOverflowMode",
     "aclrtDevFeatureType",
+    "aclmdlRICaptureMode",
+    "aclmdlRICaptureStatus",
+    "aclmdlRICondHandleFlag",
+    "aclmdlRICondTaskType",
+    "aclrtCondition",
+    "aclrtCompareDataType",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.

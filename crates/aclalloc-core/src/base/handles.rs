@@ -58,6 +58,12 @@ pub mod tags {
     pub(crate) const MEM_POOL: u16 = 0xACB1;
     /// Notifies of the host runtime (`aclrtNotify`).
     pub const NOTIFY: u16 = 0xACB2;
+    /// Model running instances of the host runtime (`aclmdlRI`).
+    pub(crate) const MODEL: u16 = 0xACB3;
+    /// Updatable task groups of captured models (`aclrtTaskGrp`).
+    pub(crate) const TASK_GROUP: u16 = 0xACB4;
+    /// Condition handles of captured models (`aclmdlRICondHandle`).
+    pub(crate) const CONDITION: u16 = 0xACB5;
 }
 
 /// Where the tag sits in a handle (every table).

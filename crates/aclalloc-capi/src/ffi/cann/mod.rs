@@ -14,6 +14,7 @@ pub mod host_memory;
 pub mod ipc_events;
 pub mod ipc_memory;
 pub mod memory;
+pub mod model_ri;
 pub mod notify;
 pub mod overflow;
 pub mod runtime;
