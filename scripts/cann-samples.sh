@@ -11,7 +11,9 @@
 # (default: the samples that need neither notifies nor IPC, listed below).
 # The AI Core kernels are replaced by host stand-ins of the same effect
 # (scripts/cann-samples/host_kernels.cpp, built by the prefix's
-# ascendc_library()). A sample built as a server and a client (memory/12)
+# ascendc_library()), and the operator library calls (aclnnAdd, aclnnMul,
+# tensors, scalars) by those of scripts/cann-samples/aclnn, which the prefix
+# installs as libopapi.so and libnnopbase.so. A sample built as a server and a client (memory/12)
 # runs as a pair on a free local port, each compared with its own block of
 # the README's output.
 #
@@ -54,6 +56,11 @@ if [ ${#samples[@]} -eq 0 ]; then
     1_basic_features/memory/6_d2d_async_memory_copy
     1_basic_features/memory/9_multistream_sync_memory
     3_memory_advanced/allocator/0_custom_allocator
+    2_advanced_features/model_ri/0_simple_model
+    2_advanced_features/model_ri/1_model_update
+    2_advanced_features/model_ri/2_model_switch
+    2_advanced_features/model_ri/3_cond_model
+    2_advanced_features/model_ri/4_model_sync_external
   )
 fi
 
