@@ -669,3 +669,130 @@ fn host_functions_cannot_be_captured_and_free_what_they_own() {
     assert_eq!(unsafe { aclmdlRIDestroy(model) }, ACL_SUCCESS);
     destroy(s);
 }
+
+static DESTROYED: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn on_destroy(data: *mut c_void) {
+    DESTROYED.fetch_add(data as usize, Ordering::SeqCst);
+}
+
+#[test]
+fn a_model_has_a_name_an_id_its_streams_and_destroy_callbacks() {
+    let _serial = serial();
+    setup();
+    let (a, b) = new_streams();
+    let mut e = null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { aclrtCreateEvent(&mut e) }, ACL_SUCCESS);
+    begin(a, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(aclrtRecordEvent(e, a), ACL_SUCCESS);
+        assert_eq!(aclrtStreamWaitEvent(b, e), ACL_SUCCESS);
+    }
+    assert_eq!(launch(b, 0, 1), ACL_SUCCESS);
+    let model = end(a).expect("the capture ends");
+    let (mut id, mut other_id, mut count) = (0u32, 0u32, 0u32);
+    let mut name = [0 as std::ffi::c_char; 16];
+    let mut streams = [null_mut(); 2];
+    // SAFETY: handles and buffers of this test.
+    unsafe {
+        assert_eq!(aclmdlRIGetName(model, 16, name.as_mut_ptr()), ACL_SUCCESS);
+        assert_eq!(name[0], 0, "no name yet");
+        assert_eq!(aclmdlRISetName(model, c"decode-step".as_ptr()), ACL_SUCCESS);
+        assert_eq!(aclmdlRIGetName(model, 7, name.as_mut_ptr()), ACL_SUCCESS);
+        assert_eq!(std::ffi::CStr::from_ptr(name.as_ptr()), c"decode");
+        assert_eq!(aclmdlRIGetId(model, &mut id), ACL_SUCCESS);
+        assert_eq!(
+            aclmdlRIGetStreams(model, null_mut(), &mut count),
+            ACL_SUCCESS
+        );
+        assert_eq!(count, 2, "the stream that began it and the one that joined");
+        count = 1;
+        assert_eq!(
+            aclmdlRIGetStreams(model, streams.as_mut_ptr(), &mut count),
+            ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY
+        );
+        assert!(streams[0].is_null(), "nothing written");
+        count = 2;
+        assert_eq!(
+            aclmdlRIGetStreams(model, streams.as_mut_ptr(), &mut count),
+            ACL_SUCCESS
+        );
+        assert_eq!(streams, [a, b]);
+        assert_eq!(
+            aclmdlRIDestroyRegisterCallback(model, Some(on_destroy), 5 as *mut c_void),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclmdlRIDestroyUnregisterCallback(model, Some(on_destroy)),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclmdlRIDestroyUnregisterCallback(model, Some(on_destroy)),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclmdlRIDestroyRegisterCallback(model, Some(on_destroy), 7 as *mut c_void),
+            ACL_SUCCESS
+        );
+    }
+    begin(a, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    let second = end(a).expect("an empty capture ends");
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(aclmdlRIGetId(second, &mut other_id), ACL_SUCCESS);
+        assert_ne!(id, other_id);
+        assert_eq!(aclmdlRIDestroy(second), ACL_SUCCESS);
+    }
+    let before = DESTROYED.load(Ordering::SeqCst);
+    // SAFETY: a model of this test.
+    assert_eq!(unsafe { aclmdlRIDestroy(model) }, ACL_SUCCESS);
+    assert_eq!(DESTROYED.load(Ordering::SeqCst) - before, 7);
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(aclmdlRIGetId(model, &mut id), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtDestroyEvent(e), ACL_SUCCESS);
+    }
+    destroy(a);
+    destroy(b);
+    ran();
+}
+
+/// Spins until the flag it points to is set.
+unsafe extern "C" fn gate(_: *mut c_void, _: usize, data: *mut c_void) {
+    // SAFETY: the test's flag, alive until the stream is synchronized.
+    let open = unsafe { &*(data as *const std::sync::atomic::AtomicBool) };
+    while !open.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn an_abort_stops_the_queued_replays_of_a_model() {
+    let _serial = serial();
+    setup();
+    let (s, run_on) = new_streams();
+    ran();
+    begin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    assert_eq!(launch(s, 0, 1), ACL_SUCCESS);
+    let model = end(s).expect("the capture ends");
+    let open = std::sync::atomic::AtomicBool::new(false);
+    // SAFETY: `gate` waits for `open`, which outlives the stream's work.
+    let rc =
+        unsafe { aclallocLaunchKernel(run_on, 0, Some(gate), (&open as *const _) as *mut c_void) };
+    assert_eq!(rc, ACL_SUCCESS);
+    for _ in 0..3 {
+        assert_eq!(replay(model, run_on), ACL_SUCCESS);
+    }
+    // SAFETY: a model of this test.
+    assert_eq!(unsafe { aclmdlRIAbort(model) }, ACL_SUCCESS);
+    assert_eq!(replay(model, run_on), ACL_SUCCESS);
+    open.store(true, Ordering::SeqCst);
+    sync(run_on);
+    assert_eq!(ran(), [1], "the replays queued before the abort stopped");
+    // SAFETY: a model of this test.
+    assert_eq!(unsafe { aclmdlRIDestroy(model) }, ACL_SUCCESS);
+    destroy(s);
+    destroy(run_on);
+}

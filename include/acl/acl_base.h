@@ -77,6 +77,8 @@ static const int ACL_ERROR_STREAM_TASK_GROUP_STATUS = 107033;
 static const int ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED = 107036;
 /** The capture was ended by another thread than the one that began it. */
 static const int ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD = 107038;
+/** An array the caller passed is too small for what the call returns. */
+static const int ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY = 107039;
 /** A task group's update does not match the tasks it replaces, or its model is not captured. */
 static const int ACL_ERROR_RT_MODEL_UPDATE_FAILED = 107040;
 /** A call that would wait for the device (a synchronization, a query, a synchronous copy or set) while a stream is capturing in a mode that forbids it. */

@@ -633,6 +633,11 @@ typedef struct aclmdlRICondTaskParams {
 } aclmdlRICondTaskParams;
 
 /**
+ * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
+ */
+typedef void (*aclrtCallback)(void *userData);
+
+/**
  * A notify handle.
  */
 typedef void *aclrtNotify;
@@ -724,11 +729,6 @@ typedef struct aclrtStreamConfigHandle {
  * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
  */
 typedef void (*aclrtHostFunc)(void *args);
-
-/**
- * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
- */
-typedef void (*aclrtCallback)(void *userData);
 
 /**
  * What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
@@ -1592,6 +1592,60 @@ aclError aclrtActiveStream(aclrtStream activeStream, aclrtStream stream);
  * None for the host runtime: the values are checked as live device memory.
  */
 aclError aclrtSwitchStream(void *leftValue, aclrtCondition cond, void *rightValue, aclrtCompareDataType dataType, aclrtStream trueStream, aclrtStream falseStream, aclrtStream stream);
+
+/**
+ * Names the model (`aclmdlRIGetName` gives it back).
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string.
+ */
+aclError aclmdlRISetName(aclmdlRI modelRI, const char *name);
+
+/**
+ * The model's name (empty when none was set), as much of it as fits in
+ * `maxLen` bytes with its NUL.
+ *
+ * # Safety
+ * `name` is NULL or writable for `maxLen` bytes.
+ */
+aclError aclmdlRIGetName(aclmdlRI modelRI, uint32_t maxLen, char *name);
+
+/**
+ * The model's id, unique in the process.
+ *
+ * # Safety
+ * `modelRIId` is NULL or writable.
+ */
+aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId);
+
+/**
+ * The streams whose work the model holds: with `streams` NULL, their
+ * number in `*numStreams`; else up to `*numStreams` of them, and their
+ * number (`ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY` when the array is too
+ * small, with nothing written).
+ *
+ * # Safety
+ * `numStreams` is NULL or readable and writable; `streams` is NULL or
+ * writable for `*numStreams` handles.
+ */
+aclError aclmdlRIGetStreams(aclmdlRI modelRI, aclrtStream *streams, uint32_t *numStreams);
+
+/**
+ * `func(userData)` when the model is destroyed (registering `func` again
+ * replaces its data).
+ *
+ * # Safety
+ * `func` may be called with `userData` by the thread that destroys the model.
+ */
+aclError aclmdlRIDestroyRegisterCallback(aclmdlRI modelRI, aclrtCallback func, void *userData);
+
+/**
+ * Takes back a callback `aclmdlRIDestroyRegisterCallback` registered.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRIDestroyUnregisterCallback(aclmdlRI modelRI, aclrtCallback func);
 
 /**
  * Creates a notify in the current context (`flag`: `ACL_NOTIFY_DEFAULT`

@@ -103,6 +103,8 @@ pub(crate) struct State {
     pub(crate) lanes: Vec<Lane>,
     /// Every stream recording into the capture, by handle.
     pub(crate) streams: Vec<(usize, Arc<Stream>)>,
+    /// Every stream that recorded into it (the model's streams).
+    pub(crate) seen: Vec<usize>,
     /// An open task group: the stream that began it and its nodes.
     pub(crate) group: Option<(usize, Vec<Node>)>,
     /// Task groups ended in this capture (their handles).
@@ -211,6 +213,9 @@ impl Capture {
         });
         if !state.streams.iter().any(|(h, _)| *h == handle) {
             state.streams.push((handle, Arc::clone(stream)));
+        }
+        if !state.seen.contains(&handle) {
+            state.seen.push(handle);
         }
         // Under the state's lock: `finish` cannot pass between.
         stream.set_capture(Some((Arc::clone(self), lane)));

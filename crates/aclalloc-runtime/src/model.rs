@@ -276,7 +276,16 @@ pub struct Model {
     pub(crate) owned: Mutex<Owned>,
     /// `aclmdlRIAbort`s so far: a replay stops when the count moves.
     aborts: AtomicU64,
+    /// `aclmdlRISetName`'s name.
+    pub(crate) name: Mutex<String>,
+    /// The streams whose work the model holds (`aclmdlRIGetStreams`).
+    pub(crate) streams: Mutex<Vec<usize>>,
+    /// `aclmdlRIDestroyRegisterCallback`'s callbacks and their data.
+    pub(crate) on_destroy: Mutex<Vec<(DestroyCallback, usize)>>,
 }
+
+/// A callback `aclmdlRIDestroy` calls (`aclrtCallback`).
+pub type DestroyCallback = unsafe extern "C" fn(user_data: *mut c_void);
 
 /// Handles a model owns.
 #[derive(Default)]
@@ -296,6 +305,9 @@ impl Model {
             conditions: Mutex::new(Vec::new()),
             owned: Mutex::new(Owned::default()),
             aborts: AtomicU64::new(0),
+            name: Mutex::new(String::new()),
+            streams: Mutex::new(Vec::new()),
+            on_destroy: Mutex::new(Vec::new()),
         })
     }
 
@@ -322,6 +334,11 @@ impl Model {
         self.aborts.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// How many aborts so far (a replay queued now stops at the next).
+    pub(crate) fn aborts(&self) -> u64 {
+        self.aborts.load(Ordering::SeqCst)
+    }
+
     /// Every event the model records, for the replay to number.
     pub(crate) fn each_record(&self, f: &mut dyn FnMut(&Arc<Event>)) {
         if let Some(lanes) = self.lanes() {
@@ -342,7 +359,12 @@ impl Model {
         for c in self.conditions.lock().iter() {
             c.write(c.default);
         }
-        let aborts = self.aborts.load(Ordering::SeqCst);
+        // The replay's own model counts from when the replay was queued.
+        let aborts = if depth == 0 {
+            cx.aborts
+        } else {
+            self.aborts.load(Ordering::SeqCst)
+        };
         for lane in lanes.iter().filter(|l| l.head) {
             if !self.run_nodes(&lanes, &lane.nodes, cx, depth, aborts) {
                 return false;
@@ -582,6 +604,8 @@ pub(crate) struct Replay {
     /// Each record's event and number; `None` once completed.
     pub(crate) records: Vec<Option<(Arc<Event>, u64)>>,
     pub(crate) device: u32,
+    /// The model's aborts when the replay was queued.
+    pub(crate) aborts: u64,
 }
 
 impl Replay {

@@ -5,8 +5,8 @@
 use super::capture::{self, check_mode, refuse_if_capturing, Capture, State, Target};
 use super::host::HostRuntime;
 use super::model::{
-    drop_replay, run_replay, Condition, Model, Node, Phase, Replay, TaskGroup, COND_IF,
-    COND_SWITCH, COND_WHILE, STREAM_FLAG_DEFAULT, STREAM_FLAG_HEAD,
+    drop_replay, run_replay, Condition, DestroyCallback, Model, Node, Phase, Replay, TaskGroup,
+    COND_IF, COND_SWITCH, COND_WHILE, STREAM_FLAG_DEFAULT, STREAM_FLAG_HEAD,
 };
 use super::stream_worker::{Stream, Task};
 use crate::base::error::{
@@ -18,6 +18,7 @@ use crate::base::error::{
 };
 use crate::base::ids::{ConditionHandle, ModelHandle, TaskGroupHandle};
 use crate::registry::StreamKey;
+use std::ffi::c_void;
 use std::sync::Arc;
 
 const NOT_A_MODEL: Error = Error::InvalidParam {
@@ -206,6 +207,7 @@ impl HostRuntime {
     fn complete(&self, capture: &Arc<Capture>, state: State) -> usize {
         let model = &capture.model;
         model.keep(state.held);
+        *model.streams.lock() = state.seen;
         model.owned.lock().groups.extend(state.groups);
         *model.phase.lock() = Phase::Ready(Arc::new(state.lanes));
         capture.model_handle
@@ -401,6 +403,7 @@ impl HostRuntime {
             records.push(Some((Arc::clone(e), self.reserve_record(e, key, &s))));
         });
         let replay = Box::new(Replay {
+            aborts: model.aborts(),
             model,
             records,
             device: s.device(),
@@ -445,6 +448,71 @@ impl HostRuntime {
             .and_then(|h| self.models.remove(h))
             .ok_or(NOT_A_MODEL)?;
         self.release_owned(&m);
+        let callbacks = std::mem::take(&mut *m.on_destroy.lock());
+        for (f, data) in callbacks {
+            // A callback that throws has nothing to report to: it ends there.
+            // SAFETY: the registrant's contract: `f` may be called with its data.
+            let _ = crate::base::foreign_call::call(|| unsafe { f(data as *mut c_void) });
+        }
+        Ok(())
+    }
+
+    /// `aclmdlRISetName`.
+    pub fn set_model_name(&self, model: usize, name: &str) -> Result<()> {
+        *self.model(model)?.name.lock() = name.to_owned();
+        Ok(())
+    }
+
+    /// `aclmdlRIGetName`: the name set, or "" when none was.
+    pub fn model_name(&self, model: usize) -> Result<String> {
+        Ok(self.model(model)?.name.lock().clone())
+    }
+
+    /// `aclmdlRIGetId`: the model's number, unique in the process.
+    pub fn model_id(&self, model: usize) -> Result<u32> {
+        Ok(self.model(model)?.id)
+    }
+
+    /// `aclmdlRIGetStreams`: the streams whose work the model holds (the
+    /// capture's, or the build's bound streams), once it is ready.
+    pub fn model_streams(&self, model: usize) -> Result<Vec<usize>> {
+        let m = self.model(model)?;
+        if m.lanes().is_none() {
+            return Err(NOT_READY);
+        }
+        let streams = m.streams.lock().clone();
+        Ok(streams)
+    }
+
+    /// `aclmdlRIDestroyRegisterCallback`: `f(user_data)` when the model is
+    /// destroyed (again for the same `f`: the data is replaced).
+    pub fn on_model_destroy(
+        &self,
+        model: usize,
+        f: DestroyCallback,
+        user_data: usize,
+    ) -> Result<()> {
+        let m = self.model(model)?;
+        let mut callbacks = m.on_destroy.lock();
+        match callbacks
+            .iter_mut()
+            .find(|(g, _)| *g as usize == f as usize)
+        {
+            Some(entry) => entry.1 = user_data,
+            None => callbacks.push((f, user_data)),
+        }
+        Ok(())
+    }
+
+    /// `aclmdlRIDestroyUnregisterCallback`.
+    pub fn forget_model_destroy(&self, model: usize, f: DestroyCallback) -> Result<()> {
+        let m = self.model(model)?;
+        let mut callbacks = m.on_destroy.lock();
+        let before = callbacks.len();
+        callbacks.retain(|(g, _)| *g as usize != f as usize);
+        if callbacks.len() == before {
+            return Err(invalid("func", "It is not registered on this model"));
+        }
         Ok(())
     }
 

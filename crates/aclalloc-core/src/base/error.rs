@@ -84,6 +84,8 @@ pub const ACL_ERROR_STREAM_TASK_GROUP_STATUS: aclError = 107033;
 pub const ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: aclError = 107036;
 /// The capture was ended by another thread than the one that began it.
 pub const ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: aclError = 107038;
+/// An array the caller passed is too small for what the call returns.
+pub const ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY: aclError = 107039;
 /// A task group's update does not match the tasks it replaces, or its model is not captured.
 pub const ACL_ERROR_RT_MODEL_UPDATE_FAILED: aclError = 107040;
 /// A call that would wait for the device (a synchronization, a query, a

@@ -5,6 +5,7 @@
 #![allow(non_snake_case, non_camel_case_types)]
 
 use crate::base::error::{Error, Result};
+use crate::ffi::cann::stream_info::aclrtCallback;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out, OutSlice};
 use crate::ffi::wiring::dispatch::real_or_host;
@@ -502,5 +503,121 @@ pub unsafe extern "C" fn aclrtSwitchStream(
             args::optional_stream(falseStream),
             args::optional_stream(stream),
         )
+    })
+}
+
+/// Names the model (`aclmdlRIGetName` gives it back).
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRISetName(modelRI: aclmdlRI, name: *const c_char) -> aclError {
+    real_or_host!(aclmdlRISetName(modelRI: aclmdlRI, name: *const c_char) {
+        // SAFETY: the caller's contract.
+        let name = unsafe { args::c_str(name, "name") }?;
+        host().set_model_name(model(modelRI)?, name)
+    })
+}
+
+/// The model's name (empty when none was set), as much of it as fits in
+/// `maxLen` bytes with its NUL.
+///
+/// # Safety
+/// `name` is NULL or writable for `maxLen` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRIGetName(
+    modelRI: aclmdlRI,
+    maxLen: u32,
+    name: *mut c_char,
+) -> aclError {
+    real_or_host!(aclmdlRIGetName(modelRI: aclmdlRI, maxLen: u32, name: *mut c_char) {
+        if name.is_null() {
+            return Err(Error::NullPointer { param: "name" });
+        }
+        // SAFETY: the caller's contract.
+        let out = unsafe { OutSlice::new(name, maxLen as usize, "name") }?;
+        let text = host().model_name(model(modelRI)?)?;
+        args::write_text(out, &text);
+        Ok(())
+    })
+}
+
+/// The model's id, unique in the process.
+///
+/// # Safety
+/// `modelRIId` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRIGetId(modelRI: aclmdlRI, modelRIId: *mut u32) -> aclError {
+    real_or_host!(aclmdlRIGetId(modelRI: aclmdlRI, modelRIId: *mut u32) {
+        // SAFETY: the caller's contract.
+        unsafe { args::write_out(modelRIId, "modelRIId", || host().model_id(model(modelRI)?)) }
+    })
+}
+
+/// The streams whose work the model holds: with `streams` NULL, their
+/// number in `*numStreams`; else up to `*numStreams` of them, and their
+/// number (`ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY` when the array is too
+/// small, with nothing written).
+///
+/// # Safety
+/// `numStreams` is NULL or readable and writable; `streams` is NULL or
+/// writable for `*numStreams` handles.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRIGetStreams(
+    modelRI: aclmdlRI,
+    streams: *mut aclrtStream,
+    numStreams: *mut u32,
+) -> aclError {
+    real_or_host!(aclmdlRIGetStreams(modelRI: aclmdlRI, streams: *mut aclrtStream, numStreams: *mut u32) {
+        // SAFETY: the caller's contract.
+        let capacity = *unsafe { args::input(numStreams, "numStreams") }?;
+        let all = host().model_streams(model(modelRI)?)?;
+        let count = u32::try_from(all.len()).unwrap_or(u32::MAX);
+        if !streams.is_null() {
+            if (capacity as usize) < all.len() {
+                return Err(Error::Capture {
+                    code: crate::base::error::ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY,
+                    reason: "The streams array is smaller than the model's number of streams (call with streams NULL for it)",
+                });
+            }
+            // SAFETY: the caller's contract: `capacity` handles.
+            let out = unsafe { OutSlice::new(streams, capacity as usize, "streams") }?;
+            out.fill(all.into_iter().map(|s| s as aclrtStream));
+        }
+        // SAFETY: the caller's contract; checked non-NULL above.
+        unsafe { Out::required(numStreams, "numStreams") }?.write(count);
+        Ok(())
+    })
+}
+
+/// `func(userData)` when the model is destroyed (registering `func` again
+/// replaces its data).
+///
+/// # Safety
+/// `func` may be called with `userData` by the thread that destroys the model.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRIDestroyRegisterCallback(
+    modelRI: aclmdlRI,
+    func: aclrtCallback,
+    userData: *mut c_void,
+) -> aclError {
+    real_or_host!(aclmdlRIDestroyRegisterCallback(modelRI: aclmdlRI, func: aclrtCallback, userData: *mut c_void) {
+        let f = args::required(func, "func")?;
+        host().on_model_destroy(model(modelRI)?, f, userData as usize)
+    })
+}
+
+/// Takes back a callback `aclmdlRIDestroyRegisterCallback` registered.
+///
+/// # Safety
+/// None for the host runtime: the handle is looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRIDestroyUnregisterCallback(
+    modelRI: aclmdlRI,
+    func: aclrtCallback,
+) -> aclError {
+    real_or_host!(aclmdlRIDestroyUnregisterCallback(modelRI: aclmdlRI, func: aclrtCallback) {
+        let f = args::required(func, "func")?;
+        host().forget_model_destroy(model(modelRI)?, f)
     })
 }
