@@ -254,7 +254,13 @@ fn streams_join_a_capture_through_events_and_replay_in_call_order() {
     }
     assert_eq!(launch(b, 0, 4), ACL_SUCCESS);
     sync(b);
-    assert_eq!(ran(), [1, 2, 3, 4]);
+    sync(run_on);
+    // 4 runs after the replay's record of `join` (after 2); 3 may come
+    // before or after it.
+    let order = ran();
+    let at = |tag: usize| order.iter().position(|&t| t == tag).unwrap();
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert!(at(1) < at(2) && at(2) < at(3) && at(2) < at(4), "{order:?}");
     // SAFETY: handles of this test.
     unsafe {
         assert_eq!(aclmdlRIDestroy(model), ACL_SUCCESS);
@@ -795,4 +801,82 @@ fn an_abort_stops_the_queued_replays_of_a_model() {
     assert_eq!(unsafe { aclmdlRIDestroy(model) }, ACL_SUCCESS);
     destroy(s);
     destroy(run_on);
+}
+
+#[test]
+fn captured_waits_on_outside_events_are_ordinary_or_external() {
+    let _serial = serial();
+    setup();
+    let (s, run_on, other) = (new_stream(), new_stream(), new_stream());
+    let (mut plain, mut external) = (null_mut(), null_mut());
+    // SAFETY: valid out-pointers.
+    unsafe {
+        assert_eq!(aclrtCreateEvent(&mut plain), ACL_SUCCESS);
+        assert_eq!(
+            aclrtCreateEventWithFlag(&mut external, ACL_EVENT_EXTERNAL),
+            ACL_SUCCESS
+        );
+    }
+    ran();
+    // An ordinary wait on an event never recorded: no wait at replay.
+    begin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    // SAFETY: handles of this test.
+    assert_eq!(unsafe { aclrtStreamWaitEvent(s, plain) }, ACL_SUCCESS);
+    assert_eq!(launch(s, 0, 1), ACL_SUCCESS);
+    let ordinary = end(s).expect("the capture ends");
+    assert_eq!(replay(ordinary, run_on), ACL_SUCCESS);
+    sync(run_on);
+    assert_eq!(ran(), [1]);
+
+    // An external event: the model waits for a record made after its launch,
+    // and resets the event for the next replay.
+    begin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(aclrtStreamWaitEvent(s, external), ACL_SUCCESS);
+        assert_eq!(aclrtResetEvent(external, s), ACL_SUCCESS);
+    }
+    assert_eq!(launch(s, 0, 2), ACL_SUCCESS);
+    let waiting = end(s).expect("the capture ends");
+    for round in 0..2 {
+        assert_eq!(replay(waiting, run_on), ACL_SUCCESS);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(
+            ran().is_empty(),
+            "round {round}: the model waits for the record"
+        );
+        // SAFETY: handles of this test.
+        assert_eq!(unsafe { aclrtRecordEvent(external, other) }, ACL_SUCCESS);
+        sync(run_on);
+        assert_eq!(ran(), [2], "round {round}");
+    }
+    // The same with an ordinary event waited with ACL_EVENT_WAIT_EXTERNAL.
+    begin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(
+            aclrtStreamWaitEventWithFlag(s, plain, 0, ACL_EVENT_WAIT_EXTERNAL),
+            ACL_SUCCESS
+        );
+    }
+    assert_eq!(launch(s, 0, 3), ACL_SUCCESS);
+    let flagged = end(s).expect("the capture ends");
+    assert_eq!(replay(flagged, run_on), ACL_SUCCESS);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(ran().is_empty(), "the model waits for the record");
+    // SAFETY: handles of this test.
+    assert_eq!(unsafe { aclrtRecordEvent(plain, other) }, ACL_SUCCESS);
+    sync(run_on);
+    assert_eq!(ran(), [3]);
+    // SAFETY: handles of this test.
+    unsafe {
+        for m in [ordinary, waiting, flagged] {
+            assert_eq!(aclmdlRIDestroy(m), ACL_SUCCESS);
+        }
+        assert_eq!(aclrtDestroyEvent(plain), ACL_SUCCESS);
+        assert_eq!(aclrtDestroyEvent(external), ACL_SUCCESS);
+    }
+    for st in [s, run_on, other] {
+        destroy(st);
+    }
 }

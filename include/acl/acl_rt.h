@@ -79,7 +79,7 @@
 #define ACL_EVENT_RECORD_EXTERNAL 0x00000001U
 /** `aclrtStreamWaitEventWithFlag`: an ordinary wait. */
 #define ACL_EVENT_WAIT_DEFAULT 0x00000000U
-/** `aclrtStreamWaitEventWithFlag`: a captured graph's wait for a record made outside it (on the host runtime every wait a capture takes on such a record is one). */
+/** `aclrtStreamWaitEventWithFlag`: a captured graph's wait for a record made outside it: at each replay, the model waits for a record of the event completed since its last reset (as for an `ACL_EVENT_EXTERNAL` event); outside a capture, an ordinary wait. */
 #define ACL_EVENT_WAIT_EXTERNAL 0x00000001U
 /** The size of an `aclrtIpcEventHandle`. */
 #define ACL_IPC_EVENT_HANDLE_SIZE 0x00000040U

@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// `ACL_EVENT_EXTERNAL`: an event whose waits a capture records as external.
+const ACL_EVENT_EXTERNAL: u32 = 0x20;
 /// The `ACL_EVENT_*` creation flags CANN defines.
 /// How often a stream's wait on an event looks whether its task was interrupted.
 const GIVE_UP_SLICE: Duration = Duration::from_millis(5);
@@ -248,6 +250,14 @@ impl Event {
         }
     }
 
+    /// A replayed ordinary wait: for the event's last record as the replay
+    /// reaches it (none: no wait). Ends early when the replay's task is
+    /// interrupted.
+    pub(crate) fn current_wait(&self) {
+        let last = self.last_recorded(&self.marks.lock());
+        self.wait_or_give_up(last, None, Some(stream_worker::current_task_cancelled));
+    }
+
     pub(crate) fn reset(&self) {
         let mut marks = self.marks.lock();
         // Numbers stay monotonic so that no waiter waits for a record that
@@ -348,11 +358,19 @@ impl HostRuntime {
     /// a wait for a record made outside its capture (one made inside is
     /// already ordered: the capture keeps the order of the calls); a
     /// stream that waits for a record of an open capture joins it.
-    fn wait_in_capture(&self, key: StreamKey, s: &Arc<Stream>, event: &Arc<Event>) -> Result<bool> {
+    fn wait_in_capture(
+        &self,
+        key: StreamKey,
+        s: &Arc<Stream>,
+        event: &Arc<Event>,
+        external: bool,
+    ) -> Result<bool> {
         let recorded_in = event.open_capture();
         if let Some((capture, lane)) = s.capture() {
             if !recorded_in.is_some_and(|c| Arc::ptr_eq(&c, &capture)) {
-                capture.push(lane, Node::Wait(Arc::clone(event)))?;
+                let external = external || event.flags & ACL_EVENT_EXTERNAL != 0;
+                let event = Arc::clone(event);
+                capture.push(lane, Node::Wait { event, external })?;
             }
             return Ok(true);
         }
@@ -418,9 +436,20 @@ impl HostRuntime {
     /// `aclrtStreamWaitEvent`: `stream` runs nothing queued after this call
     /// before the event's last record (at the time of the call) has run.
     pub fn stream_wait_event(&self, stream: Option<StreamKey>, event: usize) -> Result<()> {
+        self.stream_wait_event_flag(stream, event, false)
+    }
+
+    /// `aclrtStreamWaitEventWithFlag` with no limit: `external`
+    /// (`ACL_EVENT_WAIT_EXTERNAL`) changes only a wait a capture records.
+    pub fn stream_wait_event_flag(
+        &self,
+        stream: Option<StreamKey>,
+        event: usize,
+        external: bool,
+    ) -> Result<()> {
         let event = self.event(event)?;
         let (key, s) = self.resolve_stream(stream)?;
-        if self.wait_in_capture(key, &s, &event)? {
+        if self.wait_in_capture(key, &s, &event, external)? {
             return Ok(());
         }
         let source = event.marks.lock().source;
@@ -458,7 +487,7 @@ impl HostRuntime {
         }
         let ev = self.event(event)?;
         let (key, s) = self.resolve_stream(stream)?;
-        if self.wait_in_capture(key, &s, &ev)? {
+        if self.wait_in_capture(key, &s, &ev, false)? {
             return Ok(());
         }
         let last = |m: &mut Marks| {

@@ -61,9 +61,15 @@ pub(crate) enum Node {
     },
     /// A record of the event (numbered when the replay is queued).
     Record(Arc<Event>),
-    /// A wait on an event recorded outside the capture: until a record of
-    /// it has completed since its last reset (the device's event flag).
-    Wait(Arc<Event>),
+    /// A wait on an event recorded outside the capture. External (an
+    /// `ACL_EVENT_EXTERNAL` event, or an `ACL_EVENT_WAIT_EXTERNAL` wait):
+    /// until a record of it has completed since its last reset (the
+    /// device's event flag); else as an ordinary wait made when the replay
+    /// reaches it (for the event's last record then; none: no wait).
+    Wait {
+        event: Arc<Event>,
+        external: bool,
+    },
     Reset(Arc<Event>),
     /// An updatable task group.
     Group(Arc<TaskGroup>),
@@ -104,7 +110,7 @@ impl Node {
             Node::Copy { .. } => "MEMCPY",
             Node::Set { .. } => "MEMSET",
             Node::Record(_) => "EVENT_RECORD",
-            Node::Wait(_) => "EVENT_WAIT",
+            Node::Wait { .. } => "EVENT_WAIT",
             Node::Reset(_) => "EVENT_RESET",
             Node::Group(_) => "TASK_GROUP",
             Node::Cond { .. } => "CONDITION",
@@ -430,8 +436,12 @@ impl Model {
                     cx.complete(event);
                     true
                 }
-                Node::Wait(event) => {
-                    event.flag_wait();
+                Node::Wait { event, external } => {
+                    if *external {
+                        event.flag_wait();
+                    } else {
+                        event.current_wait();
+                    }
                     true
                 }
                 Node::Reset(event) => {

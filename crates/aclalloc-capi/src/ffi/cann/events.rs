@@ -338,8 +338,9 @@ pub unsafe extern "C" fn aclrtStreamWaitEventWithTimeout(
 /// `aclrtStreamWaitEventWithFlag`: an ordinary wait.
 pub const ACL_EVENT_WAIT_DEFAULT: u32 = 0x0;
 /// `aclrtStreamWaitEventWithFlag`: a captured graph's wait for a record
-/// made outside it (on the host runtime every wait a capture takes on such
-/// a record is one).
+/// made outside it: at each replay, the model waits for a record of the
+/// event completed since its last reset (as for an `ACL_EVENT_EXTERNAL`
+/// event); outside a capture, an ordinary wait.
 pub const ACL_EVENT_WAIT_EXTERNAL: u32 = 0x01;
 
 /// `aclrtStreamWaitEvent` with a behaviour flag (`ACL_EVENT_WAIT_DEFAULT`
@@ -374,6 +375,10 @@ pub unsafe extern "C" fn aclrtStreamWaitEventWithFlag(
                 param: "timeout",
                 reason: "ACL_EVENT_WAIT_EXTERNAL takes 0 only",
             });
+        }
+        if seconds == 0 {
+            let external = flag == ACL_EVENT_WAIT_EXTERNAL;
+            return host().stream_wait_event_flag(args::optional_stream(stream), required(event)?, external);
         }
         host().stream_wait_event_timeout(args::optional_stream(stream), required(event)?, seconds)
     });
