@@ -4,7 +4,8 @@
 //! `ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC` and fails the capture, where
 //! the mode does not relax it; a capture that fails or is abandoned leaves
 //! no model and gives its workspaces back; a model holds the workspaces its
-//! capture took for every replay and gives them back when destroyed.
+//! capture took for every replay and gives them back when destroyed; host
+//! functions are captured too.
 //!
 //! The tests run one at a time: a capture in global mode forbids calls to
 //! every thread of the process.
@@ -660,20 +661,34 @@ fn a_task_group_is_replaced_by_an_update_of_the_same_shape() {
     }
 }
 
+unsafe extern "C" fn host_note(data: *mut c_void) {
+    RAN.lock().unwrap().push(data as usize);
+}
+
 #[test]
-fn host_functions_cannot_be_captured_and_free_what_they_own() {
+fn host_functions_are_captured_and_run_at_each_replay() {
     let _serial = serial();
     setup();
-    let s = new_stream();
-    unsafe extern "C" fn host_fn(_: *mut c_void) {}
+    let (s, run_on) = new_streams();
+    ran();
     begin(s, ACL_MODEL_RI_CAPTURE_MODE_RELAXED);
-    // SAFETY: a no-op host function.
-    let rc = unsafe { aclrtLaunchHostFunc(s, Some(host_fn), null_mut()) };
-    assert_eq!(rc, ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
-    let model = end(s).expect("a refused launch does not fail the capture");
+    assert_eq!(launch(s, 0, 1), ACL_SUCCESS);
+    // SAFETY: `host_note` only records its argument.
+    let rc = unsafe { aclrtLaunchHostFunc(s, Some(host_note), 2 as *mut c_void) };
+    assert_eq!(rc, ACL_SUCCESS);
+    assert_eq!(launch(s, 0, 3), ACL_SUCCESS);
+    let model = end(s).expect("the capture ends");
+    sync(s);
+    assert!(ran().is_empty(), "captured, not run");
+    for _ in 0..2 {
+        assert_eq!(replay(model, run_on), ACL_SUCCESS);
+    }
+    sync(run_on);
+    assert_eq!(ran(), [1, 2, 3, 1, 2, 3]);
     // SAFETY: a model of this test.
     assert_eq!(unsafe { aclmdlRIDestroy(model) }, ACL_SUCCESS);
     destroy(s);
+    destroy(run_on);
 }
 
 static DESTROYED: AtomicUsize = AtomicUsize::new(0);

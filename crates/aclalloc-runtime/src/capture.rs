@@ -57,7 +57,7 @@ pub const BLOCKED: Error = Error::Capture {
 /// Work a capture cannot record.
 pub(crate) const NOT_CAPTURABLE: Error = Error::Capture {
     code: ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
-    reason: "The stream is capturing and this work cannot be captured on the host runtime (host functions, callbacks and notifies run once; capture kernels, copies, sets and events)",
+    reason: "The stream is capturing and this work cannot be captured on the host runtime (notifies; capture kernels, copies, sets, events and host functions)",
 };
 
 /// Checks a capture mode value.
@@ -287,8 +287,9 @@ impl Capture {
             },
             Task::Copy { dst, src, count } => Node::Copy { dst, src, count },
             Task::Set { dst, value, count } => Node::Set { dst, value, count },
-            // Host functions, callbacks and notifies own data that runs
-            // once; the caller frees it when the call fails.
+            // Notifies own data that runs once (host functions and
+            // callbacks are captured before they get here); the caller
+            // frees it when the call fails.
             _ => return Err(NOT_CAPTURABLE),
         };
         self.push(lane, node)

@@ -11,6 +11,7 @@
 //! replay is queued, so a wait queued after `aclmdlRIExecuteAsync` waits
 //! for them, as for any record.
 
+use super::callbacks::HostCall;
 use super::capture::Capture;
 use super::events::Event;
 use super::memory::DeviceHeap;
@@ -71,6 +72,8 @@ pub(crate) enum Node {
         external: bool,
     },
     Reset(Arc<Event>),
+    /// A host function or callback (`aclrtLaunchHostFunc`, `aclrtLaunchCallback`).
+    Host(Arc<HostCall>),
     /// An updatable task group.
     Group(Arc<TaskGroup>),
     /// A conditional task (`aclmdlRIAddCondTask`).
@@ -112,6 +115,7 @@ impl Node {
             Node::Record(_) => "EVENT_RECORD",
             Node::Wait { .. } => "EVENT_WAIT",
             Node::Reset(_) => "EVENT_RESET",
+            Node::Host(_) => "HOST_FUNC",
             Node::Group(_) => "TASK_GROUP",
             Node::Cond { .. } => "CONDITION",
             Node::Model(_) => "MODEL",
@@ -446,6 +450,10 @@ impl Model {
                 }
                 Node::Reset(event) => {
                     event.reset();
+                    true
+                }
+                Node::Host(call) => {
+                    call.run();
                     true
                 }
                 Node::Group(group) => {
