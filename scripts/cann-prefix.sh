@@ -43,10 +43,15 @@ done
 
 # The operator library's stand-ins, linked to the runtime they launch on.
 standins="$root/scripts/cann-samples/aclnn"
-cp -R "$standins/aclnn" "$standins/aclnnop" "$prefix/include/"
-"${CXX:-c++}" -std=c++17 -O2 -shared -fPIC -I"$prefix/include" "$standins/host_aclnn.cpp" \
-  -L"$prefix/lib64" -laclalloc -Wl,-rpath,'$ORIGIN' -o "$prefix/lib64/libopapi.so"
-ln -sfn libopapi.so "$prefix/lib64/libnnopbase.so"
+cxx="${CXX:-c++}"
+if command -v "$cxx" >/dev/null; then
+  cp -R "$standins/aclnn" "$standins/aclnnop" "$prefix/include/"
+  "$cxx" -std=c++17 -O2 -shared -fPIC -I"$prefix/include" "$standins/host_aclnn.cpp" \
+    -L"$prefix/lib64" -laclalloc -Wl,-rpath,'$ORIGIN' -o "$prefix/lib64/libopapi.so"
+  ln -sfn libopapi.so "$prefix/lib64/libnnopbase.so"
+else
+  echo "$0: no C++ compiler ($cxx): the operator library's stand-ins are not installed" >&2
+fi
 
 cat > "$prefix/bin/setenv.bash" <<SETENV
 # The environment CANN's setenv.bash gives, for aclalloc's CANN-shaped prefix.
