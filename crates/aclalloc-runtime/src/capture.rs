@@ -60,6 +60,12 @@ pub(crate) const NOT_CAPTURABLE: Error = Error::Capture {
     reason: "The stream is capturing and this work cannot be captured on the host runtime (notifies; capture kernels, copies, sets, events and host functions)",
 };
 
+/// Work queued on a stream while another thread ended its capture.
+const ENDED: Error = Error::Capture {
+    code: crate::base::error::ACL_ERROR_RT_STREAM_NOT_CAPTURED,
+    reason: "The stream's capture ended while this work was being queued: queue it again",
+};
+
 /// Checks a capture mode value.
 pub(crate) fn check_mode(mode: i32) -> Result<()> {
     if (MODE_GLOBAL..=MODE_RELAXED).contains(&mode) {
@@ -300,6 +306,11 @@ impl Capture {
         let mut state = self.state.lock();
         if let Some(why) = state.invalid {
             return Err(why);
+        }
+        if state.ended {
+            // Another thread ended the capture between this stream's look
+            // at its capture and now.
+            return Err(ENDED);
         }
         let stream = state.lanes.get(lane).map_or(0, |l| l.stream);
         match &mut state.group {
