@@ -105,6 +105,12 @@ pub const ENUMS: &[&str] = &[
     "aclrtBinaryLoadOptionType",
     "aclrtEngineType",
     "aclrtLaunchKernelAttrId",
+    "aclmdlRICaptureMode",
+    "aclmdlRICaptureStatus",
+    "aclmdlRICondHandleFlag",
+    "aclmdlRICondTaskType",
+    "aclrtCondition",
+    "aclrtCompareDataType",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.

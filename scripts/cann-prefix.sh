@@ -12,6 +12,11 @@
 # PREFIX/lib64       libaclalloc.so, with libascendcl.so and the other runtime
 #                    library names linked to it
 # PREFIX/bin         setenv.bash (what CANN's set_env.sh / setenv.bash set)
+# PREFIX/lib64       also libopapi.so (libnnopbase.so linked to it) with
+#                    PREFIX/include/aclnn and aclnnop: host stand-ins for the
+#                    operator library calls CANN's samples make (aclnnAdd,
+#                    aclnnMul, tensors, scalars), from scripts/cann-samples/aclnn,
+#                    kept outside the library (needs a C++ compiler: $CXX or c++)
 # PREFIX/cmake       ascendc.cmake: ascendc_library() builds the host stand-ins
 #                    named by -DACLALLOC_HOST_KERNELS=... (AI Core kernels cannot
 #                    run on the host), or an empty library without them;
@@ -35,9 +40,21 @@ cp "$lib" "$prefix/lib64/libaclalloc.so"
 soname="$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')"
 [ -n "$soname" ] && ln -sfn libaclalloc.so "$prefix/lib64/$soname"
 # The runtime's library names CANN programs and build files link against.
-for name in ascendcl acl_rt runtime; do
+for name in ascendcl acl_rt acl_rt_impl runtime; do
   ln -sfn libaclalloc.so "$prefix/lib64/lib$name.so"
 done
+
+# The operator library's stand-ins, linked to the runtime they launch on.
+standins="$root/scripts/cann-samples/aclnn"
+cxx="${CXX:-c++}"
+if command -v "$cxx" >/dev/null; then
+  cp -R "$standins/aclnn" "$standins/aclnnop" "$prefix/include/"
+  "$cxx" -std=c++17 -O2 -shared -fPIC -I"$prefix/include" "$standins/host_aclnn.cpp" \
+    -L"$prefix/lib64" -laclalloc -Wl,-rpath,'$ORIGIN' -o "$prefix/lib64/libopapi.so"
+  ln -sfn libopapi.so "$prefix/lib64/libnnopbase.so"
+else
+  echo "$0: no C++ compiler ($cxx): the operator library's stand-ins are not installed" >&2
+fi
 
 cat > "$prefix/bin/setenv.bash" <<SETENV
 # The environment CANN's setenv.bash gives, for aclalloc's CANN-shaped prefix.

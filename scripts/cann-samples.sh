@@ -14,8 +14,11 @@
 # ascendc_library(); the kernel binaries a sample loads by file name, from
 # the stand-ins in scripts/cann-samples/fatbin/, built by its
 # ascendc_fatbin_library() and installed where the sample loads them, as
-# its run.sh does with `cmake --install`). A sample whose run.sh makes its
-# input with scripts/gen_data.py and checks its output with md5sum and
+# its run.sh does with `cmake --install`), and the operator library calls
+# (aclnnAdd, aclnnMul, tensors, scalars) by those of
+# scripts/cann-samples/aclnn, which the prefix installs as libopapi.so and
+# libnnopbase.so. A sample whose run.sh makes its input with
+# scripts/gen_data.py and checks its output with md5sum and
 # scripts/verify_result.py gets the same around each run (they need numpy),
 # their output after the program's. A sample built as a server and a client
 # (memory/12) runs as a pair on a free local port, each compared with its
@@ -63,6 +66,11 @@ if [ ${#samples[@]} -eq 0 ]; then
     3_memory_advanced/allocator/0_custom_allocator
     3_memory_advanced/host_register/0_simple_zero_copy
     3_memory_advanced/managed_memory/0_uvm_allocate
+    2_advanced_features/model_ri/0_simple_model
+    2_advanced_features/model_ri/1_model_update
+    2_advanced_features/model_ri/2_model_switch
+    2_advanced_features/model_ri/3_cond_model
+    2_advanced_features/model_ri/4_model_sync_external
   )
 fi
 

@@ -152,3 +152,56 @@ fn ascendc_fatbin_library_builds_a_loadable_kernel_binary() {
         }
     }
 }
+
+#[test]
+fn the_operator_library_stand_ins_run_a_captured_add() {
+    let root = common::root();
+    let dir = common::scratch("cann_prefix_aclnn");
+    let prefix = dir.join("prefix");
+    let status = Command::new("bash")
+        .arg(root.join("scripts/cann-prefix.sh"))
+        .arg(&prefix)
+        .env("ACLALLOC_LIB", common::lib_dir().join("libaclalloc.so"))
+        .status()
+        .expect("bash");
+    assert!(status.success(), "cann-prefix.sh failed");
+    for file in [
+        "include/aclnnop/aclnn_add.h",
+        "include/aclnnop/aclnn_mul.h",
+        "include/aclnn/aclnn_base.h",
+        "lib64/libopapi.so",
+        "lib64/libnnopbase.so",
+    ] {
+        assert!(prefix.join(file).exists(), "{file} missing");
+    }
+    let lib64 = prefix.join("lib64");
+    let program = dir.join("aclnn_capture");
+    // As the samples link: the runtime and the operator library by path.
+    let status = Command::new("c++")
+        .args(["-std=c++17", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(prefix.join("include"))
+        .arg(root.join("tests/cann_prefix/aclnn_capture.cpp"))
+        .arg("-o")
+        .arg(&program)
+        .arg(lib64.join("libascendcl.so"))
+        .arg(lib64.join("libnnopbase.so"))
+        .arg(lib64.join("libopapi.so"))
+        .status()
+        .expect("c++");
+    assert!(status.success(), "c++ failed");
+    let out = Command::new(&program)
+        .env("LD_LIBRARY_PATH", &lib64)
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout,
+        "105.0 12.0 18.0 24.0\n205.0 12.0 18.0 24.0\naclnn_capture: ok\n"
+    );
+}

@@ -59,6 +59,30 @@ static const int ACL_ERROR_RT_INTERNAL_ERROR = 507000;
 static const int ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035;
 /** A synchronize overtaken by `aclrtStreamAbort`. */
 static const int ACL_ERROR_RT_STREAM_ABORT = 107023;
+/** A stream's capture failed: a stream that joined it was destroyed, or an event tied it to work outside the capture. */
+static const int ACL_ERROR_RT_CAPTURE_DEPENDENCY = 107024;
+/** A stream that joined a capture was not joined back to the stream that began it. */
+static const int ACL_ERROR_RT_STREAM_UNJOINED = 107025;
+/** The model is being captured (or built), and cannot be used as asked. */
+static const int ACL_ERROR_RT_MODEL_CAPTURED = 107026;
+/** The stream is already capturing. */
+static const int ACL_ERROR_RT_STREAM_CAPTURED = 107027;
+/** The stream is not capturing. */
+static const int ACL_ERROR_RT_STREAM_NOT_CAPTURED = 107029;
+/** The stream is capturing, and the call cannot be captured. */
+static const int ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT = 107030;
+/** A task group was begun while one is open, or ended while none is. */
+static const int ACL_ERROR_STREAM_TASK_GROUP_STATUS = 107033;
+/** The capture was not begun on this stream (it joined another's). */
+static const int ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED = 107036;
+/** The capture was ended by another thread than the one that began it. */
+static const int ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD = 107038;
+/** An array the caller passed is too small for what the call returns. */
+static const int ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY = 107039;
+/** A task group's update does not match the tasks it replaces, or its model is not captured. */
+static const int ACL_ERROR_RT_MODEL_UPDATE_FAILED = 107040;
+/** A call that would wait for the device (a synchronization, a query, a synchronous copy or set) while a stream is capturing in a mode that forbids it. */
+static const int ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC = 107041;
 /** The feature is not supported on this device or runtime (CANN's `rt_error_codes.h`), which programs probe for before using one. */
 static const int ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
 /** `aclrtHostRegisterV2` of a range that overlaps one registered already. */

@@ -83,12 +83,20 @@
 #define ACL_EVENT_IPC 0x00000040U
 /** `aclrtRecordEventWithFlag`: an ordinary record. */
 #define ACL_EVENT_RECORD_DEFAULT 0x00000000U
-/** `aclrtRecordEventWithFlag`: a record external to a captured graph; the host runtime captures no graphs, so it records as the default does. */
+/** `aclrtRecordEventWithFlag`: a record external to a captured graph (on the host runtime, every record a capture takes is one a wait outside the model sees). */
 #define ACL_EVENT_RECORD_EXTERNAL 0x00000001U
+/** `aclrtStreamWaitEventWithFlag`: an ordinary wait. */
+#define ACL_EVENT_WAIT_DEFAULT 0x00000000U
+/** `aclrtStreamWaitEventWithFlag`: a captured graph's wait for a record made outside it: at each replay, the model waits for a record of the event completed since its last reset (as for an `ACL_EVENT_EXTERNAL` event); outside a capture, an ordinary wait. */
+#define ACL_EVENT_WAIT_EXTERNAL 0x00000001U
 /** The size of an `aclrtIpcEventHandle`. */
 #define ACL_IPC_EVENT_HANDLE_SIZE 0x00000040U
 /** `aclrtMemAllocManaged` flag: the memory is reached from the device and the host. */
 #define ACL_RT_MEM_ATTACH_GLOBAL 0x00000001U
+/** `aclmdlRIBindStream`: the stream runs when the model starts. */
+#define ACL_MODEL_STREAM_FLAG_HEAD 0x00000000U
+/** `aclmdlRIBindStream`: the stream runs when a task activates it. */
+#define ACL_MODEL_STREAM_FLAG_DEFAULT 0x7FFFFFFFU
 /** `aclrtCreateNotify` flag: the default. */
 #define ACL_NOTIFY_DEFAULT 0x00000000U
 /** `aclrtCreateNotify` flag: used on the device only (the same on the host). */
@@ -484,6 +492,60 @@ typedef enum aclrtLaunchKernelAttrId {
     ACL_RT_LAUNCH_KERNEL_ATTR_ENABLE_PROFILING = 9,
 } aclrtLaunchKernelAttrId;
 
+typedef enum aclmdlRICaptureMode {
+    /** Forbidden calls are refused on the capturing thread and on every thread in global mode. */
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0,
+    /** Forbidden calls are refused on the capturing thread only. */
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1,
+    /** Nothing is refused. */
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2,
+} aclmdlRICaptureMode;
+
+typedef enum aclmdlRICaptureStatus {
+    /** The stream is not capturing. */
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0,
+    /** The stream is capturing. */
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = 1,
+    /** The capture failed; `aclmdlRICaptureEnd` says why. */
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2,
+} aclmdlRICaptureStatus;
+
+typedef enum aclmdlRICondHandleFlag {
+    /** To its default each time its model starts. */
+    ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT = 1,
+} aclmdlRICondHandleFlag;
+
+typedef enum aclmdlRICondTaskType {
+    /** The first model when the condition is not 0, else the second (if any). */
+    ACL_MODEL_RI_COND_TYPE_IF = 0,
+    /** The model, while the condition is not 0. */
+    ACL_MODEL_RI_COND_TYPE_WHILE = 1,
+    /** The model the condition indexes (none when it is out of range). */
+    ACL_MODEL_RI_COND_TYPE_SWITCH = 2,
+} aclmdlRICondTaskType;
+
+typedef enum aclrtCondition {
+    /** `left == right`. */
+    ACL_RT_EQUAL = 0,
+    /** `left != right`. */
+    ACL_RT_NOT_EQUAL = 1,
+    /** `left > right`. */
+    ACL_RT_GREATER = 2,
+    /** `left >= right`. */
+    ACL_RT_GREATER_OR_EQUAL = 3,
+    /** `left < right`. */
+    ACL_RT_LESS = 4,
+    /** `left <= right`. */
+    ACL_RT_LESS_OR_EQUAL = 5,
+} aclrtCondition;
+
+typedef enum aclrtCompareDataType {
+    /** 32-bit signed integers. */
+    ACL_RT_SWITCH_INT32 = 0,
+    /** 64-bit signed integers. */
+    ACL_RT_SWITCH_INT64 = 1,
+} aclrtCompareDataType;
+
 
 /**
  * What CANN's exception callbacks are told about a failed task (CANN's
@@ -679,6 +741,50 @@ typedef struct aclrtLaunchKernelCfg {
 } aclrtLaunchKernelCfg;
 
 /**
+ * A model running instance: a captured or built model.
+ */
+typedef void *aclmdlRI;
+
+/**
+ * An updatable task group of a captured model.
+ */
+typedef void *aclrtTaskGrp;
+
+/**
+ * A condition of a captured model.
+ */
+typedef void *aclmdlRICondHandle;
+
+/**
+ * A conditional task (`aclmdlRIAddCondTask`): its condition, kind, and
+ * `size` models, written to `modelRIArray`.
+ *
+ */
+typedef struct aclmdlRICondTaskParams {
+  /**
+   * The condition.
+   */
+  aclmdlRICondHandle handle;
+  /**
+   * `ACL_MODEL_RI_COND_TYPE_*`.
+   */
+  aclmdlRICondTaskType type;
+  /**
+   * How many models: 1 or 2 for IF, 1 for WHILE, 1 or more for SWITCH.
+   */
+  uint32_t size;
+  /**
+   * Receives the models' handles (`size` of them).
+   */
+  aclmdlRI *modelRIArray;
+} aclmdlRICondTaskParams;
+
+/**
+ * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
+ */
+typedef void (*aclrtCallback)(void *userData);
+
+/**
  * A notify handle.
  */
 typedef void *aclrtNotify;
@@ -770,11 +876,6 @@ typedef struct aclrtStreamConfigHandle {
  * `void fn(void *args)`, run by `aclrtLaunchHostFunc`.
  */
 typedef void (*aclrtHostFunc)(void *args);
-
-/**
- * `void fn(void *userData)`, run by `aclrtLaunchCallback`.
- */
-typedef void (*aclrtCallback)(void *userData);
 
 /**
  * What physical memory `aclrtMallocPhysical` allocates (`aclrtPhysicalMemProp`).
@@ -1127,6 +1228,17 @@ aclError aclrtRecordEventWithFlag(aclrtEvent event, aclrtStream stream, uint32_t
  * None for the host runtime: the handles are looked up, never trusted.
  */
 aclError aclrtStreamWaitEventWithTimeout(aclrtStream stream, aclrtEvent event, int32_t timeout);
+
+/**
+ * `aclrtStreamWaitEvent` with a behaviour flag (`ACL_EVENT_WAIT_DEFAULT`
+ * or `ACL_EVENT_WAIT_EXTERNAL`) and a limit in seconds as
+ * `aclrtStreamWaitEventWithTimeout`'s (0: none; `ACL_EVENT_WAIT_EXTERNAL`
+ * takes 0 only).
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtStreamWaitEventWithFlag(aclrtStream stream, aclrtEvent event, uint32_t timeout, uint32_t flag);
 
 /**
  * The id of the last task the calling thread enqueued on a stream (a
@@ -1559,6 +1671,273 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
  * `free` and `total` are NULL or writable.
  */
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total);
+
+/**
+ * Begins capturing `stream`'s work into a new model (`mode`: what the
+ * capture forbids meanwhile). The default stream cannot be captured
+ * (`ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC`); a stream already capturing:
+ * `ACL_ERROR_RT_STREAM_CAPTURED`.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
+
+/**
+ * As `aclmdlRICaptureBegin`, into an empty model `aclmdlRIAddCondTask` made.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclmdlRICaptureToModelRIBegin(aclrtStream stream, aclmdlRI modelRI, aclmdlRICaptureMode mode);
+
+/**
+ * The capture status of `stream` and the model it records into (NULL
+ * when it is not capturing); `modelRI` may be NULL.
+ *
+ * # Safety
+ * `status` is NULL or writable; `modelRI` likewise.
+ */
+aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI);
+
+/**
+ * Ends the capture begun on `stream`: the model, ready to run. A capture
+ * that failed (a forbidden call, a stream of it destroyed, a task group
+ * left open) leaves nothing behind and fails with why.
+ *
+ * # Safety
+ * `modelRI` is NULL or writable.
+ */
+aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI);
+
+/**
+ * Sets this thread's capture mode to `*mode` and writes back the old one.
+ *
+ * # Safety
+ * `mode` is NULL or readable and writable.
+ */
+aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode);
+
+/**
+ * Opens a task group on the capturing `stream`: the tasks captured until
+ * `aclmdlRICaptureTaskGrpEnd` can be replaced later.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRICaptureTaskGrpBegin(aclrtStream stream);
+
+/**
+ * Closes the task group open on `stream`; its handle.
+ *
+ * # Safety
+ * `handle` is NULL or writable.
+ */
+aclError aclmdlRICaptureTaskGrpEnd(aclrtStream stream, aclrtTaskGrp *handle);
+
+/**
+ * The work queued on `stream` until `aclmdlRICaptureTaskUpdateEnd` is
+ * recorded as the task group's new tasks.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclmdlRICaptureTaskUpdateBegin(aclrtStream stream, aclrtTaskGrp handle);
+
+/**
+ * Replays from now on run the group's new tasks; they must match the
+ * old ones in number and kind (else `ACL_ERROR_RT_MODEL_UPDATE_FAILED`).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRICaptureTaskUpdateEnd(aclrtStream stream);
+
+/**
+ * Queues a replay of the model on `stream` (NULL: the default stream):
+ * its tasks run in order; the workspaces its capture took serve again.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+
+/**
+ * Runs the model and waits for it (`timeout` in ms; -1: no limit).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRIExecute(aclmdlRI modelRI, int32_t timeout);
+
+/**
+ * Destroys the model; the workspaces it holds go back to their
+ * allocators once its queued replays have run.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRIDestroy(aclmdlRI modelRI);
+
+/**
+ * Stops the model's queued and running replays at their next task.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRIAbort(aclmdlRI modelRI);
+
+/**
+ * Writes the model's streams and tasks as JSON to the file `path`.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string.
+ */
+aclError aclmdlRIDebugJsonPrint(aclmdlRI modelRI, const char *path, uint32_t flags);
+
+/**
+ * Begins building a model from the work of the streams bound to it
+ * (`flag`: 0).
+ *
+ * # Safety
+ * `modelRI` is NULL or writable.
+ */
+aclError aclmdlRIBuildBegin(aclmdlRI *modelRI, uint32_t flag);
+
+/**
+ * Binds `stream` to the model being built: its work becomes the model's
+ * (`flag`: `ACL_MODEL_STREAM_FLAG_HEAD` or `ACL_MODEL_STREAM_FLAG_DEFAULT`).
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclmdlRIBindStream(aclmdlRI modelRI, aclrtStream stream, uint32_t flag);
+
+/**
+ * The model's end task, on one of its bound streams.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclmdlRIEndTask(aclmdlRI modelRI, aclrtStream stream);
+
+/**
+ * Ends the build: the model is ready, its streams run their own work again.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRIBuildEnd(aclmdlRI modelRI, void *reserve);
+
+/**
+ * Unbinds `stream` from the model (the tasks it gave stay the model's).
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclmdlRIUnbindStream(aclmdlRI modelRI, aclrtStream stream);
+
+/**
+ * A condition of the model: a 64-bit value in device memory, set to
+ * `defaultLaunchValue` each time the model starts (`flag`:
+ * `ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT`).
+ *
+ * # Safety
+ * `handle` is NULL or writable.
+ */
+aclError aclmdlRICondHandleCreate(aclmdlRI modelRI, uint32_t defaultLaunchValue, aclmdlRICondHandleFlag flag, aclmdlRICondHandle *handle);
+
+/**
+ * Where the condition's value lives (device memory the program sets
+ * with copies and kernels).
+ *
+ * # Safety
+ * `ptr` is NULL or writable.
+ */
+aclError aclmdlRICondHandleGetCondPtr(aclmdlRICondHandle handle, uint64_t **ptr);
+
+/**
+ * On the capturing `stream`, a conditional task over `params.size` new
+ * empty models, whose handles go to `params.modelRIArray`; each is then
+ * captured with `aclmdlRICaptureToModelRIBegin` (`flags`: 0).
+ *
+ * # Safety
+ * `params.modelRIArray` is NULL or writable for `params.size` handles.
+ */
+aclError aclmdlRIAddCondTask(struct aclmdlRICondTaskParams params, aclrtStream stream, uint32_t flags);
+
+/**
+ * On a stream bound to a model being built, a task that runs the tasks
+ * of `activeStream` (bound to the same model).
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtActiveStream(aclrtStream activeStream, aclrtStream stream);
+
+/**
+ * On a stream bound to a model being built, a task that runs the tasks of
+ * `trueStream` when `*leftValue cond *rightValue` (device memory, of
+ * `dataType`), else those of `falseStream` if not NULL.
+ *
+ * # Safety
+ * None for the host runtime: the values are checked as live device memory.
+ */
+aclError aclrtSwitchStream(void *leftValue, aclrtCondition cond, void *rightValue, aclrtCompareDataType dataType, aclrtStream trueStream, aclrtStream falseStream, aclrtStream stream);
+
+/**
+ * Names the model (`aclmdlRIGetName` gives it back).
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string.
+ */
+aclError aclmdlRISetName(aclmdlRI modelRI, const char *name);
+
+/**
+ * The model's name (empty when none was set), as much of it as fits in
+ * `maxLen` bytes with its NUL.
+ *
+ * # Safety
+ * `name` is NULL or writable for `maxLen` bytes.
+ */
+aclError aclmdlRIGetName(aclmdlRI modelRI, uint32_t maxLen, char *name);
+
+/**
+ * The model's id, unique in the process.
+ *
+ * # Safety
+ * `modelRIId` is NULL or writable.
+ */
+aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId);
+
+/**
+ * The streams whose work the model holds: with `streams` NULL, their
+ * number in `*numStreams`; else up to `*numStreams` of them, and their
+ * number (`ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY` when the array is too
+ * small, with nothing written).
+ *
+ * # Safety
+ * `numStreams` is NULL or readable and writable; `streams` is NULL or
+ * writable for `*numStreams` handles.
+ */
+aclError aclmdlRIGetStreams(aclmdlRI modelRI, aclrtStream *streams, uint32_t *numStreams);
+
+/**
+ * `func(userData)` when the model is destroyed (registering `func` again
+ * replaces its data).
+ *
+ * # Safety
+ * `func` may be called with `userData` by the thread that destroys the model.
+ */
+aclError aclmdlRIDestroyRegisterCallback(aclmdlRI modelRI, aclrtCallback func, void *userData);
+
+/**
+ * Takes back a callback `aclmdlRIDestroyRegisterCallback` registered.
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclmdlRIDestroyUnregisterCallback(aclmdlRI modelRI, aclrtCallback func);
 
 /**
  * Creates a notify in the current context (`flag`: `ACL_NOTIFY_DEFAULT`

@@ -7,6 +7,7 @@
 //! which runs them inside `aclrtProcessHostFunc`; the stream waits for each.
 
 use super::host::HostRuntime;
+use super::model::Node;
 use super::stream_worker::Task;
 use crate::base::error::{Error, Result};
 use crate::registry::StreamKey;
@@ -114,6 +115,46 @@ unsafe extern "C" fn trampoline(_: *mut c_void, blocking: usize, job: *mut c_voi
     }
 }
 
+/// A host function or callback a capture recorded: each replay runs a new
+/// job of it, as the stream would have run the one launched (on the thread
+/// subscribed to the stream it was launched on, else on the replay's worker).
+pub(crate) struct HostCall {
+    f: HostFn,
+    data: *mut c_void,
+    stream: usize,
+    kind: Kind,
+    reports: Arc<Reports>,
+    blocking: bool,
+}
+
+// SAFETY: as `Job`'s: `data` is the caller's, handed over with the launch.
+unsafe impl Send for HostCall {}
+// SAFETY: as above; a replay only reads it.
+unsafe impl Sync for HostCall {}
+
+impl HostCall {
+    /// Runs it on the calling worker, or posts it to the subscribed thread.
+    pub(crate) fn run(&self) {
+        let job = Arc::new(Job {
+            f: self.f,
+            data: self.data,
+            stream: self.stream,
+            kind: self.kind,
+            reports: Arc::clone(&self.reports),
+            done: Mutex::new(false),
+            ran: Condvar::new(),
+        });
+        // SAFETY: a count made here, which the trampoline takes back once.
+        unsafe {
+            trampoline(
+                std::ptr::null_mut(),
+                usize::from(self.blocking),
+                Arc::into_raw(job) as *mut c_void,
+            )
+        };
+    }
+}
+
 /// A job whose task was dropped before it ran (aborted, stopped, or behind
 /// a failure in stop-on-failure mode): its count goes, and with it the job.
 ///
@@ -127,6 +168,17 @@ unsafe fn drop_job(job: *mut c_void) {
 impl HostRuntime {
     fn launch_job(&self, stream: Option<StreamKey>, job: Job, blocking: bool) -> Result<()> {
         let (_, s) = self.resolve_stream(stream)?;
+        if let Some((capture, lane)) = s.capture() {
+            let call = HostCall {
+                f: job.f,
+                data: job.data,
+                stream: job.stream,
+                kind: job.kind,
+                reports: job.reports,
+                blocking,
+            };
+            return capture.push(lane, Node::Host(Arc::new(call)));
+        }
         let raw = Arc::into_raw(Arc::new(job));
         let queued = s.enqueue(Task::Owning {
             run: trampoline,

@@ -12,9 +12,11 @@
 //! and the pool know which streams are ordered after which without a
 //! synchronize.
 
+use super::capture::{refuse_if_capturing, Capture};
 use super::host::HostRuntime;
 use super::ipc_event::{IpcCounters, ACL_EVENT_IPC};
-use super::stream_worker::{self, Task};
+use super::model::Node;
+use super::stream_worker::{self, Stream, Task};
 use super::waits;
 use crate::base::error::{Error, Result};
 use crate::base::ids::EventHandle;
@@ -25,6 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// `ACL_EVENT_EXTERNAL`: an event whose waits a capture records as external.
+const ACL_EVENT_EXTERNAL: u32 = 0x20;
 /// The `ACL_EVENT_*` creation flags CANN defines.
 /// How often a stream's wait on an event looks whether its task was interrupted.
 const GIVE_UP_SLICE: Duration = Duration::from_millis(5);
@@ -51,6 +55,9 @@ pub struct Event {
     ipc: Option<(IpcCounters, bool)>,
     marks: Mutex<Marks>,
     changed: Condvar,
+    /// The capture its last record was made in, while a stream that waits
+    /// for it can still join that capture.
+    captured: Mutex<Option<std::sync::Weak<Capture>>>,
 }
 
 #[derive(Default)]
@@ -207,6 +214,50 @@ impl Event {
         reached
     }
 
+    /// Notes the capture its last record was made in (`None`: a record
+    /// that ran, or will).
+    pub(crate) fn set_captured(&self, capture: Option<std::sync::Weak<Capture>>) {
+        *self.captured.lock() = capture;
+    }
+
+    /// The open capture its last record was made in.
+    fn open_capture(&self) -> Option<Arc<Capture>> {
+        self.captured
+            .lock()
+            .as_ref()
+            .and_then(std::sync::Weak::upgrade)
+            .filter(|c| c.is_open())
+    }
+
+    /// A replayed wait on an event recorded outside its model: blocks the
+    /// worker until a record of the event has completed since its last
+    /// reset, as the device's event flag does (a model waits for the record
+    /// the program makes after launching it, and resets the event for the
+    /// next replay). Ends early when the replay's task is interrupted.
+    pub(crate) fn flag_wait(&self) {
+        if let Some(c) = self.ipc() {
+            let last = c.last_recorded();
+            c.wait_for(last, None, stream_worker::current_task_cancelled);
+            return;
+        }
+        let mut marks = self.marks.lock();
+        while marks.completed <= marks.reset_at {
+            if stream_worker::current_task_cancelled() {
+                return;
+            }
+            let until = Instant::now() + GIVE_UP_SLICE;
+            let _ = self.changed.wait_until(&mut marks, until);
+        }
+    }
+
+    /// A replayed ordinary wait: for the event's last record as the replay
+    /// reaches it (none: no wait). Ends early when the replay's task is
+    /// interrupted.
+    pub(crate) fn current_wait(&self) {
+        let last = self.last_recorded(&self.marks.lock());
+        self.wait_or_give_up(last, None, Some(stream_worker::current_task_cancelled));
+    }
+
     pub(crate) fn reset(&self) {
         let mut marks = self.marks.lock();
         // Numbers stay monotonic so that no waiter waits for a record that
@@ -263,6 +314,7 @@ impl HostRuntime {
             ipc,
             marks: Mutex::new(Marks::default()),
             changed: Condvar::new(),
+            captured: Mutex::new(None),
         });
         Ok(self.events.insert(event)?.get())
     }
@@ -301,10 +353,61 @@ impl HostRuntime {
         queued
     }
 
+    /// A wait made on a capturing stream, or on a record made in an open
+    /// capture: true when the capture took it. A capturing stream records
+    /// a wait for a record made outside its capture (one made inside is
+    /// already ordered: the capture keeps the order of the calls); a
+    /// stream that waits for a record of an open capture joins it.
+    fn wait_in_capture(
+        &self,
+        key: StreamKey,
+        s: &Arc<Stream>,
+        event: &Arc<Event>,
+        external: bool,
+    ) -> Result<bool> {
+        let recorded_in = event.open_capture();
+        if let Some((capture, lane)) = s.capture() {
+            if !recorded_in.is_some_and(|c| Arc::ptr_eq(&c, &capture)) {
+                let external = external || event.flags & ACL_EVENT_EXTERNAL != 0;
+                let event = Arc::clone(event);
+                capture.push(lane, Node::Wait { event, external })?;
+            }
+            return Ok(true);
+        }
+        match recorded_in {
+            Some(capture) if matches!(capture.target, super::capture::Target::Capture) => {
+                // Ended meanwhile: an ordinary wait.
+                Ok(capture.attach(key.get().get(), s, Some(0), false).is_some())
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Numbers a record of `event` that a replay queued on `s` (`key`) will
+    /// make, as `aclrtRecordEvent` numbers its marker.
+    pub(crate) fn reserve_record(&self, event: &Arc<Event>, key: StreamKey, s: &Stream) -> u64 {
+        event.set_captured(None);
+        let ipc = event.ipc();
+        let token = order::event_recorded();
+        let mut m = event.marks.lock();
+        m.recorded = ipc.map_or(m.recorded + 1, IpcCounters::next_record);
+        m.source = Some(Source {
+            generation: m.recorded,
+            stream: s.wait_id(),
+            key,
+            token,
+        });
+        m.recorded
+    }
+
     /// `aclrtRecordEvent`: a marker at the end of `stream`'s queue.
     pub fn record_event(&self, event: usize, stream: Option<StreamKey>) -> Result<()> {
         let event = self.event(event)?;
         let (key, s) = self.resolve_stream(stream)?;
+        if let Some((capture, lane)) = s.capture() {
+            return capture.record_event(lane, &event);
+        }
+        event.set_captured(None);
         let source = Source {
             generation: 0,
             stream: s.wait_id(),
@@ -333,8 +436,22 @@ impl HostRuntime {
     /// `aclrtStreamWaitEvent`: `stream` runs nothing queued after this call
     /// before the event's last record (at the time of the call) has run.
     pub fn stream_wait_event(&self, stream: Option<StreamKey>, event: usize) -> Result<()> {
+        self.stream_wait_event_flag(stream, event, false)
+    }
+
+    /// `aclrtStreamWaitEventWithFlag` with no limit: `external`
+    /// (`ACL_EVENT_WAIT_EXTERNAL`) changes only a wait a capture records.
+    pub fn stream_wait_event_flag(
+        &self,
+        stream: Option<StreamKey>,
+        event: usize,
+        external: bool,
+    ) -> Result<()> {
         let event = self.event(event)?;
-        let (key, _) = self.resolve_stream(stream)?;
+        let (key, s) = self.resolve_stream(stream)?;
+        if self.wait_in_capture(key, &s, &event, external)? {
+            return Ok(());
+        }
         let source = event.marks.lock().source;
         let last = |m: &mut Marks| {
             m.waits += 1;
@@ -369,7 +486,10 @@ impl HostRuntime {
             return self.stream_wait_event(stream, event);
         }
         let ev = self.event(event)?;
-        let (key, _) = self.resolve_stream(stream)?;
+        let (key, s) = self.resolve_stream(stream)?;
+        if self.wait_in_capture(key, &s, &ev, false)? {
+            return Ok(());
+        }
         let last = |m: &mut Marks| {
             m.waits += 1;
             ev.last_recorded(m)
@@ -387,6 +507,10 @@ impl HostRuntime {
     pub fn reset_event(&self, event: usize, stream: Option<StreamKey>) -> Result<()> {
         let event = self.event(event)?;
         Self::not_ex(&event)?;
+        let (_, s) = self.resolve_stream(stream)?;
+        if let Some((capture, lane)) = s.capture() {
+            return capture.push(lane, Node::Reset(event));
+        }
         self.enqueue_on(stream, &event, |_| 0, |_| {}, |e, _| Task::Reset(e))
     }
 
@@ -394,6 +518,7 @@ impl HostRuntime {
     /// event never recorded is complete only if made by `aclrtCreateEventExWithFlag`.
     pub fn event_complete(&self, event: usize) -> Result<bool> {
         let event = self.event(event)?;
+        refuse_if_capturing()?;
         if let Some(c) = event.ipc() {
             return Ok(c.is_complete());
         }
@@ -417,6 +542,7 @@ impl HostRuntime {
     /// `aclrtQueryEventWaitStatus`: true once every stream wait on the event has run.
     pub fn event_waits_complete(&self, event: usize) -> Result<bool> {
         let event = self.event(event)?;
+        refuse_if_capturing()?;
         Self::not_ex(&event)?;
         let marks = event.marks.lock();
         Ok(marks.waits_done >= marks.waits)
@@ -432,6 +558,7 @@ impl HostRuntime {
             });
         }
         let event = self.event(event)?;
+        refuse_if_capturing()?;
         let generation = event.last_recorded(&event.marks.lock());
         let limit = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
         if event.wait_for(generation, limit) {
@@ -455,6 +582,7 @@ impl HostRuntime {
         if timeout_ms <= 0 {
             return self.synchronize_stream(stream);
         }
+        refuse_if_capturing()?;
         let (key, s) = self.resolve_stream(stream)?;
         if s.is_current_worker() {
             return Err(Error::InvalidParam {
@@ -471,6 +599,7 @@ impl HostRuntime {
             ipc: None,
             marks: Mutex::new(Marks::default()),
             changed: Condvar::new(),
+            captured: Mutex::new(None),
         });
         let generation = {
             let mut marks = marker.marks.lock();

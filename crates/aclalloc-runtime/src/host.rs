@@ -8,7 +8,9 @@ use super::stream_worker::Stream;
 use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::base::error::{Error, Result};
 use crate::base::handles::HandleTable;
-use crate::base::ids::{ContextHandle, EventHandle, StreamHandle};
+use crate::base::ids::{
+    ConditionHandle, ContextHandle, EventHandle, ModelHandle, StreamHandle, TaskGroupHandle,
+};
 use crate::base::sync::statics::AtomicUsize;
 use crate::base::sync::Ordering;
 use crate::registry::api::AllocatorApi;
@@ -46,6 +48,10 @@ pub struct HostRuntime {
     pub(crate) contexts: HandleTable<ContextHandle, Context>,
     pub(crate) streams: HandleTable<StreamHandle, StreamEntry>,
     pub(crate) events: HandleTable<EventHandle, Arc<super::events::Event>>,
+    /// Model running instances (`aclmdlRI`), their task groups and conditions.
+    pub(crate) models: HandleTable<ModelHandle, Arc<super::model::Model>>,
+    pub(crate) task_groups: HandleTable<TaskGroupHandle, Arc<super::model::TaskGroup>>,
+    pub(crate) conditions: HandleTable<ConditionHandle, Arc<super::model::Condition>>,
     pub(crate) reports: Arc<super::callbacks::Reports>,
     /// `aclrtSetDeviceResLimit`'s limits: (device, resource type, value).
     pub(crate) res_limits: Mutex<Vec<(u32, i32, u32)>>,
@@ -80,6 +86,9 @@ impl HostRuntime {
             contexts: HandleTable::new(),
             streams: HandleTable::new(),
             events: HandleTable::new(),
+            models: HandleTable::new(),
+            task_groups: HandleTable::new(),
+            conditions: HandleTable::new(),
             reports: Arc::default(),
             res_limits: Mutex::new(Vec::new()),
             sat_mode: Mutex::new(super::overflow::OVERFLOW_MODE_INFNAN),

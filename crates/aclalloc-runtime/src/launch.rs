@@ -8,6 +8,7 @@
 //! enqueued and the call fails with `ACL_ERROR_RT_MEMORY_ALLOCATION`.
 
 use super::host::HostRuntime;
+use super::model::Held;
 use super::stream_worker::{KernelFn, Task};
 use crate::base::error::{Error, Result};
 use crate::base::foreign_call::{self, Callback};
@@ -35,6 +36,8 @@ impl HostRuntime {
             });
         }
         let (key, stream) = self.resolve_stream(stream)?;
+        // While capturing, the workspace is the model's (see `model::Held`).
+        let capture = stream.capture().map(|(c, _)| c);
         let task = |workspace: *mut c_void, release: bool| Task::Kernel {
             kernel,
             workspace,
@@ -90,6 +93,16 @@ impl HostRuntime {
             } else {
                 stream.enqueue(task(addr, false))
             };
+            if let (Some(capture), Ok(())) = (&capture, enqueued) {
+                // Given back with this `free` when the model goes.
+                capture.hold(Held::Registered {
+                    callbacks: c,
+                    block,
+                    stream: stream_id,
+                    descriptor,
+                });
+                return Ok(());
+            }
             // SAFETY: `free` registered for this stream, called as CANN calls it, once, with
             // the block its `alloc` returned.
             unsafe {
@@ -102,6 +115,19 @@ impl HostRuntime {
         }
         let allocator = stream.workspace_allocator();
         let workspace = allocator.alloc(stream.memory(), key, size)?;
+        if let Some(capture) = capture {
+            let enqueued = stream.enqueue(task(workspace.ptr.as_ptr().cast(), false));
+            let held = Held::Default {
+                allocator,
+                memory: std::sync::Arc::clone(stream.memory()),
+                ptr: workspace.ptr,
+            };
+            // Refused: the workspace goes back at once, with `held`.
+            if enqueued.is_ok() {
+                capture.hold(held);
+            }
+            return enqueued;
+        }
         let in_order = workspace.free_in_stream_order;
         let enqueued = stream.enqueue(task(workspace.ptr.as_ptr().cast(), !in_order));
         if in_order || enqueued.is_err() {

@@ -17,6 +17,7 @@
 use aclalloc_core::{base, history, registry};
 
 pub mod callbacks;
+pub mod capture;
 pub mod config;
 pub mod context;
 pub mod device;
@@ -36,6 +37,8 @@ mod launch_cache;
 mod managed_memory;
 pub mod memops;
 pub mod memory;
+pub mod model;
+mod model_calls;
 mod notify;
 mod overflow;
 mod res_limits;

@@ -184,6 +184,7 @@ impl HostRuntime {
         kind: i32,
     ) -> Result<()> {
         self.check_copy(dst.as_ptr(), dest_max, src.as_ptr(), count, kind)?;
+        super::capture::refuse_if_capturing()?;
         // Ordered after the work already queued on every stream, as CANN's
         // synchronous copies are (a kernel's output is read after it ran).
         if kind != 0 {
@@ -217,6 +218,7 @@ impl HostRuntime {
         count: usize,
     ) -> Result<()> {
         self.check_set(dst.as_ptr(), max_count, count)?;
+        super::capture::refuse_if_capturing()?;
         // SAFETY: the range lies inside a live device allocation, or in
         // host mappings this process may write (the caller's memory).
         unsafe { dst.as_ptr().write_bytes(value as u8, count) };

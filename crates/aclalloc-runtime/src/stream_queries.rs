@@ -23,6 +23,7 @@ impl HostRuntime {
 
     /// `aclrtStreamQuery`: true once everything enqueued on the stream has run.
     pub fn stream_idle(&self, stream: Option<StreamKey>) -> Result<bool> {
+        super::capture::refuse_if_capturing()?;
         Ok(self.resolve_stream(stream)?.1.is_idle())
     }
 

@@ -178,7 +178,15 @@ struct Shared {
     workspaces: &'static dyn WorkspaceAllocator,
     /// The worker thread.
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// The capture (or model build) the stream's work goes to instead of
+    /// its queue, with the stream's lane in it; `capturing` says whether
+    /// there is one without taking the lock.
+    capture: Mutex<Option<CaptureSlot>>,
+    capturing: AtomicBool,
 }
+
+/// A capture a stream records into, and the stream's lane in it.
+pub(crate) type CaptureSlot = (Arc<super::capture::Capture>, usize);
 
 /// The worker is running a task (the interrupt word's bit).
 const RUNNING: u64 = 1;
@@ -308,9 +316,37 @@ impl Stream {
             memory,
             workspaces,
             worker: Mutex::new(None),
+            capture: Mutex::new(None),
+            capturing: AtomicBool::new(false),
         });
         Shared::start_worker(&shared)?;
         Ok(Stream { shared })
+    }
+
+    /// The capture (or model build) the stream records into, if any.
+    pub(crate) fn capture(&self) -> Option<CaptureSlot> {
+        if !self.shared.capturing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.shared.capture.lock().clone()
+    }
+
+    /// Makes the stream record into `slot` (`None`: run its work again).
+    pub(crate) fn set_capture(&self, slot: Option<CaptureSlot>) {
+        let mut now = self.shared.capture.lock();
+        self.shared
+            .capturing
+            .store(slot.is_some(), Ordering::Release);
+        *now = slot;
+    }
+
+    /// Stops recording into `capture`, if the stream records into it.
+    pub(crate) fn leave_capture(&self, capture: &Arc<super::capture::Capture>) {
+        let mut now = self.shared.capture.lock();
+        if now.as_ref().is_some_and(|(c, _)| Arc::ptr_eq(c, capture)) {
+            *now = None;
+            self.shared.capturing.store(false, Ordering::Release);
+        }
     }
 
     /// The device this stream runs on.
@@ -329,9 +365,20 @@ impl Stream {
     }
 
     /// Appends `task`, waiting while the queue is full; fails once the stream is being destroyed.
+    /// On a capturing stream the task is recorded in the capture instead
+    /// (a synchronizer's fence or marker still goes to the queue, which runs
+    /// nothing else meanwhile; an event's record on a capturing stream is
+    /// the capture's before it gets here).
     pub fn enqueue(&self, task: Task) -> Result<()> {
         self.check_alive()?;
         let shared = &*self.shared;
+        if shared.capturing.load(Ordering::Acquire)
+            && !matches!(task, Task::Fence(_) | Task::Record(..))
+        {
+            if let Some((capture, lane)) = self.capture() {
+                return capture.record_task(lane, task);
+            }
+        }
         // Announce the push before checking `closed`, so that shutting down
         // can wait for every push that got past the check.
         shared.entering.fetch_add(1, Ordering::SeqCst);

@@ -111,6 +111,8 @@ impl HostRuntime {
     }
 
     fn default_stream(&self) -> Result<(StreamKey, Arc<Stream>)> {
+        // Work on the default stream while a capture forbids it.
+        super::capture::refuse_if_capturing()?;
         let (ctx, _) = self.current_context()?;
         for _ in 0..2 {
             let existing = self
@@ -177,6 +179,8 @@ impl HostRuntime {
         // A kernel destroying another stream waits for it, as a synchronize
         // does: refused before anything is torn down if that would deadlock.
         let _waiting = entry.stream.wait_from_kernel()?;
+        // A capture the stream records into fails, leaving nothing behind.
+        self.leave_capture_on_destroy(handle, &entry.stream);
         // Unlisting first stops new launches from finding the stream.
         let entry = StreamHandle::from_raw(handle)
             .and_then(|h| self.streams.remove(h))
@@ -227,6 +231,7 @@ impl HostRuntime {
 
     /// `aclrtSynchronizeStream`.
     pub fn synchronize_stream(&self, stream: Option<StreamKey>) -> Result<()> {
+        super::capture::refuse_if_capturing()?;
         let (key, stream) = self.resolve_stream(stream)?;
         stream.synchronize()?;
         // Memory freed on the stream may now go to work on other streams.

@@ -65,6 +65,33 @@ pub const ACL_ERROR_RT_INTERNAL_ERROR: aclError = 507000;
 pub const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: aclError = 507035;
 /// A synchronize overtaken by `aclrtStreamAbort`.
 pub const ACL_ERROR_RT_STREAM_ABORT: aclError = 107023;
+/// A stream's capture failed: a stream that joined it was destroyed, or
+/// an event tied it to work outside the capture.
+pub const ACL_ERROR_RT_CAPTURE_DEPENDENCY: aclError = 107024;
+/// A stream that joined a capture was not joined back to the stream that began it.
+pub const ACL_ERROR_RT_STREAM_UNJOINED: aclError = 107025;
+/// The model is being captured (or built), and cannot be used as asked.
+pub const ACL_ERROR_RT_MODEL_CAPTURED: aclError = 107026;
+/// The stream is already capturing.
+pub const ACL_ERROR_RT_STREAM_CAPTURED: aclError = 107027;
+/// The stream is not capturing.
+pub const ACL_ERROR_RT_STREAM_NOT_CAPTURED: aclError = 107029;
+/// The stream is capturing, and the call cannot be captured.
+pub const ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: aclError = 107030;
+/// A task group was begun while one is open, or ended while none is.
+pub const ACL_ERROR_STREAM_TASK_GROUP_STATUS: aclError = 107033;
+/// The capture was not begun on this stream (it joined another's).
+pub const ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: aclError = 107036;
+/// The capture was ended by another thread than the one that began it.
+pub const ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: aclError = 107038;
+/// An array the caller passed is too small for what the call returns.
+pub const ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY: aclError = 107039;
+/// A task group's update does not match the tasks it replaces, or its model is not captured.
+pub const ACL_ERROR_RT_MODEL_UPDATE_FAILED: aclError = 107040;
+/// A call that would wait for the device (a synchronization, a query, a
+/// synchronous copy or set) while a stream is capturing in a mode that
+/// forbids it.
+pub const ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC: aclError = 107041;
 /// The feature is not supported on this device or runtime (CANN's
 /// `rt_error_codes.h`), which programs probe for before using one.
 pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207000;
@@ -237,6 +264,14 @@ pub enum Error {
     /// A kernel binary cannot be loaded; `detail` is the loader's own text.
     #[error("The kernel binary cannot be loaded: {detail}")]
     BinaryLoad { detail: &'static str },
+
+    /// A graph capture's rules refused the call (`code`: CANN's
+    /// `ACL_ERROR_RT_*` capture codes, 107024 to 107041).
+    #[error("{reason}")]
+    Capture {
+        code: aclError,
+        reason: &'static str,
+    },
 }
 
 impl Error {
@@ -275,6 +310,7 @@ impl Error {
             Error::ReportTimeout { .. } => ACL_ERROR_RT_REPORT_TIMEOUT,
             Error::TaskFailed { code } => *code,
             Error::NoPermission { .. } => ACL_ERROR_RT_NO_PERMISSION,
+            Error::Capture { code, .. } => *code,
             Error::AllocatorReturnedNull { .. }
             | Error::PoolOutOfMemory { .. }
             | Error::DeviceMemoryExhausted { .. }

@@ -66,6 +66,12 @@ pub mod tags {
     pub(crate) const KERNEL_ARGS: u16 = 0xACB5;
     /// Arguments of a kernel argument list (`aclrtParamHandle`).
     pub(crate) const KERNEL_PARAM: u16 = 0xACB6;
+    /// Model running instances of the host runtime (`aclmdlRI`).
+    pub(crate) const MODEL: u16 = 0xACB7;
+    /// Updatable task groups of captured models (`aclrtTaskGrp`).
+    pub(crate) const TASK_GROUP: u16 = 0xACB8;
+    /// Condition handles of captured models (`aclmdlRICondHandle`).
+    pub(crate) const CONDITION: u16 = 0xACB9;
 }
 
 /// Where the tag sits in a handle (every table).

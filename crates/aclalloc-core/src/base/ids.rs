@@ -92,3 +92,18 @@ handle_kind!(
     KernelParamHandle,
     tags::KERNEL_PARAM
 );
+handle_kind!(
+    /// The handle of a host-runtime model running instance (`aclmdlRI`).
+    ModelHandle,
+    tags::MODEL
+);
+handle_kind!(
+    /// The handle of an updatable task group of a captured model (`aclrtTaskGrp`).
+    TaskGroupHandle,
+    tags::TASK_GROUP
+);
+handle_kind!(
+    /// The handle of a condition of a captured model (`aclmdlRICondHandle`).
+    ConditionHandle,
+    tags::CONDITION
+);

@@ -276,8 +276,9 @@ pub unsafe extern "C" fn aclrtEventGetTimestamp(
 
 /// `aclrtRecordEventWithFlag`: an ordinary record.
 pub const ACL_EVENT_RECORD_DEFAULT: u32 = 0x0;
-/// `aclrtRecordEventWithFlag`: a record external to a captured graph; the
-/// host runtime captures no graphs, so it records as the default does.
+/// `aclrtRecordEventWithFlag`: a record external to a captured graph (on
+/// the host runtime, every record a capture takes is one a wait outside
+/// the model sees).
 pub const ACL_EVENT_RECORD_EXTERNAL: u32 = 0x01;
 
 /// `aclrtRecordEvent` with a behaviour flag: `ACL_EVENT_RECORD_DEFAULT` or
@@ -330,6 +331,59 @@ pub unsafe extern "C" fn aclrtStreamWaitEventWithTimeout(
             stream,
             event,
         );
+    }
+    rc
+}
+
+/// `aclrtStreamWaitEventWithFlag`: an ordinary wait.
+pub const ACL_EVENT_WAIT_DEFAULT: u32 = 0x0;
+/// `aclrtStreamWaitEventWithFlag`: a captured graph's wait for a record
+/// made outside it: at each replay, the model waits for a record of the
+/// event completed since its last reset (as for an `ACL_EVENT_EXTERNAL`
+/// event); outside a capture, an ordinary wait.
+pub const ACL_EVENT_WAIT_EXTERNAL: u32 = 0x01;
+
+/// `aclrtStreamWaitEvent` with a behaviour flag (`ACL_EVENT_WAIT_DEFAULT`
+/// or `ACL_EVENT_WAIT_EXTERNAL`) and a limit in seconds as
+/// `aclrtStreamWaitEventWithTimeout`'s (0: none; `ACL_EVENT_WAIT_EXTERNAL`
+/// takes 0 only).
+///
+/// # Safety
+/// None for the host runtime: the handles are looked up, never trusted.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtStreamWaitEventWithFlag(
+    stream: aclrtStream,
+    event: aclrtEvent,
+    timeout: u32,
+    flag: u32,
+) -> aclError {
+    let rc = real_or_host!(aclrtStreamWaitEventWithFlag(stream: aclrtStream, event: aclrtEvent, timeout: u32, flag: u32) {
+        if flag != ACL_EVENT_WAIT_DEFAULT && flag != ACL_EVENT_WAIT_EXTERNAL {
+            return Err(Error::InvalidParam {
+                param: "flag",
+                reason: "It must be ACL_EVENT_WAIT_DEFAULT or ACL_EVENT_WAIT_EXTERNAL",
+            });
+        }
+        let Ok(seconds) = i32::try_from(timeout) else {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "It is too large",
+            });
+        };
+        if flag == ACL_EVENT_WAIT_EXTERNAL && seconds != 0 {
+            return Err(Error::InvalidParam {
+                param: "timeout",
+                reason: "ACL_EVENT_WAIT_EXTERNAL takes 0 only",
+            });
+        }
+        if seconds == 0 {
+            let external = flag == ACL_EVENT_WAIT_EXTERNAL;
+            return host().stream_wait_event_flag(args::optional_stream(stream), required(event)?, external);
+        }
+        host().stream_wait_event_timeout(args::optional_stream(stream), required(event)?, seconds)
+    });
+    if rc == ACL_SUCCESS && timeout == 0 {
+        crate::ffi::wiring::event_order::waited(Sym::aclrtStreamWaitEventWithFlag, stream, event);
     }
     rc
 }

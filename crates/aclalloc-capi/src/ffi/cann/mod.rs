@@ -17,6 +17,7 @@ pub mod ipc_memory;
 pub mod kernels;
 pub mod managed_memory;
 pub mod memory;
+pub mod model_ri;
 pub mod notify;
 pub mod overflow;
 pub mod runtime;

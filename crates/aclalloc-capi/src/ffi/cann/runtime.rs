@@ -278,6 +278,7 @@ pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
     real_or_host!(aclrtSynchronizeDevice(), after_success {
         crate::tracking::device_synchronized()
     } {
+        crate::runtime::capture::refuse_if_capturing()?;
         host().synchronize_all()?;
         crate::tracking::device_synchronized();
         crate::stream_ordered::synchronized();
