@@ -64,6 +64,12 @@ const BASE_TYPES: &[&str] = &[
     "aclFloat16ToFloat",
     "aclGetCannAttributeList",
     "aclGetCannAttribute",
+    "aclDataBuffer",
+    "aclCreateDataBuffer",
+    "aclDestroyDataBuffer",
+    "aclUpdateDataBuffer",
+    "aclGetDataBufferAddr",
+    "aclGetDataBufferSizeV2",
 ];
 /// CANN's `typedef enum X {...} X;` types that live in `acl_base.h`.
 const BASE_ENUMS: &[&str] = &["aclDataType", "aclCannAttr"];

@@ -45,9 +45,11 @@ shift $(( $# >= 2 ? 2 : 1 ))
 samples=("$@")
 if [ ${#samples[@]} -eq 0 ]; then
   samples=(
+    0_quickstart/0_hello_cann
     0_quickstart/1_error_handling
     0_quickstart/2_system_info
     1_basic_features/context/0_context_query
+    1_basic_features/device/0_device_normal
     1_basic_features/event/0_event_status
     1_basic_features/event/1_event_timestamp
     1_basic_features/stream/0_simple_stream

@@ -162,6 +162,13 @@ typedef enum aclCannAttr {
 
 
 /**
+ * A data buffer (`aclCreateDataBuffer`): C holds only pointers to it. On
+ * the host runtime a pointer is a number looked up among the live
+ * buffers, never dereferenced.
+ */
+typedef struct aclDataBuffer aclDataBuffer;
+
+/**
  * The ACL error code type (`int` in CANN's `acl_base.h`).
  */
 typedef int aclError;
@@ -230,6 +237,49 @@ aclError aclGetCannAttributeList(const aclCannAttr **cannAttrList, size_t *num);
  * `value` is NULL or writable.
  */
 aclError aclGetCannAttribute(aclCannAttr cannAttr, int32_t *value);
+
+/**
+ * A data buffer naming `size` bytes at `data` (the memory stays the
+ * caller's: allocate it with `aclrtMalloc`, free it with `aclrtFree`);
+ * NULL on failure.
+ *
+ * # Safety
+ * None for the host runtime: `data` is kept as a number, never read.
+ */
+struct aclDataBuffer *aclCreateDataBuffer(void *data, size_t size);
+
+/**
+ * Destroys the buffer, not the memory it names.
+ *
+ * # Safety
+ * None for the host runtime: the buffer is looked up, never dereferenced.
+ */
+aclError aclDestroyDataBuffer(const struct aclDataBuffer *dataBuffer);
+
+/**
+ * The buffer names `size` bytes at `data` from now on (the memory it named
+ * before stays the caller's to free).
+ *
+ * # Safety
+ * None for the host runtime: the buffer is looked up, never dereferenced.
+ */
+aclError aclUpdateDataBuffer(struct aclDataBuffer *dataBuffer, void *data, size_t size);
+
+/**
+ * The address the buffer names; NULL for NULL or a buffer that is not live.
+ *
+ * # Safety
+ * None for the host runtime: the buffer is looked up, never dereferenced.
+ */
+void *aclGetDataBufferAddr(const struct aclDataBuffer *dataBuffer);
+
+/**
+ * The size in bytes the buffer names; 0 for NULL or a buffer that is not live.
+ *
+ * # Safety
+ * None for the host runtime: the buffer is looked up, never dereferenced.
+ */
+size_t aclGetDataBufferSizeV2(const struct aclDataBuffer *dataBuffer);
 
 /**
  * The bytes of one element of `dataType`: sub-byte types count 1 (their

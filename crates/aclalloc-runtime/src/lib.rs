@@ -20,6 +20,7 @@ pub mod callbacks;
 pub mod capture;
 pub mod config;
 pub mod context;
+pub mod data_buffer;
 pub mod device;
 pub mod events;
 pub mod exceptions;

@@ -58,6 +58,17 @@ macro_rules! value_returns {
 }
 value_returns!(u64 => u64::MAX, u32 => u32::MAX);
 
+/// `size_t` results (a data buffer's size): 0 on failure, as CANN's.
+impl FfiReturn for usize {
+    type Ok = usize;
+    fn success(value: usize) -> Self {
+        value
+    }
+    fn failure(_: aclError) -> Self {
+        0
+    }
+}
+
 /// A pointer result: NULL on failure.
 impl<T> FfiReturn for *mut T {
     type Ok = *mut T;

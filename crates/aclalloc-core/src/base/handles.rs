@@ -72,6 +72,8 @@ pub mod tags {
     pub(crate) const TASK_GROUP: u16 = 0xACB8;
     /// Condition handles of captured models (`aclmdlRICondHandle`).
     pub(crate) const CONDITION: u16 = 0xACB9;
+    /// Data buffers (`aclDataBuffer`).
+    pub(crate) const DATA_BUFFER: u16 = 0xACBA;
 }
 
 /// Where the tag sits in a handle (every table).

@@ -107,3 +107,8 @@ handle_kind!(
     ConditionHandle,
     tags::CONDITION
 );
+handle_kind!(
+    /// The handle of a data buffer (`aclDataBuffer`).
+    DataBufferHandle,
+    tags::DATA_BUFFER
+);

@@ -7,6 +7,12 @@ pub use crate::base::error::aclError;
 
 /// A stream handle.
 pub type aclrtStream = *mut c_void;
+/// A data buffer (`aclCreateDataBuffer`): C holds only pointers to it. On
+/// the host runtime a pointer is a number looked up among the live
+/// buffers, never dereferenced.
+pub struct aclDataBuffer {
+    _opaque: [u8; 0],
+}
 /// A kernel function's handle, from `aclrtBinaryGetFunction`; on the host
 /// runtime a number looked up among the live handles, never a pointer.
 pub type aclrtFuncHandle = *mut c_void;

@@ -5,6 +5,7 @@
 
 pub mod allocator;
 pub mod capabilities;
+pub mod data_buffer;
 pub mod device_info;
 pub mod device_limits;
 pub mod errmsg;
