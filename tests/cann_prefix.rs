@@ -5,20 +5,27 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[test]
-fn a_program_linked_with_lascendcl_from_the_prefix_runs() {
-    let root = common::root();
-    let dir = common::scratch("cann_prefix");
+/// `scripts/cann-prefix.sh DIR/prefix` over the library under test.
+fn write_prefix(dir: &Path) -> PathBuf {
     let prefix = dir.join("prefix");
     let status = Command::new("bash")
-        .arg(root.join("scripts/cann-prefix.sh"))
+        .arg(common::root().join("scripts/cann-prefix.sh"))
         .arg(&prefix)
         .env("ACLALLOC_LIB", common::lib_dir().join("libaclalloc.so"))
         .status()
         .expect("bash");
     assert!(status.success(), "cann-prefix.sh failed");
+    prefix
+}
+
+#[test]
+fn a_program_linked_with_lascendcl_from_the_prefix_runs() {
+    let root = common::root();
+    let dir = common::scratch("cann_prefix");
+    let prefix = write_prefix(&dir);
     for file in [
         "include/acl/acl.h",
         "include/acl/acl_rt.h",
@@ -78,14 +85,7 @@ fn ascendc_fatbin_library_builds_a_loadable_kernel_binary() {
 
     let root = common::root();
     let dir = common::scratch("cann_prefix_fatbin");
-    let prefix = dir.join("prefix");
-    let status = Command::new("bash")
-        .arg(root.join("scripts/cann-prefix.sh"))
-        .arg(&prefix)
-        .env("ACLALLOC_LIB", common::lib_dir().join("libaclalloc.so"))
-        .status()
-        .expect("bash");
-    assert!(status.success(), "cann-prefix.sh failed");
+    let prefix = write_prefix(&dir);
     let project = dir.join("project");
     std::fs::create_dir_all(&project).unwrap();
     // Kernel sources as a sample names them: only their file names count.
@@ -157,14 +157,7 @@ fn ascendc_fatbin_library_builds_a_loadable_kernel_binary() {
 fn the_operator_library_stand_ins_run_a_captured_add() {
     let root = common::root();
     let dir = common::scratch("cann_prefix_aclnn");
-    let prefix = dir.join("prefix");
-    let status = Command::new("bash")
-        .arg(root.join("scripts/cann-prefix.sh"))
-        .arg(&prefix)
-        .env("ACLALLOC_LIB", common::lib_dir().join("libaclalloc.so"))
-        .status()
-        .expect("bash");
-    assert!(status.success(), "cann-prefix.sh failed");
+    let prefix = write_prefix(&dir);
     for file in [
         "include/aclnnop/aclnn_add.h",
         "include/aclnnop/aclnn_mul.h",
