@@ -4,7 +4,7 @@
 //! A kernel binary for the host is a shared object of host stand-ins: for
 //! kernel `NAME` it exports `aclallocKernel_NAME` with the signature of
 //! `aclallocKernelStandIn` (`base::types`), called once per block with the
-//! argument list as CANN lays it out ([`super::kernel_args`]). The object
+//! argument list as CANN lays it out (`kernel_args.rs`). The object
 //! is opened with `RTLD_NOW | RTLD_LOCAL`, so two binaries may define the
 //! same kernel names.
 //!

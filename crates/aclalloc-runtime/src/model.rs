@@ -1,7 +1,7 @@
 //! Model running instances (`aclmdlRI`): what a capture or a build
 //! recorded, and its replay.
 //!
-//! A model is lanes of [`Node`]s. A replay (`aclmdlRIExecuteAsync`) is one
+//! A model is lanes of `Node`s. A replay (`aclmdlRIExecuteAsync`) is one
 //! task on the replay stream that runs the nodes in order on the stream's
 //! worker: the model's head lanes, and the lanes that activations and
 //! switches reach. Kernels run with the workspaces their capture took,
