@@ -7,7 +7,7 @@
 use super::engine::StreamOf;
 use super::streams::SHARDS;
 use super::thread_cache::FastFree;
-use super::{Pool, CLOSED, FOREIGN, LAST_SHARD};
+use super::{Pool, CLOSED, FOREIGN};
 use crate::base::error::{Error, Result};
 
 /// What [`Pool::free_on`] did.
@@ -41,12 +41,7 @@ impl Pool {
 
     /// The stream live block `addr` was allocated on.
     fn stream_of(&self, addr: usize) -> Result<usize> {
-        let (pool, last) = LAST_SHARD.with(std::cell::Cell::get);
-        let first = if pool == self as *const Pool as usize {
-            last
-        } else {
-            0
-        };
+        let first = self.likely_shard();
         for shard in std::iter::once(first).chain((0..SHARDS).filter(|&s| s != first)) {
             let found = self.shards[shard].0.lock().stream_of(addr);
             match found {

@@ -306,15 +306,23 @@ impl Pool {
         }
     }
 
-    /// [`Pool::free`] of a block no cache of this thread handed out.
-    #[inline(never)]
-    fn free_shard(&self, addr: usize) -> Result<()> {
+    /// The shard this thread allocated from last in this pool (0 when its
+    /// last allocation was in another pool): where a freed block most
+    /// likely lives.
+    #[inline]
+    fn likely_shard(&self) -> usize {
         let (pool, last) = LAST_SHARD.with(Cell::get);
-        let first = if pool == self as *const Pool as usize {
+        if pool == self as *const Pool as usize {
             last
         } else {
             0
-        };
+        }
+    }
+
+    /// [`Pool::free`] of a block no cache of this thread handed out.
+    #[inline(never)]
+    fn free_shard(&self, addr: usize) -> Result<()> {
+        let first = self.likely_shard();
         // The guard must be gone before the slow path locks anything.
         let answer = {
             let mut core = self.shards[first].0.lock();
