@@ -361,6 +361,23 @@ mod pair {
         bencher.bench_local(|| aclallocPoolFree(pool, aclallocPoolAlloc(pool, black_box(4096))));
     }
 
+    /// torch_npu's path: `aclallocTorchMalloc` / `aclallocTorchFree`, the
+    /// functions `NPUPluggableAllocator(<libaclalloc>, ...)` calls, served
+    /// by device 0's default pool (the device and stream arguments checked
+    /// on each call). Compare with `pool_c_callbacks`.
+    #[divan::bench]
+    fn torch_npu_exports(bencher: divan::Bencher) {
+        use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+        use aclalloc::ffi::ext::torch_allocator::{aclallocTorchFree, aclallocTorchMalloc};
+        unsafe { aclInit(std::ptr::null()) };
+        assert_eq!(aclrtSetDevice(0), 0);
+        let stream = std::ptr::null_mut();
+        bencher.bench_local(|| {
+            let p = aclallocTorchMalloc(black_box(4096), 0, stream);
+            aclallocTorchFree(black_box(p), 4096, 0, stream);
+        });
+    }
+
     #[divan::bench]
     fn malloc_per_block(bencher: divan::Bencher) {
         run(bencher, &MallocPerBlock::new());
