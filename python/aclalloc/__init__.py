@@ -4,6 +4,8 @@
   ``acl.rt.allocator_register``, ... returning ``ret`` or ``(value, ret)``).
 * :mod:`aclalloc.npu` -- torch_npu's memory API (``memory_stats``,
   ``caching_allocator_alloc``, ``NPUPluggableAllocator``, ...), which raises.
+* :func:`torch_npu_allocator` -- libaclalloc's caching pool as torch_npu's
+  allocator, in one call.
 * :func:`launch_kernel` -- an operator launch that takes its workspace from
   the stream's registered allocator (or the default one).
 
@@ -18,9 +20,10 @@ from typing import Any, Callable, Optional
 from . import _callbacks
 from ._args import BadArgument, handle, refuse, size
 from ._lib import library_path
+from ._torch_npu import torch_npu_allocator
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "launch_kernel", "library_path"]
+__all__ = ["__version__", "launch_kernel", "library_path", "torch_npu_allocator"]
 
 
 def launch_kernel(

@@ -301,3 +301,59 @@ def test_libaclalloc_itself_is_a_torch_npu_pluggable_allocator():
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert result.stdout.strip() == "ok"
+
+
+def test_torch_npu_allocator_wires_libaclalloc_in_one_call(tmp_path):
+    """aclalloc.torch_npu_allocator(): torch_npu.npu when importable (here a
+    stand-in package whose npu is aclalloc.npu, torch_npu's names), every
+    hook set: the figures are the pool's (num_device_alloc comes only from
+    aclallocTorchGetDeviceStats), empty_cache gives its segments back."""
+    fake = tmp_path / "torch_npu"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("from aclalloc import npu  # noqa: F401\n")
+    result = run_python(
+        """
+        import aclalloc
+        from aclalloc import acl, npu
+        assert acl.init(None) == 0 and acl.rt.set_device(0) == 0
+        alloc = aclalloc.torch_npu_allocator()
+        assert npu.get_allocator_backend() == "pluggable"
+        assert npu.memory._get_current_allocator().allocator() is alloc.allocator()
+        p = npu.caching_allocator_alloc(1000)
+        stats = npu.memory_stats()
+        assert stats["requested_bytes.all.current"] == 1000, stats
+        assert stats["allocated_bytes.all.current"] == 1024, stats
+        assert stats["num_device_alloc"] >= 1 and stats["reserved_bytes.all.current"] > 0
+        npu.caching_allocator_delete(p)
+        npu.reset_peak_memory_stats()
+        assert npu.max_memory_allocated() == 0
+        npu.empty_cache()
+        assert npu.memory_reserved() == 0
+        try:
+            aclalloc.torch_npu_allocator()
+            raise SystemExit("installed after the first allocation")
+        except RuntimeError as e:
+            assert "already initialized" in str(e), e
+        assert aclalloc.torch_npu_allocator(install=False).allocator() is not None
+        print("ok")
+        """,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "ok"
+
+
+def test_torch_npu_allocator_without_torch_npu_says_what_to_do():
+    result = run_python(
+        """
+        import sys
+        sys.modules["torch_npu"] = None  # not importable, whatever is installed
+        import aclalloc
+        try:
+            aclalloc.torch_npu_allocator()
+        except ImportError as e:
+            print(e)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "torch_npu" in result.stdout and "aclalloc.npu" in result.stdout

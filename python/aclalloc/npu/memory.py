@@ -476,15 +476,25 @@ def change_current_allocator(allocator: _NPUAllocator) -> None:
         raise RuntimeError(f"Can't swap an already initialized allocator: {message}")
     if rc != 0:
         raise fail("aclallocSetDefaultAllocator", rc)
+    _made_current[0] = allocator.allocator()
+
+
+_made_current: list = [None]
+"""The allocator object :func:`change_current_allocator` chose last: the
+default allocator once it is built, so torch_npu's
+``_get_current_allocator`` names it before its first allocation too."""
 
 
 def _get_current_allocator() -> _NPUAllocator:
     """The default allocator, as torch_npu's ``_get_current_allocator``: its
     ``allocator()`` is the pluggable allocator's object when one was made
-    current, else the default pool's handle (0 before it is built)."""
+    current (from the swap on, as in torch_npu), else the default pool's
+    handle (0 before it is built)."""
     state = _default.built()
     if state is not None and state.kind == "plugin" and state.obj in _pluggable.PLUGGABLES:
         return _NPUAllocator(_pluggable.PLUGGABLES[state.obj])
+    if state is None and _made_current[0] is not None and _default.kind() == "plugin":
+        return _NPUAllocator(_made_current[0])
     return _NPUAllocator(state.obj if state is not None else 0)
 
 
