@@ -41,25 +41,37 @@ def run_python(
 
 
 def build_shared_object(
-    source: Path, out_dir: Path, defines: tuple[str, ...] = (), name: str | None = None
+    source: Path,
+    out_dir: Path,
+    defines: tuple[str, ...] = (),
+    name: str | None = None,
+    includes: tuple[str, ...] = (),
+    suffix: str = ".so",
 ) -> Path:
-    """Compiles a C file into a shared object with no libraries linked
-    (``defines``: ``-D`` switches; ``name``: the object's stem, else the source's)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler (cc) on PATH; CI installs one")
-    out = out_dir / ((name or source.stem) + ".so")
+    """Compiles a C or C++ file (by its suffix) into a shared object with no
+    libraries linked, warnings as errors (``defines``: ``-D`` switches;
+    ``name``: the object's stem, else the source's; ``includes``: more
+    ``-I`` directories; ``suffix``: the object's file suffix)."""
+    if source.suffix == ".cpp":
+        compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+        language = ("-std=c++17",)
+    else:
+        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        language = ()
+    if compiler is None:
+        pytest.fail(f"no compiler for {source.name} on PATH; CI installs one")
+    out = out_dir / ((name or source.stem) + suffix)
     subprocess.run(
         [
-            cc,
+            compiler,
             "-shared",
             "-fPIC",
             "-Wall",
             "-Wextra",
             "-Werror",
+            *language,
             *(f"-D{d}" for d in defines),
-            "-I",
-            str(ROOT / "include"),
+            *(arg for d in (*includes, str(ROOT / "include")) for arg in ("-I", d)),
             str(source),
             "-o",
             str(out),

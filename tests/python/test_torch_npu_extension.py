@@ -10,49 +10,22 @@ set to 0 and read back)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sysconfig
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_python
+from conftest import build_shared_object, run_python
 
 SOURCE = Path(__file__).resolve().parent / "cxx" / "pluggable_allocator_extensions.cpp"
 
 
 def _build(out_dir: Path, defines: tuple[str, ...]) -> Path:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.fail("no C++ compiler (c++) on PATH; CI installs one")
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").exists():
         pytest.fail(f"Python.h is not in {include}: install python3-dev (CI does)")
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    out = out_dir / f"pluggable_allocator_extensions{suffix}"
-    subprocess.run(
-        [
-            cxx,
-            "-shared",
-            "-fPIC",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-std=c++17",
-            *(f"-D{d}" for d in defines),
-            "-I",
-            include,
-            "-I",
-            str(ROOT / "include"),
-            str(SOURCE),
-            "-o",
-            str(out),
-        ],
-        check=True,
-    )
-    return out
+    return build_shared_object(SOURCE, out_dir, defines, includes=(include,), suffix=suffix)
 
 
 @pytest.fixture(scope="module", params=["current", "v1"])
