@@ -223,6 +223,8 @@ pub(crate) enum Held {
         block: *mut c_void,
         stream: usize,
         descriptor: usize,
+        /// The observer told of the hold (tracking was on), told of the release.
+        observer: Option<&'static dyn crate::registry::observer::StreamObserver>,
     },
     /// From the runtime's workspace allocator.
     Default {
@@ -244,7 +246,11 @@ impl Drop for Held {
                 block,
                 stream,
                 descriptor,
+                observer,
             } => {
+                if let Some(o) = observer {
+                    o.workspace_released(*block as usize);
+                }
                 let (stream, descriptor) = (*stream, *descriptor);
                 // SAFETY: `free` of the allocator whose `alloc` returned the
                 // block, called once, as CANN calls it.
