@@ -902,6 +902,41 @@ aclError aclallocMemPoolGetDevicePool(aclallocMemPool pool, int32_t deviceId, ac
 aclError aclallocMemPoolListDevicePools(int32_t deviceId, aclallocPool *pools, size_t capacity, size_t *count);
 
 /**
+ * Makes the pool serve every allocation of the default allocator on
+ * `stream` and `deviceId`, from any thread, until
+ * `aclallocMemPoolEndAllocateToPool`: torch_npu's `beginAllocateToPool`
+ * with a filter that picks the capturing stream. Raw allocations naming
+ * the stream (`aclallocDefaultMalloc`) and the workspaces of launches on it
+ * that no registered allocator serves come from the pool. A model captured
+ * on the stream meanwhile holds a use of the pool until it is destroyed,
+ * so several models can share one pool; once no route and no model uses
+ * it, the pool gives its free memory back to the device (a failed or
+ * abandoned capture included). Counts as a use of the pool (it cannot be
+ * destroyed until the route ends).
+ *
+ * Errors: NULL `stream`, a stream already routed on that device:
+ * `ACL_ERROR_INVALID_PARAM`; a bad device: `ACL_ERROR_RT_INVALID_DEVICEID`.
+ */
+aclError aclallocMemPoolBeginAllocateToPool(aclallocMemPool pool, int32_t deviceId, aclrtStream stream);
+
+/**
+ * Ends the route `aclallocMemPoolBeginAllocateToPool` began (torch_npu's
+ * `endAllocateToPool`); the pool gives its free memory back if no captured
+ * model uses it. A stream not routed to the pool on that device:
+ * `ACL_ERROR_INVALID_PARAM`.
+ */
+aclError aclallocMemPoolEndAllocateToPool(aclallocMemPool pool, int32_t deviceId, aclrtStream stream);
+
+/**
+ * How many captured models hold memory of the pool now (each a use that
+ * ends when the model is destroyed or its capture fails).
+ *
+ * # Safety
+ * `count` must be writable.
+ */
+aclError aclallocMemPoolGraphCount(aclallocMemPool pool, uint64_t *count);
+
+/**
  * Loads a pluggable allocator from a shared object and resolves its
  * functions by name, then calls its init function (if named) with the device
  * count. On success `*allocator` is its handle and `*allocatorDesc` a

@@ -895,3 +895,43 @@ fn captured_waits_on_outside_events_are_ordinary_or_external() {
         destroy(st);
     }
 }
+
+#[test]
+fn notifies_on_a_capturing_stream_are_refused_and_the_capture_goes_on() {
+    use aclalloc::ffi::cann::notify::*;
+    let _serial = serial();
+    setup();
+    let (s, other) = new_streams();
+    let mut n = null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { aclrtCreateNotify(&mut n, 0) }, ACL_SUCCESS);
+    begin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    assert_eq!(launch(s, 0, 1), ACL_SUCCESS);
+    // SAFETY: handles of this test.
+    let record = unsafe { aclrtRecordNotify(n, s) };
+    assert_eq!(record, ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
+    assert!(common::message().contains("notifies"));
+    // SAFETY: as above.
+    let wait = unsafe { aclrtWaitAndResetNotify(n, s, 0) };
+    assert_eq!(wait, ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
+    assert_eq!(info(s).0, ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, "still valid");
+    assert_eq!(launch(s, 0, 2), ACL_SUCCESS);
+    let model = end(s).expect("the capture ends");
+    assert_eq!(replay(model, other), ACL_SUCCESS);
+    sync(other);
+    assert_eq!(ran(), [1, 2], "the model holds the launches, no notify");
+    // The stream records notifies again once its capture ended.
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(aclrtRecordNotify(n, s), ACL_SUCCESS);
+        assert_eq!(aclrtWaitAndResetNotify(n, other, 0), ACL_SUCCESS);
+    }
+    sync(other);
+    // SAFETY: handles of this test.
+    unsafe {
+        assert_eq!(aclmdlRIDestroy(model), ACL_SUCCESS);
+        assert_eq!(aclrtDestroyNotify(n), ACL_SUCCESS);
+    }
+    destroy(s);
+    destroy(other);
+}

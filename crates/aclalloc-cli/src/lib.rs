@@ -104,6 +104,8 @@ THE REPORT:
       cross-stream-reuse-before-synchronize  memory freed on one stream handed to
                                              another before the first was synchronized
       concurrent-use                         two streams inside one allocator at once
+      free-of-block-a-graph-holds            free of a workspace a captured model still
+                                             holds for its replays (model=..)
       use-after-free-async                   a copy or fill touches a stream-ordered
                                              pool's block after its aclrtMemPoolFreeAsync
       free-async-while-used-on-another-stream
@@ -111,7 +113,9 @@ THE REPORT:
                                              copy or fill of the block is not ordered
                                              before it
       leak                                   a block live at unregister, stream
-                                             destruction or exit (seen-at=...)
+                                             destruction or exit (seen-at=...); a
+                                             workspace a captured model holds is a
+                                             leak only at exit
     Each fault is reported once; a repeating concurrent-use is counted (xN).
     With --stacks, a fault is followed by the stack that allocated its block
     ('#0 FUNCTION at FILE:LINE', the program's call site first), and leaks are

@@ -21,6 +21,7 @@
 //! that forbade it; their `aclmdlRICaptureEnd` fails.
 
 use super::events::Event;
+use super::graph_memory::{Release, CAPTURES};
 use super::model::{Held, Lane, Model, Node, TaskGroup};
 use super::stream_worker::{Stream, Task};
 use crate::base::error::{
@@ -117,6 +118,8 @@ pub(crate) struct State {
     pub(crate) groups: Vec<usize>,
     /// Workspaces taken by launches while capturing.
     pub(crate) held: Vec<Held>,
+    /// Other memory the capture hands to its model (`graph_memory`).
+    pub(crate) releases: Vec<Release>,
     /// Why the capture failed.
     pub(crate) invalid: Option<Error>,
     /// Ended (or abandoned): streams no longer join it.
@@ -187,6 +190,9 @@ impl Capture {
             target,
             state: Mutex::new(State::default()),
         });
+        if matches!(capture.target, Target::Capture) {
+            CAPTURES.fetch_add(1, Ordering::AcqRel);
+        }
         if matches!(capture.target, Target::Capture) && mode != MODE_RELAXED {
             LIVE.lock()
                 .push((Arc::downgrade(&capture), capture.thread, mode));
@@ -337,6 +343,11 @@ impl Capture {
         self.state.lock().held.push(held);
     }
 
+    /// Keeps memory the capture hands to its model (see `graph_memory`).
+    pub(crate) fn keep_release(&self, release: Release) {
+        self.state.lock().releases.push(release);
+    }
+
     /// Records an event's record made on a capturing stream.
     pub(crate) fn record_event(self: &Arc<Self>, lane: usize, event: &Arc<Event>) -> Result<()> {
         self.push(lane, Node::Record(Arc::clone(event)))?;
@@ -347,6 +358,9 @@ impl Capture {
 
 impl Drop for Capture {
     fn drop(&mut self) {
+        if matches!(self.target, Target::Capture) {
+            CAPTURES.fetch_sub(1, Ordering::AcqRel);
+        }
         // Off the list even if never finished (an abandoned capture).
         if matches!(self.target, Target::Capture) && self.mode != MODE_RELAXED {
             let mut live = LIVE.lock();

@@ -94,12 +94,18 @@ impl HostRuntime {
                 stream.enqueue(task(addr, false))
             };
             if let (Some(capture), Ok(())) = (&capture, enqueued) {
-                // Given back with this `free` when the model goes.
+                // Given back with this `free` when the model goes; an
+                // observer that wrapped the callbacks hears of the hold.
+                let observer = crate::registry::observer::intercepting().then(|| self.observer());
+                if let Some(o) = observer {
+                    o.workspace_held(block as usize, capture.model_handle);
+                }
                 capture.hold(Held::Registered {
                     callbacks: c,
                     block,
                     stream: stream_id,
                     descriptor,
+                    observer,
                 });
                 return Ok(());
             }

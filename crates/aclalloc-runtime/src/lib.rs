@@ -25,6 +25,7 @@ pub mod device;
 pub mod events;
 pub mod exceptions;
 mod fork;
+pub mod graph_memory;
 pub mod host;
 mod host_memory;
 mod host_ranges;

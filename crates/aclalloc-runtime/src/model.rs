@@ -223,6 +223,8 @@ pub(crate) enum Held {
         block: *mut c_void,
         stream: usize,
         descriptor: usize,
+        /// The observer told of the hold (tracking was on), told of the release.
+        observer: Option<&'static dyn crate::registry::observer::StreamObserver>,
     },
     /// From the runtime's workspace allocator.
     Default {
@@ -244,7 +246,11 @@ impl Drop for Held {
                 block,
                 stream,
                 descriptor,
+                observer,
             } => {
+                if let Some(o) = observer {
+                    o.workspace_released(*block as usize);
+                }
                 let (stream, descriptor) = (*stream, *descriptor);
                 // SAFETY: `free` of the allocator whose `alloc` returned the
                 // block, called once, as CANN calls it.
@@ -279,6 +285,9 @@ pub struct Model {
     pub(crate) phase: Mutex<Phase>,
     /// Workspaces its captures took (given back when it goes).
     held: Mutex<Vec<Held>>,
+    /// Other memory its captures handed to it (`graph_memory`); declared
+    /// after `held`, so dropped after the workspaces.
+    releases: Mutex<Vec<super::graph_memory::Release>>,
     /// Conditions made on it, set to their defaults when it starts.
     pub(crate) conditions: Mutex<Vec<Arc<Condition>>>,
     /// Handles that go when the model is destroyed: its task groups, its
@@ -312,6 +321,7 @@ impl Model {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             phase: Mutex::new(phase),
             held: Mutex::new(Vec::new()),
+            releases: Mutex::new(Vec::new()),
             conditions: Mutex::new(Vec::new()),
             owned: Mutex::new(Owned::default()),
             aborts: AtomicU64::new(0),
@@ -332,6 +342,11 @@ impl Model {
     /// Keeps workspaces for as long as the model lives.
     pub(crate) fn keep(&self, held: Vec<Held>) {
         self.held.lock().extend(held);
+    }
+
+    /// Keeps other memory its capture handed to it, for as long as it lives.
+    pub(crate) fn keep_releases(&self, releases: Vec<super::graph_memory::Release>) {
+        self.releases.lock().extend(releases);
     }
 
     /// How many workspaces the model holds.

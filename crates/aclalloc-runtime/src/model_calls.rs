@@ -207,6 +207,7 @@ impl HostRuntime {
     fn complete(&self, capture: &Arc<Capture>, state: State) -> usize {
         let model = &capture.model;
         model.keep(state.held);
+        model.keep_releases(state.releases);
         *model.streams.lock() = state.seen;
         model.owned.lock().groups.extend(state.groups);
         *model.phase.lock() = Phase::Ready(Arc::new(state.lanes));

@@ -91,6 +91,16 @@ pub enum Fault {
         size: usize,
         used_on: usize,
     },
+    /// free of a block a captured model still holds as a launch's workspace
+    /// (it uses it at every replay until it is destroyed).
+    FreedWhileGraphHolds {
+        stream: usize,
+        allocator: usize,
+        block: usize,
+        address: usize,
+        size: usize,
+        model: usize,
+    },
     /// Two streams were inside one allocator object at the same time.
     ConcurrentUse {
         allocator: usize,
@@ -122,6 +132,7 @@ impl Fault {
             Fault::CrossStreamReuse { .. } => "cross-stream-reuse-before-synchronize",
             Fault::UseAfterFreeAsync { .. } => "use-after-free-async",
             Fault::FreeAsyncWhileUsed { .. } => "free-async-while-used-on-another-stream",
+            Fault::FreedWhileGraphHolds { .. } => "free-of-block-a-graph-holds",
             Fault::ConcurrentUse { .. } => "concurrent-use",
             Fault::Leak { .. } => "leak",
         }

@@ -21,6 +21,7 @@ use aclalloc_core::{base, registry};
 mod churn;
 pub mod events;
 mod exit;
+mod graph;
 mod history;
 mod leaks;
 mod ordered;
@@ -181,6 +182,12 @@ impl crate::registry::observer::StreamObserver for TrackingObserver {
     }
     fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
         stream_destroyed(stream, old)
+    }
+    fn workspace_held(&self, block: usize, model: usize) {
+        graph::held(block, model);
+    }
+    fn workspace_released(&self, block: usize) {
+        graph::released(block);
     }
     // Kept with tracking off too: the pool moves cached memory between
     // streams by the same waits.

@@ -240,6 +240,18 @@ pub(crate) fn fault_line(event: &Event) -> String {
              address={address:#x} freed-on={freed_on:#x} freed-block={freed_block:#x} \
              (freed-on was not synchronized in between)"
         ),
+        Fault::FreedWhileGraphHolds {
+            stream,
+            allocator,
+            block,
+            address,
+            size,
+            model,
+        } => format!(
+            "stream={stream:#x} allocator={allocator:#x} size={size} block={block:#x} \
+             address={address:#x} model={model:#x} (a captured model holds this workspace \
+             for its replays until aclmdlRIDestroy)"
+        ),
         Fault::UseAfterFreeAsync {
             stream,
             pool,

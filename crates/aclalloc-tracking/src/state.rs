@@ -391,6 +391,17 @@ impl Inside<'_> {
             Err(refused) => return refused_free(refused, allocator, block, stream),
         };
         let (size, address) = (live.size, live.meta.address);
+        if let Some(model) = super::graph::holder(block) {
+            graph_held_free(
+                allocator,
+                block,
+                stream,
+                size,
+                address,
+                model,
+                live.meta.stack,
+            );
+        }
         if address != 0 {
             history::freed(live.meta.device, address, size, stream);
             if let Some(range) = self.ranges.get_mut(&(address, block)) {
@@ -428,7 +439,10 @@ impl Inside<'_> {
     pub(crate) fn report_leaks(&mut self, allocator: usize, stream: Option<usize>, seen: LeakSeen) {
         let now = now_ns();
         for (block, rec) in self.g.live() {
-            if !rec.meta.leak_reported && stream.map_or(true, |s| s == rec.owner) {
+            // A block a model holds goes back when the model goes, not
+            // with its stream's registration.
+            let graph_holds = seen != LeakSeen::Exit && super::graph::holder(block).is_some();
+            if !rec.meta.leak_reported && !graph_holds && stream.map_or(true, |s| s == rec.owner) {
                 self.g.update_meta(block, |m| m.leak_reported = true);
                 record_with_stack(
                     Fault::Leak {
@@ -481,6 +495,34 @@ fn refused_free(refused: Refused<TrackMeta>, allocator: usize, block: usize, str
     }
 }
 
+/// A free of `block` while model `model` holds it: reported with the
+/// stack that allocated it, once (the model's own free later is then a
+/// double free).
+#[cold]
+#[inline(never)]
+fn graph_held_free(
+    allocator: usize,
+    block: usize,
+    stream: usize,
+    size: usize,
+    address: usize,
+    model: usize,
+    stack: StackId,
+) {
+    super::graph::released(block);
+    record_with_stack(
+        Fault::FreedWhileGraphHolds {
+            stream,
+            allocator,
+            block,
+            address,
+            size,
+            model,
+        },
+        stack,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,6 +544,7 @@ mod tests {
                 | Fault::Overlap { allocator: a, .. }
                 | Fault::CrossStreamReuse { allocator: a, .. }
                 | Fault::ConcurrentUse { allocator: a, .. }
+                | Fault::FreedWhileGraphHolds { allocator: a, .. }
                 | Fault::Leak { allocator: a, .. } => a == allocator,
                 Fault::UseAfterFreeAsync { .. } | Fault::FreeAsyncWhileUsed { .. } => false,
             })

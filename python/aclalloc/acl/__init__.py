@@ -14,9 +14,9 @@ from typing import Optional
 
 from .. import _errors
 from .._lib import lib, recent_c_message, take_carried_messages
-from . import rt
+from . import mdl, rt
 
-__all__ = ["finalize", "get_recent_err_msg", "init", "rt"]
+__all__ = ["finalize", "get_recent_err_msg", "init", "mdl", "rt"]
 
 
 def init(config_path: Optional[str] = None) -> int:

@@ -7,11 +7,13 @@ PyTorch's names and meanings; also reachable as ``npu.memory.*`` (like
 ``_snapshot`` and ``_dump_snapshot`` live.
 """
 
-from . import memory
+from . import graphs, memory
 
-# npu.memory's __all__ is the one list of the public API; this package
-# re-exports it, plus the module itself.
+# npu.memory's and npu.graphs' __all__ are the lists of the public API;
+# this package re-exports them, plus the modules themselves.
+from .graphs import *  # noqa: F403
+from .graphs import __all__ as _graphs_all
 from .memory import *  # noqa: F403
 from .memory import __all__ as _memory_all
 
-__all__ = ["memory", *_memory_all]
+__all__ = ["graphs", "memory", *_graphs_all, *_memory_all]

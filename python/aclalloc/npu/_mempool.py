@@ -253,3 +253,14 @@ def add_device_stats(names: List[str], values: List[int], device: int) -> List[i
             if name != "max_split_size" and name in by_name:
                 total[i] += by_name[name]
     return total
+
+
+def device_stats_alone(device: int) -> List[Tuple[str, int]]:
+    """The statistics of every MemPool's pool on ``device`` added up, when
+    the device has no default pool to add them to (none: empty)."""
+    handles = _device_pools(device)
+    if not handles:
+        return []
+    names, first = _pools.stats(handles[0])
+    zeros = [v if k == "max_split_size" else 0 for k, v in zip(names, first)]
+    return list(zip(names, add_device_stats(names, zeros, device)))

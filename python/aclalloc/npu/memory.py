@@ -236,7 +236,8 @@ def memory_stats(device: Device = None) -> Dict[str, int]:
     index = _default.device_index(device)
     state = _default.built_for(index)
     if state is None:
-        return collections.OrderedDict()
+        # No default allocator yet: the MemPools alone (a graph's pool, say).
+        return collections.OrderedDict(_mempool.device_stats_alone(index))
     if state.kind == "plugin":
         nested = _pluggable.device_stats(state.obj, index)
         return collections.OrderedDict(_pluggable.flatten(nested))

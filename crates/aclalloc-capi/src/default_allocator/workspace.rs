@@ -25,6 +25,13 @@ pub struct DefaultWorkspaces;
 impl WorkspaceAllocator for DefaultWorkspaces {
     #[inline]
     fn alloc(&self, memory: &DeviceHeap, stream: StreamKey, size: usize) -> Result<Workspace> {
+        // A capture pool the stream is routed to serves first.
+        if let Some(routed) = super::mem_pool::route_stream(size, stream.get().get()) {
+            return Ok(Workspace {
+                ptr: NonNull::new(routed?.get() as *mut u8).expect("non-zero"),
+                free_in_stream_order: true,
+            });
+        }
         let default = global();
         let in_use = default.frozen()?;
         if let Some(pool) = in_use.fast_pool() {
@@ -46,6 +53,13 @@ impl WorkspaceAllocator for DefaultWorkspaces {
 
     #[inline]
     fn free(&self, memory: &DeviceHeap, workspace: NonNull<u8>) {
+        // A memory pool's block (a capture pool's) goes back there.
+        if let Some(freed) = super::mem_pool::route_free(workspace.as_ptr() as usize) {
+            if let Err(e) = freed {
+                errlog::record("aclalloc default workspace free", e);
+            }
+            return;
+        }
         let default = global();
         // Frozen since `alloc`: the same allocator takes it back.
         let direct = default

@@ -20,7 +20,10 @@
 //! `aclalloc-pool`'s `cross_stream.rs`, by whole free segments). With
 //! internal dependencies on, the pool makes the allocating stream wait for
 //! the freeing one before it would grow ([`set_insert_wait`]), and then
-//! takes that memory.
+//! takes that memory. Allocations made while their stream captures are the
+//! captured model's ([`graph`]).
+
+pub mod graph;
 
 use crate::base::error::{Error, Result};
 use crate::base::table::WordMap;

@@ -51,6 +51,15 @@ pub trait StreamObserver: Sync {
     /// `token` stands for.
     #[inline]
     fn stream_waited(&self, _waiter: StreamKey, _source: StreamKey, _token: u64) {}
+    /// Captured model `model` (its handle) holds `block`, the workspace a
+    /// registered allocator's tracked callbacks gave one of its launches,
+    /// for its replays: a free of it before [`StreamObserver::workspace_released`]
+    /// frees memory the model will use again.
+    #[inline]
+    fn workspace_held(&self, _block: usize, _model: usize) {}
+    /// The model that held `block` gives it back now (its free follows).
+    #[inline]
+    fn workspace_released(&self, _block: usize) {}
 }
 
 /// The observer that observes nothing.

@@ -13,8 +13,11 @@
 //! live). `use_on_oom`: when the default pool of a device is out of memory,
 //! the cached blocks of such pools serve as a last resort (they get no new
 //! segment for it). `no_split`: a block of the pool is never split (each
-//! takes a segment of its own).
+//! takes a segment of its own). A pool can also serve every allocation on
+//! a stream, from any thread, while that stream captures a graph
+//! ([`capture`]).
 
+pub mod capture;
 mod routing;
 mod segments;
 
@@ -55,6 +58,13 @@ pub struct MemPool {
     /// uses ends them).
     uses: AtomicUsize,
     destroyed: AtomicBool,
+    /// Streams routed to it now ([`capture`]).
+    routes: AtomicUsize,
+    /// Models that took memory from it while capturing, by handle.
+    graphs: Mutex<Vec<usize>>,
+    /// A stream was ever routed to it: it gives its free memory back when
+    /// nothing uses it.
+    captured: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -102,6 +112,9 @@ pub fn create(options: MemPoolOptions) -> Result<MemPoolHandle> {
         pools: Mutex::new(Vec::new()),
         uses: AtomicUsize::new(0),
         destroyed: AtomicBool::new(false),
+        routes: AtomicUsize::new(0),
+        graphs: Mutex::new(Vec::new()),
+        captured: AtomicBool::new(false),
     });
     let mut live = LIVE.write();
     live.try_reserve(1).map_err(|_| Error::BadAlloc {
@@ -171,6 +184,37 @@ pub fn end_use(handle: MemPoolHandle, device: i32) -> Result<()> {
     let pool = routing::pop(id, device)?;
     pool.uses.fetch_sub(1, Ordering::AcqRel);
     Ok(())
+}
+
+/// Routes every allocation of the default allocator on `stream` (any
+/// thread) and `device` to the pool until [`end_allocate_to_pool`]: a
+/// capture pool (torch_npu's `beginAllocateToPool`). Counts as a use.
+pub fn begin_allocate_to_pool(handle: MemPoolHandle, device: i32, stream: usize) -> Result<()> {
+    check_device(device)?;
+    let pool = get(handle)?;
+    pool.uses.fetch_add(1, Ordering::SeqCst);
+    if pool.destroyed.load(Ordering::SeqCst) {
+        pool.uses.fetch_sub(1, Ordering::SeqCst);
+        return Err(NOT_A_MEM_POOL);
+    }
+    capture::begin(pool.clone(), device, stream).inspect_err(|_| {
+        pool.uses.fetch_sub(1, Ordering::AcqRel);
+    })
+}
+
+/// Ends the route of `stream` on `device` to the pool; the pool gives its
+/// free memory back if no captured model uses it.
+pub fn end_allocate_to_pool(handle: MemPoolHandle, device: i32, stream: usize) -> Result<()> {
+    check_device(device)?;
+    let id = get(handle)?.id;
+    let pool = capture::end(id, device, stream)?;
+    pool.uses.fetch_sub(1, Ordering::AcqRel);
+    Ok(())
+}
+
+/// How many captured models hold memory of the pool now.
+pub fn graph_count(handle: MemPoolHandle) -> Result<usize> {
+    get(handle).map(|p| p.graphs.lock().len())
 }
 
 fn check_device(device: i32) -> Result<()> {
@@ -310,6 +354,9 @@ impl MemPool {
 /// thread uses on its current device, or `None` outside any use.
 #[inline]
 pub(crate) fn route_alloc(size: usize, stream: usize) -> Option<Result<NonZeroUsize>> {
+    if let Some(routed) = route_stream(size, stream) {
+        return Some(routed);
+    }
     if !routing::any() {
         return None;
     }
@@ -319,6 +366,25 @@ pub(crate) fn route_alloc(size: usize, stream: usize) -> Option<Result<NonZeroUs
         pool.pool_for(device)
             .and_then(|p| p.malloc_on(stream, size)),
     )
+}
+
+/// A block from the capture pool `stream` is routed to on the current
+/// device, or `None` when it is routed to none.
+#[inline]
+pub(crate) fn route_stream(size: usize, stream: usize) -> Option<Result<NonZeroUsize>> {
+    // One atomic load while no stream is routed: the workspace fast path.
+    if !capture::any() {
+        return None;
+    }
+    let device = context::current_device();
+    let pool = capture::routed(stream, device)?;
+    let got = pool
+        .pool_for(device)
+        .and_then(|p| p.malloc_on(stream, size));
+    if got.is_ok() {
+        capture::served(&pool, stream);
+    }
+    Some(got)
 }
 
 /// The default allocator's routing of a free: to the memory pool holding
@@ -346,6 +412,8 @@ fn route_free_slow(addr: usize) -> Option<Result<()>> {
     let freed = pool.free(addr).map_err(|e| super::pool_refusal(Some(e)));
     if owner.destroyed.load(Ordering::Acquire) {
         owner.reap();
+    } else {
+        capture::release_if_unused(&owner);
     }
     Some(freed)
 }

@@ -10,7 +10,8 @@ use crate::ffi::wiring::args::{self, Out};
 use crate::ffi::wiring::dispatch::real_or_host;
 use crate::ffi::wiring::host::host;
 use crate::ffi::wiring::ordered_tracking;
-use crate::stream_ordered::{self, AttrValue, Freed};
+use crate::runtime::graph_memory::Release;
+use crate::stream_ordered::{self, graph, AttrValue, Freed};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
 
@@ -143,11 +144,51 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
         let out = unsafe { Out::required(ptr, "ptr") }?;
         let pool = pool_value(memPool)?;
         let key = stream_value(stream)?;
+        let capturing = host().capturing_model(args::optional_stream(key.get() as aclrtStream))?;
+        if let Some(model) = capturing {
+            return malloc_in_capture(out, memPool, model, key, size);
+        }
         let addr = stream_ordered::malloc_async(pool, key, size)?;
         out.write(addr.get() as *mut c_void);
         ordered_tracking::allocated(memPool, addr.get() as *mut c_void, size, key.get() as aclrtStream);
         Ok(())
     })
+}
+
+/// `aclrtMemPoolMallocAsync` on a stream capturing into `model`: the block
+/// is the model's (`stream_ordered::graph`), given back when it goes.
+fn malloc_in_capture(
+    out: Out<*mut c_void>,
+    memPool: aclrtMemPool,
+    model: usize,
+    key: NonZeroUsize,
+    size: usize,
+) -> crate::base::error::Result<()> {
+    let pool = pool_value(memPool)?;
+    let stream = args::optional_stream(key.get() as aclrtStream);
+    let got = graph::malloc(model, pool, key, size, || {
+        stream_ordered::malloc_async(pool, key, size)
+    })?;
+    if got.first {
+        let release = Release::new(Box::new(move || {
+            graph::release(model, |addr, stream| {
+                ordered_tracking::freed(addr as *mut c_void, stream as aclrtStream)
+            })
+        }));
+        // The capture checked above cannot have ended on this thread; one
+        // another thread ended meanwhile gives the block back at once.
+        host().hold_in_capture(stream, release)?;
+    }
+    out.write(got.addr.get() as *mut c_void);
+    if got.new_block {
+        ordered_tracking::allocated(
+            memPool,
+            got.addr.get() as *mut c_void,
+            size,
+            key.get() as aclrtStream,
+        );
+    }
+    Ok(())
 }
 
 /// Gives a block back to its pool when `stream` reaches this call: at once
@@ -165,6 +206,11 @@ pub unsafe extern "C" fn aclrtMemPoolFreeAsync(ptr: *mut c_void, stream: aclrtSt
     } {
         let addr = NonZeroUsize::new(ptr as usize).ok_or(Error::NullPointer { param: "ptr" })?;
         let key = stream_value(stream)?;
+        let capturing = host().capturing_model(args::optional_stream(key.get() as aclrtStream))?;
+        if graph::free(addr.get(), key, capturing)? {
+            // A block of this capture: free for its later allocations, still the model's.
+            return Ok(());
+        }
         match stream_ordered::free_async(addr, key)? {
             Freed::Now => {}
             Freed::WhenReached(token) => {

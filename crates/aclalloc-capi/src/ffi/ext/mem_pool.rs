@@ -249,3 +249,65 @@ pub unsafe extern "C" fn aclallocMemPoolListDevicePools(
         Ok(())
     })
 }
+
+/// Makes the pool serve every allocation of the default allocator on
+/// `stream` and `deviceId`, from any thread, until
+/// `aclallocMemPoolEndAllocateToPool`: torch_npu's `beginAllocateToPool`
+/// with a filter that picks the capturing stream. Raw allocations naming
+/// the stream (`aclallocDefaultMalloc`) and the workspaces of launches on it
+/// that no registered allocator serves come from the pool. A model captured
+/// on the stream meanwhile holds a use of the pool until it is destroyed,
+/// so several models can share one pool; once no route and no model uses
+/// it, the pool gives its free memory back to the device (a failed or
+/// abandoned capture included). Counts as a use of the pool (it cannot be
+/// destroyed until the route ends).
+///
+/// Errors: NULL `stream`, a stream already routed on that device:
+/// `ACL_ERROR_INVALID_PARAM`; a bad device: `ACL_ERROR_RT_INVALID_DEVICEID`.
+#[no_mangle]
+pub extern "C" fn aclallocMemPoolBeginAllocateToPool(
+    pool: aclallocMemPool,
+    deviceId: i32,
+    stream: aclrtStream,
+) -> aclError {
+    ffi_boundary!(|| {
+        let stream = args::stream(stream)?;
+        mem_pool::begin_allocate_to_pool(handle(pool)?, deviceId, stream.get().get())
+    })
+}
+
+/// Ends the route `aclallocMemPoolBeginAllocateToPool` began (torch_npu's
+/// `endAllocateToPool`); the pool gives its free memory back if no captured
+/// model uses it. A stream not routed to the pool on that device:
+/// `ACL_ERROR_INVALID_PARAM`.
+#[no_mangle]
+pub extern "C" fn aclallocMemPoolEndAllocateToPool(
+    pool: aclallocMemPool,
+    deviceId: i32,
+    stream: aclrtStream,
+) -> aclError {
+    ffi_boundary!(|| {
+        let stream = args::stream(stream)?;
+        mem_pool::end_allocate_to_pool(handle(pool)?, deviceId, stream.get().get())
+    })
+}
+
+/// How many captured models hold memory of the pool now (each a use that
+/// ends when the model is destroyed or its capture fails).
+///
+/// # Safety
+/// `count` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclallocMemPoolGraphCount(
+    pool: aclallocMemPool,
+    count: *mut u64,
+) -> aclError {
+    ffi_boundary!(|| {
+        // SAFETY: the caller's contract.
+        unsafe {
+            args::write_out(count, "count", || {
+                Ok(mem_pool::graph_count(handle(pool)?)? as u64)
+            })
+        }
+    })
+}

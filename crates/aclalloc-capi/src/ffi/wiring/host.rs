@@ -68,6 +68,12 @@ impl StreamObserver for StreamEvents {
         // Memory pools keep at most their release threshold of free memory.
         crate::stream_ordered::synchronized();
     }
+    fn workspace_held(&self, block: usize, model: usize) {
+        crate::tracking::TrackingObserver.workspace_held(block, model);
+    }
+    fn workspace_released(&self, block: usize) {
+        crate::tracking::TrackingObserver.workspace_released(block);
+    }
     fn stream_destroyed(&self, stream: StreamKey, old: Option<&Registration>) {
         crate::tracking::TrackingObserver.stream_destroyed(stream, old);
         crate::pool::handles::forget_stream(stream.get());

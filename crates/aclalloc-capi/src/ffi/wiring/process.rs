@@ -27,6 +27,12 @@ static AT_LOAD: extern "C" fn() = at_load;
 extern "C" fn at_load() {
     crate::default_allocator::install_pool_callbacks(crate::ffi::ext::pool::callbacks_of);
     crate::stream_ordered::set_insert_wait(make_stream_wait);
+    crate::default_allocator::mem_pool::capture::set_capture_port(
+        crate::default_allocator::mem_pool::capture::CapturePort {
+            model_of: capturing_model,
+            hold: hold_in_capture,
+        },
+    );
     crate::interpose::next::read_environment();
     crate::ffi::wiring::dispatch::set_wiring(wire);
     device_port::set_installer(crate::ffi::wiring::dispatch::ensure);
@@ -54,6 +60,23 @@ fn make_stream_wait(waiter: usize, source: usize) -> bool {
         .is_ok();
     let _ = host.destroy_event(event);
     waited
+}
+
+/// The model `stream` of the host runtime is capturing into, if any (never
+/// in front of a real runtime, whose captures this library does not see).
+fn capturing_model(stream: usize) -> Option<usize> {
+    if crate::interpose::next::real_runtime() {
+        return None;
+    }
+    let key = crate::registry::StreamKey::from_ptr(stream as *mut c_void)?;
+    host().capturing_model(Some(key)).ok().flatten()
+}
+
+/// Makes the capture of `stream` keep `release` until its model goes.
+fn hold_in_capture(stream: usize, release: Box<dyn FnOnce() + Send>) -> bool {
+    let release = crate::runtime::graph_memory::Release::new(release);
+    let key = crate::registry::StreamKey::from_ptr(stream as *mut c_void);
+    key.is_some_and(|key| host().hold_in_capture(Some(key), release).is_ok())
 }
 
 /// Decides "real runtime or host runtime" and installs the device port that
