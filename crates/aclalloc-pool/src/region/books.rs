@@ -157,7 +157,7 @@ pub fn is_region_handle(handle: usize) -> bool {
     RegionPhysicalHandle::could_be(handle)
 }
 
-/// True when `va` starts memory [`malloc`] gave out (one load while no
+/// True when `va` starts memory `aclrtMalloc` in a region gave out (one load while no
 /// region memory exists).
 #[inline]
 pub fn is_allocation(va: usize) -> bool {
