@@ -1399,6 +1399,29 @@ aclError aclallocPoolMemoryReserved(aclallocPool pool, size_t *bytes);
 aclError aclallocPoolMaxMemoryReserved(aclallocPool pool, size_t *bytes);
 
 /**
+ * Opens a region tagged `tag` on the calling thread (regions nest; the
+ * innermost tag wins). Until the matching `aclallocRegionEnd`, device
+ * memory this thread allocates with `aclrtMalloc`, `aclrtMallocAlign32`,
+ * `aclrtMallocCached` or `aclrtMallocPhysical` belongs to the tag:
+ * `aclallocSleep` gives its physical memory back while its addresses stay
+ * (contents offloaded to host memory for the tags it names, discarded for
+ * the others) and `aclallocWakeUp` maps new memory at the same addresses,
+ * all of a wake or none of it. In front of a real runtime the memory is
+ * made with its virtual-memory calls. `tag` NULL or empty:
+ * `ACL_ERROR_INVALID_PARAM`.
+ *
+ * # Safety
+ * `tag` must be NULL or a NUL-terminated string.
+ */
+aclError aclallocRegionBegin(const char *tag);
+
+/**
+ * Closes the calling thread's innermost region. With no region open:
+ * `ACL_ERROR_FAILURE`, and a message saying so.
+ */
+aclError aclallocRegionEnd(void);
+
+/**
  * Called from a kernel (`aclallocLaunchKernel`) or a host function
  * (`aclrtLaunchHostFunc`) running on a stream: the task counts as failed
  * with `code`. The stream's next `aclrtSynchronizeStream` returns `code`

@@ -1593,6 +1593,10 @@ aclError aclrtMemAllocManaged(void **ptr, uint64_t size, uint32_t flag);
  * default policy). More than the
  * device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
  * `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
+ * Inside a tagged region (`aclallocRegionBegin`), the memory belongs to the
+ * region's tag: reserved address space with physical memory mapped over
+ * it (rounded up to the granularity), which `aclallocSleep` can give back
+ * while the address stays.
  *
  * # Safety
  * `devPtr` is NULL or writable.
@@ -1601,7 +1605,8 @@ aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
 
 /**
  * `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
- * page-aligned memory of exactly `size` usable bytes.
+ * page-aligned memory of exactly `size` usable bytes. Inside a tagged
+ * region, region memory, as `aclrtMalloc`'s.
  *
  * # Safety
  * `devPtr` is NULL or writable.
@@ -1609,9 +1614,20 @@ aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
 aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
 
 /**
+ * `aclrtMalloc` of memory the device may cache; on the host the same
+ * memory as `aclrtMalloc`'s. Inside a tagged region, region memory, as
+ * `aclrtMalloc`'s.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable.
+ */
+aclError aclrtMallocCached(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+
+/**
  * Frees device memory after all pending stream work has run. A pointer that
  * is not the start of live device memory (foreign, interior, already freed):
- * `ACL_ERROR_INVALID_PARAM`, nothing freed.
+ * `ACL_ERROR_INVALID_PARAM`, nothing freed. Region memory is freed asleep
+ * or awake: its physical memory (or offloaded copy) and its address range.
  *
  * # Safety
  * `devPtr` is live for a real runtime; the host runtime refuses what is not.
@@ -1623,7 +1639,9 @@ aclError aclrtFree(void *devPtr);
  * must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
  * that starts in device memory must. On every side, a freed device address
  * or a reserved one with nothing mapped is refused (`ACL_ERROR_INVALID_PARAM`,
- * the address in the message), never touched.
+ * the address in the message), never touched; so is sleeping memory of a
+ * tagged pool or region, in front of a real runtime too (the message names
+ * the tag).
  *
  * # Safety
  * Host-side ranges must be valid for `count` bytes.
@@ -2557,7 +2575,8 @@ aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, vo
 
 /**
  * Releases a whole reservation by its start address. A reservation that
- * still has mappings is refused (`aclrtUnmapMem` them first).
+ * still has mappings is refused (`aclrtUnmapMem` them first), sleeping
+ * region memory mapped there included.
  *
  * # Safety
  * None: the address is looked up among the live reservations.
@@ -2567,7 +2586,12 @@ aclError aclrtReleaseMemAddress(void *virPtr);
 /**
  * Allocates `size` bytes of physical memory (a multiple of the
  * granularity) on the device `prop->location.id`, counted against its
- * capacity; `flags` must be 0.
+ * capacity; `flags` must be 0. Inside a tagged region
+ * (`aclallocRegionBegin`) the memory belongs to the region's tag and the
+ * handle is aclalloc's: it stays valid through `aclallocSleep` and
+ * `aclallocWakeUp` (which free and remake the runtime's physical memory
+ * behind it) for `aclrtMapMem`, `aclrtUnmapMem` and `aclrtFreePhysical`;
+ * it cannot be exported for sharing.
  *
  * # Safety
  * `handle` is NULL or writable; `prop` is NULL or readable.
@@ -2576,7 +2600,8 @@ aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const struc
 
 /**
  * Frees physical memory. Memory still mapped is given back when its last
- * mapping is unmapped; the handle is invalid at once.
+ * mapping is unmapped; the handle is invalid at once. A region's handle
+ * is freed asleep or awake.
  *
  * # Safety
  * None: the handle is looked up among the live ones.
@@ -2586,7 +2611,9 @@ aclError aclrtFreePhysical(aclrtDrvMemHandle handle);
 /**
  * Maps all of physical memory `handle` at `virPtr`: `size` equal to its
  * size, `offset` and `flags` 0, the range granularity-aligned, inside one
- * reservation and over no other mapping.
+ * reservation and over no other mapping. A region's physical memory is
+ * mapped at one address at a time (the address its sleep keeps), and not
+ * while its tag sleeps.
  *
  * # Safety
  * None: the address and handle are looked up.
@@ -2596,7 +2623,9 @@ aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle
 /**
  * Removes the mapping that starts at `virPtr`; its range stays reserved.
  * As on CANN it does not wait for streams: synchronize first if queued
- * work may still use the memory.
+ * work may still use the memory. Sleeping region memory is unmapped too:
+ * its offloaded contents are dropped, and its handle gets fresh memory at
+ * the next wake.
  *
  * # Safety
  * No queued work may use the range afterwards.

@@ -42,3 +42,11 @@ def test_sleep_wake():
     assert "asleep: device free" in result.stdout
     assert "a copy into sleeping memory is refused" in result.stdout
     assert "sleep and wake: ok" in result.stdout
+
+
+def test_region_sleep():
+    result = _run("region_sleep.py")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "asleep: device free back to" in result.stdout
+    assert 'region tagged "weights"' in result.stdout
+    assert "region sleep and wake: ok" in result.stdout

@@ -345,23 +345,35 @@ aclError aclrtReleaseMemAddress(void *virPtr) {
     return ACL_SUCCESS;
 }
 
+/* Physical memory live now, and the most there may be (0: no limit), so a
+ * test can run the device out of memory. */
+static _Atomic size_t physical_live, physical_limit;
+
 aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const aclrtPhysicalMemProp *prop,
                              uint64_t flags) {
     (void)flags;
     atomic_fetch_add(&vm_calls, 1);
     if (handle == NULL || prop == NULL || size == 0) return fail("fake: bad physical", FAKE_INVALID_PARAM);
+    size_t limit = physical_limit;
+    if (limit != 0 && physical_live + size > limit) return fail("fake: device out of memory", FAKE_MEMORY_ALLOCATION);
     size_t *token = malloc(sizeof *token);
     if (token == NULL) return fail("fake: out of memory", FAKE_MEMORY_ALLOCATION);
     *token = size;
     *handle = token;
+    atomic_fetch_add(&physical_live, size);
     return ACL_SUCCESS;
 }
 
 aclError aclrtFreePhysical(aclrtDrvMemHandle handle) {
     atomic_fetch_add(&vm_calls, 1);
+    if (handle == NULL) return fail("fake: handle is NULL", FAKE_INVALID_PARAM);
+    atomic_fetch_sub(&physical_live, *(size_t *)handle);
     free(handle);
     return ACL_SUCCESS;
 }
+
+size_t fakeVendorPhysicalBytes(void) { return physical_live; }
+void fakeVendorSetPhysicalLimit(size_t bytes) { physical_limit = bytes; }
 
 aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle, uint64_t flags) {
     (void)offset, (void)flags;
@@ -386,6 +398,90 @@ aclError aclrtUnmapMem(void *virPtr) {
 }
 
 uint64_t fakeVendorVmCalls(void) { return vm_calls; }
+
+/* Live mappings: a test checks that sleep unmapped and wake mapped again. */
+int fakeVendorMappings(void) {
+    int n = 0;
+    for (int i = 0; i < MAX_VM; i++) n += fake_mappings[i].addr != NULL;
+    return n;
+}
+
+/* Device memory: anonymous mappings, tracked so a free of anything else is
+ * refused, as CANN refuses it. */
+#define MAX_ALLOCS 256
+static struct {
+    void *addr;
+    size_t size;
+} fake_allocs[MAX_ALLOCS];
+static pthread_mutex_t allocs_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t device_mallocs;
+
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy) {
+    (void)policy;
+    if (devPtr == NULL || size == 0) return fail("fake: bad malloc", FAKE_INVALID_PARAM);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return fail("fake: device out of memory", FAKE_MEMORY_ALLOCATION);
+    pthread_mutex_lock(&allocs_lock);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        if (fake_allocs[i].addr == NULL) {
+            fake_allocs[i].addr = p;
+            fake_allocs[i].size = size;
+            pthread_mutex_unlock(&allocs_lock);
+            atomic_fetch_add(&device_mallocs, 1);
+            *devPtr = p;
+            return ACL_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&allocs_lock);
+    munmap(p, size);
+    return fail("fake: too many allocations", FAKE_MEMORY_ALLOCATION);
+}
+
+aclError aclrtFree(void *devPtr) {
+    pthread_mutex_lock(&allocs_lock);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        if (devPtr != NULL && fake_allocs[i].addr == devPtr) {
+            munmap(devPtr, fake_allocs[i].size);
+            fake_allocs[i].addr = NULL;
+            pthread_mutex_unlock(&allocs_lock);
+            return ACL_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&allocs_lock);
+    return fail("fake: not device memory from aclrtMalloc", FAKE_INVALID_PARAM);
+}
+
+/* aclrtMalloc calls that reached the stand-in. */
+uint64_t fakeVendorDeviceMallocs(void) { return device_mallocs; }
+
+/* Synchronous copies and sets, done at once (the stand-in runs all work at
+ * once); memory that is not mapped faults, as a device's would fail. */
+static _Atomic uint64_t copies;
+
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind) {
+    (void)kind;
+    if (dst == NULL || src == NULL || count > destMax) return fail("fake: bad copy", FAKE_INVALID_PARAM);
+    memmove(dst, src, count);
+    atomic_fetch_add(&copies, 1);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count) {
+    if (devPtr == NULL || count > maxCount) return fail("fake: bad set", FAKE_INVALID_PARAM);
+    memset(devPtr, value, count);
+    return ACL_SUCCESS;
+}
+
+uint64_t fakeVendorCopies(void) { return copies; }
+
+static _Atomic uint64_t device_synchronizes;
+
+aclError aclrtSynchronizeDevice(void) {
+    atomic_fetch_add(&device_synchronizes, 1);
+    return ACL_SUCCESS;
+}
+
+uint64_t fakeVendorDeviceSynchronizes(void) { return device_synchronizes; }
 
 /*
  * Stream-ordered pools (acl_rt_memory_soma.h), as far as the tracking tests

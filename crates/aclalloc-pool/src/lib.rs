@@ -34,6 +34,7 @@ mod engine;
 mod fence;
 pub mod handles;
 mod offload;
+pub mod region;
 pub mod roundup;
 pub mod sleep;
 pub mod snapshot;

@@ -388,10 +388,11 @@ fn tagged() -> Vec<(Arc<Sleeper>, String)> {
         .collect()
 }
 
-/// Puts every tagged pool of the process to sleep: pools whose tag is in
-/// `offload_tags` copy their contents to host memory first, the others'
-/// contents are discarded. Pools already asleep stay as they are. Every
-/// pool is tried; the first failure is returned. Returns the bytes given back.
+/// Puts every tagged pool of the process to sleep, and the memory of every
+/// tagged region ([`crate::region`]): tags in `offload_tags` copy their
+/// contents to host memory first, the others' contents are discarded.
+/// Pools already asleep stay as they are. Every pool is tried, then the
+/// regions; the first failure is returned. Returns the bytes given back.
 pub fn sleep_all(offload_tags: &[&str]) -> Result<usize> {
     let mut given = 0;
     let mut first = None;
@@ -403,11 +404,18 @@ pub fn sleep_all(offload_tags: &[&str]) -> Result<usize> {
             }
         }
     }
+    match crate::region::sleep_all(offload_tags) {
+        Ok(n) => given += n,
+        Err(e) => {
+            first.get_or_insert(e);
+        }
+    }
     first.map_or(Ok(given), Err)
 }
 
-/// Wakes the tagged pools whose tag is in `tags` (`None`: every one).
-/// Pools already awake stay as they are. Every pool is tried; the first
+/// Wakes the tagged pools and the region memory ([`crate::region`]) whose
+/// tag is in `tags` (`None`: every one). Pools already awake stay as they
+/// are. Every pool is tried, then the regions (all or nothing); the first
 /// failure is returned. Returns the bytes mapped again.
 pub fn wake_all(tags: Option<&[&str]>) -> Result<usize> {
     let mut mapped = 0;
@@ -421,6 +429,12 @@ pub fn wake_all(tags: Option<&[&str]>) -> Result<usize> {
             Err(e) => {
                 first.get_or_insert(e);
             }
+        }
+    }
+    match crate::region::wake_all(tags) {
+        Ok(n) => mapped += n,
+        Err(e) => {
+            first.get_or_insert(e);
         }
     }
     first.map_or(Ok(mapped), Err)

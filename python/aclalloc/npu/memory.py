@@ -42,6 +42,7 @@ from ._host import (
 )
 from ._mempool import MemPool, use_mem_pool
 from ._pluggable import NPUPluggableAllocator, _NPUAllocator, _NPUPluggableAllocator
+from ._region import region
 from ._settings import empty_virt_addr_cache, get_allocator_backend, get_per_process_memory_fraction
 from ._sleep import sleep, wake_up
 
@@ -70,6 +71,7 @@ __all__ = [
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
+    "region",
     "reset_accumulated_host_memory_stats",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",

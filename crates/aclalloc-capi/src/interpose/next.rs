@@ -58,6 +58,7 @@ macro_rules! cann_functions {
                 aclrtCreateStreamWithConfig,
                 aclrtMalloc,
                 aclrtMallocAlign32,
+                aclrtMallocCached,
                 aclrtFree,
                 aclrtMemcpy,
                 aclrtMemset,

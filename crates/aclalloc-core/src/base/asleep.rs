@@ -32,6 +32,20 @@ pub fn refusal(tag: &str) -> &'static str {
     ))
 }
 
+/// Why memory of the sleeping region tagged `tag` is refused (interned).
+pub fn region_message(tag: &str) -> &'static str {
+    intern(format!(
+        "It is memory of the region tagged \"{tag}\", which is asleep: its physical memory was given back by aclallocSleep; call aclallocWakeUp first"
+    ))
+}
+
+/// Why a region tagged `tag` allocates nothing while its tag sleeps (interned).
+pub fn region_refusal(tag: &str) -> &'static str {
+    intern(format!(
+        "The region tagged \"{tag}\" is asleep (aclallocSleep): it allocates nothing until aclallocWakeUp"
+    ))
+}
+
 fn intern(text: String) -> &'static str {
     let mut messages = MESSAGES.lock();
     let messages = messages.get_or_insert_with(HashMap::new);

@@ -74,6 +74,10 @@ pub mod tags {
     pub(crate) const CONDITION: u16 = 0xACB9;
     /// Data buffers (`aclDataBuffer`).
     pub(crate) const DATA_BUFFER: u16 = 0xACBA;
+    /// Physical memory made inside a tagged region (`aclrtDrvMemHandle`):
+    /// aclalloc's own handle, valid through sleep and wake while the
+    /// runtime's physical memory behind it changes.
+    pub(crate) const REGION_PHYSICAL: u16 = 0xACC0;
 }
 
 /// Where the tag sits in a handle (every table).

@@ -112,3 +112,9 @@ handle_kind!(
     DataBufferHandle,
     tags::DATA_BUFFER
 );
+handle_kind!(
+    /// The handle of physical memory made inside a tagged region
+    /// (`aclrtDrvMemHandle`, from `aclrtMallocPhysical`).
+    RegionPhysicalHandle,
+    tags::REGION_PHYSICAL
+);

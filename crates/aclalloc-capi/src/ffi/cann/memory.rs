@@ -3,11 +3,13 @@
 //! allocations, never trusted.
 #![allow(non_snake_case)]
 
+use crate::base::boundary::ffi_boundary;
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::ffi::wiring::dispatch::real_or_host;
 use crate::ffi::wiring::host::host;
 use crate::ffi::wiring::ordered_tracking;
+use crate::ffi::wiring::region;
 use std::ffi::c_void;
 
 /// Device memory for `aclrtMalloc` and `aclrtMallocAlign32`, written to `devPtr`.
@@ -31,6 +33,10 @@ unsafe fn malloc(devPtr: *mut *mut c_void, size: usize) -> crate::base::error::R
 /// default policy). More than the
 /// device's free capacity (`ACLALLOC_DEVICE_MEMORY`):
 /// `ACL_ERROR_RT_MEMORY_ALLOCATION`. `size` 0: `ACL_ERROR_INVALID_PARAM`.
+/// Inside a tagged region (`aclallocRegionBegin`), the memory belongs to the
+/// region's tag: reserved address space with physical memory mapped over
+/// it (rounded up to the granularity), which `aclallocSleep` can give back
+/// while the address stays.
 ///
 /// # Safety
 /// `devPtr` is NULL or writable.
@@ -40,17 +46,17 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
-        // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
-        ordered_tracking::reissued(unsafe { devPtr.read() }, size);
-    } {
+    if let Some(tag) = crate::pool::region::current() {
         // SAFETY: the caller's contract.
-        unsafe { malloc(devPtr, size) }
-    })
+        return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { direct::aclrtMalloc(devPtr, size, policy) }
 }
 
 /// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
-/// page-aligned memory of exactly `size` usable bytes.
+/// page-aligned memory of exactly `size` usable bytes. Inside a tagged
+/// region, region memory, as `aclrtMalloc`'s.
 ///
 /// # Safety
 /// `devPtr` is NULL or writable.
@@ -60,33 +66,59 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
-        // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
-        ordered_tracking::reissued(unsafe { devPtr.read() }, size);
-    } {
+    if let Some(tag) = crate::pool::region::current() {
         // SAFETY: the caller's contract.
-        unsafe { malloc(devPtr, size) }
-    })
+        return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { direct::aclrtMallocAlign32(devPtr, size, policy) }
+}
+
+/// `aclrtMalloc` of memory the device may cache; on the host the same
+/// memory as `aclrtMalloc`'s. Inside a tagged region, region memory, as
+/// `aclrtMalloc`'s.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMallocCached(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: aclrtMemMallocPolicy,
+) -> aclError {
+    if let Some(tag) = crate::pool::region::current() {
+        // SAFETY: the caller's contract.
+        return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { direct::aclrtMallocCached(devPtr, size, policy) }
 }
 
 /// Frees device memory after all pending stream work has run. A pointer that
 /// is not the start of live device memory (foreign, interior, already freed):
-/// `ACL_ERROR_INVALID_PARAM`, nothing freed.
+/// `ACL_ERROR_INVALID_PARAM`, nothing freed. Region memory is freed asleep
+/// or awake: its physical memory (or offloaded copy) and its address range.
 ///
 /// # Safety
 /// `devPtr` is live for a real runtime; the host runtime refuses what is not.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
-    real_or_host!(aclrtFree(devPtr: *mut c_void) {
-        host().free(args::address(devPtr, "devPtr")?.as_ptr())
-    })
+    if crate::pool::region::is_allocation(devPtr as usize) {
+        return ffi_boundary!(
+            || crate::pool::region::free(devPtr as usize).unwrap_or(Err(region::NOT_ALLOCATED))
+        );
+    }
+    // SAFETY: the caller's contract.
+    unsafe { direct::aclrtFree(devPtr) }
 }
 
 /// Copies `count` bytes (`count` <= `destMax`). Device sides named by `kind`
 /// must lie inside one live allocation; with `ACL_MEMCPY_DEFAULT`, any side
 /// that starts in device memory must. On every side, a freed device address
 /// or a reserved one with nothing mapped is refused (`ACL_ERROR_INVALID_PARAM`,
-/// the address in the message), never touched.
+/// the address in the message), never touched; so is sleeping memory of a
+/// tagged pool or region, in front of a real runtime too (the message names
+/// the tag).
 ///
 /// # Safety
 /// Host-side ranges must be valid for `count` bytes.
@@ -98,17 +130,11 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: aclrtMemcpyKind,
 ) -> aclError {
-    real_or_host!(aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind), after_success {
-        ordered_tracking::used(std::ptr::null_mut(), &[dst, src], count);
-    } {
-        let (dst_ptr, src_ptr) = (dst, src);
-        let dst = args::address(dst, "dst")?;
-        let src = args::address(src.cast_mut(), "src")?;
-        // SAFETY: the caller's contract for host-side ranges.
-        unsafe { host().memcpy(dst, destMax, src, count, kind) }?;
-        ordered_tracking::used(std::ptr::null_mut(), &[dst_ptr, src_ptr], count);
-        Ok(())
-    })
+    if let Err(e) = region::refuse_sleeping(&[(dst, "dst"), (src, "src")], count) {
+        return ffi_boundary!(|| Err(e));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { direct::aclrtMemcpy(dst, destMax, src, count, kind) }
 }
 
 /// Sets `count` bytes (`count` <= `maxCount`) to the low byte of `value`.
@@ -128,6 +154,9 @@ pub unsafe extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
+    if let Err(e) = region::refuse_sleeping(&[(devPtr, "devPtr")], count) {
+        return ffi_boundary!(|| Err(e));
+    }
     real_or_host!(aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize), after_success {
         ordered_tracking::used(std::ptr::null_mut(), &[devPtr], count);
     } {
@@ -150,6 +179,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: aclrtMemcpyKind,
     stream: aclrtStream,
 ) -> aclError {
+    if let Err(e) = region::refuse_sleeping(&[(dst, "dst"), (src, "src")], count) {
+        return ffi_boundary!(|| Err(e));
+    }
     real_or_host!(aclrtMemcpyAsync(
         dst: *mut c_void,
         destMax: usize,
@@ -186,6 +218,9 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: aclrtStream,
 ) -> aclError {
+    if let Err(e) = region::refuse_sleeping(&[(devPtr, "devPtr")], count) {
+        return ffi_boundary!(|| Err(e));
+    }
     real_or_host!(aclrtMemsetAsync(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize, stream: aclrtStream), after_success {
         ordered_tracking::used(stream, &[devPtr], count);
     } {
@@ -217,4 +252,101 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
         total_out.write(t);
         Ok(())
     })
+}
+
+/// The memory calls without the region layer: what the exports do outside
+/// a region, and what this library's own device memory uses (a pool's
+/// segments never belong to the program's region).
+pub(crate) mod direct {
+    #![allow(non_snake_case)]
+    use super::*;
+
+    /// `aclrtMalloc`, forwarded or served by the host runtime.
+    ///
+    /// # Safety
+    /// `devPtr` is NULL or writable.
+    pub(crate) unsafe extern "C" fn aclrtMalloc(
+        devPtr: *mut *mut c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
+            // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
+            ordered_tracking::reissued(unsafe { devPtr.read() }, size);
+        } {
+            // SAFETY: the caller's contract.
+            unsafe { malloc(devPtr, size) }
+        })
+    }
+
+    /// `aclrtMallocAlign32`, forwarded or served by the host runtime.
+    ///
+    /// # Safety
+    /// `devPtr` is NULL or writable.
+    pub(crate) unsafe extern "C" fn aclrtMallocAlign32(
+        devPtr: *mut *mut c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
+            // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
+            ordered_tracking::reissued(unsafe { devPtr.read() }, size);
+        } {
+            // SAFETY: the caller's contract.
+            unsafe { malloc(devPtr, size) }
+        })
+    }
+
+    /// `aclrtMallocCached`, forwarded or served by the host runtime.
+    ///
+    /// # Safety
+    /// `devPtr` is NULL or writable.
+    pub(crate) unsafe extern "C" fn aclrtMallocCached(
+        devPtr: *mut *mut c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError {
+        real_or_host!(aclrtMallocCached(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
+            // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
+            ordered_tracking::reissued(unsafe { devPtr.read() }, size);
+        } {
+            // SAFETY: the caller's contract.
+            unsafe { malloc(devPtr, size) }
+        })
+    }
+
+    /// `aclrtFree`, forwarded or served by the host runtime.
+    ///
+    /// # Safety
+    /// `devPtr` is live for a real runtime; the host runtime refuses what is not.
+    pub(crate) unsafe extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
+        real_or_host!(aclrtFree(devPtr: *mut c_void) {
+            host().free(args::address(devPtr, "devPtr")?.as_ptr())
+        })
+    }
+
+    /// `aclrtMemcpy` without the check for sleeping memory: a sleeping
+    /// pool's or region's own offload and restore.
+    ///
+    /// # Safety
+    /// Host-side ranges must be valid for `count` bytes.
+    pub(crate) unsafe extern "C" fn aclrtMemcpy(
+        dst: *mut c_void,
+        destMax: usize,
+        src: *const c_void,
+        count: usize,
+        kind: aclrtMemcpyKind,
+    ) -> aclError {
+        real_or_host!(aclrtMemcpy(dst: *mut c_void, destMax: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind), after_success {
+            ordered_tracking::used(std::ptr::null_mut(), &[dst, src], count);
+        } {
+            let (dst_ptr, src_ptr) = (dst, src);
+            let dst = args::address(dst, "dst")?;
+            let src = args::address(src.cast_mut(), "src")?;
+            // SAFETY: the caller's contract for host-side ranges.
+            unsafe { host().memcpy(dst, destMax, src, count, kind) }?;
+            ordered_tracking::used(std::ptr::null_mut(), &[dst_ptr, src_ptr], count);
+            Ok(())
+        })
+    }
 }

@@ -10,6 +10,7 @@ pub mod mem_pool;
 pub mod plugin;
 pub mod plugin_hooks;
 pub mod pool;
+pub mod region;
 pub mod task_failure;
 pub mod torch_allocator;
 pub mod tracking;

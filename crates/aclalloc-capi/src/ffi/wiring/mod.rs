@@ -8,3 +8,4 @@ pub(crate) mod forward;
 pub mod host;
 pub(crate) mod ordered_tracking;
 pub mod process;
+pub(crate) mod region;

@@ -181,7 +181,7 @@ impl DevicePort for Port {
             // SAFETY: the real runtime's aclrtMalloc with a valid out-pointer.
             Some(malloc) => unsafe { malloc(ptr, size, policy) },
             // SAFETY: `ptr` is a valid out-pointer.
-            None => unsafe { crate::ffi::cann::memory::aclrtMalloc(ptr, size, policy) },
+            None => unsafe { crate::ffi::cann::memory::direct::aclrtMalloc(ptr, size, policy) },
         }
     }
 
@@ -191,7 +191,7 @@ impl DevicePort for Port {
             // SAFETY: the caller's pointer came from aclrtMalloc and is freed once.
             Some(free) => unsafe { free(ptr) },
             // SAFETY: as above.
-            None => unsafe { crate::ffi::cann::memory::aclrtFree(ptr) },
+            None => unsafe { crate::ffi::cann::memory::direct::aclrtFree(ptr) },
         }
     }
 
@@ -228,7 +228,7 @@ impl DevicePort for Port {
             granularity: found(Sym::aclrtMemGetAllocationGranularity)?,
             // The export: the real function, then what tracking must see.
             synchronize_device: runtime::aclrtSynchronizeDevice,
-            memcpy: found(Sym::aclrtMemcpy).unwrap_or(memory::aclrtMemcpy),
+            memcpy: found(Sym::aclrtMemcpy).unwrap_or(memory::direct::aclrtMemcpy),
         })
     }
 
