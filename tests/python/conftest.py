@@ -47,11 +47,13 @@ def build_shared_object(
     name: str | None = None,
     includes: tuple[str, ...] = (),
     suffix: str = ".so",
+    link: tuple[str, ...] = (),
 ) -> Path:
     """Compiles a C or C++ file (by its suffix) into a shared object with no
     libraries linked, warnings as errors (``defines``: ``-D`` switches;
     ``name``: the object's stem, else the source's; ``includes``: more
-    ``-I`` directories; ``suffix``: the object's file suffix)."""
+    ``-I`` directories; ``suffix``: the object's file suffix; ``link``:
+    arguments after the source, for the linker)."""
     if source.suffix == ".cpp":
         compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
         language = ("-std=c++17",)
@@ -73,6 +75,7 @@ def build_shared_object(
             *(f"-D{d}" for d in defines),
             *(arg for d in (*includes, str(ROOT / "include")) for arg in ("-I", d)),
             str(source),
+            *link,
             "-o",
             str(out),
         ],

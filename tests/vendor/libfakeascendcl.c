@@ -69,11 +69,25 @@ aclError aclInit(const char *configPath) {
     return ACL_SUCCESS;
 }
 aclError aclFinalize(void) { return ACL_SUCCESS; }
+/* The one device, current on a thread from its aclrtSetDevice to its
+ * aclrtResetDevice; aclrtGetDevice answers from it, as CANN's does. */
+static _Thread_local int device_set;
+
 aclError aclrtSetDevice(int32_t deviceId) {
-    return deviceId == 0 ? ACL_SUCCESS : fail("fake: no such device", 107001);
+    if (deviceId != 0) return fail("fake: no such device", 107001);
+    device_set = 1;
+    return ACL_SUCCESS;
 }
 aclError aclrtResetDevice(int32_t deviceId) {
-    return deviceId == 0 ? ACL_SUCCESS : fail("fake: no such device", 107001);
+    if (deviceId != 0) return fail("fake: no such device", 107001);
+    device_set = 0;
+    return ACL_SUCCESS;
+}
+aclError aclrtGetDevice(int32_t *deviceId) {
+    if (deviceId == NULL) return fail("fake: deviceId is NULL", FAKE_INVALID_PARAM);
+    if (!device_set) return fail("fake: no current context", 107002);
+    *deviceId = 0;
+    return ACL_SUCCESS;
 }
 
 const char *aclGetRecentErrMsg(void) {
@@ -453,6 +467,22 @@ aclError aclrtFree(void *devPtr) {
 
 /* aclrtMalloc calls that reached the stand-in. */
 uint64_t fakeVendorDeviceMallocs(void) { return device_mallocs; }
+
+/* The device's memory: its physical limit (32 GiB without one), less what
+ * aclrtMalloc and aclrtMallocPhysical hold. */
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total) {
+    (void)attr;
+    if (free == NULL || total == NULL) return fail("fake: NULL", FAKE_INVALID_PARAM);
+    size_t held = physical_live;
+    pthread_mutex_lock(&allocs_lock);
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (fake_allocs[i].addr != NULL) held += fake_allocs[i].size;
+    pthread_mutex_unlock(&allocs_lock);
+    size_t limit = physical_limit;
+    *total = limit != 0 ? limit : (size_t)32 << 30;
+    *free = held < *total ? *total - held : 0;
+    return ACL_SUCCESS;
+}
 
 /* Synchronous copies and sets, done at once (the stand-in runs all work at
  * once); memory that is not mapped faults, as a device's would fail. */
