@@ -12,10 +12,29 @@ from aclalloc's caching pool of its device and ``memory_stats``,
 from __future__ import annotations
 
 import ctypes
+from ctypes import CFUNCTYPE, POINTER, c_bool, c_double, c_int32, c_size_t, c_void_p
 from types import ModuleType
 from typing import Any, Optional
 
-from ._lib import library_path
+from ._lib import function_pointer, library_path
+from .npu._pluggable import DeviceStats
+
+MALLOC, FREE = "aclallocTorchMalloc", "aclallocTorchFree"
+
+_SIGNATURES = {
+    MALLOC: CFUNCTYPE(c_void_p, c_size_t, c_int32, c_void_p),
+    FREE: CFUNCTYPE(None, c_void_p, c_size_t, c_int32, c_void_p),
+    "aclallocTorchInit": CFUNCTYPE(None, c_int32),
+    "aclallocTorchReset": CFUNCTYPE(None, c_bool),
+    "aclallocTorchSetMemoryFraction": CFUNCTYPE(None, c_double, c_int32),
+    "aclallocTorchBaseAlloc": CFUNCTYPE(c_void_p, c_void_p, POINTER(c_size_t)),
+    "aclallocTorchGetDeviceStats": CFUNCTYPE(DeviceStats, c_int32),
+    "aclallocTorchResetPeakStatus": CFUNCTYPE(None, c_int32),
+}
+"""Each export torch_npu is given, with its C signature (checked against
+``include/aclalloc.h`` with the package's other declarations)."""
+
+_POINTERS = {name: function_pointer(name, functype) for name, functype in _SIGNATURES.items()}
 
 HOOKS = (
     ("set_init_fn", "aclallocTorchInit"),
@@ -63,13 +82,16 @@ def torch_npu_allocator(npu: Optional[ModuleType] = None, *, install: bool = Tru
     """
     if npu is None:
         npu = _torch_npu_npu()
-    so = str(library_path())
-    alloc = npu.NPUPluggableAllocator(so, "aclallocTorchMalloc", "aclallocTorchFree")
-    lib = ctypes.CDLL(so)
+    missing = [name for name, pointer in _POINTERS.items() if pointer is None]
+    if missing:
+        raise RuntimeError(
+            f"{library_path()} lacks {', '.join(missing)}: it is older than this "
+            "package; reinstall it (pip install .) or point ACLALLOC_LIB at a newer build."
+        )
+    alloc = npu.NPUPluggableAllocator(str(library_path()), MALLOC, FREE)
     functions = alloc.allocator()
     for setter, name in HOOKS:
-        address = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-        getattr(functions, setter)(address)
+        getattr(functions, setter)(ctypes.cast(_POINTERS[name], c_void_p).value)
     if install:
         npu.memory.change_current_allocator(alloc)
     return alloc
