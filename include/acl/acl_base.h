@@ -85,6 +85,10 @@ static const int ACL_ERROR_RT_MODEL_UPDATE_FAILED = 107040;
 static const int ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC = 107041;
 /** The feature is not supported on this device or runtime (CANN's `rt_error_codes.h`), which programs probe for before using one. */
 static const int ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
+/** The stream is not bound to a model (a label set or switch on a stream no model build holds). */
+static const int ACL_ERROR_RT_STREAM_MODEL = 107005;
+/** A label used in another context than the one it was made in. */
+static const int ACL_ERROR_RT_LABEL_CONTEXT = 507031;
 /** `aclrtHostRegisterV2` of a range that overlaps one registered already. */
 static const int ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 507910;
 /** Host memory that was never registered (`aclrtHostUnregister`, `aclrtHostGetDevicePointer`). */

@@ -741,6 +741,16 @@ typedef struct aclrtLaunchKernelCfg {
 } aclrtLaunchKernelCfg;
 
 /**
+ * A label: a place in the tasks of a stream bound to a model being built.
+ */
+typedef void *aclrtLabel;
+
+/**
+ * An ordered list of labels to switch among.
+ */
+typedef void *aclrtLabelList;
+
+/**
  * A model running instance: a captured or built model.
  */
 typedef void *aclmdlRI;
@@ -1574,6 +1584,59 @@ aclError aclrtKernelArgsFinalize(aclrtArgsHandle argsHandle);
  * `cfg` is NULL or readable. The handles are looked up, never trusted.
  */
 aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream, struct aclrtLaunchKernelCfg *cfg, aclrtArgsHandle argsHandle, void *reserve);
+
+/**
+ * Creates a label in the current context (at most 65535 per process).
+ *
+ * # Safety
+ * `label` is NULL or writable.
+ */
+aclError aclrtCreateLabel(aclrtLabel *label);
+
+/**
+ * Sets the label on `stream` (bound to a model being built with
+ * `aclmdlRIBindStream`): a switch to it carries on with the tasks queued
+ * on `stream` after this call. A label is set once.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtSetLabel(aclrtLabel label, aclrtStream stream);
+
+/**
+ * Destroys the label (a model that uses it keeps it).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyLabel(aclrtLabel label);
+
+/**
+ * A list of the `num` labels of `labels` (1 to 65535), in order.
+ *
+ * # Safety
+ * `labels` is NULL or readable for `num` labels; `labelList` is NULL or writable.
+ */
+aclError aclrtCreateLabelList(aclrtLabel *labels, size_t num, aclrtLabelList *labelList);
+
+/**
+ * Destroys the list (a switch that uses it keeps it).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyLabelList(aclrtLabelList labelList);
+
+/**
+ * On `stream` (bound to a model being built), a task that reads the
+ * `uint32_t` index at `ptr` (device memory) when it runs and carries on
+ * after that label of `labelList` (its last when the index is past
+ * `maxValue - 1`); the switching stream's later tasks do not run.
+ *
+ * # Safety
+ * None for the host runtime: `ptr` is checked as live device memory.
+ */
+aclError aclrtSwitchLabelByIndex(void *ptr, uint32_t maxValue, aclrtLabelList labelList, aclrtStream stream);
 
 /**
  * Allocates `size` bytes (rounded up to 2 MiB) of managed memory on the

@@ -33,6 +33,7 @@ mod ipc_event;
 mod kernel_args;
 pub mod kernel_binary;
 mod kernel_launch;
+pub mod labels;
 pub mod launch;
 mod launch_cache;
 mod managed_memory;

@@ -74,6 +74,10 @@ pub mod tags {
     pub(crate) const CONDITION: u16 = 0xACB9;
     /// Data buffers (`aclDataBuffer`).
     pub(crate) const DATA_BUFFER: u16 = 0xACBA;
+    /// Labels of built models (`aclrtLabel`).
+    pub(crate) const LABEL: u16 = 0xACD0;
+    /// Label lists (`aclrtLabelList`).
+    pub(crate) const LABEL_LIST: u16 = 0xACD1;
 }
 
 /// Where the tag sits in a handle (every table).

@@ -112,3 +112,13 @@ handle_kind!(
     DataBufferHandle,
     tags::DATA_BUFFER
 );
+handle_kind!(
+    /// The handle of a label of a built model (`aclrtLabel`).
+    LabelHandle,
+    tags::LABEL
+);
+handle_kind!(
+    /// The handle of a label list (`aclrtLabelList`).
+    LabelListHandle,
+    tags::LABEL_LIST
+);

@@ -16,6 +16,7 @@ pub mod host_register;
 pub mod ipc_events;
 pub mod ipc_memory;
 pub mod kernels;
+pub mod labels;
 pub mod managed_memory;
 pub mod memory;
 pub mod model_ri;
