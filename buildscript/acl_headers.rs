@@ -117,6 +117,8 @@ pub const ENUMS: &[&str] = &[
     "aclmdlRICondTaskType",
     "aclrtCondition",
     "aclrtCompareDataType",
+    "aclrtReduceKind",
+    "aclrtRandomNumFuncType",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.

@@ -87,6 +87,8 @@ static const int ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC = 107041;
 static const int ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
 /** The stream is not bound to a model (a label set or switch on a stream no model build holds). */
 static const int ACL_ERROR_RT_STREAM_MODEL = 107005;
+/** An address is not aligned to the size of the data it holds (a reduce's). */
+static const int ACL_ERROR_RT_ADDR_UNALIGNED = 107008;
 /** A label used in another context than the one it was made in. */
 static const int ACL_ERROR_RT_LABEL_CONTEXT = 507031;
 /** `aclrtHostRegisterV2` of a range that overlaps one registered already. */

@@ -546,12 +546,113 @@ typedef enum aclrtCompareDataType {
     ACL_RT_SWITCH_INT64 = 1,
 } aclrtCompareDataType;
 
+typedef enum aclrtReduceKind {
+    /** `dst[i] += src[i]`. */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM = 10,
+    /** `dst[i] = max(dst[i], src[i])`. */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX = 11,
+    /** `dst[i] = min(dst[i], src[i])`. */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN = 12,
+    /** The STARS hardware's EQUAL (refused by the host runtime, as CANN refuses it elsewhere). */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL = 13,
+} aclrtReduceKind;
+
+typedef enum aclrtRandomNumFuncType {
+    /** A dropout bitmask: one bit per number, 1 for a kept element. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK = 0,
+    /** Uniform in `[min, max)`. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_UNIFORM_DIS = 1,
+    /** Normal. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_NORMAL_DIS = 2,
+    /** Normal, truncated to two standard deviations. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_TRUNCATED_NORMAL_DIS = 3,
+} aclrtRandomNumFuncType;
+
 
 /**
  * What CANN's exception callbacks are told about a failed task (CANN's
  * opaque `aclrtExceptionInfo`, read with its getters).
  */
 typedef struct aclrtExceptionInfo aclrtExceptionInfo;
+
+/**
+ * One parameter of a random-number task: a value (`isAddr` 0, its first
+ * `size` bytes of `valueOrAddr`, little-endian) or the device address of
+ * one (`isAddr` 1).
+ */
+typedef struct aclrtRandomParaInfo {
+  uint8_t isAddr;
+  uint8_t valueOrAddr[8];
+  uint8_t size;
+  uint8_t rsv[6];
+} aclrtRandomParaInfo;
+
+/**
+ * A dropout bitmask's parameter: the ratio of dropped elements.
+ */
+typedef struct aclrtDropoutBitmaskInfo {
+  struct aclrtRandomParaInfo dropoutRation;
+} aclrtDropoutBitmaskInfo;
+
+/**
+ * A uniform distribution's parameters.
+ */
+typedef struct aclrtUniformDisInfo {
+  struct aclrtRandomParaInfo min;
+  struct aclrtRandomParaInfo max;
+} aclrtUniformDisInfo;
+
+/**
+ * A normal distribution's parameters.
+ */
+typedef struct aclrtNormalDisInfo {
+  struct aclrtRandomParaInfo mean;
+  struct aclrtRandomParaInfo stddev;
+} aclrtNormalDisInfo;
+
+/**
+ * The parameters of one distribution (the union CANN declares inside
+ * [`aclrtRandomNumFuncParaInfo`], named here so C can spell it).
+ */
+typedef union aclrtRandomNumFuncParaInfoParam {
+  struct aclrtDropoutBitmaskInfo dropoutBitmaskInfo;
+  struct aclrtUniformDisInfo uniformDisInfo;
+  struct aclrtNormalDisInfo normalDisInfo;
+} aclrtRandomNumFuncParaInfoParam;
+
+/**
+ * A distribution and its parameters.
+ */
+typedef struct aclrtRandomNumFuncParaInfo {
+  aclrtRandomNumFuncType funcType;
+  union aclrtRandomNumFuncParaInfoParam paramInfo;
+} aclrtRandomNumFuncParaInfo;
+
+/**
+ * A random-number task (`aclrtRandomNumAsync`).
+ */
+typedef struct aclrtRandomNumTaskInfo {
+  /**
+   * The numbers' type (the ratio's, for a dropout bitmask).
+   */
+  aclDataType dataType;
+  struct aclrtRandomNumFuncParaInfo randomNumFuncParaInfo;
+  /**
+   * Device memory the runtime writes the parameters to (NULL: its own).
+   */
+  void *randomParaAddr;
+  /**
+   * Device memory for the numbers.
+   */
+  void *randomResultAddr;
+  /**
+   * 16 bytes of device memory: the generator's counter.
+   */
+  void *randomCounterAddr;
+  struct aclrtRandomParaInfo randomSeed;
+  struct aclrtRandomParaInfo randomNum;
+  uint8_t rsv[8];
+} aclrtRandomNumTaskInfo;
 
 /**
  * One uncorrectable memory error: where and how long.
@@ -926,6 +1027,24 @@ typedef struct aclrtMemFabricHandle {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Queues `dst[i] = dst[i] kind src[i]` over `count` bytes of `type`
+ * elements on `stream` (`reserve`: NULL).
+ *
+ * # Safety
+ * None for the host runtime: both ranges are checked as live device memory.
+ */
+aclError aclrtReduceAsync(void *dst, const void *src, uint64_t count, aclrtReduceKind kind, aclDataType type, aclrtStream stream, void *reserve);
+
+/**
+ * Queues the random-number task `taskInfo` on `stream` (`reserve`: NULL).
+ *
+ * # Safety
+ * `taskInfo` is NULL or points to a readable task; the addresses in it
+ * are checked as live device memory.
+ */
+aclError aclrtRandomNumAsync(const struct aclrtRandomNumTaskInfo *taskInfo, aclrtStream stream, void *reserve);
 
 /**
  * Writes whether device `deviceId` supports `devFeatureType`:

@@ -125,6 +125,8 @@ macro_rules! cann_functions {
                 aclrtCreateLabelList,
                 aclrtDestroyLabelList,
                 aclrtSwitchLabelByIndex,
+                aclrtReduceAsync,
+                aclrtRandomNumAsync,
                 aclrtQueryEventStatus,
                 aclrtQueryEventWaitStatus,
                 aclrtSynchronizeEvent,

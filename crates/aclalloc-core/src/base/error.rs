@@ -98,6 +98,8 @@ pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207000;
 /// The stream is not bound to a model (a label set or switch on a stream
 /// no model build holds).
 pub const ACL_ERROR_RT_STREAM_MODEL: aclError = 107005;
+/// An address is not aligned to the size of the data it holds (a reduce's).
+pub const ACL_ERROR_RT_ADDR_UNALIGNED: aclError = 107008;
 /// A label used in another context than the one it was made in.
 pub const ACL_ERROR_RT_LABEL_CONTEXT: aclError = 507031;
 /// `aclrtHostRegisterV2` of a range that overlaps one registered already.
@@ -272,7 +274,7 @@ pub enum Error {
 
     /// A graph capture's or a model build's rules refused the call
     /// (`code`: CANN's `ACL_ERROR_RT_*` code: the capture codes, 107024 to
-    /// 107041, and those of labels).
+    /// 107041, and those of labels and reduces).
     #[error("{reason}")]
     Capture {
         code: aclError,

@@ -4,6 +4,7 @@
 //! `crate::ffi::wiring::dispatch::real_or_host!`.
 
 pub mod allocator;
+pub mod builtin_tasks;
 pub mod capabilities;
 pub mod data_buffer;
 pub mod device_info;
