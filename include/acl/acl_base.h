@@ -288,6 +288,16 @@ void *aclGetDataBufferAddr(const struct aclDataBuffer *dataBuffer);
 size_t aclGetDataBufferSizeV2(const struct aclDataBuffer *dataBuffer);
 
 /**
+ * The size in bytes the buffer names, as 32 bits (truncated, as CANN's
+ * is); 0 for NULL or a buffer that is not live. Deprecated by CANN for
+ * `aclGetDataBufferSizeV2`, which programs should call instead.
+ *
+ * # Safety
+ * None for the host runtime: the buffer is looked up, never dereferenced.
+ */
+uint32_t aclGetDataBufferSize(const struct aclDataBuffer *dataBuffer);
+
+/**
  * The bytes of one element of `dataType`: sub-byte types count 1 (their
  * smallest addressable unit); `ACL_STRING` and unknown values 0.
  */

@@ -568,6 +568,15 @@ typedef enum aclrtRandomNumFuncType {
     ACL_RT_RANDOM_NUM_FUNC_TYPE_TRUNCATED_NORMAL_DIS = 3,
 } aclrtRandomNumFuncType;
 
+typedef enum aclrtHostRegisterType {
+    /** Mapped for the device. */
+    ACL_HOST_REGISTER_MAPPED = 0,
+    /** A PCIe device's IO space (not supported by the host runtime). */
+    ACL_HOST_REGISTER_IOMEMORY = 4,
+    /** Read only for the device (not supported by the host runtime). */
+    ACL_HOST_REGISTER_READONLY = 8,
+} aclrtHostRegisterType;
+
 
 /**
  * What CANN's exception callbacks are told about a failed task (CANN's
@@ -1484,6 +1493,20 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
  * None for the host runtime: the pointer is looked up, never trusted.
  */
 aclError aclrtFreeHost(void *hostPtr);
+
+/**
+ * Registers `size` bytes of host memory at `ptr` (4 KB aligned) for the
+ * device (`type`: `ACL_HOST_REGISTER_MAPPED`) and writes its device address
+ * to `devPtr` (on the host runtime: `ptr` itself), as `aclrtHostRegisterV2`
+ * with `ACL_HOST_REG_MAPPED` then `aclrtHostGetDevicePointer` do; the same
+ * refusals. `ACL_HOST_REGISTER_IOMEMORY` or `_READONLY`:
+ * `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`. Unregistered with `aclrtHostUnregister`.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable; the range is checked against this
+ * process's mappings, never touched.
+ */
+aclError aclrtHostRegister(void *ptr, uint64_t size, aclrtHostRegisterType type, void **devPtr);
 
 /**
  * Registers `size` bytes of host memory at `ptr` (4 KB aligned) with
