@@ -9,8 +9,9 @@
 //! device's own sequence is not reproduced: what a program may rely on is
 //! the distribution and the seed's determinism, which these keep.
 //!
-//! - Uniform: floats in `[min, max)` (computed in `f32`, then rounded to
-//!   fp16 or bf16), integers in `[min, max)` (`min` when `max <= min`).
+//! - Uniform: floats in `[min, max)` (computed in `f32`, rounded to the
+//!   type, and a value rounded up to `max` taken one step down), integers
+//!   in `[min, max)` (`min` when `max <= min`).
 //! - Normal: `mean + stddev * z` with `z` standard normal (Box-Muller);
 //!   truncated normal redraws `z` until `|z| <= 2`.
 //! - Dropout bitmask: one bit per number, least significant first, 1 for
@@ -115,6 +116,31 @@ impl Kind {
             Kind::Bf16 => half::bf16_to_f32(raw as u16),
             Kind::F16 => half::f16_to_f32(raw as u16),
             _ => f32::from_bits(raw as u32),
+        }
+    }
+
+    /// `v` as this float kind's bits.
+    fn encode(self, v: f32) -> u64 {
+        match self {
+            Kind::Bf16 => u64::from(half::f32_to_bf16(v)),
+            Kind::F16 => u64::from(half::f32_to_f16(v)),
+            _ => u64::from(v.to_bits()),
+        }
+    }
+
+    /// The float of this kind just below the finite one `bits` encodes
+    /// (toward negative infinity; below a zero, the smallest negative).
+    fn below(self, bits: u64) -> u64 {
+        let sign = match self {
+            Kind::Bf16 | Kind::F16 => 0x8000,
+            _ => 0x8000_0000,
+        };
+        if bits & (sign - 1) == 0 {
+            sign | 1
+        } else if bits & sign == 0 {
+            bits - 1
+        } else {
+            bits + 1
         }
     }
 
@@ -353,11 +379,16 @@ fn generate(
                     (f64::from(mean) + f64::from(stddev) * z) as f32
                 }
             };
-            match kind {
-                Kind::F16 => slot.copy_from_slice(&half::f32_to_f16(v).to_le_bytes()),
-                Kind::Bf16 => slot.copy_from_slice(&half::f32_to_bf16(v).to_le_bytes()),
-                _ => slot.copy_from_slice(&v.to_le_bytes()),
+            let mut bits = kind.encode(v);
+            if func == FUNC_UNIFORM {
+                // Rounding may reach `max` (1 + u, u just below 1, rounds
+                // to 2 in f32): the value below it, so the range stays open.
+                let (min, max) = (kind.float(first), kind.float(second));
+                if max > min && kind.float(bits) >= max {
+                    bits = kind.below(bits);
+                }
             }
+            slot.copy_from_slice(&bits.to_le_bytes()[..size]);
         } else {
             let (min, max) = (kind.int(first), kind.int(second));
             let v = if max > min {
@@ -570,6 +601,30 @@ mod tests {
         assert!(values.iter().all(|v| (-1.0..=7.0).contains(v)));
         let mean = values.iter().sum::<f32>() / 1000.0;
         assert!((mean - 3.0).abs() < 0.2, "{mean}");
+
+        // 1 + u rounds to 2 for the largest u: never the open end.
+        for kind in [Kind::F32, Kind::F16, Kind::Bf16] {
+            let (lo, hi) = (kind.encode(1.0), kind.encode(2.0));
+            let mut out = vec![0u8; kind.size() * 4000];
+            generate(
+                &mut Philox::new(3, 0),
+                FUNC_UNIFORM,
+                kind,
+                lo,
+                hi,
+                4000,
+                &mut out,
+            );
+            for e in out.chunks_exact(kind.size()) {
+                let mut raw = [0u8; 8];
+                raw[..e.len()].copy_from_slice(e);
+                let v = kind.float(u64::from_le_bytes(raw));
+                assert!((1.0..2.0).contains(&v), "{kind:?}: {v}");
+            }
+        }
+        assert_eq!(Kind::F32.below(0), 0x8000_0001);
+        assert_eq!(Kind::F16.below(0x3C00), 0x3BFF);
+        assert_eq!(Kind::F16.below(0xBC00), 0xBC01);
 
         let mut mask = vec![0u8; 125];
         generate(
