@@ -5,6 +5,7 @@
 use super::*;
 use aclalloc::ffi::cann::builtin_tasks::*;
 use aclalloc::ffi::cann::data_buffer::*;
+use aclalloc::ffi::cann::kernels::*;
 use aclalloc::ffi::cann::labels::*;
 use aclalloc::ffi::cann::memory::*;
 use aclalloc::ffi::cann::model_ri::*;
@@ -53,6 +54,36 @@ pub(crate) enum NewerOp {
     /// destroyed before the replays; 2 to 5: refused calls beside; 5: the
     /// last label never set; else none).
     Labels(u8, u8, u8, u8),
+    /// The kernel binary built from `c_examples/kernel_binary_kernels.c`
+    /// (once per process, with `cc`; without one the op does nothing):
+    /// loaded, its `blocks` kernel launched with b % 9 blocks (0: refused)
+    /// on a stream through an argument list, the blocks' marks checked
+    /// after a synchronize; a flaw w % 6: 1 a kernel the binary lacks
+    /// (refused), 2 the binary unloaded before the synchronize (the queued
+    /// launch still runs), 3 a launch after the unload (refused), else none.
+    KernelBinary(StreamPick, u8, u8),
+}
+
+/// The kernel binary's path, built at the first use.
+fn kernel_binary() -> Option<&'static std::ffi::CStr> {
+    static PATH: OnceLock<Option<std::ffi::CString>> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out =
+            std::env::temp_dir().join(format!("aclalloc-fuzz-kernels-{}.so", std::process::id()));
+        let built = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-I"])
+            .arg(root.join("include"))
+            .arg(root.join("c_examples/kernel_binary_kernels.c"))
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .is_ok_and(|s| s.success());
+        built
+            .then(|| std::ffi::CString::new(out.to_str()?).ok())
+            .flatten()
+    })
+    .as_deref()
 }
 
 impl Model {
@@ -62,6 +93,7 @@ impl Model {
             NewerOp::Reduce(s, k, t, n, o) => self.reduce(s, k, t, n, o),
             NewerOp::RandomNum(s, f, t, n, w) => self.random_num(s, f, t, n, w),
             NewerOp::Labels(n, a, b, w) => self.labels(n, a, b, w),
+            NewerOp::KernelBinary(s, b, w) => self.kernel_binary(s, b, w),
         }
     }
 
@@ -517,6 +549,87 @@ impl Model {
         }
         self.free(out);
         self.free(index);
+    }
+
+    fn kernel_binary(&mut self, s: StreamPick, blocks: u8, flaw: u8) {
+        let (blocks, flaw) = (u32::from(blocks % 9), flaw % 6);
+        let Some(path) = kernel_binary() else {
+            return;
+        };
+        let Some(seen) = self.device_buffer(BUFFER, &[0]) else {
+            return;
+        };
+        let (handle, index) = self.pick(s);
+        let want = if blocks > 0 && self.accepts(handle, index) {
+            OK
+        } else {
+            INVALID_PARAM
+        };
+        if want == OK {
+            self.touch_default(&[handle]);
+        }
+        // SAFETY (every call): a path, live handles of this op's (dead ones
+        // once unloaded, which the library looks up), device memory and
+        // valid out-pointers.
+        unsafe {
+            let mut bin = std::ptr::null_mut();
+            let rc = aclrtBinaryLoadFromFile(path.as_ptr(), std::ptr::null_mut(), &mut bin);
+            self.expect("aclrtBinaryLoadFromFile", rc, OK);
+            let mut f = std::ptr::null_mut();
+            if flaw == 1 {
+                let rc = aclrtBinaryGetFunction(bin, c"missing".as_ptr(), &mut f);
+                self.expect("aclrtBinaryGetFunction", rc, INVALID_PARAM);
+            }
+            let rc = aclrtBinaryGetFunction(bin, c"blocks".as_ptr(), &mut f);
+            self.expect("aclrtBinaryGetFunction", rc, OK);
+            let mut args = std::ptr::null_mut();
+            self.expect("aclrtKernelArgsInit", aclrtKernelArgsInit(f, &mut args), OK);
+            let mut pointer = seen;
+            let mut param = std::ptr::null_mut();
+            let rc = aclrtKernelArgsAppend(args, (&raw mut pointer).cast(), 8, &mut param);
+            self.expect("aclrtKernelArgsAppend", rc, OK);
+            self.expect("aclrtKernelArgsFinalize", aclrtKernelArgsFinalize(args), OK);
+            let launch = |f, args| {
+                aclrtLaunchKernelWithConfig(
+                    f,
+                    blocks,
+                    handle as *mut c_void,
+                    std::ptr::null_mut(),
+                    args,
+                    std::ptr::null_mut(),
+                )
+            };
+            self.expect("aclrtLaunchKernelWithConfig", launch(f, args), want);
+            let early = flaw == 2;
+            if early {
+                self.expect("aclrtBinaryUnLoad", aclrtBinaryUnLoad(bin), OK);
+            }
+            if want == OK {
+                self.settle(handle, index);
+                let words: Vec<u32> = self
+                    .download(seen, BUFFER)
+                    .chunks_exact(4)
+                    .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+                    .collect();
+                for (b, &w) in words.iter().enumerate() {
+                    let b = b as u32;
+                    let mark = if b < blocks { blocks * 1000 + b + 1 } else { 0 };
+                    assert_eq!(w, mark, "block {b} of {blocks}");
+                }
+            }
+            if !early {
+                self.expect("aclrtBinaryUnLoad", aclrtBinaryUnLoad(bin), OK);
+            }
+            if flaw == 3 {
+                self.expect(
+                    "aclrtLaunchKernelWithConfig",
+                    launch(f, args),
+                    INVALID_PARAM,
+                );
+            }
+            self.expect("aclrtBinaryUnLoad", aclrtBinaryUnLoad(bin), INVALID_PARAM);
+        }
+        self.free(seen);
     }
 
     fn destroy_labels(&mut self, labels: &[*mut c_void], list: *mut c_void) {
