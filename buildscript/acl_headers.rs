@@ -70,6 +70,7 @@ const BASE_TYPES: &[&str] = &[
     "aclUpdateDataBuffer",
     "aclGetDataBufferAddr",
     "aclGetDataBufferSizeV2",
+    "aclGetDataBufferSize",
 ];
 /// CANN's `typedef enum X {...} X;` types that live in `acl_base.h`.
 const BASE_ENUMS: &[&str] = &["aclDataType", "aclCannAttr"];
@@ -117,6 +118,9 @@ pub const ENUMS: &[&str] = &[
     "aclmdlRICondTaskType",
     "aclrtCondition",
     "aclrtCompareDataType",
+    "aclrtReduceKind",
+    "aclrtRandomNumFuncType",
+    "aclrtHostRegisterType",
 ];
 
 /// Whether `name` is of the stream-ordered pools' header.

@@ -18,8 +18,9 @@
 #                    aclnnMul, tensors, scalars), from scripts/cann-samples/aclnn,
 #                    kept outside the library (needs a C++ compiler: $CXX or c++)
 # PREFIX/cmake       ascendc.cmake: ascendc_library() builds the host stand-ins
-#                    named by -DACLALLOC_HOST_KERNELS=... (AI Core kernels cannot
-#                    run on the host), or an empty library without them;
+#                    named by -DACLALLOC_HOST_KERNELS=... and those of the same
+#                    file names in -DACLALLOC_LIBRARY_KERNELS=DIR (AI Core kernels
+#                    cannot run on the host), or an empty library without them;
 #                    ascendc_fatbin_library() builds the kernel binary a program
 #                    loads with aclrtBinaryLoadFromFile from the stand-ins in
 #                    -DACLALLOC_FATBIN_KERNELS=DIR (DIR/<kernel source's name>)
@@ -69,20 +70,40 @@ cp "$prefix/bin/setenv.bash" "$prefix/set_env.sh"
 
 cat > "$prefix/cmake/ascendc.cmake" <<'CMAKE'
 # ascendc_library() for aclalloc's host runtime: AI Core kernels are not
-# compiled; the library is built from the host stand-ins listed in
-# ACLALLOC_HOST_KERNELS (the variable or the environment; host functions of the same effect, launched with
-# aclallocLaunchKernel or aclrtLaunchHostFunc), or is empty without them.
+# compiled; the library is built from host stand-ins of the same effect
+# (launched with aclallocLaunchKernel or aclrtLaunchHostFunc). A kernel
+# source with a file of the same name in ACLALLOC_LIBRARY_KERNELS (a
+# sample's own kernel) is replaced by that file; the others (the shared
+# kernels of CANN's example/kernel_func) by the sources listed in
+# ACLALLOC_HOST_KERNELS. Both are the variable or the environment; without
+# any stand-in the library is empty.
 get_filename_component(_aclalloc_prefix "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 set(ACLALLOC_HOST_KERNELS "$ENV{ACLALLOC_HOST_KERNELS}" CACHE STRING "Host stand-ins for the AI Core kernels (;-list of sources)")
+set(ACLALLOC_LIBRARY_KERNELS "$ENV{ACLALLOC_LIBRARY_KERNELS}" CACHE PATH
+    "Directory of host stand-ins for a program's own kernel sources: <kernel source's file name> for each")
 function(ascendc_library name type)
+  set(_sources)
+  set(_shared FALSE)
+  foreach(_source IN LISTS ARGN)
+    get_filename_component(_file "${_source}" NAME)
+    if(ACLALLOC_LIBRARY_KERNELS AND EXISTS "${ACLALLOC_LIBRARY_KERNELS}/${_file}")
+      list(APPEND _sources "${ACLALLOC_LIBRARY_KERNELS}/${_file}")
+    else()
+      set(_shared TRUE)
+    endif()
+  endforeach()
+  if(_shared AND ACLALLOC_HOST_KERNELS)
+    list(APPEND _sources ${ACLALLOC_HOST_KERNELS})
+  endif()
   # As CANN's, the library brings the runtime with it.
-  if(ACLALLOC_HOST_KERNELS)
-    add_library(${name} ${type} ${ACLALLOC_HOST_KERNELS})
-    target_include_directories(${name} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/../../..")
+  if(_sources)
+    add_library(${name} ${type} ${_sources})
+    # A stand-in includes the program's own headers, or example/kernel_func's.
+    target_include_directories(${name} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/../../..")
     set(_scope PUBLIC)
   else()
     message(STATUS "ascendc_library(${name}): AI Core kernels do not run on the host; "
-                   "set ACLALLOC_HOST_KERNELS to host stand-ins of ${ARGN}")
+                   "set ACLALLOC_HOST_KERNELS or ACLALLOC_LIBRARY_KERNELS to host stand-ins of ${ARGN}")
     add_library(${name} INTERFACE)
     set(_scope INTERFACE)
   endif()

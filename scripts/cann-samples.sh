@@ -10,8 +10,9 @@
 # scratch directory. RUNS defaults to 20. SAMPLE names paths under example/
 # (default: the samples that need neither notifies nor IPC, listed below).
 # The AI Core kernels are replaced by host stand-ins of the same effect
-# (scripts/cann-samples/host_kernels.cpp, built by the prefix's
-# ascendc_library(); the kernel binaries a sample loads by file name, from
+# (scripts/cann-samples/host_kernels.cpp for example/kernel_func's kernels,
+# and scripts/cann-samples/kernels/ for a sample's own, built by the
+# prefix's ascendc_library(); the kernel binaries a sample loads by file name, from
 # the stand-ins in scripts/cann-samples/fatbin/, built by its
 # ascendc_fatbin_library() and installed where the sample loads them, as
 # its run.sh does with `cmake --install`), and the operator library calls
@@ -35,7 +36,7 @@
 # devices (ACLALLOC_DEVICE_COUNT, unless set), as the multi-device ones need.
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,32p' "$0" >&2
+  sed -n '2,36p' "$0" >&2
   exit 2
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -93,6 +94,7 @@ bash "$root/scripts/cann-prefix.sh" "$prefix" >/dev/null || exit 2
 source "$prefix/bin/setenv.bash"
 export ACLALLOC_HOST_KERNELS="$root/scripts/cann-samples/host_kernels.cpp"
 export ACLALLOC_FATBIN_KERNELS="$root/scripts/cann-samples/fatbin"
+export ACLALLOC_LIBRARY_KERNELS="$root/scripts/cann-samples/kernels"
 export ACLALLOC_DEVICE_COUNT="${ACLALLOC_DEVICE_COUNT:-8}"
 
 # The documented output: the Nth (default: first) fenced block after the
@@ -215,7 +217,8 @@ for s in "${samples[@]}"; do
   rm -rf "$dir/build"
   if ! (cmake -S "$dir" -B "$dir/build" -DASCEND_CANN_PACKAGE_PATH="$ASCEND_HOME_PATH" \
           -DACLALLOC_HOST_KERNELS="$ACLALLOC_HOST_KERNELS" \
-          -DACLALLOC_FATBIN_KERNELS="$ACLALLOC_FATBIN_KERNELS" >"$dir/build.log" 2>&1 &&
+          -DACLALLOC_FATBIN_KERNELS="$ACLALLOC_FATBIN_KERNELS" \
+          -DACLALLOC_LIBRARY_KERNELS="$ACLALLOC_LIBRARY_KERNELS" >"$dir/build.log" 2>&1 &&
         cmake --build "$dir/build" -j 2 >>"$dir/build.log" 2>&1 &&
         # What run.sh installs (a kernel binary the program loads from out/).
         { ! grep -q '^cmake --install' "$dir/run.sh" 2>/dev/null ||

@@ -198,3 +198,81 @@ fn the_operator_library_stand_ins_run_a_captured_add() {
         "105.0 12.0 18.0 24.0\n205.0 12.0 18.0 24.0\naclnn_capture: ok\n"
     );
 }
+
+/// `ascendc_library(name type sources...)` of the prefix's ascendc.cmake
+/// builds a kernel source's host stand-in from the file of the same name in
+/// `ACLALLOC_LIBRARY_KERNELS` (which may include the program's own headers)
+/// and the other sources' from `ACLALLOC_HOST_KERNELS`; the program links
+/// it as it would the kernels and runs them.
+#[test]
+fn ascendc_library_takes_a_programs_own_kernel_stand_ins() {
+    let dir = common::scratch("cann_prefix_library");
+    let prefix = write_prefix(&dir);
+    let (project, own, shared) = (dir.join("project"), dir.join("own"), dir.join("shared"));
+    for d in [&project, &own, &shared] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let write = |path: PathBuf, text: &str| std::fs::write(path, text).unwrap();
+    write(project.join("scale.h"), "int Scale(int x);\n");
+    // The kernel sources themselves are never compiled: only their names count.
+    write(
+        project.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.16)\n\
+         project(library_check CXX)\n\
+         include(${ASCENDC_CMAKE_DIR}/ascendc.cmake)\n\
+         ascendc_library(kernels STATIC scale.cpp ../kernel_func/offset.cpp)\n\
+         add_executable(main main.cpp)\n\
+         target_link_libraries(main PRIVATE kernels)\n",
+    );
+    write(
+        project.join("main.cpp"),
+        "#include <cstdio>\n#include \"scale.h\"\nint Offset(int x);\n\
+         int main() { std::printf(\"%d %d\\n\", Scale(3), Offset(3)); return 0; }\n",
+    );
+    write(
+        own.join("scale.cpp"),
+        "#include \"scale.h\"\nint Scale(int x) { return 2 * x; }\n",
+    );
+    write(
+        shared.join("shared.cpp"),
+        "int Offset(int x) { return x + 10; }\n",
+    );
+    let build = project.join("build");
+    let configure = Command::new("cmake")
+        .arg("-S")
+        .arg(&project)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!(
+            "-DASCENDC_CMAKE_DIR={}",
+            prefix.join("cmake").display()
+        ))
+        .arg(format!("-DACLALLOC_LIBRARY_KERNELS={}", own.display()))
+        .arg(format!(
+            "-DACLALLOC_HOST_KERNELS={}",
+            shared.join("shared.cpp").display()
+        ))
+        .output()
+        .expect("cmake");
+    assert!(
+        configure.status.success(),
+        "{}",
+        String::from_utf8_lossy(&configure.stderr)
+    );
+    let built = Command::new("cmake")
+        .arg("--build")
+        .arg(&build)
+        .output()
+        .expect("cmake");
+    assert!(
+        built.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let out = Command::new(build.join("main"))
+        .env("LD_LIBRARY_PATH", prefix.join("lib64"))
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "6 13\n");
+}

@@ -20,6 +20,7 @@ fn a_buffer_names_its_memory_until_destroyed_and_bad_ones_are_refused() {
         assert!(!b.is_null());
         assert_eq!(aclGetDataBufferAddr(b), data);
         assert_eq!(aclGetDataBufferSizeV2(b), 256);
+        assert_eq!(aclGetDataBufferSize(b), 256);
         let later = memory.as_mut_ptr().add(128).cast::<c_void>();
         assert_eq!(aclUpdateDataBuffer(b, later, 128), ACL_SUCCESS);
         assert_eq!(aclGetDataBufferAddr(b), later);
@@ -34,6 +35,9 @@ fn a_buffer_names_its_memory_until_destroyed_and_bad_ones_are_refused() {
         assert!(aclGetDataBufferAddr(b).is_null());
         assert!(common::message().contains("not a live data buffer"));
         assert_eq!(aclGetDataBufferSizeV2(b), 0);
+        assert_eq!(aclGetDataBufferSize(b), 0, "CANN's 0, not u32::MAX");
+        assert!(common::message().contains("not a live data buffer"));
+        assert_eq!(aclGetDataBufferSize(null()), 0);
         assert_eq!(aclDestroyDataBuffer(b), ACL_ERROR_INVALID_PARAM);
         assert_eq!(aclUpdateDataBuffer(b, data, 1), ACL_ERROR_INVALID_PARAM);
         assert_eq!(aclDestroyDataBuffer(null()), ACL_ERROR_INVALID_PARAM);
@@ -41,6 +45,14 @@ fn a_buffer_names_its_memory_until_destroyed_and_bad_ones_are_refused() {
         let forged = 0x5000 as *const aclalloc::ffi::cann::types::aclDataBuffer;
         assert!(aclGetDataBufferAddr(forged).is_null());
         assert_eq!(aclDestroyDataBuffer(forged), ACL_ERROR_INVALID_PARAM);
+    }
+    // The 32-bit size is the size truncated, as CANN's.
+    // SAFETY: a number kept, never read.
+    unsafe {
+        let big = aclCreateDataBuffer(null_mut(), (1usize << 32) + 5);
+        assert_eq!(aclGetDataBufferSize(big), 5);
+        assert_eq!(aclGetDataBufferSizeV2(big), (1usize << 32) + 5);
+        assert_eq!(aclDestroyDataBuffer(big), ACL_SUCCESS);
     }
     // The memory was never the buffer's: it is still the caller's.
     memory[0] = 1;

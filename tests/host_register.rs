@@ -1,5 +1,5 @@
-//! Registered host memory (`aclrtHostRegisterV2`, `aclrtHostGetDevicePointer`,
-//! `aclrtHostUnregister`) and managed memory (`aclrtMemAllocManaged`) on the
+//! Registered host memory (`aclrtHostRegister`, `aclrtHostRegisterV2`,
+//! `aclrtHostGetDevicePointer`, `aclrtHostUnregister`) and managed memory (`aclrtMemAllocManaged`) on the
 //! host runtime: CANN's refusals and codes, out-parameters written only on
 //! success, a message for every failure.
 
@@ -95,6 +95,58 @@ fn a_mapped_range_is_its_own_device_address_until_unregistered() {
         );
         assert!(message().contains("ACL_HOST_REG_MAPPED"), "{}", message());
         assert_eq!(aclrtHostUnregister(p), ACL_SUCCESS);
+    }
+}
+
+#[test]
+fn the_first_version_registers_for_the_device_and_gives_the_address() {
+    common::device0();
+    let mut buffer = pageable(2);
+    let p = aligned(&mut buffer);
+    // SAFETY (every call below): the pointers are valid; the runtime checks
+    // the range against the process's mappings.
+    unsafe {
+        let mut device = SENTINEL;
+        assert_eq!(
+            aclrtHostRegister(p, 2 * 4096, ACL_HOST_REGISTER_READONLY, &mut device),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtHostRegister(p, 2 * 4096, 3, &mut device),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert!(message().contains("aclrtHostRegisterType"), "{}", message());
+        // NULL out-parameter: refused before anything is registered.
+        assert_eq!(
+            aclrtHostRegister(p, 2 * 4096, ACL_HOST_REGISTER_MAPPED, null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(device, SENTINEL, "written only on success");
+        assert_eq!(
+            aclrtHostRegister(p, 2 * 4096, ACL_HOST_REGISTER_MAPPED, &mut device),
+            ACL_SUCCESS
+        );
+        assert_eq!(device, p);
+        // The same registration the second version makes.
+        let mut again = SENTINEL;
+        assert_eq!(
+            aclrtHostGetDevicePointer(p.cast::<u8>().add(4096).cast(), &mut again, 0),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclrtHostRegisterV2(p, 4096, MAPPED),
+            ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+        );
+        assert_eq!(aclrtHostUnregister(p), ACL_SUCCESS);
+        assert_eq!(
+            aclrtHostRegister(
+                p.cast::<u8>().add(1).cast(),
+                4096,
+                ACL_HOST_REGISTER_MAPPED,
+                &mut device
+            ),
+            ACL_ERROR_INVALID_PARAM
+        );
     }
 }
 

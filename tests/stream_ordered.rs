@@ -692,3 +692,30 @@ fn a_free_finds_its_pool_among_several() {
     finish(one, &[]);
     finish(two, &[s]);
 }
+
+/// A second free of a block whose free on another stream is running is
+/// refused: the block stays a pending free until the pool has it back, so
+/// no moment between the stream reaching the free and the pool taking the
+/// block lets a second free through.
+#[test]
+fn a_second_free_is_refused_while_the_first_runs_on_another_stream() {
+    let _serial = setup();
+    let pool = create();
+    let (a, b) = (stream(), stream());
+    for i in 0..50_000u32 {
+        let p = malloc(pool, 512, a) as *mut c_void;
+        assert_eq!(free_rc(p, b), OK);
+        // Races the freeing stream, which runs the free now: each delay
+        // from none to a few microseconds, so some land inside its run.
+        for _ in 0..i % 400 {
+            std::hint::spin_loop();
+        }
+        assert_eq!(
+            free_rc(p, b),
+            INVALID_PARAM,
+            "a second free was accepted (iteration {i})"
+        );
+        sync(b);
+    }
+    finish(pool, &[a, b]);
+}

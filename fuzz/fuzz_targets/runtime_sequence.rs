@@ -20,8 +20,15 @@
 //! own, a value write and a satisfied value wait, then a synchronize with a
 //! timeout, a stop or an abort; export and import within this process (a
 //! shareable handle, refused; IPC memory, seen at both addresses; an IPC
-//! event, ordering the default stream). Every wait follows its record, so
-//! no op can block a stream for good.
+//! event, ordering the default stream); data buffers (created, updated,
+//! read, destroyed and refused); `aclrtReduceAsync` and
+//! `aclrtRandomNumAsync` on any stream, with kinds, types, counts,
+//! offsets and flaws that must be refused, their results checked after a
+//! synchronize; a model built with labels on two streams and a switch,
+//! replayed with two indices (also past the list), some labels never set
+//! or set twice or on an unbound stream, the handles destroyed before or
+//! after the replays. Every wait follows its record, so no op can block a
+//! stream for good.
 //!
 //! Checked: every return code and message; the kernel gets a workspace of
 //! the launch's size (NULL for 0) that it can write, and for the counting
@@ -36,6 +43,8 @@
 
 #[path = "../common/messages.rs"]
 mod messages;
+#[path = "runtime_sequence/newer.rs"]
+mod newer;
 
 use aclalloc::ffi::cann::allocator::*;
 use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
@@ -144,6 +153,9 @@ enum Op {
     /// first when `own`), a second free refused, the second stream
     /// synchronized, the pool trimmed and destroyed.
     StreamOrdered(StreamPick, StreamPick, u32, bool),
+    /// Data buffers, the built-in reduce and random-number tasks, labels
+    /// in built models (`newer.rs`).
+    Newer(newer::NewerOp),
 }
 
 const GRANULE: usize = 2 << 20;
@@ -335,7 +347,9 @@ impl Model {
                 String::from("(no message)")
             } else {
                 // SAFETY: a NUL-terminated string valid until this thread's next call.
-                unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy().into_owned()
+                unsafe { std::ffi::CStr::from_ptr(text) }
+                    .to_string_lossy()
+                    .into_owned()
             };
             panic!("{function}: returned {got}, the model expects {want}; the message:\n{said}");
         }
@@ -571,6 +585,7 @@ impl Model {
             Op::TimedEventOrder(a, b, f, t) => self.timed_event_order(a, b, f, t),
             Op::ShareHere(k) => self.share_here(k),
             Op::StreamOrdered(a, b, n, own) => self.stream_ordered(a, b, n, own),
+            Op::Newer(op) => self.newer(op),
             Op::Reserve(..)
             | Op::Release(_)
             | Op::MallocPhysical(..)
@@ -868,7 +883,11 @@ impl Model {
         let rc = unsafe { aclrtMemPoolCreate(&mut pool, &props) };
         self.expect("aclrtMemPoolCreate", rc, OK);
         let ((ha, ia), (hb, ib)) = (self.pick(a), self.pick(b));
-        let (ha, ia, hb, ib) = if own { (ha, ia, ha, ia) } else { (ha, ia, hb, ib) };
+        let (ha, ia, hb, ib) = if own {
+            (ha, ia, ha, ia)
+        } else {
+            (ha, ia, hb, ib)
+        };
         // Only streams the runtime accepts: the refusals are the runtime
         // ops' to check.
         if !self.accepts(ha, ia) || !self.accepts(hb, ib) {

@@ -85,6 +85,12 @@ static const int ACL_ERROR_RT_MODEL_UPDATE_FAILED = 107040;
 static const int ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC = 107041;
 /** The feature is not supported on this device or runtime (CANN's `rt_error_codes.h`), which programs probe for before using one. */
 static const int ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
+/** The stream is not bound to a model (a label set or switch on a stream no model build holds). */
+static const int ACL_ERROR_RT_STREAM_MODEL = 107005;
+/** An address is not aligned to the size of the data it holds (a reduce's). */
+static const int ACL_ERROR_RT_ADDR_UNALIGNED = 107008;
+/** A label used in another context than the one it was made in. */
+static const int ACL_ERROR_RT_LABEL_CONTEXT = 507031;
 /** `aclrtHostRegisterV2` of a range that overlaps one registered already. */
 static const int ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 507910;
 /** Host memory that was never registered (`aclrtHostUnregister`, `aclrtHostGetDevicePointer`). */
@@ -280,6 +286,16 @@ void *aclGetDataBufferAddr(const struct aclDataBuffer *dataBuffer);
  * None for the host runtime: the buffer is looked up, never dereferenced.
  */
 size_t aclGetDataBufferSizeV2(const struct aclDataBuffer *dataBuffer);
+
+/**
+ * The size in bytes the buffer names, as 32 bits (truncated, as CANN's
+ * is); 0 for NULL or a buffer that is not live. Deprecated by CANN for
+ * `aclGetDataBufferSizeV2`, which programs should call instead.
+ *
+ * # Safety
+ * None for the host runtime: the buffer is looked up, never dereferenced.
+ */
+uint32_t aclGetDataBufferSize(const struct aclDataBuffer *dataBuffer);
 
 /**
  * The bytes of one element of `dataType`: sub-byte types count 1 (their

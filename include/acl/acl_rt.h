@@ -546,12 +546,122 @@ typedef enum aclrtCompareDataType {
     ACL_RT_SWITCH_INT64 = 1,
 } aclrtCompareDataType;
 
+typedef enum aclrtReduceKind {
+    /** `dst[i] += src[i]`. */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM = 10,
+    /** `dst[i] = max(dst[i], src[i])`. */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX = 11,
+    /** `dst[i] = min(dst[i], src[i])`. */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN = 12,
+    /** The STARS hardware's EQUAL (refused by the host runtime, as CANN refuses it elsewhere). */
+    ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL = 13,
+} aclrtReduceKind;
+
+typedef enum aclrtRandomNumFuncType {
+    /** A dropout bitmask: one bit per number, 1 for a kept element. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK = 0,
+    /** Uniform in `[min, max)`. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_UNIFORM_DIS = 1,
+    /** Normal. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_NORMAL_DIS = 2,
+    /** Normal, truncated to two standard deviations. */
+    ACL_RT_RANDOM_NUM_FUNC_TYPE_TRUNCATED_NORMAL_DIS = 3,
+} aclrtRandomNumFuncType;
+
+typedef enum aclrtHostRegisterType {
+    /** Mapped for the device. */
+    ACL_HOST_REGISTER_MAPPED = 0,
+    /** A PCIe device's IO space (not supported by the host runtime). */
+    ACL_HOST_REGISTER_IOMEMORY = 4,
+    /** Read only for the device (not supported by the host runtime). */
+    ACL_HOST_REGISTER_READONLY = 8,
+} aclrtHostRegisterType;
+
 
 /**
  * What CANN's exception callbacks are told about a failed task (CANN's
  * opaque `aclrtExceptionInfo`, read with its getters).
  */
 typedef struct aclrtExceptionInfo aclrtExceptionInfo;
+
+/**
+ * One parameter of a random-number task: a value (`isAddr` 0, its first
+ * `size` bytes of `valueOrAddr`, little-endian) or the device address of
+ * one (`isAddr` 1).
+ */
+typedef struct aclrtRandomParaInfo {
+  uint8_t isAddr;
+  uint8_t valueOrAddr[8];
+  uint8_t size;
+  uint8_t rsv[6];
+} aclrtRandomParaInfo;
+
+/**
+ * A dropout bitmask's parameter: the ratio of dropped elements.
+ */
+typedef struct aclrtDropoutBitmaskInfo {
+  struct aclrtRandomParaInfo dropoutRation;
+} aclrtDropoutBitmaskInfo;
+
+/**
+ * A uniform distribution's parameters.
+ */
+typedef struct aclrtUniformDisInfo {
+  struct aclrtRandomParaInfo min;
+  struct aclrtRandomParaInfo max;
+} aclrtUniformDisInfo;
+
+/**
+ * A normal distribution's parameters.
+ */
+typedef struct aclrtNormalDisInfo {
+  struct aclrtRandomParaInfo mean;
+  struct aclrtRandomParaInfo stddev;
+} aclrtNormalDisInfo;
+
+/**
+ * The parameters of one distribution (the union CANN declares inside
+ * [`aclrtRandomNumFuncParaInfo`], named here so C can spell it).
+ */
+typedef union aclrtRandomNumFuncParaInfoParam {
+  struct aclrtDropoutBitmaskInfo dropoutBitmaskInfo;
+  struct aclrtUniformDisInfo uniformDisInfo;
+  struct aclrtNormalDisInfo normalDisInfo;
+} aclrtRandomNumFuncParaInfoParam;
+
+/**
+ * A distribution and its parameters.
+ */
+typedef struct aclrtRandomNumFuncParaInfo {
+  aclrtRandomNumFuncType funcType;
+  union aclrtRandomNumFuncParaInfoParam paramInfo;
+} aclrtRandomNumFuncParaInfo;
+
+/**
+ * A random-number task (`aclrtRandomNumAsync`).
+ */
+typedef struct aclrtRandomNumTaskInfo {
+  /**
+   * The numbers' type (the ratio's, for a dropout bitmask).
+   */
+  aclDataType dataType;
+  struct aclrtRandomNumFuncParaInfo randomNumFuncParaInfo;
+  /**
+   * Device memory the runtime writes the parameters to (NULL: its own).
+   */
+  void *randomParaAddr;
+  /**
+   * Device memory for the numbers.
+   */
+  void *randomResultAddr;
+  /**
+   * 16 bytes of device memory: the generator's counter.
+   */
+  void *randomCounterAddr;
+  struct aclrtRandomParaInfo randomSeed;
+  struct aclrtRandomParaInfo randomNum;
+  uint8_t rsv[8];
+} aclrtRandomNumTaskInfo;
 
 /**
  * One uncorrectable memory error: where and how long.
@@ -741,6 +851,16 @@ typedef struct aclrtLaunchKernelCfg {
 } aclrtLaunchKernelCfg;
 
 /**
+ * A label: a place in the tasks of a stream bound to a model being built.
+ */
+typedef void *aclrtLabel;
+
+/**
+ * An ordered list of labels to switch among.
+ */
+typedef void *aclrtLabelList;
+
+/**
  * A model running instance: a captured or built model.
  */
 typedef void *aclmdlRI;
@@ -916,6 +1036,24 @@ typedef struct aclrtMemFabricHandle {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Queues `dst[i] = dst[i] kind src[i]` over `count` bytes of `type`
+ * elements on `stream` (`reserve`: NULL).
+ *
+ * # Safety
+ * None for the host runtime: both ranges are checked as live device memory.
+ */
+aclError aclrtReduceAsync(void *dst, const void *src, uint64_t count, aclrtReduceKind kind, aclDataType type, aclrtStream stream, void *reserve);
+
+/**
+ * Queues the random-number task `taskInfo` on `stream` (`reserve`: NULL).
+ *
+ * # Safety
+ * `taskInfo` is NULL or points to a readable task; the addresses in it
+ * are checked as live device memory.
+ */
+aclError aclrtRandomNumAsync(const struct aclrtRandomNumTaskInfo *taskInfo, aclrtStream stream, void *reserve);
 
 /**
  * Writes whether device `deviceId` supports `devFeatureType`:
@@ -1357,6 +1495,20 @@ aclError aclrtMallocHost(void **hostPtr, size_t size);
 aclError aclrtFreeHost(void *hostPtr);
 
 /**
+ * Registers `size` bytes of host memory at `ptr` (4 KB aligned) for the
+ * device (`type`: `ACL_HOST_REGISTER_MAPPED`) and writes its device address
+ * to `devPtr` (on the host runtime: `ptr` itself), as `aclrtHostRegisterV2`
+ * with `ACL_HOST_REG_MAPPED` then `aclrtHostGetDevicePointer` do; the same
+ * refusals. `ACL_HOST_REGISTER_IOMEMORY` or `_READONLY`:
+ * `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`. Unregistered with `aclrtHostUnregister`.
+ *
+ * # Safety
+ * `devPtr` is NULL or writable; the range is checked against this
+ * process's mappings, never touched.
+ */
+aclError aclrtHostRegister(void *ptr, uint64_t size, aclrtHostRegisterType type, void **devPtr);
+
+/**
  * Registers `size` bytes of host memory at `ptr` (4 KB aligned) with
  * `flag`, an OR of `ACL_HOST_REG_MAPPED` and `ACL_HOST_REG_PINNED`. A range
  * overlapping a registered one: `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED`;
@@ -1574,6 +1726,59 @@ aclError aclrtKernelArgsFinalize(aclrtArgsHandle argsHandle);
  * `cfg` is NULL or readable. The handles are looked up, never trusted.
  */
 aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream, struct aclrtLaunchKernelCfg *cfg, aclrtArgsHandle argsHandle, void *reserve);
+
+/**
+ * Creates a label in the current context (at most 65535 per process).
+ *
+ * # Safety
+ * `label` is NULL or writable.
+ */
+aclError aclrtCreateLabel(aclrtLabel *label);
+
+/**
+ * Sets the label on `stream` (bound to a model being built with
+ * `aclmdlRIBindStream`): a switch to it carries on with the tasks queued
+ * on `stream` after this call. A label is set once.
+ *
+ * # Safety
+ * None for the host runtime: the handles are looked up, never trusted.
+ */
+aclError aclrtSetLabel(aclrtLabel label, aclrtStream stream);
+
+/**
+ * Destroys the label (a model that uses it keeps it).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyLabel(aclrtLabel label);
+
+/**
+ * A list of the `num` labels of `labels` (1 to 65535), in order.
+ *
+ * # Safety
+ * `labels` is NULL or readable for `num` labels; `labelList` is NULL or writable.
+ */
+aclError aclrtCreateLabelList(aclrtLabel *labels, size_t num, aclrtLabelList *labelList);
+
+/**
+ * Destroys the list (a switch that uses it keeps it).
+ *
+ * # Safety
+ * None for the host runtime: the handle is looked up, never trusted.
+ */
+aclError aclrtDestroyLabelList(aclrtLabelList labelList);
+
+/**
+ * On `stream` (bound to a model being built), a task that reads the
+ * `uint32_t` index at `ptr` (device memory) when it runs and carries on
+ * after that label of `labelList` (its last when the index is past
+ * `maxValue - 1`); the switching stream's later tasks do not run.
+ *
+ * # Safety
+ * None for the host runtime: `ptr` is checked as live device memory.
+ */
+aclError aclrtSwitchLabelByIndex(void *ptr, uint32_t maxValue, aclrtLabelList labelList, aclrtStream stream);
 
 /**
  * Allocates `size` bytes (rounded up to 2 MiB) of managed memory on the

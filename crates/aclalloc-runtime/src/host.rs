@@ -9,7 +9,8 @@ use super::workspace::{direct_device_memory, WorkspaceAllocator};
 use crate::base::error::{Error, Result};
 use crate::base::handles::HandleTable;
 use crate::base::ids::{
-    ConditionHandle, ContextHandle, EventHandle, ModelHandle, StreamHandle, TaskGroupHandle,
+    ConditionHandle, ContextHandle, EventHandle, LabelHandle, LabelListHandle, ModelHandle,
+    StreamHandle, TaskGroupHandle,
 };
 use crate::base::sync::statics::AtomicUsize;
 use crate::base::sync::Ordering;
@@ -52,6 +53,9 @@ pub struct HostRuntime {
     pub(crate) models: HandleTable<ModelHandle, Arc<super::model::Model>>,
     pub(crate) task_groups: HandleTable<TaskGroupHandle, Arc<super::model::TaskGroup>>,
     pub(crate) conditions: HandleTable<ConditionHandle, Arc<super::model::Condition>>,
+    /// Labels of built models (`aclrtLabel`) and their lists (`aclrtLabelList`).
+    pub(crate) labels: HandleTable<LabelHandle, Arc<super::labels::Label>>,
+    pub(crate) label_lists: HandleTable<LabelListHandle, super::labels::LabelList>,
     pub(crate) reports: Arc<super::callbacks::Reports>,
     /// `aclrtSetDeviceResLimit`'s limits: (device, resource type, value).
     pub(crate) res_limits: Mutex<Vec<(u32, i32, u32)>>,
@@ -89,6 +93,8 @@ impl HostRuntime {
             models: HandleTable::new(),
             task_groups: HandleTable::new(),
             conditions: HandleTable::new(),
+            labels: HandleTable::new(),
+            label_lists: HandleTable::new(),
             reports: Arc::default(),
             res_limits: Mutex::new(Vec::new()),
             sat_mode: Mutex::new(super::overflow::OVERFLOW_MODE_INFNAN),

@@ -83,6 +83,29 @@ impl HostRuntime {
         Ok(())
     }
 
+    /// `aclrtHostRegister` (CANN's first version): registers the range for
+    /// device mapping (`kind`: `aclrtHostRegisterType`) and gives its device
+    /// address, which on the host is the same address.
+    pub fn host_register_mapped(&self, ptr: usize, size: usize, kind: i32) -> Result<usize> {
+        match kind {
+            // ACL_HOST_REGISTER_MAPPED
+            0 => {}
+            // ACL_HOST_REGISTER_IOMEMORY, ACL_HOST_REGISTER_READONLY: as
+            // aclrtHostRegisterV2's flags of the same names.
+            4 | 8 => return Err(Error::FeatureNotSupported {
+                what: "ACL_HOST_REGISTER_IOMEMORY and ACL_HOST_REGISTER_READONLY are not supported",
+            }),
+            _ => {
+                return Err(Error::InvalidParam {
+                    param: "type",
+                    reason: "It is not an aclrtHostRegisterType value",
+                })
+            }
+        }
+        self.host_register(ptr, size, HOST_REG_MAPPED)?;
+        Ok(ptr)
+    }
+
     /// `aclrtHostGetDevicePointer`: the device address of registered, mapped
     /// host memory, which on the host is the same address.
     pub fn host_device_pointer(&self, ptr: usize, flag: u32) -> Result<usize> {

@@ -14,6 +14,7 @@
 use super::callbacks::HostCall;
 use super::capture::Capture;
 use super::events::Event;
+use super::labels::{Label, LabelList};
 use super::memory::DeviceHeap;
 use super::stream_worker::{current_task_cancelled, KernelFn};
 use super::workspace::WorkspaceAllocator;
@@ -95,6 +96,15 @@ pub(crate) enum Node {
         on_true: usize,
         on_false: Option<usize>,
     },
+    /// `aclrtSetLabel`: a place a label switch can carry on from.
+    Label(Arc<Label>),
+    /// `aclrtSwitchLabelByIndex`: carries on after the label the
+    /// `uint32_t` at `index` picks among the first `max` of `labels`.
+    LabelSwitch {
+        index: *const u8,
+        max: u32,
+        labels: LabelList,
+    },
     /// `aclmdlRIEndTask`.
     End,
 }
@@ -121,6 +131,8 @@ impl Node {
             Node::Model(_) => "MODEL",
             Node::Activate(_) => "STREAM_ACTIVE",
             Node::Switch { .. } => "STREAM_SWITCH",
+            Node::Label(_) => "LABEL_SET",
+            Node::LabelSwitch { .. } => "LABEL_SWITCH",
             Node::End => "MODEL_END",
         }
     }
@@ -415,15 +427,20 @@ impl Model {
         }
     }
 
-    fn run_nodes(
+    fn run_nodes<'a>(
         &self,
-        lanes: &[Lane],
-        nodes: &[Node],
+        lanes: &'a [Lane],
+        mut nodes: &'a [Node],
         cx: &mut Replay,
         depth: u32,
         aborts: u64,
     ) -> bool {
-        for node in nodes {
+        // A label switch moves `nodes` and `next` to the tasks after its
+        // label: a loop, not a call, so a model that switches back to an
+        // earlier label runs as long as the device would, at no depth.
+        let mut next = 0;
+        while let Some(node) = nodes.get(next) {
+            next += 1;
             if current_task_cancelled() || self.aborts.load(Ordering::Relaxed) != aborts {
                 return false;
             }
@@ -520,7 +537,24 @@ impl Model {
                         (false, None) => true,
                     }
                 }
-                Node::End => true,
+                Node::Label(_) | Node::End => true,
+                Node::LabelSwitch { index, max, labels } => {
+                    match find_label(lanes, labels, *index, *max) {
+                        Some((lane_nodes, after)) => {
+                            nodes = lane_nodes;
+                            next = after;
+                            continue;
+                        }
+                        None => {
+                            // The label was set on no stream of this model:
+                            // the task fails, as the device's does.
+                            let _ = super::stream_worker::fail_current_task(
+                                crate::base::error::ACL_ERROR_RT_INTERNAL_ERROR,
+                            );
+                            false
+                        }
+                    }
+                }
             };
             if !went_on {
                 return false;
@@ -601,6 +635,28 @@ fn each_record_in(nodes: &[Node], f: &mut dyn FnMut(&Arc<Event>)) {
             _ => {}
         }
     }
+}
+
+/// Where a label switch carries on: the tasks of the picked label's lane,
+/// and the index of the task after the label; `None` when the label was
+/// set on no stream of the model.
+fn find_label<'a>(
+    lanes: &'a [Lane],
+    labels: &[Arc<Label>],
+    index: *const u8,
+    max: u32,
+) -> Option<(&'a [Node], usize)> {
+    // SAFETY: checked as live device memory of 4 bytes when the switch was
+    // recorded; unaligned, as the caller may point anywhere.
+    let picked = unsafe { index.cast::<u32>().read_unaligned() };
+    let last = max.checked_sub(1)?;
+    let label = labels.get(picked.min(last) as usize)?;
+    lanes.iter().find_map(|lane| {
+        lane.nodes
+            .iter()
+            .position(|n| matches!(n, Node::Label(l) if Arc::ptr_eq(l, label)))
+            .map(|at| (&lane.nodes[..], at + 1))
+    })
 }
 
 /// `*left cond *right` for `aclrtSwitchStream` (`wide`: 64-bit values).

@@ -590,7 +590,7 @@ impl HostRuntime {
     }
 
     /// The build `stream` is bound to, and its lane.
-    fn bound(&self, stream: Option<StreamKey>) -> Result<(Arc<Capture>, usize)> {
+    pub(crate) fn bound(&self, stream: Option<StreamKey>) -> Result<(Arc<Capture>, usize)> {
         let (_, s) = self.capture_stream(stream).map_err(|_| NOT_BOUND)?;
         match s.capture() {
             Some((c, lane)) if matches!(c.target, Target::Build) => Ok((c, lane)),

@@ -206,7 +206,19 @@ pub fn malloc_async(pool: usize, stream: NonZeroUsize, size: usize) -> Result<No
         ));
     }
     // A pool destroyed since this thread cached its device is refused here.
-    with_live_pool(pool, |p| p.malloc_on(stream.get(), size))?
+    let addr = with_live_pool(pool, |p| p.malloc_on(stream.get(), size))??;
+    if PENDING_COUNT.load(Ordering::Acquire) != 0 {
+        // The pool handed the address out again, so a queued free that was
+        // giving it back has: its entry goes (see `complete_free`).
+        let mut pending = PENDING.lock();
+        if let Some(m) = pending.as_mut() {
+            if m.get(&addr.get()).is_some_and(|e| e.returning) {
+                m.remove(&addr.get());
+                PENDING_COUNT.fetch_sub(1, Ordering::Release);
+            }
+        }
+    }
+    Ok(addr)
 }
 
 /// What [`free_async`] decided.
@@ -268,43 +280,81 @@ pub fn free_async(ptr: NonZeroUsize, stream: NonZeroUsize) -> Result<Freed> {
         FreedOn::Freed => Ok(Freed::Now),
         FreedOn::LiveOn(_) => {
             // Kept until the stream runs the free; the address is the token.
+            let entry = Pending {
+                pool,
+                number: NUMBERS.fetch_add(1, Ordering::Relaxed),
+                returning: false,
+            };
             PENDING
                 .lock()
                 .get_or_insert_with(WordMap::default)
-                .insert(addr, pool);
+                .insert(addr, entry);
             PENDING_COUNT.fetch_add(1, Ordering::Release);
             Ok(Freed::WhenReached(addr))
         }
     }
 }
 
-/// Blocks whose free is queued on a stream and has not run yet: address →
-/// the pool's handle.
-static PENDING: Mutex<Option<WordMap<usize>>> = Mutex::new(None);
+/// A free queued on another stream than the block's.
+#[derive(Clone, Copy)]
+struct Pending {
+    /// The pool's handle.
+    pool: usize,
+    /// Unique in the process: tells this free from a later one of the
+    /// same address.
+    number: u64,
+    /// The freeing stream has begun giving the block back.
+    returning: bool,
+}
+
+/// Blocks whose free is queued on a stream and has not completed: address
+/// → the free. An entry stays until the pool has the block back, so that a
+/// second free is refused at every moment before.
+static PENDING: Mutex<Option<WordMap<Pending>>> = Mutex::new(None);
 /// How many entries `PENDING` has, so a free reads it only when some exist.
 static PENDING_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The next free's number.
+static NUMBERS: AtomicU64 = AtomicU64::new(1);
 
-/// Takes `token` out of the queued frees; its pool's handle.
-fn take_pending(token: usize) -> Option<usize> {
-    let pool = PENDING.lock().as_mut().and_then(|m| m.remove(&token))?;
-    PENDING_COUNT.fetch_sub(1, Ordering::Release);
-    Some(pool)
+/// Takes `token`'s entry out of the queued frees when `keep` says so.
+fn take_pending_if(token: usize, keep: impl FnOnce(&Pending) -> bool) {
+    let mut pending = PENDING.lock();
+    let Some(m) = pending.as_mut() else {
+        return;
+    };
+    if m.get(&token).is_some_and(keep) {
+        m.remove(&token);
+        PENDING_COUNT.fetch_sub(1, Ordering::Release);
+    }
 }
 
 /// Undoes [`free_async`]'s [`Freed::WhenReached`] when the free could not be
 /// queued: the block is live again.
 pub fn undo_free(token: usize) {
-    take_pending(token);
+    take_pending_if(token, |_| true);
 }
 
 /// The queued part of a free on another stream than the block's: run by
 /// that stream when it reaches the free, it gives the block back to its
 /// pool (to the stream it was allocated on).
+///
+/// The entry is marked, not removed, while the pool takes the block, and
+/// goes after: removed first, a second free in between found the block
+/// still live and was accepted (a double free). Once the pool has the
+/// block it may hand the address out again before the entry goes:
+/// `malloc_async` then removes it, and a free of the new block queued
+/// meanwhile has a new entry, which the number keeps from going here.
 pub fn complete_free(token: usize) {
-    let Some(pool) = take_pending(token) else {
+    let marked = PENDING.lock().as_mut().and_then(|m| {
+        let entry = m.get_mut(&token)?;
+        entry.returning = true;
+        Some((entry.pool, entry.number))
+    });
+    let Some((pool, number)) = marked else {
         return;
     };
     let _ = handles::with(pool as *mut std::ffi::c_void, |p| p.free(token));
+    take_pending_if(token, |e| e.number == number);
 }
 
 /// `aclrtMemPoolTrimTo`: gives free memory back to the device until at

@@ -95,6 +95,13 @@ pub const ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC: aclError = 107041;
 /// The feature is not supported on this device or runtime (CANN's
 /// `rt_error_codes.h`), which programs probe for before using one.
 pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207000;
+/// The stream is not bound to a model (a label set or switch on a stream
+/// no model build holds).
+pub const ACL_ERROR_RT_STREAM_MODEL: aclError = 107005;
+/// An address is not aligned to the size of the data it holds (a reduce's).
+pub const ACL_ERROR_RT_ADDR_UNALIGNED: aclError = 107008;
+/// A label used in another context than the one it was made in.
+pub const ACL_ERROR_RT_LABEL_CONTEXT: aclError = 507031;
 /// `aclrtHostRegisterV2` of a range that overlaps one registered already.
 pub const ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED: aclError = 507910;
 /// Host memory that was never registered (`aclrtHostUnregister`,
@@ -265,8 +272,9 @@ pub enum Error {
     #[error("The kernel binary cannot be loaded: {detail}")]
     BinaryLoad { detail: &'static str },
 
-    /// A graph capture's rules refused the call (`code`: CANN's
-    /// `ACL_ERROR_RT_*` capture codes, 107024 to 107041).
+    /// A graph capture's or a model build's rules refused the call
+    /// (`code`: CANN's `ACL_ERROR_RT_*` code: the capture codes, 107024 to
+    /// 107041, and those of labels and reduces).
     #[error("{reason}")]
     Capture {
         code: aclError,

@@ -78,6 +78,10 @@ pub mod tags {
     /// aclalloc's own handle, valid through sleep and wake while the
     /// runtime's physical memory behind it changes.
     pub(crate) const REGION_PHYSICAL: u16 = 0xACC0;
+    /// Labels of built models (`aclrtLabel`).
+    pub(crate) const LABEL: u16 = 0xACD0;
+    /// Label lists (`aclrtLabelList`).
+    pub(crate) const LABEL_LIST: u16 = 0xACD1;
 }
 
 /// Where the tag sits in a handle (every table).

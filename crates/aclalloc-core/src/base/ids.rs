@@ -118,3 +118,13 @@ handle_kind!(
     RegionPhysicalHandle,
     tags::REGION_PHYSICAL
 );
+handle_kind!(
+    /// The handle of a label of a built model (`aclrtLabel`).
+    LabelHandle,
+    tags::LABEL
+);
+handle_kind!(
+    /// The handle of a label list (`aclrtLabelList`).
+    LabelListHandle,
+    tags::LABEL_LIST
+);

@@ -78,3 +78,24 @@ pub unsafe extern "C" fn aclGetDataBufferSizeV2(dataBuffer: *const aclDataBuffer
         data_buffer::get(buffer(dataBuffer)?).map(|(_, size)| size)
     })
 }
+
+/// The size in bytes the buffer names, as 32 bits (truncated, as CANN's
+/// is); 0 for NULL or a buffer that is not live. Deprecated by CANN for
+/// `aclGetDataBufferSizeV2`, which programs should call instead.
+///
+/// # Safety
+/// None for the host runtime: the buffer is looked up, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn aclGetDataBufferSize(dataBuffer: *const aclDataBuffer) -> u32 {
+    real_or_host!(aclGetDataBufferSize(dataBuffer: *const aclDataBuffer) -> u32 {
+        match buffer(dataBuffer).and_then(data_buffer::get) {
+            Ok((_, size)) => Ok(size as u32),
+            Err(e) => {
+                // CANN's 0 for a failure, where other 32-bit results (ids)
+                // fail as u32::MAX: the message is recorded here instead.
+                crate::base::errlog::record("aclGetDataBufferSize", e);
+                Ok(0)
+            }
+        }
+    })
+}

@@ -105,49 +105,13 @@ pub extern "C" fn aclDataTypeSize(dataType: aclDataType) -> usize {
 /// `value` as IEEE half precision, rounded to nearest even.
 #[no_mangle]
 pub extern "C" fn aclFloatToFloat16(value: f32) -> aclFloat16 {
-    let bits = value.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xFF) as i32;
-    let man = bits & 0x7F_FFFF;
-    if exp == 0xFF {
-        // Infinity stays infinity; NaN stays a (quiet) NaN.
-        return sign | 0x7C00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1F {
-        return sign | 0x7C00;
-    }
-    let (shift, full) = if e <= 0 {
-        // Subnormal (or zero): the implicit bit joins the mantissa.
-        if e < -10 {
-            return sign;
-        }
-        ((14 - e) as u32, man | 0x80_0000)
-    } else {
-        (13, man)
-    };
-    let mut half = (full >> shift) as u16;
-    let rest = full & ((1 << shift) - 1);
-    let halfway = 1 << (shift - 1);
-    if rest > halfway || (rest == halfway && half & 1 == 1) {
-        half += 1; // a carry into the exponent is still the right value
-    }
-    let exp_bits = if e <= 0 { 0 } else { (e as u16) << 10 };
-    sign | (exp_bits + half)
+    crate::runtime::half::f32_to_f16(value)
 }
 
 /// The float a half-precision value stands for (exactly).
 #[no_mangle]
 pub extern "C" fn aclFloat16ToFloat(value: aclFloat16) -> f32 {
-    let sign = if value & 0x8000 != 0 { -1.0f32 } else { 1.0 };
-    let exp = i32::from((value >> 10) & 0x1F);
-    let man = f32::from(value & 0x3FF);
-    sign * match exp {
-        0 => man * 2f32.powi(-24),
-        0x1F if man == 0.0 => f32::INFINITY,
-        0x1F => f32::NAN,
-        _ => (1.0 + man / 1024.0) * 2f32.powi(exp - 15),
-    }
+    crate::runtime::half::f16_to_f32(value)
 }
 
 /// The SoC name the host runtime reports: `ACLALLOC_SOC_NAME` when set to

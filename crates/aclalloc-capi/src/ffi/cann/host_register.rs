@@ -1,5 +1,5 @@
-//! CANN's registered host memory (`acl_rt.h`): `aclrtHostRegisterV2`,
-//! `aclrtHostGetDevicePointer`, `aclrtHostUnregister` (see
+//! CANN's registered host memory (`acl_rt.h`): `aclrtHostRegister`,
+//! `aclrtHostRegisterV2`, `aclrtHostGetDevicePointer`, `aclrtHostUnregister` (see
 //! `crate::runtime`'s host registrations: on the host runtime a mapped
 //! range's device address is its host address).
 #![allow(non_snake_case, non_camel_case_types)]
@@ -20,6 +20,44 @@ pub const ACL_HOST_REG_READONLY: u64 = 0x8;
 /// `aclrtHostRegisterV2` flag: page-lock pageable memory (not memory from
 /// `aclrtMallocHost`, which is page-locked already).
 pub const ACL_HOST_REG_PINNED: u64 = 0x1000_0000;
+
+/// How `aclrtHostRegister` registers host memory.
+pub type aclrtHostRegisterType = i32;
+/// Mapped for the device.
+pub const ACL_HOST_REGISTER_MAPPED: aclrtHostRegisterType = 0;
+/// A PCIe device's IO space (not supported by the host runtime).
+pub const ACL_HOST_REGISTER_IOMEMORY: aclrtHostRegisterType = 0x04;
+/// Read only for the device (not supported by the host runtime).
+pub const ACL_HOST_REGISTER_READONLY: aclrtHostRegisterType = 0x08;
+
+/// Registers `size` bytes of host memory at `ptr` (4 KB aligned) for the
+/// device (`type`: `ACL_HOST_REGISTER_MAPPED`) and writes its device address
+/// to `devPtr` (on the host runtime: `ptr` itself), as `aclrtHostRegisterV2`
+/// with `ACL_HOST_REG_MAPPED` then `aclrtHostGetDevicePointer` do; the same
+/// refusals. `ACL_HOST_REGISTER_IOMEMORY` or `_READONLY`:
+/// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`. Unregistered with `aclrtHostUnregister`.
+///
+/// # Safety
+/// `devPtr` is NULL or writable; the range is checked against this
+/// process's mappings, never touched.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtHostRegister(
+    ptr: *mut c_void,
+    size: u64,
+    r#type: aclrtHostRegisterType,
+    devPtr: *mut *mut c_void,
+) -> aclError {
+    real_or_host!(aclrtHostRegister(ptr: *mut c_void, size: u64, r#type: aclrtHostRegisterType, devPtr: *mut *mut c_void) {
+        let at = args::address(ptr, "ptr")?;
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        // SAFETY: the caller's contract.
+        unsafe {
+            args::write_out(devPtr, "devPtr", || {
+                Ok(host().host_register_mapped(at.as_ptr() as usize, size, r#type)? as *mut c_void)
+            })
+        }
+    })
+}
 
 /// Registers `size` bytes of host memory at `ptr` (4 KB aligned) with
 /// `flag`, an OR of `ACL_HOST_REG_MAPPED` and `ACL_HOST_REG_PINNED`. A range

@@ -4,6 +4,7 @@
 //! `crate::ffi::wiring::dispatch::real_or_host!`.
 
 pub mod allocator;
+pub mod builtin_tasks;
 pub mod capabilities;
 pub mod data_buffer;
 pub mod device_info;
@@ -16,6 +17,7 @@ pub mod host_register;
 pub mod ipc_events;
 pub mod ipc_memory;
 pub mod kernels;
+pub mod labels;
 pub mod managed_memory;
 pub mod memory;
 pub mod model_ri;
