@@ -100,21 +100,15 @@ fn ascendc_fatbin_library_builds_a_loadable_kernel_binary() {
     )
     .unwrap();
     let build = project.join("build");
-    let configure = Command::new("cmake")
-        .arg("-S")
-        .arg(&project)
-        .arg("-B")
-        .arg(&build)
-        .arg(format!(
-            "-DASCENDC_CMAKE_DIR={}",
-            prefix.join("cmake").display()
-        ))
-        .arg(format!(
+    let configure = configure_with_prefix(
+        &project,
+        &build,
+        &prefix,
+        &[format!(
             "-DACLALLOC_FATBIN_KERNELS={}",
             root.join("c_examples").display()
-        ))
-        .output()
-        .expect("cmake");
+        )],
+    );
     let said = String::from_utf8_lossy(&configure.stderr);
     assert!(configure.status.success(), "{said}");
     assert!(said.contains("no host stand-in no_stand_in.cpp"), "{said}");
@@ -238,22 +232,18 @@ fn ascendc_library_takes_a_programs_own_kernel_stand_ins() {
         "int Offset(int x) { return x + 10; }\n",
     );
     let build = project.join("build");
-    let configure = Command::new("cmake")
-        .arg("-S")
-        .arg(&project)
-        .arg("-B")
-        .arg(&build)
-        .arg(format!(
-            "-DASCENDC_CMAKE_DIR={}",
-            prefix.join("cmake").display()
-        ))
-        .arg(format!("-DACLALLOC_LIBRARY_KERNELS={}", own.display()))
-        .arg(format!(
-            "-DACLALLOC_HOST_KERNELS={}",
-            shared.join("shared.cpp").display()
-        ))
-        .output()
-        .expect("cmake");
+    let configure = configure_with_prefix(
+        &project,
+        &build,
+        &prefix,
+        &[
+            format!("-DACLALLOC_LIBRARY_KERNELS={}", own.display()),
+            format!(
+                "-DACLALLOC_HOST_KERNELS={}",
+                shared.join("shared.cpp").display()
+            ),
+        ],
+    );
     assert!(
         configure.status.success(),
         "{}",
@@ -275,4 +265,26 @@ fn ascendc_library_takes_a_programs_own_kernel_stand_ins() {
         .output()
         .expect("run");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "6 13\n");
+}
+
+/// `cmake -S project -B build` with the prefix's CMake modules
+/// (`ASCENDC_CMAKE_DIR`, as a sample's own CMake takes them) and `defines`.
+fn configure_with_prefix(
+    project: &Path,
+    build: &Path,
+    prefix: &Path,
+    defines: &[String],
+) -> std::process::Output {
+    Command::new("cmake")
+        .arg("-S")
+        .arg(project)
+        .arg("-B")
+        .arg(build)
+        .arg(format!(
+            "-DASCENDC_CMAKE_DIR={}",
+            prefix.join("cmake").display()
+        ))
+        .args(defines)
+        .output()
+        .expect("cmake")
 }

@@ -41,17 +41,23 @@ pub trait VirtualMemory: Send + Sync {
 
 const PAGE: usize = 2 << 20;
 
+/// Pinned huge-page HBM of `device`, not shareable: the physical memory
+/// the pools and the regions map.
+pub(crate) fn device_hbm_prop(device: u32) -> aclrtPhysicalMemProp {
+    let mut prop = aclrtPhysicalMemProp {
+        handleType: ACL_MEM_HANDLE_TYPE_NONE,
+        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+        memAttr: ACL_HBM_MEM_HUGE,
+        ..Default::default()
+    };
+    prop.location.r#type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    prop
+}
+
 impl AclMemory {
     fn prop(&self) -> aclrtPhysicalMemProp {
-        let mut prop = aclrtPhysicalMemProp {
-            handleType: ACL_MEM_HANDLE_TYPE_NONE,
-            allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-            memAttr: ACL_HBM_MEM_HUGE,
-            ..Default::default()
-        };
-        prop.location.r#type = ACL_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = u32::try_from(super::device::DeviceMemory::device(self)).unwrap_or(0);
-        prop
+        device_hbm_prop(u32::try_from(super::device::DeviceMemory::device(self)).unwrap_or(0))
     }
 
     /// The device's granularity (`aclrtMemGetAllocationGranularity`), or 2 MiB.

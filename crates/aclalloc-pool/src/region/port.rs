@@ -7,9 +7,8 @@
 use crate::base::device_port::{self, VirtualMemoryCalls};
 use crate::base::error::{aclError, Error, Result, ACL_SUCCESS};
 use crate::base::types::{
-    aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM, ACL_HBM_MEM_HUGE,
-    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEM_ALLOCATION_TYPE_PINNED,
-    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    aclrtDrvMemHandle, aclrtPhysicalMemProp, ACL_HBM_MEM, ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::c_void;
 
@@ -65,16 +64,8 @@ fn checked(rc: aclError, reason: &'static str) -> Result<()> {
 
 impl RegionPort for VirtualMemoryCalls {
     fn device_prop(&self) -> aclrtPhysicalMemProp {
-        let mut prop = aclrtPhysicalMemProp {
-            handleType: ACL_MEM_HANDLE_TYPE_NONE,
-            allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-            memAttr: ACL_HBM_MEM_HUGE,
-            ..Default::default()
-        };
-        prop.location.r#type = ACL_MEM_LOCATION_TYPE_DEVICE;
         let device = device_port::current_device().unwrap_or(0);
-        prop.location.id = u32::try_from(device).unwrap_or(0);
-        prop
+        crate::virtual_memory::device_hbm_prop(u32::try_from(device).unwrap_or(0))
     }
 
     fn granularity(&self, prop: &aclrtPhysicalMemProp) -> usize {

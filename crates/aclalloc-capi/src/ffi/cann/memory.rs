@@ -46,12 +46,27 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
+    // SAFETY: the caller's contract.
+    unsafe { in_region_or(devPtr, size, policy, direct::aclrtMalloc) }
+}
+
+/// Region memory when the calling thread is inside a tagged region, else
+/// what `outside` gives: the one choice of every allocating export.
+///
+/// # Safety
+/// `devPtr` is NULL or writable.
+unsafe fn in_region_or(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: aclrtMemMallocPolicy,
+    outside: unsafe extern "C" fn(*mut *mut c_void, usize, aclrtMemMallocPolicy) -> aclError,
+) -> aclError {
     if let Some(tag) = crate::pool::region::current() {
         // SAFETY: the caller's contract.
         return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
     }
     // SAFETY: the caller's contract.
-    unsafe { direct::aclrtMalloc(devPtr, size, policy) }
+    unsafe { outside(devPtr, size, policy) }
 }
 
 /// `aclrtMalloc` without CANN's 32 bytes of padding; on the host both give
@@ -66,12 +81,8 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    if let Some(tag) = crate::pool::region::current() {
-        // SAFETY: the caller's contract.
-        return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
-    }
     // SAFETY: the caller's contract.
-    unsafe { direct::aclrtMallocAlign32(devPtr, size, policy) }
+    unsafe { in_region_or(devPtr, size, policy, direct::aclrtMallocAlign32) }
 }
 
 /// `aclrtMalloc` of memory the device may cache; on the host the same
@@ -86,12 +97,8 @@ pub unsafe extern "C" fn aclrtMallocCached(
     size: usize,
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
-    if let Some(tag) = crate::pool::region::current() {
-        // SAFETY: the caller's contract.
-        return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
-    }
     // SAFETY: the caller's contract.
-    unsafe { direct::aclrtMallocCached(devPtr, size, policy) }
+    unsafe { in_region_or(devPtr, size, policy, direct::aclrtMallocCached) }
 }
 
 /// Frees device memory after all pending stream work has run. A pointer that
@@ -261,59 +268,33 @@ pub(crate) mod direct {
     #![allow(non_snake_case)]
     use super::*;
 
-    /// `aclrtMalloc`, forwarded or served by the host runtime.
-    ///
-    /// # Safety
-    /// `devPtr` is NULL or writable.
-    pub(crate) unsafe extern "C" fn aclrtMalloc(
-        devPtr: *mut *mut c_void,
-        size: usize,
-        policy: aclrtMemMallocPolicy,
-    ) -> aclError {
-        real_or_host!(aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
-            // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
-            ordered_tracking::reissued(unsafe { devPtr.read() }, size);
-        } {
-            // SAFETY: the caller's contract.
-            unsafe { malloc(devPtr, size) }
-        })
+    /// The allocating calls of `aclrtMalloc`'s signature: forwarded, or
+    /// served by the host runtime's `aclrtMalloc` (on the host they differ in
+    /// nothing: every allocation is page-aligned and cached alike).
+    macro_rules! direct_malloc {
+        ($name:ident) => {
+            #[doc = concat!("`", stringify!($name), "`, forwarded or served by the host runtime.")]
+            ///
+            /// # Safety
+            /// `devPtr` is NULL or writable.
+            pub(crate) unsafe extern "C" fn $name(
+                devPtr: *mut *mut c_void,
+                size: usize,
+                policy: aclrtMemMallocPolicy,
+            ) -> aclError {
+                real_or_host!($name(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
+                    // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
+                    ordered_tracking::reissued(unsafe { devPtr.read() }, size);
+                } {
+                    // SAFETY: the caller's contract.
+                    unsafe { malloc(devPtr, size) }
+                })
+            }
+        };
     }
-
-    /// `aclrtMallocAlign32`, forwarded or served by the host runtime.
-    ///
-    /// # Safety
-    /// `devPtr` is NULL or writable.
-    pub(crate) unsafe extern "C" fn aclrtMallocAlign32(
-        devPtr: *mut *mut c_void,
-        size: usize,
-        policy: aclrtMemMallocPolicy,
-    ) -> aclError {
-        real_or_host!(aclrtMallocAlign32(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
-            // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
-            ordered_tracking::reissued(unsafe { devPtr.read() }, size);
-        } {
-            // SAFETY: the caller's contract.
-            unsafe { malloc(devPtr, size) }
-        })
-    }
-
-    /// `aclrtMallocCached`, forwarded or served by the host runtime.
-    ///
-    /// # Safety
-    /// `devPtr` is NULL or writable.
-    pub(crate) unsafe extern "C" fn aclrtMallocCached(
-        devPtr: *mut *mut c_void,
-        size: usize,
-        policy: aclrtMemMallocPolicy,
-    ) -> aclError {
-        real_or_host!(aclrtMallocCached(devPtr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy), after_success {
-            // SAFETY: the runtime succeeded, so `devPtr` was writable and now holds the address.
-            ordered_tracking::reissued(unsafe { devPtr.read() }, size);
-        } {
-            // SAFETY: the caller's contract.
-            unsafe { malloc(devPtr, size) }
-        })
-    }
+    direct_malloc!(aclrtMalloc);
+    direct_malloc!(aclrtMallocAlign32);
+    direct_malloc!(aclrtMallocCached);
 
     /// `aclrtFree`, forwarded or served by the host runtime.
     ///
