@@ -935,3 +935,73 @@ fn notifies_on_a_capturing_stream_are_refused_and_the_capture_goes_on() {
     destroy(s);
     destroy(other);
 }
+
+#[test]
+fn a_replay_that_would_touch_freed_memory_fails_its_task_and_the_host_lives() {
+    let _serial = serial();
+    setup();
+    let s = new_stream();
+    let (mut src, mut dst) = (null_mut(), null_mut());
+    // SAFETY: valid out-pointers.
+    unsafe {
+        assert_eq!(
+            aclrtMalloc(&mut src, 4096, ACL_MEM_MALLOC_HUGE_FIRST),
+            ACL_SUCCESS
+        );
+        assert_eq!(
+            aclrtMalloc(&mut dst, 4096, ACL_MEM_MALLOC_HUGE_FIRST),
+            ACL_SUCCESS
+        );
+    }
+    begin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    // SAFETY: device memory of this test, 4 KiB each.
+    unsafe {
+        assert_eq!(aclrtMemsetAsync(src, 4096, 9, 4096, s), ACL_SUCCESS);
+        assert_eq!(
+            aclrtMemcpyAsync(dst, 4096, src, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE, s),
+            ACL_SUCCESS
+        );
+    }
+    let model = end(s).unwrap();
+    // While the memory lives, the replay runs.
+    assert_eq!(replay(model, s), ACL_SUCCESS);
+    sync(s);
+    let mut back = [0u8; 16];
+    // SAFETY: a host buffer of 16 bytes, device memory of 4 KiB.
+    unsafe {
+        assert_eq!(
+            aclrtMemcpy(
+                back.as_mut_ptr().cast(),
+                16,
+                dst,
+                16,
+                ACL_MEMCPY_DEVICE_TO_HOST
+            ),
+            ACL_SUCCESS
+        );
+    }
+    assert_eq!(back, [9; 16]);
+    // The copy's destination freed under the live model: the replay's set
+    // still runs, its copy fails as the device's task would, and the
+    // stream reports it; the process goes on.
+    // SAFETY: memory of this test, no longer used by queued work.
+    assert_eq!(unsafe { aclrtFree(dst) }, ACL_SUCCESS);
+    assert_eq!(replay(model, s), ACL_SUCCESS);
+    // SAFETY: a stream of this test.
+    assert_eq!(
+        unsafe { aclrtSynchronizeStream(s) },
+        ACL_ERROR_RT_DEVICE_MEM_ERROR
+    );
+    // The set's memory freed too: that task fails first.
+    // SAFETY: as above.
+    assert_eq!(unsafe { aclrtFree(src) }, ACL_SUCCESS);
+    assert_eq!(replay(model, s), ACL_SUCCESS);
+    // SAFETY: a stream of this test.
+    assert_eq!(
+        unsafe { aclrtSynchronizeStream(s) },
+        ACL_ERROR_RT_DEVICE_MEM_ERROR
+    );
+    // SAFETY: a model of this test.
+    assert_eq!(unsafe { aclmdlRIDestroy(model) }, ACL_SUCCESS);
+    destroy(s);
+}

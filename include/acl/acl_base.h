@@ -55,6 +55,8 @@ static const int ACL_ERROR_RT_REPORT_TIMEOUT = 507012;
 static const int ACL_ERROR_RT_NO_PERMISSION = 207006;
 /** A task stopped by `aclrtStreamStop`, or a copy, set or wait killed by `aclrtStreamAbort` (as the device reports them). */
 static const int ACL_ERROR_RT_INTERNAL_ERROR = 507000;
+/** A replayed task that would touch device memory freed or unmapped since it was recorded (the device reports a memory error for such a task). */
+static const int ACL_ERROR_RT_DEVICE_MEM_ERROR = 507053;
 /** A kernel killed by `aclrtStreamAbort` (as the device reports an AI Core kernel it kills). */
 static const int ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035;
 /** A synchronize overtaken by `aclrtStreamAbort`. */

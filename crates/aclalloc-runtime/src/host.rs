@@ -42,7 +42,10 @@ pub struct HostRuntime {
     devices: Vec<Device>,
     /// `aclrtMallocHost` memory: kept apart from every device's, so a freed
     /// host pointer stays recognisable as such.
-    pub(crate) host_memory: super::memory::DeviceHeap,
+    pub(crate) host_memory: Arc<super::memory::DeviceHeap>,
+    /// `host_memory` and every device's memory, for checks made where the
+    /// runtime is not at hand (a model's replay on a stream worker).
+    pub(crate) heaps: Arc<[Arc<super::memory::DeviceHeap>]>,
     /// Statistics of the `aclrtMallocHost` memory.
     pub(crate) host_stats: super::host_memory::HostStats,
     initialized: Mutex<bool>,
@@ -80,11 +83,16 @@ impl HostRuntime {
                 .collect(),
             Err(_) => Vec::new(),
         };
+        let host_memory = Arc::new(super::memory::DeviceHeap::new(u32::MAX, usize::MAX >> 1));
+        let heaps = std::iter::once(Arc::clone(&host_memory))
+            .chain(devices.iter().map(|d: &Device| Arc::clone(d.memory())))
+            .collect();
         HostRuntime {
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             config,
             devices,
-            host_memory: super::memory::DeviceHeap::new(u32::MAX, usize::MAX >> 1),
+            host_memory,
+            heaps,
             host_stats: Default::default(),
             initialized: Mutex::new(false),
             contexts: HandleTable::new(),

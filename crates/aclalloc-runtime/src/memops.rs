@@ -95,8 +95,8 @@ impl HostRuntime {
         // Memory mapped with aclrtMapMem is device memory too.
         let mut found = super::virtual_memory::virtual_memory().lookup(ptr as usize, len);
         // Memory from aclrtMallocHost serves every copy kind, as CANN's pinned memory does.
-        let heaps = std::iter::once(&self.host_memory);
-        for heap in heaps.chain(self.devices()?.iter().map(|d| &**d.memory())) {
+        self.devices()?;
+        for heap in self.heaps.iter() {
             if found != Lookup::Outside {
                 break;
             }

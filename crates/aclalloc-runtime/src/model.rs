@@ -15,7 +15,7 @@ use super::callbacks::HostCall;
 use super::capture::Capture;
 use super::events::Event;
 use super::labels::{Label, LabelList};
-use super::memory::DeviceHeap;
+use super::memory::{DeviceHeap, Lookup};
 use super::stream_worker::{current_task_cancelled, KernelFn};
 use super::workspace::WorkspaceAllocator;
 use crate::base::descriptor::Callbacks;
@@ -459,12 +459,19 @@ impl Model {
                     true
                 }
                 Node::Copy { dst, src, count } => {
-                    // SAFETY: checked when captured, as a queued copy is.
+                    if !cx.usable(*dst, *count) || !cx.usable(*src, *count) {
+                        return memory_gone();
+                    }
+                    // SAFETY: checked when captured, and again now: no
+                    // device side was freed or unmapped since.
                     unsafe { std::ptr::copy(*src, *dst, *count) };
                     true
                 }
                 Node::Set { dst, value, count } => {
-                    // SAFETY: checked when captured, as a queued set is.
+                    if !cx.usable(*dst, *count) {
+                        return memory_gone();
+                    }
+                    // SAFETY: as for a copy.
                     unsafe { dst.write_bytes(*value, *count) };
                     true
                 }
@@ -530,6 +537,10 @@ impl Model {
                     on_true,
                     on_false,
                 } => {
+                    let size = if *wide { 8 } else { 4 };
+                    if !cx.usable(*left, size) || !cx.usable(*right, size) {
+                        return memory_gone();
+                    }
                     let holds = compare(*left, *right, *cond, *wide);
                     match (holds, on_false) {
                         (true, _) => self.run_lane(lanes, *on_true, cx, depth, aborts),
@@ -539,6 +550,9 @@ impl Model {
                 }
                 Node::Label(_) | Node::End => true,
                 Node::LabelSwitch { index, max, labels } => {
+                    if !cx.usable(*index, std::mem::size_of::<u32>()) {
+                        return memory_gone();
+                    }
                     match find_label(lanes, labels, *index, *max) {
                         Some((lane_nodes, after)) => {
                             nodes = lane_nodes;
@@ -695,9 +709,36 @@ pub(crate) struct Replay {
     pub(crate) device: u32,
     /// The model's aborts when the replay was queued.
     pub(crate) aborts: u64,
+    /// The runtime's host and device memory, to check recorded addresses.
+    pub(crate) heaps: Arc<[Arc<DeviceHeap>]>,
+}
+
+/// A replayed task would touch device memory that is gone: it fails, as
+/// the device's does, and the replay stops there.
+#[cold]
+fn memory_gone() -> bool {
+    let _ =
+        super::stream_worker::fail_current_task(crate::base::error::ACL_ERROR_RT_DEVICE_MEM_ERROR);
+    false
 }
 
 impl Replay {
+    /// Whether a recorded node may still touch `[ptr, ptr + len)`: it was
+    /// checked when recorded, but device memory may have been freed or
+    /// unmapped since (a model outlives what its tasks point at). Memory no
+    /// record knows of is the caller's host memory, as when recorded.
+    fn usable(&self, ptr: *const u8, len: usize) -> bool {
+        let mapped = super::virtual_memory::virtual_memory().lookup(ptr as usize, len);
+        if mapped != Lookup::Outside {
+            return mapped == Lookup::Inside;
+        }
+        self.heaps
+            .iter()
+            .map(|heap| heap.lookup(ptr, len))
+            .find(|&found| found != Lookup::Outside)
+            .map_or(true, |found| found == Lookup::Inside)
+    }
+
     /// Completes the first pending record of `event`.
     fn complete(&mut self, event: &Arc<Event>) {
         let slot = self

@@ -408,6 +408,7 @@ impl HostRuntime {
             model,
             records,
             device: s.device(),
+            heaps: Arc::clone(&self.heaps),
         });
         let raw = Box::into_raw(replay).cast();
         let queued = s.enqueue(Task::Owning {

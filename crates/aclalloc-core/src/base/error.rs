@@ -60,6 +60,9 @@ pub const ACL_ERROR_RT_NO_PERMISSION: aclError = 207006;
 /// A task stopped by `aclrtStreamStop`, or a copy, set or wait killed by
 /// `aclrtStreamAbort` (as the device reports them).
 pub const ACL_ERROR_RT_INTERNAL_ERROR: aclError = 507000;
+/// A replayed task that would touch device memory freed or unmapped since
+/// it was recorded (the device reports a memory error for such a task).
+pub const ACL_ERROR_RT_DEVICE_MEM_ERROR: aclError = 507053;
 /// A kernel killed by `aclrtStreamAbort` (as the device reports an AI Core
 /// kernel it kills).
 pub const ACL_ERROR_RT_VECTOR_CORE_EXCEPTION: aclError = 507035;
