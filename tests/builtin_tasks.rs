@@ -8,22 +8,16 @@
 
 mod common;
 
+use common::streams::{new_stream, sync};
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::builtin_tasks::*;
 use aclalloc::ffi::cann::device_info::*;
 use aclalloc::ffi::cann::memory::*;
-use aclalloc::ffi::cann::runtime::*;
 use aclalloc::ffi::cann::types::*;
 use aclalloc::runtime::half::{f32_to_bf16, f32_to_f16};
 use std::ffi::c_void;
 use std::ptr::null_mut;
-
-fn new_stream() -> aclrtStream {
-    let mut s = null_mut();
-    // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
-    s
-}
 
 fn malloc(size: usize) -> *mut c_void {
     let mut p = null_mut();
@@ -57,11 +51,6 @@ fn download<T: Copy + Default>(src: *const c_void, n: usize) -> Vec<T> {
     };
     assert_eq!(rc, ACL_SUCCESS);
     out
-}
-
-fn sync(s: aclrtStream) {
-    // SAFETY: a stream of the test's.
-    assert_eq!(unsafe { aclrtSynchronizeStream(s) }, ACL_SUCCESS);
 }
 
 fn reduce(

@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::streams::{destroy, new_stream, sync};
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::allocator::*;
 use aclalloc::ffi::cann::events::*;
@@ -37,23 +39,6 @@ fn setup() {
     let rc = unsafe { aclInit(null()) };
     assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
-}
-
-fn new_stream() -> aclrtStream {
-    let mut s = null_mut();
-    // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
-    s
-}
-
-fn destroy(s: aclrtStream) {
-    // SAFETY: a stream of this test.
-    assert_eq!(unsafe { aclrtDestroyStream(s) }, ACL_SUCCESS);
-}
-
-fn sync(s: aclrtStream) {
-    // SAFETY: a stream of this test.
-    assert_eq!(unsafe { aclrtSynchronizeStream(s) }, ACL_SUCCESS);
 }
 
 /// What the kernels ran, in order: their arguments.

@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::streams::{destroy, new_stream, sync};
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::memory::*;
 use aclalloc::ffi::cann::model_ri::*;
@@ -39,23 +41,6 @@ fn setup() -> MutexGuard<'static, ()> {
     assert!(rc == ACL_SUCCESS || rc == ACL_ERROR_REPEAT_INITIALIZE);
     assert_eq!(aclrtSetDevice(0), ACL_SUCCESS);
     guard
-}
-
-fn new_stream() -> aclrtStream {
-    let mut s = null_mut();
-    // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
-    s
-}
-
-fn destroy(s: aclrtStream) {
-    // SAFETY: a stream of this test.
-    assert_eq!(unsafe { aclrtDestroyStream(s) }, ACL_SUCCESS);
-}
-
-fn sync(s: aclrtStream) {
-    // SAFETY: a stream of this test.
-    assert_eq!(unsafe { aclrtSynchronizeStream(s) }, ACL_SUCCESS);
 }
 
 fn begin(s: aclrtStream) {

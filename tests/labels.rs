@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::streams::new_stream;
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::labels::*;
 use aclalloc::ffi::cann::memory::*;
@@ -17,13 +19,6 @@ use aclalloc::ffi::cann::types::*;
 use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
 use std::ffi::c_void;
 use std::ptr::null_mut;
-
-fn new_stream() -> aclrtStream {
-    let mut s = null_mut();
-    // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
-    s
-}
 
 fn malloc(size: usize) -> *mut u8 {
     let mut p = null_mut();

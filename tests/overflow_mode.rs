@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::streams::new_stream;
+
 use aclalloc::base::error::*;
 use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
 use aclalloc::ffi::cann::memory::*;
@@ -43,13 +45,6 @@ fn switch(stream: aclrtStream) -> Result<u32, aclError> {
 fn set_switch(stream: aclrtStream, flag: u32) -> aclError {
     // SAFETY: the handle is looked up, never trusted.
     unsafe { aclrtSetStreamOverflowSwitch(stream, flag) }
-}
-
-fn new_stream() -> aclrtStream {
-    let mut s = null_mut();
-    // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
-    s
 }
 
 // One test: the mode is the process's.

@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::streams::new_stream;
+
 use aclalloc::base::error::ACL_SUCCESS;
 use aclalloc::ffi::cann::allocator::*;
 use aclalloc::ffi::cann::events::*;
@@ -74,13 +76,6 @@ fn reserved(pool: aclallocPool) -> usize {
         ACL_SUCCESS
     );
     bytes
-}
-
-fn new_stream() -> aclrtStream {
-    let mut s = null_mut();
-    // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { aclrtCreateStream(&mut s) }, ACL_SUCCESS);
-    s
 }
 
 #[test]

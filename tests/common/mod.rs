@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the message the last call left,
 //! building C code against the library, descriptors made through the C ABI,
-//! (`pool`) reading a pool through the C API, (`long_run`) the setup of the
+//! (`pool`) reading a pool through the C API, (`streams`) streams made
+//! and synchronized through the C ABI, (`long_run`) the setup of the
 //! long-running service tests, (`tracking`) the tracking callbacks a runtime
 //! gets, and (`vendor`) the stand-in vendor runtime and its programs.
 #![allow(dead_code)]
@@ -8,6 +9,7 @@
 pub mod child;
 pub mod long_run;
 pub mod pool;
+pub mod streams;
 pub mod tracking;
 pub mod vendor;
 
