@@ -94,8 +94,10 @@ impl HostRuntime {
     ) -> Result<()> {
         // Memory mapped with aclrtMapMem is device memory too.
         let mut found = super::virtual_memory::virtual_memory().lookup(ptr as usize, len);
-        // Memory from aclrtMallocHost serves every copy kind, as CANN's pinned memory does.
+        // A runtime whose configuration is invalid refuses, as every device call does.
         self.devices()?;
+        // The host heap first: memory from aclrtMallocHost serves every copy
+        // kind, as CANN's pinned memory does; then each device's.
         for heap in self.heaps.iter() {
             if found != Lookup::Outside {
                 break;
