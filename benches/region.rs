@@ -12,6 +12,10 @@
 //! `aclrtMemcpy`, then unmapped), what a program keeping its own copy pays.
 //! The budget: offloaded sleep+wake within 1.5x the anchor.
 //!
+//! Thirty samples each: on a virtual machine that hands freed pages back to
+//! its host, touching fresh memory costs about twice as much in some
+//! samples as in others, whichever step happens to touch them.
+//!
 //! Run: `cargo bench --bench region`
 
 use aclalloc::ffi::cann::memory::{aclrtFree, aclrtMalloc, aclrtMemcpy};
@@ -81,7 +85,7 @@ fn sleep_wake(offload: &[*const std::ffi::c_char]) {
     assert_eq!(unsafe { aclallocWakeUp(std::ptr::null(), 0) }, 0);
 }
 
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn sleep_wake_offload(bencher: Bencher) {
     let tag = c"bench_offload";
     let _region = Region::new(tag);
@@ -91,7 +95,7 @@ fn sleep_wake_offload(bencher: Bencher) {
 
 /// Discard: the memory is written again before each sample (untimed), so
 /// each sleep gives back 1 GiB of used memory, as a program's would be.
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn sleep_wake_discard(bencher: Bencher) {
     let region = Region::new(c"bench_discard");
     bencher
@@ -100,7 +104,7 @@ fn sleep_wake_discard(bencher: Bencher) {
 }
 
 /// The anchor: the same 1 GiB copied to fresh host memory.
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn anchor_copy_to_fresh_host_memory(bencher: Bencher) {
     let region = Region::new(c"bench_anchor");
     bencher.bench_local(|| {
@@ -127,7 +131,7 @@ fn anchor_copy_to_fresh_host_memory(bencher: Bencher) {
 }
 
 /// Sleep alone, with offload (the wake runs untimed between samples).
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn sleep_offload(bencher: Bencher) {
     let tag = c"bench_sleep";
     let _region = Region::new(tag);
@@ -142,7 +146,7 @@ fn sleep_offload(bencher: Bencher) {
 }
 
 /// Wake alone, after an offloading sleep (the sleep runs untimed).
-#[divan::bench(sample_count = 10, sample_size = 1)]
+#[divan::bench(sample_count = 30, sample_size = 1)]
 fn wake_offload(bencher: Bencher) {
     let tag = c"bench_wake";
     let _region = Region::new(tag);

@@ -48,6 +48,7 @@ mod newer;
 
 use aclalloc::ffi::cann::allocator::*;
 use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
+use aclalloc::ffi::cann::memory::aclrtMemcpy;
 use aclalloc::ffi::cann::runtime::*;
 use aclalloc::ffi::cann::types::*;
 use aclalloc::ffi::ext::launch::aclallocLaunchKernel;
@@ -129,6 +130,11 @@ enum Op {
     Unmap(u8, u8),
     /// Writes and reads back the n-th live mapping.
     Touch(u8),
+    /// `aclrtMemcpy` from the host of 1 + l * 80 bytes (up to 5 MiB) at
+    /// byte o * 97 of the n-th live mapping, read back by a second copy;
+    /// refused when the range runs out of mapped memory. Large copies into
+    /// pages nothing touched go through the memory's file.
+    CopyIn(u8, u16, u16),
     /// An event recorded on the first stream and waited for by the second,
     /// which is then synchronized: the event has completed, and with it
     /// every kernel launched on the first stream before the record.
@@ -592,7 +598,8 @@ impl Model {
             | Op::FreePhysical(..)
             | Op::Map(..)
             | Op::Unmap(..)
-            | Op::Touch(_) => self.virtual_memory(op),
+            | Op::Touch(_)
+            | Op::CopyIn(..) => self.virtual_memory(op),
         }
     }
 
@@ -1238,8 +1245,49 @@ impl Model {
                     assert_eq!((*p, *p.add(size - 1)), (n, !n), "mapped memory");
                 }
             }
+            Op::CopyIn(n, o, l) => self.copy_in(n, o, l),
             _ => unreachable!(),
         }
+    }
+
+    fn copy_in(&mut self, n: u8, o: u16, l: u16) {
+        let vm = &self.vm;
+        let Some((&va, &(size, _))) = vm
+            .mappings
+            .iter()
+            .nth(n as usize % vm.mappings.len().max(1))
+        else {
+            return;
+        };
+        let (start, len) = (va + o as usize * 97 % size, 1 + l as usize * 80);
+        // Mapped all the way: adjacent mappings of one reservation count.
+        let mut at = start;
+        while at < start + len {
+            match vm.mappings.range(..=at).next_back() {
+                Some((&m, &(msize, _))) if at < m + msize => at = m + msize,
+                _ => break,
+            }
+        }
+        let covered = at >= start + len;
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + n as usize) as u8).collect();
+        let dst = start as *mut c_void;
+        // SAFETY: `data` holds `len` bytes; the runtime checks the device side.
+        let rc = unsafe {
+            aclrtMemcpy(dst, len, data.as_ptr().cast(), len, ACL_MEMCPY_HOST_TO_DEVICE)
+        };
+        if !covered {
+            // Past the mapped memory: refused.
+            self.expect("aclrtMemcpy", rc, INVALID_PARAM);
+            return;
+        }
+        self.expect("aclrtMemcpy", rc, OK);
+        let mut back = vec![0u8; len];
+        // SAFETY: as above, the other way.
+        let rc = unsafe {
+            aclrtMemcpy(back.as_mut_ptr().cast(), len, dst, len, ACL_MEMCPY_DEVICE_TO_HOST)
+        };
+        self.expect("aclrtMemcpy", rc, OK);
+        assert!(back == data, "mapped memory holds what was copied in");
     }
 
     /// Unmaps, frees and releases everything the run made.

@@ -22,6 +22,7 @@ pub mod config;
 pub mod context;
 pub mod data_buffer;
 pub mod device;
+mod device_copy;
 pub mod events;
 pub mod exceptions;
 mod fork;

@@ -193,7 +193,7 @@ impl HostRuntime {
             self.after_queued_work()?;
         }
         // SAFETY: device ranges were checked, host ranges are the caller's.
-        unsafe { std::ptr::copy(src.as_ptr(), dst.as_ptr(), count) };
+        unsafe { super::device_copy::copy(dst.as_ptr(), src.as_ptr(), count) };
         Ok(())
     }
 

@@ -464,7 +464,7 @@ impl Model {
                     }
                     // SAFETY: checked when captured, and again now: no
                     // device side was freed or unmapped since.
-                    unsafe { std::ptr::copy(*src, *dst, *count) };
+                    unsafe { super::device_copy::copy(*dst, *src, *count) };
                     true
                 }
                 Node::Set { dst, value, count } => {

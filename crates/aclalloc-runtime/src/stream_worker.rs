@@ -996,7 +996,7 @@ impl Shared {
             Task::Copy { dst, src, count } => {
                 // SAFETY: both ranges were checked against device memory, or
                 // vouched for by the caller, when the task was enqueued.
-                unsafe { std::ptr::copy(src, dst, count) }
+                unsafe { super::device_copy::copy(dst, src, count) }
             }
             Task::Set { dst, value, count } => {
                 // SAFETY: the range was checked against device memory, or

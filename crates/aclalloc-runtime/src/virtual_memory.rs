@@ -19,12 +19,21 @@ use crate::base::ids::PhysicalHandle;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The granularity of physical allocations, mappings and reservations (not
 /// `pub`: it would become an unprefixed `#define` in the generated header).
 pub(crate) const GRANULARITY: usize = 2 << 20;
 const TAG_SHIFT: u32 = 48;
+
+/// Part of a copy's destination: mapped physical memory, reached through
+/// its file (see [`VirtualMemory::files_under`]).
+pub(crate) struct FilePart {
+    pub fd: Arc<OwnedFd>,
+    pub offset: usize,
+    pub addr: usize,
+    pub len: usize,
+}
 
 /// What a virtual-memory lookup found (as [`super::memory::Lookup`]).
 pub use super::memory::Lookup;
@@ -32,7 +41,8 @@ pub use super::memory::Lookup;
 struct Physical {
     device: u32,
     size: usize,
-    fd: OwnedFd,
+    /// Shared with copies in flight ([`VirtualMemory::files_under`]).
+    fd: Arc<OwnedFd>,
     /// Live mappings of this memory.
     mappings: usize,
     /// `aclrtFreePhysical` was called; the memory goes with its last mapping.
@@ -233,7 +243,7 @@ impl VirtualMemory {
             Physical {
                 device: memory.device(),
                 size,
-                fd,
+                fd: Arc::new(fd),
                 mappings: 0,
                 freed: false,
                 charged: true,
@@ -251,7 +261,7 @@ impl VirtualMemory {
         let physical = Physical {
             device,
             size,
-            fd,
+            fd: Arc::new(fd),
             mappings: 0,
             freed: false,
             charged: false,
@@ -498,6 +508,39 @@ impl VirtualMemory {
                 None => return Lookup::Overruns,
             }
         }
+    }
+
+    /// The physical memory under `[ptr, ptr + len)` when mappings cover
+    /// all of it: for each mapping it crosses, its file (shared, so the copy
+    /// that follows runs without the lock and a concurrent free cannot close
+    /// the descriptor under it), the file offset and the
+    /// address and length of the part inside the range. `None` when part of
+    /// the range is not mapped memory of this module.
+    pub(crate) fn files_under(&self, ptr: usize, len: usize) -> Option<Vec<FilePart>> {
+        let state = self.state.lock();
+        let (&start, r) = state.reservations.range(..=ptr).next_back()?;
+        let end = ptr.checked_add(len)?;
+        if end > start + r.size {
+            return None;
+        }
+        let mut parts = Vec::new();
+        let mut at = ptr;
+        while at < end {
+            let (&m, &(msize, id)) = r.mappings.range(..=at).next_back()?;
+            if at >= m + msize {
+                return None;
+            }
+            let part_end = end.min(m + msize);
+            let fd = state.physical.get(&id)?.fd.clone();
+            parts.push(FilePart {
+                fd,
+                offset: at - m,
+                addr: at,
+                len: part_end - at,
+            });
+            at = part_end;
+        }
+        Some(parts)
     }
 
     /// Live reservations, physical allocations (freed-but-mapped included) and mappings: for tests.
