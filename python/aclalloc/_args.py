@@ -8,7 +8,8 @@ crash it.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Tuple
 
 from . import _errors
 
@@ -51,6 +52,32 @@ def int32(name: str, value: Any) -> int:
             f"The argument {name} is {value!r}: expected an int from {I32_MIN} to {I32_MAX}."
         )
     return value
+
+
+def unsigned(name: str, value: Any, bits: int) -> int:
+    """A ``uint{bits}_t``."""
+    top = (1 << bits) - 1
+    if not _is_int(value) or not 0 <= value <= top:
+        raise BadArgument(f"The argument {name} is {value!r}: expected an int from 0 to {top}.")
+    return value
+
+
+def fields(name: str, value: Any, required: Tuple[str, ...], optional: Tuple[str, ...]) -> None:
+    """``value`` is a dict (a C structure by its field names) with every key
+    of ``required`` and no key outside ``required + optional``."""
+    known = required + optional
+    if not isinstance(value, Mapping):
+        raise BadArgument(
+            f"The argument {name} is {value!r}: expected a dict with the keys {list(known)}."
+        )
+    missing = [key for key in required if key not in value]
+    unknown = [key for key in value if key not in known]
+    if missing or unknown:
+        raise BadArgument(
+            f"The argument {name} has the keys {list(value)}: expected {list(required)}"
+            + (f", optionally {list(optional)}" if optional else "")
+            + "."
+        )
 
 
 def refuse(function: str, error: BadArgument) -> int:

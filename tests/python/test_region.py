@@ -6,32 +6,26 @@ npu.sleep / npu.wake_up, on the host runtime."""
 from __future__ import annotations
 
 import ctypes
-from ctypes import byref, c_int, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import byref, c_int, c_size_t, c_void_p
 
 import pytest
 
 from aclalloc import npu
 from aclalloc._lib import lib, recent_c_message
+from aclalloc.acl import rt
 
 MIB = 1 << 20
 PAGE = 2 * MIB
 H2D, D2H = 1, 2
 
 
-class MemLocation(ctypes.Structure):
-    _fields_ = [("id", c_uint32), ("type", c_int)]
-
-
-class PhysicalMemProp(ctypes.Structure):
-    """aclrtPhysicalMemProp (device 0's HBM, pinned)."""
-
-    _fields_ = [
-        ("handleType", c_int),
-        ("allocationType", c_int),
-        ("memAttr", c_int),
-        ("location", MemLocation),
-        ("reserve", c_uint64),
-    ]
+# Device 0's HBM, pinned: aclrtPhysicalMemProp as pyACL takes it.
+PROP = {
+    "handleType": rt.ACL_MEM_HANDLE_TYPE_NONE,
+    "allocationType": rt.ACL_MEM_ALLOCATION_TYPE_PINNED,
+    "memAttr": rt.ACL_HBM_MEM_HUGE,
+    "location": {"id": 0, "type": rt.ACL_MEM_LOCATION_TYPE_DEVICE},
+}
 
 
 # A private handle on the library: these declarations are this file's.
@@ -40,12 +34,6 @@ for name, argtypes in [
     ("aclrtMalloc", (c_void_p, c_size_t, c_int)),
     ("aclrtFree", (c_void_p,)),
     ("aclrtMemcpy", (c_void_p, c_size_t, c_void_p, c_size_t, c_int)),
-    ("aclrtReserveMemAddress", (c_void_p, c_size_t, c_size_t, c_void_p, c_uint64)),
-    ("aclrtReleaseMemAddress", (c_void_p,)),
-    ("aclrtMallocPhysical", (c_void_p, c_size_t, c_void_p, c_uint64)),
-    ("aclrtFreePhysical", (c_void_p,)),
-    ("aclrtMapMem", (c_void_p, c_size_t, c_size_t, c_void_p, c_uint64)),
-    ("aclrtUnmapMem", (c_void_p,)),
     ("aclallocRegionEnd", ()),
 ]:
     getattr(_lib, name).argtypes = argtypes
@@ -90,26 +78,25 @@ def refused(address: int, tag: str) -> None:
 
 
 class Segment:
-    """A torch_npu-style expandable segment of `pages` pages."""
+    """A torch_npu-style expandable segment of `pages` pages, made with
+    pyACL's virtual-memory functions."""
 
     def __init__(self, pages: int):
-        prop = PhysicalMemProp(handleType=0, allocationType=0, memAttr=4)
-        prop.location = MemLocation(id=0, type=1)
-        self.va = c_void_p()
-        ok(_lib.aclrtReserveMemAddress(byref(self.va), pages * PAGE, 0, None, 1))
+        self.va, rc = rt.reserve_mem_address(pages * PAGE, 0, 0, 1)
+        ok(rc)
         self.handles = []
         for i in range(pages):
-            h = c_void_p()
-            ok(_lib.aclrtMallocPhysical(byref(h), PAGE, byref(prop), 0))
-            ok(_lib.aclrtMapMem(self.va.value + i * PAGE, PAGE, 0, h, 0))
+            h, rc = rt.malloc_physical(PAGE, PROP, 0)
+            ok(rc)
+            ok(rt.map_mem(self.va + i * PAGE, PAGE, 0, h, 0))
             self.handles.append(h)
         self.size = pages * PAGE
 
     def release(self) -> None:
         for i, h in enumerate(self.handles):
-            ok(_lib.aclrtUnmapMem(self.va.value + i * PAGE))
-            ok(_lib.aclrtFreePhysical(h))
-        ok(_lib.aclrtReleaseMemAddress(self.va))
+            ok(rt.unmap_mem(self.va + i * PAGE))
+            ok(rt.free_physical(h))
+        ok(rt.release_mem_address(self.va))
 
 
 def test_offloaded_region_memory_wakes_with_its_contents():
@@ -119,14 +106,14 @@ def test_offloaded_region_memory_wakes_with_its_contents():
         buf = malloc(6 * MIB)
         seg = Segment(2)
     put(buf, pattern(6 * MIB, 1))
-    put(seg.va.value, pattern(seg.size, 2))
+    put(seg.va, pattern(seg.size, 2))
     npu.sleep(offload_tags="weights")
     assert npu.mem_get_info(0)[0] == free_start
     refused(buf, "weights")
-    refused(seg.va.value + PAGE, "weights")
+    refused(seg.va + PAGE, "weights")
     npu.wake_up()
     assert get(buf, 6 * MIB) == pattern(6 * MIB, 1)
-    assert get(seg.va.value, seg.size) == pattern(seg.size, 2)
+    assert get(seg.va, seg.size) == pattern(seg.size, 2)
     ok(_lib.aclrtFree(buf))
     seg.release()
     assert npu.mem_get_info(0)[0] == free_start

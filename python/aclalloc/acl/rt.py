@@ -27,14 +27,23 @@ from __future__ import annotations
 
 import ctypes
 import json
-from collections.abc import Mapping
 from ctypes import POINTER, byref, c_int, c_int32, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Dict, Tuple, Union
 
 from .. import _callbacks, _errors, _stacks
-from .._args import BadArgument, handle, int32, refuse
+from .._args import BadArgument, fields, handle, int32, refuse, unsigned
 from .._args import size as _size
 from .._lib import c_error, declare, lib, mirrors, query
+from ._virtual_memory import (
+    MemLocation,
+    free_physical,
+    malloc_physical,
+    map_mem,
+    mem_get_allocation_granularity,
+    release_mem_address,
+    reserve_mem_address,
+    unmap_mem,
+)
 
 __all__ = [
     "allocator_create_desc",
@@ -51,11 +60,15 @@ __all__ = [
     "destroy_context",
     "destroy_stream",
     "free",
+    "free_physical",
     "get_context",
     "get_device",
     "get_device_count",
     "get_mem_info",
     "malloc",
+    "malloc_physical",
+    "map_mem",
+    "mem_get_allocation_granularity",
     "mem_pool_create",
     "mem_pool_destroy",
     "mem_pool_free_async",
@@ -67,11 +80,14 @@ __all__ = [
     "mem_pool_trim_to",
     "memcpy",
     "memset",
+    "release_mem_address",
+    "reserve_mem_address",
     "reset_device",
     "set_context",
     "set_device",
     "synchronize_device",
     "synchronize_stream",
+    "unmap_mem",
 ]
 
 HostBuffer = Union[int, bytes, bytearray, memoryview, ctypes.Array]  # type: ignore[type-arg]
@@ -294,6 +310,10 @@ def get_mem_info(attr: int) -> Tuple[int, int, int]:
 ACL_MEM_ALLOCATION_TYPE_PINNED = 0
 ACL_MEM_HANDLE_TYPE_NONE = 0
 ACL_MEM_LOCATION_TYPE_DEVICE = 1
+ACL_HBM_MEM_HUGE = 4
+ACL_HBM_MEM_NORMAL = 5
+ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM = 0
+ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1
 
 ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1
 ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC = 2
@@ -316,13 +336,6 @@ _SWITCHES = frozenset(
 _RESERVED_BYTES = 32
 
 
-@mirrors("aclrtMemLocation")
-class _MemLocation(ctypes.Structure):
-    """``aclrtMemLocation``."""
-
-    _fields_ = (("id", c_uint32), ("type", c_int))
-
-
 @mirrors("aclrtMemPoolProps")
 class _MemPoolProps(ctypes.Structure):
     """``aclrtMemPoolProps``."""
@@ -330,7 +343,7 @@ class _MemPoolProps(ctypes.Structure):
     _fields_ = (
         ("allocType", c_int),
         ("handleType", c_int),
-        ("location", _MemLocation),
+        ("location", MemLocation),
         ("maxSize", c_size_t),
         ("reserved", c_uint8 * _RESERVED_BYTES),
     )
@@ -349,38 +362,12 @@ declare(
 )
 
 
-def _unsigned(name: str, value: Any, bits: int) -> int:
-    """A ``uint{bits}_t``."""
-    top = (1 << bits) - 1
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
-        raise BadArgument(f"The argument {name} is {value!r}: expected an int from 0 to {top}.")
-    return value
-
-
-def _fields(name: str, value: Any, required: Tuple[str, ...], optional: Tuple[str, ...]) -> None:
-    """``value`` is a dict with every key of ``required`` and no key outside
-    ``required + optional``."""
-    known = required + optional
-    if not isinstance(value, Mapping):
-        raise BadArgument(
-            f"The argument {name} is {value!r}: expected a dict with the keys {list(known)}."
-        )
-    missing = [key for key in required if key not in value]
-    unknown = [key for key in value if key not in known]
-    if missing or unknown:
-        raise BadArgument(
-            f"The argument {name} has the keys {list(value)}: expected {list(required)}"
-            + (f", optionally {list(optional)}" if optional else "")
-            + "."
-        )
-
-
 def _reserved(name: str, value: Any) -> bytes:
     """Bytes, or a list or tuple of ints from 0 to 255, at most 32 of them."""
     if isinstance(value, (bytes, bytearray)):
         raw = bytes(value)
     elif isinstance(value, (list, tuple)):
-        raw = bytes(_unsigned(f"{name}[{i}]", b, 8) for i, b in enumerate(value))
+        raw = bytes(unsigned(f"{name}[{i}]", b, 8) for i, b in enumerate(value))
     else:
         raise BadArgument(
             f"The argument {name} is {value!r}: expected bytes or a list of ints from 0 to 255."
@@ -395,13 +382,13 @@ def _reserved(name: str, value: Any) -> bytes:
 
 def _pool_props(value: Any) -> _MemPoolProps:
     """``aclrtMemPoolProps`` from a dict of its C field names."""
-    _fields("pool_props", value, ("allocType", "handleType", "location", "maxSize"), ("reserved",))
+    fields("pool_props", value, ("allocType", "handleType", "location", "maxSize"), ("reserved",))
     location: Dict[str, Any] = value["location"]
-    _fields("pool_props['location']", location, ("id", "type"), ())
+    fields("pool_props['location']", location, ("id", "type"), ())
     props = _MemPoolProps()
     props.allocType = int32("pool_props['allocType']", value["allocType"])
     props.handleType = int32("pool_props['handleType']", value["handleType"])
-    props.location.id = _unsigned("pool_props['location']['id']", location["id"], 32)
+    props.location.id = unsigned("pool_props['location']['id']", location["id"], 32)
     props.location.type = int32("pool_props['location']['type']", location["type"])
     props.maxSize = _size("pool_props['maxSize']", value["maxSize"])
     raw = _reserved("pool_props['reserved']", value.get("reserved", b""))
@@ -450,9 +437,9 @@ def mem_pool_set_attr(mem_pool: int, attr: int, value: int) -> int:
         pool, a = handle("mem_pool", mem_pool), int32("attr", attr)
         v: Union[c_uint32, c_uint64]
         if a in _SWITCHES:
-            v = c_uint32(_unsigned("value", value, 32))
+            v = c_uint32(unsigned("value", value, 32))
         else:
-            v = c_uint64(_unsigned("value", value, 64))
+            v = c_uint64(unsigned("value", value, 64))
     except BadArgument as e:
         return refuse("acl.rt.mem_pool_set_attr", e)
     return lib.aclrtMemPoolSetAttr(pool, a, byref(v))
