@@ -24,6 +24,15 @@ os.environ.setdefault("ACLALLOC_DEVICE_MEMORY", "1GiB")
 ROOT = Path(__file__).resolve().parents[2]
 C_DIR = Path(__file__).resolve().parent / "c"
 
+# Device 0's HBM, pinned: aclrtPhysicalMemProp as pyACL's
+# acl.rt.malloc_physical takes it (the values are CANN's enums).
+HBM_PROP = {
+    "handleType": 0,  # ACL_MEM_HANDLE_TYPE_NONE
+    "allocationType": 0,  # ACL_MEM_ALLOCATION_TYPE_PINNED
+    "memAttr": 4,  # ACL_HBM_MEM_HUGE
+    "location": {"id": 0, "type": 1},  # ACL_MEM_LOCATION_TYPE_DEVICE
+}
+
 
 def run_python(
     code: str, env: dict | None = None, timeout: float = 60

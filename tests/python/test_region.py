@@ -13,19 +13,11 @@ import pytest
 from aclalloc import npu
 from aclalloc._lib import lib, recent_c_message
 from aclalloc.acl import rt
+from conftest import HBM_PROP as PROP
 
 MIB = 1 << 20
 PAGE = 2 * MIB
 H2D, D2H = 1, 2
-
-
-# Device 0's HBM, pinned: aclrtPhysicalMemProp as pyACL takes it.
-PROP = {
-    "handleType": rt.ACL_MEM_HANDLE_TYPE_NONE,
-    "allocationType": rt.ACL_MEM_ALLOCATION_TYPE_PINNED,
-    "memAttr": rt.ACL_HBM_MEM_HUGE,
-    "location": {"id": 0, "type": rt.ACL_MEM_LOCATION_TYPE_DEVICE},
-}
 
 
 # A private handle on the library: these declarations are this file's.

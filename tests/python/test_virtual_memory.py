@@ -10,16 +10,10 @@ import pytest
 
 from aclalloc import acl
 from aclalloc.acl import rt
+from conftest import HBM_PROP as PROP
 
 MIB = 1 << 20
 INVALID_PARAM, NOT_CLEARED = 100000, 148051
-
-PROP = {
-    "handleType": rt.ACL_MEM_HANDLE_TYPE_NONE,
-    "allocationType": rt.ACL_MEM_ALLOCATION_TYPE_PINNED,
-    "memAttr": rt.ACL_HBM_MEM_HUGE,
-    "location": {"id": 0, "type": rt.ACL_MEM_LOCATION_TYPE_DEVICE},
-}
 
 
 @pytest.fixture(autouse=True)
