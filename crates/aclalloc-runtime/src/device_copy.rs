@@ -20,7 +20,8 @@ use std::os::fd::AsRawFd;
 const LARGE: usize = 1 << 20;
 /// The unit in which the destination's pages are asked after.
 const CHUNK: usize = 1 << 20;
-/// Pages of one chunk `mincore` reports on (a chunk spans 257 pages at 4 KiB).
+/// Pages of one chunk `mincore` reports on: a chunk spans at most 257
+/// pages of 4 KiB (an unaligned start adds one); larger pages, fewer.
 const MAX_PAGES: usize = 520;
 
 /// Copies `count` bytes from `src` to `dst`; the ranges may overlap.
@@ -124,8 +125,8 @@ fn write_file(part: &FilePart, src: *const u8, offset: usize, len: usize) -> boo
         let Ok(at) = libc::off_t::try_from(offset + done) else {
             return false;
         };
-        // SAFETY: `src` is valid for `len` bytes; the descriptor is the
-        // part's own duplicate.
+        // SAFETY: `src` is valid for `len` bytes; the part holds the file
+        // open.
         let n = unsafe { libc::pwrite(part.fd.as_raw_fd(), src.add(done).cast(), len - done, at) };
         match n {
             n if n > 0 => done += n as usize,
@@ -144,6 +145,18 @@ mod tests {
 
     fn pattern(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    /// The resident KiB of this process's mapping that starts at `addr`
+    /// (`/proc/self/smaps`): pages a plain copy faulted in count, pages
+    /// written through the file do not until something touches them.
+    fn rss_kib(addr: usize) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = format!("{addr:x}-");
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
+        assert!(lines.next().is_some(), "a mapping at {addr:#x}");
+        let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+        rss.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
     #[test]
@@ -168,10 +181,14 @@ mod tests {
         let src = pattern(len);
         // SAFETY: `src` holds `len` bytes; the destination is mapped.
         unsafe { copy(at as *mut u8, src.as_ptr(), len) };
+        // Through the file: the first mapping's pages are in memory but
+        // none is mapped yet; the second's touched MiB took the plain copy.
+        assert!(!untouched(va, CHUNK) && !untouched(va + G + CHUNK, CHUNK));
+        assert_eq!(rss_kib(va), 0);
+        assert!(rss_kib(va + G) >= CHUNK >> 10);
         // SAFETY: mapped read-write.
         let got = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
         assert!(got == &src[..], "the bytes read back through the mapping");
-        assert!(!untouched(va, CHUNK), "pwrite put the pages in memory");
 
         // The files hold them: the same physical memory mapped elsewhere.
         let other = vm.reserve(G, 0, 0, 0).unwrap();
