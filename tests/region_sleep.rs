@@ -407,6 +407,51 @@ fn memory_is_freed_while_asleep_and_handles_stay_valid() {
     assert_eq!(free_memory(), before);
 }
 
+/// A host function queued before a wake that frees region memory: the wake
+/// lets queued work run before it holds the regions' records (the copies
+/// restoring the contents wait for queued work, and the free needs the
+/// records), so neither waits for the other.
+#[test]
+fn a_wake_lets_queued_work_that_frees_region_memory_run_first() {
+    use aclalloc::ffi::cann::stream_info::aclrtLaunchHostFunc;
+    unsafe extern "C" fn pause(_: *mut c_void) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    unsafe extern "C" fn free_it(p: *mut c_void) {
+        // SAFETY: region memory this test made, freed here only.
+        assert_eq!(unsafe { aclrtFree(p) }, ACL_SUCCESS);
+    }
+    let _serial = serial();
+    begin("queued");
+    let kept = malloc(2 * MIB, aclrtMalloc);
+    let freed = malloc(2 * MIB, aclrtMalloc);
+    end();
+    put(kept, &pattern(2 * MIB, 9));
+    assert_eq!(sleep(&["queued"]), ACL_SUCCESS);
+    let stream = common::streams::new_stream();
+    // SAFETY: both functions take what they are given; `freed` is live.
+    unsafe {
+        assert_eq!(
+            aclrtLaunchHostFunc(stream, Some(pause), std::ptr::null_mut()),
+            0
+        );
+        assert_eq!(aclrtLaunchHostFunc(stream, Some(free_it), freed), 0);
+    }
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        common::device0();
+        done.send(wake(None)).unwrap();
+    });
+    let rc = waited
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the wake and the queued free waited for each other");
+    assert_eq!(rc, ACL_SUCCESS, "{}", common::message());
+    common::streams::sync(stream);
+    assert_eq!(get(kept, 2 * MIB), Ok(pattern(2 * MIB, 9)));
+    common::streams::destroy(stream);
+    free(kept);
+}
+
 #[test]
 fn a_wake_short_of_memory_puts_everything_back_to_sleep() {
     let _g = serial();

@@ -7,7 +7,8 @@
 //! program made in a region but has not mapped keeps its memory: there is
 //! no address to restore it at.
 //!
-//! Wake is all or nothing: each sleeping backing gets new physical memory,
+//! Wake also waits for queued work first, then is all or nothing: each
+//! sleeping backing gets new physical memory,
 //! mapped at its address, and its contents back; if the device runs out
 //! (or refuses a copy) partway, every backing this wake already woke is
 //! unmapped and freed again, keeping its offloaded copy, and the error is
@@ -85,6 +86,12 @@ struct Woken {
 /// mapped again.
 pub fn wake_all(port: &dyn RegionPort, tags: Option<&[&str]>) -> Result<usize> {
     let chosen = |tag: &str| tags.map_or(true, |t| t.contains(&tag));
+    if !none_live() {
+        // As sleep does: work queued before the wake (a host function
+        // freeing region memory, say) runs before the records are held, so
+        // the restoring copies, which wait for queued work, find none of it.
+        port.synchronize()?;
+    }
     let mut books = books();
     let ids: Vec<usize> = books
         .backings
