@@ -10,7 +10,7 @@
 
 mod common;
 
-use aclalloc::base::error::ACL_SUCCESS;
+use aclalloc::base::error::{ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_SUCCESS};
 use aclalloc::ffi::cann::memory::*;
 use aclalloc::ffi::cann::types::*;
 use aclalloc::ffi::cann::virtual_memory::*;
@@ -405,6 +405,45 @@ fn memory_is_freed_while_asleep_and_handles_stay_valid() {
     assert_eq!(get(seg.va, G).unwrap(), pattern(G, 6));
     seg.release();
     assert_eq!(free_memory(), before);
+}
+
+/// Out of memory inside a region: the code and message are the export's
+/// the program called, each of the three naming itself, with the device's
+/// own refusal underneath.
+#[test]
+fn a_region_short_of_memory_fails_in_the_name_of_the_export_called() {
+    let _serial = serial();
+    begin("too_big");
+    let exports: [(
+        &str,
+        unsafe extern "C" fn(*mut *mut c_void, usize, aclrtMemMallocPolicy) -> i32,
+    ); 3] = [
+        ("aclrtMalloc", aclrtMalloc),
+        ("aclrtMallocAlign32", aclrtMallocAlign32),
+        ("aclrtMallocCached", aclrtMallocCached),
+    ];
+    let _ = common::recent_message();
+    for (name, f) in exports {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { f(&mut p, free_memory() + G, ACL_MEM_MALLOC_HUGE_FIRST) };
+        assert_eq!(rc, ACL_ERROR_RT_MEMORY_ALLOCATION);
+        assert!(p.is_null(), "the out-parameter is written only on success");
+        let message = common::message();
+        let newest = message.lines().next().unwrap();
+        assert!(
+            newest.starts_with(&format!("{name} failed.")) && newest.contains("out of memory"),
+            "{message}"
+        );
+        assert!(
+            message
+                .lines()
+                .skip(1)
+                .all(|l| l.starts_with("aclrtMallocPhysical failed.")),
+            "{message}"
+        );
+    }
+    end();
 }
 
 /// A host function queued before a wake that frees region memory: the wake

@@ -3,7 +3,7 @@
 //! allocations, never trusted.
 #![allow(non_snake_case)]
 
-use crate::base::boundary::ffi_boundary;
+use crate::base::boundary::{boundary, ffi_boundary};
 use crate::ffi::cann::types::*;
 use crate::ffi::wiring::args::{self, Out};
 use crate::ffi::wiring::dispatch::real_or_host;
@@ -47,15 +47,17 @@ pub unsafe extern "C" fn aclrtMalloc(
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
     // SAFETY: the caller's contract.
-    unsafe { in_region_or(devPtr, size, policy, direct::aclrtMalloc) }
+    unsafe { in_region_or("aclrtMalloc", devPtr, size, policy, direct::aclrtMalloc) }
 }
 
 /// Region memory when the calling thread is inside a tagged region, else
 /// what `outside` gives: the one choice of every allocating export.
+/// `function` is the export, which a failure's message names.
 ///
 /// # Safety
 /// `devPtr` is NULL or writable.
 unsafe fn in_region_or(
+    function: &'static str,
     devPtr: *mut *mut c_void,
     size: usize,
     policy: aclrtMemMallocPolicy,
@@ -63,7 +65,7 @@ unsafe fn in_region_or(
 ) -> aclError {
     if let Some(tag) = crate::pool::region::current() {
         // SAFETY: the caller's contract.
-        return ffi_boundary!(|| unsafe { region::malloc(devPtr, size, tag) });
+        return boundary(function, || unsafe { region::malloc(devPtr, size, tag) });
     }
     // SAFETY: the caller's contract.
     unsafe { outside(devPtr, size, policy) }
@@ -82,7 +84,15 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
     // SAFETY: the caller's contract.
-    unsafe { in_region_or(devPtr, size, policy, direct::aclrtMallocAlign32) }
+    unsafe {
+        in_region_or(
+            "aclrtMallocAlign32",
+            devPtr,
+            size,
+            policy,
+            direct::aclrtMallocAlign32,
+        )
+    }
 }
 
 /// `aclrtMalloc` of memory the device may cache; on the host the same
@@ -98,7 +108,15 @@ pub unsafe extern "C" fn aclrtMallocCached(
     policy: aclrtMemMallocPolicy,
 ) -> aclError {
     // SAFETY: the caller's contract.
-    unsafe { in_region_or(devPtr, size, policy, direct::aclrtMallocCached) }
+    unsafe {
+        in_region_or(
+            "aclrtMallocCached",
+            devPtr,
+            size,
+            policy,
+            direct::aclrtMallocCached,
+        )
+    }
 }
 
 /// Frees device memory after all pending stream work has run. A pointer that
