@@ -159,6 +159,13 @@ enum Op {
     /// first when `own`), a second free refused, the second stream
     /// synchronized, the pool trimmed and destroyed.
     StreamOrdered(StreamPick, StreamPick, u32, bool),
+    /// A tagged region on the current device: n % 3 + 1 buffers of 2 MiB
+    /// allocated inside it with `aclrtMalloc` and written, `aclallocSleep`
+    /// (offloading the tag when `offload`), the first buffer freed while
+    /// asleep when `free_asleep`, `aclallocWakeUp`: offloaded contents come
+    /// back; then everything is freed. A device short of memory ends the op
+    /// early.
+    Region(u8, bool, bool),
     /// Data buffers, the built-in reduce and random-number tasks, labels
     /// in built models (`newer.rs`).
     Newer(newer::NewerOp),
@@ -591,6 +598,7 @@ impl Model {
             Op::TimedEventOrder(a, b, f, t) => self.timed_event_order(a, b, f, t),
             Op::ShareHere(k) => self.share_here(k),
             Op::StreamOrdered(a, b, n, own) => self.stream_ordered(a, b, n, own),
+            Op::Region(n, offload, free_asleep) => self.region(n, offload, free_asleep),
             Op::Newer(op) => self.newer(op),
             Op::Reserve(..)
             | Op::Release(_)
@@ -1288,6 +1296,81 @@ impl Model {
         };
         self.expect("aclrtMemcpy", rc, OK);
         assert!(back == data, "mapped memory holds what was copied in");
+    }
+
+    fn region(&mut self, n: u8, offload: bool, free_asleep: bool) {
+        use aclalloc::ffi::cann::memory::{aclrtFree, aclrtMalloc};
+        use aclalloc::ffi::ext::pool::sleep::{aclallocSleep, aclallocWakeUp};
+        use aclalloc::ffi::ext::region::{aclallocRegionBegin, aclallocRegionEnd};
+        if self.current_alive().is_none() {
+            return;
+        }
+        const SIZE: usize = 2 * MIB;
+        let tag = c"fuzz_region";
+        // SAFETY: a NUL-terminated tag.
+        self.expect("aclallocRegionBegin", unsafe { aclallocRegionBegin(tag.as_ptr()) }, OK);
+        let mut buffers = Vec::new();
+        for i in 0..n % 3 + 1 {
+            let mut p = std::ptr::null_mut();
+            // SAFETY: a valid out-pointer.
+            match unsafe { aclrtMalloc(&mut p, SIZE, ACL_MEM_MALLOC_HUGE_FIRST) } {
+                OK => buffers.push((p, vec![i ^ n; SIZE])),
+                // Region memory is physical memory: the device's refusal
+                // of it is the older line, under `aclrtMalloc`'s own.
+                MEMORY_ALLOCATION => {
+                    self.failed.push("aclrtMallocPhysical");
+                    break;
+                }
+                rc => self.expect("aclrtMalloc", rc, OK),
+            }
+        }
+        self.expect("aclallocRegionEnd", aclallocRegionEnd(), OK);
+        for (p, data) in &buffers {
+            // SAFETY: `data` holds SIZE bytes; `p` is SIZE bytes of device memory.
+            let rc = unsafe { aclrtMemcpy(*p, SIZE, data.as_ptr().cast(), SIZE, ACL_MEMCPY_HOST_TO_DEVICE) };
+            self.expect("aclrtMemcpy", rc, OK);
+        }
+        let tags = [tag.as_ptr()];
+        let offloaded = if offload { &tags[..] } else { &[][..] };
+        // SAFETY: `offloaded` holds NUL-terminated tags.
+        let rc = unsafe { aclallocSleep(offloaded.as_ptr(), offloaded.len()) };
+        self.expect("aclallocSleep", rc, OK);
+        if free_asleep && !buffers.is_empty() {
+            let (p, _) = buffers.remove(0);
+            // SAFETY: region memory of this op, freed once.
+            self.expect("aclrtFree", unsafe { aclrtFree(p) }, OK);
+        }
+        // SAFETY: NULL with 0: every tag.
+        let awake = match unsafe { aclallocWakeUp(std::ptr::null(), 0) } {
+            OK => true,
+            // What sleep gave back may have gone to other streams' work:
+            // everything stays asleep, and is freed asleep below.
+            MEMORY_ALLOCATION => {
+                self.failed.push("aclallocWakeUp");
+                false
+            }
+            rc => {
+                self.expect("aclallocWakeUp", rc, OK);
+                true
+            }
+        };
+        for (p, data) in &buffers {
+            if awake && offload {
+                let mut back = vec![0u8; SIZE];
+                // SAFETY: as above, the other way.
+                let rc = unsafe { aclrtMemcpy(back.as_mut_ptr().cast(), SIZE, *p, SIZE, ACL_MEMCPY_DEVICE_TO_HOST) };
+                self.expect("aclrtMemcpy", rc, OK);
+                assert!(&back == data, "offloaded region memory woke with its contents");
+            }
+            // SAFETY: region memory of this op, freed once, asleep or awake.
+            self.expect("aclrtFree", unsafe { aclrtFree(*p) }, OK);
+        }
+        if !awake {
+            // Nothing of the tag is left: this wake only marks it awake.
+            // SAFETY: as above.
+            let rc = unsafe { aclallocWakeUp(std::ptr::null(), 0) };
+            self.expect("aclallocWakeUp", rc, OK);
+        }
     }
 
     /// Unmaps, frees and releases everything the run made.
