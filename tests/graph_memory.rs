@@ -151,16 +151,7 @@ fn write(ptr: *mut u64, values: &[u64]) {
 // ---- stream-ordered pools --------------------------------------------------
 
 fn ordered_pool() -> aclrtMemPool {
-    let props = aclrtMemPoolProps {
-        allocType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        location: aclrtMemLocation {
-            id: 0,
-            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        maxSize: 0,
-        reserved: [0; 32],
-    };
+    let props = common::mem_pool_props();
     let mut pool = null_mut();
     // SAFETY: valid pointers.
     assert_eq!(

@@ -74,16 +74,7 @@ fn a_hundred_thousand_stream_ordered_pools_leave_the_resident_set_flat() {
     let mut stream = null_mut();
     // SAFETY: a valid out-pointer.
     assert_eq!(unsafe { aclrtCreateStream(&mut stream) }, ACL_SUCCESS);
-    let props = aclrtMemPoolProps {
-        allocType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        location: aclrtMemLocation {
-            id: 0,
-            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        maxSize: 0,
-        reserved: [0; 32],
-    };
+    let props = common::mem_pool_props();
     let grew = growth(|| {
         let mut pool: aclrtMemPool = null_mut();
         let mut ptr: *mut c_void = null_mut();

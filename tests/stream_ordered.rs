@@ -43,19 +43,6 @@ fn refused(rc: aclError, want: aclError, needle: &str) {
     assert!(text.contains(needle), "{text:?} does not name {needle:?}");
 }
 
-fn props() -> aclrtMemPoolProps {
-    aclrtMemPoolProps {
-        allocType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        location: aclrtMemLocation {
-            id: 0,
-            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        maxSize: 0,
-        reserved: [0; 32],
-    }
-}
-
 fn create_with(p: aclrtMemPoolProps) -> aclrtMemPool {
     let mut pool = null_mut();
     // SAFETY: valid pointers.
@@ -64,7 +51,7 @@ fn create_with(p: aclrtMemPoolProps) -> aclrtMemPool {
 }
 
 fn create() -> aclrtMemPool {
-    create_with(props())
+    create_with(common::mem_pool_props())
 }
 
 fn stream() -> aclrtStream {
@@ -464,7 +451,7 @@ fn max_size_bounds_the_pool() {
     let _g = setup();
     let pool = create_with(aclrtMemPoolProps {
         maxSize: 16 * MIB,
-        ..props()
+        ..common::mem_pool_props()
     });
     let s = stream();
     let p = malloc(pool, 10 * MIB, s);
@@ -483,7 +470,7 @@ fn a_max_size_below_a_segment_still_serves_what_fits() {
     // Smaller than the pool's 2 MiB segments for small blocks.
     let pool = create_with(aclrtMemPoolProps {
         maxSize: MIB,
-        ..props()
+        ..common::mem_pool_props()
     });
     let s = stream();
     let a = malloc(pool, 4000, s);
@@ -508,20 +495,20 @@ fn a_max_size_below_a_segment_still_serves_what_fits() {
 fn props_canns_refuses_are_refused_naming_the_field() {
     let _g = setup();
     let mut pool = null_mut();
-    let mut reserved = props();
+    let mut reserved = common::mem_pool_props();
     reserved.reserved[31] = 1;
     for (p, field) in [
         (
             aclrtMemPoolProps {
                 allocType: 1,
-                ..props()
+                ..common::mem_pool_props()
             },
             "allocType",
         ),
         (
             aclrtMemPoolProps {
                 handleType: 2,
-                ..props()
+                ..common::mem_pool_props()
             },
             "handleType",
         ),
@@ -531,7 +518,7 @@ fn props_canns_refuses_are_refused_naming_the_field() {
                     id: 0,
                     r#type: ACL_MEM_LOCATION_TYPE_HOST,
                 },
-                ..props()
+                ..common::mem_pool_props()
             },
             "location.type",
         ),
@@ -553,7 +540,7 @@ fn props_canns_refuses_are_refused_naming_the_field() {
             "poolProps",
         );
         refused(
-            aclrtMemPoolCreate(null_mut(), &props()),
+            aclrtMemPoolCreate(null_mut(), &common::mem_pool_props()),
             INVALID_PARAM,
             "memPool",
         );
@@ -569,7 +556,7 @@ fn a_thread_without_a_context_is_refused_with_one_message() {
     std::thread::spawn(|| {
         let mut pool = null_mut();
         // SAFETY: valid pointers.
-        let rc = unsafe { aclrtMemPoolCreate(&mut pool, &props()) };
+        let rc = unsafe { aclrtMemPoolCreate(&mut pool, &common::mem_pool_props()) };
         assert_eq!(rc, 107_002);
         let text = message();
         assert!(text.starts_with("aclrtMemPoolCreate failed"), "{text:?}");

@@ -41,6 +41,22 @@ pub fn physical_prop() -> aclalloc::ffi::cann::types::aclrtPhysicalMemProp {
     }
 }
 
+/// A stream-ordered pool on device 0 with CANN's defaults
+/// (`aclrtMemPoolCreate`; `maxSize` 0: the device's size).
+pub fn mem_pool_props() -> aclalloc::ffi::cann::types::aclrtMemPoolProps {
+    use aclalloc::ffi::cann::types::*;
+    aclrtMemPoolProps {
+        allocType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+        handleType: ACL_MEM_HANDLE_TYPE_NONE,
+        location: aclrtMemLocation {
+            id: 0,
+            r#type: ACL_MEM_LOCATION_TYPE_DEVICE,
+        },
+        maxSize: 0,
+        reserved: [0; 32],
+    }
+}
+
 /// The message the last call left; there must be one.
 pub fn message() -> String {
     recent_message().expect("a message was recorded")
