@@ -4,8 +4,9 @@
 //!
 //! [`library`] loads it, [`live`] keeps every live block (so free passes the
 //! right size and bad pointers never reach the plugin) and the statistics,
-//! [`allocator`] is the allocator, [`published`] the ones handed to C, and
-//! [`context`] which device and stream the plugin is told about.
+//! [`allocator`] is the allocator, [`published`] the ones handed to C (with
+//! `inside`, which threads are in their calls), and [`context`] which device
+//! and stream the plugin is told about.
 
 // Every unsafe operation sits in an `unsafe` block with its own `// SAFETY:` comment.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -16,6 +17,7 @@ use aclalloc_core::{base, registry};
 pub mod allocator;
 pub mod context;
 pub mod hooks;
+mod inside;
 pub mod library;
 pub mod live;
 pub mod published;

@@ -7,29 +7,29 @@
 //! descriptor) finds nothing and fails cleanly. A block is the device
 //! pointer itself.
 //!
-//! A call runs pinned to an epoch (`crossbeam-epoch`: a thread-local
-//! operation, no write to a line shared with other threads), and destroy,
-//! having taken the allocator out of the table, waits for a grace period, so
-//! every call that found it has returned before it is dropped. A thread
-//! inside a call of any pluggable allocator cannot wait for that (its own pin
-//! holds the grace period back), so destroy refuses there.
+//! A call marks its thread as inside before it looks the allocator up
+//! (`inside`: a store to the thread's own record, no locked instruction),
+//! and destroy, having taken the allocator out of the table, waits until
+//! every call then in progress has returned before it is dropped. A thread
+//! inside a call of any pluggable allocator cannot wait for that (it would
+//! wait for itself), so destroy refuses there.
 
 use super::allocator::PluggableAllocator;
 use super::context;
+use super::inside::{self, wait_for_calls_inside};
 use crate::base::boundary::boundary;
 use crate::base::descriptor::AllocatorObj;
 use crate::base::error::{Error, Result};
 use crate::base::handles::HandleMap;
 pub use crate::base::ids::PluggableHandle;
 use crate::base::serving;
-use crate::base::sync::{AtomicUsize, Ordering};
+use crate::base::sync::Ordering;
 use crate::base::table::Packed;
 use crate::registry::api::global;
 use crate::registry::{DescriptorHandle, StreamKey};
-use crossbeam_epoch::{Collector, Guard, LocalHandle};
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 struct Entry {
     allocator: PluggableAllocator,
@@ -49,7 +49,7 @@ unsafe impl Sync for EntryRef {}
 
 // SAFETY: `unpack` only sees words `pack` produced: word 0 is an entry's
 // address; every bit pattern is a valid raw pointer anyway (dereferenced
-// only under a pin, while the entry is published).
+// only inside a call, while the entry is published).
 unsafe impl Packed<1> for EntryRef {
     fn pack(&self) -> [usize; 1] {
         [self.0 as usize]
@@ -63,57 +63,6 @@ unsafe impl Packed<1> for EntryRef {
 fn plugins() -> &'static HandleMap<PluggableHandle, EntryRef, 1> {
     static PLUGINS: OnceLock<HandleMap<PluggableHandle, EntryRef, 1>> = OnceLock::new();
     PLUGINS.get_or_init(|| HandleMap::with_capacity(8))
-}
-
-/// The epochs calls pin: this module's own, so that no other user of
-/// `crossbeam-epoch` in the process holds back a destroy, and a pin tells
-/// whether this thread is inside a call of a pluggable allocator.
-fn collector() -> &'static Collector {
-    static COLLECTOR: OnceLock<Collector> = OnceLock::new();
-    COLLECTOR.get_or_init(Collector::new)
-}
-
-thread_local! {
-    static LOCAL: LocalHandle = collector().register();
-}
-
-/// Pins this thread until the guard is dropped.
-#[inline]
-fn pin() -> Guard {
-    LOCAL
-        .try_with(LocalHandle::pin)
-        // A thread whose handle is gone (its thread-locals being destroyed)
-        // pins through a handle of its own for the call.
-        .unwrap_or_else(|_| collector().register().pin())
-}
-
-/// True when this thread is inside a call of a pluggable allocator.
-fn pinned() -> bool {
-    LOCAL.try_with(LocalHandle::is_pinned).unwrap_or(false)
-}
-
-/// Returns once every call that was pinned when it began has returned.
-/// Never called pinned (it would wait for itself).
-fn wait_for_calls_inside() {
-    let done = Arc::new(AtomicUsize::new(0));
-    {
-        let guard = pin();
-        let flag = done.clone();
-        guard.defer(move || flag.store(1, Ordering::Release));
-        guard.flush();
-    }
-    // Each flush tries to advance the epoch and runs what has expired. A
-    // call that takes long (a plugin may) is waited for asleep.
-    let mut rounds = 0u32;
-    while done.load(Ordering::Acquire) == 0 {
-        if rounds < 64 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        rounds += 1;
-        pin().flush();
-    }
 }
 
 /// Takes `handle` out of the table and returns its entry once no call uses
@@ -130,10 +79,10 @@ fn unpublish(handle: PluggableHandle) -> Option<Box<Entry>> {
 /// Runs `f` on the live entry `handle`; `None` when it is not live.
 #[inline]
 fn with_entry<R>(handle: PluggableHandle, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-    let _guard = pin();
+    let _inside = inside::enter();
     let entry = plugins().get(handle)?;
-    // SAFETY: found in the table while this thread is pinned: `unpublish`
-    // frees it only after a grace period, which waits for this pin.
+    // SAFETY: found in the table while this thread is inside a call:
+    // `unpublish` frees it only after every call then inside returned.
     Some(f(unsafe { &*entry.0 }))
 }
 
@@ -146,7 +95,7 @@ pub fn with_allocator<R>(
 ) -> Result<R> {
     // Not through `with_entry`: `f`'s result is passed on as it is, not
     // wrapped and unwrapped again (an error is several words).
-    let _guard = pin();
+    let _inside = inside::enter();
     match plugins().get(handle) {
         // SAFETY: as in `with_entry`.
         Some(entry) => f(unsafe { &(*entry.0).allocator }),
@@ -267,7 +216,7 @@ pub fn destroy(
     handle: PluggableHandle,
     is_default: impl FnOnce(AllocatorObj) -> bool,
 ) -> Result<()> {
-    if pinned() {
+    if inside::is_inside() {
         // Inside a call of a pluggable allocator (perhaps this one, whose
         // code would be unloaded under it): the wait below would wait for
         // this thread.

@@ -31,7 +31,6 @@ mod block;
 pub mod config;
 pub mod device;
 mod engine;
-mod fence;
 pub mod handles;
 mod offload;
 pub mod region;

@@ -7,7 +7,7 @@
 //! next request of the same size there takes it back, with no lock and no
 //! locked instruction: the owner sets `busy`, and a slow path that must reach
 //! the cache stops the owner first (`Slot::enter`, `stop_owners`,
-//! [`super::fence`]). A cache belongs to one stream, so stream safety holds.
+//! [`crate::base::fence`]). A cache belongs to one stream, so stream safety holds.
 //!
 //! Every pool-wide operation (statistics, snapshots, `empty_cache`, growing,
 //! out-of-memory retries, a stream's end, closing) locks every shard and
@@ -19,10 +19,10 @@
 mod lists;
 
 use super::engine::{round_size, CacheStats, Core, Loan};
-use super::fence;
 use super::roundup::RoundupDivisions;
 use super::Pool;
 use super::{MIN_BLOCK_SIZE, STAT_ALL};
+use crate::base::fence;
 use crate::base::sync::statics::{AtomicBool, AtomicU32, AtomicU64};
 use crate::base::sync::Ordering;
 use lists::{HandedOut, Parked, PARKED_MIXED};
@@ -148,7 +148,7 @@ impl Slot {
 
     /// The owner's fast path: the cache, unless a slow path is in it or about to
     /// be. A plain store of `busy`, a compiler barrier and a load of `stop`,
-    /// against the slow path's `stop`, `membarrier`, `busy` ([`super::fence`]).
+    /// against the slow path's `stop`, `membarrier`, `busy` ([`crate::base::fence`]).
     #[inline]
     fn enter(&self) -> Option<SlotGuard<'_>> {
         self.busy.store(true, Ordering::Relaxed);

@@ -12,6 +12,7 @@ pub mod device_port;
 pub mod env;
 pub mod errlog;
 pub mod error;
+pub mod fence;
 pub(crate) mod fixed_line;
 pub mod foreign_call;
 pub mod handles;

@@ -1,11 +1,13 @@
-//! The asymmetric fence of the thread caches' Dekker pair
-//! (`thread_cache::Slot::enter` against `stop_owners`): the owner stores
-//! `busy` then loads `stop`, a slow path stores `stop` then loads `busy`, and
-//! either needs a full fence in between. The owner, on every cached alloc and
-//! free, takes a compiler fence ([`light`]); the rare slow path
-//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` ([`heavy`]). Where the
-//! kernel refuses membarrier, both sides take a full fence. No lock is taken,
-//! so a forked child can use both sides.
+//! An asymmetric fence for Dekker pairs whose one side runs on every call
+//! and whose other side is rare: the owner of a pool's thread cache against
+//! a slow path that stops it (`aclalloc-pool`'s `thread_cache`), and a call
+//! into a pluggable allocator against a destroy waiting for the calls
+//! inside (`aclalloc-plugin`'s `inside`). Each side stores its flag, fences,
+//! then loads the other's. The frequent side takes a compiler fence
+//! ([`light`]); the rare side `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`
+//! ([`heavy`]), which makes every running thread of the process pass a full
+//! fence. Where the kernel refuses membarrier, both sides take a full fence.
+//! No lock is taken, so a forked child can use both sides.
 
 use crate::base::sync::statics::AtomicU8;
 
@@ -39,7 +41,7 @@ fn register() -> bool {
 
 /// Decides once per process whether [`heavy`] can use membarrier; until
 /// then [`light`] is a full fence (always correct).
-pub(crate) fn init() {
+pub fn init() {
     if MODE.load(Ordering::Acquire) == UNDECIDED {
         let mode = if register() { ASYMMETRIC } else { SYMMETRIC };
         let _ = MODE.compare_exchange(UNDECIDED, mode, Ordering::AcqRel, Ordering::Acquire);
@@ -48,7 +50,7 @@ pub(crate) fn init() {
 
 /// The frequent side.
 #[inline]
-pub(crate) fn light() {
+pub fn light() {
     if MODE.load(Ordering::Relaxed) == ASYMMETRIC {
         compiler_fence(Ordering::SeqCst);
     } else {
@@ -59,7 +61,7 @@ pub(crate) fn light() {
 /// The rare side. If membarrier fails (a child whose kernel dropped the
 /// registration) it registers again; failing that it aborts, since the light
 /// sides took compiler fences only.
-pub(crate) fn heavy() {
+pub fn heavy() {
     init();
     if MODE.load(Ordering::Acquire) != ASYMMETRIC {
         fence(Ordering::SeqCst);
@@ -73,7 +75,7 @@ pub(crate) fn heavy() {
 #[cold]
 #[inline(never)]
 fn refused() -> ! {
-    const LINE: &[u8] = b"aclalloc: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after this process registered for it: the pool's thread caches cannot be stopped safely. Aborting the process\n";
+    const LINE: &[u8] = b"aclalloc: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after this process registered for it: the pool's thread caches cannot be stopped, nor the calls inside a pluggable allocator waited for, safely. Aborting the process\n";
     // SAFETY: writes a static buffer to stderr.
     unsafe { libc::write(2, LINE.as_ptr().cast(), LINE.len()) };
     std::process::abort();
