@@ -2,7 +2,8 @@
 //! descriptors, ids and handle tables (the lock-free [`table::Table`]
 //! they and the stream registry are built on), the environment's syntax, and the tracked-allocations adaptor
 //! ([`tracked`]) that the pluggable allocators and the tracking layer keep
-//! their blocks in. It imports no other module of the
+//! their blocks in, and the asymmetric fence ([`fence`]) of the pool's
+//! thread caches and the pluggable allocators' calls. It imports no other module of the
 //! crate (tests/layers.rs checks it).
 
 pub mod asleep;
