@@ -7,6 +7,7 @@
 //! crate (tests/layers.rs checks it).
 
 pub mod asleep;
+pub mod biased;
 pub mod boundary;
 pub mod descriptor;
 pub mod device_port;

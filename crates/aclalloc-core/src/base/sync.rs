@@ -40,6 +40,10 @@ impl<T> Mutex<T> {
     pub fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
         self.0.try_lock().ok()
     }
+    /// A hint, as parking_lot's; loom's mutex has no such query.
+    pub fn is_locked(&self) -> bool {
+        false
+    }
 }
 #[cfg(loom)]
 impl<T: Default> Default for Mutex<T> {

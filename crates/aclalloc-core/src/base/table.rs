@@ -23,7 +23,9 @@
 //!   touches freed memory and reads the map as it was when replaced.
 //! - **Writers serialise on one mutex**, which also guards a writer-side
 //!   value `W` ([`Table::write`] gives both), so that a user's own books can
-//!   change under the same lock as the map.
+//!   change under the same lock as the map. A table made with
+//!   [`Table::new_biased`] lets a thread that writes alone take it without
+//!   a locked instruction ([`super::biased`]).
 //!
 //! Every atomic comes from `super::sync`, loom's under `--cfg loom`. The
 //! models in tests/loom_registry.rs pin each ordering (each model fails when
@@ -42,10 +44,9 @@
 //! `slot_reused_for_another_key_vs_get` and `insert_and_remove_race_with_get`
 //! check the protocol as a whole.
 
+use super::biased::{BiasedGuard, BiasedMutex};
 use super::error::{Error, Result};
-use super::sync::{
-    back_off, fence, owned_load, AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering,
-};
+use super::sync::{back_off, fence, owned_load, AtomicPtr, AtomicUsize, Ordering};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::ops::{Deref, DerefMut};
@@ -322,7 +323,7 @@ enum Probe<const N: usize> {
 /// guards the writer-side value `W`.
 pub struct Table<V, const N: usize, W = ()> {
     read: ReadSide<N>,
-    write: Mutex<Inner<N, W>>,
+    write: BiasedMutex<Inner<N, W>>,
     _value: PhantomData<V>,
 }
 
@@ -349,6 +350,17 @@ impl<V: Packed<N>, const N: usize, W: Default> Table<V, N, W> {
 impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
     /// An empty table with `capacity` slots and the writer-side `state`.
     pub fn new(capacity: usize, state: W) -> Self {
+        Self::made(capacity, state, false)
+    }
+
+    /// [`Table::new`] whose writer lock is biased towards the thread that
+    /// writes alone ([`crate::base::biased`]): for a table written on every
+    /// operation of a hot path, most often by one thread.
+    pub fn new_biased(capacity: usize, state: W) -> Self {
+        Self::made(capacity, state, true)
+    }
+
+    fn made(capacity: usize, state: W, biased: bool) -> Self {
         // A table is made once, up front: no memory for it is fatal, as for
         // any std container.
         let array = Array::try_with_capacity(capacity).unwrap_or_else(|| out_of_memory::<N>());
@@ -358,12 +370,19 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
                 mask: AtomicUsize::new(array.mask),
                 slots: AtomicPtr::new(array.slots.as_ptr() as *mut Slot<N>),
             },
-            write: Mutex::new(Inner {
-                current: array,
-                retired: Vec::new(),
-                len: 0,
-                state,
-            }),
+            write: {
+                let inner = Inner {
+                    current: array,
+                    retired: Vec::new(),
+                    len: 0,
+                    state,
+                };
+                if biased {
+                    BiasedMutex::new_biased(inner)
+                } else {
+                    BiasedMutex::new(inner)
+                }
+            },
             _value: PhantomData,
         }
     }
@@ -493,7 +512,7 @@ impl<V: Packed<N>, const N: usize, W> Table<V, N, W> {
 /// state (`Deref` to `W`).
 pub struct Writer<'a, V, const N: usize, W> {
     read: &'a ReadSide<N>,
-    inner: MutexGuard<'a, Inner<N, W>>,
+    inner: BiasedGuard<'a, Inner<N, W>>,
     _value: PhantomData<V>,
 }
 

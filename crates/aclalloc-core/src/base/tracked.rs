@@ -193,7 +193,7 @@ impl<M: Meta, X> Tracked<M, X> {
             extra,
         };
         Tracked {
-            table: Table::new(64, books),
+            table: Table::new_biased(64, books),
             inside: AtomicUsize::new(0),
             holder: AtomicUsize::new(0),
         }
