@@ -54,6 +54,7 @@ use self::engine::counters::{self as counters, PARTS};
 use self::engine::{Core, Freed, CLOSED};
 use self::streams::{ShardMap, SHARDS};
 use self::thread_cache::{FastFree, Reclaim, Registry, Retire};
+use crate::base::biased::BiasedMutex;
 use crate::base::error::{Error, Result};
 use crate::base::sync::Padded;
 use crate::history::{History, Recorder};
@@ -86,7 +87,7 @@ pub struct Pool {
     global: Mutex<Global>,
     /// Each on cache lines of its own: threads on other shards' streams
     /// never write this one's lines.
-    shards: [Padded<Mutex<Core>>; SHARDS],
+    shards: [Padded<BiasedMutex<Core>>; SHARDS],
     streams: ShardMap,
     device: Box<dyn DeviceMemory>,
     /// Segments given back under the locks, freed once they are released.
@@ -188,7 +189,9 @@ impl Pool {
                 cross_stream_reuse: CrossStreamReuse::default(),
                 next_shard,
             }),
-            shards: std::array::from_fn(|_| Padded(Mutex::new(Core::new(config, history.clone())))),
+            shards: std::array::from_fn(|_| {
+                Padded(BiasedMutex::new_biased(Core::new(config, history.clone())))
+            }),
             streams,
             device: Box::new(sleeper.clone()),
             pending_frees: Mutex::new(Vec::new()),

@@ -7,13 +7,14 @@ use super::cross_stream::BeforeGrowing;
 use super::engine::{kind_of, round_size, round_up, segment_size, Take};
 use super::virtual_memory::VirtualMemory;
 use super::*;
+use crate::base::biased::BiasedGuard;
 use std::mem::ManuallyDrop;
 
 /// The pool-wide lock and every shard's, in that order; device memory given
 /// back meanwhile is freed once they are released ([`DeferredFree`]).
 pub(super) struct All<'a> {
     pub(super) global: ManuallyDrop<MutexGuard<'a, Global>>,
-    pub(super) shards: ManuallyDrop<[MutexGuard<'a, Core>; SHARDS]>,
+    pub(super) shards: ManuallyDrop<[BiasedGuard<'a, Core>; SHARDS]>,
     device: DeferredFree<'a>,
 }
 

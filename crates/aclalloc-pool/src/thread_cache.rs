@@ -816,7 +816,7 @@ impl Pool {
     /// the caches no thread uses any more, and those `retire` names.
     pub(super) fn drain_caches(
         &self,
-        shards: &mut [parking_lot::MutexGuard<'_, Core>],
+        shards: &mut [crate::base::biased::BiasedGuard<'_, Core>],
         retire: Retire,
     ) {
         let mut slots = self.caches.slots.lock();
