@@ -379,6 +379,60 @@ mod tests {
         })
     }
 
+    /// Two threads allocating and freeing through one allocator, each long
+    /// enough to be granted its books' bias and to have it revoked by the
+    /// other: every block is recorded and freed once, the counters add up.
+    #[test]
+    fn two_threads_on_one_allocator_keep_exact_books() {
+        // Not `test_free`: its counters belong to the tests that read them.
+        unsafe extern "C" fn quiet_free(ptr: *mut c_void, _: isize, _: i32, _: *mut c_void) {
+            // SAFETY: `ptr` came from `test_alloc`'s malloc, freed once.
+            unsafe { libc_free(ptr) }
+        }
+        const PAIRS: u64 = 20_000;
+        let a = PluggableAllocator::from_functions(PluginFunctions {
+            alloc: test_alloc,
+            free: quiet_free,
+            init: None,
+            empty_cache: None,
+            memory_fraction: None,
+        });
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (a, start) = (&a, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let mut live = Vec::new();
+                    for i in 0..PAIRS {
+                        live.push(a.alloc(64 + t as usize, 0, None).unwrap());
+                        // Runs of 1 to 40 live blocks, so frees and allocations
+                        // interleave with the other thread's in varying turns.
+                        if live.len() as u64 > (i * 7 + t) % 40 {
+                            for p in live.drain(..) {
+                                assert_eq!(a.block(p).unwrap().size, 64 + t as usize);
+                                a.free(p).unwrap();
+                            }
+                        }
+                    }
+                    for p in live {
+                        a.free(p).unwrap();
+                    }
+                });
+            }
+        });
+        let s = a.stats();
+        assert_eq!((s.alloc_count, s.free_count), (2 * PAIRS, 2 * PAIRS));
+        assert_eq!((s.active_count, s.allocated_bytes_current), (0, 0));
+        assert_eq!(s.allocated_bytes_total, PAIRS * 64 + PAIRS * 65);
+        assert_eq!(s.freed_bytes_total, s.allocated_bytes_total);
+        assert!(
+            s.allocated_bytes_peak <= 2 * 41 * 65,
+            "{}",
+            s.allocated_bytes_peak
+        );
+    }
+
     #[test]
     fn free_passes_the_recorded_size_and_refuses_what_it_did_not_hand_out() {
         let a = allocator();
