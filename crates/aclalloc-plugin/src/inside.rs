@@ -155,14 +155,9 @@ pub(crate) fn wait_for_calls_inside() {
 
 /// Polls `done`, yielding at first, then asleep: a plugin may take long.
 fn wait_until(mut done: impl FnMut() -> bool) {
-    let mut rounds = 0u32;
+    let mut attempt = 0;
     while !done() {
-        if rounds < 64 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        rounds += 1;
+        crate::base::sync::wait_out(&mut attempt);
     }
 }
 

@@ -9,7 +9,7 @@
 //! as much as a tracked or pluggable pair's whole budget above the user's
 //! allocator.
 //!
-//! - **Each thread has a record** ([`Record`]): the biased mutex it is
+//! - **Each thread has a record** (`Record`): the biased mutex it is
 //!   inside through the owner's path, written by that thread alone.
 //!   Records are recycled when their thread ends, never freed, so a record
 //!   a mutex still names stays valid (a new thread given it may inherit the
@@ -50,7 +50,7 @@
 
 use super::fence;
 use super::sync::statics::AtomicUsize as StaticUsize;
-use super::sync::{AtomicUsize, Mutex, MutexGuard, Ordering};
+use super::sync::{wait_out, AtomicUsize, Mutex, MutexGuard, Ordering};
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
 
@@ -62,7 +62,7 @@ pub const MAX_DOUBLINGS: u32 = 10;
 /// The biased mutex one thread is inside through the owner's path (its
 /// address; 0: none). Only its thread stores to it.
 #[repr(align(128))]
-pub struct Record {
+struct Record {
     inside: StaticUsize,
 }
 
@@ -279,16 +279,6 @@ impl<T> BiasedMutex<T> {
         Some(self.held(me, turns))
     }
 
-    /// True if a thread is inside now (a hint: it may change at once).
-    pub fn is_locked(&self) -> bool {
-        self.turns.is_locked() || {
-            let owner = self.owner.load(Ordering::Relaxed);
-            // SAFETY: `owner` is 0 or a record's address; records are never freed.
-            owner != 0
-                && unsafe { &*(owner as *const Record) }.is_inside(self.addr(), Ordering::Relaxed)
-        }
-    }
-
     /// The owner's path: `None` if this thread does not hold the bias, or
     /// is inside already (a re-entry, which a `Mutex` would not allow either).
     #[inline]
@@ -327,7 +317,7 @@ impl<T> BiasedMutex<T> {
             if !patient {
                 return false;
             }
-            wait_a_little(&mut attempt);
+            wait_out(&mut attempt);
         }
         turns.former = None;
         true
@@ -367,18 +357,6 @@ impl<T> BiasedMutex<T> {
     /// True while some thread holds the bias.
     pub fn is_biased(&self) -> bool {
         self.owner.load(Ordering::Relaxed) != 0
-    }
-}
-
-/// Spins, yields, then sleeps: the owner may be running a user's callback.
-fn wait_a_little(attempt: &mut u32) {
-    *attempt += 1;
-    if *attempt < 64 {
-        std::hint::spin_loop();
-    } else if *attempt < 128 {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
 
@@ -477,12 +455,11 @@ mod tests {
         }
         let g = m.lock();
         assert!(g.is_owners());
-        assert!(m.is_locked());
-        assert!(m.try_lock().is_none(), "a re-entry is refused");
         std::thread::scope(|s| {
             s.spawn(|| assert!(m.try_lock().is_none(), "another thread waits"));
         });
         assert!(!m.is_biased(), "the other thread's attempt took the bias");
+        assert!(m.try_lock().is_none(), "a re-entry is refused");
         drop(g);
         assert!(!m.lock().is_owners());
         assert_eq!(m.revocations(), 1);

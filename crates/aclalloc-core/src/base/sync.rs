@@ -40,10 +40,6 @@ impl<T> Mutex<T> {
     pub fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
         self.0.try_lock().ok()
     }
-    /// A hint, as parking_lot's; loom's mutex has no such query.
-    pub fn is_locked(&self) -> bool {
-        false
-    }
 }
 #[cfg(loom)]
 impl<T: Default> Default for Mutex<T> {
@@ -76,6 +72,28 @@ pub fn owned_load(atomic: &AtomicUsize) -> usize {
     #[cfg(not(loom))]
     {
         atomic.load(Ordering::Relaxed)
+    }
+}
+
+/// Backs off while waiting for a thread that may be running the user's
+/// code (a callback, a plugin function) and take long: spins briefly, then
+/// yields, then sleeps 50 µs per round.
+pub fn wait_out(attempt: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = attempt;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        *attempt = attempt.saturating_add(1);
+        if *attempt < 64 {
+            std::hint::spin_loop();
+        } else if *attempt < 128 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
     }
 }
 
