@@ -76,24 +76,13 @@ pub fn owned_load(atomic: &AtomicUsize) -> usize {
 }
 
 /// Backs off while waiting for a thread that may be running the user's
-/// code (a callback, a plugin function) and take long: spins briefly, then
-/// yields, then sleeps 50 µs per round.
+/// code (a callback, a plugin function) and take long: as [`back_off`] at
+/// first, then asleep 50 µs per round.
 pub fn wait_out(attempt: &mut u32) {
-    #[cfg(loom)]
-    {
-        let _ = attempt;
-        loom::thread::yield_now();
-    }
-    #[cfg(not(loom))]
-    {
-        *attempt = attempt.saturating_add(1);
-        if *attempt < 64 {
-            std::hint::spin_loop();
-        } else if *attempt < 128 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
+    if *attempt < 128 {
+        back_off(attempt);
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
 
