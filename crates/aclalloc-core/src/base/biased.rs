@@ -349,13 +349,15 @@ impl<T> BiasedMutex<T> {
         }
     }
 
-    /// Revocations so far (for tests and benchmarks).
-    pub fn revocations(&self) -> u32 {
+    /// Revocations so far.
+    #[cfg(test)]
+    fn revocations(&self) -> u32 {
         self.turns.lock().revoked
     }
 
     /// True while some thread holds the bias.
-    pub fn is_biased(&self) -> bool {
+    #[cfg(test)]
+    fn is_biased(&self) -> bool {
         self.owner.load(Ordering::Relaxed) != 0
     }
 }
