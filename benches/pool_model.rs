@@ -11,9 +11,11 @@
 #[path = "pool_model/pytorch.rs"]
 mod pytorch;
 
-use aclalloc::ffi::cann::runtime::{aclInit, aclrtSetDevice};
+use aclalloc::ffi::cann::allocator::{aclrtAllocatorGetByStream, aclrtAllocatorRegister};
+use aclalloc::ffi::cann::runtime::{aclInit, aclrtCreateStream, aclrtSetDevice};
 use aclalloc::ffi::ext::pool::{
-    aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolDestroy, aclallocPoolFree,
+    aclallocPoolAlloc, aclallocPoolCreate, aclallocPoolCreateStreamDesc, aclallocPoolDestroy,
+    aclallocPoolFree,
 };
 use aclalloc::pool::{HostMemory, Pool, PoolConfig};
 use pytorch::TorchModel;
@@ -43,7 +45,7 @@ extern "C" {
 /// An allocator under test: alloc on a stream, free.
 trait Alloc: Sync {
     fn alloc(&self, size: usize, stream: usize) -> usize;
-    fn free(&self, addr: usize);
+    fn free(&self, addr: usize, stream: usize);
 }
 
 struct CPool(*mut c_void);
@@ -58,8 +60,29 @@ impl Alloc for CPool {
         addr
     }
     #[inline]
-    fn free(&self, addr: usize) {
+    fn free(&self, addr: usize, _stream: usize) {
         aclallocPoolFree(self.0, addr as *mut c_void)
+    }
+}
+
+/// One pool through the C ABI with a descriptor per stream
+/// (`aclallocPoolCreateStreamDesc`), as a program registers it on the
+/// streams of its threads: stream `s` (from 1) calls through the object of
+/// the `s`-th descriptor, as CANN's executor calls a stream's registration.
+struct CPoolStreams(Vec<*mut c_void>);
+// SAFETY: as `CPool`: the objects are handles the C ABI looks up.
+unsafe impl Sync for CPoolStreams {}
+
+impl Alloc for CPoolStreams {
+    #[inline]
+    fn alloc(&self, size: usize, stream: usize) -> usize {
+        let addr = aclallocPoolAlloc(self.0[stream - 1], size) as usize;
+        assert_ne!(addr, 0, "the pool is out of memory");
+        addr
+    }
+    #[inline]
+    fn free(&self, addr: usize, stream: usize) {
+        aclallocPoolFree(self.0[stream - 1], addr as *mut c_void)
     }
 }
 
@@ -70,7 +93,7 @@ impl Alloc for Pool {
         self.malloc_on(stream, size).unwrap().get()
     }
     #[inline]
-    fn free(&self, addr: usize) {
+    fn free(&self, addr: usize, _stream: usize) {
         Pool::free(self, addr).unwrap()
     }
 }
@@ -81,7 +104,7 @@ impl Alloc for TorchModel {
         self.malloc(size, stream)
     }
     #[inline]
-    fn free(&self, addr: usize) {
+    fn free(&self, addr: usize, _stream: usize) {
         TorchModel::free(self, addr)
     }
 }
@@ -94,7 +117,7 @@ impl Alloc for Glibc {
         unsafe { malloc(size) as usize }
     }
     #[inline]
-    fn free(&self, addr: usize) {
+    fn free(&self, addr: usize, _stream: usize) {
         // SAFETY: `addr` came from `malloc` above and is freed once.
         unsafe { free(addr as *mut c_void) }
     }
@@ -111,6 +134,40 @@ fn c_pool() -> CPool {
         0
     );
     CPool(pool)
+}
+
+/// A pool with a descriptor registered on each of `streams` new streams.
+fn c_pool_streams(streams: usize) -> CPoolStreams {
+    let CPool(pool) = c_pool();
+    let objs = (0..streams)
+        .map(|_| {
+            let (mut stream, mut desc, mut obj) = (
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+            // SAFETY: each out-parameter is writable; the others are NULL.
+            unsafe {
+                assert_eq!(aclrtCreateStream(&mut stream), 0);
+                assert_eq!(aclallocPoolCreateStreamDesc(pool, stream, &mut desc), 0);
+                assert_eq!(aclrtAllocatorRegister(stream, desc), 0);
+                let (alloc, free, advise, addr) = (
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                );
+                assert_eq!(
+                    aclrtAllocatorGetByStream(
+                        stream, &mut desc, &mut obj, alloc, free, advise, addr
+                    ),
+                    0
+                );
+            }
+            obj
+        })
+        .collect();
+    CPoolStreams(objs)
 }
 
 /// A fixed permutation of `0..n` (xorshift Fisher-Yates): the free order.
@@ -161,7 +218,7 @@ fn batches(
             *slot = a.alloc(black_box(sizes[i % sizes.len()]), stream);
         }
         for &i in order {
-            a.free(black_box(live[i]));
+            a.free(black_box(live[i]), stream);
         }
     }
     n * rounds
@@ -169,7 +226,7 @@ fn batches(
 
 fn pairs(a: &dyn Alloc, rounds: usize, sizes: &[usize]) -> usize {
     for r in 0..rounds {
-        a.free(black_box(a.alloc(black_box(sizes[r % sizes.len()]), 0)));
+        a.free(black_box(a.alloc(black_box(sizes[r % sizes.len()]), 0)), 0);
     }
     rounds
 }
@@ -183,13 +240,13 @@ fn decode(a: &dyn Alloc, tokens: usize) -> usize {
             let norm = a.alloc(16 * KIB, 0);
             let attn = a.alloc(1536 * KIB, 0);
             let proj = a.alloc(256 * KIB, 0);
-            a.free(black_box(proj));
+            a.free(black_box(proj), 0);
             let mlp = a.alloc(11 * MIB, 0);
-            a.free(black_box(mlp));
-            a.free(black_box(attn));
-            a.free(black_box(norm));
+            a.free(black_box(mlp), 0);
+            a.free(black_box(attn), 0);
+            a.free(black_box(norm), 0);
         }
-        a.free(hidden);
+        a.free(hidden, 0);
     }
     tokens * (1 + 4 * 32)
 }
@@ -208,12 +265,12 @@ fn time(work: &dyn Fn() -> usize) -> f64 {
     samples[2]
 }
 
-/// `time(work)`, unless `POOL_MODEL_SIDE` names another side (model, pool,
-/// glibc): then 1.0 and `work` is not run, so that a profiler sees one side.
-fn side(name: &str, work: &dyn Fn() -> usize) -> f64 {
+/// `measure()`, unless `POOL_MODEL_SIDE` names another side (model, pool,
+/// glibc): then 1.0 and nothing is run, so that a profiler sees one side.
+fn side(name: &str, measure: &dyn Fn() -> f64) -> f64 {
     match std::env::var("POOL_MODEL_SIDE") {
         Ok(only) if only != name => 1.0,
-        _ => time(work),
+        _ => measure(),
     }
 }
 
@@ -305,8 +362,8 @@ fn main() {
                     // crowd the device for the next.
                     let model = TorchModel::new(Arc::new(HostMemory::new(1 << 44)));
                     let pool = c_pool();
-                    m.push(side("model", &|| work(&model, sizes)));
-                    p.push(side("pool", &|| work(&pool, sizes)));
+                    m.push(side("model", &|| time(&|| work(&model, sizes))));
+                    p.push(side("pool", &|| time(&|| work(&pool, sizes))));
                     assert_eq!(aclallocPoolDestroy(pool.0), 0);
                     if std::env::var_os("POOL_MODEL_VERBOSE").is_some() {
                         println!(
@@ -315,7 +372,7 @@ fn main() {
                             p[p.len() - 1]
                         );
                     }
-                    g.push(side("glibc", &|| work(&Glibc, sizes)));
+                    g.push(side("glibc", &|| time(&|| work(&Glibc, sizes))));
                     r.push(m[m.len() - 1] / p[p.len() - 1]);
                 }
                 let cell = |v: &[f64]| match range(v) {
@@ -343,16 +400,29 @@ fn main() {
         "", "run", "pool 1 th", "pool 2 th", "scale", "model 1", "model 2", "scale"
     );
     let four_k: &[usize] = &[4096];
-    let threads: [ThreadRow; 2] = [
+    let threads: [ThreadRow; 3] = [
         ("4 KiB, Rust API", &rust_pool, &threaded_model, four_k),
-        ("unaligned, C ABI", &c_pool(), &threaded_model, &unaligned),
+        (
+            "unaligned, C, 1 desc",
+            &c_pool(),
+            &threaded_model,
+            &unaligned,
+        ),
+        (
+            "unaligned, C, 2 descs",
+            &c_pool_streams(2),
+            &threaded_model,
+            &unaligned,
+        ),
     ];
-    for (label, pool, model, sizes) in threads.into_iter().filter(|_| chosen("two threads")) {
+    let rows = threads.into_iter();
+    for (label, pool, model, sizes) in rows.filter(|row| chosen(&format!("two threads {}", row.0)))
+    {
         for run in 1..=3 {
-            let p1 = throughput(pool, 1, &o64, sizes);
-            let p2 = throughput(pool, 2, &o64, sizes);
-            let m1 = throughput(model, 1, &o64, sizes);
-            let m2 = throughput(model, 2, &o64, sizes);
+            let p1 = side("pool", &|| throughput(pool, 1, &o64, sizes));
+            let p2 = side("pool", &|| throughput(pool, 2, &o64, sizes));
+            let m1 = side("model", &|| throughput(model, 1, &o64, sizes));
+            let m2 = side("model", &|| throughput(model, 2, &o64, sizes));
             println!(
                 "{label:<22} {run:>3} {:>9.2}M {:>9.2}M {:>6.2}x {:>9.2}M {:>9.2}M {:>6.2}x",
                 p1 / 1e6,
