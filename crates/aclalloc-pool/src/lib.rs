@@ -391,7 +391,7 @@ impl Pool {
     #[cold]
     #[inline(never)]
     fn free_exclusive(&self, shard: usize, addr: usize) -> Result<()> {
-        self.exclusive(Some(shard), |ex| match ex.shards[shard].free(addr, false) {
+        self.exclusive_in_shard(shard, |core| match core.free(addr, false) {
             Freed::Done => Ok(()),
             Freed::Bad(e) => Err(e),
             // Freed meanwhile by another thread: now a double free.

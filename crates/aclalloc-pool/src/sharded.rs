@@ -62,19 +62,41 @@ impl Drop for All<'_> {
 
 impl Pool {
     pub(super) fn lock_all(&self) -> All<'_> {
-        let global = self.global.lock();
-        let mut all = All {
-            global: ManuallyDrop::new(global),
+        let mut all = self.lock_shards();
+        // Everything pool-wide runs on the state a pool without thread
+        // caches would have (crates/aclalloc-pool/src/thread_cache.rs).
+        self.drain_caches(&mut all.shards[..], super::Retire::None);
+        all
+    }
+
+    /// Every lock, the thread caches left as they are.
+    fn lock_shards(&self) -> All<'_> {
+        All {
+            global: ManuallyDrop::new(self.global.lock()),
             shards: ManuallyDrop::new(std::array::from_fn(|i| self.shards[i].0.lock())),
             device: DeferredFree {
                 device: &*self.device,
                 pending: &self.pending_frees,
             },
-        };
-        // Everything pool-wide runs on the state a pool without thread
-        // caches would have (crates/aclalloc-pool/src/thread_cache.rs).
-        self.drain_caches(&mut all.shards[..], super::Retire::None);
-        all
+        }
+    }
+
+    /// Runs `f`, an operation of shard `shard`'s own path (which runs beside
+    /// the thread caches) that may leave its headroom short, with every
+    /// lock, then settles it. When the other shards' headroom covers it, the
+    /// caches stay as they are; only a statistic that may pass its peak
+    /// drains them first, since their headroom counts before the peak rises.
+    /// A drain stops every cache's owner (`fence::heavy`), and two threads
+    /// on shards of their own pass headroom back and forth here whenever
+    /// their live sets rise in turns.
+    pub(super) fn exclusive_in_shard<R>(&self, shard: usize, f: impl FnOnce(&mut Core) -> R) -> R {
+        let mut all = self.lock_shards();
+        let r = f(&mut all.shards[shard]);
+        if !all.settle_from_shards(shard) {
+            self.drain_caches(&mut all.shards[..], super::Retire::None);
+            all.settle(shard);
+        }
+        r
     }
 
     /// Runs `f` with everything locked, then settles what shard `settle` raised
@@ -127,6 +149,29 @@ impl Pool {
 }
 
 impl All<'_> {
+    /// Covers what shard `s` took beyond its headroom from the other shards'
+    /// headroom if theirs covers every statistic it is short of; false, and
+    /// nothing moved, if not.
+    fn settle_from_shards(&mut self, s: usize) -> bool {
+        let mut deficits = [0i64; PARTS];
+        for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
+            deficits[j] = (-p.headroom).max(0);
+        }
+        let mut spare = [0i64; PARTS];
+        for (t, core) in self.shards.iter_mut().enumerate() {
+            if t != s {
+                for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
+                    spare[j] += p.headroom;
+                }
+            }
+        }
+        if deficits.iter().zip(spare).any(|(&d, spare)| d > spare) {
+            return false;
+        }
+        self.settle(s);
+        true
+    }
+
     /// Covers what shard `s` took beyond its headroom: from the other shards'
     /// headroom, then by raising the peak (then the exact pool-wide maximum).
     fn settle(&mut self, s: usize) {
@@ -459,5 +504,55 @@ impl All<'_> {
             core.check()?;
         }
         self.check_headroom()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::engine::counters::Part;
+    use super::super::{HostMemory, Pool, PoolConfig, STAT_ALL};
+
+    fn pool() -> Pool {
+        Pool::new(PoolConfig::default(), HostMemory::new(1 << 30)).unwrap()
+    }
+
+    /// `inactive_split` (all blocks) in `ShardStats::parts_mut`'s order,
+    /// the index of its peak.
+    const INACTIVE_SPLIT: usize = 2 * 3 + STAT_ALL;
+
+    /// `part` risen by `short` beyond its headroom.
+    fn short_of(part: &mut Part, short: i64) {
+        part.current += short;
+        part.headroom -= short;
+    }
+
+    #[test]
+    fn headroom_of_other_shards_covers_a_shortfall_and_the_peak_stays() {
+        let pool = pool();
+        let mut all = pool.lock_shards();
+        all.global.peaks[INACTIVE_SPLIT] = 5;
+        all.shards[2].stats.inactive_split[STAT_ALL].headroom = 5;
+        short_of(&mut all.shards[1].stats.inactive_split[STAT_ALL], 3);
+        assert!(all.settle_from_shards(1));
+        assert_eq!(all.shards[1].stats.inactive_split[STAT_ALL].headroom, 0);
+        assert_eq!(all.shards[2].stats.inactive_split[STAT_ALL].headroom, 2);
+        assert_eq!(all.global.peaks[INACTIVE_SPLIT], 5);
+        all.check_headroom().unwrap();
+    }
+
+    #[test]
+    fn a_shortfall_beyond_the_other_shards_moves_nothing() {
+        let pool = pool();
+        let mut all = pool.lock_shards();
+        all.global.peaks[INACTIVE_SPLIT] = 2;
+        all.shards[2].stats.inactive_split[STAT_ALL].headroom = 2;
+        short_of(&mut all.shards[1].stats.inactive_split[STAT_ALL], 3);
+        assert!(!all.settle_from_shards(1));
+        assert_eq!(all.shards[1].stats.inactive_split[STAT_ALL].headroom, -3);
+        assert_eq!(all.shards[2].stats.inactive_split[STAT_ALL].headroom, 2);
+        // The full settle raises the peak by what is missing: 3 - 2.
+        all.settle(1);
+        assert_eq!(all.global.peaks[INACTIVE_SPLIT], 3);
+        all.check_headroom().unwrap();
     }
 }
