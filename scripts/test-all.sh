@@ -15,6 +15,11 @@ if [ ! -f ../shared/conformance/acl_allocator_conformance.c ]; then
   echo "note: no ../shared/conformance beside this checkout: the shared conformance suite is skipped${CI:+ (CI is set: tests/conformance.rs will fail)}"
 fi
 cargo test --workspace --release
+# An unoptimised library keeps every frame a resumed forced unwind crosses
+# (crates/aclalloc-core/src/base/foreign_call.rs), each with its unwind
+# tables: the same check on a debug build.
+cargo build
+cargo test --test foreign_unwinds
 cmake -S c_examples -B build/c_examples -DCMAKE_BUILD_TYPE=Release
 # Also builds the library with --features test-hooks into target/test-hooks
 # for the tests that drive a test hook (c_examples/dead_worker.c).

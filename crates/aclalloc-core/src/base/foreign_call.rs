@@ -303,8 +303,13 @@ pub(crate) extern "C" fn resume_if_paused() {
     // SAFETY: reads a thread-local flag.
     if unsafe { aclalloc_unwind_paused() } {
         PAUSED.fetch_sub(1, Ordering::SeqCst);
+        // Through a pointer, as `boundary` calls this function: a direct
+        // call of a function declared not to unwind is left out of the
+        // unwind tables, and where this frame has tables (an unoptimised
+        // build) the unwinder would stop here.
+        let resume: unsafe extern "C" fn() -> ! = std::hint::black_box(aclalloc_resume_unwind);
         // SAFETY: this thread has a paused unwind.
-        unsafe { aclalloc_resume_unwind() }
+        unsafe { resume() }
     }
 }
 
