@@ -15,7 +15,7 @@ seconds="${1:-30}"
 if [[ -n "${FUZZ_TARGET:-}" ]]; then
   targets=("$FUZZ_TARGET")
 else
-  targets=(api_sequence pool_sequence runtime_sequence)
+  targets=(api_sequence pool_sequence runtime_sequence pluggable_sequence)
 fi
 
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
