@@ -16,9 +16,10 @@
 //! destroying what it made.
 #![no_main]
 
-use aclalloc::ffi::cann::allocator::{
-    aclrtAllocatorGetByStream, aclrtAllocatorRegister, aclrtAllocatorUnregister,
-};
+#[path = "../common/registration.rs"]
+mod registration;
+
+use aclalloc::ffi::cann::allocator::{aclrtAllocatorRegister, aclrtAllocatorUnregister};
 use aclalloc::ffi::cann::types::*;
 use aclalloc::ffi::ext::plugin::{
     aclallocAllocatorStats, aclallocPluggableDestroy, aclallocPluggableFree,
@@ -27,6 +28,7 @@ use aclalloc::ffi::ext::plugin::{
 use aclalloc::plugin::{published, PluggableAllocator, PluginFunctions};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use registration::Registered;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
@@ -342,6 +344,8 @@ impl Model {
                     );
                     return;
                 };
+                // A pluggable allocator's descriptor sets no allocAdvise.
+                assert!(c.advise.is_none(), "allocAdvise read back");
                 let i = self.streams[&stream];
                 let size = size_of(size) & 0xFF_FFFF;
                 FAIL_NEXT.with(|f| f.set(fail));
@@ -484,35 +488,9 @@ impl Model {
     }
 }
 
-struct Callbacks {
-    obj: *mut c_void,
-    alloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void, *mut c_void),
-    get_addr: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
-}
-
 /// The callbacks registered on `stream`, as an executor reads them.
-fn callbacks(stream: usize) -> Option<Callbacks> {
-    let (mut desc, mut obj) = (std::ptr::null_mut(), std::ptr::null_mut());
-    let (mut alloc, mut free, mut advise, mut get_addr) = (None, None, None, None);
-    // SAFETY: every out-parameter is writable.
-    let rc = unsafe {
-        aclrtAllocatorGetByStream(
-            stream as *mut c_void,
-            &mut desc,
-            &mut obj,
-            &mut alloc,
-            &mut free,
-            &mut advise,
-            &mut get_addr,
-        )
-    };
-    (rc == OK).then(|| Callbacks {
-        obj,
-        alloc: alloc.expect("alloc callback"),
-        free: free.expect("free callback"),
-        get_addr: get_addr.expect("getAddrFromBlock callback"),
-    })
+fn callbacks(stream: usize) -> Option<Registered> {
+    registration::read(stream).1
 }
 
 fuzz_target!(|ops: Vec<Op>| {

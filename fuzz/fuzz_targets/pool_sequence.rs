@@ -28,6 +28,8 @@
 
 #[path = "../common/messages.rs"]
 mod messages;
+#[path = "../common/registration.rs"]
+mod registration;
 
 use aclalloc::ffi::cann::allocator::*;
 use aclalloc::ffi::cann::errmsg::aclGetRecentErrMsg;
@@ -38,6 +40,7 @@ use aclalloc::ffi::ext::pool::*;
 use aclalloc::pool::PoolStats;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use registration::Registered;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 
@@ -180,14 +183,6 @@ fn stream_of(s: u8) -> usize {
     0x7000 + (s as usize % 4) * 64
 }
 
-struct Callbacks {
-    obj: *mut c_void,
-    alloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void, *mut c_void),
-    advise: unsafe extern "C" fn(*mut c_void, usize, *mut c_void) -> *mut c_void,
-    get_addr: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
-}
-
 impl Model {
     fn fail(&mut self, function: &'static str, got: aclError, want: aclError) {
         assert_eq!(got, want, "{function}");
@@ -325,27 +320,15 @@ impl Model {
     }
 
     /// The callbacks registered for `stream`, as an executor gets them.
-    fn callbacks(&mut self, stream: usize) -> Option<(Callbacks, usize)> {
-        let (mut desc, mut obj) = (std::ptr::null_mut(), std::ptr::null_mut());
-        let (mut alloc, mut free, mut advise, mut get_addr) = (None, None, None, None);
-        // SAFETY: every out-pointer points at a local of its type.
-        let rc = unsafe {
-            aclrtAllocatorGetByStream(
-                stream as *mut c_void,
-                &mut desc,
-                &mut obj,
-                &mut alloc,
-                &mut free,
-                &mut advise,
-                &mut get_addr,
-            )
-        };
+    fn callbacks(&mut self, stream: usize) -> Option<(Registered, usize)> {
+        let (rc, found) = registration::read(stream);
         let Some(&pool) = self.streams.get(&stream) else {
             self.fail("aclrtAllocatorGetByStream", rc, INVALID_PARAM);
             return None;
         };
         self.fail("aclrtAllocatorGetByStream", rc, OK);
-        let obj_addr = obj as usize;
+        let found = found.expect("read on success");
+        let obj_addr = found.obj as usize;
         if obj_addr != self.pools[pool].handle && !self.views.iter().any(|v| v.0 == obj_addr) {
             self.views.push((obj_addr, pool));
         }
@@ -357,16 +340,11 @@ impl Model {
             pool,
             "the object names another pool"
         );
-        Some((
-            Callbacks {
-                obj,
-                alloc: alloc.expect("alloc"),
-                free: free.expect("free"),
-                advise: advise.expect("allocAdvise"),
-                get_addr: get_addr.expect("getAddrFromBlock"),
-            },
-            pool,
-        ))
+        assert!(
+            found.advise.is_some(),
+            "a pool's registration has allocAdvise"
+        );
+        Some((found, pool))
     }
 
     fn size(s: Size) -> usize {
@@ -411,7 +389,7 @@ impl Model {
         let block = unsafe {
             match addr_hint {
                 None => (c.alloc)(c.obj, size),
-                Some(a) => (c.advise)(c.obj, size, a as *mut c_void),
+                Some(a) => (c.advise.expect("allocAdvise"))(c.obj, size, a as *mut c_void),
             }
         };
         let function = if advise.is_some() {
