@@ -424,6 +424,30 @@ fn peak_and_accumulated_resets() {
 }
 
 #[test]
+fn totals_after_a_reset_count_what_came_after_across_blocks_live_at_the_reset() {
+    let (pool, _) = pool();
+    let live = pool.malloc(5 * MIB).unwrap().get();
+    let gone = pool.malloc(4096).unwrap().get();
+    pool.free(gone).unwrap();
+    pool.reset_accumulated_stats();
+    // Freed after the reset: counted, though allocated before it.
+    pool.free(live).unwrap();
+    let again = pool.malloc(4096).unwrap().get();
+    let s = pool.stats();
+    let totals = |stat: &Stat| (stat.current, stat.allocated, stat.freed);
+    assert_eq!(totals(&s.allocation[STAT_ALL]), (1, 1, 1));
+    assert_eq!(
+        totals(&s.allocated_bytes[STAT_ALL]),
+        (4096, 4096, 5 * MIB as i64)
+    );
+    pool.free(again).unwrap();
+    let s = pool.stats();
+    assert_eq!(totals(&s.allocation[STAT_ALL]), (0, 1, 2));
+    let by_pool = s.allocation[STAT_SMALL_POOL].freed + s.allocation[STAT_LARGE_POOL].freed;
+    assert_eq!(s.allocation[STAT_ALL].freed, by_pool);
+}
+
+#[test]
 fn trim_keeps_at_most_what_it_is_told() {
     let (pool, _) = pool();
     let blocks: Vec<_> = [12, 14, 16]

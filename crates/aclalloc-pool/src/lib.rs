@@ -147,6 +147,9 @@ struct Global {
     limit: usize,
     /// Pool-wide peak of each statistic (order of `ShardStats::parts_mut`).
     peaks: [i64; PARTS],
+    /// Each statistic's pool-wide `current` when the totals were last
+    /// zeroed, from which its freed total follows (`engine/counters.rs`).
+    freed_bases: [i64; PARTS],
     closed: bool,
     /// The shard the next new stream gets.
     next_shard: usize,
@@ -185,6 +188,7 @@ impl Pool {
                 config,
                 limit,
                 peaks: [0; PARTS],
+                freed_bases: [0; PARTS],
                 closed: false,
                 cross_stream_reuse: CrossStreamReuse::default(),
                 next_shard,
@@ -407,7 +411,12 @@ impl Pool {
             ..PoolStats::default()
         };
         let mut shards: Vec<_> = all.shards.iter_mut().map(|c| &mut c.stats).collect();
-        counters::sum(&mut shards, &all.global.peaks, &mut out);
+        counters::sum(
+            &mut shards,
+            &all.global.peaks,
+            &all.global.freed_bases,
+            &mut out,
+        );
         out
     }
 
@@ -418,7 +427,7 @@ impl Pool {
         for core in all.shards.iter_mut() {
             for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
                 peaks[j] += p.current;
-                p.headroom = 0;
+                p.add_headroom(-p.headroom());
             }
         }
         all.global.peaks = peaks;
@@ -427,9 +436,14 @@ impl Pool {
     /// Zeroes the totals (`allocated`, `freed`) and the event counters.
     pub fn reset_accumulated_stats(&self) {
         let mut all = self.lock_all();
+        let mut bases = [0; PARTS];
         for core in all.shards.iter_mut() {
             core.stats.reset_accumulated();
+            for (base, p) in bases.iter_mut().zip(core.stats.parts_mut()) {
+                *base += p.current;
+            }
         }
+        all.global.freed_bases = bases;
     }
 
     /// Bytes handed out now (`memory_allocated`).

@@ -155,13 +155,13 @@ impl All<'_> {
     fn settle_from_shards(&mut self, s: usize) -> bool {
         let mut deficits = [0i64; PARTS];
         for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
-            deficits[j] = (-p.headroom).max(0);
+            deficits[j] = (-p.headroom()).max(0);
         }
         let mut spare = [0i64; PARTS];
         for (t, core) in self.shards.iter_mut().enumerate() {
             if t != s {
                 for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
-                    spare[j] += p.headroom;
+                    spare[j] += p.headroom();
                 }
             }
         }
@@ -177,17 +177,17 @@ impl All<'_> {
     fn settle(&mut self, s: usize) {
         let mut taken = [0i64; PARTS];
         for (j, p) in self.shards[s].stats.parts_mut().into_iter().enumerate() {
-            let deficit = (-p.headroom).max(0);
+            let deficit = (-p.headroom()).max(0);
             taken[j] = deficit;
-            p.headroom += deficit;
+            p.add_headroom(deficit);
         }
         for (t, core) in self.shards.iter_mut().enumerate() {
             if t == s {
                 continue;
             }
             for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
-                let give = p.headroom.min(taken[j]);
-                p.headroom -= give;
+                let give = p.headroom().min(taken[j]);
+                p.add_headroom(-give);
                 taken[j] -= give;
             }
         }
@@ -201,10 +201,13 @@ impl All<'_> {
         let mut sums = [0i64; PARTS];
         for (t, core) in self.shards.iter_mut().enumerate() {
             for (j, p) in core.stats.parts_mut().into_iter().enumerate() {
-                if p.headroom < 0 {
-                    return Err(format!("shard {t} statistic {j}: headroom {}", p.headroom));
+                if p.headroom() < 0 {
+                    return Err(format!(
+                        "shard {t} statistic {j}: headroom {}",
+                        p.headroom()
+                    ));
                 }
-                sums[j] += p.current + p.headroom;
+                sums[j] += p.current + p.headroom();
             }
         }
         if sums != self.global.peaks {
@@ -522,8 +525,7 @@ mod tests {
 
     /// `part` risen by `short` beyond its headroom.
     fn short_of(part: &mut Part, short: i64) {
-        part.current += short;
-        part.headroom -= short;
+        part.increase(part.headroom() + short);
     }
 
     #[test]
@@ -531,11 +533,11 @@ mod tests {
         let pool = pool();
         let mut all = pool.lock_shards();
         all.global.peaks[INACTIVE_SPLIT] = 5;
-        all.shards[2].stats.inactive_split[STAT_ALL].headroom = 5;
+        all.shards[2].stats.inactive_split[STAT_ALL].add_headroom(5);
         short_of(&mut all.shards[1].stats.inactive_split[STAT_ALL], 3);
         assert!(all.settle_from_shards(1));
-        assert_eq!(all.shards[1].stats.inactive_split[STAT_ALL].headroom, 0);
-        assert_eq!(all.shards[2].stats.inactive_split[STAT_ALL].headroom, 2);
+        assert_eq!(all.shards[1].stats.inactive_split[STAT_ALL].headroom(), 0);
+        assert_eq!(all.shards[2].stats.inactive_split[STAT_ALL].headroom(), 2);
         assert_eq!(all.global.peaks[INACTIVE_SPLIT], 5);
         all.check_headroom().unwrap();
     }
@@ -545,11 +547,11 @@ mod tests {
         let pool = pool();
         let mut all = pool.lock_shards();
         all.global.peaks[INACTIVE_SPLIT] = 2;
-        all.shards[2].stats.inactive_split[STAT_ALL].headroom = 2;
+        all.shards[2].stats.inactive_split[STAT_ALL].add_headroom(2);
         short_of(&mut all.shards[1].stats.inactive_split[STAT_ALL], 3);
         assert!(!all.settle_from_shards(1));
-        assert_eq!(all.shards[1].stats.inactive_split[STAT_ALL].headroom, -3);
-        assert_eq!(all.shards[2].stats.inactive_split[STAT_ALL].headroom, 2);
+        assert_eq!(all.shards[1].stats.inactive_split[STAT_ALL].headroom(), -3);
+        assert_eq!(all.shards[2].stats.inactive_split[STAT_ALL].headroom(), 2);
         // The full settle raises the peak by what is missing: 3 - 2.
         all.settle(1);
         assert_eq!(all.global.peaks[INACTIVE_SPLIT], 3);

@@ -11,6 +11,14 @@
 //! Settling looks only at the headroom an operation ends with: within one
 //! operation each statistic only falls, then only rises (a merge raises
 //! `inactive_split` by at most what it just lowered it by).
+//!
+//! Each part keeps `current + headroom` (its *ceiling*) rather than the
+//! headroom, and no freed total: a decrease then writes one word and an
+//! increase two, on the path every request that misses its thread cache
+//! takes. The pool-wide freed total follows when read: every increase adds
+//! to `allocated` and `current`, every decrease takes from `current`, so
+//! `freed == allocated - current + base`, `base` being `current` when the
+//! totals were last zeroed.
 
 use crate::stats::{PoolStats, Stat};
 
@@ -19,10 +27,9 @@ use crate::stats::{PoolStats, Stat};
 pub(crate) struct Part {
     pub current: i64,
     pub allocated: i64,
-    pub freed: i64,
-    /// How much `current` may still rise before the pool-wide peak would;
-    /// negative only until settled, under the pool-wide lock.
-    pub headroom: i64,
+    /// `current` plus how much it may still rise before the pool-wide peak
+    /// would; below `current` only until settled, under the pool-wide lock.
+    ceiling: i64,
 }
 
 impl Part {
@@ -30,20 +37,37 @@ impl Part {
     pub(crate) fn increase(&mut self, amount: i64) {
         self.current += amount;
         self.allocated += amount;
-        self.headroom -= amount;
     }
 
     #[inline]
     pub(crate) fn decrease(&mut self, amount: i64) {
         self.current -= amount;
-        self.freed += amount;
-        self.headroom += amount;
     }
 
     /// True when `current` may rise by `amount` under the shard lock alone.
     #[inline]
     pub(crate) fn room(&self, amount: i64) -> bool {
-        self.headroom >= amount
+        self.ceiling - self.current >= amount
+    }
+
+    /// How much `current` may still rise under the shard lock alone.
+    #[inline]
+    pub(crate) fn headroom(&self) -> i64 {
+        self.ceiling - self.current
+    }
+
+    /// Adds `amount` (negative: takes) to the headroom.
+    #[inline]
+    pub(crate) fn add_headroom(&mut self, amount: i64) {
+        self.ceiling += amount;
+    }
+
+    /// Moves `amount` of `current` out (to a thread's cache, which counts
+    /// it), the headroom unchanged; negative moves it back in.
+    #[inline]
+    pub(crate) fn move_out(&mut self, amount: i64) {
+        self.current -= amount;
+        self.ceiling -= amount;
     }
 }
 
@@ -87,7 +111,6 @@ impl ShardStats {
     pub(crate) fn reset_accumulated(&mut self) {
         for p in self.parts_mut() {
             p.allocated = 0;
-            p.freed = 0;
         }
         self.num_alloc_retries = 0;
         self.num_ooms = 0;
@@ -96,9 +119,15 @@ impl ShardStats {
     }
 }
 
-/// Adds the shards' statistics into pool-wide ones, with `peaks` (in the
-/// order of [`ShardStats::parts_mut`]).
-pub(crate) fn sum(shards: &mut [&mut ShardStats], peaks: &[i64; PARTS], out: &mut PoolStats) {
+/// Adds the shards' statistics into pool-wide ones, with `peaks` and the
+/// `bases` of the freed totals (each statistic's pool-wide `current` when
+/// the totals were last zeroed), in the order of [`ShardStats::parts_mut`].
+pub(crate) fn sum(
+    shards: &mut [&mut ShardStats],
+    peaks: &[i64; PARTS],
+    bases: &[i64; PARTS],
+    out: &mut PoolStats,
+) {
     let mut stats: [Stat; PARTS] = [Stat::default(); PARTS];
     for (j, stat) in stats.iter_mut().enumerate() {
         stat.peak = peaks[j];
@@ -111,8 +140,10 @@ pub(crate) fn sum(shards: &mut [&mut ShardStats], peaks: &[i64; PARTS], out: &mu
         for (stat, p) in stats.iter_mut().zip(shard.parts_mut()) {
             stat.current += p.current;
             stat.allocated += p.allocated;
-            stat.freed += p.freed;
         }
+    }
+    for (stat, base) in stats.iter_mut().zip(bases) {
+        stat.freed = stat.allocated - stat.current + base;
     }
     let arrays = [
         &mut out.allocation,

@@ -36,9 +36,10 @@ pub(crate) struct Pairs {
 impl Pairs {
     /// Adds the pairs to `shard`'s totals.
     fn fold_into(&self, shard: &mut ShardStats) {
+        // Allocated and freed alike: `current` stays, and the freed total
+        // follows from `allocated` (engine/counters.rs).
         let both = |p: &mut Part, amount: i64| {
             p.allocated += amount;
-            p.freed += amount;
         };
         for k in 1..3 {
             for i in [STAT_ALL, k] {
@@ -129,7 +130,7 @@ pub(crate) struct Loan {
 /// Moves `amount` of `current` from a shard's part to a cache's.
 #[inline]
 fn shift_in(from: &mut Part, to: &mut CachePart, amount: i64) {
-    from.current -= amount;
+    from.move_out(amount);
     to.moved += amount;
 }
 
@@ -137,14 +138,14 @@ fn shift_in(from: &mut Part, to: &mut CachePart, amount: i64) {
 #[inline]
 fn shift_out(from: &mut CachePart, to: &mut Part, amount: i64) {
     from.moved -= amount;
-    to.current += amount;
+    to.move_out(-amount);
 }
 
 /// Gives `to` up to `want` headroom from `from`'s.
 #[inline]
 fn give_headroom(from: &mut Part, to: &mut CachePart, want: i64) {
-    let give = (want - to.headroom()).clamp(0, from.headroom.max(0));
-    from.headroom -= give;
+    let give = (want - to.headroom()).clamp(0, from.headroom().max(0));
+    from.add_headroom(-give);
     to.given += give;
 }
 
@@ -310,7 +311,7 @@ impl Core {
             for ((f, t), &keep) in from.iter_mut().zip(to.iter_mut()).zip(keep) {
                 let h = (f.headroom() - keep).max(0);
                 f.given -= h;
-                t.headroom += h;
+                t.add_headroom(h);
                 moved |= h > 0;
             }
         }
@@ -325,10 +326,9 @@ impl Core {
         for (from, to) in pairs {
             for (f, t) in from.iter_mut().zip(to.iter_mut()) {
                 debug_assert_eq!(f.current(), 0, "a drained cache still counts blocks");
-                t.current += f.current();
+                t.move_out(-f.current());
                 t.allocated += f.allocated;
-                t.freed += f.freed;
-                t.headroom += f.headroom();
+                t.add_headroom(f.headroom());
                 *f = CachePart::default();
             }
         }
