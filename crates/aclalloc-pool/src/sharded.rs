@@ -83,14 +83,19 @@ impl Pool {
 
     /// Runs `f`, an operation of shard `shard`'s own path (which runs beside
     /// the thread caches) that may leave its headroom short, with every
-    /// lock, then settles it. When the other shards' headroom covers it, the
-    /// caches stay as they are; only a statistic that may pass its peak
-    /// drains them first, since their headroom counts before the peak rises.
-    /// A drain stops every cache's owner (`fence::heavy`), and two threads
-    /// on shards of their own pass headroom back and forth here whenever
-    /// their live sets rise in turns.
+    /// lock, then settles it. This thread's caches give their blocks back
+    /// first, as a drain would (they can merge; this thread owns them, so no
+    /// fence), and when the other shards' headroom covers the shortfall, the
+    /// other threads' caches stay as they are; only a statistic that may
+    /// pass its peak drains them, since their headroom counts before the
+    /// peak rises. A drain stops every cache's owner (`fence::heavy`), and
+    /// two threads on shards of their own pass headroom back and forth here
+    /// whenever their live sets rise in turns.
     pub(super) fn exclusive_in_shard<R>(&self, shard: usize, f: impl FnOnce(&mut Core) -> R) -> R {
         let mut all = self.lock_shards();
+        for (t, core) in all.shards.iter_mut().enumerate() {
+            self.reclaim_from_own_caches(core, t, super::Reclaim::Blocks);
+        }
         let r = f(&mut all.shards[shard]);
         if !all.settle_from_shards(shard) {
             self.drain_caches(&mut all.shards[..], super::Retire::None);
